@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitNotReproduced: replay finished but its lateness p99 exceeded
+	// --max-lateness, so the run did not reproduce the trace.
+	exitNotReproduced = 3
+)
+
+// registered commands; each command file adds itself in an init func so
+// features land without touching this file.
+var registered []registration
+
+type registration struct {
+	order int
+	cmd   func() *cli.Command
+}
+
+// register adds a subcommand; order places it in --help (lower first).
+func register(order int, cmd func() *cli.Command) {
+	registered = append(registered, registration{order, cmd})
+}
+
+// exitErr carries an exit code through urfave/cli.
+type exitErr struct {
+	code int
+	err  error
+}
+
+func (e *exitErr) Error() string { return e.err.Error() }
+func (e *exitErr) Unwrap() error { return e.err }
+
+// usageErrorf is a usage error (exit code 2). Name the flag or argument.
+func usageErrorf(format string, a ...any) error {
+	return &exitErr{code: exitUsage, err: fmt.Errorf(format, a...)}
+}
+
+// withCode wraps err with an exit code.
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitErr{code: code, err: err}
+}
+
+type ctxKey struct{}
+
+// streams are the process's stdio, reachable from actions through the
+// context so tests can drive Main with buffers.
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func stdio(c *cli.Context) streams {
+	if s, ok := c.Context.Value(ctxKey{}).(streams); ok {
+		return s
+	}
+	return streams{in: c.App.Reader, out: c.App.Writer, err: c.App.ErrWriter}
+}
+
+// newApp builds the CLI.
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	sort.SliceStable(registered, func(i, j int) bool { return registered[i].order < registered[j].order })
+	var cmds []*cli.Command
+	for _, r := range registered {
+		cmds = append(cmds, r.cmd())
+	}
+	app := &cli.App{
+		Name:  "tokentrace",
+		Usage: "capture, synthesize, replay and analyze LLM serving traffic",
+		Description: `tokentrace turns production LLM traffic into a content-free trace, makes
+synthetic workloads from it, replays either against a vLLM-compatible server
+with the original arrival timing, and explains where the tail latency came from.
+
+Every command reads and writes one record schema, in Parquet (.parquet),
+JSON lines (.jsonl, .jsonl.zst) or CSV (.csv); "-" is stdin/stdout.
+Flags go before arguments.`,
+		Commands:             cmds,
+		Reader:               stdin,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
+		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
+			return usageErrorf("%v (see --help)", err)
+		},
+	}
+	return app
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := newApp(stdin, stdout, stderr)
+	ctx = context.WithValue(ctx, ctxKey{}, streams{in: stdin, out: stdout, err: stderr})
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	code := exitFailure
+	var ee *exitErr
+	if errors.As(err, &ee) {
+		code = ee.code
+	} else if strings.HasPrefix(err.Error(), "flag provided but not defined") ||
+		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
+		code = exitUsage
+	}
+	fmt.Fprintf(stderr, "tokentrace: %v\n", err)
+	return code
+}
+
+// args checks the positional arguments: between min and max of them
+// (max < 0: no limit), none that looks like a flag (urfave/cli v2 silently
+// ignores flags placed after a positional argument, so we refuse them).
+func args(c *cli.Context, min, max int, what string) ([]string, error) {
+	a := c.Args().Slice()
+	for _, s := range a {
+		if strings.HasPrefix(s, "-") && s != "-" {
+			return nil, usageErrorf("%s: flag %s after an argument: put flags before arguments", c.Command.Name, s)
+		}
+	}
+	if len(a) < min || (max >= 0 && len(a) > max) {
+		switch {
+		case min == max:
+			return nil, usageErrorf("%s: want %d argument(s) (%s), got %d", c.Command.Name, min, what, len(a))
+		case max < 0:
+			return nil, usageErrorf("%s: want at least %d argument(s) (%s), got %d", c.Command.Name, min, what, len(a))
+		default:
+			return nil, usageErrorf("%s: want %d to %d argument(s) (%s), got %d", c.Command.Name, min, max, what, len(a))
+		}
+	}
+	return a, nil
+}

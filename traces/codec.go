@@ -1,0 +1,126 @@
+package traces
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Reader streams Records from a trace or results file.
+//
+// Read fills recs and returns how many it filled; like io.Reader it may
+// return n > 0 together with io.EOF, so consume recs[:n] before checking err.
+type Reader interface {
+	Read(recs []Record) (int, error)
+	// Meta is the file's metadata (zero Meta with the current schema version
+	// for files that carry none).
+	Meta() Meta
+	// Stats says how many rows were read and how many malformed rows were
+	// skipped so far.
+	Stats() ReadStats
+	Close() error
+}
+
+// Writer streams Records to a file. Close is mandatory: Parquet writes its
+// footer there and zstd its last frame.
+type Writer interface {
+	Write(recs []Record) (int, error)
+	Close() error
+}
+
+// Flusher is implemented by Writers whose rows can be made durable before
+// Close (JSONL and CSV; replay uses it to survive a kill).
+type Flusher interface {
+	Flush() error
+}
+
+// ReadStats counts what a Reader did.
+type ReadStats struct {
+	// Rows is the number of records returned.
+	Rows int64
+	// Skipped is the number of malformed rows skipped (non-strict mode).
+	Skipped int64
+	// FirstSkip describes the first skipped row (file and line, no content).
+	FirstSkip error
+	// Truncated is set when the file ended in the middle of a row or block
+	// and the rows before the damage were returned.
+	Truncated bool
+}
+
+// OpenOptions tunes Open.
+type OpenOptions struct {
+	// Strict fails on the first malformed row instead of skipping and
+	// counting it. Defaults to false.
+	Strict bool
+}
+
+// CreateOptions tunes Create.
+type CreateOptions struct {
+	// RowGroupRows bounds the rows per Parquet row group. Defaults to
+	// DefaultRowGroupRows.
+	RowGroupRows int
+}
+
+// DefaultRowGroupRows is the default Parquet row-group size.
+const DefaultRowGroupRows = 128 * 1024
+
+// ErrUnknownFormat is returned when a file's codec cannot be told from its
+// content or name.
+var ErrUnknownFormat = errors.New("unknown trace format")
+
+// RowError is a malformed row: it names the file and the 1-based line (or
+// row) number, never the row's content.
+type RowError struct {
+	File string
+	Line int64
+	Err  error
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+// ReadAll reads every record of the named file.
+func ReadAll(name string) ([]Record, Meta, error) {
+	r, err := Open(name)
+	if err != nil {
+		return nil, Meta{}, err
+	}
+	defer r.Close()
+	recs, err := ReadFrom(r)
+	return recs, r.Meta(), err
+}
+
+// ReadFrom drains r.
+func ReadFrom(r Reader) ([]Record, error) {
+	var out []Record
+	buf := make([]Record, 1024)
+	for {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if n > 0 {
+			buf = make([]Record, len(buf)) // the records' slices alias buf's
+		}
+	}
+}
+
+// WriteAll writes recs to the named file (codec by extension) with meta m.
+func WriteAll(name string, m Meta, recs []Record) error {
+	w, err := Create(name, m)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(recs); err != nil {
+		w.Close()
+		return err
+	}
+	return w.Close()
+}

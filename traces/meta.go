@@ -1,0 +1,147 @@
+package traces
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// SchemaVersion is the version of the record schema this package writes,
+// "major.minor". Readers accept any minor version of SchemaMajor and reject
+// other majors with ErrSchemaVersion. Adding a column bumps the minor version;
+// renaming or retyping one would bump the major.
+const SchemaVersion = "1.0"
+
+// SchemaMajor is the major version readers accept.
+const SchemaMajor = 1
+
+// ErrSchemaVersion is returned when a file's schema major version is not
+// SchemaMajor.
+var ErrSchemaVersion = errors.New("unsupported trace schema version")
+
+// Meta is a file's metadata. In Parquet it lives in the key/value metadata
+// under "tokentrace.<key>"; in JSONL it is the first line ({"tokentrace_meta":
+// {...}}); in CSV it is a leading "#tokentrace " comment line holding the same
+// JSON object.
+type Meta struct {
+	// SchemaVersion is "major.minor"; writers set it to SchemaVersion.
+	SchemaVersion string `json:"schema_version"`
+	// Source says where the rows came from ("mooncake:conversation_trace.jsonl",
+	// "capture:openai-jsonl", "synth:gen", "replay").
+	Source string `json:"source,omitempty"`
+	// Tokenizer names how token counts were obtained ("usage", "o200k_base", ...).
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// BlockSize is the token size of one PrefixBlocks entry (0 = no blocks).
+	BlockSize int `json:"block_size,omitempty"`
+	// KeyFingerprint identifies the capture key (never the key itself).
+	KeyFingerprint string `json:"key_fingerprint,omitempty"`
+	// KThreshold is the k-anonymity threshold applied to categories.
+	KThreshold int `json:"k_threshold,omitempty"`
+	// Command is the tokentrace command line that made the file (secrets removed).
+	Command string `json:"command,omitempty"`
+	// Extra holds free key/values (replay target, speed, labels, ...).
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+// NewMeta returns a Meta with the current schema version and the given source.
+func NewMeta(source string) Meta {
+	return Meta{SchemaVersion: SchemaVersion, Source: source}
+}
+
+// Set stores a free key/value in Extra.
+func (m *Meta) Set(key, value string) {
+	if m.Extra == nil {
+		m.Extra = map[string]string{}
+	}
+	m.Extra[key] = value
+}
+
+// Get returns a free key/value from Extra.
+func (m *Meta) Get(key string) string { return m.Extra[key] }
+
+// CheckVersion returns an error wrapping ErrSchemaVersion unless the version's
+// major is SchemaMajor. An empty version is accepted as the current one
+// (files written by other tools with our column names).
+func (m *Meta) CheckVersion() error {
+	if m.SchemaVersion == "" {
+		return nil
+	}
+	major, _, _ := strings.Cut(m.SchemaVersion, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil || n != SchemaMajor {
+		return fmt.Errorf("%w %q (this tokentrace reads %d.x; upgrade tokentrace)", ErrSchemaVersion, m.SchemaVersion, SchemaMajor)
+	}
+	return nil
+}
+
+// KeyValues flattens m into "tokentrace."-prefixed key/value pairs, sorted by
+// key, as stored in Parquet metadata.
+func (m *Meta) KeyValues() [][2]string {
+	kv := [][2]string{{"tokentrace.schema_version", m.SchemaVersion}}
+	add := func(k, v string) {
+		if v != "" {
+			kv = append(kv, [2]string{"tokentrace." + k, v})
+		}
+	}
+	add("source", m.Source)
+	add("tokenizer", m.Tokenizer)
+	if m.BlockSize != 0 {
+		add("block_size", strconv.Itoa(m.BlockSize))
+	}
+	add("key_fingerprint", m.KeyFingerprint)
+	if m.KThreshold != 0 {
+		add("k_threshold", strconv.Itoa(m.KThreshold))
+	}
+	add("command", m.Command)
+	keys := make([]string, 0, len(m.Extra))
+	for k := range m.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		kv = append(kv, [2]string{"tokentrace.extra." + k, m.Extra[k]})
+	}
+	return kv
+}
+
+// MetaFromKeyValues is the inverse of KeyValues; keys without the
+// "tokentrace." prefix are ignored.
+func MetaFromKeyValues(kv [][2]string) (Meta, error) {
+	var m Meta
+	for _, p := range kv {
+		k, ok := strings.CutPrefix(p[0], "tokentrace.")
+		if !ok {
+			continue
+		}
+		v := p[1]
+		switch k {
+		case "schema_version":
+			m.SchemaVersion = v
+		case "source":
+			m.Source = v
+		case "tokenizer":
+			m.Tokenizer = v
+		case "key_fingerprint":
+			m.KeyFingerprint = v
+		case "command":
+			m.Command = v
+		case "block_size", "k_threshold":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return m, fmt.Errorf("metadata %s %q: %w", k, v, err)
+			}
+			if k == "block_size" {
+				m.BlockSize = n
+			} else {
+				m.KThreshold = n
+			}
+		default:
+			if e, ok := strings.CutPrefix(k, "extra."); ok {
+				m.Set(e, v)
+			}
+		}
+	}
+	return m, nil
+}

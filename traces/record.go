@@ -1,0 +1,218 @@
+// Package traces is tokentrace's one contract: the Record every stage reads
+// and writes, its file Meta, and the codecs (Parquet, JSONL, JSONL+zstd, CSV)
+// plus importers and exporters of public trace formats.
+//
+// Captured, synthetic, imported and replayed rows all share one schema, so a
+// capture can be compared with its replay by the same tools. Columns carry
+// their unit in the name; times are int64 nanoseconds offset from the start of
+// the trace (request columns) or of the run (outcome columns).
+package traces
+
+import "time"
+
+// API values of Record.API.
+const (
+	APICompletions = "completions"
+	APIChat        = "chat"
+)
+
+// Status values of Record.Status. An empty status means the row carries no
+// outcome (a trace that was never replayed).
+const (
+	StatusOK          = "ok"
+	StatusHTTPError   = "http_error"
+	StatusStreamError = "stream_error"
+	StatusTimeout     = "timeout"
+	StatusDisconnect  = "disconnect"
+	StatusClientError = "client_error"
+)
+
+// Statuses lists every valid non-empty Status value.
+var Statuses = []string{StatusOK, StatusHTTPError, StatusStreamError, StatusTimeout, StatusDisconnect, StatusClientError}
+
+// NotReported marks an outcome number the server or client did not report
+// (server usage, server timings, first/last token of a request that never
+// produced one).
+const NotReported = -1
+
+// Record is one request: what was (or is to be) sent, and optionally what
+// happened to it. The struct tags define the Parquet schema, and the JSON and
+// CSV codecs use the same column names.
+//
+// Never rename or retype a column: add new ones (see SchemaVersion).
+type Record struct {
+	// Request columns (capture, synth, import).
+
+	// Seq is the row's order in the trace.
+	Seq int64 `parquet:"seq,delta" json:"seq"`
+	// ArrivalNs is the arrival offset from the trace start.
+	ArrivalNs int64 `parquet:"arrival_ns,delta" json:"arrival_ns"`
+	// Session is an opaque session number (0 = none), renumbered in order of
+	// first appearance.
+	Session int64 `parquet:"session,delta" json:"session"`
+	// Turn is the turn within the session (0 = single-shot).
+	Turn int32 `parquet:"turn,delta" json:"turn"`
+	// Category is the k-anonymous prefix category label ("" = no shared prefix).
+	Category string `parquet:"category,dict" json:"category"`
+	// PrefixTokens is the length of the category's shared prefix in tokens.
+	PrefixTokens int32 `parquet:"prefix_tokens,delta" json:"prefix_tokens"`
+	// PrefixBlocks are optional chained block ids (Mooncake hash_ids style);
+	// the block size is Meta.BlockSize.
+	PrefixBlocks []int64 `parquet:"prefix_blocks,list" json:"prefix_blocks"`
+	// InputTokens is the prompt length, prefix included.
+	InputTokens int32 `parquet:"input_tokens,delta" json:"input_tokens"`
+	// OutputTokens is the target output length.
+	OutputTokens int32 `parquet:"output_tokens,delta" json:"output_tokens"`
+	// Model is the model or LoRA adapter name.
+	Model string `parquet:"model,dict" json:"model"`
+	// API is APIChat or APICompletions ("" = the replayer's default).
+	API string `parquet:"api,dict" json:"api"`
+	// Class is the traffic class, e.g. "interactive" or "batch" ("" = default).
+	Class string `parquet:"class,dict" json:"class"`
+
+	// Outcome columns (replay, or capture when the logs hold them). Offsets
+	// are from the run start; NotReported (-1) where unknown.
+
+	// Run is the run label ("production" for captured outcomes).
+	Run string `parquet:"run,dict" json:"run"`
+	// ScheduledNs is when the request was due to be sent.
+	ScheduledNs int64 `parquet:"scheduled_ns,delta" json:"scheduled_ns"`
+	// SentNs is when the request was actually sent; lateness = sent − scheduled.
+	SentNs int64 `parquet:"sent_ns,delta" json:"sent_ns"`
+	// FirstTokenNs is the arrival of the first chunk that carried tokens.
+	FirstTokenNs int64 `parquet:"first_token_ns,delta" json:"first_token_ns"`
+	// LastTokenNs is the arrival of the last chunk that carried tokens.
+	LastTokenNs int64 `parquet:"last_token_ns,delta" json:"last_token_ns"`
+	// ChunkNs is the arrival offset of every streamed chunk that carried tokens.
+	ChunkNs []int64 `parquet:"chunk_ns,list" json:"chunk_ns"`
+	// ChunkTokens is the tokens per chunk, where the server tells (same length
+	// as ChunkNs, or empty).
+	ChunkTokens []int32 `parquet:"chunk_tokens,list" json:"chunk_tokens"`
+	// ServerPromptTokens is usage.prompt_tokens.
+	ServerPromptTokens int32 `parquet:"server_prompt_tokens,delta" json:"server_prompt_tokens"`
+	// ServerOutputTokens is usage.completion_tokens.
+	ServerOutputTokens int32 `parquet:"server_output_tokens,delta" json:"server_output_tokens"`
+	// ServerCachedTokens is usage.prompt_tokens_details.cached_tokens.
+	ServerCachedTokens int32 `parquet:"server_cached_tokens,delta" json:"server_cached_tokens"`
+	// ServerQueueNs is the server's own queueing time for the request.
+	ServerQueueNs int64 `parquet:"server_queue_ns,delta" json:"server_queue_ns"`
+	// ServerPrefillNs is the server's own prefill time (scheduled → first token).
+	ServerPrefillNs int64 `parquet:"server_prefill_ns,delta" json:"server_prefill_ns"`
+	// ServerDecodeNs is the server's own decode time (first → last token).
+	ServerDecodeNs int64 `parquet:"server_decode_ns,delta" json:"server_decode_ns"`
+	// ServerPreemptions is how often the server preempted the request
+	// (the simulator's truth; vLLM does not report it per request).
+	ServerPreemptions int32 `parquet:"server_preemptions,delta" json:"server_preemptions"`
+	// Status is one of Statuses, or "" when the row carries no outcome.
+	Status string `parquet:"status,dict" json:"status"`
+	// HTTPStatus is the HTTP status code (0 = no response).
+	HTTPStatus int32 `parquet:"http_status,delta" json:"http_status"`
+	// Error is a short, content-free error message.
+	Error string `parquet:"error,dict" json:"error"`
+	// RequestID is the X-Request-Id sent.
+	RequestID string `parquet:"request_id" json:"request_id"`
+}
+
+// ClearOutcome sets every outcome column to "nothing happened yet": empty
+// strings and lists, NotReported numbers. Decoders start every row from this
+// state so a missing column reads as not reported, never as zero.
+func (r *Record) ClearOutcome() {
+	r.Run = ""
+	r.ScheduledNs, r.SentNs, r.FirstTokenNs, r.LastTokenNs = NotReported, NotReported, NotReported, NotReported
+	r.ChunkNs = r.ChunkNs[:0]
+	r.ChunkTokens = r.ChunkTokens[:0]
+	r.ServerPromptTokens, r.ServerOutputTokens, r.ServerCachedTokens = NotReported, NotReported, NotReported
+	r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = NotReported, NotReported, NotReported
+	r.ServerPreemptions = NotReported
+	r.Status = ""
+	r.HTTPStatus = 0
+	r.Error = ""
+	r.RequestID = ""
+}
+
+// NewRecord returns a Record with no outcome (see ClearOutcome).
+func NewRecord() Record {
+	var r Record
+	r.ClearOutcome()
+	r.ChunkNs, r.ChunkTokens = nil, nil
+	return r
+}
+
+// HasOutcome reports whether the row was replayed or captured with an outcome.
+func (r *Record) HasOutcome() bool { return r.Status != "" }
+
+// OK reports whether the request succeeded.
+func (r *Record) OK() bool { return r.Status == StatusOK }
+
+// Metric helpers implement DESIGN.md's definitions once, so replay's end-of-run
+// summary, inspect and analyze agree. Each returns ok=false when the metric is
+// undefined for the row.
+
+// Lateness is sent − scheduled: how late the client was.
+func (r *Record) Lateness() (time.Duration, bool) {
+	if r.SentNs < 0 || r.ScheduledNs < 0 {
+		return 0, false
+	}
+	return time.Duration(r.SentNs - r.ScheduledNs), true
+}
+
+// TTFT is first token − sent.
+func (r *Record) TTFT() (time.Duration, bool) {
+	if r.FirstTokenNs < 0 || r.SentNs < 0 {
+		return 0, false
+	}
+	return time.Duration(r.FirstTokenNs - r.SentNs), true
+}
+
+// TTFTScheduled is first token − scheduled: TTFT including client lateness,
+// the coordinated-omission-safe view.
+func (r *Record) TTFTScheduled() (time.Duration, bool) {
+	if r.FirstTokenNs < 0 || r.ScheduledNs < 0 {
+		return 0, false
+	}
+	return time.Duration(r.FirstTokenNs - r.ScheduledNs), true
+}
+
+// E2E is last token − sent.
+func (r *Record) E2E() (time.Duration, bool) {
+	if r.LastTokenNs < 0 || r.SentNs < 0 {
+		return 0, false
+	}
+	return time.Duration(r.LastTokenNs - r.SentNs), true
+}
+
+// E2EScheduled is last token − scheduled.
+func (r *Record) E2EScheduled() (time.Duration, bool) {
+	if r.LastTokenNs < 0 || r.ScheduledNs < 0 {
+		return 0, false
+	}
+	return time.Duration(r.LastTokenNs - r.ScheduledNs), true
+}
+
+// ReceivedOutputTokens is the output length the request produced: the
+// server's usage when reported, else the sum of chunk token counts, else the
+// number of chunks. fromServer says which.
+func (r *Record) ReceivedOutputTokens() (n int, fromServer bool) {
+	if r.ServerOutputTokens >= 0 {
+		return int(r.ServerOutputTokens), true
+	}
+	if len(r.ChunkTokens) > 0 {
+		s := 0
+		for _, t := range r.ChunkTokens {
+			s += int(t)
+		}
+		return s, false
+	}
+	return len(r.ChunkNs), false
+}
+
+// TPOT is (E2E − TTFT) / (output tokens − 1), for more than one output token.
+func (r *Record) TPOT() (time.Duration, bool) {
+	ttft, ok1 := r.TTFT()
+	e2e, ok2 := r.E2E()
+	n, _ := r.ReceivedOutputTokens()
+	if !ok1 || !ok2 || n <= 1 {
+		return 0, false
+	}
+	return (e2e - ttft) / time.Duration(n-1), true
+}
