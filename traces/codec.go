@@ -68,6 +68,15 @@ const DefaultRowGroupRows = 128 * 1024
 // content or name.
 var ErrUnknownFormat = errors.New("unknown trace format")
 
+// ErrTruncated is wrapped by the error a Reader returns when the file ends in
+// the middle of a row, block or footer. The rows before the damage are
+// returned first and ReadStats.Truncated is set.
+var ErrTruncated = errors.New("file is truncated")
+
+// ErrMalformed is wrapped by RowErrors about rows that are not valid records
+// (not JSON, a missing CSV column, a negative token count, ...).
+var ErrMalformed = errors.New("malformed row")
+
 // RowError is a malformed row: it names the file and the 1-based line (or
 // row) number, never the row's content.
 type RowError struct {
@@ -82,7 +91,9 @@ func (e *RowError) Error() string {
 
 func (e *RowError) Unwrap() error { return e.Err }
 
-// ReadAll reads every record of the named file.
+// ReadAll reads every record of the named file (non-strict: malformed rows
+// are skipped). On a truncated file it returns the rows before the damage
+// together with an error wrapping ErrTruncated.
 func ReadAll(name string) ([]Record, Meta, error) {
 	r, err := Open(name)
 	if err != nil {

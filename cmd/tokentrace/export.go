@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(40, exportCommand) }
+
+func exportCommand() *cli.Command {
+	var (
+		format string
+		out    string
+		o      traces.OpenOptions
+		eo     traces.ExportOptions
+	)
+	return &cli.Command{
+		Name:  "export",
+		Usage: "write a trace in another format: Mooncake JSONL for AIPerf, SGLang and vllm bench serve, or JSONL/CSV",
+		UsageText: `tokentrace export --format FORMAT [--out OUT] [--block-size N] [--ok-only] [--strict] TRACE
+
+Examples:
+  tokentrace export --format mooncake --out trace.jsonl trace.parquet
+  vllm bench serve --dataset-name timed_trace --dataset-path trace.jsonl \
+      --timed-trace-sec-multiplier 0.001 --timed-trace-chunk-hash-size 512 ...
+  tokentrace export --format csv --out trace.csv trace.parquet
+  tokentrace export --format jsonl trace.parquet | head`,
+		Description: `export reads TRACE (any tokentrace codec, sniffed; "-" = stdin) and writes it
+to --out ("-" = stdout) in one of these formats:
+  mooncake  JSON lines {"timestamp": ms, "input_length", "output_length",
+            "hash_ids"}, the format of the Mooncake traces, read by AIPerf
+            (--custom-dataset-type mooncake_trace), SGLang and vLLM
+            (vllm bench serve --dataset-name timed_trace, with
+            --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size
+            set to --block-size). Timestamps are rounded to the millisecond.
+            hash_ids cover every block of the prompt: the trace's own
+            prefix_blocks when their block size matches, otherwise shared ids
+            for each category's prefix and fresh ids for the rest.
+  jsonl     tokentrace JSON lines (metadata on the first line); .zst compresses
+  csv       tokentrace CSV with the Parquet column names; .zst compresses
+
+It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(traces.ExportFormats, ", "), Destination: &format},
+			&cli.StringFlag{Name: "out", Value: "-", Usage: "output file (- = stdout)", Destination: &out},
+			&cli.IntFlag{Name: "block-size", Usage: "mooncake: tokens per hash_ids entry (0 = the trace's block size, else 512)", Destination: &eo.BlockSize},
+			&cli.BoolFlag{Name: "ok-only", Usage: "drop rows with a failed outcome (e.g. BurstGPT failures with 0 output tokens)", Destination: &eo.OKOnly},
+			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row of TRACE instead of skipping it", Destination: &o.Strict},
+		},
+		Action: func(c *cli.Context) error {
+			names, err := args(c, 1, 1, "the trace to export, - = stdin")
+			if err != nil {
+				return err
+			}
+			if format == "" {
+				return usageErrorf("export: --format is required (one of %s)", strings.Join(traces.ExportFormats, ", "))
+			}
+			if !slices.Contains(traces.ExportFormats, format) {
+				return usageErrorf("export: --format %q: want one of %s", format, strings.Join(traces.ExportFormats, ", "))
+			}
+			if err := eo.Validate(); err != nil {
+				return usageErrorf("export: --block-size: %v", err)
+			}
+			if err := exportCheckOut(format, out); err != nil {
+				return err
+			}
+			s := stdio(c)
+			name := names[0]
+			var r traces.Reader
+			if name == "-" {
+				r, err = traces.NewReader(s.in, "-", o)
+			} else {
+				r, err = traces.OpenWith(name, o)
+			}
+			if err != nil {
+				return withCode(exitFailure, err)
+			}
+			defer r.Close()
+			var n int64
+			if out == "-" {
+				n, err = traces.Export(c.Context, format, s.out, r, eo)
+			} else {
+				n, err = traces.ExportFile(c.Context, format, out, r, eo)
+			}
+			if err != nil {
+				return withCode(exitFailure, err)
+			}
+			fmt.Fprintf(s.err, "exported %d rows\n", n)
+			if st := r.Stats(); st.Skipped > 0 {
+				fmt.Fprintf(s.err, "skipped %d malformed rows of %s (first: %v)\n", st.Skipped, name, st.FirstSkip)
+			}
+			return nil
+		},
+	}
+}
+
+// exportCheckOut refuses an --out whose extension names a codec the format
+// does not write.
+func exportCheckOut(format, out string) error {
+	if out == "-" {
+		return nil
+	}
+	f, err := traces.FormatOf(out)
+	if err != nil {
+		return nil // no known extension: written as asked
+	}
+	switch {
+	case format == "mooncake" && f == traces.FormatJSONL:
+	case format != "mooncake" && strings.TrimSuffix(string(f), ".zst") == format:
+	default:
+		return usageErrorf("export: --out %s is named like a %s file but --format is %s (mooncake and jsonl write .jsonl, csv writes .csv)", out, f, format)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(30, importCommand) }
+
+func importCommand() *cli.Command {
+	var (
+		format string
+		out    string
+		o      traces.OpenOptions
+	)
+	return &cli.Command{
+		Name:  "import",
+		Usage: "convert a public LLM request trace (Mooncake, Azure, BurstGPT, Splitwise) into a tokentrace trace",
+		UsageText: `tokentrace import --format FORMAT [--strict] [--out OUT] FILE
+
+Examples:
+  tokentrace import --format azure --out code.parquet AzureLLMInferenceTrace_code.csv
+  tokentrace import --format mooncake --out conv.parquet conversation_trace.jsonl
+  tokentrace import --format burstgpt --out burst.parquet BurstGPT_3.csv.gz
+  zcat trace.jsonl.gz | tokentrace import --format mooncake - | tokentrace inspect -`,
+		Description: `import reads FILE ("-" = stdin; gzip or zstd compressed files are
+decompressed) in one public trace format and writes a tokentrace trace:
+Parquet, JSONL, JSONL+zstd or CSV chosen by the extension of --out
+("-" = JSON lines on stdout).
+
+Formats (columns are found by name):
+  mooncake   JSONL {timestamp (ms), input_length, output_length, hash_ids}:
+             hash_ids become prefix_blocks (block size 512); the leading blocks a
+             row shares with earlier rows give its category "prefix-<id>" and
+             prefix_tokens (shared blocks x 512, capped at the prompt)
+  azure      Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens
+             (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets); arrivals are
+             exact offsets from the first row
+  burstgpt   BurstGPT CSV (v1/v2, and v3 with Session ID and Elapsed time):
+             model, class (conversation/api), sessions and turns; failed rows
+             (0 response tokens) are kept with status http_error
+  splitwise  Vidur's processed CSVs (arrived_at s, num_prefill_tokens,
+             num_decode_tokens)
+
+Malformed rows (a missing column, a negative or non-integer count, a line that
+is not JSON) are skipped and counted; --strict stops at the first one with an
+error naming the file and line. It prints "imported N rows (skipped M
+malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "format", Usage: "import format: " + strings.Join(traces.ImportFormats, ", "), Destination: &format},
+			&cli.StringFlag{Name: "out", Value: "-", Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv, .csv.zst; - = JSON lines on stdout)", Destination: &out},
+			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row instead of skipping and counting it (default: skip)", Destination: &o.Strict},
+		},
+		Action: func(c *cli.Context) error {
+			names, err := args(c, 1, 1, "the public trace file, - = stdin")
+			if err != nil {
+				return err
+			}
+			if format == "" {
+				return usageErrorf("import: --format is required (one of %s)", strings.Join(traces.ImportFormats, ", "))
+			}
+			if !slices.Contains(traces.ImportFormats, format) {
+				return usageErrorf("import: --format %q: want one of %s", format, strings.Join(traces.ImportFormats, ", "))
+			}
+			if out != "-" {
+				if _, err := traces.FormatOf(out); err != nil {
+					return usageErrorf("import: --out %s: %v", out, err)
+				}
+			}
+			s := stdio(c)
+			name := names[0]
+			var r traces.Reader
+			if name == "-" {
+				r, err = traces.ImportFrom(c.Context, format, s.in, "-", o)
+			} else {
+				r, err = traces.Import(c.Context, format, name, o)
+			}
+			if err != nil {
+				return withCode(exitFailure, err)
+			}
+			defer r.Close()
+			m := r.Meta()
+			m.Command = importCommandLine(format, o.Strict, name)
+			n, err := importWrite(c, r, out, m)
+			st := r.Stats()
+			if err != nil {
+				return withCode(exitFailure, err)
+			}
+			fmt.Fprintf(s.err, "imported %d rows (skipped %d malformed)\n", n, st.Skipped)
+			if st.FirstSkip != nil {
+				fmt.Fprintf(s.err, "first skipped row: %v\n", st.FirstSkip)
+			}
+			return nil
+		},
+	}
+}
+
+// importCommandLine is Meta.Command of an import.
+func importCommandLine(format string, strict bool, name string) string {
+	cmd := "tokentrace import --format " + format
+	if strict {
+		cmd += " --strict"
+	}
+	return cmd + " " + name
+}
+
+// importWrite copies r into the trace out ("-" = JSONL on stdout); on
+// failure a partial output file is removed.
+func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta) (int64, error) {
+	var (
+		w   traces.Writer
+		err error
+	)
+	if out == "-" {
+		w, err = traces.NewWriter(importStdout{stdio(c).out}, traces.FormatJSONL, m, traces.CreateOptions{})
+	} else {
+		w, err = traces.Create(out, m)
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, err := importCopy(c, w, r)
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write %s: %w", out, cerr)
+	}
+	if err != nil && out != "-" {
+		os.Remove(out)
+	}
+	return n, err
+}
+
+func importCopy(c *cli.Context, w traces.Writer, r traces.Reader) (int64, error) {
+	buf := make([]traces.Record, 4096)
+	var total int64
+	for {
+		n, rerr := r.Read(buf)
+		if n > 0 {
+			m, err := w.Write(buf[:n])
+			total += int64(m)
+			if err != nil {
+				return total, fmt.Errorf("write: %w", err)
+			}
+			buf = make([]traces.Record, len(buf)) // writers may keep record slices
+		}
+		if errors.Is(rerr, io.EOF) {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+	}
+}
+
+// importStdout hides Close so writers leave stdout open.
+type importStdout struct{ io.Writer }

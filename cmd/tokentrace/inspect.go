@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(50, inspectCommand) }
+
+// inspectMaxLabels bounds the categories and models listed in text output
+// (--json lists all).
+const inspectMaxLabels = 10
+
+func inspectCommand() *cli.Command {
+	var (
+		asJSON bool
+		o      traces.OpenOptions
+	)
+	return &cli.Command{
+		Name:  "inspect",
+		Usage: "summarize trace or results files: rate, burstiness, lengths, categories, outcomes",
+		UsageText: `tokentrace inspect [--json] [--strict] TRACE...
+
+Examples:
+  tokentrace inspect trace.parquet
+  tokentrace inspect --json results.parquet | jq .outcome.ttft_ms.p99
+  tokentrace export --format jsonl --out - trace.parquet | tokentrace inspect -`,
+		Description: `inspect reads each trace or results file (Parquet, JSONL, JSONL+zstd or CSV,
+sniffed from the content; "-" = stdin) and prints its rows, duration, mean
+request rate (1 / mean inter-arrival gap), burstiness (coefficient of
+variation of the inter-arrival gaps: 1 = Poisson, > 1 = bursty), input and
+output token quantiles (p50/p90/p99/max, linear interpolation) and sums,
+prefix categories and models with their shares, sessions, the metadata, and
+for results files the outcome summary (ok/failed by status; TTFT and E2E of
+successful requests and client lateness, p50/p90/p99/max in ms).
+
+--json prints one JSON object per file with stable snake_case keys (file,
+rows, skipped_rows, duration_s, rate_rps, burstiness_cv,
+input_tokens.{p50,p90,p99,max,mean,sum}, output_tokens.{...}, categories,
+sessions, models, outcome, meta).
+
+Malformed rows are skipped and counted (--strict fails on the first). A
+truncated file prints the summary of the rows before the damage and exits 1.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per file", Destination: &asJSON},
+			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row instead of skipping it", Destination: &o.Strict},
+		},
+		Action: func(c *cli.Context) error {
+			names, err := args(c, 1, -1, "trace files, - = stdin")
+			if err != nil {
+				return err
+			}
+			std := stdio(c)
+			var failed []error
+			fail := func(err error) {
+				failed = append(failed, err)
+				if len(names) > 1 {
+					fmt.Fprintf(std.err, "tokentrace: inspect: %v\n", err)
+				}
+			}
+			for i, name := range names {
+				s, err := inspectFile(c, name, o)
+				if err != nil && s == nil {
+					fail(err)
+					continue
+				}
+				if asJSON {
+					if werr := writeSummaryJSON(std.out, name, s); werr != nil {
+						return werr
+					}
+				} else {
+					if i > 0 {
+						fmt.Fprintln(std.out)
+					}
+					writeSummaryText(std.out, name, s)
+				}
+				if s.SkippedRows > 0 {
+					fmt.Fprintf(std.err, "tokentrace: inspect %s: skipped %d malformed row(s)\n", inspectName(name), s.SkippedRows)
+				}
+				if err != nil {
+					fail(err)
+				}
+			}
+			switch {
+			case len(failed) == 0:
+				return nil
+			case len(names) == 1:
+				return withCode(exitFailure, fmt.Errorf("inspect: %w", failed[0]))
+			}
+			return withCode(exitFailure, fmt.Errorf("inspect: %d of %d files failed (see above)", len(failed), len(names)))
+		},
+	}
+}
+
+func inspectName(name string) string {
+	if name == "-" {
+		return "stdin"
+	}
+	return name
+}
+
+// inspectFile summarizes one file. A nil summary means it could not be
+// opened; a summary with an error is a partial read.
+func inspectFile(c *cli.Context, name string, o traces.OpenOptions) (*traces.Summary, error) {
+	var r traces.Reader
+	var err error
+	if name == "-" {
+		r, err = traces.NewReader(stdio(c).in, "-", o)
+		if err != nil {
+			err = fmt.Errorf("open trace stdin: %w", err)
+		}
+	} else {
+		r, err = traces.OpenWith(name, o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	s, err := traces.Summarize(c.Context, r)
+	return &s, err
+}
+
+type summaryJSON struct {
+	File string `json:"file"`
+	*traces.Summary
+}
+
+func writeSummaryJSON(w io.Writer, name string, s *traces.Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if s.Categories == nil {
+		s.Categories = []traces.Share{}
+	}
+	if s.Models == nil {
+		s.Models = []traces.Share{}
+	}
+	return enc.Encode(summaryJSON{File: name, Summary: s})
+}
+
+func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
+	p := func(key, format string, a ...any) {
+		fmt.Fprintf(w, "  %-14s "+format+"\n", append([]any{key}, a...)...)
+	}
+	fmt.Fprintf(w, "%s\n", inspectName(name))
+	rows := fmt.Sprintf("%d", s.Rows)
+	if s.SkippedRows > 0 {
+		rows += fmt.Sprintf(" (%d malformed rows skipped)", s.SkippedRows)
+	}
+	if s.Truncated {
+		rows += " (file truncated: rows before the damage)"
+	}
+	p("rows", "%s", rows)
+	p("duration", "%.3f s", s.DurationS)
+	p("rate", "%.3f req/s", s.RateRPS)
+	p("burstiness", "%.3f (CV of inter-arrival gaps; 1 = Poisson)", s.BurstinessCV)
+	dist := func(d traces.Dist) string {
+		return fmt.Sprintf("p50 %s  p90 %s  p99 %s  max %s  mean %.1f  sum %.0f", inspectNum(d.P50), inspectNum(d.P90), inspectNum(d.P99), inspectNum(d.Max), d.Mean, d.Sum)
+	}
+	p("input_tokens", "%s", dist(s.InputTokens))
+	p("output_tokens", "%s", dist(s.OutputTokens))
+	p("sessions", "%d", s.Sessions)
+	p("categories", "%s", shareList(s.Categories, "(none)"))
+	p("models", "%s", shareList(s.Models, "(unset)"))
+	p("meta", "%s", metaLine(s.Meta))
+	if o := s.Outcome; o != nil {
+		var st []string
+		keys := make([]string, 0, len(o.ByStatus))
+		for k := range o.ByStatus {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			st = append(st, fmt.Sprintf("%s %d", k, o.ByStatus[k]))
+		}
+		p("outcome", "%d requests: ok %d, failed %d (%s)", o.Requests, o.OK, o.Failed, strings.Join(st, ", "))
+		lat := func(l traces.Latency) string {
+			if l.N == 0 {
+				return "n 0"
+			}
+			return fmt.Sprintf("n %d  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f", l.N, l.P50, l.P90, l.P99, l.Max)
+		}
+		p("ttft_ms", "%s", lat(o.TTFTMs))
+		p("e2e_ms", "%s", lat(o.E2EMs))
+		p("lateness_ms", "%s", lat(o.LatenessMs))
+	}
+}
+
+// inspectNum prints whole numbers without decimals, others with one.
+func inspectNum(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func shareList(sh []traces.Share, empty string) string {
+	if len(sh) == 0 {
+		return "-"
+	}
+	var parts []string
+	for i, x := range sh {
+		if i == inspectMaxLabels {
+			parts = append(parts, fmt.Sprintf("... %d more", len(sh)-i))
+			break
+		}
+		n := x.Name
+		if n == "" {
+			n = empty
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f%% (%d)", n, 100*x.Share, x.Count))
+	}
+	return fmt.Sprintf("%d: %s", len(sh), strings.Join(parts, ", "))
+}
+
+func metaLine(m traces.Meta) string {
+	parts := []string{"schema " + m.SchemaVersion}
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+" "+v)
+		}
+	}
+	add("source", m.Source)
+	add("tokenizer", m.Tokenizer)
+	if m.BlockSize != 0 {
+		add("block_size", fmt.Sprint(m.BlockSize))
+	}
+	add("key_fingerprint", m.KeyFingerprint)
+	if m.KThreshold != 0 {
+		add("k", fmt.Sprint(m.KThreshold))
+	}
+	add("command", m.Command)
+	keys := make([]string, 0, len(m.Extra))
+	for k := range m.Extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		add(k, m.Extra[k])
+	}
+	return strings.Join(parts, ", ")
+}

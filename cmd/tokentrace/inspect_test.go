@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+func inspectCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), append([]string{"tokentrace", "inspect"}, args...), strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// inspectTrace writes a small results file: 4 rows at 0, 1, 2, 4 s, two of
+// them replayed.
+func inspectTrace(t *testing.T, name string) {
+	t.Helper()
+	var recs []traces.Record
+	for i, at := range []int64{0, 1e9, 2e9, 4e9} {
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens, r.Model = int64(i), at, int32(100*(i+1)), int32(10*(i+1)), "llama"
+		if i%2 == 0 {
+			r.Category, r.Session = "sys", 3
+		}
+		recs = append(recs, r)
+	}
+	recs[0].Status, recs[0].ScheduledNs, recs[0].SentNs, recs[0].FirstTokenNs, recs[0].LastTokenNs = traces.StatusOK, 0, 5e6, 55e6, 205e6
+	recs[1].Status, recs[1].ScheduledNs, recs[1].SentNs = traces.StatusTimeout, 1e9, 1e9
+	m := traces.NewMeta("test")
+	m.BlockSize = 512
+	if err := traces.WriteAll(name, m, recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInspectText(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "r.parquet")
+	inspectTrace(t, name)
+	code, out, errs := inspectCLI(t, "", name)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"rows           4", "duration       4.000 s", "rate           0.750 req/s",
+		"input_tokens   p50 250", "sum 1000", "categories     2: (none) 50.0% (2), sys 50.0% (2)",
+		"sessions       1", "models         1: llama 100.0% (4)", "block_size 512",
+		"outcome        2 requests: ok 1, failed 1 (ok 1, timeout 1)", "ttft_ms        n 1  p50 50.00",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestInspectJSON(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.csv")
+	inspectTrace(t, a)
+	inspectTrace(t, b)
+	code, out, errs := inspectCLI(t, "", "--json", a, b)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	for _, file := range []string{a, b} {
+		var got map[string]any
+		if err := dec.Decode(&got); err != nil {
+			t.Fatalf("decode: %v\n%s", err, out)
+		}
+		for _, k := range []string{"file", "rows", "duration_s", "rate_rps", "burstiness_cv", "input_tokens", "output_tokens", "categories", "sessions", "models", "meta", "outcome"} {
+			if _, ok := got[k]; !ok {
+				t.Errorf("%s: key %q missing", file, k)
+			}
+		}
+		if got["file"] != file || got["rows"] != 4.0 {
+			t.Errorf("file %v rows %v", got["file"], got["rows"])
+		}
+		in := got["input_tokens"].(map[string]any)
+		for _, k := range []string{"p50", "p90", "p99", "max", "sum"} {
+			if _, ok := in[k]; !ok {
+				t.Errorf("input_tokens.%s missing", k)
+			}
+		}
+		oc := got["outcome"].(map[string]any)
+		if oc["ok"] != 1.0 || oc["failed"] != 1.0 {
+			t.Errorf("outcome %v", oc)
+		}
+	}
+}
+
+func TestInspectStdin(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "r.jsonl")
+	inspectTrace(t, name)
+	data, _ := os.ReadFile(name)
+	code, out, errs := inspectCLI(t, string(data), "-")
+	if code != 0 || !strings.Contains(out, "stdin\n") || !strings.Contains(out, "rows           4") {
+		t.Errorf("exit %d, out %q, err %q", code, out, errs)
+	}
+}
+
+func TestInspectErrors(t *testing.T) {
+	dir := t.TempDir()
+	trunc := filepath.Join(dir, "t.parquet")
+	inspectTrace(t, trunc)
+	data, _ := os.ReadFile(trunc)
+	os.WriteFile(trunc, data[:len(data)/2], 0o644)
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"seq\":0,\"arrival_ns\":0,\"input_tokens\":1,\"output_tokens\":1}\nnot json\n{\"seq\":1,\"arrival_ns\":5,\"input_tokens\":1,\"output_tokens\":1}\n"), 0o644)
+	cases := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		// A truncated Parquet file fails with exit 1 and names the file.
+		{"truncated parquet", []string{trunc}, 1, trunc},
+		// A malformed JSONL line is skipped and counted by default.
+		{"skip malformed", []string{bad}, 0, "skipped 1 malformed row"},
+		// --strict fails on it, naming file and line.
+		{"strict", []string{"--strict", bad}, 1, bad + ":2"},
+		// A missing file is a failure, not a usage error.
+		{"missing", []string{filepath.Join(dir, "nope.parquet")}, 1, "nope.parquet"},
+		// Flags after arguments are refused.
+		{"flag after arg", []string{bad, "--json"}, 2, "put flags before arguments"},
+		// No argument is a usage error.
+		{"no args", nil, 2, "argument"},
+	}
+	for _, tc := range cases {
+		code, _, errs := inspectCLI(t, "", tc.args...)
+		if code != tc.wantCode || !strings.Contains(errs, tc.wantErr) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d mentioning %q", tc.name, code, errs, tc.wantCode, tc.wantErr)
+		}
+	}
+}
+
+func TestInspectHelpHasExample(t *testing.T) {
+	var out, errb bytes.Buffer
+	Main(context.Background(), []string{"tokentrace", "inspect", "--help"}, strings.NewReader(""), &out, &errb)
+	if !strings.Contains(out.String(), "tokentrace inspect --json results.parquet") {
+		t.Errorf("--help lacks an example:\n%s", out.String())
+	}
+}
+
+// TestInspectAzure: the shared Azure code trace imports to 8,819 rows.
+func TestInspectAzure(t *testing.T) {
+	src := "../../../shared/traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"
+	if _, err := os.Stat(src); err != nil {
+		t.Skipf("shared traces not found (%v)", err)
+	}
+	recs, m, _, err := traces.ImportAll(context.Background(), "azure", src, traces.OpenOptions{})
+	if err != nil {
+		t.Skipf("azure importer not available: %v", err)
+	}
+	name := filepath.Join(t.TempDir(), "azure.parquet")
+	if err := traces.WriteAll(name, m, recs); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := inspectCLI(t, "", "--json", name)
+	var got traces.Summary
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("exit %d: %s %s", code, out, errs)
+	}
+	if got.Rows != 8819 || got.InputTokens.Sum == 0 || got.RateRPS <= 0 || got.BurstinessCV <= 0 {
+		t.Errorf("summary %+v", got)
+	}
+	t.Logf("azure code: %d rows, %.0f s, %.2f req/s, CV %.2f", got.Rows, got.DurationS, got.RateRPS, got.BurstinessCV)
+}

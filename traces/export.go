@@ -1,0 +1,340 @@
+package traces
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ExportFormats lists the formats Export writes.
+var ExportFormats = []string{"csv", "jsonl", "mooncake"}
+
+// DefaultExportBlockSize is the hash_ids block size of a mooncake export
+// of a trace that has none (Mooncake's own 512).
+const DefaultExportBlockSize = MooncakeBlockSize
+
+// ExportOptions tunes Export.
+type ExportOptions struct {
+	// BlockSize is the tokens per hash_ids entry of the mooncake format; a
+	// replayer must be told the same size (vLLM
+	// --timed-trace-chunk-hash-size). 0 means the trace's Meta.BlockSize, or
+	// DefaultExportBlockSize when the trace has none. Defaults to 0.
+	BlockSize int
+	// OKOnly drops rows that carry a failed outcome (Status set and not
+	// "ok", e.g. BurstGPT's failed requests with 0 output tokens, which a
+	// replayer would send with max_tokens 0). Defaults to false.
+	OKOnly bool
+}
+
+// Validate checks the options.
+func (o ExportOptions) Validate() error {
+	if o.BlockSize < 0 {
+		return fmt.Errorf("block size %d: must be positive", o.BlockSize)
+	}
+	return nil
+}
+
+// An ExportFunc returns a Writer that encodes Records in one format onto w.
+// m is the metadata of the trace being exported (formats without metadata
+// ignore it). Close flushes and closes w if it is an io.Closer.
+type ExportFunc func(w io.Writer, m Meta, o ExportOptions) (Writer, error)
+
+// Exporter returns the constructor of the named export format.
+func Exporter(format string) (ExportFunc, error) {
+	switch format {
+	case "mooncake":
+		return NewMooncakeWriter, nil
+	case "jsonl":
+		return func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
+			return NewWriter(w, FormatJSONL, m, CreateOptions{})
+		}, nil
+	case "csv":
+		return func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
+			return NewWriter(w, FormatCSV, m, CreateOptions{})
+		}, nil
+	}
+	return nil, fmt.Errorf("%w %q: export formats are %s", ErrUnknownFormat, format, strings.Join(ExportFormats, ", "))
+}
+
+// Export writes every record of r to w in the named format and returns how
+// many it wrote. It does not close w. Reading stops with ctx.Err() once ctx
+// is done.
+func Export(ctx context.Context, format string, w io.Writer, r Reader, o ExportOptions) (int64, error) {
+	if err := o.Validate(); err != nil {
+		return 0, fmt.Errorf("export %s: %w", format, err)
+	}
+	fn, err := Exporter(format)
+	if err != nil {
+		return 0, err
+	}
+	ew, err := fn(exportWriterOnly{w}, r.Meta(), o)
+	if err != nil {
+		return 0, fmt.Errorf("export %s: %w", format, err)
+	}
+	n, err := exportCopy(ctx, ew, r, o)
+	if cerr := ew.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("export %s: %w", format, cerr)
+	}
+	return n, err
+}
+
+// ExportFile is Export to the named file ("-" = stdout). For jsonl and csv a
+// ".zst" suffix compresses the output with zstd; a name whose extension
+// names another codec (out.parquet with format jsonl) is refused. On error
+// the partial file is removed.
+func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOptions) (int64, error) {
+	if _, err := Exporter(format); err != nil {
+		return 0, err
+	}
+	if err := o.Validate(); err != nil {
+		return 0, fmt.Errorf("export %s: %w", format, err)
+	}
+	if name == "-" {
+		return Export(ctx, format, os.Stdout, r, o)
+	}
+	codec := Format("")
+	if format != "mooncake" {
+		codec = Format(format)
+		if f, err := FormatOf(name); err == nil && f != Format(format) && f != Format(format)+".zst" {
+			return 0, fmt.Errorf("export %s: output %s has the extension of %s; use --format %s or a .%s name", format, name, f, exportFamily(f), format)
+		} else if err == nil {
+			codec = f
+		}
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return 0, fmt.Errorf("export %s: %w", format, err)
+	}
+	var ew Writer
+	if codec == "" {
+		ew, err = NewMooncakeWriter(f, r.Meta(), o)
+	} else {
+		ew, err = NewWriter(f, codec, r.Meta(), CreateOptions{})
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(name)
+		return 0, fmt.Errorf("export %s %s: %w", format, name, err)
+	}
+	n, err := exportCopy(ctx, ew, r, o)
+	if cerr := ew.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("export %s %s: %w", format, name, cerr)
+	}
+	if err != nil {
+		os.Remove(name)
+		return n, err
+	}
+	return n, nil
+}
+
+// exportFamily maps a codec to the export format that writes it.
+func exportFamily(f Format) string {
+	s := strings.TrimSuffix(string(f), ".zst")
+	for _, e := range ExportFormats {
+		if e == s {
+			return e
+		}
+	}
+	return "jsonl"
+}
+
+func exportCopy(ctx context.Context, w Writer, r Reader, o ExportOptions) (int64, error) {
+	buf := make([]Record, 1024)
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		n, rerr := r.Read(buf)
+		recs := buf[:n]
+		if o.OKOnly {
+			kept := recs[:0]
+			for i := range recs {
+				if !recs[i].HasOutcome() || recs[i].OK() {
+					kept = append(kept, recs[i])
+				}
+			}
+			recs = kept
+		}
+		if len(recs) > 0 {
+			m, err := w.Write(recs)
+			total += int64(m)
+			if err != nil {
+				return total, fmt.Errorf("export: write: %w", err)
+			}
+		}
+		if rerr == io.EOF {
+			return total, nil
+		}
+		if rerr != nil {
+			return total, rerr
+		}
+		if n > 0 {
+			buf = make([]Record, len(buf)) // writers may keep slices of records
+		}
+	}
+}
+
+// exportWriterOnly hides a writer's Close so Export leaves it open.
+type exportWriterOnly struct{ io.Writer }
+
+// NewMooncakeWriter writes records as a Mooncake JSONL trace, one line per
+// record, byte-compatible with the published files:
+//
+//	{"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2]}
+//
+// This is the input format of AIPerf (--custom-dataset-type mooncake_trace),
+// SGLang's bench_serving and vLLM's `vllm bench serve --dataset-name
+// timed_trace` (PR #39795, in v0.23.0 but not v0.21.0). What timed_trace
+// needs from it:
+//   - timestamp: milliseconds here, so run it with
+//     --timed-trace-sec-multiplier 0.001. vLLM treats the value as an
+//     absolute offset from the benchmark start (not re-based on the first
+//     row) and sends rows in file order, so rows must be sorted by arrival.
+//     ArrivalNs is rounded to the nearest millisecond, which loses sub-ms
+//     detail of Azure and BurstGPT imports.
+//   - input_length: the prompt length; output_length becomes max_tokens
+//     with ignore_eos, so rows with 0 output tokens are better dropped
+//     (ExportOptions.OKOnly).
+//   - hash_ids: every id expands to --timed-trace-chunk-hash-size random
+//     tokens (vLLM's default is 16, Mooncake's is 512: pass the block size
+//     this file was written with, recorded nowhere in the file) and the
+//     prompt is cut to input_length, so the ids must cover
+//     ceil(input_length / block size) blocks. This writer always writes
+//     exactly that many when it has to invent them.
+//
+// hash_ids come from the record's PrefixBlocks when the trace's
+// Meta.BlockSize equals the export block size; otherwise from its prefix
+// category: the first PrefixTokens / block size ids are shared by every row
+// of the same Category, the rest are fresh, so a replay sees the trace's
+// prefix sharing. Ids are renumbered densely in order of first appearance
+// (Mooncake's own scheme, so a Mooncake import exports the same ids), and a
+// too-short PrefixBlocks list is padded with fresh ids.
+func NewMooncakeWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	bs := o.BlockSize
+	if bs == 0 {
+		bs = m.BlockSize
+	}
+	if bs == 0 {
+		bs = DefaultExportBlockSize
+	}
+	mw := &mooncakeWriter{
+		bw:        bufio.NewWriterSize(w, 256<<10),
+		blockSize: int64(bs),
+		useBlocks: m.BlockSize == bs,
+		ids:       map[int64]int64{},
+		cats:      map[string][]int64{},
+	}
+	if c, ok := w.(io.Closer); ok {
+		mw.closer = c
+	}
+	return mw, nil
+}
+
+type mooncakeWriter struct {
+	bw        *bufio.Writer
+	closer    io.Closer
+	blockSize int64
+	useBlocks bool
+	ids       map[int64]int64    // source block id → exported id (large ids)
+	dense     []int64            // source id → exported id + 1, ids below mooncakeBitsetMax
+	cats      map[string][]int64 // category → exported ids of its prefix blocks
+	next      int64
+	buf       []byte
+	hash      []int64
+}
+
+// mapID returns the exported id of a source block id, allocating the next
+// one on first sight. Small non-negative ids (Mooncake's) use a slice.
+func (w *mooncakeWriter) mapID(id int64) int64 {
+	if id >= 0 && id < mooncakeBitsetMax {
+		if id >= int64(len(w.dense)) {
+			w.dense = append(w.dense, make([]int64, id+1-int64(len(w.dense))+int64(len(w.dense)/2))...)
+		}
+		if v := w.dense[id]; v != 0 {
+			return v - 1
+		}
+		out := w.fresh()
+		w.dense[id] = out + 1
+		return out
+	}
+	out, ok := w.ids[id]
+	if !ok {
+		out = w.fresh()
+		w.ids[id] = out
+	}
+	return out
+}
+
+func (w *mooncakeWriter) fresh() int64 {
+	id := w.next
+	w.next++
+	return id
+}
+
+func (w *mooncakeWriter) Write(recs []Record) (int, error) {
+	for i := range recs {
+		r := &recs[i]
+		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
+			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
+		}
+		nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
+		w.hash = w.hash[:0]
+		if w.useBlocks && len(r.PrefixBlocks) > 0 {
+			for _, id := range r.PrefixBlocks {
+				w.hash = append(w.hash, w.mapID(id))
+			}
+		} else if r.Category != "" && r.PrefixTokens > 0 {
+			shared := min(int64(r.PrefixTokens)/w.blockSize, nb)
+			cat := w.cats[r.Category]
+			for int64(len(cat)) < shared {
+				cat = append(cat, w.fresh())
+			}
+			w.cats[r.Category] = cat
+			w.hash = append(w.hash, cat[:shared]...)
+		}
+		for int64(len(w.hash)) < nb {
+			w.hash = append(w.hash, w.fresh())
+		}
+		b := w.buf[:0]
+		b = append(b, `{"timestamp": `...)
+		b = strconv.AppendInt(b, (r.ArrivalNs+500_000)/1_000_000, 10)
+		b = append(b, `, "input_length": `...)
+		b = strconv.AppendInt(b, int64(r.InputTokens), 10)
+		b = append(b, `, "output_length": `...)
+		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
+		b = append(b, `, "hash_ids": [`...)
+		for j, id := range w.hash {
+			if j > 0 {
+				b = append(b, ", "...)
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
+		b = append(b, "]}\n"...)
+		w.buf = b
+		if _, err := w.bw.Write(b); err != nil {
+			return i, err
+		}
+	}
+	return len(recs), nil
+}
+
+func (w *mooncakeWriter) Flush() error { return w.bw.Flush() }
+
+func (w *mooncakeWriter) Close() error {
+	err := w.bw.Flush()
+	if w.closer != nil {
+		if cerr := w.closer.Close(); err == nil {
+			err = cerr
+		}
+		w.closer = nil
+	}
+	return err
+}

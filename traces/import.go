@@ -1,0 +1,333 @@
+package traces
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Importers turn public LLM request traces into Records. Each format has a
+// constructor with the ImportFunc signature (NewMooncakeReader,
+// NewAzureReader, NewBurstGPTReader, NewSplitwiseReader) and Import picks one
+// by name. Importers stream: they hold one row at a time (plus, for
+// Mooncake, the set of block ids seen so far), never the whole file.
+//
+// Every importer validates each row. A malformed row (a missing column, a
+// negative or non-integer token count, a line that is not JSON, an
+// unparseable timestamp) is a *RowError naming the file and the 1-based
+// line, never the row's content. With OpenOptions.Strict the first one ends
+// the import; otherwise it is skipped and counted in Reader.Stats (Skipped,
+// FirstSkip). A file whose header lacks a required column fails in the
+// constructor whatever Strict says.
+//
+// Seq numbers the kept rows from 0 in file order.
+
+// ImportFormats lists the public trace formats Import reads.
+var ImportFormats = []string{"azure", "burstgpt", "mooncake", "splitwise"}
+
+// An ImportFunc returns a Reader of Records decoded from r in one public
+// trace format. name is the file name used in Meta.Source and in error
+// messages ("-" reads as "stdin"). Close closes r if it is an io.Closer.
+type ImportFunc func(r io.Reader, name string, o OpenOptions) (Reader, error)
+
+// Importer returns the constructor of the named import format.
+func Importer(format string) (ImportFunc, error) {
+	switch format {
+	case "mooncake":
+		return NewMooncakeReader, nil
+	case "azure":
+		return NewAzureReader, nil
+	case "burstgpt":
+		return NewBurstGPTReader, nil
+	case "splitwise":
+		return NewSplitwiseReader, nil
+	}
+	return nil, fmt.Errorf("%w %q: import formats are %s", ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
+}
+
+// Import opens the named file ("-" = stdin) and returns a Reader of its rows
+// decoded in the given import format (see ImportFrom). Close the Reader to
+// close the file.
+func Import(ctx context.Context, format, name string, o OpenOptions) (Reader, error) {
+	if _, err := Importer(format); err != nil {
+		return nil, err
+	}
+	var f io.Reader = os.Stdin
+	if name != "-" {
+		file, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("import %s: %w", format, err)
+		}
+		f = file
+	}
+	return ImportFrom(ctx, format, f, name, o)
+}
+
+// ImportFrom returns a Reader of the rows of r decoded in the given import
+// format; name is used in Meta.Source and error messages. gzip- and
+// zstd-compressed content is decompressed transparently (sniffed by magic
+// bytes). Reads stop with ctx.Err() once ctx is done. Close closes r if it is
+// an io.Closer other than os.Stdin; so does a failing ImportFrom.
+func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o OpenOptions) (Reader, error) {
+	fn, err := Importer(format)
+	if err != nil {
+		return nil, err
+	}
+	var rc io.ReadCloser = io.NopCloser(r)
+	if c, ok := r.(io.ReadCloser); ok && r != io.Reader(os.Stdin) {
+		rc = c
+	}
+	in, err := importDecompress(rc)
+	if err != nil {
+		rc.Close()
+		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
+	}
+	ir, err := fn(in, name, o)
+	if err != nil {
+		in.Close()
+		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
+	}
+	return &importCtxReader{Reader: ir, ctx: ctx}, nil
+}
+
+// ImportAll reads every row of the named file in the given import format.
+func ImportAll(ctx context.Context, format, name string, o OpenOptions) ([]Record, Meta, ReadStats, error) {
+	r, err := Import(ctx, format, name, o)
+	if err != nil {
+		return nil, Meta{}, ReadStats{}, err
+	}
+	defer r.Close()
+	recs, err := ReadFrom(r)
+	return recs, r.Meta(), r.Stats(), err
+}
+
+// importCtxReader stops reading when ctx is done.
+type importCtxReader struct {
+	Reader
+	ctx context.Context
+}
+
+func (r *importCtxReader) Read(recs []Record) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.Reader.Read(recs)
+}
+
+var (
+	importZstdMagic = []byte{0x28, 0xB5, 0x2F, 0xFD}
+	importGzipMagic = []byte{0x1F, 0x8B}
+)
+
+// importDecompress unwraps gzip or zstd content; Close closes f too.
+func importDecompress(f io.ReadCloser) (io.ReadCloser, error) {
+	br := bufio.NewReaderSize(f, 256<<10)
+	head, _ := br.Peek(4)
+	switch {
+	case bytes.HasPrefix(head, importZstdMagic):
+		zr, err := zstd.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		return importReadCloser{zr, func() error { zr.Close(); return f.Close() }}, nil
+	case bytes.HasPrefix(head, importGzipMagic):
+		gr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return importReadCloser{gr, func() error { gr.Close(); return f.Close() }}, nil
+	}
+	return importReadCloser{br, f.Close}, nil
+}
+
+type importReadCloser struct {
+	io.Reader
+	close func() error
+}
+
+func (r importReadCloser) Close() error { return r.close() }
+
+func importDisplay(name string) string {
+	if name == "-" {
+		return "stdin"
+	}
+	return name
+}
+
+// importSource is Meta.Source for an import: "format:basename".
+func importSource(format, name string) string {
+	base := name
+	if name == "-" {
+		base = "stdin"
+	} else if i := strings.LastIndexAny(name, `/\`); i >= 0 {
+		base = name[i+1:]
+	}
+	return format + ":" + base
+}
+
+// rowDecoder decodes one row per call. It returns io.EOF at the end, a
+// *RowError for a malformed row (the caller skips or stops), and any other
+// error for a failure that ends the import (I/O).
+type rowDecoder interface {
+	next(rec *Record) error
+}
+
+// importReader is the Reader shared by the importers: it numbers rows,
+// applies strictness and counts skips.
+type importReader struct {
+	dec    rowDecoder
+	meta   Meta
+	strict bool
+	closer io.Closer
+	stats  ReadStats
+	err    error // sticky
+}
+
+func newImportReader(r io.Reader, dec rowDecoder, m Meta, o OpenOptions) *importReader {
+	ir := &importReader{dec: dec, meta: m, strict: o.Strict}
+	if c, ok := r.(io.Closer); ok {
+		ir.closer = c
+	}
+	return ir
+}
+
+func (r *importReader) Meta() Meta       { return r.meta }
+func (r *importReader) Stats() ReadStats { return r.stats }
+
+func (r *importReader) Close() error {
+	if r.closer == nil {
+		return nil
+	}
+	c := r.closer
+	r.closer = nil
+	return c.Close()
+}
+
+func (r *importReader) Read(recs []Record) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n := 0
+	for n < len(recs) {
+		rec := NewRecord()
+		err := r.dec.next(&rec)
+		if err == nil {
+			rec.Seq = r.stats.Rows
+			recs[n] = rec
+			n++
+			r.stats.Rows++
+			continue
+		}
+		var re *RowError
+		if errors.As(err, &re) && !r.strict && err != io.EOF {
+			r.stats.Skipped++
+			if r.stats.FirstSkip == nil {
+				r.stats.FirstSkip = err
+			}
+			continue
+		}
+		r.err = err
+		return n, err
+	}
+	return n, nil
+}
+
+// importRowError builds the error of a malformed row: file, line and a
+// content-free reason, wrapping ErrMalformed.
+func importRowError(name string, line int64, format string, a ...any) *RowError {
+	return &RowError{File: importDisplay(name), Line: line, Err: fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))}
+}
+
+// importCSV reads a CSV file with a header row and finds columns by name
+// (case-insensitively, spaces trimmed). It accepts LF and CRLF line
+// endings and a missing final newline.
+type importCSV struct {
+	name string
+	cr   *csv.Reader
+	cols map[string]int
+	nhdr int
+	line int64
+}
+
+func newImportCSV(r io.Reader, name string) (*importCSV, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	cr.TrimLeadingSpace = true
+	c := &importCSV{name: name, cr: cr, cols: map[string]int{}}
+	hdr, err := cr.Read()
+	if err == io.EOF {
+		return nil, importRowError(name, 1, "empty file: want a CSV header")
+	}
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	hdr[0] = strings.TrimPrefix(hdr[0], "\ufeff")
+	for i, h := range hdr {
+		key := strings.ToLower(strings.TrimSpace(h))
+		if _, dup := c.cols[key]; !dup {
+			c.cols[key] = i
+		}
+	}
+	c.nhdr = len(hdr)
+	return c, nil
+}
+
+// col returns the index of the first present column among names, or -1.
+func (c *importCSV) col(names ...string) int {
+	for _, n := range names {
+		if i, ok := c.cols[strings.ToLower(n)]; ok {
+			return i
+		}
+	}
+	return -1
+}
+
+// require returns the index of a required column or a header error.
+func (c *importCSV) require(names ...string) (int, error) {
+	if i := c.col(names...); i >= 0 {
+		return i, nil
+	}
+	return -1, importRowError(c.name, 1, "header has no column %q (has %d columns)", names[0], c.nhdr)
+}
+
+// row returns the next non-empty record; a record with fewer fields than
+// the header is a *RowError.
+func (c *importCSV) row() ([]string, error) {
+	for {
+		rec, err := c.cr.Read()
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, c.wrap(err)
+		}
+		ln, _ := c.cr.FieldPos(0)
+		c.line = int64(ln)
+		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+			continue
+		}
+		if len(rec) < c.nhdr {
+			return nil, importRowError(c.name, c.line, "%d columns, header has %d", len(rec), c.nhdr)
+		}
+		return rec, nil
+	}
+}
+
+// wrap turns a csv.ParseError into a content-free RowError.
+func (c *importCSV) wrap(err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return importRowError(c.name, int64(pe.Line), "CSV: %v", pe.Err)
+	}
+	return fmt.Errorf("read %s: %w", importDisplay(c.name), err)
+}

@@ -1,0 +1,172 @@
+package traces
+
+import (
+	"io"
+	"strings"
+)
+
+// BurstGPTFailedError is Record.Error of a BurstGPT row that failed in the
+// source service (0 response tokens).
+const BurstGPTFailedError = "failed in the source trace (0 response tokens)"
+
+// NewBurstGPTReader reads a BurstGPT trace (HPMLL/BurstGPT, Azure OpenAI
+// GPT-3.5/GPT-4 usage): CSV with the columns Timestamp, Model, Request
+// tokens, Response tokens, Total tokens and Log Type, plus Session ID and
+// Elapsed time in the v3 files (BurstGPT_3*.csv, where they sit at positions
+// 2 and 3). Columns are found by name, so either layout works; Timestamp,
+// Request tokens and Response tokens are required.
+//
+// Rows map to Records as:
+//   - ArrivalNs: Timestamp (seconds, integer or decimal) minus the first
+//     row's, exact to the nanosecond; a row earlier than the first is
+//     malformed (the files are sorted).
+//   - InputTokens, OutputTokens: Request tokens, Response tokens. Total
+//     tokens is ignored.
+//   - Model: Model as written ("ChatGPT", "GPT-4").
+//   - Class: Log Type, "Conversation log" → "conversation", "API log" →
+//     "api" (other values: lower case, " log" dropped, spaces as "_").
+//   - Session, Turn (v3): a non-empty Session ID becomes a session number
+//     from 1 in order of first appearance and Turn counts that session's rows
+//     from 1; the UUID itself is not kept. Rows without one (API log) have
+//     session 0, turn 0.
+//
+// BurstGPT records what happened to each request, so every row carries the
+// production outcome (Run "production", ScheduledNs = SentNs = ArrivalNs,
+// ServerPromptTokens/ServerOutputTokens = the request/response tokens):
+//   - Response tokens > 0: Status "ok"; in v3, LastTokenNs = ArrivalNs +
+//     Elapsed time, so E2E is the source's end-to-end latency (FirstTokenNs
+//     stays NotReported: BurstGPT has no TTFT).
+//   - Response tokens = 0: the request failed in the source service. The row
+//     is kept (its arrival is real load) with OutputTokens 0, Status
+//     "http_error" and Error BurstGPTFailedError, so consumers that want
+//     only successful requests filter on Record.OK(). Replay ignores outcome
+//     columns of its input.
+func NewBurstGPTReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
+	c, err := newImportCSV(r, name)
+	if err != nil {
+		return nil, err
+	}
+	d := &burstgptDecoder{c: c, sessions: map[string]*burstgptSession{}}
+	if d.ts, err = c.require("Timestamp"); err != nil {
+		return nil, err
+	}
+	if d.in, err = c.require("Request tokens"); err != nil {
+		return nil, err
+	}
+	if d.out, err = c.require("Response tokens"); err != nil {
+		return nil, err
+	}
+	d.model = c.col("Model")
+	d.logType = c.col("Log Type")
+	d.session = c.col("Session ID")
+	d.elapsed = c.col("Elapsed time")
+	m := NewMeta(importSource("burstgpt", name))
+	if d.session >= 0 || d.elapsed >= 0 {
+		m.Set("burstgpt_version", "3")
+	}
+	return newImportReader(r, d, m, o), nil
+}
+
+type burstgptSession struct {
+	id    int64
+	turns int32
+}
+
+type burstgptDecoder struct {
+	c                           *importCSV
+	ts, in, out, model, logType int
+	session, elapsed            int
+	t0                          int64
+	started                     bool
+	sessions                    map[string]*burstgptSession
+	nextSession                 int64
+	lastModel, lastModelIn      string // interned
+	lastClass, lastClassIn      string
+}
+
+func (d *burstgptDecoder) next(rec *Record) error {
+	row, err := d.c.row()
+	if err != nil {
+		return err
+	}
+	name, line := d.c.name, d.c.line
+	t, err := parseScaled(row[d.ts], 9)
+	if err != nil {
+		return importRowError(name, line, "Timestamp: %v", err)
+	}
+	in, err := parseCount(row[d.in])
+	if err != nil {
+		return importRowError(name, line, "Request tokens: %v", err)
+	}
+	out, err := parseCount(row[d.out])
+	if err != nil {
+		return importRowError(name, line, "Response tokens: %v", err)
+	}
+	elapsed := int64(NotReported)
+	if d.elapsed >= 0 {
+		if s := strings.TrimSpace(row[d.elapsed]); s != "" {
+			if elapsed, err = parseScaled(s, 9); err != nil {
+				return importRowError(name, line, "Elapsed time: %v", err)
+			}
+		}
+	}
+	if !d.started {
+		d.t0, d.started = t, true
+	}
+	if t < d.t0 {
+		return importRowError(name, line, "Timestamp before the first row's (the file must be sorted by time)")
+	}
+	rec.ArrivalNs = t - d.t0
+	rec.InputTokens = in
+	rec.OutputTokens = out
+	if d.model >= 0 {
+		if m := row[d.model]; m != d.lastModelIn {
+			d.lastModelIn, d.lastModel = m, strings.TrimSpace(m)
+		}
+		rec.Model = d.lastModel
+	}
+	if d.logType >= 0 {
+		if lt := row[d.logType]; lt != d.lastClassIn {
+			d.lastClassIn, d.lastClass = lt, burstgptClass(lt)
+		}
+		rec.Class = d.lastClass
+	}
+	if d.session >= 0 {
+		if id := strings.TrimSpace(row[d.session]); id != "" {
+			s := d.sessions[id]
+			if s == nil {
+				d.nextSession++
+				s = &burstgptSession{id: d.nextSession}
+				d.sessions[id] = s
+			}
+			s.turns++
+			rec.Session, rec.Turn = s.id, s.turns
+		}
+	}
+	rec.Run = "production"
+	rec.ScheduledNs, rec.SentNs = rec.ArrivalNs, rec.ArrivalNs
+	rec.ServerPromptTokens, rec.ServerOutputTokens = in, out
+	if out > 0 {
+		rec.Status = StatusOK
+		if elapsed >= 0 {
+			rec.LastTokenNs = rec.ArrivalNs + elapsed
+		}
+	} else {
+		rec.Status = StatusHTTPError
+		rec.Error = BurstGPTFailedError
+	}
+	return nil
+}
+
+// burstgptClass maps a Log Type to a traffic class.
+func burstgptClass(s string) string {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch s {
+	case "conversation log":
+		return "conversation"
+	case "api log":
+		return "api"
+	}
+	s = strings.TrimSuffix(s, " log")
+	return strings.ReplaceAll(s, " ", "_")
+}

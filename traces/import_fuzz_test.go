@@ -1,0 +1,124 @@
+package traces_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// fuzzSecret is planted in seeds: no error message may repeat it.
+const fuzzSecret = "ZZSECRETZZ"
+
+// fuzzImport runs one importer on data in both modes and checks what must
+// hold for any input: no panic; the default mode skips every bad row and
+// never fails after the header; strict mode fails only with a *RowError
+// naming the file and a line, and its rows are a prefix of the default
+// mode's; every record is sane; no error quotes the planted content.
+func fuzzImport(t *testing.T, format string, data []byte) {
+	fn, err := traces.Importer(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(strict bool) ([]traces.Record, traces.ReadStats, error, bool) {
+		r, err := fn(bytes.NewReader(data), "fuzz.input", traces.OpenOptions{Strict: strict})
+		if err != nil {
+			return nil, traces.ReadStats{}, err, false
+		}
+		defer r.Close()
+		recs, err := traces.ReadFrom(r)
+		return recs, r.Stats(), err, true
+	}
+	checkErr := func(err error) {
+		var re *traces.RowError
+		if !errors.As(err, &re) || re.File != "fuzz.input" || re.Line < 1 {
+			t.Fatalf("error %v is not a RowError naming fuzz.input and a line", err)
+		}
+		if strings.Contains(err.Error(), fuzzSecret) {
+			t.Fatalf("error %q quotes the input", err)
+		}
+	}
+	loose, st, lerr, opened := read(false)
+	if !opened {
+		checkErr(lerr) // header problems fail in the constructor
+		if _, _, serr, sopened := read(true); sopened || serr == nil {
+			t.Fatalf("strict mode opened a file the default mode refused")
+		}
+		return
+	}
+	if lerr != nil {
+		t.Fatalf("default mode failed after the header: %v", lerr)
+	}
+	if st.Rows != int64(len(loose)) {
+		t.Fatalf("Stats().Rows = %d, read %d", st.Rows, len(loose))
+	}
+	if st.Skipped > 0 {
+		checkErr(st.FirstSkip)
+	}
+	for i, r := range loose {
+		if r.Seq != int64(i) || r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 || r.PrefixTokens < 0 || r.PrefixTokens > r.InputTokens {
+			t.Fatalf("row %d is not sane: %+v", i, r)
+		}
+	}
+	strict, _, serr, _ := read(true)
+	if serr != nil {
+		checkErr(serr)
+		if st.Skipped == 0 {
+			t.Fatalf("strict mode failed (%v) where the default mode skipped nothing", serr)
+		}
+	} else if st.Skipped != 0 {
+		t.Fatalf("strict mode passed where the default mode skipped %d rows", st.Skipped)
+	}
+	if len(strict) > len(loose) || (len(strict) > 0 && !reflect.DeepEqual(strict, loose[:len(strict)])) {
+		t.Fatalf("strict rows (%d) are not a prefix of the default mode's (%d)", len(strict), len(loose))
+	}
+}
+
+func fuzzSeeds(f *testing.F, files []string, extra ...string) {
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, s := range extra {
+		f.Add([]byte(s))
+	}
+}
+
+func FuzzImportMooncake(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/mooncake.jsonl"},
+		`{"timestamp": 1.5, "input_length": 10, "output_length": 1, "hash_ids": [3, 3]}`,
+		`{"timestamp": "12", "input_length": 10, "output_length": 1}`+"\n"+fuzzSecret+"\n",
+		`{"timestamp": 0, "input_length": -1, "output_length": 1, "hash_ids": [0]}`,
+		`{"timestamp": 0, "input_length": 1e3, "output_length": 1, "hash_ids": null}`,
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "mooncake", data) })
+}
+
+func FuzzImportAzure(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/azure2023_crlf.csv", "testdata/import/azure2024.csv"},
+		"TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:17:03.9799600,10,2\r\n"+fuzzSecret+",1,1",
+		"TIMESTAMP,ContextTokens,GeneratedTokens,NumImages\n2024-10-15T12:00:00.269Z,10,2,1\n2024-10-15T12:00:00.1Z,1,1,0\n",
+		"ContextTokens,TIMESTAMP,GeneratedTokens\n\"5\",2023-11-16 18:17:03,\"1\"\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "azure", data) })
+}
+
+func FuzzImportBurstGPT(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/burstgpt_v1.csv", "testdata/import/burstgpt_v3.csv"},
+		"Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n6,"+fuzzSecret+"\n",
+		"Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n1.5,s,-1,GPT-4,1,0,1,API log\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "burstgpt", data) })
+}
+
+func FuzzImportSplitwise(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/splitwise.csv"},
+		"arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,374,44\n"+fuzzSecret+",1,1\n",
+		"num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "splitwise", data) })
+}
