@@ -1,0 +1,394 @@
+// Package capture turns serving logs (OpenAI-style gateway JSON lines,
+// LiteLLM standard logging payloads, vLLM request logs, OTLP JSON span
+// exports) into a content-free trace of traces.Records.
+//
+// Nothing a person wrote leaves capture: out go token counts, time offsets,
+// model names and keyed hashes (HMAC-SHA256 with the operator's key) that are
+// renumbered in order of first appearance. Prefix categories and prefix
+// blocks shared by fewer than MinCategorySize requests are dropped. Problems
+// are reported by kind and line number, never with content.
+package capture
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Formats lists the accepted values of Options.Format.
+var Formats = []string{FormatAuto, FormatOpenAI, FormatLiteLLM, FormatVLLM, FormatOTLP}
+
+// Log formats.
+const (
+	FormatAuto    = "auto"
+	FormatOpenAI  = "openai-jsonl"
+	FormatLiteLLM = "litellm"
+	FormatVLLM    = "vllm-log"
+	FormatOTLP    = "otlp-json"
+)
+
+// Session modes of Options.Sessions.
+const (
+	SessionsAuto  = "auto"  // session/user field when present, else chat structure
+	SessionsField = "field" // only the session/user field
+	SessionsChat  = "chat"  // only chat structure
+	SessionsNone  = "none"  // every request single-shot
+)
+
+// Defaults shared by the CLI flags and the library.
+const (
+	DefaultFormat          = FormatAuto
+	DefaultTokenizer       = "o200k_base"
+	DefaultMinCategorySize = 5
+	DefaultBlockSize       = 512
+	DefaultSessions        = SessionsAuto
+	DefaultMaxLineBytes    = 16 << 20
+	// RunLabel is the Record.Run of captured rows that carry outcomes.
+	RunLabel = "production"
+)
+
+// Options configures a capture. The zero value is not valid; start from
+// DefaultOptions.
+type Options struct {
+	// Format is the log format, one of Formats; "auto" sniffs each input's
+	// first bytes. Defaults to "auto".
+	Format string
+	// Fields remaps openai-jsonl field names to dotted JSON paths, e.g.
+	// {"time": "ts", "request": "body.req"}. Names: time, request, response,
+	// session, user, status, ttft_ms, latency_ms. Defaults to none.
+	Fields map[string]string
+	// Tokenizer is the tiktoken encoding used where the logs carry neither
+	// usage numbers nor token ids (and for prefix lengths and blocks).
+	// Defaults to "o200k_base".
+	Tokenizer string
+	// MinCategorySize is k: prefix categories and prefix blocks shared by
+	// fewer requests are dropped. Defaults to 5.
+	MinCategorySize int
+	// BlockSize is the token size of a prefix block; 0 turns prefix_blocks
+	// off. Defaults to 512.
+	BlockSize int
+	// Key is the HMAC key. Empty means an ephemeral random key that is never
+	// saved (hashes are then comparable only within this capture). Defaults
+	// to empty.
+	Key []byte
+	// KeepStart keeps the absolute start time at full precision instead of
+	// truncating it to the hour. Defaults to false.
+	KeepStart bool
+	// KeepHashes writes hex HMAC digests as category labels and digest
+	// prefixes as block ids instead of renumbered ids. Defaults to false.
+	KeepHashes bool
+	// Year is the year of vllm-log timestamps, which have none. Defaults to
+	// the current UTC year (0 = current).
+	Year int
+	// Sessions chooses how sessions are found: auto, field, chat or none.
+	// Defaults to "auto".
+	Sessions string
+	// Strict fails on the first malformed line instead of counting it.
+	// Defaults to false.
+	Strict bool
+	// MaxLineBytes bounds one log line; longer lines are skipped and counted.
+	// Defaults to 16 MiB.
+	MaxLineBytes int
+	// Workers is the number of goroutines parsing openai-jsonl, litellm and
+	// otlp-json lines (vllm-log is read by one); the output does not depend
+	// on it. Defaults to 0 (= GOMAXPROCS).
+	Workers int
+}
+
+func (o *Options) workers() int {
+	if o.Workers > 0 {
+		return o.Workers
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		Format:          DefaultFormat,
+		Tokenizer:       DefaultTokenizer,
+		MinCategorySize: DefaultMinCategorySize,
+		BlockSize:       DefaultBlockSize,
+		Sessions:        DefaultSessions,
+		MaxLineBytes:    DefaultMaxLineBytes,
+	}
+}
+
+// Validate checks o; errors name the CLI flag.
+func (o *Options) Validate() error {
+	if !contains(Formats, o.Format) {
+		return fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(Formats, ", "))
+	}
+	if !validTokenizer(o.Tokenizer) {
+		return fmt.Errorf("--tokenizer %q: want one of %s", o.Tokenizer, strings.Join(Tokenizers, ", "))
+	}
+	if o.MinCategorySize < 1 {
+		return fmt.Errorf("--min-category-size %d: want at least 1", o.MinCategorySize)
+	}
+	if o.BlockSize < 0 {
+		return fmt.Errorf("--block-size %d: want 0 (off) or more", o.BlockSize)
+	}
+	if !contains([]string{SessionsAuto, SessionsField, SessionsChat, SessionsNone}, o.Sessions) {
+		return fmt.Errorf("--sessions %q: want auto, field, chat or none", o.Sessions)
+	}
+	if o.MaxLineBytes < 1024 {
+		return fmt.Errorf("--max-line-bytes %d: want at least 1024", o.MaxLineBytes)
+	}
+	if len(o.Key) > 0 && len(o.Key) < 16 {
+		return errors.New("--key-file: key too short (want at least 16 bytes)")
+	}
+	for name := range o.Fields {
+		if !contains(fieldNames, name) {
+			return fmt.Errorf("--field %s: unknown name (want one of %s)", name, strings.Join(fieldNames, ", "))
+		}
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("--workers %d: want 0 (all cores) or more", o.Workers)
+	}
+	if o.Year < 0 || o.Year > 9999 {
+		return fmt.Errorf("--year %d: out of range", o.Year)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Input is one log stream. R is read once; if it is an io.Closer Capture
+// does not close it (the caller owns it).
+type Input struct {
+	// Name appears in problems and errors ("-" for stdin).
+	Name string
+	R    io.Reader
+}
+
+// Problem kinds, reported per kind with the first line number.
+const (
+	KindBadJSON    = "bad_json"        // not a JSON object
+	KindTooLong    = "line_too_long"   // longer than MaxLineBytes
+	KindNotUTF8    = "not_utf8"        // invalid UTF-8 bytes
+	KindMissing    = "missing_field"   // a required field is absent
+	KindBadValue   = "bad_value"       // a field has the wrong type or range
+	KindTruncated  = "truncated_input" // the stream ended early (damaged gzip/zstd, I/O error)
+	KindNoPrompt   = "no_prompt"       // vllm-log request with no prompt or token ids logged
+	KindUnmatched  = "unmatched"       // vllm-log output line with no request line
+	KindBadLogLine = "bad_log_line"    // vllm-log request line that does not parse
+)
+
+var kindText = map[string]string{
+	KindBadJSON:    "malformed JSON",
+	KindTooLong:    "line too long",
+	KindNotUTF8:    "invalid UTF-8",
+	KindMissing:    "missing field",
+	KindBadValue:   "field has a bad value",
+	KindTruncated:  "input ends early (damaged or truncated)",
+	KindNoPrompt:   "request logged without prompt or token ids (needs --log-level DEBUG)",
+	KindUnmatched:  "output line without a request line",
+	KindBadLogLine: "request log line does not parse",
+}
+
+// LineError is a malformed line: it names the input and the line, and a
+// kind, never content.
+type LineError struct {
+	File string
+	Line int64
+	Kind string
+	// Field names the field for KindMissing/KindBadValue ("" otherwise).
+	Field string
+}
+
+func (e *LineError) Error() string {
+	msg := kindText[e.Kind]
+	if e.Field != "" {
+		msg += " " + e.Field
+	}
+	return fmt.Sprintf("%s:%d: %s (%s)", e.File, e.Line, msg, e.Kind)
+}
+
+// Problem counts the malformed lines of one kind.
+type Problem struct {
+	Kind  string
+	Count int64
+	// First is the first occurrence.
+	First LineError
+}
+
+// Stats says what a capture read and skipped.
+type Stats struct {
+	Inputs   int
+	Bytes    int64 // decompressed bytes read
+	Lines    int64
+	Requests int64 // records produced
+	// Ignored counts lines that are not requests (other vLLM log lines,
+	// non-llm_request spans). They are not problems.
+	Ignored int64
+	// Problems is per kind, sorted by kind.
+	Problems []Problem
+	// TokensFrom counts requests per input-token source ("usage",
+	// "token_ids" or a tokenizer name).
+	TokensFrom map[string]int64
+	// Categories kept and dropped by the k rule; Sessions found.
+	Categories, CategoriesDropped, Sessions int
+}
+
+// Malformed is the total number of malformed lines.
+func (s Stats) Malformed() int64 {
+	var n int64
+	for _, p := range s.Problems {
+		n += p.Count
+	}
+	return n
+}
+
+// Result is a capture's output.
+type Result struct {
+	Records []traces.Record
+	Meta    traces.Meta
+	Stats   Stats
+}
+
+// Capture reads every input and returns the redacted records, sorted by
+// arrival. Malformed lines are counted in Stats (or, with Strict, the first
+// one is returned as a *LineError).
+func Capture(ctx context.Context, o Options, inputs []Input) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	st, err := newState(o)
+	if err != nil {
+		return nil, err
+	}
+	for i, in := range inputs {
+		if err := st.readInput(ctx, i, in); err != nil {
+			return nil, err
+		}
+	}
+	return st.finish()
+}
+
+// Run captures the named files ("-" = stdin) and writes the records to the
+// writer create returns for the capture's metadata. command, when set, is
+// recorded as Meta.Command.
+func Run(ctx context.Context, o Options, names []string, stdin io.Reader, command string, create func(traces.Meta) (traces.Writer, error)) (Stats, error) {
+	var inputs []Input
+	for _, n := range names {
+		if n == "-" {
+			inputs = append(inputs, Input{Name: "-", R: stdin})
+			continue
+		}
+		f, err := os.Open(n)
+		if err != nil {
+			return Stats{}, fmt.Errorf("open log: %w", err)
+		}
+		defer f.Close()
+		inputs = append(inputs, Input{Name: n, R: f})
+	}
+	res, err := Capture(ctx, o, inputs)
+	if err != nil {
+		return Stats{}, err
+	}
+	res.Meta.Command = command
+	w, err := create(res.Meta)
+	if err != nil {
+		return res.Stats, err
+	}
+	for i := 0; i < len(res.Records); i += 4096 {
+		j := min(i+4096, len(res.Records))
+		if _, err := w.Write(res.Records[i:j]); err != nil {
+			w.Close()
+			return res.Stats, fmt.Errorf("write trace: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return res.Stats, fmt.Errorf("write trace: %w", err)
+	}
+	return res.Stats, nil
+}
+
+// Key handling.
+
+// ReadKeyFile reads a capture key: 64 hex characters (as NewKeyFile writes)
+// or at least 16 raw bytes. Errors never contain key material.
+func ReadKeyFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key file: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) == 64 {
+		if k, err := hex.DecodeString(s); err == nil {
+			return k, nil
+		}
+	}
+	if len(s) < 16 {
+		return nil, fmt.Errorf("read key file %s: key too short (want at least 16 bytes)", path)
+	}
+	return []byte(s), nil
+}
+
+// NewKeyFile generates a random 32-byte key and saves it (hex, mode 0600)
+// at path, refusing to overwrite an existing file.
+func NewKeyFile(path string) ([]byte, error) {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create key file: %w", err)
+	}
+	if _, err := f.WriteString(hex.EncodeToString(k) + "\n"); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write key file %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("write key file %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// Fingerprint identifies a key without revealing it: the first 16 hex
+// characters of HMAC-SHA256(key, "tokentrace key fingerprint").
+func Fingerprint(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("tokentrace key fingerprint"))
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))[:16]
+}
+
+// EphemeralFingerprint is Meta.KeyFingerprint when no key was given.
+const EphemeralFingerprint = "ephemeral"
+
+func sortProblems(m map[string]*Problem) []Problem {
+	out := make([]Problem, 0, len(m))
+	for _, p := range m {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out
+}
+
+// hourStart formats t truncated to the hour (or in full with keep).
+func startString(t time.Time, keep bool) string {
+	if keep {
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	return t.UTC().Truncate(time.Hour).Format(time.RFC3339)
+}

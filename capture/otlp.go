@@ -1,0 +1,162 @@
+package capture
+
+import (
+	"encoding/json"
+	"math"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// OTLP JSON (an OpenTelemetry collector's file exporter: one
+// ExportTraceServiceRequest per line) holding vLLM "llm_request" spans.
+
+type otlpAttr struct {
+	Key   string `json:"key"`
+	Value struct {
+		StringValue *string  `json:"stringValue"`
+		IntValue    rawValue `json:"intValue"`
+		DoubleValue rawValue `json:"doubleValue"`
+	} `json:"value"`
+}
+
+type otlpSpan struct {
+	Name       string     `json:"name"`
+	Start      rawValue   `json:"startTimeUnixNano"`
+	Attributes []otlpAttr `json:"attributes"`
+	Status     struct {
+		Code rawValue `json:"code"`
+	} `json:"status"`
+}
+
+type otlpScope struct {
+	Spans []otlpSpan `json:"spans"`
+}
+
+type otlpDoc struct {
+	ResourceSpans []struct {
+		ScopeSpans []otlpScope `json:"scopeSpans"`
+		// Older exporters.
+		InstrumentationLibrarySpans []otlpScope `json:"instrumentationLibrarySpans"`
+	} `json:"resourceSpans"`
+}
+
+// SpanName is the vLLM span capture reads.
+const SpanName = "llm_request"
+
+type otlpParser struct{ st *state }
+
+func (p *otlpParser) end() {}
+
+func (p *otlpParser) parse(line []byte, lineNo int64) (string, string) {
+	var doc otlpDoc
+	if err := json.Unmarshal(line, &doc); err != nil {
+		return jsonErrKind(err)
+	}
+	if doc.ResourceSpans == nil {
+		return KindMissing, "resourceSpans"
+	}
+	var kind, field string
+	for _, rs := range doc.ResourceSpans {
+		for _, ss := range append(rs.ScopeSpans, rs.InstrumentationLibrarySpans...) {
+			for i := range ss.Spans {
+				if k, f := p.span(&ss.Spans[i], lineNo); k != "" && kind == "" {
+					kind, field = k, f
+				}
+			}
+		}
+	}
+	return kind, field
+}
+
+func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
+	if s.Name != SpanName {
+		p.st.stats.Ignored++
+		return "", ""
+	}
+	start, ok := rawInt64(s.Start)
+	if !ok || start <= 0 {
+		return KindBadValue, "startTimeUnixNano"
+	}
+	st := p.st
+	in, out := int64(-1), int64(-1)
+	secs := map[string]int64{}
+	model := ""
+	for _, a := range s.Attributes {
+		switch a.Key {
+		case "gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens":
+			in, _ = attrInt(&a)
+		case "gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens":
+			out, _ = attrInt(&a)
+		case "gen_ai.response.model", "gen_ai.request.model":
+			if a.Value.StringValue != nil && model == "" {
+				model = *a.Value.StringValue
+			}
+		case "gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e", "gen_ai.latency.time_in_queue",
+			"gen_ai.latency.time_in_model_prefill", "gen_ai.latency.time_in_model_decode":
+			if v, ok := attrSeconds(&a); ok {
+				secs[a.Key] = v
+			}
+		}
+	}
+	if in < 0 {
+		return KindMissing, "gen_ai.usage.prompt_tokens"
+	}
+	e := newEntry(st, lineNo)
+	e.t = start
+	e.model = st.intern(model)
+	e.inTok, e.tokSrc, e.srvIn = int32(in), SourceUsage, int32(in)
+	if out >= 0 {
+		e.outTok, e.srvOut = int32(out), int32(out)
+	} else {
+		e.outTok = 0
+	}
+	e.hasOutcome = true
+	e.status = traces.StatusOK
+	if c := rawString(s.Status.Code); c == "2" || c == "STATUS_CODE_ERROR" {
+		e.status, e.errMsg = traces.StatusHTTPError, "span status error"
+	}
+	get := func(k string) int64 {
+		if v, ok := secs[k]; ok {
+			return v
+		}
+		return -1
+	}
+	e.ttft = get("gen_ai.latency.time_to_first_token")
+	e.e2e = get("gen_ai.latency.e2e")
+	e.queue = get("gen_ai.latency.time_in_queue")
+	e.prefill = get("gen_ai.latency.time_in_model_prefill")
+	e.decode = get("gen_ai.latency.time_in_model_decode")
+	return "", ""
+}
+
+// rawInt64 reads an int64 from a JSON number or string (OTLP JSON encodes
+// 64-bit integers as strings).
+func rawInt64(raw rawValue) (int64, bool) {
+	s := rawString(raw)
+	if s == "" {
+		return 0, false
+	}
+	v, ok := decimalNs(s, 1)
+	return v, ok
+}
+
+func attrInt(a *otlpAttr) (int64, bool) {
+	if v, ok := rawInt64(a.Value.IntValue); ok && v >= 0 && v <= math.MaxInt32 {
+		return v, true
+	}
+	if v, ok := rawDecimalNs(a.Value.DoubleValue, 1); ok && v <= math.MaxInt32 {
+		return v, true
+	}
+	return -1, false
+}
+
+// attrSeconds reads a latency attribute in seconds as nanoseconds.
+func attrSeconds(a *otlpAttr) (int64, bool) {
+	if v, ok := rawDecimalNs(a.Value.DoubleValue, 1e9); ok {
+		return v, true
+	}
+	if v, ok := rawDecimalNs(a.Value.IntValue, 1e9); ok {
+		return v, true
+	}
+	return 0, false
+}

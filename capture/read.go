@@ -1,0 +1,248 @@
+package capture
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// countingReader counts decompressed bytes.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// decompress sniffs gzip and zstd magic bytes and returns the plain stream.
+func decompress(br *bufio.Reader) (io.Reader, func(), error) {
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, err
+		}
+		zr.Multistream(true)
+		return zr, func() { zr.Close() }, nil
+	case len(magic) == 4 && bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, zr.Close, nil
+	}
+	return br, func() {}, nil
+}
+
+// lineReader yields lines up to max bytes; longer lines are consumed and
+// flagged, never buffered whole.
+type lineReader struct {
+	br   *bufio.Reader
+	max  int
+	buf  []byte
+	line int64
+}
+
+// next returns the next line without its line ending. tooLong reports a line
+// over the limit (line is then nil). err is io.EOF at a clean end, or the
+// stream's error (the partial line is dropped).
+func (r *lineReader) next() (line []byte, tooLong bool, err error) {
+	r.buf = r.buf[:0]
+	first := true
+	for {
+		frag, err := r.br.ReadSlice('\n')
+		if first && err == nil && len(frag) <= r.max {
+			r.line++
+			return trimEOL(frag), false, nil
+		}
+		first = false
+		if !tooLong {
+			if len(r.buf)+len(frag) > r.max+2 {
+				tooLong = true
+				r.buf = r.buf[:0]
+			} else {
+				r.buf = append(r.buf, frag...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err == io.EOF {
+			if len(r.buf) == 0 && !tooLong {
+				return nil, false, io.EOF
+			}
+			r.line++
+			if tooLong {
+				return nil, true, nil
+			}
+			return trimEOL(r.buf), false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		r.line++
+		if tooLong {
+			return nil, true, nil
+		}
+		return trimEOL(r.buf), false, nil
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// sniff guesses the format from the first bytes of a plain stream.
+func sniff(head []byte) string {
+	// First non-blank line (possibly cut short).
+	for len(head) > 0 {
+		line := head
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			line, head = head[:i], head[i+1:]
+		} else {
+			head = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] != '{' {
+			return FormatVLLM
+		}
+		switch {
+		case bytes.Contains(line, []byte(`"resourceSpans"`)):
+			return FormatOTLP
+		case bytes.Contains(line, []byte(`"standard_logging_object"`)),
+			bytes.Contains(line, []byte(`"startTime"`)) && (bytes.Contains(line, []byte(`"call_type"`)) || bytes.Contains(line, []byte(`"completionStartTime"`)) || bytes.Contains(line, []byte(`"model_parameters"`))):
+			return FormatLiteLLM
+		}
+		return FormatOpenAI
+	}
+	return FormatOpenAI
+}
+
+// lineParser is one format's parser. parse handles one line; kind != ""
+// marks the line malformed. end is called at the end of the input.
+type lineParser interface {
+	parse(line []byte, lineNo int64) (kind, field string)
+	end()
+}
+
+// readInput reads one input into st.
+func (st *state) readInput(ctx context.Context, idx int, in Input) error {
+	st.stats.Inputs++
+	name := in.Name
+	if name == "" {
+		name = fmt.Sprintf("input%d", idx+1)
+	}
+	raw := bufio.NewReaderSize(in.R, 256<<10)
+	plain, closeFn, err := decompress(raw)
+	if err != nil {
+		// A damaged header: nothing readable.
+		if perr := st.problem(name, 1, KindTruncated, ""); perr != nil {
+			return perr
+		}
+		return nil
+	}
+	defer closeFn()
+	cr := &countingReader{r: plain}
+	br := bufio.NewReaderSize(cr, 1<<20)
+	defer func() { st.stats.Bytes += cr.n }()
+
+	format := st.o.Format
+	if format == FormatAuto {
+		head, _ := br.Peek(64 << 10)
+		format = sniff(head)
+	}
+	st.inputFormats = append(st.inputFormats, format)
+	st.curInput = int32(idx)
+	st.curName = name
+	lr := &lineReader{br: br, max: st.o.MaxLineBytes}
+	if workers := st.o.workers(); workers > 1 && format != FormatVLLM {
+		return st.readParallel(ctx, name, format, lr, workers)
+	}
+	p := parserFor(format, st)
+	for {
+		if lr.line&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		line, tooLong, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// Damaged compressed stream or I/O error: keep what we have.
+			if errors.Is(err, context.Canceled) {
+				return err
+			}
+			if perr := st.problem(name, lr.line+1, KindTruncated, ""); perr != nil {
+				return perr
+			}
+			break
+		}
+		st.stats.Lines++
+		if tooLong {
+			if perr := st.problem(name, lr.line, KindTooLong, ""); perr != nil {
+				return perr
+			}
+			continue
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if !utf8.Valid(line) {
+			if perr := st.problem(name, lr.line, KindNotUTF8, ""); perr != nil {
+				return perr
+			}
+			continue
+		}
+		if kind, field := p.parse(line, lr.line); kind != "" {
+			if perr := st.problem(name, lr.line, kind, field); perr != nil {
+				return perr
+			}
+		}
+		if st.strictErr != nil {
+			return st.strictErr
+		}
+	}
+	p.end()
+	return st.strictErr
+}
+
+// problem records a malformed line; with Strict it returns the error.
+func (st *state) problem(file string, line int64, kind, field string) error {
+	p := st.problems[kind]
+	if p == nil {
+		p = &Problem{Kind: kind, First: LineError{File: file, Line: line, Kind: kind, Field: field}}
+		st.problems[kind] = p
+	}
+	p.Count++
+	if st.o.Strict {
+		e := &LineError{File: file, Line: line, Kind: kind, Field: field}
+		if st.strictErr == nil {
+			st.strictErr = e
+		}
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/capture"
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(20, captureCommand) }
+
+func captureCommand() *cli.Command {
+	o := capture.DefaultOptions()
+	var (
+		out, keyFile, newKeyFile string
+		fields                   cli.StringSlice
+	)
+	return &cli.Command{
+		Name:  "capture",
+		Usage: "turn serving logs into a content-free, privacy-redacted trace",
+		UsageText: `tokentrace capture [flags] LOG...
+
+Examples:
+  tokentrace capture --new-key-file capture.key --out trace.parquet gateway.jsonl.gz
+  tokentrace capture --format vllm-log --year 2025 --key-file capture.key --out trace.parquet vllm.log
+  zcat spans.json.gz | tokentrace capture --format otlp-json --out - - > trace.jsonl
+  tokentrace capture --field time=ts --field request=body.req --field response=body.resp --out t.parquet logs.jsonl`,
+		Description: `capture reads openai-jsonl gateway logs, LiteLLM standard logging payloads,
+vLLM request logs (--enable-log-requests / --enable-log-outputs) or OTLP JSON
+span exports holding vLLM llm_request spans (gzip/zstd detected, "-" = stdin)
+and writes a trace with no text: token counts (from usage numbers or token
+ids, else --tokenizer), arrival offsets, renumbered sessions and turns,
+k-anonymous prefix categories (HMAC-SHA256 of the system prompt + tools with
+the key from --key-file), optional prefix block ids, and observed latencies
+(run "production"). Malformed lines are counted by kind and reported by line
+number only; --strict fails on the first.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Required: true, Destination: &out},
+			&cli.StringFlag{Name: "format", Usage: "log format: " + strings.Join(capture.Formats, ", "), Value: o.Format, Destination: &o.Format},
+			&cli.StringSliceFlag{Name: "field", Usage: "openai-jsonl: remap NAME=dotted.path (names: time, request, response, session, user, status, ttft_ms, latency_ms)", Destination: &fields},
+			&cli.StringFlag{Name: "key-file", Usage: "HMAC key file (64 hex chars or >=16 bytes); without one an ephemeral key is used and hashes are not comparable across captures", Destination: &keyFile},
+			&cli.StringFlag{Name: "new-key-file", Usage: "generate a random key, save it at this path (mode 0600, never overwritten) and use it", Destination: &newKeyFile},
+			&cli.StringFlag{Name: "tokenizer", Usage: "tiktoken encoding where logs lack usage numbers and token ids: " + strings.Join(capture.Tokenizers, ", "), Value: o.Tokenizer, Destination: &o.Tokenizer},
+			&cli.IntFlag{Name: "min-category-size", Usage: "k: categories and prefix blocks shared by fewer requests are dropped", Value: o.MinCategorySize, Destination: &o.MinCategorySize},
+			&cli.IntFlag{Name: "block-size", Usage: "prefix block size in tokens (0 = no prefix_blocks)", Value: o.BlockSize, Destination: &o.BlockSize},
+			&cli.StringFlag{Name: "sessions", Usage: "how to find sessions: auto (session/user field, else chat structure), field, chat, none", Value: o.Sessions, Destination: &o.Sessions},
+			&cli.IntFlag{Name: "year", Usage: "vllm-log: year of the timestamps, which carry none (0 = current UTC year)", Value: o.Year, Destination: &o.Year},
+			&cli.BoolFlag{Name: "keep-start", Usage: "keep the absolute start time exactly (default: to the hour)", Destination: &o.KeepStart},
+			&cli.BoolFlag{Name: "keep-hashes", Usage: "write keyed digests instead of renumbered category and block ids", Destination: &o.KeepHashes},
+			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed line", Destination: &o.Strict},
+			&cli.IntFlag{Name: "workers", Usage: "goroutines parsing JSON formats (0 = all cores; output does not depend on it)", Value: o.Workers, Destination: &o.Workers},
+			&cli.IntFlag{Name: "max-line-bytes", Usage: "skip (and count) longer lines", Value: o.MaxLineBytes, Destination: &o.MaxLineBytes},
+		},
+		Action: func(c *cli.Context) error {
+			names, err := args(c, 1, -1, "log files, - = stdin")
+			if err != nil {
+				return err
+			}
+			for _, f := range fields.Value() {
+				name, path, ok := strings.Cut(f, "=")
+				if !ok || name == "" || path == "" {
+					return usageErrorf("--field %q: want NAME=path", f)
+				}
+				if o.Fields == nil {
+					o.Fields = map[string]string{}
+				}
+				o.Fields[name] = path
+			}
+			if keyFile != "" && newKeyFile != "" {
+				return usageErrorf("--key-file and --new-key-file: give one")
+			}
+			if err := o.Validate(); err != nil {
+				return usageErrorf("capture: %v", err)
+			}
+			switch {
+			case keyFile != "":
+				if o.Key, err = capture.ReadKeyFile(keyFile); err != nil {
+					return err
+				}
+			case newKeyFile != "":
+				if o.Key, err = capture.NewKeyFile(newKeyFile); err != nil {
+					return err
+				}
+			}
+			s := stdio(c)
+			stdinUsed := 0
+			for _, n := range names {
+				if n == "-" {
+					stdinUsed++
+				}
+			}
+			if stdinUsed > 1 {
+				return usageErrorf("capture: stdin (-) given more than once")
+			}
+			create := func(m traces.Meta) (traces.Writer, error) {
+				if out == "-" {
+					return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
+				}
+				return traces.Create(out, m)
+			}
+			command := captureCommandLine(c)
+			if len(o.Key) == 0 {
+				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
+			}
+			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
+			printCaptureStats(s.err, stats)
+			return err
+		},
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// captureCommandLine rebuilds the command line for the metadata: flag names
+// and values (file paths, numbers) and the log names; no secrets exist on it
+// (keys are only read from files).
+func captureCommandLine(c *cli.Context) string {
+	parts := []string{"tokentrace", "capture"}
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		switch name {
+		case "field":
+			for _, v := range c.StringSlice(name) {
+				parts = append(parts, "--field", v)
+			}
+		case "keep-start", "keep-hashes", "strict":
+			parts = append(parts, "--"+name)
+		default:
+			parts = append(parts, "--"+name, fmt.Sprint(c.Value(name)))
+		}
+	}
+	parts = append(parts, c.Args().Slice()...)
+	return strings.Join(parts, " ")
+}
+
+func printCaptureStats(w io.Writer, s capture.Stats) {
+	fmt.Fprintf(w, "capture: %d requests from %d lines (%d inputs, %.1f MB); %d categories kept, %d dropped (k rule); %d sessions\n",
+		s.Requests, s.Lines, s.Inputs, float64(s.Bytes)/1e6, s.Categories, s.CategoriesDropped, s.Sessions)
+	var srcs []string
+	for src, n := range s.TokensFrom {
+		srcs = append(srcs, fmt.Sprintf("%s %d", src, n))
+	}
+	if len(srcs) > 0 {
+		sort.Strings(srcs)
+		fmt.Fprintf(w, "capture: input tokens from %s\n", strings.Join(srcs, ", "))
+	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
+	}
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+const captureLog = `{"time":"2025-03-01T10:00:00Z","request_id":"qzsecretrequest","user":"qzsecretuser","request":{"model":"m","messages":[{"role":"system","content":"qzsecretsystem"},{"role":"user","content":"qzsecrettext"}]},"response":{"usage":{"prompt_tokens":9,"completion_tokens":2}},"latency_ms":10}
+{"time":"2025-03-01T10:00:01Z","request":{"model":"m","messages":[{"role":"user","content":"qzsecret
+`
+
+func TestCaptureCommand(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "gw.jsonl")
+	if err := os.WriteFile(logPath, []byte(captureLog), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "capture.key")
+	outPath := filepath.Join(dir, "trace.jsonl")
+	var stdout, stderr bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "capture", "--new-key-file", keyPath, "--out", outPath, logPath}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	key, err := os.ReadFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(keyPath); st.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v", st.Mode())
+	}
+	out, err := os.ReadFile(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := stdout.String() + stderr.String() + string(out)
+	if strings.Contains(all, "qzsecret") {
+		t.Errorf("content leaked:\n%s", all)
+	}
+	if strings.Contains(all, strings.TrimSpace(string(key))) {
+		t.Errorf("key leaked")
+	}
+	if !strings.Contains(stderr.String(), "bad_json; first at "+logPath+":2") {
+		t.Errorf("stderr %q does not report the bad line", stderr.String())
+	}
+	recs, meta, err := traces.ReadAll(outPath)
+	if err != nil || len(recs) != 1 || recs[0].InputTokens != 9 {
+		t.Fatalf("read back: %v %+v", err, recs)
+	}
+	if !strings.HasPrefix(meta.KeyFingerprint, "hmac-sha256:") || meta.Command == "" {
+		t.Errorf("meta %+v", meta)
+	}
+
+	// Same key again, stdin, JSONL to stdout: same fingerprint.
+	stdout.Reset()
+	stderr.Reset()
+	code = Main(context.Background(), []string{"tokentrace", "capture", "--key-file", keyPath, "--out", "-", "-"}, strings.NewReader(captureLog), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("stdin run exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), meta.KeyFingerprint) || strings.Contains(stdout.String()+stderr.String(), "qzsecret") {
+		t.Errorf("stdout %s", stdout.String())
+	}
+
+	// --new-key-file never overwrites.
+	code = Main(context.Background(), []string{"tokentrace", "capture", "--new-key-file", keyPath, "--out", outPath, logPath}, strings.NewReader(""), &stdout, &stderr)
+	if code == 0 {
+		t.Errorf("overwrote an existing key file")
+	}
+	// --strict fails with the line number, no content.
+	stderr.Reset()
+	code = Main(context.Background(), []string{"tokentrace", "capture", "--strict", "--out", outPath, logPath}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), logPath+":2") || strings.Contains(stderr.String(), "qzsecret") {
+		t.Errorf("strict: exit %d, %q", code, stderr.String())
+	}
+}
+
+func TestCaptureUsage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"unknown format", []string{"--format", "nope", "--out", "x.jsonl", "a.log"}},
+		{"bad field", []string{"--field", "time", "--out", "x.jsonl", "a.log"}},
+		{"unknown field name", []string{"--field", "colour=x", "--out", "x.jsonl", "a.log"}},
+		{"flag after argument", []string{"--out", "x.jsonl", "a.log", "--strict"}},
+		{"no logs", []string{"--out", "x.jsonl"}},
+		{"both keys", []string{"--key-file", "a", "--new-key-file", "b", "--out", "x.jsonl", "a.log"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace", "capture"}, c.args...), strings.NewReader(""), &stdout, &stderr)
+		if code != 2 {
+			t.Errorf("%s: exit %d (%s), want 2", c.name, code, stderr.String())
+		}
+	}
+}
+
+func TestCaptureCommandFormats(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "t.jsonl")
+	for _, c := range []struct {
+		name string
+		args []string
+		rows int
+	}{
+		{"vllm log with year", []string{"--format", "vllm-log", "--year", "2024", "--out", out, "../../capture/testdata/vllm_old.log"}, 2},
+		{"otlp spans", []string{"--out", out, "../../capture/testdata/otlp.jsonl"}, 3},
+		{"litellm", []string{"--format", "litellm", "--block-size", "0", "--out", out, "../../capture/testdata/litellm.jsonl"}, 4},
+		{"field remap", []string{"--field", "time=ts", "--field", "request=body", "--out", out, "-"}, 1},
+	} {
+		var stdout, stderr bytes.Buffer
+		in := `{"ts":1740823200.5,"body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}` + "\n"
+		code := Main(context.Background(), append([]string{"tokentrace", "capture"}, c.args...), strings.NewReader(in), &stdout, &stderr)
+		if code != 0 {
+			t.Errorf("%s: exit %d: %s", c.name, code, stderr.String())
+			continue
+		}
+		recs, meta, err := traces.ReadAll(out)
+		if err != nil || len(recs) != c.rows {
+			t.Errorf("%s: %v, %d rows, want %d", c.name, err, len(recs), c.rows)
+		}
+		if c.name == "vllm log with year" && (meta.Get("capture.input.1.year") != "2024" || meta.Get("capture.start") != "2024-03-01T10:00:00Z") {
+			t.Errorf("%s: meta %v", c.name, meta.Extra)
+		}
+	}
+}
