@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(70, simCommand) }
+
+func simCommand() *cli.Command {
+	o := sim.DefaultOptions()
+	preset := sim.DefaultPreset
+	// Capacity and step-time flags default to "unset" so --preset can fill
+	// them; explicit flags override the preset.
+	var maxSeqs, maxBatched, blocks, blockSize, maxLen int
+	return &cli.Command{
+		Name:  "sim",
+		Usage: "run the vLLM-like engine simulator behind the OpenAI API",
+		UsageText: `tokentrace sim [flags]
+
+Examples:
+  tokentrace sim --listen 127.0.0.1:8000
+  tokentrace sim --preset phi4-mini-l4 --per-request-metrics --truth-out truth.parquet
+  tokentrace sim --fail-rate 0.05 --fail-status 429 --stream-error-rate 0.01`,
+		Description: `sim serves POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
+GET /v1/models, GET /health and GET /metrics like vLLM's OpenAI-compatible
+server, backed by a simulated continuous-batching engine (chunked prefill,
+KV blocks with prefix caching, preemption). It prints its URL, runs until
+Ctrl-C and then writes --truth-out: one row per request with the engine's
+own queue, prefill and decode times.
+
+Presets: ` + strings.Join(sim.PresetNames(), ", ") + `. A preset sets the capacity and
+step-time flags; flags given explicitly override it.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
+			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name"},
+			&cli.StringFlag{Name: "preset", Value: preset, Destination: &preset, Usage: "deployment preset: " + strings.Join(sim.PresetNames(), ", ")},
+			&cli.IntFlag{Name: "max-num-seqs", Destination: &maxSeqs, Usage: "max running sequences (default: preset's)"},
+			&cli.IntFlag{Name: "max-num-batched-tokens", Destination: &maxBatched, Usage: "token budget per step (default: preset's)"},
+			&cli.IntFlag{Name: "num-gpu-blocks", Destination: &blocks, Usage: "KV cache blocks (default: preset's)"},
+			&cli.IntFlag{Name: "block-size", Destination: &blockSize, Usage: "tokens per KV block (default: preset's)"},
+			&cli.IntFlag{Name: "max-model-len", Destination: &maxLen, Usage: "context length (default: preset's)"},
+			&cli.BoolFlag{Name: "no-prefix-caching", Destination: &o.DisablePrefixCaching, Usage: "disable prefix caching"},
+			&cli.IntFlag{Name: "max-num-queued-reqs", Destination: &o.MaxQueuedRequests, Usage: "refuse with 503 beyond this many waiting+running requests (0 = unbounded)"},
+			&cli.StringFlag{Name: "policy", Value: o.Policy, Destination: &o.Policy, Usage: "scheduling policy: fcfs or priority"},
+			&cli.DurationFlag{Name: "step-fixed", Usage: "fixed cost per engine step (default: preset's)"},
+			&cli.DurationFlag{Name: "prefill-per-token", Usage: "cost per prefill token (default: preset's)"},
+			&cli.DurationFlag{Name: "decode-per-seq", Usage: "cost per decoding sequence (default: preset's)"},
+			&cli.DurationFlag{Name: "attn-per-context-token", Usage: "cost per context token read (default: preset's)"},
+			&cli.IntFlag{Name: "stream-interval", Value: o.StreamInterval, Destination: &o.StreamInterval, Usage: "tokens per chunk after the first"},
+			&cli.IntFlag{Name: "mean-output-tokens", Value: o.MeanOutputTokens, Destination: &o.MeanOutputTokens, Usage: "mean output length without ignore_eos"},
+			&cli.Int64Flag{Name: "seed", Value: o.Seed, Destination: &o.Seed, Usage: "seed for output lengths, faults and ids"},
+			&cli.BoolFlag{Name: "virtual", Destination: &o.Virtual, Usage: "never sleep: virtual engine clock (tests, fast demos)"},
+			&cli.BoolFlag{Name: "per-request-metrics", Aliases: []string{"enable-per-request-metrics"}, Destination: &o.PerRequestMetrics, Usage: "add vLLM's per-request metrics object"},
+			&cli.BoolFlag{Name: "request-id-headers", Aliases: []string{"enable-request-id-headers"}, Destination: &o.RequestIDHeaders, Usage: "echo X-Request-Id"},
+			&cli.BoolFlag{Name: "prompt-tokens-details", Value: o.PromptTokensDetails, Destination: &o.PromptTokensDetails, Usage: "report usage.prompt_tokens_details.cached_tokens"},
+			&cli.BoolFlag{Name: "flat-errors", Destination: &o.FlatErrors, Usage: "use vLLM's pre-0.10.1 flat error body"},
+			&cli.Float64Flag{Name: "fail-rate", Destination: &o.FailRate, Usage: "probability of refusing a request with --fail-status"},
+			&cli.IntFlag{Name: "fail-status", Value: o.FailStatus, Destination: &o.FailStatus, Usage: "status of injected failures: 500, 503 or 429"},
+			&cli.Float64Flag{Name: "disconnect-rate", Destination: &o.DisconnectRate, Usage: "probability of cutting a stream mid-way"},
+			&cli.Float64Flag{Name: "stream-error-rate", Destination: &o.StreamErrorRate, Usage: "probability of a data: {\"error\":...} event mid-stream"},
+			&cli.Float64Flag{Name: "stall-rate", Destination: &o.StallRate, Usage: "probability of a stream pausing --stall-duration"},
+			&cli.DurationFlag{Name: "stall-duration", Value: o.StallDuration, Destination: &o.StallDuration, Usage: "pause of a stalled stream"},
+			&cli.StringFlag{Name: "otlp-traces-endpoint", Destination: &o.OTLPTracesEndpoint, Usage: "export llm_request spans as OTLP/HTTP protobuf to this URL"},
+			&cli.StringFlag{Name: "truth-out", Destination: &o.TruthOut, Usage: "write the engine's per-request truth here on exit (.parquet, .jsonl, .csv, ...)"},
+		},
+		Action: func(c *cli.Context) error {
+			if _, err := args(c, 0, 0, "none"); err != nil {
+				return err
+			}
+			if err := sim.ApplyPreset(&o, preset); err != nil {
+				return usageErrorf("--preset: %v", err)
+			}
+			setInt := func(name string, v int, dst *int) {
+				if c.IsSet(name) {
+					*dst = v
+				}
+			}
+			setInt("max-num-seqs", maxSeqs, &o.MaxNumSeqs)
+			setInt("max-num-batched-tokens", maxBatched, &o.MaxNumBatchedTokens)
+			setInt("num-gpu-blocks", blocks, &o.NumGPUBlocks)
+			setInt("block-size", blockSize, &o.BlockSize)
+			setInt("max-model-len", maxLen, &o.MaxModelLen)
+			for name, dst := range map[string]*time.Duration{"step-fixed": &o.StepFixed, "prefill-per-token": &o.PrefillPerToken,
+				"decode-per-seq": &o.DecodePerSeq, "attn-per-context-token": &o.AttnPerContextToken} {
+				if c.IsSet(name) {
+					*dst = c.Duration(name)
+				}
+			}
+			if err := o.Validate(); err != nil {
+				return usageErrorf("sim: %v", err)
+			}
+			srv, err := sim.Start(c.Context, o)
+			if err != nil {
+				return err
+			}
+			out := stdio(c)
+			fmt.Fprintln(out.out, srv.URL)
+			fmt.Fprintf(out.err, "tokentrace sim: serving model %q (preset %s) at %s; Ctrl-C to stop\n", o.Model, o.Preset, srv.URL)
+			<-c.Context.Done()
+			if err := srv.Close(); err != nil {
+				return err
+			}
+			if o.TruthOut != "" {
+				fmt.Fprintf(out.err, "tokentrace sim: wrote %d truth rows to %s\n", len(srv.Truth()), o.TruthOut)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// tokentrace sim prints its URL, serves until the context ends and then
+// writes --truth-out.
+func TestSimCommand(t *testing.T) {
+	truth := filepath.Join(t.TempDir(), "truth.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, []string{"tokentrace", "sim", "--preset", "tiny", "--virtual", "--max-num-seqs", "4",
+			"--per-request-metrics", "--truth-out", truth}, strings.NewReader(""), pw, &stderr)
+		pw.Close()
+	}()
+	url, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
+	}
+	url = strings.TrimSpace(url)
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"ignore_eos":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"metrics":{`) {
+		t.Fatalf("status %d body %s", resp.StatusCode, body)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("exit %d, stderr %s", c, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("sim did not stop on cancel")
+	}
+	recs, _, err := traces.ReadAll(truth)
+	if err != nil || len(recs) != 1 || recs[0].OutputTokens != 3 {
+		t.Fatalf("truth: %v %+v", err, recs)
+	}
+}
+
+// Bad flags are usage errors (exit 2) that name the flag.
+func TestSimCommandUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--preset", "nope"}, "--preset"},
+		{[]string{"sim", "--fail-status", "418"}, "--fail-status"},
+		{[]string{"sim", "--max-num-seqs", "0"}, "--max-num-seqs"},
+		{[]string{"sim", "extra"}, "argument"},
+	} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), strings.NewReader(""), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", c.args, code, errb.String(), c.want)
+		}
+	}
+}

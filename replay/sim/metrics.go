@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"bufio"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Bucket boundaries of vLLM V1's histograms (vllm/v1/metrics/loggers.py).
+var (
+	ttftBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+		7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	itlBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+		10.0, 20.0, 40.0, 80.0}
+	requestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+		60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	iterationBuckets = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+)
+
+// buckets125 is vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, ... ≤ max.
+func buckets125(max int) []float64 {
+	var b []float64
+	for e := 1.0; ; e *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * e; v <= float64(max) {
+				b = append(b, v)
+			} else {
+				return b
+			}
+		}
+	}
+}
+
+type histogram struct {
+	bounds []float64
+	counts []uint64 // per bucket, not cumulative; last = +Inf
+	sum    float64
+	count  uint64
+}
+
+func newHistogram(bounds []float64) *histogram {
+	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+func (h *histogram) observe(v float64) {
+	i := sort.SearchFloat64s(h.bounds, v) // first bound >= v: le semantics
+	h.counts[i]++
+	h.sum += v
+	h.count++
+}
+
+// stats is what GET /metrics reports. The engine goroutine updates it under
+// mu once per step; scrapes read it under mu.
+type stats struct {
+	mu sync.Mutex
+
+	running, waiting int
+	kvUsage          float64
+
+	promptTokens, generation  int64
+	preemptions               int64
+	prefixQueries, prefixHits int64
+	success                   map[string]int64
+
+	ttft, itl, tpot, e2e, queue, inference, prefill, decode *histogram
+	promptLen, genLen, maxTokens, iterTokens                *histogram
+}
+
+func newStats(maxModelLen int) *stats {
+	return &stats{
+		success:    map[string]int64{"stop": 0, "length": 0, "abort": 0},
+		ttft:       newHistogram(ttftBuckets),
+		itl:        newHistogram(itlBuckets),
+		tpot:       newHistogram(itlBuckets),
+		e2e:        newHistogram(requestLatencyBuckets),
+		queue:      newHistogram(requestLatencyBuckets),
+		inference:  newHistogram(requestLatencyBuckets),
+		prefill:    newHistogram(requestLatencyBuckets),
+		decode:     newHistogram(requestLatencyBuckets),
+		promptLen:  newHistogram(buckets125(maxModelLen)),
+		genLen:     newHistogram(buckets125(maxModelLen)),
+		maxTokens:  newHistogram(buckets125(maxModelLen)),
+		iterTokens: newHistogram(iterationBuckets),
+	}
+}
+
+func (s *stats) prefixQuery(queried, hit int) {
+	s.mu.Lock()
+	s.prefixQueries += int64(queried)
+	s.prefixHits += int64(hit)
+	s.mu.Unlock()
+}
+
+func (s *stats) preemption() {
+	s.mu.Lock()
+	s.preemptions++
+	s.mu.Unlock()
+}
+
+// iteration records one step's scheduled tokens (mu held).
+func (s *stats) iteration(tokens int) { s.iterTokens.observe(float64(tokens)) }
+
+// finished records a request that ended normally (mu held).
+func (s *stats) finished(r *request, reason string, now int64) {
+	sec := func(ns int64) float64 { return float64(ns) / 1e9 }
+	s.success[reason]++
+	s.e2e.observe(sec(now - r.arrival))
+	s.queue.observe(sec(r.firstSched - r.arrival))
+	s.inference.observe(sec(r.lastTok - r.firstSched))
+	s.prefill.observe(sec(r.firstTok - r.firstSched))
+	s.decode.observe(sec(r.lastTok - r.firstTok))
+	if r.numOut > 1 {
+		s.tpot.observe(sec(r.lastTok-r.firstTok) / float64(r.numOut-1))
+	}
+	s.promptLen.observe(float64(r.promptLen))
+	s.genLen.observe(float64(r.numOut))
+	s.maxTokens.observe(float64(r.maxTokens))
+}
+
+// writeProm writes the Prometheus text exposition the way vLLM's
+// prometheus_client does: HELP and TYPE lines, counters with a _total
+// suffix, labels sorted by name, numbers as Python floats.
+func (s *stats) writeProm(w io.Writer, model string) error {
+	bw := bufio.NewWriter(w)
+	base := [][2]string{{"engine", "0"}, {"model_name", model}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gauge := func(name, help string, v float64) {
+		header(bw, name, help, "gauge")
+		sample(bw, name, base, v)
+	}
+	counter := func(name, help string, v int64) {
+		header(bw, name+"_total", help, "counter")
+		sample(bw, name+"_total", base, float64(v))
+	}
+	hist := func(name, help string, h *histogram) {
+		header(bw, name, help, "histogram")
+		var cum uint64
+		for i, b := range h.bounds {
+			cum += h.counts[i]
+			sample(bw, name+"_bucket", append(base[:1:1], [2]string{"le", pyFloat(b)}, base[1]), float64(cum))
+		}
+		cum += h.counts[len(h.bounds)]
+		sample(bw, name+"_bucket", append(base[:1:1], [2]string{"le", "+Inf"}, base[1]), float64(cum))
+		sample(bw, name+"_count", base, float64(h.count))
+		sample(bw, name+"_sum", base, h.sum)
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(s.running))
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(s.waiting))
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kvUsage)
+	counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", s.prefixQueries)
+	counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefixHits)
+	counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
+	counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.promptTokens)
+	counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation)
+	header(bw, "vllm:request_success_total", "Count of successfully processed requests.", "counter")
+	for _, reason := range []string{"abort", "length", "stop"} {
+		sample(bw, "vllm:request_success_total", [][2]string{base[0], {"finished_reason", reason}, base[1]}, float64(s.success[reason]))
+	}
+	hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", s.promptLen)
+	hist("vllm:request_generation_tokens", "Number of generation tokens processed.", s.genLen)
+	hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", s.iterTokens)
+	hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", s.maxTokens)
+	hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
+	hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
+	hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", s.tpot)
+	hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e)
+	hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", s.queue)
+	hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", s.inference)
+	hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", s.prefill)
+	hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", s.decode)
+	return bw.Flush()
+}
+
+func header(w *bufio.Writer, name, help, typ string) {
+	w.WriteString("# HELP " + name + " " + help + "\n# TYPE " + name + " " + typ + "\n")
+}
+
+func sample(w *bufio.Writer, name string, labels [][2]string, v float64) {
+	w.WriteString(name)
+	w.WriteByte('{')
+	for i, l := range labels {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		w.WriteString(l[0] + `="` + escapeLabel(l[1]) + `"`)
+	}
+	w.WriteString("} ")
+	w.WriteString(pyFloat(v))
+	w.WriteByte('\n')
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+
+// pyFloat formats v like Python's repr(float) ("1.0", "0.001", "1e-05"),
+// which is how vLLM's JSON and Prometheus output print floats.
+func pyFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case math.IsNaN(v):
+		return "NaN"
+	}
+	a := math.Abs(v)
+	if a != 0 && (a < 1e-4 || a >= 1e16) {
+		s := strconv.FormatFloat(v, 'e', -1, 64)
+		return s
+	}
+	s := strconv.FormatFloat(v, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+func appendPyFloat(dst []byte, v float64) []byte { return append(dst, pyFloat(v)...) }
