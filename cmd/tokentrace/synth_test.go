@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+func synthCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// synthTrace writes a small Poisson trace with two categories.
+func synthTrace(t *testing.T, path string, n int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var recs []traces.Record
+	at := int64(0)
+	for i := 0; i < n; i++ {
+		at += int64(rng.ExpFloat64() / 4 * 1e9)
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), at
+		r.InputTokens = int32(100 + rng.IntN(2000))
+		r.OutputTokens = int32(1 + rng.IntN(300))
+		if i%3 == 0 {
+			r.Category, r.PrefixTokens = "sys", 64
+		}
+		recs = append(recs, r)
+	}
+	if err := traces.WriteAll(path, traces.NewMeta("test"), recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSynthCLI(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "trace.jsonl")
+	synthTrace(t, trace, 4000)
+	model := filepath.Join(dir, "model.json")
+	p := func(name string) string { return filepath.Join(dir, name) }
+
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		wantOut string // substring of stdout
+		wantErr string // substring of stderr
+	}{
+		{name: "fit writes a model", args: []string{"synth", "fit", "--out", model, trace}, wantErr: "synth fit: 4000 records"},
+		{name: "gen writes a trace", args: []string{"synth", "gen", "--seed", "3", "--out", p("a.jsonl"), model}, wantErr: "records ->"},
+		{name: "gen again with the same seed", args: []string{"synth", "gen", "--seed", "3", "--out", p("b.jsonl"), model}},
+		{name: "gen with scaling and a mix", args: []string{"synth", "gen", "--seed", "3", "--rate-scale", "2", "--length-scale", "0.5", "--mix", "sys=0.5", "--out", p("c.jsonl"), model}},
+		{name: "check of a faithful trace passes", args: []string{"synth", "check", trace, p("a.jsonl")}, wantOut: "PASS"},
+		{name: "check --json has the stable keys", args: []string{"synth", "check", "--json", trace, p("a.jsonl")}, wantOut: `"input_tokens"`},
+		{name: "check of a rate-scaled trace fails with exit 1", args: []string{"synth", "check", trace, p("c.jsonl")}, code: 1, wantOut: "FAIL", wantErr: "does not match"},
+		{name: "matrix writes the default rows", args: []string{"synth", "matrix", "--out", p("m.jsonl")}, wantErr: "synth matrix:"},
+		{name: "matrix to stdout", args: []string{"synth", "matrix", "--rows", "256/128@2rps", "--row-duration", "5s"}, wantOut: `"class":"256/128@2rps"`},
+		{name: "a bad row is a usage error naming --rows", args: []string{"synth", "matrix", "--rows", "256@1rps"}, code: 2, wantErr: "--rows"},
+		{name: "an unknown mix category is a usage error", args: []string{"synth", "gen", "--mix", "nope=0.5", "--out", p("d.jsonl"), model}, code: 1, wantErr: "nope"},
+		{name: "a bad mix is a usage error", args: []string{"synth", "gen", "--mix", "nope", model}, code: 2, wantErr: "--mix"},
+		{name: "a negative rate scale is a usage error", args: []string{"synth", "gen", "--rate-scale", "-1", model}, code: 2, wantErr: "--rate-scale"},
+		{name: "flags after the argument are refused", args: []string{"synth", "gen", model, "--seed", "2"}, code: 2, wantErr: "put flags before arguments"},
+		{name: "a missing model file fails", args: []string{"synth", "gen", p("nope.json")}, code: 1, wantErr: "nope.json"},
+		{name: "check wants two arguments", args: []string{"synth", "check", trace}, code: 2, wantErr: "REAL SYNTH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := synthCLI(t, "", tc.args...)
+			if code != tc.code {
+				t.Fatalf("%v: exit %d, want %d; stderr %s\n%s", tc.args, code, tc.code, errs, out)
+			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("%v: stdout lacks %q:\n%.2000s", tc.args, tc.wantOut, out)
+			}
+			if !strings.Contains(errs, tc.wantErr) {
+				t.Errorf("%v: stderr lacks %q:\n%s", tc.args, tc.wantErr, errs)
+			}
+		})
+	}
+	a, _ := os.ReadFile(p("a.jsonl"))
+	b, _ := os.ReadFile(p("b.jsonl"))
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Error("synth gen with the same seed and flags wrote different bytes")
+	}
+	_, out, _ := synthCLI(t, "", "synth", "check", "--json", trace, p("a.jsonl"))
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("check --json is not JSON: %v", err)
+	}
+	for _, k := range []string{"ks", "wasserstein", "rate_error", "dispersion", "cv", "category_share_max_diff", "prefix_reuse", "sessions", "turns", "pass"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("check --json lacks key %s", k)
+		}
+	}
+	if d, ok := rep["dispersion"].(map[string]any); !ok || d["1s"] == nil || d["10s"] == nil || d["60s"] == nil {
+		t.Errorf("check --json dispersion = %v, want 1s, 10s, 60s", rep["dispersion"])
+	}
+	// A truncated model file is a clear error.
+	m, _ := os.ReadFile(model)
+	os.WriteFile(p("trunc.json"), m[:len(m)/3], 0o644)
+	if code, _, errs := synthCLI(t, "", "synth", "gen", p("trunc.json")); code != 1 || !strings.Contains(errs, "truncated") {
+		t.Errorf("gen of a truncated model: exit %d, stderr %s; want 1 and 'truncated'", code, errs)
+	}
+	os.WriteFile(p("v9.json"), bytes.Replace(m, []byte(`"version": 1`), []byte(`"version": 9`), 1), 0o644)
+	if code, _, errs := synthCLI(t, "", "synth", "gen", p("v9.json")); code != 1 || !strings.Contains(errs, "version 9") {
+		t.Errorf("gen of a version-9 model: exit %d, stderr %s", code, errs)
+	}
+	// The generated trace says how it was made.
+	recs, meta, err := traces.ReadAll(p("a.jsonl"))
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("read generated trace: %v", err)
+	}
+	if meta.Source != "synth:gen" || meta.Get("synth.seed") != "3" || !strings.Contains(meta.Command, "synth gen") {
+		t.Errorf("generated meta = %+v", meta)
+	}
+}

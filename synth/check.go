@@ -1,0 +1,518 @@
+package synth
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+	"gonum.org/v1/gonum/stat"
+)
+
+// Default fidelity thresholds (see Thresholds).
+const (
+	DefaultKSLengths       = 0.03
+	DefaultKSGaps          = 0.05
+	DefaultRateError       = 0.10
+	DefaultDispersionError = 0.10
+	DefaultCVError         = 0.10
+	DefaultShareDiff       = 0.02
+	DefaultPrefixReuseDiff = 0.03
+	DefaultSessionsError   = 0.10
+	DefaultTurnsError      = 0.10
+)
+
+// Thresholds are the pass/fail limits of Check. A zero field means the
+// default; a negative one disables that check.
+type Thresholds struct {
+	// KSLengths bounds ks.input_tokens and ks.output_tokens. Defaults to 0.03.
+	KSLengths float64 `json:"ks_lengths"`
+	// KSGaps bounds ks.interarrival. Defaults to 0.05.
+	KSGaps float64 `json:"ks_gaps"`
+	// RateError bounds rate_error, the relative L1 error of per-minute
+	// counts. Defaults to 0.10.
+	RateError float64 `json:"rate_error"`
+	// Dispersion bounds each dispersion.* (relative error of the index of
+	// dispersion). Defaults to 0.10.
+	Dispersion float64 `json:"dispersion"`
+	// CV bounds cv (relative error of the inter-arrival CV). Defaults to 0.10.
+	CV float64 `json:"cv"`
+	// CategoryShare bounds category_share_max_diff (absolute). Defaults to 0.02.
+	CategoryShare float64 `json:"category_share"`
+	// PrefixReuse bounds prefix_reuse (absolute difference). Defaults to
+	// 0.03 (on Mooncake the seed-to-seed spread alone is about ±0.015: the
+	// ratio is weighted by blocks, so a few very long prompts move it).
+	PrefixReuse float64 `json:"prefix_reuse"`
+	// Sessions bounds sessions (relative error of the session count).
+	// Defaults to 0.10.
+	Sessions float64 `json:"sessions"`
+	// Turns bounds turns (relative error of mean turns per session).
+	// Defaults to 0.10.
+	Turns float64 `json:"turns"`
+}
+
+// DefaultThresholds returns the documented thresholds.
+func DefaultThresholds() Thresholds {
+	return Thresholds{
+		KSLengths: DefaultKSLengths, KSGaps: DefaultKSGaps, RateError: DefaultRateError,
+		Dispersion: DefaultDispersionError, CV: DefaultCVError, CategoryShare: DefaultShareDiff,
+		PrefixReuse: DefaultPrefixReuseDiff, Sessions: DefaultSessionsError, Turns: DefaultTurnsError,
+	}
+}
+
+func (t Thresholds) withDefaults() Thresholds {
+	d := DefaultThresholds()
+	f := func(v *float64, def float64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	f(&t.KSLengths, d.KSLengths)
+	f(&t.KSGaps, d.KSGaps)
+	f(&t.RateError, d.RateError)
+	f(&t.Dispersion, d.Dispersion)
+	f(&t.CV, d.CV)
+	f(&t.CategoryShare, d.CategoryShare)
+	f(&t.PrefixReuse, d.PrefixReuse)
+	f(&t.Sessions, d.Sessions)
+	f(&t.Turns, d.Turns)
+	return t
+}
+
+// DispersionWindows are the windows of the index of dispersion.
+var DispersionWindows = []time.Duration{time.Second, 10 * time.Second, time.Minute}
+
+// Report is a fidelity report. Its JSON keys are stable:
+// ks.{input_tokens,output_tokens,interarrival,rate_per_minute},
+// wasserstein.{input_tokens,output_tokens,interarrival_s,rate_per_minute},
+// rate_error, dispersion.{1s,10s,60s}, cv, category_share_max_diff,
+// prefix_reuse, sessions, turns, pass; plus real/synth summaries and the
+// list of checks.
+type Report struct {
+	Real  Summary `json:"real"`
+	Synth Summary `json:"synth"`
+	// KS are two-sample Kolmogorov–Smirnov distances.
+	KS Distances `json:"ks"`
+	// Wasserstein are W1 distances in the values' units (tokens, seconds,
+	// requests per minute).
+	Wasserstein WDistances `json:"wasserstein"`
+	// RateError is Σ|synth−real| / Σ real over the full minutes both
+	// traces cover (the rate over time, aligned by offset).
+	RateError float64 `json:"rate_error"`
+	// Dispersion is |synth−real|/real of the index of dispersion per window.
+	Dispersion map[string]float64 `json:"dispersion"`
+	// CV is |synth−real|/real of the inter-arrival coefficient of variation.
+	CV float64 `json:"cv"`
+	// CategoryShareMaxDiff is the largest absolute difference of a
+	// category's share of requests.
+	CategoryShareMaxDiff float64 `json:"category_share_max_diff"`
+	// CategoryShareMaxDiffName is the category it occurs at ("none" = "").
+	CategoryShareMaxDiffName string `json:"category_share_max_diff_category"`
+	// PrefixReuse is |synth−real| of the prefix reuse ratio.
+	PrefixReuse float64 `json:"prefix_reuse"`
+	// Sessions and Turns are relative errors of the session count and of
+	// the mean turns per session.
+	Sessions float64 `json:"sessions"`
+	Turns    float64 `json:"turns"`
+	// Checks lists each thresholded figure.
+	Checks []CheckResult `json:"checks"`
+	// Pass is true when every check passes.
+	Pass bool `json:"pass"`
+}
+
+// Distances are the KS distances.
+type Distances struct {
+	InputTokens   float64 `json:"input_tokens"`
+	OutputTokens  float64 `json:"output_tokens"`
+	Interarrival  float64 `json:"interarrival"`
+	RatePerMinute float64 `json:"rate_per_minute"`
+}
+
+// WDistances are the Wasserstein distances.
+type WDistances struct {
+	InputTokens   float64 `json:"input_tokens"`
+	OutputTokens  float64 `json:"output_tokens"`
+	InterarrivalS float64 `json:"interarrival_s"`
+	RatePerMinute float64 `json:"rate_per_minute"`
+}
+
+// CheckResult is one thresholded figure.
+type CheckResult struct {
+	Name      string  `json:"name"`
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	Pass      bool    `json:"pass"`
+}
+
+// Summary describes one trace.
+type Summary struct {
+	Records    int64              `json:"records"`
+	DurationS  float64            `json:"duration_s"`
+	RatePerS   float64            `json:"rate_per_s"`
+	MeanInput  float64            `json:"mean_input_tokens"`
+	MeanOutput float64            `json:"mean_output_tokens"`
+	CV         float64            `json:"cv"`
+	Dispersion map[string]float64 `json:"dispersion"`
+	// PrefixReuse is the share of PrefixBlocks already seen in an earlier
+	// row when the trace has blocks; otherwise the share of input tokens
+	// that are a category prefix already used by an earlier row.
+	PrefixReuse    float64            `json:"prefix_reuse"`
+	Sessions       int64              `json:"sessions"`
+	TurnsPerSess   float64            `json:"turns_per_session"`
+	CategoryShares map[string]float64 `json:"category_shares,omitempty"`
+	Categories     int                `json:"categories"`
+}
+
+type traceStats struct {
+	sum      Summary
+	input    []float64
+	output   []float64
+	gaps     []float64 // seconds
+	arrivals []int64   // sorted
+	shares   map[string]float64
+}
+
+func windowLabel(w time.Duration) string { return fmt.Sprintf("%ds", int(w.Seconds())) }
+
+// maxShareCategories bounds the category shares listed in a Summary.
+const maxShareCategories = 20
+
+func statsOf(recs []traces.Record) traceStats {
+	var s traceStats
+	n := len(recs)
+	s.sum.Records = int64(n)
+	s.input = make([]float64, n)
+	s.output = make([]float64, n)
+	s.arrivals = make([]int64, n)
+	order := make([]int, n)
+	for i := range recs {
+		s.input[i] = float64(recs[i].InputTokens)
+		s.output[i] = float64(recs[i].OutputTokens)
+		s.arrivals[i] = recs[i].ArrivalNs
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		if recs[order[a]].ArrivalNs != recs[order[b]].ArrivalNs {
+			return recs[order[a]].ArrivalNs < recs[order[b]].ArrivalNs
+		}
+		return recs[order[a]].Seq < recs[order[b]].Seq
+	})
+	slices.Sort(s.input)
+	slices.Sort(s.output)
+	slices.Sort(s.arrivals)
+	s.sum.MeanInput = mean(s.input)
+	s.sum.MeanOutput = mean(s.output)
+	for i := 1; i < n; i++ {
+		s.gaps = append(s.gaps, float64(s.arrivals[i]-s.arrivals[i-1])/1e9)
+	}
+	if n > 0 {
+		s.sum.DurationS = float64(s.arrivals[n-1]+1) / 1e9
+		s.sum.RatePerS = float64(n) / s.sum.DurationS
+	}
+	if len(s.gaps) > 1 {
+		m, sd := stat.MeanStdDev(s.gaps, nil)
+		if m > 0 {
+			s.sum.CV = sd / m
+		}
+	}
+	slices.Sort(s.gaps)
+	s.sum.Dispersion = map[string]float64{}
+	for _, w := range DispersionWindows {
+		s.sum.Dispersion[windowLabel(w)] = dispersion(s.arrivals, int64(w))
+	}
+	// Categories, prefix reuse, sessions: in arrival order.
+	counts := map[string]int{}
+	seenBlock := map[int64]bool{}
+	seenCat := map[string]bool{}
+	var blocks, reusedBlocks, tokens, reusedTokens int64
+	sess := map[int64]int{}
+	for _, i := range order {
+		r := &recs[i]
+		counts[r.Category]++
+		tokens += int64(r.InputTokens)
+		for j, b := range r.PrefixBlocks {
+			blocks++
+			if seenBlock[b] {
+				reusedBlocks++
+			}
+			_ = j
+		}
+		for _, b := range r.PrefixBlocks {
+			seenBlock[b] = true
+		}
+		if r.Category != "" {
+			if seenCat[r.Category] {
+				reusedTokens += int64(r.PrefixTokens)
+			}
+			seenCat[r.Category] = true
+		}
+		if r.Session != 0 {
+			sess[r.Session]++
+		}
+	}
+	if blocks > 0 {
+		s.sum.PrefixReuse = float64(reusedBlocks) / float64(blocks)
+	} else if tokens > 0 {
+		s.sum.PrefixReuse = float64(reusedTokens) / float64(tokens)
+	}
+	s.sum.Sessions = int64(len(sess))
+	if len(sess) > 0 {
+		t := 0
+		for _, c := range sess {
+			t += c
+		}
+		s.sum.TurnsPerSess = float64(t) / float64(len(sess))
+	}
+	s.shares = map[string]float64{}
+	for k, c := range counts {
+		s.shares[k] = float64(c) / float64(max(n, 1))
+	}
+	s.sum.Categories = len(counts)
+	// List the biggest categories only (a tail of thousands says nothing).
+	type kv struct {
+		k string
+		v float64
+	}
+	var l []kv
+	for k, v := range s.shares {
+		l = append(l, kv{k, v})
+	}
+	sort.Slice(l, func(i, j int) bool {
+		if l[i].v != l[j].v {
+			return l[i].v > l[j].v
+		}
+		return l[i].k < l[j].k
+	})
+	s.sum.CategoryShares = map[string]float64{}
+	for i, e := range l {
+		if i == maxShareCategories {
+			break
+		}
+		s.sum.CategoryShares[groupName(e.k)] = e.v
+	}
+	return s
+}
+
+func mean(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return stat.Mean(x, nil)
+}
+
+// countsPer returns arrival counts in full windows of w from 0 up to end.
+func countsPer(sorted []int64, w, end int64) []float64 {
+	n := int(end / w)
+	c := make([]float64, n)
+	for _, t := range sorted {
+		if i := int(t / w); i < n {
+			c[i]++
+		}
+	}
+	return c
+}
+
+// dispersion is the index of dispersion (variance/mean) of counts in full
+// windows of w over the trace.
+func dispersion(sorted []int64, w int64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	c := countsPer(sorted, w, sorted[len(sorted)-1]+1)
+	if len(c) < 2 {
+		return 0
+	}
+	m, v := stat.MeanVariance(c, nil)
+	if m == 0 {
+		return 0
+	}
+	return v / m
+}
+
+// ks is the two-sample KS distance of sorted samples (0 if both empty).
+func ks(a, b []float64) float64 {
+	if len(a) == 0 && len(b) == 0 {
+		return 0
+	}
+	return stat.KolmogorovSmirnov(a, nil, b, nil)
+}
+
+// wasserstein1 is the W1 distance of two sorted samples: ∫|F−G|.
+func wasserstein1(a, b []float64) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	na, nb := float64(len(a)), float64(len(b))
+	i, j := 0, 0
+	var fa, fb, prev, w float64
+	prev = math.Min(a[0], b[0])
+	for i < len(a) || j < len(b) {
+		var x float64
+		if j >= len(b) || (i < len(a) && a[i] <= b[j]) {
+			x = a[i]
+		} else {
+			x = b[j]
+		}
+		w += math.Abs(fa-fb) * (x - prev)
+		for i < len(a) && a[i] == x {
+			i++
+		}
+		for j < len(b) && b[j] == x {
+			j++
+		}
+		fa, fb = float64(i)/na, float64(j)/nb
+		prev = x
+	}
+	return w
+}
+
+func relErr(synth, real float64) float64 {
+	if real == 0 {
+		if synth == 0 {
+			return 0
+		}
+		return 1
+	}
+	return math.Abs(synth-real) / math.Abs(real)
+}
+
+// Check compares a synthetic trace with a real one (see Report for the
+// figures and Thresholds for pass/fail).
+func Check(real, synth []traces.Record, th Thresholds) Report {
+	th = th.withDefaults()
+	rs, ss := statsOf(real), statsOf(synth)
+	rep := Report{Real: rs.sum, Synth: ss.sum, Dispersion: map[string]float64{}}
+	rep.KS.InputTokens = ks(rs.input, ss.input)
+	rep.KS.OutputTokens = ks(rs.output, ss.output)
+	rep.KS.Interarrival = ks(rs.gaps, ss.gaps)
+	rep.Wasserstein.InputTokens = wasserstein1(rs.input, ss.input)
+	rep.Wasserstein.OutputTokens = wasserstein1(rs.output, ss.output)
+	rep.Wasserstein.InterarrivalS = wasserstein1(rs.gaps, ss.gaps)
+
+	// Per-minute rate over the full minutes both traces cover.
+	var end int64
+	if len(rs.arrivals) > 0 && len(ss.arrivals) > 0 {
+		end = min(rs.arrivals[len(rs.arrivals)-1], ss.arrivals[len(ss.arrivals)-1]) + 1
+	}
+	minute := int64(time.Minute)
+	rc, sc := countsPer(rs.arrivals, minute, end), countsPer(ss.arrivals, minute, end)
+	if len(rc) == 0 && end > 0 { // under a minute: compare the rate over the common span
+		rc = []float64{float64(countBefore(rs.arrivals, end))}
+		sc = []float64{float64(countBefore(ss.arrivals, end))}
+	}
+	var num, den float64
+	for i := range rc {
+		num += math.Abs(sc[i] - rc[i])
+		den += rc[i]
+	}
+	rep.RateError = relErr(num, 0)
+	if den > 0 {
+		rep.RateError = num / den
+	}
+	rcs, scs := slices.Clone(rc), slices.Clone(sc)
+	slices.Sort(rcs)
+	slices.Sort(scs)
+	rep.KS.RatePerMinute = ks(rcs, scs)
+	rep.Wasserstein.RatePerMinute = wasserstein1(rcs, scs)
+
+	for _, w := range DispersionWindows {
+		k := windowLabel(w)
+		rep.Dispersion[k] = relErr(ss.sum.Dispersion[k], rs.sum.Dispersion[k])
+	}
+	rep.CV = relErr(ss.sum.CV, rs.sum.CV)
+	for k, v := range rs.shares {
+		if d := math.Abs(v - ss.shares[k]); d > rep.CategoryShareMaxDiff || (d == rep.CategoryShareMaxDiff && groupName(k) < rep.CategoryShareMaxDiffName) {
+			rep.CategoryShareMaxDiff, rep.CategoryShareMaxDiffName = d, groupName(k)
+		}
+	}
+	for k, v := range ss.shares {
+		if _, ok := rs.shares[k]; !ok && v > rep.CategoryShareMaxDiff {
+			rep.CategoryShareMaxDiff, rep.CategoryShareMaxDiffName = v, groupName(k)
+		}
+	}
+	rep.PrefixReuse = math.Abs(ss.sum.PrefixReuse - rs.sum.PrefixReuse)
+	rep.Sessions = relErr(float64(ss.sum.Sessions), float64(rs.sum.Sessions))
+	rep.Turns = relErr(ss.sum.TurnsPerSess, rs.sum.TurnsPerSess)
+
+	add := func(name string, v, limit float64) {
+		if limit < 0 {
+			return
+		}
+		rep.Checks = append(rep.Checks, CheckResult{Name: name, Value: v, Threshold: limit, Pass: v <= limit})
+	}
+	add("ks.input_tokens", rep.KS.InputTokens, th.KSLengths)
+	add("ks.output_tokens", rep.KS.OutputTokens, th.KSLengths)
+	add("ks.interarrival", rep.KS.Interarrival, th.KSGaps)
+	add("rate_error", rep.RateError, th.RateError)
+	for _, w := range DispersionWindows {
+		k := windowLabel(w)
+		add("dispersion."+k, rep.Dispersion[k], th.Dispersion)
+	}
+	add("cv", rep.CV, th.CV)
+	add("category_share_max_diff", rep.CategoryShareMaxDiff, th.CategoryShare)
+	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse)
+	add("sessions", rep.Sessions, th.Sessions)
+	add("turns", rep.Turns, th.Turns)
+	rep.Pass = true
+	for _, c := range rep.Checks {
+		if !c.Pass {
+			rep.Pass = false
+		}
+	}
+	return rep
+}
+
+func countBefore(sorted []int64, end int64) int {
+	return sort.Search(len(sorted), func(i int) bool { return sorted[i] >= end })
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the report as a readable table.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-28s %14s %14s\n", "", "real", "synth")
+	fmt.Fprintf(&b, "%-28s %14d %14d\n", "records", r.Real.Records, r.Synth.Records)
+	fmt.Fprintf(&b, "%-28s %14.1f %14.1f\n", "duration_s", r.Real.DurationS, r.Synth.DurationS)
+	fmt.Fprintf(&b, "%-28s %14.3f %14.3f\n", "rate_per_s", r.Real.RatePerS, r.Synth.RatePerS)
+	fmt.Fprintf(&b, "%-28s %14.1f %14.1f\n", "mean_input_tokens", r.Real.MeanInput, r.Synth.MeanInput)
+	fmt.Fprintf(&b, "%-28s %14.1f %14.1f\n", "mean_output_tokens", r.Real.MeanOutput, r.Synth.MeanOutput)
+	fmt.Fprintf(&b, "%-28s %14.3f %14.3f\n", "cv", r.Real.CV, r.Synth.CV)
+	for _, wd := range DispersionWindows {
+		k := windowLabel(wd)
+		fmt.Fprintf(&b, "%-28s %14.3f %14.3f\n", "dispersion_"+k, r.Real.Dispersion[k], r.Synth.Dispersion[k])
+	}
+	fmt.Fprintf(&b, "%-28s %14.3f %14.3f\n", "prefix_reuse", r.Real.PrefixReuse, r.Synth.PrefixReuse)
+	fmt.Fprintf(&b, "%-28s %14d %14d\n", "sessions", r.Real.Sessions, r.Synth.Sessions)
+	fmt.Fprintf(&b, "%-28s %14d %14d\n", "categories", r.Real.Categories, r.Synth.Categories)
+	fmt.Fprintf(&b, "\n%-28s %10s %10s  %s\n", "check", "value", "limit", "result")
+	for _, c := range r.Checks {
+		res := "ok"
+		if !c.Pass {
+			res = "FAIL"
+		}
+		fmt.Fprintf(&b, "%-28s %10.4f %10.4f  %s\n", c.Name, c.Value, c.Threshold, res)
+	}
+	fmt.Fprintf(&b, "%-28s %10.4f\n", "ks.rate_per_minute", r.KS.RatePerMinute)
+	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.input_tokens", r.Wasserstein.InputTokens)
+	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.output_tokens", r.Wasserstein.OutputTokens)
+	fmt.Fprintf(&b, "%-28s %10.4f\n", "wasserstein.interarrival_s", r.Wasserstein.InterarrivalS)
+	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.rate_per_minute", r.Wasserstein.RatePerMinute)
+	verdict := "PASS"
+	if !r.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "\n%s\n", verdict)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

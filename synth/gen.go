@@ -1,0 +1,826 @@
+package synth
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Generation defaults, shared by the CLI flags and GenOptions.
+const (
+	DefaultSeed        = 1
+	DefaultRateScale   = 1.0
+	DefaultLengthScale = 1.0
+	GapsEmpirical      = "empirical"
+	GapsFitted         = "fitted"
+	DefaultGaps        = GapsEmpirical
+)
+
+// GapsModes lists the valid GenOptions.Gaps values.
+var GapsModes = []string{GapsEmpirical, GapsFitted}
+
+// GenOptions tunes Generate. The zero value means "all defaults".
+type GenOptions struct {
+	// Seed seeds the generator: the same model, seed and options give the
+	// same records. Defaults to DefaultSeed (1).
+	Seed uint64
+	// Duration of the generated trace. Beyond the model's span the fitted
+	// rate profile repeats. Defaults to the model's span (0).
+	Duration time.Duration
+	// RateScale multiplies the arrival rate in every bin; lengths are
+	// unchanged. Defaults to DefaultRateScale (1).
+	RateScale float64
+	// LengthScale multiplies input, output and prefix lengths (rounded,
+	// at least 1 token when the fitted length was positive). Defaults to
+	// DefaultLengthScale (1).
+	LengthScale float64
+	// Mix overrides category shares in every class: category → share
+	// ("none" is the empty category, "tail" the pooled small categories).
+	// Unlisted categories share the rest in their fitted proportions.
+	// Defaults to the fitted mix (nil).
+	Mix map[string]float64
+	// Gaps picks the within-bin gap distribution: GapsEmpirical (the
+	// histogram) or GapsFitted (the best parametric fit). Defaults to
+	// DefaultGaps (empirical).
+	Gaps string
+}
+
+func (o GenOptions) withDefaults(m *Model) GenOptions {
+	if o.Seed == 0 {
+		o.Seed = DefaultSeed
+	}
+	if o.Duration == 0 {
+		o.Duration = time.Duration(m.SpanNs)
+	}
+	if o.RateScale == 0 {
+		o.RateScale = DefaultRateScale
+	}
+	if o.LengthScale == 0 {
+		o.LengthScale = DefaultLengthScale
+	}
+	if o.Gaps == "" {
+		o.Gaps = DefaultGaps
+	}
+	return o
+}
+
+// Validate reports the first bad option, naming its flag.
+func (o GenOptions) Validate() error {
+	switch {
+	case o.Duration < 0:
+		return fmt.Errorf("--duration must be > 0, got %v", o.Duration)
+	case o.RateScale < 0 || math.IsNaN(o.RateScale) || math.IsInf(o.RateScale, 0):
+		return fmt.Errorf("--rate-scale must be > 0, got %g", o.RateScale)
+	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):
+		return fmt.Errorf("--length-scale must be > 0, got %g", o.LengthScale)
+	case o.Gaps != "" && !slices.Contains(GapsModes, o.Gaps):
+		return fmt.Errorf("--gaps must be one of %s, got %q", strings.Join(GapsModes, ", "), o.Gaps)
+	}
+	sum := 0.0
+	for k, v := range o.Mix {
+		if !(v >= 0 && v <= 1) {
+			return fmt.Errorf("--mix %s=%g: a share must be in [0, 1]", k, v)
+		}
+		sum += v
+	}
+	if sum > 1+1e-9 {
+		return fmt.Errorf("--mix shares add up to %g, more than 1", sum)
+	}
+	return nil
+}
+
+// ParseMix parses "category=share,..." (shares in [0, 1] or percentages
+// with a % suffix; "none" is the empty category).
+func ParseMix(s string) (map[string]float64, error) {
+	out := map[string]float64{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--mix %q: want category=share", part)
+		}
+		pct := strings.HasSuffix(v, "%")
+		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+		if err != nil {
+			return nil, fmt.Errorf("--mix %q: share is not a number", part)
+		}
+		if pct {
+			f /= 100
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("--mix: category %q given twice", k)
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+// GenMeta is the metadata Generate's output should carry.
+func (m *Model) GenMeta(o GenOptions) traces.Meta {
+	o = o.withDefaults(m)
+	meta := traces.NewMeta("synth:gen")
+	meta.BlockSize = m.BlockSize
+	meta.Tokenizer = m.Tokenizer
+	meta.Set("synth.seed", strconv.FormatUint(o.Seed, 10))
+	meta.Set("synth.duration_ns", strconv.FormatInt(int64(o.Duration), 10))
+	meta.Set("synth.rate_scale", strconv.FormatFloat(o.RateScale, 'g', -1, 64))
+	meta.Set("synth.length_scale", strconv.FormatFloat(o.LengthScale, 'g', -1, 64))
+	meta.Set("synth.gaps", o.Gaps)
+	if len(o.Mix) > 0 {
+		keys := make([]string, 0, len(o.Mix))
+		for k := range o.Mix {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, k+"="+strconv.FormatFloat(o.Mix[k], 'g', -1, 64))
+		}
+		meta.Set("synth.mix", strings.Join(parts, ","))
+	}
+	src := m.FittedOn.Source
+	if src == "" {
+		src = m.FittedOn.File
+	}
+	meta.Set("synth.fitted_on", src)
+	return meta
+}
+
+// maxGenPerBin bounds the arrivals Generate puts in one bin.
+const maxGenPerBin = 1e8
+
+// genGroup is a Group ready to sample.
+type genGroup struct {
+	g       *Group
+	prefix  *sampler
+	input   *sampler
+	rangeOf []int
+	outs    []*sampler
+	reuse   []*sampler
+	fresh   []*sampler
+	deep    []float64
+	dist    *sampler
+	blocks  bool
+	tailNew float64
+}
+
+type genClass struct {
+	c          *Class
+	groups     []*genGroup
+	groupCum   []float64
+	modelNames []string
+	modelCum   []float64
+	apiNames   []string
+	apiCum     []float64
+	levels     []*genLevel
+	turns      *sampler
+	turnGap    *sampler
+	history    [][]int64 // recent block chains, ring
+	histPos    int
+	histLen    int
+	tailLabels []string
+	nextTail   int
+	arena      []int64 // block ids are carved from here (never reused)
+}
+
+// arenaChunk is the size of a block-id allocation.
+const arenaChunk = 1 << 16
+
+const historyCap = 1 << 16
+
+// sessInfo is an open synthetic session.
+type sessInfo struct {
+	out   int64   // output session number (0 until its first row is written)
+	last  int32   // its last scheduled turn
+	chain []int64 // the previous turn's prefix blocks
+}
+
+// pending is a request due in the current window before its lengths are drawn.
+type pending struct {
+	t     int64
+	order int64
+	class int
+	sess  int64 // internal session id, 0 = single-shot
+	turn  int32
+}
+
+type pendingHeap []pending
+
+func (h pendingHeap) Len() int { return len(h) }
+func (h pendingHeap) Less(i, j int) bool {
+	if h[i].t != h[j].t {
+		return h[i].t < h[j].t
+	}
+	return h[i].order < h[j].order
+}
+func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pending)) }
+func (h *pendingHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// Generate writes a synthetic trace drawn from the model to w (it does not
+// close w) and returns the number of records written. Output is sorted by
+// arrival, Seq from 0, sessions renumbered in order of first appearance.
+// Same model, Seed and options → same records.
+//
+// Arrivals: each BinNs bin of the output gets count × RateScale session
+// starts (stochastic rounding of the fraction) from the fitted bin at the
+// same offset (the profile repeats past the model's span). They are laid
+// out from the gap level of the bin's load: cluster sizes, gaps inside and
+// between clusters, fitted to the bin as GapLevel.Layout says; quantized
+// models put arrivals back on their grid. Multi-turn sessions add follow-up
+// turns at fitted inter-turn gaps. Lengths: category by share, input from
+// its histogram, output from the histogram of the input's range, prefix
+// blocks by the fitted reuse.
+func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) (int64, error) {
+	if err := opts.Validate(); err != nil {
+		return 0, err
+	}
+	opts = opts.withDefaults(m)
+	if err := m.Validate(); err != nil {
+		return 0, err
+	}
+	classes, err := m.prepare(opts)
+	if err != nil {
+		return 0, err
+	}
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x7e1d))
+	for _, gc := range classes {
+		gc.setGapSampler(opts, rng)
+	}
+	dur := int64(opts.Duration)
+	nbins := len(m.Classes[0].Arrival.CountsPerBin)
+	var (
+		pend      pendingHeap
+		order     int64
+		nextSess  int64
+		sessions  = map[int64]*sessInfo{} // open sessions
+		nextOut   int64
+		seq       int64
+		nextBlock int64
+		window    []pending
+		out       []traces.Record
+		blank     = traces.NewRecord()
+		lay       layout
+	)
+	for b := int64(0); b*m.BinNs < dur; b++ {
+		if err := ctx.Err(); err != nil {
+			return seq, err
+		}
+		ws, we := b*m.BinNs, min((b+1)*m.BinNs, dur)
+		width := we - ws
+		if width <= 0 {
+			break // b × BinNs overflowed
+		}
+		src := int(b % int64(nbins))
+		window = window[:0]
+		for ci, gc := range classes {
+			exp := gc.c.Arrival.CountsPerBin[src] * opts.RateScale * float64(width) / float64(m.BinNs)
+			if exp > maxGenPerBin {
+				return seq, fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower --rate-scale or refit with a smaller --bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin))
+			}
+			n := int(exp)
+			if rng.Float64() < exp-float64(n) {
+				n++
+			}
+			if n == 0 {
+				continue
+			}
+			prevIdle := gc.c.Arrival.CountsPerBin[(src+nbins-1)%nbins] == 0 && b > 0
+			nextIdle := gc.c.Arrival.CountsPerBin[(src+1)%nbins] == 0 && (b+1)*m.BinNs < dur
+			offs := lay.layout(rng, gc.level(float64(n)), n, float64(width-1)/1e9, prevIdle, nextIdle)
+			for _, a := range offs {
+				off := int64(a * 1e9)
+				t := m.quantize(ws + min(max(off, 0), width-1))
+				p := pending{t: t, order: order, class: ci}
+				order++
+				if s := gc.c.Sessions; s != nil && rng.Float64() < s.Share {
+					nextSess++
+					p.sess, p.turn = nextSess, 1
+					turns := 1
+					if !gc.turns.empty() {
+						v, _ := gc.turns.sample(rng)
+						turns = max(1, int(v))
+					}
+					info := &sessInfo{last: 1}
+					sessions[p.sess] = info
+					ft := t
+					for k := 2; k <= turns; k++ {
+						g := 0.0
+						if !gc.turnGap.empty() {
+							g, _ = gc.turnGap.sample(rng)
+						}
+						ft = m.quantize(ft + int64(g*1e9))
+						if ft >= dur {
+							break
+						}
+						heap.Push(&pend, pending{t: ft, order: order, class: ci, sess: p.sess, turn: int32(k)})
+						order++
+						info.last = int32(k)
+					}
+				}
+				window = append(window, p)
+			}
+		}
+		for len(pend) > 0 && pend[0].t < we {
+			window = append(window, heap.Pop(&pend).(pending))
+		}
+		if len(window) == 0 {
+			continue
+		}
+		slices.SortFunc(window, func(a, b pending) int {
+			if a.t != b.t {
+				return cmp.Compare(a.t, b.t)
+			}
+			return cmp.Compare(a.order, b.order)
+		})
+		out = out[:0]
+		for _, p := range window {
+			gc := classes[p.class]
+			out = append(out, blank)
+			rec := &out[len(out)-1]
+			rec.Seq = seq
+			seq++
+			rec.ArrivalNs = p.t
+			rec.Class = gc.c.Name
+			rec.Model = pickShare(rng, gc.modelNames, gc.modelCum)
+			rec.API = pickShare(rng, gc.apiNames, gc.apiCum)
+			info := sessions[p.sess]
+			if info == nil {
+				gc.fill(rec, rng, m, opts, nil, &nextBlock)
+				continue
+			}
+			if info.out == 0 {
+				nextOut++
+				info.out = nextOut
+			}
+			rec.Session, rec.Turn = info.out, p.turn
+			if chain := gc.fill(rec, rng, m, opts, info.chain, &nextBlock); chain != nil {
+				info.chain = chain
+			}
+			if p.turn >= info.last {
+				delete(sessions, p.sess)
+			}
+		}
+		if _, err := w.Write(out); err != nil {
+			return seq, fmt.Errorf("write synthetic trace: %w", err)
+		}
+	}
+	return seq, nil
+}
+
+// layout holds the scratch slices of (*layout).layout.
+type layout struct {
+	sizes             []int
+	gaps, intra, offs []float64
+}
+
+// layout places n arrivals in a bin of w seconds and returns their offsets
+// in seconds (valid until the next call), using the gap level of the bin's
+// load. An "even" level (Poisson-like) draws n+1 gaps from the level's whole
+// gap distribution and stretches them by one factor to fill the bin: exact
+// for a Poisson process given its count. A "clusters" level (bursty) draws
+// cluster sizes until they hold n arrivals, the gaps inside each cluster and
+// len(sizes)+1 gaps between clusters (the outer two run to the bin's
+// edges); the gaps inside clusters keep their size (and sharp modes such as
+// a 100 ms client tick), the gaps between clusters take up the difference,
+// and next to an empty bin (prevIdle, nextIdle) the edge gap takes the time
+// left over, so a silence goes on.
+func (l *layout) layout(rng *rand.Rand, lv *genLevel, n int, w float64, prevIdle, nextIdle bool) []float64 {
+	l.sizes, l.gaps, l.intra, l.offs = l.sizes[:0], l.gaps[:0], l.intra[:0], l.offs[:0]
+	if lv.even {
+		// A renewal process: n+1 gaps from the whole gap distribution
+		// (inside and between clusters in their fitted proportion),
+		// stretched by one factor.
+		total := 0.0
+		for i := 0; i <= n; i++ {
+			g := 0.0
+			if rng.Float64() < lv.pIntra {
+				g = lv.intraGap(rng)
+			} else {
+				g = lv.draw(rng)
+			}
+			total += g
+			l.gaps = append(l.gaps, total)
+		}
+		for i := 0; i < n; i++ {
+			if total > 0 {
+				l.offs = append(l.offs, l.gaps[i]/total*w)
+			} else {
+				l.offs = append(l.offs, float64(i+1)/float64(n+1)*w)
+			}
+		}
+		return l.offs
+	}
+	for rem := n; rem > 0; {
+		k := min(lv.size(rng), rem)
+		l.sizes = append(l.sizes, k)
+		rem -= k
+	}
+	var inter, in float64
+	for i := 0; i <= len(l.sizes); i++ {
+		g := lv.draw(rng)
+		l.gaps = append(l.gaps, g)
+		inter += g
+	}
+	for _, k := range l.sizes {
+		for range k - 1 {
+			g := lv.intraGap(rng)
+			l.intra = append(l.intra, g)
+			in += g
+		}
+	}
+	scale, iscale := 1.0, 1.0
+	left := w - inter - in
+	gaps := l.gaps
+	switch {
+	case inter+in == 0:
+		for i := range gaps {
+			gaps[i] = w / float64(len(gaps))
+		}
+	case left >= 0 && prevIdle && nextIdle:
+		gaps[0] += left / 2
+		gaps[len(gaps)-1] += left / 2
+	case left >= 0 && prevIdle:
+		gaps[0] += left
+	case left >= 0 && nextIdle:
+		gaps[len(gaps)-1] += left
+	case in < w && inter > 0:
+		scale = (w - in) / inter
+	default:
+		scale = w / (inter + in)
+		iscale = scale
+	}
+	at, ig := 0.0, 0
+	for c, k := range l.sizes {
+		at += gaps[c] * scale
+		for j := 0; j < k; j++ {
+			if j > 0 {
+				at += l.intra[ig] * iscale
+				ig++
+			}
+			l.offs = append(l.offs, at)
+		}
+	}
+	return l.offs
+}
+
+func (m *Model) quantize(t int64) int64 {
+	if q := m.QuantumNs; q > 0 {
+		return t / q * q
+	}
+	return t
+}
+
+// prepare builds the samplers and applies the mix override.
+func (m *Model) prepare(opts GenOptions) ([]*genClass, error) {
+	nbins := len(m.Classes[0].Arrival.CountsPerBin)
+	known := map[string]bool{}
+	for ci := range m.Classes {
+		if len(m.Classes[ci].Arrival.CountsPerBin) != nbins {
+			return nil, fmt.Errorf("%w: classes have different numbers of arrival bins", ErrBadModel)
+		}
+		for _, g := range m.Classes[ci].Groups {
+			if !m.Classes[ci].CategoriesFromBlocks {
+				known[mixName(&g)] = true
+			}
+		}
+	}
+	for k := range opts.Mix {
+		if !known[k] {
+			names := make([]string, 0, len(known))
+			for n := range known {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			if len(names) == 0 {
+				return nil, fmt.Errorf("--mix %s: the model has no categories to mix (categories derived from prefix blocks are not mixable)", k)
+			}
+			return nil, fmt.Errorf("--mix %s: no such category; the model has %s", k, strings.Join(names, ", "))
+		}
+	}
+	var out []*genClass
+	for ci := range m.Classes {
+		c := &m.Classes[ci]
+		gc := &genClass{c: c}
+		for _, s := range c.Models {
+			gc.modelNames = append(gc.modelNames, s.Name)
+			gc.modelCum = append(gc.modelCum, cumLast(gc.modelCum)+float64(s.Count))
+		}
+		for _, s := range c.APIs {
+			gc.apiNames = append(gc.apiNames, s.Name)
+			gc.apiCum = append(gc.apiCum, cumLast(gc.apiCum)+float64(s.Count))
+		}
+		// Shares with the mix override.
+		given, rest := 0.0, 0.0
+		for gi := range c.Groups {
+			if v, ok := opts.Mix[mixName(&c.Groups[gi])]; ok {
+				given += v
+			} else {
+				rest += c.Groups[gi].Share
+			}
+		}
+		for gi := range c.Groups {
+			g := &c.Groups[gi]
+			share := g.Share
+			if len(opts.Mix) > 0 {
+				if v, ok := opts.Mix[mixName(g)]; ok {
+					share = v
+				} else if rest > 0 {
+					share = g.Share / rest * (1 - given)
+				} else {
+					share = 0
+				}
+			}
+			gg := &genGroup{g: g, prefix: newSampler(&g.PrefixTokens), input: newSampler(&g.InputTokens)}
+			gg.blocks = g.Blocks >= 0.5 && m.BlockSize > 0
+			if g.ReuseDistance != nil {
+				gg.dist = newSampler(g.ReuseDistance)
+			}
+			for k := range g.Joint {
+				cd := &g.Joint[k]
+				for range cd.InputBins {
+					gg.rangeOf = append(gg.rangeOf, k)
+				}
+				gg.outs = append(gg.outs, newSampler(&cd.OutputTokens))
+				var reuse, fresh *sampler
+				if cd.ReusedBlocks != nil {
+					reuse = newSampler(cd.ReusedBlocks)
+				}
+				if cd.DeepFraction != nil {
+					fresh = newSampler(cd.DeepFraction)
+				}
+				gg.reuse = append(gg.reuse, reuse)
+				gg.fresh = append(gg.fresh, fresh)
+				gg.deep = append(gg.deep, cd.DeepShare)
+			}
+			if g.Tail && g.Records > 0 {
+				gg.tailNew = float64(g.TailCategories) / float64(g.Records)
+			}
+			gc.groups = append(gc.groups, gg)
+			gc.groupCum = append(gc.groupCum, cumLast(gc.groupCum)+share)
+		}
+		if cumLast(gc.groupCum) <= 0 {
+			return nil, fmt.Errorf("--mix leaves class %q with no category to draw from", c.Name)
+		}
+		if s := c.Sessions; s != nil {
+			gc.turns = newSampler(&s.Turns)
+			gc.turnGap = newSampler(&s.GapS)
+		}
+		out = append(out, gc)
+	}
+	return out, nil
+}
+
+func mixName(g *Group) string {
+	if g.Tail {
+		return "tail"
+	}
+	return groupName(g.Name)
+}
+
+func cumLast(c []float64) float64 {
+	if len(c) == 0 {
+		return 0
+	}
+	return c[len(c)-1]
+}
+
+// genLevel samples one gap level.
+type genLevel struct {
+	max       float64
+	gap       *sampler
+	sizes     *sampler
+	intra     *sampler
+	fitted    func() float64
+	zeroShare float64
+	even      bool
+	pIntra    float64 // share of the level's gaps inside clusters
+}
+
+func (gc *genClass) setGapSampler(opts GenOptions, rng *rand.Rand) {
+	for li := range gc.c.Arrival.Levels {
+		lv := &gc.c.Arrival.Levels[li]
+		g := &lv.Gap
+		gl := &genLevel{max: lv.MaxCount, gap: newSampler(&g.Empirical), zeroShare: g.ZeroShare,
+			sizes: newSampler(&lv.ClusterSizes), intra: newSampler(&lv.IntraGapS), even: lv.Layout == LayoutEven}
+		if opts.Gaps == GapsFitted {
+			for _, f := range g.Fits {
+				if f.Family != g.Best {
+					continue
+				}
+				switch f.Family {
+				case "exponential":
+					d := distuv.Exponential{Rate: f.Params["rate"], Src: rng}
+					gl.fitted = d.Rand
+				case "gamma":
+					d := distuv.Gamma{Alpha: f.Params["shape"], Beta: f.Params["rate"], Src: rng}
+					gl.fitted = d.Rand
+				case "weibull":
+					d := distuv.Weibull{K: f.Params["shape"], Lambda: f.Params["scale"], Src: rng}
+					gl.fitted = d.Rand
+				}
+			}
+		}
+		if t := gl.intra.total + gl.gap.total; t > 0 {
+			gl.pIntra = gl.intra.total / t
+		}
+		gc.levels = append(gc.levels, gl)
+	}
+}
+
+// level returns the gap level of a bin with n arrivals.
+func (gc *genClass) level(n float64) *genLevel {
+	for _, l := range gc.levels {
+		if n <= l.max {
+			return l
+		}
+	}
+	if len(gc.levels) == 0 {
+		return &genLevel{}
+	}
+	return gc.levels[len(gc.levels)-1]
+}
+
+// size draws a cluster size (≥ 1).
+func (l *genLevel) size(rng *rand.Rand) int {
+	if l.sizes.empty() {
+		return 1
+	}
+	v, _ := l.sizes.sample(rng)
+	return max(1, int(v))
+}
+
+// intraGap draws a gap inside a cluster, in seconds.
+func (l *genLevel) intraGap(rng *rand.Rand) float64 {
+	if l.intra.empty() {
+		return 0
+	}
+	v, _ := l.intra.sample(rng)
+	return v
+}
+
+// draw draws one within-bin gap in seconds.
+func (l *genLevel) draw(rng *rand.Rand) float64 {
+	if l.fitted != nil {
+		if l.zeroShare > 0 && rng.Float64() < l.zeroShare {
+			return 0
+		}
+		return l.fitted()
+	}
+	if l.gap.empty() {
+		return 0
+	}
+	v, _ := l.gap.sample(rng)
+	return v
+}
+
+func scaleLen(v float64, s float64) int32 {
+	if s == 1 || v <= 0 {
+		return int32(min(v, math.MaxInt32))
+	}
+	x := math.Round(v * s)
+	if x < 1 {
+		x = 1
+	}
+	return int32(min(x, math.MaxInt32))
+}
+
+// fill draws the request columns of rec; prev is the previous turn's block
+// chain for a follow-up turn. It returns the row's block chain.
+func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, prev []int64, nextBlock *int64) []int64 {
+	gi := pickIndex(rng, gc.groupCum)
+	gg := gc.groups[gi]
+	g := gg.g
+	in, bin := gg.input.sample(rng)
+	k := 0
+	if bin < len(gg.rangeOf) {
+		k = gg.rangeOf[bin]
+	}
+	out, _ := gg.outs[k].sample(rng)
+	prefix := 0.0
+	if !gc.c.CategoriesFromBlocks {
+		prefix, _ = gg.prefix.sample(rng)
+	}
+	if prefix > in {
+		in = prefix
+	}
+	rec.InputTokens = scaleLen(in, opts.LengthScale)
+	rec.OutputTokens = scaleLen(out, opts.LengthScale)
+	rec.PrefixTokens = min(scaleLen(prefix, opts.LengthScale), rec.InputTokens)
+	switch {
+	case g.Tail:
+		if len(gc.tailLabels) == 0 || rng.Float64() < gg.tailNew {
+			gc.nextTail++
+			label := "tail-" + strconv.Itoa(gc.nextTail)
+			if gc.c.Name != "" {
+				label = gc.c.Name + "-" + label
+			}
+			gc.tailLabels = append(gc.tailLabels, label)
+			if len(gc.tailLabels) > 64 {
+				gc.tailLabels = gc.tailLabels[1:]
+			}
+			rec.Category = label
+		} else {
+			rec.Category = gc.tailLabels[rng.IntN(len(gc.tailLabels))]
+		}
+	default:
+		rec.Category = g.Name
+	}
+	if !gg.blocks {
+		return nil
+	}
+	bs := int64(m.BlockSize)
+	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
+	r := 0
+	var src []int64
+	if prev != nil {
+		src, r = prev, min(len(prev), nb)
+	} else if gc.histLen > 0 && (gg.reuse[k] != nil || gg.fresh[k] != nil) {
+		if gg.fresh[k] != nil && (gg.reuse[k].empty() || rng.Float64() < gg.deep[k]) {
+			f, _ := gg.fresh[k].sample(rng)
+			r = max(gc.c.SharedPrefixBlocks+1, int(math.Round(f*float64(nb))))
+		} else {
+			v, _ := gg.reuse[k].sample(rng)
+			r = int(v)
+		}
+		r = min(r, nb)
+		if r > 0 {
+			d := 1
+			if !gg.dist.empty() {
+				dv, _ := gg.dist.sample(rng)
+				d = max(1, int(dv))
+			}
+			src = gc.findChain(d, r)
+			r = min(r, len(src))
+		}
+	}
+	if len(gc.arena) < nb {
+		gc.arena = make([]int64, max(nb, arenaChunk))
+	}
+	chain := gc.arena[:nb:nb]
+	gc.arena = gc.arena[nb:]
+	copy(chain, src[:r])
+	for i := r; i < nb; i++ {
+		chain[i] = *nextBlock
+		*nextBlock++
+	}
+	rec.PrefixBlocks = chain
+	if gc.c.CategoriesFromBlocks {
+		rec.Category = ""
+		rec.PrefixTokens = 0
+		if r > 0 {
+			rec.Category = blockCategoryPrefix + strconv.FormatInt(chain[r-1], 10)
+			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
+		}
+	}
+	if len(gc.history) < historyCap {
+		gc.history = append(gc.history, chain)
+	} else {
+		gc.history[gc.histPos] = chain
+	}
+	gc.histPos = (gc.histPos + 1) % historyCap
+	gc.histLen = min(gc.histLen+1, historyCap)
+	return chain
+}
+
+// findChain returns a recent chain about d requests back with at least r
+// blocks (searching nearby), or the closest one to d.
+func (gc *genClass) findChain(d, r int) []int64 {
+	d = min(d, gc.histLen)
+	at := func(back int) []int64 { // back ≥ 1
+		i := (gc.histPos - back) % historyCap
+		if i < 0 {
+			i += historyCap
+		}
+		return gc.history[i]
+	}
+	best := at(d)
+	for step := 0; step < 1024; step++ {
+		for _, b := range [2]int{d + step, d - step} {
+			if b >= 1 && b <= gc.histLen {
+				if c := at(b); len(c) >= r {
+					return c
+				}
+			}
+		}
+	}
+	return best
+}

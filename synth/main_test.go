@@ -1,0 +1,5 @@
+package synth
+
+import "flag"
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")

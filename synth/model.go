@@ -1,0 +1,580 @@
+package synth
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+)
+
+// ModelFormat is the "format" field of every model file.
+const ModelFormat = "tokentrace-synth-model"
+
+// ModelVersion is the model file version this package reads and writes.
+// LoadModel rejects any other version with ErrModelVersion.
+const ModelVersion = 1
+
+// ErrModelVersion is returned for a model file of another format version.
+var ErrModelVersion = errors.New("unsupported synth model version")
+
+// ErrBadModel is wrapped by every other model-file validation error.
+var ErrBadModel = errors.New("invalid synth model")
+
+// Model is a fitted workload: everything Generate needs, and nothing that
+// identifies a single request. It is plain JSON (see README) holding
+// histograms, shares, per-bin arrival counts and fitted parameters; no raw
+// record is stored. Histograms keep at least FitOptions.MinBinCount values
+// per bin and categories below FitOptions.MinCategoryRecords are pooled.
+type Model struct {
+	// Format is ModelFormat.
+	Format string `json:"format"`
+	// Version is ModelVersion.
+	Version int `json:"version"`
+	// FittedOn says what the model was fitted on.
+	FittedOn FittedOn `json:"fitted_on"`
+	// Fit are the options the model was fitted with.
+	Fit FitOptions `json:"fit_options"`
+	// SpanNs is the fitted trace's duration: last arrival plus one mean gap
+	// (one quantum for quantized traces). Generate's default duration.
+	SpanNs int64 `json:"span_ns"`
+	// BinNs is the width of the arrival-rate bins.
+	BinNs int64 `json:"bin_ns"`
+	// QuantumNs is the arrival-time grid of a coarsened trace (Mooncake's
+	// conversation trace puts arrivals on a 3 s grid), 0 if none. Generated
+	// arrivals are put on the same grid.
+	QuantumNs int64 `json:"quantum_ns"`
+	// BlockSize is the tokens per PrefixBlocks entry (0 = no blocks).
+	BlockSize int `json:"block_size,omitempty"`
+	// Tokenizer is the fitted trace's Meta.Tokenizer.
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// Classes are the traffic classes, by name.
+	Classes []Class `json:"classes"`
+}
+
+// FittedOn describes the trace a model was fitted on.
+type FittedOn struct {
+	// Source is the trace's Meta.Source.
+	Source string `json:"source,omitempty"`
+	// File is the trace's file name as given to fit.
+	File string `json:"file,omitempty"`
+	// SchemaVersion is the trace's schema version.
+	SchemaVersion string `json:"schema_version,omitempty"`
+	// Records is the number of records fitted.
+	Records int64 `json:"records"`
+	// FirstArrivalNs and LastArrivalNs bound the fitted arrivals.
+	FirstArrivalNs int64 `json:"first_arrival_ns"`
+	LastArrivalNs  int64 `json:"last_arrival_ns"`
+	// Sessions is the number of distinct non-zero sessions.
+	Sessions int64 `json:"sessions"`
+	// Categories is the number of distinct categories (before pooling).
+	Categories int `json:"categories"`
+	// Note is a reminder that no raw records are kept.
+	Note string `json:"note"`
+}
+
+// Share is a named share of records.
+type Share struct {
+	Name  string  `json:"name"`
+	Count int64   `json:"count"`
+	Share float64 `json:"share"`
+}
+
+// Class is one traffic class.
+type Class struct {
+	// Name is Record.Class.
+	Name string `json:"name"`
+	// Records is the class's record count.
+	Records int64 `json:"records"`
+	// Models and APIs are the shares of Record.Model and Record.API.
+	Models []Share `json:"models"`
+	APIs   []Share `json:"apis"`
+	// Arrival is the arrival process of requests that start a session or
+	// are single-shot.
+	Arrival Arrival `json:"arrival"`
+	// Sessions is the multi-turn structure (nil: no sessions).
+	Sessions *Sessions `json:"sessions,omitempty"`
+	// CategoriesFromBlocks says categories are derived from PrefixBlocks as
+	// the Mooncake importer does ("prefix-<id>" of the last reused block);
+	// Generate derives them the same way and Groups has one unnamed group.
+	CategoriesFromBlocks bool `json:"categories_from_blocks,omitempty"`
+	// SharedPrefixBlocks is the most common number of reused leading blocks
+	// when at least 10% of rows reuse exactly that many (Mooncake: 1, the
+	// shared system prompt), else 0. See Cond.DeepShare.
+	SharedPrefixBlocks int `json:"shared_prefix_blocks,omitempty"`
+	// Groups are the prefix categories with their length models.
+	Groups []Group `json:"categories"`
+}
+
+// Arrival is a binned-rate arrival process.
+type Arrival struct {
+	// CountsPerBin are the arrivals per BinNs bin from time 0 (a partial
+	// last bin is scaled to a full bin). Diurnal shape and bursts longer
+	// than a bin survive here.
+	CountsPerBin []float64 `json:"counts_per_bin"`
+	// Levels are within-bin gap distributions by bin load: bins are ranked
+	// by count and cut into up to FitOptions.GapLevels levels, each with the
+	// distribution of gaps (seconds) between arrivals of the same bin. A
+	// bin of n arrivals uses the first level whose MaxCount ≥ n.
+	Levels []GapLevel `json:"gap_levels"`
+}
+
+// GapLevel is the gap distribution of bins with up to MaxCount arrivals.
+type GapLevel struct {
+	// MaxCount is the largest bin count of the level (the top level has
+	// the largest float64: no upper bound).
+	MaxCount float64 `json:"max_count"`
+	// Gap is the distribution of gaps in seconds between clusters
+	// (between arrivals, when no arrivals cluster).
+	Gap GapModel `json:"gap_s"`
+	// ClusterSizes is the distribution of arrivals per cluster: arrivals
+	// closer than FitOptions.ClusterGap (a batch sent at once).
+	ClusterSizes Hist `json:"cluster_size"`
+	// IntraGapS is the distribution of gaps in seconds inside clusters.
+	IntraGapS Hist `json:"intra_cluster_gap_s"`
+	// CV is the coefficient of variation of all the level's gaps.
+	CV float64 `json:"cv"`
+	// Layout is how Generate fits a bin's drawn gaps to the bin: LayoutEven
+	// stretches every gap by one factor (exact for a Poisson process given
+	// its count; chosen when CV ≤ EvenLayoutMaxCV), LayoutClusters keeps
+	// gaps inside clusters and stretches those between (bursty traffic,
+	// keeps sharp modes such as a 100 ms client tick).
+	Layout string `json:"layout"`
+}
+
+// Layouts of GapLevel.Layout.
+const (
+	LayoutEven     = "even"
+	LayoutClusters = "clusters"
+)
+
+// EvenLayoutMaxCV is the largest gap CV of a level laid out evenly.
+const EvenLayoutMaxCV = 1.25
+
+// GapModel is a gap distribution in seconds: the empirical histogram and
+// maximum-likelihood fits of three families.
+type GapModel struct {
+	// Samples is the number of gaps fitted.
+	Samples int64 `json:"samples"`
+	// ZeroShare is the share of zero gaps (same-instant arrivals); the
+	// parametric fits are on the positive gaps.
+	ZeroShare float64 `json:"zero_share"`
+	// Empirical is the histogram of the gaps (zeros included).
+	Empirical Hist `json:"empirical"`
+	// Fits are exponential, gamma and Weibull MLE fits on positive gaps.
+	Fits []ParamFit `json:"fits"`
+	// Best is the family with the highest log-likelihood.
+	Best string `json:"best"`
+}
+
+// ParamFit is one fitted distribution family.
+type ParamFit struct {
+	// Family is "exponential", "gamma" or "weibull".
+	Family string `json:"family"`
+	// Params: exponential {rate}; gamma {shape, rate}; weibull {shape, scale}.
+	Params map[string]float64 `json:"params"`
+	// LogLikelihood is the total log-likelihood on the fitted gaps.
+	LogLikelihood float64 `json:"log_likelihood"`
+}
+
+// Sessions is the multi-turn structure of a class.
+type Sessions struct {
+	// Share is the share of session starts that begin a multi-turn session
+	// (the rest are single-shot).
+	Share float64 `json:"share"`
+	// Turns is the distribution of turns per session.
+	Turns Hist `json:"turns"`
+	// GapS is the distribution of seconds between consecutive turns.
+	GapS Hist `json:"inter_turn_gap_s"`
+}
+
+// Group is a prefix category (or the pooled tail of small categories) and
+// its length model.
+type Group struct {
+	// Name is the category label ("" = no shared prefix).
+	Name string `json:"name"`
+	// Tail marks the pooled small categories; Generate labels their rows
+	// "tail-<n>" with the fitted size distribution (TailCategories labels
+	// for Records rows).
+	Tail bool `json:"tail,omitempty"`
+	// TailCategories is the number of distinct categories pooled.
+	TailCategories int64 `json:"tail_categories,omitempty"`
+	// Records is the group's record count; Share its share of the class.
+	Records int64   `json:"records"`
+	Share   float64 `json:"share"`
+	// PrefixTokens is the distribution of Record.PrefixTokens.
+	PrefixTokens Hist `json:"prefix_tokens"`
+	// InputTokens is the distribution of Record.InputTokens.
+	InputTokens Hist `json:"input_tokens"`
+	// Joint holds, for consecutive ranges of InputTokens bins, the output
+	// length distribution (and block reuse) of the rows in that range: the
+	// joint shape of input and output.
+	Joint []Cond `json:"output_given_input"`
+	// Blocks is the share of rows carrying PrefixBlocks.
+	Blocks float64 `json:"blocks_share,omitempty"`
+	// ReuseDistance is the distribution of how many requests back (in the
+	// class) the request whose prefix blocks a row reuses was.
+	ReuseDistance *Hist `json:"reuse_distance,omitempty"`
+}
+
+// Cond is the conditional model for one range of input bins.
+type Cond struct {
+	// InputBins is how many consecutive InputTokens bins the range covers.
+	InputBins int `json:"input_bins"`
+	// InputMax is the largest input length in the range (for reading).
+	InputMax float64 `json:"input_max"`
+	// OutputTokens is the output length distribution.
+	OutputTokens Hist `json:"output_tokens"`
+	// ReusedBlocks is the distribution of leading PrefixBlocks already seen
+	// in earlier rows of the class, for rows that reuse at most the class's
+	// SharedPrefixBlocks ("shallow" reuse: a common system prompt; nil
+	// without blocks).
+	ReusedBlocks *Hist `json:"reused_blocks,omitempty"`
+	// DeepShare is the share of rows with blocks that reuse more than
+	// SharedPrefixBlocks (a conversation continuing).
+	DeepShare float64 `json:"deep_reuse_share,omitempty"`
+	// DeepFraction is, for deep-reuse rows, the distribution of the share
+	// of the row's blocks that are reused, so reuse scales with the length.
+	DeepFraction *Hist `json:"deep_reuse_fraction,omitempty"`
+}
+
+// Sanity limits of a model file.
+const (
+	maxBinCount        = 1e9
+	maxTurns           = 1000000
+	maxBlocksPerRecord = 1 << 20
+)
+
+// LoadModel reads and validates a model. Truncated files, other versions
+// (ErrModelVersion) and inconsistent contents (ErrBadModel: negative counts,
+// overlapping bins, bad shares) are clear errors.
+func LoadModel(r io.Reader) (*Model, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read model: %w", err)
+	}
+	return parseModel(data)
+}
+
+// ReadModelFile loads the named model file ("-" = stdin).
+func ReadModelFile(name string) (*Model, error) {
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("open model: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	m, err := LoadModel(r)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", name, err)
+	}
+	return m, nil
+}
+
+func parseModel(data []byte) (*Model, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%w: empty file (want a JSON model from synth fit)", ErrBadModel)
+	}
+	// Check the header first so another version is reported as such even
+	// if its body does not match this version's shape.
+	var hdr struct {
+		Format  string `json:"format"`
+		Version *int   `json:"version"`
+	}
+	if err := json.Unmarshal(data, &hdr); err != nil {
+		return nil, jsonErr(err)
+	}
+	if hdr.Format != ModelFormat {
+		return nil, fmt.Errorf("%w: format is %q, want %q (is this a synth fit output?)", ErrBadModel, hdr.Format, ModelFormat)
+	}
+	if hdr.Version == nil {
+		return nil, fmt.Errorf("%w: no version field", ErrBadModel)
+	}
+	if *hdr.Version != ModelVersion {
+		return nil, fmt.Errorf("%w %d (this tokentrace reads version %d; refit with synth fit)", ErrModelVersion, *hdr.Version, ModelVersion)
+	}
+	var m Model
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, jsonErr(err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func jsonErr(err error) error {
+	var se *json.SyntaxError
+	if errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && se.Error() == "unexpected end of JSON input") {
+		return fmt.Errorf("%w: file is truncated (JSON ends early)", ErrBadModel)
+	}
+	return fmt.Errorf("%w: %v", ErrBadModel, err)
+}
+
+// Validate checks a model's invariants.
+func (m *Model) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrBadModel, fmt.Sprintf(format, a...))
+	}
+	if m.Format != ModelFormat {
+		return bad("format is %q, want %q", m.Format, ModelFormat)
+	}
+	if m.Version != ModelVersion {
+		return fmt.Errorf("%w %d", ErrModelVersion, m.Version)
+	}
+	if m.BinNs <= 0 {
+		return bad("bin_ns must be > 0, got %d", m.BinNs)
+	}
+	if m.SpanNs <= 0 {
+		return bad("span_ns must be > 0, got %d", m.SpanNs)
+	}
+	if m.QuantumNs < 0 {
+		return bad("quantum_ns must be >= 0, got %d", m.QuantumNs)
+	}
+	if m.BlockSize < 0 {
+		return bad("block_size must be >= 0, got %d", m.BlockSize)
+	}
+	if len(m.Classes) == 0 {
+		return bad("no classes")
+	}
+	for ci := range m.Classes {
+		c := &m.Classes[ci]
+		where := fmt.Sprintf("classes[%d]", ci)
+		if c.Records < 0 {
+			return bad("%s.records is negative", where)
+		}
+		for _, s := range append(append([]Share(nil), c.Models...), c.APIs...) {
+			if s.Count < 0 || !(s.Share >= 0 && s.Share <= 1) {
+				return bad("%s share %q must be in [0, 1] with a count >= 0", where, s.Name)
+			}
+		}
+		if len(c.Arrival.CountsPerBin) == 0 {
+			return bad("%s.arrival.counts_per_bin is empty", where)
+		}
+		for i, v := range c.Arrival.CountsPerBin {
+			if !(v >= 0 && v <= maxBinCount) {
+				return bad("%s.arrival.counts_per_bin[%d] is negative, too large or not finite (%g; want 0 to %g)", where, i, v, float64(maxBinCount))
+			}
+		}
+		prevMax := math.Inf(-1)
+		for li := range c.Arrival.Levels {
+			lv := &c.Arrival.Levels[li]
+			lw := fmt.Sprintf("%s.arrival.gap_levels[%d]", where, li)
+			if !(lv.MaxCount > prevMax) || math.IsInf(lv.MaxCount, 0) {
+				return bad("%s.max_count must increase from level to level", lw)
+			}
+			prevMax = lv.MaxCount
+			g := &lv.Gap
+			if err := g.Empirical.validate(lw + ".gap_s.empirical"); err != nil {
+				return bad("%v", err)
+			}
+			if len(g.Empirical.Bins) > 0 && g.Empirical.Bins[0].Lo < 0 {
+				return bad("%s.gap_s.empirical has negative gaps", lw)
+			}
+			if err := lv.ClusterSizes.validate(lw + ".cluster_size"); err != nil {
+				return bad("%v", err)
+			}
+			if len(lv.ClusterSizes.Bins) > 0 && lv.ClusterSizes.Bins[0].Lo < 1 {
+				return bad("%s.cluster_size must be >= 1", lw)
+			}
+			if err := lv.IntraGapS.validate(lw + ".intra_cluster_gap_s"); err != nil {
+				return bad("%v", err)
+			}
+			if len(lv.IntraGapS.Bins) > 0 && lv.IntraGapS.Bins[0].Lo < 0 {
+				return bad("%s.intra_cluster_gap_s has negative gaps", lw)
+			}
+			if lv.Layout != LayoutEven && lv.Layout != LayoutClusters {
+				return bad("%s.layout must be %q or %q, got %q", lw, LayoutEven, LayoutClusters, lv.Layout)
+			}
+			if !(g.ZeroShare >= 0 && g.ZeroShare <= 1) {
+				return bad("%s.gap_s.zero_share must be in [0, 1]", lw)
+			}
+			for _, f := range g.Fits {
+				for k, v := range f.Params {
+					if !(v > 0) || math.IsInf(v, 0) {
+						return bad("%s gap fit %s parameter %s must be > 0, got %g", lw, f.Family, k, v)
+					}
+				}
+			}
+		}
+		if s := c.Sessions; s != nil {
+			if !(s.Share >= 0 && s.Share <= 1) {
+				return bad("%s.sessions.share must be in [0, 1]", where)
+			}
+			if err := s.Turns.validate(where + ".sessions.turns"); err != nil {
+				return bad("%v", err)
+			}
+			if n := len(s.Turns.Bins); n > 0 && (s.Turns.Bins[n-1].Hi > maxTurns || s.Turns.Bins[0].Lo < 0) {
+				return bad("%s.sessions.turns must be in [0, %d]", where, maxTurns)
+			}
+			if err := s.GapS.validate(where + ".sessions.inter_turn_gap_s"); err != nil {
+				return bad("%v", err)
+			}
+		}
+		if c.SharedPrefixBlocks < 0 {
+			return bad("%s.shared_prefix_blocks is negative", where)
+		}
+		if len(c.Groups) == 0 {
+			return bad("%s has no categories", where)
+		}
+		for gi := range c.Groups {
+			gr := &c.Groups[gi]
+			gw := fmt.Sprintf("%s.categories[%d]", where, gi)
+			if gr.Records < 0 || !(gr.Share >= 0 && gr.Share <= 1) || !(gr.Blocks >= 0 && gr.Blocks <= 1) {
+				return bad("%s has a negative count or a share outside [0, 1]", gw)
+			}
+			for _, h := range []struct {
+				h    *Hist
+				name string
+			}{{&gr.PrefixTokens, "prefix_tokens"}, {&gr.InputTokens, "input_tokens"}, {gr.ReuseDistance, "reuse_distance"}} {
+				if h.h == nil {
+					continue
+				}
+				if err := h.h.validate(gw + "." + h.name); err != nil {
+					return bad("%v", err)
+				}
+				if len(h.h.Bins) > 0 && h.h.Bins[0].Lo < 0 {
+					return bad("%s.%s has negative values", gw, h.name)
+				}
+				if n := len(h.h.Bins); n > 0 && h.h.Bins[n-1].Hi > math.MaxInt32 {
+					return bad("%s.%s has values above %d", gw, h.name, math.MaxInt32)
+				}
+			}
+			for _, h := range []*Hist{&gr.InputTokens, &gr.PrefixTokens} {
+				if n := len(h.Bins); n > 0 && m.BlockSize > 0 && h.Bins[n-1].Hi/float64(m.BlockSize) > maxBlocksPerRecord {
+					return bad("%s: tokens / block_size exceed %d blocks per request", gw, maxBlocksPerRecord)
+				}
+			}
+			nb := 0
+			for _, b := range gr.InputTokens.Bins {
+				if b.Count > 0 {
+					nb++
+				}
+			}
+			sum := 0
+			for ki := range gr.Joint {
+				k := &gr.Joint[ki]
+				if k.InputBins <= 0 {
+					return bad("%s.output_given_input[%d].input_bins must be > 0", gw, ki)
+				}
+				sum += k.InputBins
+				if err := k.OutputTokens.validate(fmt.Sprintf("%s.output_given_input[%d].output_tokens", gw, ki)); err != nil {
+					return bad("%v", err)
+				}
+				if len(k.OutputTokens.Bins) > 0 && k.OutputTokens.Bins[0].Lo < 0 {
+					return bad("%s.output_given_input[%d].output_tokens has negative values", gw, ki)
+				}
+				for _, h := range []*Hist{k.ReusedBlocks, k.DeepFraction} {
+					if h == nil {
+						continue
+					}
+					if err := h.validate(fmt.Sprintf("%s.output_given_input[%d].reused_blocks", gw, ki)); err != nil {
+						return bad("%v", err)
+					}
+					if len(h.Bins) > 0 && h.Bins[0].Lo < 0 {
+						return bad("%s.output_given_input[%d] block counts are negative", gw, ki)
+					}
+				}
+				if !(k.DeepShare >= 0 && k.DeepShare <= 1) {
+					return bad("%s.output_given_input[%d].deep_reuse_share must be in [0, 1]", gw, ki)
+				}
+			}
+			if sum != nb {
+				return bad("%s.output_given_input covers %d input bins, input_tokens has %d", gw, sum, nb)
+			}
+		}
+	}
+	return nil
+}
+
+// WriteTo writes the model as indented JSON.
+func (m *Model) WriteTo(w io.Writer) (int64, error) {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return 0, fmt.Errorf("encode model: %w", err)
+	}
+	data = append(compactNumberArrays(data), '\n')
+	n, err := w.Write(data)
+	return int64(n), err
+}
+
+// compactNumberArrays puts arrays that hold only numbers on one line
+// ([lo, hi, count] bins, counts per bin), so an indented model stays
+// readable.
+func compactNumberArrays(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			out = append(out, c)
+			switch c {
+			case '\\':
+				if i+1 < len(data) {
+					i++
+					out = append(out, data[i])
+				}
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+		}
+		if c != '[' {
+			out = append(out, c)
+			continue
+		}
+		j := i + 1
+		numeric := true
+		for ; j < len(data) && data[j] != ']'; j++ {
+			switch d := data[j]; {
+			case d >= '0' && d <= '9', d == '-', d == '+', d == '.', d == 'e', d == 'E', d == ',', d == ' ', d == '\n', d == '\t':
+			default:
+				numeric = false
+			}
+			if !numeric {
+				break
+			}
+		}
+		if !numeric || j >= len(data) {
+			out = append(out, c)
+			continue
+		}
+		out = append(out, '[')
+		for _, f := range bytes.Fields(data[i+1 : j]) {
+			out = append(out, f...)
+			if f[len(f)-1] == ',' {
+				out = append(out, ' ')
+			}
+		}
+		out = append(out, ']')
+		i = j
+	}
+	return out
+}
+
+// WriteModelFile writes the model to the named file ("-" = stdout).
+func WriteModelFile(name string, m *Model) error {
+	if name == "-" {
+		_, err := m.WriteTo(os.Stdout)
+		return err
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("create model: %w", err)
+	}
+	if _, err := m.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write model %s: %w", name, err)
+	}
+	return f.Close()
+}
