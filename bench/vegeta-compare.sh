@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Compare tokentrace replay with vegeta at the same constant rate against the
+# same fast local SSE server (bench/fastsse): schedule lateness p50/p99/max
+# and client CPU per request. Loopback only.
+#
+#   bench/vegeta-compare.sh                 # RATES="1000 5000" DURATION=10
+#   RATES=2000 DURATION=5 bench/vegeta-compare.sh
+#
+# On a machine with >= 2 cores the server is pinned to core 0 and the
+# client to core 1 (taskset), as in the client-overhead study. vegeta is
+# installed from the Go module proxy (pinned VEGETA_VERSION) into a scratch
+# GOBIN.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RATES=${RATES:-"1000 5000"}
+DURATION=${DURATION:-10}
+PORT=${PORT:-18089}
+WORK=$(mktemp -d)
+trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+
+# vegeta from the Go module proxy. "go install ...@latest" needs the proxy's
+# version list, which some proxies refuse; a pinned version through a scratch
+# module needs only that version.
+VEGETA_VERSION=${VEGETA_VERSION:-v12.12.0}
+mkdir -p "$WORK/vg"
+(cd "$WORK/vg" && go mod init vegetabench >/dev/null 2>&1 &&
+  printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/tsenart/vegeta/v12"\n' >tools.go &&
+  go get "github.com/tsenart/vegeta/v12@$VEGETA_VERSION" >/dev/null 2>&1 &&
+  GOBIN="$WORK/bin" go install github.com/tsenart/vegeta/v12)
+go build -o "$WORK/bin/tokentrace" ./cmd/tokentrace
+go build -o "$WORK/bin/fastsse" ./bench/fastsse
+go build -o "$WORK/bin/vegetalate" ./bench/vegetalate
+PIN_S="" PIN_C=""
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; fi
+
+$PIN_S "$WORK/bin/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
+echo $! >"$WORK/server.pid"
+sleep 0.5
+URL="http://127.0.0.1:$PORT"
+# The body tokentrace sends for an 8-token prompt, 4 output tokens.
+BODY='{"model":"m","prompt":[1234,5678,9012,3456,7890,1357,2468,3579],"max_tokens":4,"ignore_eos":true,"min_tokens":4,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}'
+B64=$(printf '%s' "$BODY" | base64 -w0)
+printf '{"method":"POST","url":"%s/v1/completions","body":"%s","header":{"Content-Type":["application/json"],"Accept":["text/event-stream"]}}\n' "$URL" "$B64" >"$WORK/targets.json"
+
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-10s %8s %12s %12s %12s %14s\n' client rate late_p50 late_p99 late_max cpu_us_per_req
+for RATE in $RATES; do
+  N=$((RATE * DURATION))
+  awk -v n="$N" -v r="$RATE" 'BEGIN{for(i=0;i<n;i++) printf "{\"seq\":%d,\"arrival_ns\":%.0f,\"input_tokens\":8,\"output_tokens\":4}\n", i, i*1e9/r}' >"$WORK/trace.jsonl"
+
+  # tokentrace replay
+  /usr/bin/time -f "%U %S" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
+    --max-lateness 1h --warmup 100 --out "$WORK/res.jsonl" "$WORK/trace.jsonl" >"$WORK/tt.out"
+  read -r U S <"$WORK/tt.time"
+  L=$(grep '^lateness' "$WORK/tt.out")
+  printf '%-10s %8s %12s %12s %12s %14.1f\n' tokentrace "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$(echo "($U + $S) * 1000000 / $N" | bc -l)"
+
+  # vegeta at the same rate, same duration
+  /usr/bin/time -f "%U %S" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
+    -rate="$RATE/s" -duration="${DURATION}s" -max-body=-1 -output="$WORK/vg.bin"
+  read -r U S <"$WORK/vg.time"
+  "$WORK/bin/vegeta" encode -to json "$WORK/vg.bin" | "$WORK/bin/vegetalate" -rate "$RATE" >"$WORK/vg.out"
+  L=$(grep '^lateness' "$WORK/vg.out")
+  printf '%-10s %8s %12s %12s %12s %14.1f\n' vegeta "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$(echo "($U + $S) * 1000000 / $N" | bc -l)"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(80, replayCommand) }
+
+// headerFlag collects repeated --header "Name: value" flags without
+// splitting on commas (header values may contain them).
+type headerFlag struct{ v []string }
+
+func (h *headerFlag) Set(s string) error { h.v = append(h.v, s); return nil }
+func (h *headerFlag) String() string     { return "" }
+
+func replayCommand() *cli.Command {
+	o := replay.DefaultOptions()
+	var (
+		out, window, shard, startAt, apiKeyFile, journal, api string
+		maxLateness                                           = replay.DefaultMaxLateness
+		keepJournal, quiet, simMetrics                        bool
+		headers                                               headerFlag
+		otlpListen, metricsURL, metricsOut                    string
+		otlpGrace                                             = replay.DefaultOTLPGrace
+		metricsInterval                                       = replay.DefaultMetricsInterval
+	)
+	api = o.API
+	return &cli.Command{
+		Name:  "replay",
+		Usage: "replay a trace against an OpenAI-compatible server with its arrival timing",
+		UsageText: `tokentrace replay [flags] TRACE
+
+Examples:
+  tokentrace replay --url http://localhost:8000 --model meta-llama/Llama-3.1-8B-Instruct --out results.parquet trace.parquet
+  tokentrace replay --speed 10 --window 0s,60s --out results.parquet trace.parquet     # built-in simulator
+  tokentrace replay --url http://vllm:8000 --shard 2/8 --start-at 2026-11-22T03:00:00Z --out results-2.parquet trace.parquet`,
+		Description: `replay sends every record of TRACE to the server at its recorded arrival time
+(open loop: a slow server never slows the sender) and writes one results row
+per sent request: scheduled, sent, first and last token offsets, every chunk's
+arrival, server usage and (with vLLM --enable-per-request-metrics) the
+server's own queue, prefill and decode times. Lateness = sent − scheduled is
+recorded per request; when its p99 exceeds --max-lateness the run did not
+reproduce the trace and replay exits with code 3.
+
+Prompts: token-id lists of exactly input_tokens on /v1/completions (default),
+or text calibrated through the server's /tokenize on /v1/chat/completions
+(--api chat, or a record's api column). Records sharing prefix_blocks or a
+category get byte-identical prefixes. max_tokens = output_tokens with
+ignore_eos and min_tokens (--no-vllm-extensions leaves those out).
+
+Without --url, replay starts the built-in simulator in-process.
+
+Nothing is lost: finished requests go to OUT.journal.jsonl (fsync'd every
+250ms) while the run goes; at the end it is converted to OUT and removed.
+After a crash or SIGKILL, read the journal itself: it is a JSONL results file
+(tokentrace inspect OUT.journal.jsonl; tokentrace analyze OUT.journal.jsonl).
+Ctrl-C stops sending, waits --drain for in-flight requests and writes
+everything.
+
+Distributed: run n replayers with --shard i/n (deterministic by session or
+seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "url", Usage: "server base URL, e.g. http://localhost:8000 (default: start the built-in simulator)", Destination: &o.URL},
+			&cli.StringFlag{Name: "model", Usage: "model name for every request (default: each record's model, else the server's first model)", Destination: &o.Model},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "results.parquet", Usage: "results file (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Destination: &out},
+			&cli.StringFlag{Name: "api", Value: api, Usage: "endpoint for records without an api column: completions or chat", Destination: &api},
+			&cli.BoolFlag{Name: "force-api", Usage: "send every record to --api, ignoring the api column", Destination: &o.ForceAPI},
+			&cli.StringFlag{Name: "run", Value: o.Run, Usage: "run label; request ids are RUN-SEQ", Destination: &o.Run},
+			&cli.Float64Flag{Name: "speed", Value: o.Speed, Usage: "time scale: 2 replays twice as fast", Destination: &o.Speed},
+			&cli.StringFlag{Name: "window", Usage: "replay only arrivals in FROM,TO (e.g. 0s,60s; TO may be empty)", Destination: &window},
+			&cli.IntFlag{Name: "max-concurrency", Usage: "cap in-flight requests (0 = none); delays show as lateness", Destination: &o.MaxConcurrency},
+			&cli.IntFlag{Name: "warmup", Usage: "send N unrecorded warm-up requests before the clock starts", Destination: &o.Warmup},
+			&cli.DurationFlag{Name: "duration", Usage: "stop sending after this long (0 = whole trace)", Destination: &o.Duration},
+			&cli.StringFlag{Name: "sessions", Value: o.Sessions, Usage: "open: turns at recorded times; closed: a turn waits for the previous answer plus the recorded gap", Destination: &o.Sessions},
+			&cli.StringFlag{Name: "shard", Value: "0/1", Usage: "replay shard i of n (i/n)", Destination: &shard},
+			&cli.StringFlag{Name: "start-at", Usage: "start the clock at this RFC3339 wall time (shards start together)", Destination: &startAt},
+			&cli.DurationFlag{Name: "timeout", Value: o.Timeout, Usage: "per-request timeout", Destination: &o.Timeout},
+			&cli.DurationFlag{Name: "drain", Value: o.Drain, Usage: "after Ctrl-C or --duration, wait this long for in-flight requests", Destination: &o.Drain},
+			&cli.DurationFlag{Name: "max-lateness", Value: maxLateness, Usage: "exit 3 when lateness p99 exceeds this", Destination: &maxLateness},
+			&cli.BoolFlag{Name: "no-vllm-extensions", Usage: "do not send ignore_eos and min_tokens", Destination: &o.NoVLLMExtensions},
+			&cli.BoolFlag{Name: "continuous-usage", Usage: "ask for usage on every chunk (exact tokens per chunk)", Destination: &o.ContinuousUsage},
+			&cli.GenericFlag{Name: "header", Value: &headers, Usage: `extra request header "Name: value" (repeatable)`},
+			&cli.StringFlag{Name: "api-key-file", Usage: "file holding a bearer token (never logged or stored)", Destination: &apiKeyFile},
+			&cli.IntFlag{Name: "block-size", Value: o.BlockSize, Usage: "tokens per prefix_blocks entry when the trace metadata does not say", Destination: &o.BlockSize},
+			&cli.BoolFlag{Name: "no-calibrate", Usage: "skip the /tokenize calibration of chat prompts", Destination: &o.NoCalibrate},
+			&cli.StringFlag{Name: "journal", Usage: "journal path (default: OUT.journal.jsonl; none for - )", Destination: &journal},
+			&cli.BoolFlag{Name: "keep-journal", Usage: "keep the journal after writing OUT", Destination: &keepJournal},
+			&cli.BoolFlag{Name: "net-http", Usage: "use Go's net/http client even for http:// targets (default: replay's own lighter HTTP/1.1 client)", Destination: &o.NetHTTP},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no live progress line", Destination: &quiet},
+			&cli.StringFlag{Name: "otlp-listen", Usage: "run an OTLP/HTTP receiver here (e.g. 127.0.0.1:4318) for the server's llm_request spans and join them by request id", Destination: &otlpListen},
+			&cli.DurationFlag{Name: "otlp-grace", Value: otlpGrace, Usage: "wait this long after the run for late spans", Destination: &otlpGrace},
+			&cli.StringFlag{Name: "metrics-url", Usage: "scrape this Prometheus /metrics endpoint during the run (default with the built-in simulator: its /metrics)", Destination: &metricsURL},
+			&cli.DurationFlag{Name: "metrics-interval", Value: metricsInterval, Usage: "scrape interval", Destination: &metricsInterval},
+			&cli.StringFlag{Name: "metrics-out", Usage: "metrics time series file (default: OUT without extension + .metrics.parquet)", Destination: &metricsOut},
+			&cli.BoolFlag{Name: "sim-per-request-metrics", Value: true, Usage: "built-in simulator only: return vLLM's per-request metrics", Destination: &simMetrics},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "TRACE")
+			if err != nil {
+				return err
+			}
+			io := stdio(c)
+			o.API = api
+			if window != "" {
+				if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(window); err != nil {
+					return usageErrorf("%v", err)
+				}
+			}
+			if o.ShardIndex, o.ShardCount, err = replay.ParseShard(shard); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if startAt != "" {
+				if o.StartAt, err = time.Parse(time.RFC3339, startAt); err != nil {
+					return usageErrorf("--start-at: want RFC3339 (2026-11-22T03:00:00Z), got %q", startAt)
+				}
+			}
+			if o.Headers, err = parseHeaders(headers.v); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if apiKeyFile != "" {
+				b, err := os.ReadFile(apiKeyFile)
+				if err != nil {
+					return usageErrorf("--api-key-file: cannot read %s", apiKeyFile)
+				}
+				o.APIKey = strings.TrimSpace(string(b))
+				if o.APIKey == "" {
+					return usageErrorf("--api-key-file: %s is empty", apiKeyFile)
+				}
+			}
+			if maxLateness <= 0 {
+				return usageErrorf("--max-lateness: must be > 0")
+			}
+			recs, meta, err := traces.ReadAll(a[0])
+			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
+				return fmt.Errorf("read trace %s: %w", a[0], err)
+			}
+			var rcv *replay.OTLPReceiver
+			otlpAddr := ""
+			if otlpListen != "" {
+				rcv = replay.NewOTLPReceiver(replay.OTLPReceiverOptions{})
+				addr, err := rcv.Start(c.Context, otlpListen)
+				if err != nil {
+					return fmt.Errorf("--otlp-listen: %w", err)
+				}
+				o.TraceParent = true
+				otlpAddr = addr
+				fmt.Fprintf(io.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", addr, replay.OTLPTracesPath)
+			}
+			if o.URL == "" {
+				so := sim.DefaultOptions()
+				so.PerRequestMetrics = simMetrics
+				if otlpListen != "" {
+					so.OTLPTracesEndpoint = "http://" + otlpAddr
+				}
+				// Let the simulator take the trace's longest request.
+				longest := 0
+				for i := range recs {
+					longest = max(longest, int(recs[i].InputTokens)+int(recs[i].OutputTokens))
+				}
+				so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
+				srv, err := sim.Start(c.Context, so)
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+				o.URL = srv.URL
+				if metricsURL == "" && metricsOut != "" {
+					metricsURL = srv.URL + "/metrics"
+				}
+				fmt.Fprintf(io.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s\n", srv.URL)
+			}
+			if err := o.Validate(); err != nil {
+				return usageErrorf("%v", err)
+			}
+			if journal == "" && out != "-" {
+				journal = replay.JournalPath(out)
+			}
+			o.Journal = journal
+			if !quiet && isTerminal(io.err) {
+				o.Progress = io.err
+			}
+			var scraper *replay.Scraper
+			var samples []traces.MetricsSample
+			var scrapeStats replay.ScrapeStats
+			scrapeDone := make(chan struct{})
+			scrapeCtx, stopScrape := context.WithCancel(context.WithoutCancel(c.Context))
+			defer stopScrape()
+			if metricsURL != "" {
+				if metricsInterval <= 0 {
+					return usageErrorf("--metrics-interval: must be > 0")
+				}
+				if metricsOut == "" {
+					if out == "-" {
+						return usageErrorf("--metrics-out: required when --out is -")
+					}
+					metricsOut = strings.TrimSuffix(out, filepath.Ext(out)) + ".metrics.parquet"
+				}
+				scraper = &replay.Scraper{URL: metricsURL, Interval: metricsInterval}
+				o.OnStart = func(t0 time.Time) {
+					scraper.Start = t0
+					go func() {
+						defer close(scrapeDone)
+						samples, scrapeStats, _ = scraper.Collect(scrapeCtx)
+					}()
+				}
+			} else {
+				close(scrapeDone)
+			}
+			res, runErr := replay.Run(c.Context, recs, meta, o)
+			stopScrape()
+			if res == nil {
+				return runErr
+			}
+			if scraper != nil {
+				<-scrapeDone
+				scrapeStats.Annotate(&res.Meta, scraper)
+				sm := res.Meta
+				sm.Source = "replay-metrics"
+				if err := traces.WriteSamples(metricsOut, sm, samples); err != nil {
+					fmt.Fprintf(io.err, "tokentrace replay: write metrics %s: %v\n", metricsOut, err)
+				}
+			}
+			if rcv != nil {
+				ids := make([]string, 0, len(res.Records))
+				for i := range res.Records {
+					ids = append(ids, res.Records[i].RequestID)
+				}
+				rcv.Expect(ids...)
+				rcv.Wait(context.WithoutCancel(c.Context), ids, otlpGrace)
+				_, unmatched := rcv.JoinRecords(res.Records, false)
+				st := rcv.Stats()
+				st.Annotate(&res.Meta)
+				res.AddTimingSource(replay.OTLPTimingSource, int(st.Matched))
+				if unmatched > 0 {
+					fmt.Fprintf(io.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
+				}
+			}
+			res.Meta.Command = replayCommandLine(c, headers.v)
+			if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
+				msg := fmt.Errorf("write results %s: %w", out, err)
+				if journal != "" {
+					msg = fmt.Errorf("%w (the journal %s holds every finished request)", msg, journal)
+				}
+				return msg
+			}
+			if runErr != nil {
+				fmt.Fprintf(io.err, "tokentrace replay: %v\n", runErr)
+			} else if journal != "" && !keepJournal {
+				os.Remove(journal)
+			}
+			sw := io.out
+			if out == "-" {
+				sw = io.err
+			}
+			res.Summary.WriteText(sw)
+			if c.Context.Err() != nil {
+				fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", len(res.Records), out)
+			}
+			if res.Summary.LatenessP99 > maxLateness {
+				return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use fewer --speed, more replayers with --shard, or a bigger machine)", res.Summary.LatenessP99.Round(time.Microsecond), maxLateness))
+			}
+			return nil
+		},
+	}
+}
+
+// parseHeaders parses "Name: value" strings.
+func parseHeaders(hs []string) (http.Header, error) {
+	h := http.Header{}
+	for _, s := range hs {
+		k, v, ok := strings.Cut(s, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf(`--header: want "Name: value", got a malformed header`)
+		}
+		h.Add(k, strings.TrimSpace(v))
+	}
+	return h, nil
+}
+
+// replayCommandLine rebuilds the command line for the metadata from the
+// flags that were set, with header values and URL credentials removed.
+func replayCommandLine(c *cli.Context, headers []string) string {
+	parts := []string{"tokentrace", "replay"}
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		switch name {
+		case "header":
+			for _, h := range headers {
+				k, _, _ := strings.Cut(h, ":")
+				parts = append(parts, "--header", strconvQuote(strings.TrimSpace(k)+": (redacted)"))
+			}
+		case "url":
+			parts = append(parts, "--url", replay.RedactURL(c.String(name)))
+		default:
+			if bf, ok := f.(*cli.BoolFlag); ok {
+				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
+				continue
+			}
+			parts = append(parts, "--"+name, strconvQuote(fmt.Sprint(c.Value(name))))
+		}
+	}
+	for _, a := range c.Args().Slice() {
+		parts = append(parts, strconvQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
+// strconvQuote quotes s when it holds spaces.
+func strconvQuote(s string) string {
+	if strings.ContainsAny(s, " \t\"'") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+func writeReplayTrace(t *testing.T, n int) string {
+	t.Helper()
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq = int64(i)
+		r.ArrivalNs = int64(i) * 2e6
+		r.InputTokens, r.OutputTokens = 64, 4
+		if i%2 == 0 {
+			r.PrefixBlocks = []int64{1}
+		}
+		recs[i] = r
+	}
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	m := traces.NewMeta("test")
+	m.BlockSize = 32
+	if err := traces.WriteAll(path, m, recs); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestReplayCommandBuiltinSim(t *testing.T) {
+	trace := writeReplayTrace(t, 20)
+	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--speed", "4", "--max-lateness", "10s", "--header", "X-A: 1,2", trace}, nil, &so, &se)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
+	}
+	recs, m, err := traces.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 20 {
+		t.Fatalf("%d results, want 20", len(recs))
+	}
+	for _, r := range recs {
+		if r.Status != traces.StatusOK || r.ServerPromptTokens != 64 || r.ServerQueueNs < 0 {
+			t.Errorf("seq %d: %s %q prompt %d queue %d", r.Seq, r.Status, r.Error, r.ServerPromptTokens, r.ServerQueueNs)
+		}
+	}
+	if m.Get("replay.server_timing_source") != "response_metrics" || !strings.Contains(m.Command, "X-A: (redacted)") {
+		t.Errorf("meta: %v command %q", m.Extra, m.Command)
+	}
+	if _, err := os.Stat(out + ".journal.jsonl"); !os.IsNotExist(err) {
+		t.Errorf("journal left behind: %v", err)
+	}
+	if !strings.Contains(so.String(), "lateness") || !strings.Contains(so.String(), "TTFT") {
+		t.Errorf("summary missing:\n%s", so.String())
+	}
+}
+
+func TestReplayCommandLatenessExit3(t *testing.T) {
+	trace := writeReplayTrace(t, 5)
+	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--max-lateness", "1ns", trace}, nil, &so, &se)
+	if code != exitNotReproduced || !strings.Contains(se.String(), "did not reproduce") {
+		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
+	}
+	if recs, _, err := traces.ReadAll(out); err != nil || len(recs) != 5 {
+		t.Errorf("results not written on exit 3: %d, %v", len(recs), err)
+	}
+}
+
+func TestReplayCommandUsageErrors(t *testing.T) {
+	trace := writeReplayTrace(t, 1)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shard", "3/2", trace}, "--shard"},
+		{[]string{"--window", "5s", trace}, "--window"},
+		{[]string{"--speed", "0", "--url", "http://127.0.0.1:1", trace}, "--speed"},
+		{[]string{"--start-at", "tomorrow", trace}, "--start-at"},
+		{[]string{"--header", "bad", trace}, "--header"},
+		{[]string{"--api-key-file", "/nonexistent/key", trace}, "--api-key-file"},
+		{[]string{trace, "--speed", "2"}, "after an argument"},
+	} {
+		var so, se bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace", "replay"}, tc.args...), nil, &so, &se)
+		if code != exitUsage || !strings.Contains(se.String(), tc.want) {
+			t.Errorf("replay %v: exit %d, stderr %q; want 2 naming %s", tc.args, code, se.String(), tc.want)
+		}
+	}
+}
+
+func TestReplayCommandAPIKeyNotStored(t *testing.T) {
+	trace := writeReplayTrace(t, 2)
+	dir := filepath.Dir(trace)
+	key := filepath.Join(dir, "key")
+	os.WriteFile(key, []byte("sk-very-secret\n"), 0o600)
+	out := filepath.Join(dir, "res.jsonl")
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--api-key-file", key, "--keep-journal", "--max-lateness", "10s", "--out", out, trace}, nil, &so, &se)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se.String())
+	}
+	for _, f := range []string{out, out + ".journal.jsonl"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("very-secret")) {
+			t.Errorf("%s contains the API key", f)
+		}
+	}
+	if strings.Contains(so.String()+se.String(), "very-secret") {
+		t.Errorf("output contains the API key")
+	}
+	_ = fmt.Sprint()
+}
+
+func TestReplayCommandOTLPAndMetrics(t *testing.T) {
+	trace := writeReplayTrace(t, 10)
+	dir := filepath.Dir(trace)
+	out := filepath.Join(dir, "res.parquet")
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--speed", "4", "--max-lateness", "10s",
+		"--sim-per-request-metrics=false", "--otlp-listen", "127.0.0.1:0", "--otlp-grace", "5s",
+		"--metrics-out", filepath.Join(dir, "m.jsonl"), "--metrics-interval", "20ms", trace}, nil, &so, &se)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
+	}
+	recs, m, err := traces.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.ServerQueueNs < 0 || r.ServerPrefillNs < 0 || r.ServerDecodeNs < 0 {
+			t.Errorf("seq %d: no server timings from OTLP", r.Seq)
+		}
+	}
+	if m.Get("replay.server_timing_source") != "otlp" || m.Get("replay.server_timing_matched") != "10" {
+		t.Errorf("timing meta: source %q matched %q", m.Get("replay.server_timing_source"), m.Get("replay.server_timing_matched"))
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "m.jsonl"))
+	if err != nil || bytes.Count(b, []byte("\n")) < 2 {
+		t.Errorf("metrics series: %v, %d lines", err, bytes.Count(b, []byte("\n")))
+	}
+}
+
+// TestReplaySIGKILLKeepsJournal runs a replay in a child process, kills it
+// with SIGKILL mid-run and checks that every request the server had finished
+// more than a second before the kill is in the journal, readable as a
+// results file.
+func TestReplaySIGKILLKeepsJournal(t *testing.T) {
+	if args := os.Getenv("TOKENTRACE_REPLAY_CHILD"); args != "" {
+		Main(context.Background(), append([]string{"tokentrace", "replay"}, strings.Split(args, "\x1f")...), nil, os.Stdout, os.Stderr)
+		return
+	}
+	if testing.Short() {
+		t.Skip("kills a child process")
+	}
+	so := sim.DefaultOptions()
+	srv, err := sim.Start(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	simStart := time.Now() // >= the sim's own clock zero
+	dir := t.TempDir()
+	recs := make([]traces.Record, 3000) // 6 s of trace
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens = int64(i), int64(i)*2e6, 64, 4
+		recs[i] = r
+	}
+	trace := filepath.Join(dir, "trace.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("t"), recs); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "res.parquet")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReplaySIGKILLKeepsJournal$")
+	cmd.Env = append(os.Environ(), "TOKENTRACE_REPLAY_CHILD="+strings.Join([]string{"--url", srv.URL, "--quiet", "--out", out, trace}, "\x1f"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	cmd.Process.Kill() // SIGKILL
+	killed := time.Now()
+	cmd.Wait()
+
+	got, _, err := traces.ReadAll(replay.JournalPath(out))
+	if err != nil && !errors.Is(err, traces.ErrTruncated) {
+		t.Fatalf("read journal: %v", err)
+	}
+	inJournal := map[string]bool{}
+	for _, r := range got {
+		if !r.HasOutcome() || r.RequestID == "" {
+			t.Errorf("journal row %d has no outcome", r.Seq)
+		}
+		inJournal[r.RequestID] = true
+	}
+	need := 0
+	for _, tr := range srv.Truth() {
+		if tr.LastTokenNs < 0 || simStart.Add(time.Duration(tr.LastTokenNs)).After(killed.Add(-time.Second)) {
+			continue
+		}
+		need++
+		if !inJournal[tr.RequestID] {
+			t.Errorf("request %s finished on the server at %v, more than 1 s before the kill, but is not in the journal", tr.RequestID, time.Duration(tr.LastTokenNs))
+		}
+	}
+	if need == 0 || len(got) < need {
+		t.Fatalf("journal has %d rows, server finished %d more than 1 s before the kill", len(got), need)
+	}
+	t.Logf("journal: %d rows; %d requests finished >1 s before the kill", len(got), need)
+}

@@ -1,0 +1,208 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// fastHandler streams n one-token chunks, a usage chunk and [DONE] as fast as
+// it can: the "fast local server" of the schedule-fidelity benchmark. It does
+// not parse the body beyond draining it.
+func fastHandler(n int) http.HandlerFunc {
+	var body bytes.Buffer
+	for i := 0; i < n; i++ {
+		body.WriteString(`data: {"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null}]}` + "\n\n")
+	}
+	fmt.Fprintf(&body, `data: {"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":8,"total_tokens":%d,"completion_tokens":%d}}`+"\n\ndata: [DONE]\n\n", 8+n, n)
+	b := body.Bytes()
+	return func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(b)
+	}
+}
+
+// benchLateness replays rate·seconds requests at a constant rate against a
+// fast local server (REPLAY_BENCH_URL, e.g. go run ./bench/fastsse, else an
+// in-process httptest server) and reports lateness percentiles and the
+// process CPU per request.
+func benchLateness(b *testing.B, rate int) {
+	seconds := 3
+	if s := os.Getenv("REPLAY_BENCH_SECONDS"); s != "" {
+		seconds, _ = strconv.Atoi(s)
+	}
+	url := os.Getenv("REPLAY_BENCH_URL") // e.g. go run ./bench/fastsse in another process
+	if url == "" {
+		srv := httptest.NewServer(fastHandler(4))
+		defer srv.Close()
+		url = srv.URL
+	}
+	n := rate * seconds
+	recs := testTrace(n, time.Second/time.Duration(rate), 8, 4)
+	o := DefaultOptions()
+	o.URL = url
+	o.Model = "m"
+	o.Warmup = 200
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var ru0, ru1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		res, err := Run(context.Background(), recs, traces.NewMeta("bench"), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		s := res.Summary
+		if s.OK != n {
+			b.Fatalf("%d of %d ok: %v", s.OK, n, s.FailedBy)
+		}
+		cpu := time.Duration(ru1.Utime.Nano()-ru0.Utime.Nano()+ru1.Stime.Nano()-ru0.Stime.Nano()) / time.Duration(n)
+		b.ReportMetric(float64(s.LatenessP50)/1e3, "late-p50-µs")
+		b.ReportMetric(float64(s.LatenessP99)/1e3, "late-p99-µs")
+		b.ReportMetric(float64(s.LatenessMax)/1e3, "late-max-µs")
+		b.ReportMetric(float64(cpu)/1e3, "cpu-µs/req") // includes the server when REPLAY_BENCH_URL is unset
+	}
+}
+
+func BenchmarkScheduleFidelity1k(b *testing.B)  { benchLateness(b, 1000) }
+func BenchmarkScheduleFidelity5k(b *testing.B)  { benchLateness(b, 5000) }
+func BenchmarkScheduleFidelity10k(b *testing.B) { benchLateness(b, 10000) }
+
+var benchChunks = []string{
+	`{"id":"cmpl-0b3c1b5bd2a54f0f9d3f8c0e3c7f5f1a-0","object":"text_completion","created":1732212345,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}`,
+	`{"id":"chatcmpl-0b3c1b5bd2a54f0f9d3f8c0e3c7f5f1a","object":"chat.completion.chunk","created":1732212345,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}]}`,
+}
+
+// BenchmarkParseChunk measures the hand-written chunk parser on realistic
+// vLLM chunks (reported as chunks/s per core).
+func BenchmarkParseChunk(b *testing.B) {
+	var c chunk
+	in := [][]byte{[]byte(benchChunks[0]), []byte(benchChunks[1])}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := parseChunk(in[i&1], &c); err != nil || !c.content {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "chunks/s")
+}
+
+// BenchmarkSSEStream measures the whole client-side stream path without the
+// network: SSE splitting, chunk parsing and per-chunk bookkeeping (timestamp,
+// ChunkNs append), for a 1000-token stream.
+func BenchmarkSSEStream(b *testing.B) {
+	var body bytes.Buffer
+	for i := 0; i < 1000; i++ {
+		body.WriteString("data: " + benchChunks[0] + "\n\n")
+	}
+	body.WriteString(`data: {"id":"x","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":1000,"total_tokens":1008}}` + "\n\ndata: [DONE]\n\n")
+	data := body.Bytes()
+	t0 := time.Now()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rec := traces.NewRecord()
+		readStream(&chunkedBytes{b: data, n: 4096}, t0, &rec, context.Background(), context.Background())
+		if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 1000 {
+			b.Fatalf("%s %q %d", rec.Status, rec.Error, len(rec.ChunkNs))
+		}
+	}
+	b.ReportMetric(float64(b.N)*1002/b.Elapsed().Seconds(), "chunks/s")
+}
+
+// BenchmarkOpenStreams measures client memory per open stream: it opens
+// REPLAY_BENCH_STREAMS (default 2000) streams against a server that sends
+// one chunk and then holds them open, and reports the heap and the Go
+// runtime's total memory growth per stream.
+func BenchmarkOpenStreams(b *testing.B) {
+	streams := 2000
+	if s := os.Getenv("REPLAY_BENCH_STREAMS"); s != "" {
+		streams, _ = strconv.Atoi(s)
+	}
+	var hold sync.WaitGroup
+	release := make(chan struct{})
+	var opened sync.WaitGroup
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"choices":[{"index":0,"text":" a"}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		opened.Done()
+		<-release
+		io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":1}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	srv.Start()
+	defer srv.Close()
+	for i := 0; i < b.N; i++ {
+		opened.Add(streams)
+		hold.Add(1)
+		recs := testTrace(streams, 0, 8, 1)
+		o := DefaultOptions()
+		o.URL = srv.URL
+		o.Model = "m"
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		var res *Result
+		var err error
+		go func() {
+			defer hold.Done()
+			res, err = Run(context.Background(), recs, traces.NewMeta("b"), o)
+		}()
+		opened.Wait()
+		time.Sleep(200 * time.Millisecond) // let every client read its first chunk
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		close(release)
+		hold.Wait()
+		if err != nil || res.Summary.OK != streams {
+			b.Fatalf("%v ok=%d", err, res.Summary.OK)
+		}
+		// The server's goroutines and buffers live in this process too;
+		// both sides are counted, so this over-states the client's cost.
+		b.ReportMetric(float64(m1.HeapInuse-m0.HeapInuse)/float64(streams)/1024, "heap-KiB/stream(client+server)")
+		b.ReportMetric(float64(m1.Sys-m0.Sys)/float64(streams)/1024, "sys-KiB/stream(client+server)")
+		release = make(chan struct{})
+	}
+}
+
+func TestFastHandler(t *testing.T) {
+	srv := httptest.NewServer(fastHandler(3))
+	defer srv.Close()
+	rec := traces.NewRecord()
+	sendOne(context.Background(), &transport{base: srv.URL, client: NewHTTPClient()}, "/v1/completions", []byte(`{}`), http.Header{}, time.Second, time.Now(), false, &rec)
+	if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 3 || !strings.HasPrefix(rec.Error, "") {
+		t.Fatalf("%+v", rec)
+	}
+}
+
+// chunkedBytes reads b in pieces of at most n bytes (like socket reads).
+type chunkedBytes struct {
+	b []byte
+	n int
+}
+
+func (r *chunkedBytes) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.n)], r.b)
+	r.b = r.b[n:]
+	return n, nil
+}

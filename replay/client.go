@@ -1,0 +1,452 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+var readBufPool = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
+// requestID is the X-Request-Id of a record: deterministic from run and seq.
+func requestID(run string, seq int64) string {
+	return run + "-" + strconv.FormatInt(seq, 10)
+}
+
+// do sends one request and records its outcome.
+func (r *runner) do(it *item) {
+	rec := *it.rec
+	rec.ClearOutcome()
+	rec.ChunkNs, rec.ChunkTokens = nil, nil
+	rec.Run = r.o.Run
+	rec.ScheduledNs = int64(it.sched)
+	rec.RequestID = requestID(r.o.Run, rec.Seq)
+
+	if r.sem != nil {
+		select {
+		case r.sem <- struct{}{}:
+			defer func() { <-r.sem }()
+		case <-r.sendCtx.Done():
+			r.notSent(it)
+			return
+		}
+	}
+	if r.sendCtx.Err() != nil {
+		// stopped between dispatch and here: not sent
+		r.notSent(it)
+		return
+	}
+	r.live.inflight.Add(1)
+	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.o.TraceParent, &rec)
+	r.live.inflight.Add(-1)
+	r.finished(&rec)
+	if r.nexts != nil {
+		end := rec.LastTokenNs
+		if end < 0 {
+			end = int64(time.Since(r.t0))
+		}
+		r.followUp(it.rec, time.Duration(end))
+	}
+}
+
+func (r *runner) notSent(it *item) {
+	if r.nexts != nil {
+		for nx := r.nexts[it.rec]; nx != nil; nx = r.nexts[nx] {
+			r.outstanding.Add(-1)
+		}
+		r.poke()
+	}
+}
+
+// headers returns the per-request headers (shared, read only).
+func (r *runner) headers() http.Header {
+	r.hdrOnce.Do(func() {
+		h := http.Header{}
+		for k, v := range r.o.Headers {
+			h[http.CanonicalHeaderKey(k)] = v
+		}
+		h.Set("Content-Type", "application/json")
+		h.Set("Accept", "text/event-stream")
+		if r.o.APIKey != "" {
+			h.Set("Authorization", "Bearer "+r.o.APIKey)
+		}
+		r.hdr = h
+	})
+	return r.hdr
+}
+
+func (r *runner) finished(rec *traces.Record) {
+	r.live.record(rec)
+	r.mu.Lock()
+	r.done = append(r.done, *rec)
+	r.mu.Unlock()
+}
+
+// transport sends requests: h1 for plain-http targets, else net/http.
+type transport struct {
+	base   string
+	h1     *h1Client
+	client *http.Client
+}
+
+// sendOne sends body to path and fills rec's outcome columns (offsets from
+// t0). ctx cancellation is recorded as client_error "cancelled".
+func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr http.Header, timeout time.Duration, t0 time.Time, traceParent bool, rec *traces.Record) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	extra := [][2]string{{"X-Request-Id", rec.RequestID}}
+	if traceParent {
+		tp, _ := TraceParentFor(rec.RequestID)
+		extra = append(extra, [2]string{"Traceparent", tp})
+	}
+	var (
+		status int
+		rbody  io.ReadCloser
+	)
+	if tr.h1 != nil {
+		rec.SentNs = int64(time.Since(t0))
+		resp, err := tr.h1.do(rctx, path, hdr, extra, body)
+		if err != nil {
+			rec.Status, rec.Error = classify(err, rctx, ctx)
+			return
+		}
+		status, rbody = resp.status, resp
+	} else {
+		req, err := http.NewRequestWithContext(rctx, http.MethodPost, tr.base+path, bytes.NewReader(body))
+		if err != nil {
+			rec.Status, rec.Error = traces.StatusClientError, "bad request URL"
+			return
+		}
+		req.Header = hdr.Clone()
+		for _, kv := range extra {
+			req.Header.Set(kv[0], kv[1])
+		}
+		rec.SentNs = int64(time.Since(t0))
+		resp, err := tr.client.Do(req)
+		if err != nil {
+			rec.Status, rec.Error = classify(err, rctx, ctx)
+			return
+		}
+		status, rbody = resp.StatusCode, resp.Body
+	}
+	defer rbody.Close()
+	rec.HTTPStatus = int32(status)
+	if status != http.StatusOK {
+		rec.Status = traces.StatusHTTPError
+		rec.Error = "HTTP " + strconv.Itoa(status)
+		b, _ := io.ReadAll(io.LimitReader(rbody, 8<<10))
+		var c chunk
+		if parseChunk(bytes.TrimSpace(b), &c) == nil && c.isError {
+			rec.Error += errSuffix(&c)
+		}
+		return
+	}
+	readStream(rbody, t0, rec, rctx, ctx)
+}
+
+func errSuffix(c *chunk) string {
+	s := ""
+	if c.errType != "" {
+		s += " " + c.errType
+	}
+	if c.errCode != "" {
+		s += " (code " + c.errCode + ")"
+	}
+	return s
+}
+
+// readStream consumes an SSE body into rec.
+func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx context.Context) {
+	bp := readBufPool.Get().(*[]byte)
+	sr := &sseReader{r: body, buf: *bp, max: 16 << 20}
+	defer func() {
+		if len(sr.buf) == len(*bp) {
+			readBufPool.Put(bp)
+		}
+	}()
+	var (
+		c          chunk
+		now        int64
+		prevCT     int64
+		tokUnknown bool
+		gotDone    bool
+		sawChoices bool
+	)
+	for {
+		payload, fresh, err := sr.next()
+		if fresh {
+			now = int64(time.Since(t0))
+		}
+		if err != nil {
+			if err == io.EOF {
+				if !gotDone {
+					rec.Status, rec.Error = traces.StatusDisconnect, "stream ended before [DONE]"
+				}
+			} else if errors.Is(err, errLineTooLong) {
+				rec.Status, rec.Error = traces.StatusStreamError, "SSE line too long"
+			} else {
+				rec.Status, rec.Error = classify(err, rctx, ctx)
+			}
+			break
+		}
+		if len(payload) == 6 && string(payload) == "[DONE]" {
+			gotDone = true
+			continue
+		}
+		if gotDone {
+			continue // tolerate trailing data after [DONE]
+		}
+		if err := parseChunk(payload, &c); err != nil {
+			rec.Status, rec.Error = traces.StatusStreamError, "malformed SSE chunk"
+			break
+		}
+		if c.isError {
+			rec.Status, rec.Error = traces.StatusStreamError, "error event in stream"+errSuffix(&c)
+			if c.errCode != "" {
+				if n, err := strconv.Atoi(c.errCode); err == nil && n >= 100 && n < 600 {
+					rec.HTTPStatus = int32(n)
+				}
+			}
+			break
+		}
+		delta := int64(-1)
+		if c.completionTokens >= 0 {
+			delta = c.completionTokens - prevCT
+			prevCT = c.completionTokens
+		}
+		if c.choices {
+			sawChoices = true
+		}
+		if c.choices && (c.content || delta > 0) {
+			if rec.FirstTokenNs < 0 {
+				rec.FirstTokenNs = now
+			}
+			rec.LastTokenNs = now
+			rec.ChunkNs = append(rec.ChunkNs, now)
+			if delta > 0 && !tokUnknown {
+				rec.ChunkTokens = append(rec.ChunkTokens, int32(delta))
+			} else {
+				tokUnknown = true
+			}
+		}
+		if c.promptTokens >= 0 {
+			rec.ServerPromptTokens = int32(c.promptTokens)
+		}
+		if c.completionTokens >= 0 {
+			rec.ServerOutputTokens = int32(c.completionTokens)
+		}
+		if c.cachedTokens >= 0 {
+			rec.ServerCachedTokens = int32(c.cachedTokens)
+		}
+		if c.hasMetrics() {
+			rec.ServerQueueNs = msToNs(c.queueMs)
+			rec.ServerPrefillNs = msToNs(c.ttftMs)
+			rec.ServerDecodeNs = msToNs(c.genMs)
+		}
+	}
+	if tokUnknown || len(rec.ChunkTokens) != len(rec.ChunkNs) {
+		rec.ChunkTokens = nil
+	}
+	if rec.Status == "" {
+		if len(rec.ChunkNs) == 0 && rec.ServerOutputTokens <= 0 {
+			rec.Status, rec.Error = traces.StatusStreamError, "stream carried no tokens"
+			if !sawChoices {
+				rec.Error = "stream carried no choices"
+			}
+		} else {
+			rec.Status = traces.StatusOK
+		}
+	}
+}
+
+func msToNs(ms float64) int64 {
+	if math.IsNaN(ms) || ms < 0 {
+		return traces.NotReported
+	}
+	return int64(math.Round(ms * 1e6))
+}
+
+// classify maps a transport error to a status and a short content-free
+// message.
+func classify(err error, rctx, ctx context.Context) (status, msg string) {
+	switch {
+	case ctx.Err() != nil:
+		return traces.StatusClientError, "cancelled after drain"
+	case rctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+		return traces.StatusTimeout, "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return traces.StatusDisconnect, "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return traces.StatusDisconnect, "connection reset"
+	case errors.Is(err, syscall.EPIPE):
+		return traces.StatusDisconnect, "broken pipe"
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return traces.StatusDisconnect, "unexpected EOF"
+	default:
+		return traces.StatusDisconnect, "transport error"
+	}
+}
+
+// resolveModel picks the model when neither --model nor the records name
+// one: the first entry of GET /v1/models.
+func (r *runner) resolveModel(ctx context.Context, sel []*traces.Record) error {
+	r.model = r.o.Model
+	if r.model != "" {
+		return nil
+	}
+	need := false
+	for _, rec := range sel {
+		if rec.Model == "" {
+			need = true
+			break
+		}
+	}
+	if !need {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/models", nil)
+	if err != nil {
+		return errors.New("list models: bad --url")
+	}
+	for k, v := range r.headers() {
+		req.Header[k] = v
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		_, msg := classify(err, ctx, context.Background())
+		return fmt.Errorf("list models at %s: %s (set --model)", RedactURL(r.o.URL), msg)
+	}
+	defer resp.Body.Close()
+	var lm struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&lm) != nil || len(lm.Data) == 0 {
+		return fmt.Errorf("list models at %s: HTTP %d, no model found (set --model)", RedactURL(r.o.URL), resp.StatusCode)
+	}
+	r.defaultModel = lm.Data[0].ID
+	return nil
+}
+
+// chatCalibration maps a target token count to a word count for chat
+// prompts: tokens = overhead + perWord·words.
+type chatCalibration struct {
+	overhead int
+	perWord  float64
+	source   string
+}
+
+func (c chatCalibration) words(tokens int) int {
+	if c.perWord <= 0 {
+		c.perWord = 1
+	}
+	n := int(math.Round(float64(tokens-c.overhead) / c.perWord))
+	return max(n, 1)
+}
+
+func (r *runner) needsChat(sel []*traces.Record) bool {
+	if r.o.ForceAPI || len(sel) == 0 {
+		return r.o.API == traces.APIChat && len(sel) > 0
+	}
+	for _, rec := range sel {
+		if rec.API == traces.APIChat || (rec.API == "" && r.o.API == traces.APIChat) {
+			return true
+		}
+	}
+	return false
+}
+
+// calibrate measures the chat template overhead and tokens per word through
+// POST /tokenize (vLLM's chat form). Without /tokenize the overhead is 0.
+func (r *runner) calibrate(ctx context.Context) chatCalibration {
+	model := r.model
+	if model == "" {
+		model = r.defaultModel
+	}
+	probe := &traces.Record{Seq: -1}
+	count := func(n int) (int, bool) {
+		var b []byte
+		b = append(b, `{"model":`...)
+		b = strconv.AppendQuote(b, model)
+		b = append(b, `,"messages":[{"role":"user","content":"`...)
+		b = r.prompts.appendWords(b, probe, n, 0xca1)
+		b = append(b, `"}],"add_generation_prompt":true}`...)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(cctx, http.MethodPost, r.base+"/tokenize", bytes.NewReader(b))
+		if err != nil {
+			return 0, false
+		}
+		for k, v := range r.headers() {
+			req.Header[k] = v
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return 0, false
+		}
+		defer resp.Body.Close()
+		var tr struct {
+			Count int `json:"count"`
+		}
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&tr) != nil || tr.Count <= 0 {
+			return 0, false
+		}
+		return tr.Count, true
+	}
+	c1, ok1 := count(200)
+	c2, ok2 := count(400)
+	if !ok1 || !ok2 || c2 <= c1 {
+		return chatCalibration{perWord: 1, source: "none (no /tokenize)"}
+	}
+	per := float64(c2-c1) / 200
+	over := int(math.Round(float64(c1) - 200*per))
+	return chatCalibration{overhead: over, perWord: per,
+		source: fmt.Sprintf("/tokenize: overhead %d tokens, %.3f tokens/word", over, per)}
+}
+
+// warmup sends o.Warmup requests shaped like the first records, with unique
+// prompts and no shared prefixes, before the clock starts; they are not
+// recorded.
+func (r *runner) warmup(ctx context.Context, sel []*traces.Record) {
+	if r.o.Warmup <= 0 || len(sel) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	lim := make(chan struct{}, 16)
+	for i := 0; i < r.o.Warmup; i++ {
+		src := *sel[i%len(sel)]
+		src.PrefixBlocks, src.Category, src.PrefixTokens = nil, "", 0
+		it := &item{rec: &src}
+		r.build(it)
+		api := r.o.API
+		if !r.o.ForceAPI && src.API != "" {
+			api = src.API
+		}
+		it.body = r.body(&src, api, it.model, 0x3a3a0000+uint64(i))
+		wg.Add(1)
+		lim <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-lim }()
+			rec := traces.NewRecord()
+			rec.RequestID = r.o.Run + "-warmup-" + strconv.Itoa(i)
+			sendOne(ctx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, time.Now(), false, &rec)
+		}(i)
+	}
+	wg.Wait()
+}

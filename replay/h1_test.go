@@ -1,0 +1,127 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// rawServer answers each request on a connection with resp(i) (i counts
+// requests across connections); after closeAfter requests on one connection
+// it closes it without a word (a keep-alive timeout on the server side).
+func rawServer(t *testing.T, closeAfter int, resp func(i int) string) (url string, conns *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	conns = new(atomic.Int64)
+	var reqs atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; n < closeAfter; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					io.WriteString(c, resp(int(reqs.Add(1)-1)))
+				}
+			}(c)
+		}
+	}()
+	return "http://" + ln.Addr().String(), conns
+}
+
+const sseBody = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"
+
+func chunkedResp(extraHeader string) string {
+	// split the body over two chunks, with a chunk extension and a trailer
+	a, b := sseBody[:20], sseBody[20:]
+	return "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n" + extraHeader + "\r\n" +
+		fmt.Sprintf("%x;ext=1\r\n%s\r\n%X\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n", len(a), a, len(b), b)
+}
+
+func TestH1Client(t *testing.T) {
+	tests := []struct {
+		name       string
+		closeAfter int
+		resp       func(i int) string
+		wantConns  int64 // upper bound on connections for 3 sequential requests
+	}{
+		// Chunked keep-alive responses reuse one connection.
+		{"chunked keep-alive", 100, func(int) string { return chunkedResp("") }, 1},
+		// Content-Length responses reuse it too.
+		{"content-length", 100, func(int) string {
+			return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(sseBody), sseBody)
+		}, 1},
+		// Connection: close is honoured: a new connection per request.
+		{"connection close", 100, func(int) string { return chunkedResp("Connection: close\r\n") }, 3},
+		// The server closes idle connections after each answer: the stale
+		// pooled connection is retried on a new one.
+		{"stale keep-alive", 1, func(int) string { return chunkedResp("") }, 3},
+		// HTTP/1.0 responses without a length: read to EOF, not reused.
+		{"http/1.0 to eof", 1, func(int) string { return "HTTP/1.0 200 OK\r\n\r\n" + sseBody }, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url, conns := rawServer(t, tt.closeAfter, tt.resp)
+			h, err := newH1Client(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.closeIdle()
+			tr := &transport{base: url, h1: h}
+			for i := 0; i < 3; i++ {
+				rec := traces.NewRecord()
+				rec.RequestID = fmt.Sprint("r-", i)
+				sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{"A": {"b"}}, 2*time.Second, time.Now(), true, &rec)
+				if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 1 || rec.ServerPromptTokens != 3 {
+					t.Fatalf("request %d: %s %q chunks %d prompt %d", i, rec.Status, rec.Error, len(rec.ChunkNs), rec.ServerPromptTokens)
+				}
+				time.Sleep(5 * time.Millisecond) // let the server close idle connections
+			}
+			if got := conns.Load(); got > tt.wantConns {
+				t.Errorf("%d connections for 3 requests, want <= %d", got, tt.wantConns)
+			}
+		})
+	}
+}
+
+func TestH1MalformedResponses(t *testing.T) {
+	for _, resp := range []string{
+		"garbage\r\n\r\n",
+		"HTTP/1.1 2x0 OK\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort",
+	} {
+		url, _ := rawServer(t, 1, func(int) string { return resp })
+		h, _ := newH1Client(url)
+		rec := traces.NewRecord()
+		sendOne(context.Background(), &transport{base: url, h1: h}, "/", nil, http.Header{}, time.Second, time.Now(), false, &rec)
+		if rec.Status == traces.StatusOK {
+			t.Errorf("response %q: status ok, want a failure", resp)
+		}
+		if strings.Contains(rec.Error, "garbage") {
+			t.Errorf("error leaks response bytes: %q", rec.Error)
+		}
+	}
+}

@@ -1,0 +1,263 @@
+// Package replay sends the records of a trace to an OpenAI-compatible server
+// at their recorded arrival times and records what happened to each one.
+//
+// The scheduler is open-loop: every request has an absolute deadline from the
+// run start (no drift), the dispatcher sleeps with a precise timer and spins
+// the last microseconds, and workers grow on demand so a slow server never
+// slows the sender. Anything that delays a request (a --max-concurrency cap,
+// an overloaded client) shows up as lateness (sent − scheduled), never
+// silently.
+//
+// Prompts are token-id lists of exactly input_tokens on /v1/completions, or
+// text calibrated through the server's /tokenize on /v1/chat/completions.
+// Records that share prefix blocks or a category get byte-identical prefixes,
+// so the server's prefix cache behaves as in production.
+//
+// Results are journaled to a JSONL file beside the output while the run goes
+// (fsync'd every JournalSync), so a killed replay loses at most the last
+// fraction of a second.
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Defaults shared by the library and the CLI flags.
+const (
+	DefaultSpeed          = 1.0
+	DefaultTimeout        = 10 * time.Minute
+	DefaultDrain          = 30 * time.Second
+	DefaultMaxLateness    = 5 * time.Millisecond
+	DefaultJournalSync    = 250 * time.Millisecond
+	DefaultBlockSize      = 512
+	DefaultRunLabel       = "replay"
+	DefaultSessions       = SessionsOpen
+	DefaultAPI            = traces.APICompletions
+	DefaultTokenIDMin     = 1000
+	DefaultTokenIDMax     = 30000
+	DefaultSpin           = 30 * time.Microsecond
+	DefaultProgressPeriod = time.Second
+)
+
+// Session modes.
+const (
+	// SessionsOpen sends every turn at its recorded time.
+	SessionsOpen = "open"
+	// SessionsClosed sends a turn when the previous turn of its session has
+	// finished plus the recorded gap between the two arrivals.
+	SessionsClosed = "closed"
+)
+
+// Options configure a replay. The zero value is not usable: start from
+// DefaultOptions.
+type Options struct {
+	// URL is the server's base URL (http://host:port, optionally ending in
+	// /v1). Required.
+	URL string
+	// Model is sent as "model" on every request; "" uses each record's model,
+	// and when that is empty too, the first model of /v1/models. Defaults to "".
+	Model string
+	// API is the default endpoint for records whose api column is empty:
+	// traces.APICompletions or traces.APIChat. Defaults to completions.
+	API string
+	// ForceAPI sends every record to API, ignoring the records' api column.
+	// Defaults to false.
+	ForceAPI bool
+	// Run labels the run; request ids are "<Run>-<seq>". Defaults to "replay".
+	Run string
+	// Speed scales time: 2 replays twice as fast. Defaults to 1.
+	Speed float64
+	// WindowFrom and WindowTo select the records whose arrival_ns is in
+	// [WindowFrom, WindowTo); WindowTo 0 means no upper bound. The run starts
+	// at WindowFrom. Defaults to 0, 0.
+	WindowFrom, WindowTo time.Duration
+	// MaxConcurrency caps in-flight requests (0 = no cap). A request delayed
+	// by the cap is late, and its lateness says so. Defaults to 0.
+	MaxConcurrency int
+	// Warmup sends this many requests (copies of the first records with
+	// unique prompts) before the clock starts; they are not recorded.
+	// Defaults to 0.
+	Warmup int
+	// Duration stops sending records scheduled after this offset (0 = whole
+	// trace). Defaults to 0.
+	Duration time.Duration
+	// Sessions is SessionsOpen or SessionsClosed. Defaults to open.
+	Sessions string
+	// ShardIndex and ShardCount select the records of one shard of n
+	// (deterministic by session, or by seq for single-shot records).
+	// Defaults to 0, 1.
+	ShardIndex, ShardCount int
+	// StartAt is the wall-clock time the run starts (zero = now), so shards
+	// on many machines start together. Defaults to zero.
+	StartAt time.Time
+	// Timeout bounds one request from send to its last byte. Defaults to
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Drain is how long in-flight requests may finish after sending stops
+	// early (ctx cancelled or Duration reached). Defaults to DefaultDrain.
+	Drain time.Duration
+	// NoVLLMExtensions leaves out ignore_eos and min_tokens, for servers that
+	// reject them. Defaults to false.
+	NoVLLMExtensions bool
+	// ContinuousUsage asks for usage on every chunk
+	// (stream_options.continuous_usage_stats), which gives exact tokens per
+	// chunk. Defaults to false.
+	ContinuousUsage bool
+	// Headers are added to every request.
+	Headers http.Header
+	// APIKey is sent as a bearer token. It never reaches a file, a log line
+	// or an error message. Defaults to "".
+	APIKey string
+	// BlockSize is the token size of one prefix_blocks entry when the trace's
+	// metadata does not say. Defaults to DefaultBlockSize.
+	BlockSize int
+	// TokenIDMin and TokenIDMax bound the token ids of generated prompts
+	// ([min, max)); the default range is valid and free of special tokens for
+	// common vocabularies (Llama 2/3, Qwen, Mistral). Defaults to 1000, 30000.
+	TokenIDMin, TokenIDMax int
+	// NoCalibrate skips the /tokenize calibration of chat prompts. Defaults
+	// to false.
+	NoCalibrate bool
+	// Spin is how long before a deadline the dispatcher stops sleeping and
+	// spins. Defaults to DefaultSpin.
+	Spin time.Duration
+	// Journal is the JSONL journal path that receives each finished request
+	// while the run goes ("" = no journal). Defaults to "".
+	Journal string
+	// JournalSync is how often the journal is flushed and fsync'd. Defaults
+	// to DefaultJournalSync.
+	JournalSync time.Duration
+	// Progress receives a live progress line every ProgressPeriod (nil =
+	// quiet). Defaults to nil.
+	Progress io.Writer
+	// ProgressPeriod is the progress refresh period. Defaults to one second.
+	ProgressPeriod time.Duration
+	// TraceParent sends a W3C traceparent header derived from the request id
+	// (TraceParentFor), so OTLP spans can be joined on their trace id.
+	// Defaults to false.
+	TraceParent bool
+	// OnStart, when set, is called with the run's start time (t0, the zero
+	// of every offset) as the clock starts, e.g. to align a metrics scraper.
+	// Defaults to nil.
+	OnStart func(t0 time.Time)
+	// Client overrides the HTTP client (it implies net/http). Defaults to a
+	// tuned net/http client for https and proxied targets, and replay's own
+	// HTTP/1.1 client for plain http.
+	Client *http.Client
+	// NetHTTP uses net/http even for plain-http targets. Defaults to false.
+	NetHTTP bool
+}
+
+// DefaultOptions returns the defaults; set URL before use.
+func DefaultOptions() Options {
+	return Options{
+		API:            DefaultAPI,
+		Run:            DefaultRunLabel,
+		Speed:          DefaultSpeed,
+		Sessions:       DefaultSessions,
+		ShardCount:     1,
+		Timeout:        DefaultTimeout,
+		Drain:          DefaultDrain,
+		BlockSize:      DefaultBlockSize,
+		TokenIDMin:     DefaultTokenIDMin,
+		TokenIDMax:     DefaultTokenIDMax,
+		Spin:           DefaultSpin,
+		JournalSync:    DefaultJournalSync,
+		ProgressPeriod: DefaultProgressPeriod,
+	}
+}
+
+// Validate checks the options; errors name the CLI flag.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.URL == "" {
+		errs = append(errs, errors.New("--url: required"))
+	} else if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
+		errs = append(errs, errors.New("--url: want http:// or https://"))
+	}
+	if o.API != traces.APICompletions && o.API != traces.APIChat {
+		errs = append(errs, fmt.Errorf("--api: %q is not one of %s, %s", o.API, traces.APICompletions, traces.APIChat))
+	}
+	if !(o.Speed > 0) {
+		errs = append(errs, fmt.Errorf("--speed: must be > 0, got %v", o.Speed))
+	}
+	if o.WindowFrom < 0 || (o.WindowTo != 0 && o.WindowTo <= o.WindowFrom) {
+		errs = append(errs, fmt.Errorf("--window: want 0 <= FROM < TO, got %v,%v", o.WindowFrom, o.WindowTo))
+	}
+	if o.MaxConcurrency < 0 {
+		errs = append(errs, errors.New("--max-concurrency: must be >= 0"))
+	}
+	if o.Warmup < 0 {
+		errs = append(errs, errors.New("--warmup: must be >= 0"))
+	}
+	if o.Duration < 0 {
+		errs = append(errs, errors.New("--duration: must be >= 0"))
+	}
+	if o.Sessions != SessionsOpen && o.Sessions != SessionsClosed {
+		errs = append(errs, fmt.Errorf("--sessions: %q is not one of open, closed", o.Sessions))
+	}
+	if o.ShardCount < 1 || o.ShardIndex < 0 || o.ShardIndex >= o.ShardCount {
+		errs = append(errs, fmt.Errorf("--shard: want i/n with 0 <= i < n, got %d/%d", o.ShardIndex, o.ShardCount))
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, errors.New("--timeout: must be > 0"))
+	}
+	if o.Drain < 0 {
+		errs = append(errs, errors.New("--drain: must be >= 0"))
+	}
+	if o.BlockSize <= 0 {
+		errs = append(errs, errors.New("--block-size: must be > 0"))
+	}
+	if o.TokenIDMin < 0 || o.TokenIDMax <= o.TokenIDMin {
+		errs = append(errs, errors.New("--token-ids: want 0 <= MIN < MAX"))
+	}
+	if o.Run == "" || strings.ContainsAny(o.Run, " \t\r\n") {
+		errs = append(errs, errors.New("--run: want a non-empty label without spaces"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseShard parses "i/n".
+func ParseShard(s string) (i, n int, err error) {
+	a, b, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("--shard: want i/n, got %q", s)
+	}
+	if _, err := fmt.Sscanf(a+" "+b, "%d %d", &i, &n); err != nil {
+		return 0, 0, fmt.Errorf("--shard: want i/n, got %q", s)
+	}
+	if n < 1 || i < 0 || i >= n {
+		return 0, 0, fmt.Errorf("--shard: want 0 <= i < n, got %q", s)
+	}
+	return i, n, nil
+}
+
+// ParseWindow parses "FROM,TO" durations ("0s,60s"; TO may be empty).
+func ParseWindow(s string) (from, to time.Duration, err error) {
+	a, b, ok := strings.Cut(s, ",")
+	if !ok {
+		return 0, 0, fmt.Errorf("--window: want FROM,TO (e.g. 0s,60s), got %q", s)
+	}
+	if from, err = time.ParseDuration(strings.TrimSpace(a)); err != nil {
+		return 0, 0, fmt.Errorf("--window: FROM: %w", err)
+	}
+	if strings.TrimSpace(b) != "" {
+		if to, err = time.ParseDuration(strings.TrimSpace(b)); err != nil {
+			return 0, 0, fmt.Errorf("--window: TO: %w", err)
+		}
+		if to <= from {
+			return 0, 0, fmt.Errorf("--window: TO must be after FROM, got %q", s)
+		}
+	}
+	if from < 0 {
+		return 0, 0, fmt.Errorf("--window: FROM must be >= 0, got %q", s)
+	}
+	return from, to, nil
+}

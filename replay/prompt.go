@@ -1,0 +1,133 @@
+package replay
+
+import (
+	"hash/fnv"
+	"strconv"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// promptBuilder makes deterministic prompts. A prompt is a sequence of
+// "units": token ids on /v1/completions, words on chat. Units come from
+// three sources, in order:
+//
+//  1. prefix blocks: unit j of block id b depends only on (b, j), so records
+//     sharing a block id share those units byte for byte;
+//  2. a category prefix (no blocks): unit j depends only on (category, j);
+//  3. the rest: unique per request, from (run, seq, j).
+type promptBuilder struct {
+	blockSize int
+	idMin     uint64
+	idSpan    uint64
+	runSalt   uint64
+}
+
+func newPromptBuilder(o *Options, blockSize int) *promptBuilder {
+	if blockSize <= 0 {
+		blockSize = o.BlockSize
+	}
+	return &promptBuilder{
+		blockSize: blockSize,
+		idMin:     uint64(o.TokenIDMin),
+		idSpan:    uint64(o.TokenIDMax - o.TokenIDMin),
+		runSalt:   hashString("run:" + o.Run),
+	}
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// splitmix64 is a fast, well-mixed hash of one word.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+const (
+	saltBlock    = 0x626c6f636b000000 // "block"
+	saltCategory = 0x6361746567000000 // "categ"
+	saltUnique   = 0x756e697175000000 // "uniqu"
+)
+
+// units calls emit(u) for each of n units of rec's prompt, u a 64-bit hash
+// the caller maps to a token id or a word. unique salts the per-request part.
+func (b *promptBuilder) units(rec *traces.Record, n int, unique uint64, emit func(u uint64)) {
+	j := 0
+	if len(rec.PrefixBlocks) > 0 {
+		for _, blk := range rec.PrefixBlocks {
+			base := splitmix64(uint64(blk) ^ saltBlock)
+			for k := 0; k < b.blockSize && j < n; k++ {
+				emit(splitmix64(base + uint64(k)))
+				j++
+			}
+			if j >= n {
+				return
+			}
+		}
+	} else if rec.Category != "" && rec.PrefixTokens > 0 {
+		base := splitmix64(hashString("category:"+rec.Category) ^ saltCategory)
+		for k := 0; k < int(rec.PrefixTokens) && j < n; k++ {
+			emit(splitmix64(base + uint64(k)))
+			j++
+		}
+	}
+	base := splitmix64(b.runSalt ^ splitmix64(uint64(rec.Seq)^saltUnique) ^ unique)
+	for ; j < n; j++ {
+		emit(splitmix64(base + uint64(j)))
+	}
+}
+
+// appendTokenIDs appends "[id,id,...]" of exactly n token ids.
+func (b *promptBuilder) appendTokenIDs(dst []byte, rec *traces.Record, n int, unique uint64) []byte {
+	dst = append(dst, '[')
+	first := true
+	b.units(rec, n, unique, func(u uint64) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = strconv.AppendUint(dst, b.idMin+u%b.idSpan, 10)
+	})
+	return append(dst, ']')
+}
+
+// appendWords appends n space-separated common English words (JSON-safe, no
+// escaping needed). Each word is a single token in common BPE and
+// SentencePiece vocabularies, so n words ≈ n tokens; calibrate() measures
+// the rest.
+func (b *promptBuilder) appendWords(dst []byte, rec *traces.Record, n int, unique uint64) []byte {
+	first := true
+	b.units(rec, n, unique, func(u uint64) {
+		if !first {
+			dst = append(dst, ' ')
+		}
+		first = false
+		dst = append(dst, words[u%uint64(len(words))]...)
+	})
+	return dst
+}
+
+// words are frequent lowercase English words of at most four letters:
+// with their leading space each is one token in GPT, Llama and Qwen
+// vocabularies and in the built-in simulator's tokenizer.
+var words = []string{
+	"the", "of", "and", "to", "in", "is", "for", "that", "on", "with",
+	"as", "was", "by", "at", "it", "from", "be", "this", "are", "or",
+	"an", "have", "not", "his", "but", "they", "has", "were", "had", "one",
+	"all", "you", "we", "can", "her", "more", "been", "new", "also", "when",
+	"who", "time", "into", "some", "only", "most", "what", "over", "two", "out",
+	"such", "may", "many", "up", "than", "them", "made", "used", "no", "then",
+	"year", "work", "city", "part", "each", "well", "both", "same", "life", "long",
+	"use", "day", "back", "end", "war", "high", "area", "name", "game", "own",
+	"law", "set", "way", "line", "old", "team", "form", "best", "take", "left",
+	"play", "does", "land", "must", "home", "book", "film", "site", "town", "main",
+	"rock", "girl", "king", "boy", "club", "word", "song", "love", "base", "road",
+	"free", "army", "post", "fire", "race", "ship", "door", "food", "band", "rule",
+	"sea", "key", "hand", "eye", "face", "head", "wife", "bird", "tree", "star",
+	"park", "cost", "fact",
+}

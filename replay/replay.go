@@ -1,0 +1,624 @@
+package replay
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Result is what a replay produced.
+type Result struct {
+	// Records are the sent requests with their outcome columns, by seq.
+	Records []traces.Record
+	// Meta is the results file metadata: the trace's metadata plus the
+	// replay's target, model, speed, options, timing source and counts.
+	Meta traces.Meta
+	// Summary is the end-of-run summary.
+	Summary Summary
+}
+
+// Metadata keys the replay sets in Meta.Extra.
+const (
+	MetaTarget          = "replay.target"
+	MetaModel           = "replay.model"
+	MetaSpeed           = "replay.speed"
+	MetaOptions         = "replay.options"
+	MetaRun             = "replay.run"
+	MetaStartedAt       = "replay.started_at"
+	MetaTimingSource    = "replay.server_timing_source"
+	MetaTimingMatched   = "replay.server_timing_matched"
+	MetaTimingUnmatched = "replay.server_timing_unmatched"
+	MetaNotSent         = "replay.not_sent"
+	MetaChatCalibration = "replay.chat_calibration"
+	MetaShard           = "replay.shard"
+	MetaLatenessP99     = "replay.lateness_p99_ns"
+)
+
+// TimingSourceResponseMetrics is the MetaTimingSource value when server
+// timings came from vLLM's per-request metrics object on the final usage
+// chunk; TimingSourceNone when no request carried them.
+const (
+	TimingSourceResponseMetrics = "response_metrics"
+	TimingSourceNone            = "none"
+)
+
+// item is one request to send.
+type item struct {
+	rec   *traces.Record // request columns (read only)
+	sched time.Duration  // offset from the run start
+	body  []byte
+	path  string
+	model string
+}
+
+type itemHeap []*item
+
+func (h itemHeap) Len() int           { return len(h) }
+func (h itemHeap) Less(i, j int) bool { return h[i].sched < h[j].sched }
+func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *itemHeap) Push(x any)        { *h = append(*h, x.(*item)) }
+func (h *itemHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return it
+}
+
+// runner is one replay in progress.
+type runner struct {
+	o       Options
+	base    string // base URL without trailing slash and without /v1
+	client  *http.Client
+	tr      *transport
+	prompts *promptBuilder
+	model   string
+	chat    chatCalibration
+	t0      time.Time
+
+	stopPrep context.CancelFunc
+	sendCtx  context.Context // cancelled when sending stops
+	stopSend context.CancelFunc
+	reqCtx   context.Context // cancelled when in-flight requests are abandoned
+	abandon  context.CancelFunc
+
+	work chan *item
+	sem  chan struct{}
+	wg   sync.WaitGroup
+
+	// closed-session follow-ups
+	hmu         sync.Mutex
+	dyn         itemHeap
+	notify      chan struct{}
+	outstanding atomic.Int64 // follow-up turns not yet queued or dropped
+
+	nexts map[*traces.Record]*traces.Record
+
+	mu        sync.Mutex
+	done      []traces.Record
+	journaled int
+	jstop     chan struct{}
+
+	defaultModel string
+	hdrOnce      sync.Once
+	hdr          http.Header
+
+	live liveStats
+}
+
+// Run replays recs (a trace with metadata meta) against o.URL and returns
+// what happened. Cancelling ctx stops sending; in-flight requests get
+// o.Drain to finish, then they are abandoned and recorded as cancelled.
+func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{o: o, notify: make(chan struct{}, 1)}
+	r.base = baseURL(o.URL)
+	r.client = o.Client
+	if r.client == nil {
+		r.client = NewHTTPClient()
+	}
+	r.tr = &transport{base: r.base, client: r.client}
+	if o.Client == nil && !o.NetHTTP && !proxied(r.base) {
+		if h, err := newH1Client(r.base); err == nil {
+			r.tr.h1 = h
+			defer h.closeIdle()
+		}
+	}
+	bs := meta.BlockSize
+	r.prompts = newPromptBuilder(&o, bs)
+	if o.MaxConcurrency > 0 {
+		r.sem = make(chan struct{}, o.MaxConcurrency)
+	}
+
+	sel := selectRecords(recs, &o)
+	if err := r.resolveModel(ctx, sel); err != nil {
+		return nil, err
+	}
+	if r.needsChat(sel) && !o.NoCalibrate {
+		r.chat = r.calibrate(ctx)
+	} else if r.needsChat(sel) {
+		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
+	}
+
+	r.warmup(ctx, sel)
+
+	var jw *journal
+	if o.Journal != "" {
+		var err error
+		jm := r.resultMeta(meta, sel)
+		if jw, err = openJournal(o.Journal, jm); err != nil {
+			return nil, err
+		}
+	}
+
+	// Build the first request bodies before the clock starts, so the
+	// earliest deadlines find them ready.
+	r.work = make(chan *item)
+	static := r.plan(sel)
+	ready := make(chan *item, 1024)
+	var prepCtx context.Context
+	prepCtx, r.stopPrep = context.WithCancel(ctx)
+	defer r.stopPrep()
+	go r.prepare(prepCtx, static, ready)
+	for len(ready) < min(cap(ready), len(static)) && prepCtx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+
+	// The clock.
+	if !o.StartAt.IsZero() {
+		if d := time.Until(o.StartAt); d > 0 {
+			select {
+			case <-time.After(d - min(d, 5*time.Millisecond)):
+			case <-ctx.Done():
+			}
+			for time.Now().Before(o.StartAt) {
+			}
+		}
+		r.t0 = time.Now().Add(-time.Since(o.StartAt))
+	} else {
+		r.t0 = time.Now()
+	}
+	if o.OnStart != nil {
+		o.OnStart(r.t0)
+	}
+	r.sendCtx, r.stopSend = context.WithCancel(ctx)
+	go func() {
+		<-r.sendCtx.Done()
+		r.stopPrep()
+	}()
+	r.reqCtx, r.abandon = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.stopSend()
+	defer r.abandon()
+	if o.Duration > 0 {
+		t := time.AfterFunc(time.Until(r.t0.Add(o.Duration)), r.stopSend)
+		defer t.Stop()
+	}
+
+	// One more P than the default: the dispatcher's thread sleeps in
+	// nanosleep and spins briefly, and must not take a P from the workers
+	// (nor wait for one when it wakes).
+	procs := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(procs + extraProcs)
+	defer runtime.GOMAXPROCS(procs)
+
+	var jdone chan error
+	if jw != nil {
+		r.jstop = make(chan struct{})
+		jdone = make(chan error, 1)
+		go func() { jdone <- r.journalLoop(jw) }()
+	}
+	var pdone chan struct{}
+	if o.Progress != nil {
+		pdone = make(chan struct{})
+		go r.progressLoop(pdone)
+	}
+
+	r.dispatch(ready)
+
+	// Sending is over. Wait for in-flight requests; when the run was cut
+	// short (ctx cancelled, Duration reached), abandon them after Drain.
+	allDone := make(chan struct{})
+	go func() { r.wg.Wait(); close(allDone) }()
+	select {
+	case <-allDone:
+	case <-r.sendCtx.Done():
+		select {
+		case <-allDone:
+		case <-time.After(o.Drain):
+			r.abandon()
+			<-allDone
+		}
+	}
+	end := time.Since(r.t0)
+	if pdone != nil {
+		close(pdone)
+	}
+	var jerr error
+	if jw != nil {
+		close(r.jstop)
+		jerr = <-jdone
+	}
+	r.mu.Lock()
+	out := r.done
+	r.done = nil
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	res := &Result{Records: out, Meta: r.resultMeta(meta, sel)}
+	res.Summary = Summarize(out, end)
+	res.Summary.NotSent = len(sel) - len(out)
+	r.finishMeta(&res.Meta, &res.Summary)
+	if o.Progress != nil {
+		fmt.Fprint(o.Progress, "\r\033[K")
+	}
+	if jerr != nil {
+		return res, fmt.Errorf("journal %s: %w", o.Journal, jerr)
+	}
+	return res, nil
+}
+
+// baseURL strips a trailing slash and /v1 from u.
+func baseURL(u string) string {
+	u = strings.TrimRight(u, "/")
+	u = strings.TrimSuffix(u, "/v1")
+	return u
+}
+
+// RedactURL returns u without credentials, query or fragment.
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	p.User = nil
+	p.RawQuery = ""
+	p.Fragment = ""
+	return p.String()
+}
+
+// proxied reports whether the environment sends requests to base through a
+// proxy (then net/http does the requests).
+func proxied(base string) bool {
+	req, err := http.NewRequest(http.MethodGet, base, nil)
+	if err != nil {
+		return true
+	}
+	u, err := http.ProxyFromEnvironment(req)
+	return err != nil || u != nil
+}
+
+// NewHTTPClient returns the client replay uses: keep-alive connections
+// without a per-host cap, no compression, HTTP/1.1.
+func NewHTTPClient() *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   1 << 20,
+		MaxConnsPerHost:       0,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+		WriteBufferSize:       8 << 10,
+		ReadBufferSize:        4 << 10,
+		ExpectContinueTimeout: 0,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// selectRecords applies window, shard and duration, sorted by arrival.
+func selectRecords(recs []traces.Record, o *Options) []*traces.Record {
+	var sel []*traces.Record
+	for i := range recs {
+		rec := &recs[i]
+		a := time.Duration(rec.ArrivalNs)
+		if a < o.WindowFrom || (o.WindowTo > 0 && a >= o.WindowTo) {
+			continue
+		}
+		if o.ShardCount > 1 && ShardOf(rec, o.ShardCount) != o.ShardIndex {
+			continue
+		}
+		if o.Duration > 0 && scaled(a-o.WindowFrom, o.Speed) > o.Duration {
+			continue
+		}
+		sel = append(sel, rec)
+	}
+	sort.SliceStable(sel, func(i, j int) bool {
+		if sel[i].ArrivalNs != sel[j].ArrivalNs {
+			return sel[i].ArrivalNs < sel[j].ArrivalNs
+		}
+		return sel[i].Seq < sel[j].Seq
+	})
+	return sel
+}
+
+// ShardOf is the shard (0..n-1) a record belongs to: by session when it has
+// one (a session stays on one replayer), else by seq.
+func ShardOf(rec *traces.Record, n int) int {
+	key := uint64(rec.Seq) ^ 0x5eed
+	if rec.Session != 0 {
+		key = uint64(rec.Session) ^ 0x5e55
+	}
+	return int(splitmix64(key) % uint64(n))
+}
+
+func scaled(d time.Duration, speed float64) time.Duration {
+	if speed == 1 {
+		return d
+	}
+	return time.Duration(float64(d) / speed)
+}
+
+// plan returns the items scheduled from the trace. In closed-session mode
+// only the first turn of each session is; each later turn is queued when its
+// previous turn finishes (r.nexts).
+func (r *runner) plan(sel []*traces.Record) []*item {
+	at := func(rec *traces.Record) time.Duration {
+		return scaled(time.Duration(rec.ArrivalNs)-r.o.WindowFrom, r.o.Speed)
+	}
+	var static []*item
+	if r.o.Sessions != SessionsClosed {
+		static = make([]*item, len(sel))
+		for i, rec := range sel {
+			static[i] = &item{rec: rec, sched: at(rec)}
+		}
+		return static
+	}
+	r.nexts = map[*traces.Record]*traces.Record{}
+	prev := map[int64]*traces.Record{}
+	for _, rec := range sel {
+		if rec.Session != 0 {
+			if p, ok := prev[rec.Session]; ok {
+				r.nexts[p] = rec
+				r.outstanding.Add(1)
+				prev[rec.Session] = rec
+				continue
+			}
+			prev[rec.Session] = rec
+		}
+		static = append(static, &item{rec: rec, sched: at(rec)})
+	}
+	return static
+}
+
+// followUp queues the turn after rec (closed sessions), due gap/speed after
+// finished; when sending has stopped or the turn falls after Duration, the
+// rest of the session is dropped.
+func (r *runner) followUp(rec *traces.Record, finished time.Duration) {
+	nx := r.nexts[rec]
+	if nx == nil {
+		return
+	}
+	sched := finished + scaled(time.Duration(nx.ArrivalNs-rec.ArrivalNs), r.o.Speed)
+	if r.sendCtx.Err() != nil || (r.o.Duration > 0 && sched > r.o.Duration) {
+		for ; nx != nil; nx = r.nexts[nx] {
+			r.outstanding.Add(-1)
+		}
+		r.poke()
+		return
+	}
+	it := &item{rec: nx, sched: sched}
+	r.build(it)
+	r.hmu.Lock()
+	heap.Push(&r.dyn, it)
+	r.hmu.Unlock()
+	r.outstanding.Add(-1)
+	r.poke()
+}
+
+func (r *runner) poke() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// prepare builds request bodies ahead of the dispatcher, in schedule order.
+func (r *runner) prepare(ctx context.Context, static []*item, ready chan<- *item) {
+	defer close(ready)
+	for _, it := range static {
+		r.build(it)
+		select {
+		case ready <- it:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// build fills it's path, model and body.
+func (r *runner) build(it *item) {
+	rec := it.rec
+	it.model = r.model
+	if it.model == "" {
+		it.model = rec.Model
+	}
+	if it.model == "" {
+		it.model = r.defaultModel
+	}
+	api := r.o.API
+	if !r.o.ForceAPI && rec.API != "" {
+		api = rec.API
+	}
+	it.body = r.body(rec, api, it.model, 0)
+	if api == traces.APIChat {
+		it.path = "/v1/chat/completions"
+	} else {
+		it.path = "/v1/completions"
+	}
+}
+
+// body renders the JSON request body.
+func (r *runner) body(rec *traces.Record, api, model string, unique uint64) []byte {
+	in := int(rec.InputTokens)
+	if in < 1 {
+		in = 1
+	}
+	out := int(rec.OutputTokens)
+	if out < 1 {
+		out = 1
+	}
+	b := make([]byte, 0, 160+in*6)
+	b = append(b, `{"model":`...)
+	b = strconv.AppendQuote(b, model)
+	if api == traces.APIChat {
+		n := r.chat.words(in)
+		b = append(b, `,"messages":[{"role":"user","content":"`...)
+		b = r.prompts.appendWords(b, rec, n, unique)
+		b = append(b, `"}]`...)
+	} else {
+		b = append(b, `,"prompt":`...)
+		b = r.prompts.appendTokenIDs(b, rec, in, unique)
+	}
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(out), 10)
+	if !r.o.NoVLLMExtensions {
+		b = append(b, `,"ignore_eos":true,"min_tokens":`...)
+		b = strconv.AppendInt(b, int64(out), 10)
+	}
+	b = append(b, `,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":`...)
+	b = strconv.AppendBool(b, r.o.ContinuousUsage)
+	b = append(b, `}}`...)
+	return b
+}
+
+// dispatch sends every item at its deadline.
+func (r *runner) dispatch(ready <-chan *item) {
+	closed := r.o.Sessions == SessionsClosed
+	var next *item
+	staticDone := false
+	const slice = 250 * time.Microsecond
+	for {
+		if r.sendCtx.Err() != nil {
+			return
+		}
+		if next == nil && !staticDone {
+			if closed {
+				select {
+				case it, ok := <-ready:
+					if !ok {
+						staticDone = true
+					}
+					next = it
+				default:
+					// prep lagging or done: fall through to the heap
+					if r.dynLen() == 0 {
+						select {
+						case it, ok := <-ready:
+							if !ok {
+								staticDone = true
+							}
+							next = it
+						case <-r.notify:
+						case <-r.sendCtx.Done():
+							return
+						}
+					}
+				}
+			} else {
+				select {
+				case it, ok := <-ready:
+					if !ok {
+						return
+					}
+					next = it
+				case <-r.sendCtx.Done():
+					return
+				}
+			}
+		}
+		pick := next
+		fromDyn := false
+		if closed {
+			r.hmu.Lock()
+			if len(r.dyn) > 0 && (pick == nil || r.dyn[0].sched < pick.sched) {
+				pick = r.dyn[0]
+				fromDyn = true
+			}
+			r.hmu.Unlock()
+			if pick == nil {
+				if staticDone && r.outstanding.Load() == 0 && r.dynLen() == 0 {
+					return
+				}
+				select {
+				case <-r.notify:
+				case <-r.sendCtx.Done():
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
+			}
+		}
+		// Wait for the deadline. Long waits go in slices so a stop (and, in
+		// closed mode, an earlier follow-up) is noticed.
+		rem := pick.sched - time.Since(r.t0)
+		maxSlice := 50 * time.Millisecond
+		if closed {
+			maxSlice = slice
+		}
+		if rem > maxSlice+2*time.Millisecond {
+			sleepUntil(r.t0, time.Since(r.t0)+maxSlice, 0)
+			continue
+		}
+		sleepUntil(r.t0, pick.sched, r.o.Spin)
+		if fromDyn {
+			// An earlier follow-up may have been pushed meanwhile: remove
+			// exactly the item picked.
+			r.hmu.Lock()
+			for i, x := range r.dyn {
+				if x == pick {
+					heap.Remove(&r.dyn, i)
+					break
+				}
+			}
+			r.hmu.Unlock()
+		} else {
+			next = nil
+		}
+		r.live.scheduled.Add(1)
+		r.wg.Add(1)
+		select {
+		case r.work <- pick:
+		default:
+			go r.worker(pick)
+		}
+		// Let the worker run now on this P (it sits in runnext) instead of
+		// waiting for the scheduler to notice this thread went to sleep.
+		runtime.Gosched()
+	}
+}
+
+func (r *runner) dynLen() int {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	return len(r.dyn)
+}
+
+func (r *runner) worker(it *item) {
+	for {
+		r.do(it)
+		r.wg.Done()
+		select {
+		case it = <-r.work:
+		case <-r.reqCtx.Done():
+			return
+		}
+	}
+}
+
+// extraProcs is how many Ps Run adds to GOMAXPROCS while it runs: the
+// dispatcher sleeps in nanosleep system calls and must find a free P the
+// moment it wakes, without taking one from the workers.
+const extraProcs = 1

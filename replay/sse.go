@@ -1,0 +1,549 @@
+package replay
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+)
+
+// sseReader splits a text/event-stream body into data payloads without
+// copying. Each "data:" line is one payload (OpenAI-compatible servers never
+// split a JSON chunk over several data lines); comment lines (":
+// keep-alive"), other fields (event:, id:, retry:) and blank lines are
+// skipped. Lines end in \n or \r\n.
+type sseReader struct {
+	r     io.Reader
+	buf   []byte
+	start int // first unread byte
+	end   int // end of valid bytes
+	err   error
+	// reads counts Read calls that returned data; the caller timestamps a
+	// payload with the time of the read that completed it.
+	reads int
+	// max bounds a single line.
+	max int
+}
+
+// errLineTooLong is returned for a line longer than the reader's limit.
+var errLineTooLong = errors.New("SSE line too long")
+
+func newSSEReader(r io.Reader, size int) *sseReader {
+	return &sseReader{r: r, buf: make([]byte, size), max: 16 << 20}
+}
+
+var dataPrefix = []byte("data:")
+
+// next returns the next data payload (leading space removed). The slice is
+// valid until the next call. fresh reports whether a Read call happened
+// while looking for it (so the caller knows to take a new timestamp).
+func (s *sseReader) next() (payload []byte, fresh bool, err error) {
+	for {
+		if i := bytes.IndexByte(s.buf[s.start:s.end], '\n'); i >= 0 {
+			line := s.buf[s.start : s.start+i]
+			s.start += i + 1
+			if n := len(line); n > 0 && line[n-1] == '\r' {
+				line = line[:n-1]
+			}
+			if len(line) < 5 || !bytes.HasPrefix(line, dataPrefix) {
+				continue // blank, comment, event:, id:, retry:
+			}
+			line = line[5:]
+			if len(line) > 0 && line[0] == ' ' {
+				line = line[1:]
+			}
+			return line, fresh, nil
+		}
+		if s.err != nil {
+			// A last line without its newline still counts.
+			if s.start < s.end {
+				line := bytes.TrimRight(s.buf[s.start:s.end], "\r")
+				s.start = s.end
+				if bytes.HasPrefix(line, dataPrefix) {
+					line = line[5:]
+					if len(line) > 0 && line[0] == ' ' {
+						line = line[1:]
+					}
+					return line, fresh, nil
+				}
+			}
+			return nil, fresh, s.err
+		}
+		// Make room: move the partial line to the front, grow if full.
+		if s.start > 0 {
+			n := copy(s.buf, s.buf[s.start:s.end])
+			s.start, s.end = 0, n
+		}
+		if s.end == len(s.buf) {
+			if len(s.buf) >= s.max {
+				return nil, fresh, errLineTooLong
+			}
+			nb := make([]byte, 2*len(s.buf))
+			copy(nb, s.buf[:s.end])
+			s.buf = nb
+		}
+		n, err := s.r.Read(s.buf[s.end:])
+		if n > 0 {
+			s.end += n
+			s.reads++
+			fresh = true
+		}
+		if err != nil {
+			s.err = err
+		}
+	}
+}
+
+// chunk is what replay needs from one streamed JSON chunk.
+type chunk struct {
+	// choices: the chunk had a non-empty choices array.
+	choices bool
+	// content: some choice carried text, content, reasoning or token ids.
+	content bool
+	// usage fields; -1 when absent.
+	promptTokens, completionTokens, cachedTokens int64
+	// per-request metrics (vLLM --enable-per-request-metrics), in ms; NaN
+	// when absent.
+	queueMs, ttftMs, genMs float64
+	// isError: the chunk was an error object; errType/errCode are short and
+	// content-free (no message text).
+	isError          bool
+	errType, errCode string
+}
+
+func (c *chunk) reset() {
+	*c = chunk{promptTokens: -1, completionTokens: -1, cachedTokens: -1,
+		queueMs: math.NaN(), ttftMs: math.NaN(), genMs: math.NaN()}
+}
+
+// hasMetrics reports whether the chunk carried vLLM's metrics object.
+func (c *chunk) hasMetrics() bool {
+	return !math.IsNaN(c.queueMs) || !math.IsNaN(c.ttftMs) || !math.IsNaN(c.genMs)
+}
+
+var errBadJSON = errors.New("malformed JSON chunk")
+
+// parseChunk extracts the fields replay needs from one chunk without
+// encoding/json: it walks the top-level object, descends into choices,
+// usage, metrics and error, and skips everything else.
+func parseChunk(b []byte, c *chunk) error {
+	c.reset()
+	p := scanner{b: b}
+	if !p.object(func(key []byte) bool {
+		switch string(key) {
+		case "choices":
+			return p.choices(c)
+		case "usage":
+			return p.usage(c)
+		case "metrics":
+			return p.metrics(c)
+		case "error":
+			c.isError = true
+			return p.errorValue(c)
+		case "object":
+			v, ok := p.str()
+			if ok && string(v) == "error" {
+				c.isError = true
+			}
+			return ok
+		case "type":
+			// flat error shape {"object":"error","type":...}
+			if p.peek() == '"' {
+				v, ok := p.str()
+				c.errType = shortToken(v)
+				return ok
+			}
+			return p.skip()
+		case "code":
+			c.errCode = p.shortScalar()
+			return c.errCode != "\x00"
+		default:
+			return p.skip()
+		}
+	}) {
+		return errBadJSON
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return errBadJSON
+	}
+	if !c.isError {
+		c.errType, c.errCode = "", ""
+	}
+	return nil
+}
+
+// shortToken keeps an identifier-like string (error type) and drops anything
+// that could be content.
+func shortToken(v []byte) string {
+	if len(v) > 40 {
+		return ""
+	}
+	for _, ch := range v {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' || ch == '.') {
+			return ""
+		}
+	}
+	return string(v)
+}
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (p *scanner) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *scanner) peek() byte {
+	p.ws()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+// object walks an object, calling field for each key with the scanner
+// positioned at the value; field must consume the value.
+func (p *scanner) object(field func(key []byte) bool) bool {
+	if p.peek() != '{' {
+		return false
+	}
+	p.i++
+	if p.peek() == '}' {
+		p.i++
+		return true
+	}
+	for {
+		k, ok := p.str()
+		if !ok || p.peek() != ':' {
+			return false
+		}
+		p.i++
+		p.ws()
+		if !field(k) {
+			return false
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// array walks an array, calling elem with the scanner at each element.
+func (p *scanner) array(elem func() bool) bool {
+	if p.peek() != '[' {
+		return false
+	}
+	p.i++
+	if p.peek() == ']' {
+		p.i++
+		return true
+	}
+	for {
+		p.ws()
+		if !elem() {
+			return false
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str reads a string and returns its raw bytes (escapes not decoded).
+func (p *scanner) str() ([]byte, bool) {
+	if p.peek() != '"' {
+		return nil, false
+	}
+	p.i++
+	start := p.i
+	for p.i < len(p.b) {
+		switch ch := p.b[p.i]; {
+		case ch == '"':
+			s := p.b[start:p.i]
+			p.i++
+			return s, true
+		case ch == '\\':
+			p.i += 2
+		case ch < 0x20:
+			return nil, false
+		default:
+			p.i++
+		}
+	}
+	return nil, false
+}
+
+// skip skips any value.
+func (p *scanner) skip() bool {
+	switch p.peek() {
+	case '"':
+		_, ok := p.str()
+		return ok
+	case '{':
+		return p.object(func([]byte) bool { return p.skip() })
+	case '[':
+		return p.array(p.skip)
+	case 't':
+		return p.lit("true")
+	case 'f':
+		return p.lit("false")
+	case 'n':
+		return p.lit("null")
+	default:
+		_, ok := p.number()
+		return ok
+	}
+}
+
+func (p *scanner) lit(s string) bool {
+	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
+		p.i += len(s)
+		return true
+	}
+	return false
+}
+
+// number returns the raw bytes of a JSON number.
+func (p *scanner) number() ([]byte, bool) {
+	p.ws()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := 0
+	for p.i < len(p.b) {
+		ch := p.b[p.i]
+		if ch >= '0' && ch <= '9' {
+			digits++
+		} else if ch != '.' && ch != 'e' && ch != 'E' && ch != '+' && ch != '-' {
+			break
+		}
+		p.i++
+	}
+	if digits == 0 {
+		return nil, false
+	}
+	return p.b[start:p.i], true
+}
+
+// int reads an integer (null reads as -1).
+func (p *scanner) int() (int64, bool) {
+	if p.peek() == 'n' {
+		return -1, p.lit("null")
+	}
+	raw, ok := p.number()
+	if !ok {
+		return 0, false
+	}
+	var v int64
+	for _, ch := range raw {
+		if ch < '0' || ch > '9' {
+			f, err := strconv.ParseFloat(string(raw), 64)
+			if err != nil {
+				return 0, false
+			}
+			return int64(f), true
+		}
+		v = v*10 + int64(ch-'0')
+		if v > math.MaxInt32 {
+			v = math.MaxInt32
+		}
+	}
+	return v, true
+}
+
+// float reads a number (null reads as NaN).
+func (p *scanner) float() (float64, bool) {
+	if p.peek() == 'n' {
+		return math.NaN(), p.lit("null")
+	}
+	raw, ok := p.number()
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	return f, err == nil
+}
+
+// shortScalar reads a string, number or null and returns a short
+// content-free form ("\x00" on a syntax error).
+func (p *scanner) shortScalar() string {
+	switch p.peek() {
+	case '"':
+		v, ok := p.str()
+		if !ok {
+			return "\x00"
+		}
+		return shortToken(v)
+	case 'n':
+		if !p.lit("null") {
+			return "\x00"
+		}
+		return ""
+	case '{', '[', 't', 'f':
+		if !p.skip() {
+			return "\x00"
+		}
+		return ""
+	default:
+		raw, ok := p.number()
+		if !ok {
+			return "\x00"
+		}
+		return shortToken(raw)
+	}
+}
+
+func (p *scanner) choices(c *chunk) bool {
+	if p.peek() == 'n' {
+		return p.lit("null")
+	}
+	return p.array(func() bool {
+		c.choices = true
+		return p.object(func(key []byte) bool {
+			switch string(key) {
+			case "text":
+				return p.contentStr(c)
+			case "delta", "message":
+				return p.object(func(key []byte) bool {
+					switch string(key) {
+					case "content", "reasoning_content", "reasoning":
+						return p.contentStr(c)
+					case "token_ids":
+						return p.tokenIDs(c)
+					default:
+						return p.skip()
+					}
+				})
+			case "token_ids":
+				return p.tokenIDs(c)
+			default:
+				return p.skip()
+			}
+		})
+	})
+}
+
+func (p *scanner) contentStr(c *chunk) bool {
+	if p.peek() == '"' {
+		v, ok := p.str()
+		if len(v) > 0 {
+			c.content = true
+		}
+		return ok
+	}
+	return p.skip()
+}
+
+func (p *scanner) tokenIDs(c *chunk) bool {
+	if p.peek() == '[' {
+		start := p.i
+		if !p.skip() {
+			return false
+		}
+		if p.i-start > 2 && bytes.ContainsAny(p.b[start:p.i], "0123456789") {
+			c.content = true
+		}
+		return true
+	}
+	return p.skip()
+}
+
+func (p *scanner) usage(c *chunk) bool {
+	if p.peek() == 'n' {
+		return p.lit("null")
+	}
+	return p.object(func(key []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "prompt_tokens":
+			c.promptTokens, ok = p.int()
+		case "completion_tokens":
+			c.completionTokens, ok = p.int()
+		case "prompt_tokens_details":
+			if p.peek() == 'n' {
+				return p.lit("null")
+			}
+			return p.object(func(key []byte) bool {
+				if string(key) == "cached_tokens" {
+					var ok bool
+					c.cachedTokens, ok = p.int()
+					return ok
+				}
+				return p.skip()
+			})
+		case "metrics":
+			return p.metrics(c)
+		default:
+			return p.skip()
+		}
+		return ok
+	})
+}
+
+func (p *scanner) metrics(c *chunk) bool {
+	if p.peek() == 'n' {
+		return p.lit("null")
+	}
+	return p.object(func(key []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "queue_time_ms":
+			c.queueMs, ok = p.float()
+		case "time_to_first_token_ms":
+			c.ttftMs, ok = p.float()
+		case "generation_time_ms":
+			c.genMs, ok = p.float()
+		default:
+			return p.skip()
+		}
+		return ok
+	})
+}
+
+func (p *scanner) errorValue(c *chunk) bool {
+	switch p.peek() {
+	case '{':
+		return p.object(func(key []byte) bool {
+			switch string(key) {
+			case "type":
+				if p.peek() == '"' {
+					v, ok := p.str()
+					c.errType = shortToken(v)
+					return ok
+				}
+				return p.skip()
+			case "code":
+				c.errCode = p.shortScalar()
+				return c.errCode != "\x00"
+			default:
+				return p.skip()
+			}
+		})
+	default:
+		return p.skip()
+	}
+}

@@ -1,0 +1,335 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// liveStats are the counters behind the progress line.
+type liveStats struct {
+	scheduled atomic.Int64
+	inflight  atomic.Int64
+	done      atomic.Int64
+	errors    atomic.Int64
+	tokens    atomic.Int64
+
+	mu   sync.Mutex
+	late []time.Duration // lateness of requests finished since the last report
+}
+
+func (l *liveStats) record(rec *traces.Record) {
+	l.done.Add(1)
+	if !rec.OK() {
+		l.errors.Add(1)
+	}
+	if n, _ := rec.ReceivedOutputTokens(); n > 0 {
+		l.tokens.Add(int64(n))
+	}
+	if d, ok := rec.Lateness(); ok {
+		l.mu.Lock()
+		if len(l.late) < 1<<16 {
+			l.late = append(l.late, d)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// progressLoop writes a one-line status every ProgressPeriod until done.
+func (r *runner) progressLoop(done <-chan struct{}) {
+	period := r.o.ProgressPeriod
+	if period <= 0 {
+		period = DefaultProgressPeriod
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var lastTok int64
+	last := time.Now()
+	var p99 time.Duration
+	for {
+		select {
+		case <-done:
+			return
+		case now := <-t.C:
+			r.live.mu.Lock()
+			late := r.live.late
+			r.live.late = nil
+			r.live.mu.Unlock()
+			if len(late) > 0 {
+				slices.Sort(late)
+				p99 = percentile(late, 99)
+			}
+			tok := r.live.tokens.Load()
+			rate := float64(tok-lastTok) / now.Sub(last).Seconds()
+			lastTok, last = tok, now
+			fmt.Fprintf(r.o.Progress, "\r\033[K%s  sent %d  in flight %d  done %d  errors %d  lateness p99 %s  %.0f tok/s",
+				fmtDur(time.Since(r.t0)), r.live.scheduled.Load(), r.live.inflight.Load(), r.live.done.Load(),
+				r.live.errors.Load(), fmtDur(p99), rate)
+		}
+	}
+}
+
+// Summary is the end-of-run summary. Latency percentiles are over
+// successful requests; lateness is over every sent request.
+type Summary struct {
+	Sent, OK, Failed, NotSent int
+	// FailedBy counts failures per status.
+	FailedBy map[string]int
+	Duration time.Duration
+	// Lateness (sent − scheduled) percentiles and maximum.
+	LatenessP50, LatenessP99, LatenessMax time.Duration
+	TTFTP50, TTFTP99                      time.Duration
+	TPOTP50, TPOTP99                      time.Duration
+	E2EP50, E2EP99                        time.Duration
+	// OutputTokens is the sum of received output tokens.
+	OutputTokens int64
+	// TimingMatched is how many successful requests carried server timings;
+	// TimingUnmatched how many did not.
+	TimingMatched, TimingUnmatched int
+}
+
+// Summarize computes a Summary over replayed records.
+func Summarize(recs []traces.Record, d time.Duration) Summary {
+	s := Summary{Duration: d, FailedBy: map[string]int{}}
+	var late, ttft, tpot, e2e []time.Duration
+	for i := range recs {
+		rec := &recs[i]
+		if rec.SentNs < 0 {
+			continue
+		}
+		s.Sent++
+		if l, ok := rec.Lateness(); ok {
+			late = append(late, l)
+		}
+		if n, _ := rec.ReceivedOutputTokens(); n > 0 {
+			s.OutputTokens += int64(n)
+		}
+		if !rec.OK() {
+			s.Failed++
+			s.FailedBy[rec.Status]++
+			continue
+		}
+		s.OK++
+		if rec.ServerQueueNs >= 0 || rec.ServerPrefillNs >= 0 || rec.ServerDecodeNs >= 0 {
+			s.TimingMatched++
+		} else {
+			s.TimingUnmatched++
+		}
+		if v, ok := rec.TTFT(); ok {
+			ttft = append(ttft, v)
+		}
+		if v, ok := rec.TPOT(); ok {
+			tpot = append(tpot, v)
+		}
+		if v, ok := rec.E2E(); ok {
+			e2e = append(e2e, v)
+		}
+	}
+	for _, x := range [][]time.Duration{late, ttft, tpot, e2e} {
+		slices.Sort(x)
+	}
+	s.LatenessP50, s.LatenessP99 = percentile(late, 50), percentile(late, 99)
+	if len(late) > 0 {
+		s.LatenessMax = late[len(late)-1]
+	}
+	s.TTFTP50, s.TTFTP99 = percentile(ttft, 50), percentile(ttft, 99)
+	s.TPOTP50, s.TPOTP99 = percentile(tpot, 50), percentile(tpot, 99)
+	s.E2EP50, s.E2EP99 = percentile(e2e, 50), percentile(e2e, 99)
+	return s
+}
+
+// percentile is the p-th percentile of sorted x with linear interpolation
+// (0 for an empty slice).
+func percentile(x []time.Duration, p float64) time.Duration {
+	if len(x) == 0 {
+		return 0
+	}
+	pos := p / 100 * float64(len(x)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	if lo == hi {
+		return x[lo]
+	}
+	f := pos - float64(lo)
+	return time.Duration(float64(x[lo])*(1-f) + float64(x[hi])*f)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+	}
+}
+
+// WriteText prints the summary block.
+func (s *Summary) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "requests   %d sent, %d ok, %d failed", s.Sent, s.OK, s.Failed)
+	if s.NotSent > 0 {
+		fmt.Fprintf(w, ", %d not sent", s.NotSent)
+	}
+	fmt.Fprintln(w)
+	if s.Failed > 0 {
+		fmt.Fprint(w, "failures  ")
+		for _, st := range traces.Statuses {
+			if n := s.FailedBy[st]; n > 0 {
+				fmt.Fprintf(w, " %s=%d", st, n)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", fmtDur(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
+	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", fmtDur(s.LatenessP50), fmtDur(s.LatenessP99), fmtDur(s.LatenessMax))
+	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", fmtDur(s.TTFTP50), fmtDur(s.TTFTP99))
+	fmt.Fprintf(w, "TPOT       p50 %s  p99 %s\n", fmtDur(s.TPOTP50), fmtDur(s.TPOTP99))
+	fmt.Fprintf(w, "E2E        p50 %s  p99 %s\n", fmtDur(s.E2EP50), fmtDur(s.E2EP99))
+	fmt.Fprintf(w, "server timings  %d matched, %d unmatched\n", s.TimingMatched, s.TimingUnmatched)
+}
+
+// resultMeta is the results file metadata (before the run's outcome).
+func (r *runner) resultMeta(in traces.Meta, sel []*traces.Record) traces.Meta {
+	m := in
+	m.Extra = nil
+	for k, v := range in.Extra {
+		m.Set(k, v)
+	}
+	m.SchemaVersion = traces.SchemaVersion
+	if m.Source == "" {
+		m.Source = "replay"
+	} else {
+		m.Source = "replay:" + m.Source
+	}
+	if m.BlockSize == 0 {
+		m.BlockSize = r.prompts.blockSize
+	}
+	m.Set(MetaTarget, RedactURL(r.o.URL))
+	model := r.model
+	if model == "" {
+		model = r.defaultModel
+		if model == "" {
+			model = "(per record)"
+		}
+	}
+	m.Set(MetaModel, model)
+	m.Set(MetaSpeed, strconv.FormatFloat(r.o.Speed, 'g', -1, 64))
+	m.Set(MetaRun, r.o.Run)
+	m.Set(MetaShard, fmt.Sprintf("%d/%d", r.o.ShardIndex, r.o.ShardCount))
+	if !r.t0.IsZero() {
+		m.Set(MetaStartedAt, r.t0.UTC().Format(time.RFC3339Nano))
+	}
+	if r.chat.source != "" {
+		m.Set(MetaChatCalibration, r.chat.source)
+	}
+	opts, _ := json.Marshal(r.o.public())
+	m.Set(MetaOptions, string(opts))
+	return m
+}
+
+func (r *runner) finishMeta(m *traces.Meta, s *Summary) {
+	src := TimingSourceNone
+	if s.TimingMatched > 0 {
+		src = TimingSourceResponseMetrics
+	}
+	setTimingMeta(m, s, src)
+	m.Set(MetaNotSent, strconv.Itoa(s.NotSent))
+	m.Set(MetaLatenessP99, strconv.FormatInt(int64(s.LatenessP99), 10))
+}
+
+func setTimingMeta(m *traces.Meta, s *Summary, src string) {
+	m.Set(MetaTimingSource, src)
+	m.Set(MetaTimingMatched, strconv.Itoa(s.TimingMatched))
+	m.Set(MetaTimingUnmatched, strconv.Itoa(s.TimingUnmatched))
+}
+
+// AddTimingSource recounts the successful requests with and without server
+// timings after another source (e.g. OTLPTimingSource, through
+// OTLPReceiver.JoinRecords) filled more of them, and records the combined
+// source ("response_metrics+otlp") and counts in the metadata.
+func (res *Result) AddTimingSource(src string, joined int) {
+	before := res.Summary.TimingMatched
+	res.Summary.TimingMatched, res.Summary.TimingUnmatched = 0, 0
+	for i := range res.Records {
+		rec := &res.Records[i]
+		if !rec.OK() || rec.SentNs < 0 {
+			continue
+		}
+		if rec.ServerQueueNs >= 0 || rec.ServerPrefillNs >= 0 || rec.ServerDecodeNs >= 0 {
+			res.Summary.TimingMatched++
+		} else {
+			res.Summary.TimingUnmatched++
+		}
+	}
+	cur := res.Meta.Get(MetaTimingSource)
+	switch {
+	case joined == 0:
+		// nothing new from src
+	case cur == "" || cur == TimingSourceNone || before == 0:
+		cur = src
+	default:
+		cur += "+" + src
+	}
+	if cur == "" {
+		cur = TimingSourceNone
+	}
+	setTimingMeta(&res.Meta, &res.Summary, cur)
+}
+
+// publicOptions is what of Options goes in the metadata: no key, no header
+// values, no URL credentials.
+type publicOptions struct {
+	API              string   `json:"api"`
+	ForceAPI         bool     `json:"force_api,omitempty"`
+	Speed            float64  `json:"speed"`
+	WindowFrom       string   `json:"window_from,omitempty"`
+	WindowTo         string   `json:"window_to,omitempty"`
+	MaxConcurrency   int      `json:"max_concurrency,omitempty"`
+	Warmup           int      `json:"warmup,omitempty"`
+	Duration         string   `json:"duration,omitempty"`
+	Sessions         string   `json:"sessions"`
+	Shard            string   `json:"shard"`
+	StartAt          string   `json:"start_at,omitempty"`
+	Timeout          string   `json:"timeout"`
+	Drain            string   `json:"drain"`
+	NoVLLMExtensions bool     `json:"no_vllm_extensions,omitempty"`
+	ContinuousUsage  bool     `json:"continuous_usage,omitempty"`
+	HeaderNames      []string `json:"header_names,omitempty"`
+	APIKey           bool     `json:"api_key_set,omitempty"`
+	BlockSize        int      `json:"block_size"`
+	TokenIDs         string   `json:"token_ids"`
+}
+
+func (o *Options) public() publicOptions {
+	p := publicOptions{
+		API: o.API, ForceAPI: o.ForceAPI, Speed: o.Speed, MaxConcurrency: o.MaxConcurrency,
+		Warmup: o.Warmup, Sessions: o.Sessions, Shard: fmt.Sprintf("%d/%d", o.ShardIndex, o.ShardCount),
+		Timeout: o.Timeout.String(), Drain: o.Drain.String(), NoVLLMExtensions: o.NoVLLMExtensions,
+		ContinuousUsage: o.ContinuousUsage, APIKey: o.APIKey != "", BlockSize: o.BlockSize,
+		TokenIDs: fmt.Sprintf("%d,%d", o.TokenIDMin, o.TokenIDMax),
+	}
+	if o.WindowFrom != 0 || o.WindowTo != 0 {
+		p.WindowFrom, p.WindowTo = o.WindowFrom.String(), o.WindowTo.String()
+	}
+	if o.Duration > 0 {
+		p.Duration = o.Duration.String()
+	}
+	if !o.StartAt.IsZero() {
+		p.StartAt = o.StartAt.UTC().Format(time.RFC3339Nano)
+	}
+	for k := range o.Headers {
+		p.HeaderNames = append(p.HeaderNames, http.CanonicalHeaderKey(k))
+	}
+	slices.Sort(p.HeaderNames)
+	return p
+}

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package replay
+
+import (
+	"runtime"
+	"time"
+)
+
+// sleepUntil sleeps with Go timers until 2 ms before deadline (their
+// granularity is about 1 ms) and yields in a loop for the rest.
+func sleepUntil(t0 time.Time, deadline time.Duration, spin time.Duration) time.Duration {
+	const margin = 2 * time.Millisecond
+	for {
+		now := time.Since(t0)
+		rem := deadline - now
+		if rem <= 0 {
+			return now
+		}
+		if rem > margin {
+			time.Sleep(rem - margin)
+			continue
+		}
+		runtime.Gosched()
+	}
+}
