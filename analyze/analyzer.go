@@ -1,0 +1,578 @@
+package analyze
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// ErrNoRequests is returned when there is nothing to analyze.
+var ErrNoRequests = errors.New("no requests to analyze")
+
+// ErrNoOutcomes is returned when the rows carry no outcome columns: a trace
+// that was never replayed.
+var ErrNoOutcomes = errors.New("rows have no outcome (status is empty): this looks like a trace, not results; replay it first")
+
+// row is the compact per-request state the Analyzer keeps (about 100 bytes,
+// against several hundred for a traces.Record with its chunk lists).
+type row struct {
+	seq                      int64
+	sched, sent, first, last int64
+	sq, sp, sd               int64
+	in, out, cached          int32
+	group                    int32
+	status                   uint8
+	ok                       bool
+}
+
+func (r *row) ttft() (float64, bool) {
+	if r.first < 0 || r.sent < 0 {
+		return 0, false
+	}
+	return float64(r.first - r.sent), true
+}
+
+func (r *row) e2e() (float64, bool) {
+	if r.last < 0 || r.sent < 0 {
+		return 0, false
+	}
+	return float64(r.last - r.sent), true
+}
+
+func (r *row) lateness() (float64, bool) {
+	if r.sent < 0 || r.sched < 0 {
+		return 0, false
+	}
+	return float64(r.sent - r.sched), true
+}
+
+// latenessOr0 is the lateness, 0 when unknown or negative (early).
+func (r *row) latenessOr0() float64 {
+	l, ok := r.lateness()
+	if !ok || l < 0 {
+		return 0
+	}
+	return l
+}
+
+func (r *row) tpot() (float64, bool) {
+	t, ok1 := r.ttft()
+	e, ok2 := r.e2e()
+	if !ok1 || !ok2 || r.out <= 1 {
+		return 0, false
+	}
+	return (e - t) / float64(r.out-1), true
+}
+
+// uncached is the prompt tokens the server had to prefill.
+func (r *row) uncached() float64 {
+	u := r.in
+	if r.cached > 0 {
+		u -= r.cached
+	}
+	return float64(max(u, 0))
+}
+
+// end is when the request stopped occupying the server (−1 = unknown).
+func (r *row) end() int64 { return max(r.last, r.first) }
+
+// start is when the request left the client (or was due to).
+func (r *row) start() int64 {
+	if r.sent >= 0 {
+		return r.sent
+	}
+	return r.sched
+}
+
+// Source describes one input file.
+type Source struct {
+	File    string      `json:"file"`
+	Rows    int64       `json:"rows"`
+	Skipped int64       `json:"skipped_rows,omitempty"`
+	Meta    traces.Meta `json:"meta"`
+}
+
+// Analyzer accumulates records (Add) and produces a Report (Close). The zero
+// value is not usable; call New. Not safe for concurrent use.
+type Analyzer struct {
+	o         Options
+	rows      rowStore
+	reqIDs    []string // parallel to rows with Options.KeepRequests
+	noOutcome int64
+	lastSt    string // status and group of the previous row, to skip map lookups
+	lastSID   uint8
+	lastGK    string
+	lastGID   int32
+	statusIDs map[string]uint8
+	statuses  []string
+	groupIDs  map[string]int32
+	groups    []string
+	itl, itlT pooled
+	gITL      []*[2]pooled // per group: per chunk, per token
+	gExact    int          // exact values held by all group pools
+	tokSec    []int64      // output tokens per second of the run (peak throughput)
+	sources   []Source
+	warnings  []string
+	samples   []traces.MetricsSample // scraped server metrics
+}
+
+// New returns an Analyzer with options o (zero fields take their defaults).
+func New(o Options) (*Analyzer, error) {
+	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Analyzer{o: o, statusIDs: map[string]uint8{}, groupIDs: map[string]int32{}}
+	a.itl.limit, a.itlT.limit = o.ITLExactLimit, o.ITLExactLimit
+	return a, nil
+}
+
+// AddSource records an input file's metadata and read statistics for the
+// report (and for Compare's metadata diff).
+func (a *Analyzer) AddSource(s Source) { a.sources = append(a.sources, s) }
+
+// Warnf adds a warning to the report.
+func (a *Analyzer) Warnf(format string, args ...any) {
+	a.warnings = append(a.warnings, fmt.Sprintf(format, args...))
+}
+
+func (a *Analyzer) groupOf(r *traces.Record) int32 {
+	var k string
+	switch a.o.By {
+	case ByClass:
+		k = r.Class
+	case ByCategory:
+		k = r.Category
+	case ByModel:
+		k = r.Model
+	default:
+		return 0
+	}
+	if len(a.groups) > 0 && k == a.lastGK {
+		return a.lastGID
+	}
+	id, ok := a.groupIDs[k]
+	if !ok {
+		id = int32(len(a.groups))
+		a.groupIDs[k] = id
+		a.groups = append(a.groups, k)
+		g := &[2]pooled{}
+		g[0].limit, g[1].limit = a.o.ITLExactLimit, a.o.ITLExactLimit
+		a.gITL = append(a.gITL, g)
+	}
+	a.lastGK, a.lastGID = k, id
+	return id
+}
+
+// Add accumulates one record. Rows without an outcome (empty Status) are
+// counted and skipped.
+func (a *Analyzer) Add(r *traces.Record) {
+	if !r.HasOutcome() {
+		a.noOutcome++
+		return
+	}
+	sid, ok := a.lastSID, r.Status == a.lastSt && len(a.statuses) > 0
+	if !ok {
+		sid, ok = a.statusIDs[r.Status]
+	}
+	if !ok {
+		sid = uint8(min(len(a.statuses), 255))
+		if len(a.statuses) < 256 {
+			a.statusIDs[r.Status] = sid
+			a.statuses = append(a.statuses, r.Status)
+		}
+	}
+	a.lastSt, a.lastSID = r.Status, sid
+	in := r.InputTokens
+	if r.ServerPromptTokens >= 0 {
+		in = r.ServerPromptTokens
+	}
+	out, _ := r.ReceivedOutputTokens()
+	w := row{
+		seq: r.Seq, sched: r.ScheduledNs, sent: r.SentNs, first: r.FirstTokenNs, last: r.LastTokenNs,
+		sq: r.ServerQueueNs, sp: r.ServerPrefillNs, sd: r.ServerDecodeNs,
+		in: in, out: int32(min(out, math.MaxInt32)), cached: r.ServerCachedTokens,
+		group: a.groupOf(r), status: sid, ok: r.OK(),
+	}
+	if a.o.KeepRequests {
+		a.reqIDs = append(a.reqIDs, r.RequestID)
+	}
+	a.rows.add(w)
+	if !w.ok {
+		return
+	}
+	perTok := len(r.ChunkTokens) == len(r.ChunkNs)
+	var g *[2]pooled
+	if a.o.By != "" {
+		g = a.gITL[w.group]
+	}
+	for i, t := range r.ChunkNs {
+		tok := int64(1)
+		if perTok && r.ChunkTokens[i] >= 0 {
+			tok = int64(r.ChunkTokens[i])
+		}
+		if t >= 0 {
+			s := int(t / 1e9)
+			if s >= len(a.tokSec) && s < 1<<24 {
+				a.tokSec = append(a.tokSec, make([]int64, s+1-len(a.tokSec)+16)...)
+			}
+			if s < len(a.tokSec) {
+				a.tokSec[s] += tok
+			}
+		}
+		if i == 0 {
+			continue
+		}
+		gap := float64(t - r.ChunkNs[i-1])
+		a.itl.add(gap)
+		if g != nil {
+			a.gExact += g[0].add(gap)
+		}
+		if perTok && tok > 0 {
+			a.itlT.add(gap / float64(tok))
+			if g != nil {
+				a.gExact += g[1].add(gap / float64(tok))
+			}
+		}
+	}
+	// the groups' exact ITL values share one budget: past it, the group
+	// that grows switches to its histogram.
+	if g != nil && a.gExact > a.o.ITLExactLimit {
+		a.gExact -= g[0].toHist() + g[1].toHist()
+	}
+}
+
+// AddReader drains a traces.Reader into the Analyzer, checking ctx between
+// batches.
+func (a *Analyzer) AddReader(ctx context.Context, rd traces.Reader) error {
+	buf := make([]traces.Record, 4096)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := rd.Read(buf)
+		for i := range buf[:n] {
+			a.Add(&buf[i])
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Analyze analyzes records already in memory.
+func Analyze(ctx context.Context, recs []traces.Record, o Options) (*Report, error) {
+	a, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		if i%65536 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		a.Add(&recs[i])
+	}
+	return a.Close(ctx)
+}
+
+// AnalyzeFiles streams the named results files (any traces codec; "-" is
+// stdin) through one Analyzer: shards of one run, or several runs pooled.
+func AnalyzeFiles(ctx context.Context, names []string, o Options) (*Report, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%w: no results files given", ErrNoRequests)
+	}
+	a, err := New(o)
+	if err != nil {
+		return nil, err
+	}
+	versions := map[string]bool{}
+	for _, name := range names {
+		if err := a.addFile(ctx, name); err != nil {
+			return nil, err
+		}
+		versions[a.sources[len(a.sources)-1].Meta.SchemaVersion] = true
+	}
+	if len(versions) > 1 {
+		vs := make([]string, 0, len(versions))
+		for v := range versions {
+			vs = append(vs, v)
+		}
+		sort.Strings(vs)
+		a.Warnf("files have different schema versions (%s); compatible minor versions were read together", strings.Join(vs, ", "))
+	}
+	rep, err := a.Close(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("analyze %s: %w", strings.Join(names, ", "), err)
+	}
+	return rep, nil
+}
+
+func (a *Analyzer) addFile(ctx context.Context, name string) error {
+	rd, err := traces.Open(name)
+	if err != nil {
+		return fmt.Errorf("open results %s: %w", name, err)
+	}
+	defer rd.Close()
+	before := a.rows.n
+	before0 := a.noOutcome
+	if err := a.AddReader(ctx, rd); err != nil {
+		return fmt.Errorf("read results %s: %w", name, err)
+	}
+	st := rd.Stats()
+	a.AddSource(Source{File: name, Rows: st.Rows, Skipped: st.Skipped, Meta: rd.Meta()})
+	a.addSamplesFor(name)
+	if st.Skipped > 0 {
+		a.Warnf("%s: skipped %d malformed row(s); first: %v", name, st.Skipped, st.FirstSkip)
+	}
+	if st.Truncated {
+		a.Warnf("%s: file is truncated; analyzed the %d rows before the damage", name, st.Rows)
+	}
+	switch {
+	case st.Rows == 0:
+		a.Warnf("%s: no rows", name)
+	case a.rows.n == before && a.noOutcome > before0:
+		a.Warnf("%s: %d row(s) without outcome (not replayed) were ignored", name, a.noOutcome-before0)
+	}
+	return nil
+}
+
+// Close computes the Report. It returns ErrNoRequests when no row had an
+// outcome (ErrNoOutcomes when there were rows, but none replayed).
+func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
+	if a.rows.n == 0 {
+		if a.noOutcome > 0 {
+			return nil, fmt.Errorf("%d row(s): %w", a.noOutcome, ErrNoOutcomes)
+		}
+		return nil, fmt.Errorf("%w: the input is empty", ErrNoRequests)
+	}
+	rep := &Report{opts: a.o, rows: a.rows, reqIDs: a.reqIDs, Sources: a.sources, Warnings: a.warnings}
+	if a.noOutcome > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d row(s) without outcome (not replayed) were ignored", a.noOutcome))
+	}
+	rep.Summary, rep.samples = a.summarize(nil, &a.itl, &a.itlT)
+	rep.Summary.Throughput.PeakOutputTokensPerS = float64(slices.Max(append(a.tokSec, 0)))
+	if rep.Completed == 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no successful requests (all %d failed): latency statistics are empty", rep.Failed))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if a.o.By != "" {
+		order := make([]int32, len(a.groups))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(a.groups[x], a.groups[y]) })
+		members := make([][]int32, len(a.groups))
+		for i := range a.rows.n {
+			g := a.rows.at(i).group
+			members[g] = append(members[g], int32(i))
+		}
+		for _, g := range order {
+			s, _ := a.summarize(members[g], &a.gITL[g][0], &a.gITL[g][1])
+			members[g] = nil
+			s.Throughput.PeakOutputTokensPerS = 0
+			rep.Groups = append(rep.Groups, Group{By: a.o.By, Value: a.groups[g], Summary: s})
+		}
+	}
+	rep.load = computeLoad(&a.rows)
+	rep.Summary.PeakConcurrency = rep.load.peak
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.attribute()
+	rep.windows()
+	rep.serverLoad(a.samples)
+	rep.diagnose()
+	return rep, nil
+}
+
+// samples are a report's sorted per-request values in nanoseconds, kept for
+// Compare's bootstrap and the HTML charts.
+type samples struct {
+	ttft, ttftSched, tpot, e2e, e2eSched, lateness, itl, itlTok []float64
+}
+
+// summarize computes the Summary of the rows idx (nil = every row).
+func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) {
+	var s Summary
+	var ttft, ttftS, tpot, e2e, e2eS, late sample
+	n := len(idx)
+	if idx == nil {
+		n = a.rows.n
+	}
+	for _, x := range []*sample{&ttft, &ttftS, &tpot, &e2e, &e2eS, &late} {
+		x.v = make([]float64, 0, n)
+	}
+	s.ByStatus = map[string]int{}
+	start, end := int64(math.MaxInt64), int64(math.MinInt64)
+	var good int
+	for k := range n {
+		i := k
+		if idx != nil {
+			i = int(idx[k])
+		}
+		r := a.rows.at(i)
+		s.Requests++
+		s.ByStatus[a.statuses[r.status]]++
+		if st := r.start(); st >= 0 {
+			start = min(start, st)
+		}
+		end = max(end, r.end(), r.sent)
+		if l, ok := r.lateness(); ok {
+			late.add(l)
+		}
+		if !r.ok {
+			s.Failed++
+			continue
+		}
+		s.Completed++
+		s.InputTokens += int64(r.in)
+		s.OutputTokens += int64(r.out)
+		t, okT := r.ttft()
+		if okT {
+			ttft.add(t)
+			if r.sched >= 0 {
+				ttftS.add(float64(r.first - r.sched))
+			}
+		}
+		e, okE := r.e2e()
+		if okE {
+			e2e.add(e)
+			if r.sched >= 0 {
+				e2eS.add(float64(r.last - r.sched))
+			}
+		}
+		p, okP := r.tpot()
+		if okP {
+			tpot.add(p)
+		}
+		if !a.o.SLO.IsZero() {
+			g := true
+			if a.o.SLO.TTFT > 0 && (!okT || t > float64(a.o.SLO.TTFT)) {
+				g = false
+			}
+			if a.o.SLO.E2E > 0 && (!okE || e > float64(a.o.SLO.E2E)) {
+				g = false
+			}
+			if a.o.SLO.TPOT > 0 && okP && p > float64(a.o.SLO.TPOT) {
+				g = false
+			}
+			if g {
+				good++
+			}
+		}
+	}
+	if end > start {
+		s.DurationS = float64(end-start) / 1e9
+	}
+	sortAll(&ttft, &ttftS, &tpot, &e2e, &e2eS, &late, &itl.exact, &itlT.exact)
+	s.TTFT, s.TTFTScheduled = ttft.dist(), ttftS.dist()
+	s.TPOT, s.E2E, s.E2EScheduled = tpot.dist(), e2e.dist(), e2eS.dist()
+	s.Lateness = late.dist()
+	s.ITL, s.ITLPerToken = itl.dist(), itlT.dist()
+	if s.DurationS > 0 {
+		s.Throughput.RequestsPerS = float64(s.Completed) / s.DurationS
+		s.Throughput.OutputTokensPerS = float64(s.OutputTokens) / s.DurationS
+		s.Throughput.TotalTokensPerS = float64(s.InputTokens+s.OutputTokens) / s.DurationS
+	}
+	if !a.o.SLO.IsZero() {
+		slo := a.o.SLO
+		s.SLO = &slo
+		gp, ratio := 0.0, 0.0
+		if s.DurationS > 0 {
+			gp = float64(good) / s.DurationS
+		}
+		if s.Requests > 0 {
+			ratio = float64(good) / float64(s.Requests)
+		}
+		s.Goodput, s.GoodRequests, s.GoodRatio = &gp, &good, &ratio
+	}
+	smp := samples{ttft: ttft.v, ttftSched: ttftS.v, tpot: tpot.v, e2e: e2e.v, e2eSched: e2eS.v, lateness: late.v}
+	if !itl.approx {
+		smp.itl = itl.exact.sort()
+	}
+	if !itlT.approx {
+		smp.itlTok = itlT.exact.sort()
+	}
+	return s, smp
+}
+
+// load is the in-flight state seen by each successful request when it was
+// sent, over the whole run.
+type load struct {
+	inflight []int32   // per row index: other requests in flight at send (−1: not counted)
+	prompt   []float64 // per row index: prompt tokens in flight at send
+	peak     int
+}
+
+// computeLoad sweeps the successful requests' [sent, end) intervals.
+func computeLoad(rows *rowStore) load {
+	type ev struct {
+		t int64
+		i int32
+	}
+	var starts []int32 // row indices by send time
+	var ends []ev
+	for i := range rows.n {
+		r := rows.at(i)
+		if r.ok && r.sent >= 0 && r.end() >= r.sent {
+			starts = append(starts, int32(i))
+			ends = append(ends, ev{r.end(), int32(i)})
+		}
+	}
+	l := load{inflight: make([]int32, rows.n), prompt: make([]float64, rows.n)}
+	for i := range l.inflight {
+		l.inflight[i] = -1
+	}
+	bySent := func(x, y int32) int { return cmp.Compare(rows.at(int(x)).sent, rows.at(int(y)).sent) }
+	if !slices.IsSortedFunc(starts, bySent) { // results usually come in send order
+		slices.SortFunc(starts, bySent)
+	}
+	slices.SortFunc(ends, func(x, y ev) int { return cmp.Compare(x.t, y.t) })
+	var startedTok, endedTok float64
+	e := 0
+	for j, i := range starts {
+		r := rows.at(int(i))
+		for e < len(ends) && ends[e].t <= r.sent {
+			endedTok += float64(rows.at(int(ends[e].i)).in)
+			e++
+		}
+		l.inflight[i] = int32(max(j-e, 0))
+		l.prompt[i] = max(startedTok-endedTok, 0)
+		startedTok += float64(r.in)
+		l.peak = max(l.peak, j-e+1)
+	}
+	return l
+}
+
+// rowStore holds rows in fixed chunks, so growing never copies them (10 M
+// rows stay one copy in memory).
+type rowStore struct {
+	chunks [][]row
+	n      int
+}
+
+const rowChunkBits = 16
+
+func (s *rowStore) at(i int) *row { return &s.chunks[i>>rowChunkBits][i&(1<<rowChunkBits-1)] }
+
+func (s *rowStore) add(r row) {
+	if s.n>>rowChunkBits == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]row, 0, 1<<rowChunkBits))
+	}
+	c := &s.chunks[len(s.chunks)-1]
+	*c = append(*c, r)
+	s.n++
+}

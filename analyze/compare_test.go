@@ -1,0 +1,112 @@
+package analyze
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+func TestCountsQuantileMatchesQuantile(t *testing.T) {
+	x := []float64{1, 2, 2, 3, 7, 7, 7, 10}
+	uniq := []float64{1, 2, 3, 7, 10}
+	counts := []int32{1, 2, 1, 3, 1}
+	for _, p := range []float64{0, 0.1, 0.5, 0.9, 0.99, 1} {
+		if got, want := countsQuantile(uniq, counts, p), Quantile(x, p); math.Abs(got-want) > 1e-12 {
+			t.Errorf("countsQuantile(p=%v) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+// run makes a light-load run whose TTFT is scaled by f.
+func run(seed uint64, n int, f float64) []traces.Record {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	var recs []traces.Record
+	for i := range n {
+		ttft := time.Duration(f * float64(50*ms+time.Duration(rng.ExpFloat64()*float64(30*ms))))
+		e2e := ttft + time.Duration(20+rng.IntN(30))*10*ms
+		recs = append(recs, rec(int64(i), time.Duration(i)*200*ms, 0, ttft, e2e, int32(100+rng.IntN(500)), 30, 1))
+	}
+	return recs
+}
+
+func TestCompare(t *testing.T) {
+	ctx := context.Background()
+	base, err := Analyze(ctx, run(1, 2000, 1), DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, _ := Analyze(ctx, run(2, 2000, 1), DefaultOptions())
+	slow, _ := Analyze(ctx, run(3, 2000, 1.5), DefaultOptions())
+	base.Sources = []Source{{File: "a.parquet", Meta: traces.Meta{SchemaVersion: "1.0", Source: "replay", Extra: map[string]string{"target": "sim"}}}}
+	slow.Sources = []Source{{File: "b.parquet", Meta: traces.Meta{SchemaVersion: "1.0", Source: "replay", Extra: map[string]string{"target": "vllm"}}}}
+	verdict := func(c *Comparison, name string) MetricChange {
+		for _, m := range c.Metrics {
+			if m.Name == name {
+				return m
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return MetricChange{}
+	}
+	fast := CompareOptions{Resamples: 200, MaxSample: 1000}
+	// Same process, different sample: no significant change in p50/p99.
+	c := Compare(base, same, fast)
+	for _, n := range []string{"ttft_ms.p50", "ttft_ms.p99", "e2e_ms.p50"} {
+		if m := verdict(c, n); m.Verdict != VerdictSame || m.CILow == nil {
+			t.Errorf("same process: %s verdict %s (CI %v..%v), want %s", n, m.Verdict, deref(m.CILow), deref(m.CIHigh), VerdictSame)
+		}
+	}
+	// TTFT 1.5× slower: worse, with a CI above zero.
+	fast.LabelA, fast.LabelB = "sim", "vllm"
+	c = Compare(base, slow, fast)
+	for _, n := range []string{"ttft_ms.p50", "ttft_ms.p99"} {
+		if m := verdict(c, n); m.Verdict != VerdictWorse || *m.CILow <= 0 {
+			t.Errorf("1.5× slower: %s verdict %s (CI %v..%v), want worse", n, m.Verdict, deref(m.CILow), deref(m.CIHigh))
+		}
+	}
+	// The other way round it is better.
+	if m := verdict(Compare(slow, base, fast), "ttft_ms.p50"); m.Verdict != VerdictBetter {
+		t.Errorf("reverse: verdict %s, want better", m.Verdict)
+	}
+	// Seeded: the same inputs give the same intervals.
+	c2 := Compare(base, slow, fast)
+	if *verdict(c2, "ttft_ms.p99").CILow != *verdict(c, "ttft_ms.p99").CILow {
+		t.Errorf("bootstrap is not deterministic for a fixed seed")
+	}
+	var b bytes.Buffer
+	if err := c.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasPrefix(out, "Metadata differs") || !strings.Contains(out, "extra.target") {
+		t.Errorf("compare text does not start with the metadata difference:\n%s", out)
+	}
+	if !strings.Contains(out, "Tail attribution") {
+		t.Errorf("compare text lacks the attribution:\n%s", out)
+	}
+	b.Reset()
+	if err := c.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	if page := b.String(); strings.Count(page, "<svg") != 4 || strings.Contains(page, "<script") || !strings.Contains(page, "extra.target") {
+		t.Errorf("compare HTML: %d charts, want 4, no script, the metadata difference", strings.Count(page, "<svg"))
+	}
+	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
+		os.WriteFile(p+".compare.html", b.Bytes(), 0o644)
+	}
+	t.Log("\n" + out)
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}

@@ -1,0 +1,116 @@
+package analyze
+
+import (
+	"fmt"
+)
+
+// diagnose states the tail's causes in plain words, with the numbers behind
+// them. The first sentence names the dominant cause; further sentences add
+// secondary causes (share ≥ 25 %) and cache misses.
+func (rep *Report) diagnose() {
+	at := &rep.Attribution
+	if rep.Completed == 0 {
+		at.Diagnosis = []string{fmt.Sprintf("No request succeeded (%d failed), so there is no latency to attribute; see the failures by status.", rep.Failed)}
+		return
+	}
+	if at.TailRequests == 0 {
+		return
+	}
+	metric := "E2E"
+	if at.TailMetric == MetricTTFT {
+		metric = "TTFT"
+	}
+	l := at.Load
+	var d []string
+	d = append(d, fmt.Sprintf("The p%s %s tail is %d request(s) at or above %s (%s attribution); %.0f%% of their time is %s.",
+		fmtPct(at.TailPercentile), metric, at.TailRequests, fmtMs(at.TailThresholdMs), at.Source,
+		100*at.Share.Array()[indexOf(at.Dominant)], at.Dominant))
+	sh := at.Share.Array()
+	order := []int{indexOf(at.Dominant)}
+	for k := range sh {
+		if k != order[0] && sh[k] >= 0.25 {
+			order = append(order, k)
+		}
+	}
+	for _, k := range order {
+		if s := rep.cause(k); s != "" {
+			d = append(d, s)
+		}
+	}
+	if l.TailCachedFraction != nil && l.AllCachedFraction != nil && *l.AllCachedFraction-*l.TailCachedFraction >= 0.15 {
+		d = append(d, fmt.Sprintf("Cache misses: the tail had %.0f%% of its prompt tokens served from the prefix cache against %.0f%% overall, so it prefilled %.0f uncached tokens per request against %.0f.",
+			100**l.TailCachedFraction, 100**l.AllCachedFraction, l.TailUncachedTokens, l.AllUncachedTokens))
+	}
+	wh := at.When
+	if wh.LastS-wh.FirstS < 0.05 {
+		d = append(d, fmt.Sprintf("The tail requests were sent at %.1f s.", wh.FirstS))
+	} else {
+		d = append(d, fmt.Sprintf("The tail requests were sent between %.1f s and %.1f s; %.0f%% of them in %.1f–%.1f s.",
+			wh.FirstS, wh.LastS, 100*wh.BusiestShare, wh.BusiestStartS, wh.BusiestEndS))
+	}
+	at.Diagnosis = d
+}
+
+func indexOf(name string) int {
+	for k, n := range ComponentNames {
+		if n == name {
+			return k
+		}
+	}
+	return cOther
+}
+
+func fmtPct(p float64) string { return fmt.Sprintf("%g", p) }
+
+// ratio is a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// cause explains one component for the tail.
+func (rep *Report) cause(k int) string {
+	at := &rep.Attribution
+	l := at.Load
+	m := at.MeanMs.Array()
+	all := at.MeanAllMs.Array()
+	switch k {
+	case cLateness:
+		return fmt.Sprintf("Client lateness: the replayer sent tail requests %s late on average (p99 lateness %s over the run) — the client, not the server, fell behind; give the replayer more CPU or connections, or lower the speed.",
+			fmtMs(l.TailLatenessMs), fmtMs(rep.Lateness.P99))
+	case cQueue:
+		kind := "Queueing"
+		if l.TailInFlight > 2*l.AllInFlight && l.TailInFlight >= 2 {
+			kind = "Queueing burst"
+		}
+		return fmt.Sprintf("%s: tail requests waited %s on average before prefill against %s overall; %.1f other requests (%.0f prompt tokens) were in flight when they were sent against %.1f (%.0f) overall.",
+			kind, fmtMs(m[cQueue]), fmtMs(all[cQueue]), l.TailInFlight, l.TailPromptTokensInFlight, l.AllInFlight, l.AllPromptTokensInFlight) + rep.serverSentence()
+	case cPrefill:
+		s := fmt.Sprintf("Long prefill: tail prompts averaged %.0f uncached tokens against %.0f overall, and prefill took %s against %s",
+			l.TailUncachedTokens, l.AllUncachedTokens, fmtMs(m[cPrefill]), fmtMs(all[cPrefill]))
+		if at.Source != SourceServer {
+			s += fmt.Sprintf(" (estimated as %s + %.1f µs per uncached token, fitted on %d least-loaded requests)",
+				fmtMs(at.Prefill.FixedMs), at.Prefill.PerTokenUs, at.Prefill.FittedOn)
+		}
+		return s + "."
+	case cDecode:
+		slow := ratio(l.TailTPOTMs, at.Prefill.UnloadedTPOTMs)
+		long := l.TailOutputTokens > 1.5*l.AllOutputTokens
+		if slow < 1.2 && long {
+			return fmt.Sprintf("Long outputs: tail requests generated %.0f tokens against %.0f overall and spent %s decoding against %s, at a TPOT of %s (%.1f× the least-loaded requests' %s) — the decode itself was not slow.",
+				l.TailOutputTokens, l.AllOutputTokens, fmtMs(m[cDecode]), fmtMs(all[cDecode]), fmtMs(l.TailTPOTMs), slow, fmtMs(at.Prefill.UnloadedTPOTMs))
+		}
+		s := fmt.Sprintf("Decode slowdown: tail requests spent %s decoding against %s overall; their TPOT averaged %s against %s on the least-loaded requests (%.1f×)",
+			fmtMs(m[cDecode]), fmtMs(all[cDecode]), fmtMs(l.TailTPOTMs), fmtMs(at.Prefill.UnloadedTPOTMs), slow)
+		if long {
+			s += fmt.Sprintf(", and they generated %.0f tokens against %.0f overall (long outputs)", l.TailOutputTokens, l.AllOutputTokens)
+		}
+		return s + fmt.Sprintf("; %.1f requests were in flight when they were sent against %.1f overall.", l.TailInFlight, l.AllInFlight) + rep.serverSentence()
+	case cOther:
+		return fmt.Sprintf("Other (network, tokenization, detokenization — time the server's own timings do not cover): %s per tail request against %s overall.",
+			fmtMs(m[cOther]), fmtMs(all[cOther]))
+	}
+	return ""
+}

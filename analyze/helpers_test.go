@@ -1,0 +1,64 @@
+package analyze
+
+import (
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// rec builds a successful result row: sent at sent (scheduled late by
+// lateness), first token after ttft, last token after e2e, out output tokens
+// streamed in chunks of tokPerChunk evenly spaced from first to last.
+func rec(seq int64, sent, lateness, ttft, e2e time.Duration, in, out, tokPerChunk int32) traces.Record {
+	r := traces.NewRecord()
+	r.Seq, r.InputTokens, r.OutputTokens = seq, in, out
+	r.ArrivalNs = int64(sent - lateness)
+	r.Status, r.HTTPStatus = traces.StatusOK, 200
+	r.ScheduledNs, r.SentNs = int64(sent-lateness), int64(sent)
+	r.FirstTokenNs, r.LastTokenNs = int64(sent+ttft), int64(sent+e2e)
+	r.ServerPromptTokens, r.ServerOutputTokens = in, out
+	if tokPerChunk <= 0 {
+		tokPerChunk = 1
+	}
+	n := int((out + tokPerChunk - 1) / tokPerChunk)
+	left := out
+	for i := range n {
+		t := r.FirstTokenNs
+		if n > 1 {
+			t += int64(e2e-ttft) * int64(i) / int64(n-1)
+		}
+		k := min(tokPerChunk, left)
+		if i == 0 {
+			k = 1 // the first chunk carries the first token
+			if n == 1 {
+				k = left
+			}
+		}
+		left -= k
+		r.ChunkNs = append(r.ChunkNs, t)
+		r.ChunkTokens = append(r.ChunkTokens, k)
+	}
+	if left > 0 {
+		r.ChunkTokens[len(r.ChunkTokens)-1] += left
+	}
+	r.RequestID = "req-" + time.Duration(seq).String()
+	return r
+}
+
+// failed builds a failed row.
+func failed(seq int64, sent time.Duration, status string) traces.Record {
+	r := traces.NewRecord()
+	r.Seq, r.InputTokens, r.OutputTokens = seq, 100, 10
+	r.Status, r.HTTPStatus, r.Error = status, 503, "service unavailable"
+	r.ScheduledNs, r.SentNs = int64(sent), int64(sent)
+	return r
+}
+
+// withServer sets server timings.
+func withServer(r traces.Record, queue, prefill, decode time.Duration, cached int32) traces.Record {
+	r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = int64(queue), int64(prefill), int64(decode)
+	r.ServerCachedTokens = cached
+	return r
+}
+
+const ms = time.Millisecond

@@ -1,0 +1,95 @@
+package analyze
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// The HTML report is one self-contained page: inline SVG charts, no
+// scripts, no external references. Set TOKENTRACE_HTML_OUT=file.html to keep
+// it (to look at it in a browser).
+func TestHTMLReportIsSelfContained(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	var arr []arrival
+	arr = poisson(rng, 0, 300*time.Second, 4, func(at time.Duration) arrival {
+		a := arrival{at: at, in: 100 + rng.Int32N(2000), out: 20 + rng.Int32N(200), cached: rng.Int32N(100)}
+		if rng.Float64() < 0.02 {
+			a.in = 8000 + rng.Int32N(4000)
+		}
+		return a
+	})
+	for i := range 120 {
+		arr = append(arr, arrival{at: 150*time.Second + time.Duration(i)*8*ms, in: 100 + rng.Int32N(500), out: 20 + rng.Int32N(40)})
+	}
+	recs := simulate(arr, 0.01)
+	o := DefaultOptions()
+	o.IgnoreServerTimings = true
+	o.SLO = SLO{TTFT: 500 * ms, E2E: 5 * time.Second}
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if n := strings.Count(page, "<svg"); n != 6 {
+		t.Errorf("page has %d charts, want 6", n)
+	}
+	if strings.Contains(page, "<script") {
+		t.Errorf("page has a script")
+	}
+	// Only the SVG namespace URIs may mention http(s); nothing is fetched.
+	ext := regexp.MustCompile(`(src|href)="(https?:)?//`)
+	if ext.MatchString(page) {
+		t.Errorf("page references external resources: %q", ext.FindString(page))
+	}
+	for _, want := range []string{"Diagnosis", "Queueing", "Where the time went", "TTFT against prompt length"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var tb bytes.Buffer
+		o.Window = 10 * time.Second
+		rep2, _ := Analyze(context.Background(), recs, o)
+		rep2.WriteText(&tb)
+		os.WriteFile(p+".txt", tb.Bytes(), 0o644)
+	}
+}
+
+// Odd data still renders a page: one request, identical values, a first
+// token before the send (clock skew), zero-length requests.
+func TestHTMLDegenerateData(t *testing.T) {
+	skew := rec(1, 100*ms, 0, 0, 0, 10, 1, 1)
+	skew.FirstTokenNs, skew.LastTokenNs = int64(50*ms), int64(50*ms)
+	late := rec(2, 0, 0, 10*ms, 10*ms, 10, 1, 1)
+	late.ScheduledNs = int64(5 * ms) // sent before it was due
+	cases := map[string][]traces.Record{
+		"one request":      {rec(0, 0, 0, 10*ms, 20*ms, 10, 2, 1)},
+		"identical values": {rec(0, 0, 0, 10*ms, 20*ms, 10, 2, 1), rec(1, 0, 0, 10*ms, 20*ms, 10, 2, 1)},
+		"clock skew":       {rec(0, 0, 0, 10*ms, 20*ms, 10, 2, 1), skew, late},
+	}
+	for name, recs := range cases {
+		rep, err := Analyze(context.Background(), recs, DefaultOptions())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var b bytes.Buffer
+		if err := rep.WriteHTML(&b); err != nil || !strings.Contains(b.String(), "</html>") {
+			t.Errorf("%s: WriteHTML: %v", name, err)
+		}
+	}
+}

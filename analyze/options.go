@@ -1,0 +1,195 @@
+package analyze
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults shared by the library and the CLI flags.
+const (
+	// DefaultTailPercentile is the percentile above which a request is in
+	// the tail.
+	DefaultTailPercentile = 99.0
+	// DefaultTailMetric is the metric that selects the tail.
+	DefaultTailMetric = MetricE2E
+	// DefaultITLExactLimit is how many pooled ITL values are kept exactly
+	// before switching to a 0.1 % log histogram.
+	DefaultITLExactLimit = 10_000_000
+	// DefaultSeed seeds the bootstrap in Compare.
+	DefaultSeed = 1
+	// DefaultResamples is the number of bootstrap resamples in Compare.
+	DefaultResamples = 1000
+	// DefaultConfidence is the bootstrap confidence level in Compare.
+	DefaultConfidence = 0.95
+)
+
+// Tail metrics.
+const (
+	MetricE2E  = "e2e"
+	MetricTTFT = "ttft"
+)
+
+// TailMetrics lists the valid Options.TailMetric values.
+var TailMetrics = []string{MetricE2E, MetricTTFT}
+
+// Group-by dimensions.
+const (
+	ByClass    = "class"
+	ByCategory = "category"
+	ByModel    = "model"
+)
+
+// ByDimensions lists the valid Options.By values ("" = no grouping).
+var ByDimensions = []string{ByClass, ByCategory, ByModel}
+
+// SLO is a set of per-request service-level objectives; a zero field is not
+// checked. A request is good when it succeeded and meets every given SLO.
+type SLO struct {
+	// TTFT is the bound on time to first token. Defaults to 0 (unchecked).
+	TTFT time.Duration `json:"ttft_ms"`
+	// TPOT is the bound on time per output token; single-token requests
+	// count as TPOT 0, as in vLLM. Defaults to 0 (unchecked).
+	TPOT time.Duration `json:"tpot_ms"`
+	// E2E is the bound on end-to-end latency. Defaults to 0 (unchecked).
+	E2E time.Duration `json:"e2e_ms"`
+}
+
+// IsZero reports whether no SLO is set.
+func (s SLO) IsZero() bool { return s.TTFT == 0 && s.TPOT == 0 && s.E2E == 0 }
+
+// String renders the SLO in ParseSLO's syntax.
+func (s SLO) String() string {
+	var p []string
+	if s.TTFT > 0 {
+		p = append(p, "ttft="+s.TTFT.String())
+	}
+	if s.TPOT > 0 {
+		p = append(p, "tpot="+s.TPOT.String())
+	}
+	if s.E2E > 0 {
+		p = append(p, "e2e="+s.E2E.String())
+	}
+	return strings.Join(p, ",")
+}
+
+// ParseSLO parses "ttft=500ms,tpot=50ms,e2e=10s" (any subset, Go durations;
+// a bare number is milliseconds, and vLLM's "ttft:500" syntax is accepted).
+func ParseSLO(s string) (SLO, error) {
+	var slo SLO
+	if strings.TrimSpace(s) == "" {
+		return slo, nil
+	}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			k, v, ok = strings.Cut(part, ":")
+		}
+		if !ok {
+			return slo, fmt.Errorf("slo %q: want name=duration, e.g. ttft=500ms", part)
+		}
+		d, err := parseDurationMs(v)
+		if err != nil || d <= 0 {
+			return slo, fmt.Errorf("slo %q: want a positive duration such as 500ms", part)
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "ttft":
+			slo.TTFT = d
+		case "tpot":
+			slo.TPOT = d
+		case "e2e", "e2el":
+			slo.E2E = d
+		default:
+			return slo, fmt.Errorf("slo %q: unknown metric %q (want ttft, tpot or e2e)", part, k)
+		}
+	}
+	return slo, nil
+}
+
+func parseDurationMs(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return time.Duration(f * float64(time.Millisecond)), nil
+	}
+	return time.ParseDuration(v)
+}
+
+// ParsePercentile parses "p99", "99", "p99.9" or "99.9" into 99 or 99.9.
+func ParsePercentile(s string) (float64, error) {
+	t := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "p")
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || math.IsNaN(f) || f <= 0 || f >= 100 {
+		return 0, fmt.Errorf("percentile %q: want p50 … p99.99 (strictly between 0 and 100)", s)
+	}
+	return f, nil
+}
+
+// Options tunes an analysis.
+type Options struct {
+	// By groups the summary per "class", "category" or "model" ("" = no
+	// groups). Defaults to "".
+	By string
+	// SLO enables goodput. Defaults to no SLO (goodput null).
+	SLO SLO
+	// TailPercentile selects the tail: requests at or above this percentile
+	// of the tail metric. Defaults to DefaultTailPercentile (99).
+	TailPercentile float64
+	// TailMetric is MetricE2E or MetricTTFT. Defaults to MetricE2E.
+	TailMetric string
+	// Window is the width of the timeline's windows (0 = about 30 windows
+	// over the run). Defaults to 0.
+	Window time.Duration
+	// IgnoreServerTimings estimates every request's attribution even when
+	// server timings exist (to check the estimator against them). Defaults
+	// to false.
+	IgnoreServerTimings bool
+	// KeepRequests keeps request ids so Report.WriteRequests can name them.
+	// Defaults to false.
+	KeepRequests bool
+	// ITLExactLimit bounds the pooled ITL values kept exactly. Defaults to
+	// DefaultITLExactLimit.
+	ITLExactLimit int
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{TailPercentile: DefaultTailPercentile, TailMetric: DefaultTailMetric, ITLExactLimit: DefaultITLExactLimit}
+}
+
+// withDefaults fills zero fields.
+func (o Options) withDefaults() Options {
+	if o.TailPercentile == 0 {
+		o.TailPercentile = DefaultTailPercentile
+	}
+	if o.TailMetric == "" {
+		o.TailMetric = DefaultTailMetric
+	}
+	if o.ITLExactLimit == 0 {
+		o.ITLExactLimit = DefaultITLExactLimit
+	}
+	return o
+}
+
+// Validate checks the options; errors name the CLI flag.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	if o.By != "" && !slices.Contains(ByDimensions, o.By) {
+		return fmt.Errorf("--by %q: want one of %s", o.By, strings.Join(ByDimensions, ", "))
+	}
+	if !slices.Contains(TailMetrics, o.TailMetric) {
+		return fmt.Errorf("--tail-metric %q: want one of %s", o.TailMetric, strings.Join(TailMetrics, ", "))
+	}
+	if o.TailPercentile <= 0 || o.TailPercentile >= 100 || math.IsNaN(o.TailPercentile) {
+		return fmt.Errorf("--tail %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
+	}
+	if o.Window < 0 {
+		return fmt.Errorf("--window %v: want a positive duration such as 10s", o.Window)
+	}
+	if o.SLO.TTFT < 0 || o.SLO.TPOT < 0 || o.SLO.E2E < 0 {
+		return fmt.Errorf("--slo %s: bounds must be positive", o.SLO)
+	}
+	return nil
+}

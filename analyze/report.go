@@ -1,0 +1,100 @@
+package analyze
+
+import (
+	"encoding/json"
+	"io"
+)
+
+// Throughput is the run's rates over its duration.
+type Throughput struct {
+	// RequestsPerS is completed requests per second.
+	RequestsPerS float64 `json:"requests_per_s"`
+	// OutputTokensPerS is output tokens of completed requests per second.
+	OutputTokensPerS float64 `json:"output_tokens_per_s"`
+	// TotalTokensPerS is prompt plus output tokens per second.
+	TotalTokensPerS float64 `json:"total_tokens_per_s"`
+	// PeakOutputTokensPerS is the most output tokens streamed in one
+	// second-aligned bin of the run (chunk token counts where known, else
+	// one per chunk).
+	PeakOutputTokensPerS float64 `json:"peak_output_tokens_per_s"`
+}
+
+// Summary is the headline statistics of a set of requests. Latencies are in
+// milliseconds; failed requests are counted and excluded from them.
+type Summary struct {
+	Requests  int            `json:"requests"`
+	Completed int            `json:"completed"`
+	Failed    int            `json:"failed"`
+	ByStatus  map[string]int `json:"by_status"`
+	// DurationS is from the first send to the last token, in seconds.
+	DurationS    float64 `json:"duration_s"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	// TTFT is first token − sent; TTFTScheduled is first token − scheduled
+	// (includes client lateness: the coordinated-omission-safe view).
+	TTFT          Dist `json:"ttft_ms"`
+	TTFTScheduled Dist `json:"ttft_scheduled_ms"`
+	TPOT          Dist `json:"tpot_ms"`
+	// ITL is every chunk gap pooled over all requests (vLLM's ITL);
+	// ITLPerToken divides each gap by the chunk's token count where known.
+	ITL          Dist `json:"itl_ms"`
+	ITLPerToken  Dist `json:"itl_per_token_ms"`
+	E2E          Dist `json:"e2e_ms"`
+	E2EScheduled Dist `json:"e2e_scheduled_ms"`
+	// Lateness is sent − scheduled over every request with both.
+	Lateness   Dist       `json:"lateness_ms"`
+	Throughput Throughput `json:"throughput"`
+	// PeakConcurrency is the exact sweep-line maximum of overlapping
+	// [sent, last token) intervals of successful requests.
+	PeakConcurrency int `json:"peak_concurrency"`
+	// Goodput is requests per second meeting every SLO (null without one).
+	Goodput      *float64 `json:"goodput"`
+	GoodRequests *int     `json:"good_requests,omitempty"`
+	// GoodRatio is the good requests over all requests.
+	GoodRatio *float64 `json:"goodput_ratio,omitempty"`
+	SLO       *SLO     `json:"slo,omitempty"`
+}
+
+// Group is the Summary of one value of the --by dimension.
+type Group struct {
+	By    string `json:"by"`
+	Value string `json:"value"`
+	Summary
+}
+
+// Report is the analysis of one or more results files.
+type Report struct {
+	Summary
+	Attribution Attribution `json:"attribution"`
+	Groups      []Group     `json:"groups,omitempty"`
+	Windows     []Window    `json:"windows"`
+	Sources     []Source    `json:"sources,omitempty"`
+	Warnings    []string    `json:"warnings,omitempty"`
+
+	opts    Options
+	rows    rowStore
+	reqIDs  []string
+	samples samples
+	load    load
+	est     estModel
+	tail    []int32 // row indices of the tail requests
+
+	windowT0, windowW int64 // timeline origin and width (ns)
+}
+
+// Options returns the options the report was made with.
+func (r *Report) Options() Options { return r.opts }
+
+// WriteJSON writes the report as indented JSON with stable keys.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+func (rep *Report) reqID(i int) string {
+	if i < len(rep.reqIDs) {
+		return rep.reqIDs[i]
+	}
+	return ""
+}

@@ -1,0 +1,132 @@
+package analyze
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// RequestsColumns are the columns of the per-request attribution file.
+var RequestsColumns = []string{"seq", "request_id", "lateness_ns", "queue_ns", "prefill_ns", "decode_ns", "other_ns", "source"}
+
+// Per-request attribution file formats.
+const (
+	RequestsCSV   = "csv"
+	RequestsJSONL = "jsonl"
+)
+
+// WriteRequests writes every successful request's attribution (see
+// EachRequest) as CSV with a header row or as JSON lines, with exactly
+// RequestsColumns.
+func (rep *Report) WriteRequests(w io.Writer, format string) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	switch format {
+	case RequestsCSV:
+		cw := csv.NewWriter(bw)
+		if err := cw.Write(RequestsColumns); err != nil {
+			return err
+		}
+		rec := make([]string, len(RequestsColumns))
+		err := rep.EachRequest(func(r RequestAttribution) error {
+			rec[0] = strconv.FormatInt(r.Seq, 10)
+			rec[1] = r.RequestID
+			rec[2] = strconv.FormatInt(r.Lateness, 10)
+			rec[3] = strconv.FormatInt(r.Queue, 10)
+			rec[4] = strconv.FormatInt(r.Prefill, 10)
+			rec[5] = strconv.FormatInt(r.Decode, 10)
+			rec[6] = strconv.FormatInt(r.Other, 10)
+			rec[7] = r.Source
+			return cw.Write(rec)
+		})
+		if err != nil {
+			return err
+		}
+		cw.Flush()
+		if err := cw.Error(); err != nil {
+			return err
+		}
+	case RequestsJSONL:
+		type line struct {
+			Seq       int64  `json:"seq"`
+			RequestID string `json:"request_id"`
+			Lateness  int64  `json:"lateness_ns"`
+			Queue     int64  `json:"queue_ns"`
+			Prefill   int64  `json:"prefill_ns"`
+			Decode    int64  `json:"decode_ns"`
+			Other     int64  `json:"other_ns"`
+			Source    string `json:"source"`
+		}
+		enc := json.NewEncoder(bw)
+		err := rep.EachRequest(func(r RequestAttribution) error {
+			return enc.Encode(line{r.Seq, r.RequestID, r.Lateness, r.Queue, r.Prefill, r.Decode, r.Other, r.Source})
+		})
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("per-request attribution format %q: want %s or %s", format, RequestsCSV, RequestsJSONL)
+	}
+	return bw.Flush()
+}
+
+// RequestsFormat picks the format from a file name: .csv (.csv.zst) or
+// .jsonl (.jsonl.zst, "-" = stdout as JSON lines). Parquet is refused: only
+// package traces writes Parquet, and its Writer takes Records.
+func RequestsFormat(name string) (format string, zst bool, err error) {
+	n := strings.ToLower(name)
+	if n == "-" {
+		return RequestsJSONL, false, nil
+	}
+	n, zst = strings.CutSuffix(n, ".zst")
+	switch {
+	case strings.HasSuffix(n, ".csv"):
+		return RequestsCSV, zst, nil
+	case strings.HasSuffix(n, ".jsonl"), strings.HasSuffix(n, ".json"), strings.HasSuffix(n, ".ndjson"):
+		return RequestsJSONL, zst, nil
+	}
+	return "", false, fmt.Errorf("--requests-out %s: want a .csv or .jsonl name (optionally .zst); Parquet is not supported for this side table", name)
+}
+
+// WriteRequestsFile writes the per-request attribution to the named file,
+// the format chosen by RequestsFormat; stdout is w when name is "-".
+func (rep *Report) WriteRequestsFile(name string, stdout io.Writer) (err error) {
+	format, zst, err := RequestsFormat(name)
+	if err != nil {
+		return err
+	}
+	if name == "-" {
+		return rep.WriteRequests(stdout, format)
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close %s: %w", name, cerr)
+		}
+	}()
+	var w io.Writer = f
+	if zst {
+		zw, err := zstd.NewWriter(f)
+		if err != nil {
+			return err
+		}
+		if err := rep.WriteRequests(zw, format); err != nil {
+			zw.Close()
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+		return zw.Close()
+	}
+	if err := rep.WriteRequests(w, format); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}

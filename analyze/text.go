@@ -1,0 +1,117 @@
+package analyze
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// WriteText writes the human-readable report: counts, throughput, goodput,
+// the latency table, the tail attribution and diagnosis, per-group tables
+// with --by, and the timeline when a window was asked for.
+func (rep *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
+	var st []string
+	keys := make([]string, 0, len(rep.ByStatus))
+	for k := range rep.ByStatus {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		st = append(st, fmt.Sprintf("%s %d", k, rep.ByStatus[k]))
+	}
+	p("Requests      %d (%s)\n", rep.Requests, strings.Join(st, ", "))
+	p("Duration      %.2f s\n", rep.DurationS)
+	t := rep.Throughput
+	p("Throughput    %.2f req/s, %.1f output tok/s (peak %.0f tok/s), %.1f total tok/s\n",
+		t.RequestsPerS, t.OutputTokensPerS, t.PeakOutputTokensPerS, t.TotalTokensPerS)
+	p("Concurrency   peak %d\n", rep.PeakConcurrency)
+	if rep.Goodput != nil {
+		p("Goodput       %.2f req/s (%d of %d requests, %.1f%%, meet %s)\n", *rep.Goodput, *rep.GoodRequests, rep.Requests, 100**rep.GoodRatio, rep.SLO)
+	}
+	p("\n")
+	writeDistTable(bw, &rep.Summary)
+	at := &rep.Attribution
+	if at.TailRequests > 0 {
+		metric := strings.ToUpper(at.TailMetric)
+		p("\nTail attribution: p%s %s (incl. lateness) ≥ %s, %d request(s), %s timings\n",
+			fmtPct(at.TailPercentile), metric, fmtMs(at.TailThresholdMs), at.TailRequests, at.Source)
+		p("  %-10s %8s %12s   %8s %12s\n", "component", "tail", "tail mean", "all", "all mean")
+		sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
+		for k, n := range ComponentNames {
+			p("  %-10s %7.1f%% %12s   %7.1f%% %12s\n", n, 100*sh[k], fmtMs(mm[k]), 100*sa[k], fmtMs(ma[k]))
+		}
+		p("  dominant: %s (the largest component of %.0f%% of tail requests)\n", at.Dominant, 100*at.DominantAgreement)
+	}
+	if len(at.Diagnosis) > 0 {
+		p("\nDiagnosis\n")
+		for _, d := range at.Diagnosis {
+			p("  - %s\n", d)
+		}
+	}
+	if len(rep.Groups) > 0 {
+		p("\nBy %s\n", rep.Groups[0].By)
+		p("  %-20s %8s %8s %7s %10s %10s %10s %10s %10s %10s\n", "value", "requests", "ok", "failed",
+			"ttft p50", "ttft p99", "tpot p50", "e2e p50", "e2e p99", "goodput")
+		for _, g := range rep.Groups {
+			v := g.Value
+			if v == "" {
+				v = "(none)"
+			}
+			gp := "-"
+			if g.Goodput != nil {
+				gp = fmt.Sprintf("%.2f/s", *g.Goodput)
+			}
+			p("  %-20s %8d %8d %7d %10.2f %10.2f %10.2f %10.2f %10.2f %10s\n", trunc(v, 20), g.Requests, g.Completed, g.Failed,
+				g.TTFT.P50, g.TTFT.P99, g.TPOT.P50, g.E2E.P50, g.E2E.P99, gp)
+		}
+	}
+	if rep.opts.Window > 0 && len(rep.Windows) > 0 {
+		p("\nTimeline (%.3gs windows; latency ms of requests sent in the window)\n", rep.Windows[0].EndS-rep.Windows[0].StartS)
+		p("  %8s %6s %5s %5s %9s %9s %9s %9s %8s %9s %8s %8s %9s %5s\n", "start s", "sent", "ok", "fail",
+			"ttft p50", "ttft p99", "e2e p50", "e2e p99", "req/s", "out tok/s", "in-fl", "in-max", "late p99", "tail")
+		for _, x := range rep.Windows {
+			p("  %8.1f %6d %5d %5d %9.1f %9.1f %9.1f %9.1f %8.2f %9.1f %8.1f %8d %9.1f %5d\n", x.StartS, x.Sent, x.Completed, x.Failed,
+				x.TTFTP50Ms, x.TTFTP99Ms, x.E2EP50Ms, x.E2EP99Ms, x.RequestsPerS, x.OutputTokensPerS, x.InFlightMean, x.InFlightMax, x.LatenessP99Ms, x.TailRequests)
+		}
+	}
+	if len(rep.Warnings) > 0 {
+		p("\nWarnings\n")
+		for _, s := range rep.Warnings {
+			p("  - %s\n", s)
+		}
+	}
+	return bw.Flush()
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func writeDistTable(w io.Writer, s *Summary) {
+	fmt.Fprintf(w, "%-18s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "latency (ms)", "count", "mean", "std", "p50", "p90", "p95", "p99", "p99.9", "max")
+	row := func(name string, d Dist) {
+		if d.Count == 0 {
+			fmt.Fprintf(w, "%-18s %9d %9s\n", name, 0, "-")
+			return
+		}
+		if d.Approx {
+			name += "~"
+		}
+		fmt.Fprintf(w, "%-18s %9d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", name, d.Count, d.Mean, d.Std, d.P50, d.P90, d.P95, d.P99, d.P999, d.Max)
+	}
+	row("TTFT", s.TTFT)
+	row("TTFT (scheduled)", s.TTFTScheduled)
+	row("TPOT", s.TPOT)
+	row("ITL (per chunk)", s.ITL)
+	row("ITL (per token)", s.ITLPerToken)
+	row("E2E", s.E2E)
+	row("E2E (scheduled)", s.E2EScheduled)
+	row("lateness", s.Lateness)
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(100, analyzeCommand) }
+
+// Output formats of analyze.
+var analyzeFormats = []string{"text", "json", "vllm"}
+
+// analyzeFlags are the analysis flags shared by analyze and analyze compare.
+type analyzeFlags struct {
+	o                   analyze.Options
+	slo, tail           string
+	asJSON              bool
+	format              string
+	percentileMetrics   string
+	metricPercentiles   string
+	vllmJSON            string
+	requestsOut, html   string
+	maxConc             int
+	requestRate         float64
+	seed                uint64
+	resamples           int
+	confidence          float64
+	labelA, labelB      string
+	compareMaxSample    int
+	compareThresholdPct float64
+}
+
+func (f *analyzeFlags) common() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "slo", Usage: "goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s (any subset)", Destination: &f.slo},
+		&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &f.tail},
+		&cli.StringFlag{Name: "tail-metric", Usage: "metric that selects the tail: " + strings.Join(analyze.TailMetrics, ", "), Value: analyze.DefaultTailMetric, Destination: &f.o.TailMetric},
+		&cli.BoolFlag{Name: "ignore-server-timings", Usage: "estimate the attribution even where server timings exist", Destination: &f.o.IgnoreServerTimings},
+		&cli.BoolFlag{Name: "json", Usage: "print JSON (same as --format json)", Destination: &f.asJSON},
+	}
+}
+
+// options validates the shared flags into analyze.Options.
+func (f *analyzeFlags) options() (analyze.Options, error) {
+	o := f.o
+	var err error
+	if o.SLO, err = analyze.ParseSLO(f.slo); err != nil {
+		return o, usageErrorf("--slo: %v", err)
+	}
+	if o.TailPercentile, err = analyze.ParsePercentile(f.tail); err != nil {
+		return o, usageErrorf("--tail: %v", err)
+	}
+	if err := o.Validate(); err != nil {
+		return o, usageErrorf("analyze: %v", err)
+	}
+	return o, nil
+}
+
+func analyzeCommand() *cli.Command {
+	f := &analyzeFlags{o: analyze.DefaultOptions(), format: "text"}
+	vd := analyze.DefaultVLLMOptions()
+	flags := append(f.common(),
+		&cli.StringFlag{Name: "format", Usage: "output: " + strings.Join(analyzeFormats, ", ") + " (vllm = the block layout of vllm bench serve)", Value: f.format, Destination: &f.format},
+		&cli.StringFlag{Name: "by", Usage: "also summarize per " + strings.Join(analyze.ByDimensions, ", "), Destination: &f.o.By},
+		&cli.DurationFlag{Name: "window", Usage: "timeline window width; prints the timeline (0 = auto width, timeline only in JSON/HTML)", Destination: &f.o.Window},
+		&cli.StringFlag{Name: "requests-out", Usage: "write per-request attribution (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source) to this .csv or .jsonl[.zst] `FILE`", Destination: &f.requestsOut},
+		&cli.StringFlag{Name: "html", Usage: "write a self-contained HTML report with charts to this `FILE`", Destination: &f.html},
+		&cli.StringFlag{Name: "vllm-json", Usage: "write the JSON of vllm bench serve --save-result to this `FILE`", Destination: &f.vllmJSON},
+		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},
+		&cli.StringFlag{Name: "metric-percentiles", Usage: "--format vllm / --vllm-json: percentiles, e.g. 50,90,99", Value: "99", Destination: &f.metricPercentiles},
+		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Destination: &f.maxConc},
+		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
+	)
+	return &cli.Command{
+		Name:  "analyze",
+		Usage: "summarize results, attribute the tail latency, compare runs, write reports",
+		UsageText: `tokentrace analyze [flags] RESULTS...
+tokentrace analyze compare [flags] A B
+
+Examples:
+  tokentrace analyze results.parquet
+  tokentrace analyze --slo ttft=500ms,tpot=50ms --by class --html report.html results.parquet
+  tokentrace analyze --tail p99 --tail-metric ttft --requests-out attribution.csv results.parquet
+  tokentrace analyze --window 10s shard-0.parquet shard-1.parquet shard-2.parquet
+  tokentrace analyze --format vllm --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 results.parquet
+  tokentrace analyze compare synth-results.parquet real-results.parquet`,
+		Description: `analyze reads results files (any tokentrace codec; several files, e.g. the
+shards of one replay, are pooled) and reports requests by status, duration,
+throughput, peak concurrency, and mean/std/p50/p90/p95/p99/p99.9/max of TTFT,
+TPOT, ITL (per chunk and per token), E2E and client lateness, with TTFT and
+E2E also from the scheduled time (coordinated-omission-safe). Percentiles use
+numpy's linear interpolation; failed requests are excluded from latencies.
+
+It then attributes each request's latency to client lateness, queueing,
+prefill, decode and the remainder: exactly where the results carry server
+timings, otherwise estimated (prefill fitted on the least-loaded requests as
+a function of uncached prompt tokens). For the tail (--tail, on
+--tail-metric) it gives each component's share, the dominant cause, when the
+tail happened, the load around it, and a diagnosis in words.`,
+		Flags: flags,
+		Subcommands: []*cli.Command{
+			analyzeCompareCommand(),
+		},
+		Action: func(c *cli.Context) error {
+			names, err := args(c, 1, -1, "results files")
+			if err != nil {
+				return err
+			}
+			o, err := f.options()
+			if err != nil {
+				return err
+			}
+			if f.asJSON {
+				f.format = "json"
+			}
+			if !slices.Contains(analyzeFormats, f.format) {
+				return usageErrorf("--format %q: want one of %s", f.format, strings.Join(analyzeFormats, ", "))
+			}
+			vo := analyze.VLLMOptions{MaxConcurrency: f.maxConc, RequestRate: f.requestRate, Date: time.Now().UTC().Format("20060102-150405")}
+			if vo.PercentileMetrics, err = analyze.ParseVLLMMetrics(f.percentileMetrics); err != nil {
+				return usageErrorf("--percentile-metrics: %v", err)
+			}
+			if vo.MetricPercentiles, err = analyze.ParsePercentiles(f.metricPercentiles); err != nil {
+				return usageErrorf("--metric-percentiles: %v", err)
+			}
+			if f.requestsOut != "" {
+				if _, _, err := analyze.RequestsFormat(f.requestsOut); err != nil {
+					return usageErrorf("%v", err)
+				}
+				o.KeepRequests = true
+			}
+			rep, err := analyze.AnalyzeFiles(c.Context, names, o)
+			if err != nil {
+				return analyzeError(err)
+			}
+			s := stdio(c)
+			switch f.format {
+			case "json":
+				err = rep.WriteJSON(s.out)
+			case "vllm":
+				err = rep.WriteVLLM(s.out, vo)
+			default:
+				err = rep.WriteText(s.out)
+			}
+			if err != nil {
+				return fmt.Errorf("write report: %w", err)
+			}
+			if f.vllmJSON != "" {
+				if err := writeFile(f.vllmJSON, func(w *os.File) error { return rep.WriteVLLMJSON(w, vo) }); err != nil {
+					return err
+				}
+				fmt.Fprintf(s.err, "wrote %s\n", f.vllmJSON)
+			}
+			if f.requestsOut != "" {
+				if err := rep.WriteRequestsFile(f.requestsOut, s.out); err != nil {
+					return fmt.Errorf("write per-request attribution: %w", err)
+				}
+				if f.requestsOut != "-" {
+					fmt.Fprintf(s.err, "wrote %s\n", f.requestsOut)
+				}
+			}
+			if f.html != "" {
+				if err := writeFile(f.html, func(w *os.File) error { return rep.WriteHTML(w) }); err != nil {
+					return err
+				}
+				fmt.Fprintf(s.err, "wrote %s\n", f.html)
+			}
+			return nil
+		},
+	}
+}
+
+// analyzeError turns "nothing to analyze" into a plain failure with the
+// library's message; schema errors keep theirs.
+func analyzeError(err error) error {
+	if errors.Is(err, analyze.ErrNoRequests) || errors.Is(err, analyze.ErrNoOutcomes) || errors.Is(err, traces.ErrSchemaVersion) {
+		return withCode(exitFailure, err)
+	}
+	return err
+}
+
+// writeFile creates name, calls fn and closes it, reporting the first error.
+func writeFile(name string, fn func(*os.File) error) error {
+	w, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	if err := fn(w); err != nil {
+		w.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", name, err)
+	}
+	return nil
+}
+
+func analyzeCompareCommand() *cli.Command {
+	f := &analyzeFlags{o: analyze.DefaultOptions()}
+	flags := append(f.common(),
+		&cli.Uint64Flag{Name: "seed", Usage: "bootstrap seed", Value: analyze.DefaultSeed, Destination: &f.seed},
+		&cli.IntFlag{Name: "resamples", Usage: "bootstrap resamples", Value: analyze.DefaultResamples, Destination: &f.resamples},
+		&cli.Float64Flag{Name: "confidence", Usage: "confidence level of the intervals", Value: analyze.DefaultConfidence, Destination: &f.confidence},
+		&cli.IntFlag{Name: "max-sample", Usage: "values per side kept for the bootstrap (evenly spaced order statistics)", Value: analyze.DefaultMaxBootstrapSample, Destination: &f.compareMaxSample},
+		&cli.Float64Flag{Name: "threshold-pct", Usage: "relative change (%) under which metrics without an interval are unchanged", Value: 100 * analyze.DefaultRelativeThreshold, Destination: &f.compareThresholdPct},
+		&cli.StringFlag{Name: "label-a", Usage: "name of the first run (default: its file name)", Destination: &f.labelA},
+		&cli.StringFlag{Name: "label-b", Usage: "name of the second run (default: its file name)", Destination: &f.labelB},
+		&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML comparison with charts to this `FILE`", Destination: &f.html},
+	)
+	return &cli.Command{
+		Name:  "compare",
+		Usage: "compare two runs metric by metric, with bootstrap intervals and verdicts",
+		UsageText: `tokentrace analyze compare [flags] A B
+
+A and B are results files; give the shards of one run as a comma-separated list.
+
+Examples:
+  tokentrace analyze compare synth-results.parquet real-results.parquet
+  tokentrace analyze compare --slo ttft=500ms --label-a before --label-b after before.parquet after-0.parquet,after-1.parquet
+  tokentrace analyze compare --json --seed 7 a.parquet b.parquet
+  tokentrace analyze compare --html compare.html before.parquet after.parquet`,
+		Description: `compare analyzes A (the baseline) and B with the same options and prints
+every metric side by side with its change, a seeded bootstrap confidence
+interval of the change of each latency's p50 and p99, and a verdict (better,
+worse, no significant change), then the tail attribution of both runs. When
+the files' metadata differ, the differences are printed first.`,
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			names, err := args(c, 2, 2, "results A and B")
+			if err != nil {
+				return err
+			}
+			o, err := f.options()
+			if err != nil {
+				return err
+			}
+			if f.confidence <= 0 || f.confidence >= 1 {
+				return usageErrorf("--confidence %v: want a level strictly between 0 and 1, e.g. 0.95", f.confidence)
+			}
+			if f.resamples < 10 {
+				return usageErrorf("--resamples %d: want at least 10", f.resamples)
+			}
+			var reps [2]*analyze.Report
+			for i, n := range names {
+				if reps[i], err = analyze.AnalyzeFiles(c.Context, strings.Split(n, ","), o); err != nil {
+					return analyzeError(err)
+				}
+			}
+			co := analyze.CompareOptions{Seed: f.seed, Resamples: f.resamples, Confidence: f.confidence, MaxSample: f.compareMaxSample,
+				Threshold: f.compareThresholdPct / 100, LabelA: f.labelA, LabelB: f.labelB}
+			if co.LabelA == "" {
+				co.LabelA = names[0]
+			}
+			if co.LabelB == "" {
+				co.LabelB = names[1]
+			}
+			cmp := analyze.Compare(reps[0], reps[1], co)
+			s := stdio(c)
+			if f.asJSON {
+				err = cmp.WriteJSON(s.out)
+			} else {
+				err = cmp.WriteText(s.out)
+			}
+			if err != nil {
+				return fmt.Errorf("write comparison: %w", err)
+			}
+			if f.html != "" {
+				if err := writeFile(f.html, func(w *os.File) error { return cmp.WriteHTML(w) }); err != nil {
+					return err
+				}
+				fmt.Fprintf(s.err, "wrote %s\n", f.html)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+func analyzeCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// analyzeResults writes n successful results rows (TTFT slowed by f).
+func analyzeResults(t *testing.T, name string, n int, f float64) string {
+	t.Helper()
+	var recs []traces.Record
+	for i := range n {
+		r := traces.NewRecord()
+		r.Seq, r.InputTokens, r.OutputTokens, r.Class = int64(i), int32(100+i%400), 20, []string{"interactive", "batch"}[i%2]
+		r.Status, r.HTTPStatus, r.RequestID = traces.StatusOK, 200, "r"+string(rune('a'+i%26))
+		r.ScheduledNs = int64(time.Duration(i) * 100 * time.Millisecond)
+		r.SentNs = r.ScheduledNs + int64(i%3)*int64(time.Millisecond)
+		ttft := time.Duration(f * float64(30*time.Millisecond+time.Duration(i%17)*5*time.Millisecond))
+		r.FirstTokenNs = r.SentNs + int64(ttft)
+		for k := range 20 {
+			r.ChunkNs = append(r.ChunkNs, r.FirstTokenNs+int64(k)*int64(10*time.Millisecond))
+			r.ChunkTokens = append(r.ChunkTokens, 1)
+		}
+		r.LastTokenNs = r.ChunkNs[19]
+		r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, 20
+		recs = append(recs, r)
+	}
+	p := filepath.Join(t.TempDir(), name)
+	m := traces.NewMeta("replay")
+	m.Set("target", name)
+	if err := traces.WriteAll(p, m, recs); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestAnalyzeCLI(t *testing.T) {
+	a := analyzeResults(t, "a.jsonl", 300, 1)
+	b := analyzeResults(t, "b.jsonl", 300, 2)
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.jsonl")
+	if err := traces.WriteAll(empty, traces.NewMeta("replay"), nil); err != nil {
+		t.Fatal(err)
+	}
+	html, reqs, vj, chtml := filepath.Join(dir, "r.html"), filepath.Join(dir, "req.csv"), filepath.Join(dir, "v.json"), filepath.Join(dir, "c.html")
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		contains string
+	}{
+		// The default text report.
+		{"text", []string{"analyze", a}, 0, "Tail attribution"},
+		// JSON with goodput and groups.
+		{"json", []string{"analyze", "--json", "--slo", "ttft=60ms", "--by", "class", a}, 0, `"goodput": `},
+		// vllm's block layout.
+		{"vllm", []string{"analyze", "--format", "vllm", "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,99", a}, 0, "P50 E2EL (ms):"},
+		// Every side output at once, and the timeline.
+		{"files", []string{"analyze", "--window", "5s", "--html", html, "--requests-out", reqs, "--vllm-json", vj, a, b}, 0, "Timeline"},
+		// Compare prints the metadata difference first.
+		{"compare", []string{"analyze", "compare", "--resamples", "200", "--html", chtml, a, b}, 0, "Metadata differs"},
+		// No arguments.
+		{"no args", []string{"analyze"}, 2, "want at least 1"},
+		// A flag after the arguments is refused.
+		{"flag after", []string{"analyze", a, "--json"}, 2, "put flags before arguments"},
+		// A bad --by names the flag.
+		{"bad by", []string{"analyze", "--by", "user", a}, 2, "--by"},
+		// A bad --slo names the flag.
+		{"bad slo", []string{"analyze", "--slo", "ttft=fast", a}, 2, "--slo"},
+		// A bad --tail names the flag.
+		{"bad tail", []string{"analyze", "--tail", "p100", a}, 2, "--tail"},
+		// Parquet side tables are refused up front.
+		{"requests parquet", []string{"analyze", "--requests-out", "x.parquet", a}, 2, "--requests-out"},
+		// An empty results file fails with a message naming it.
+		{"empty", []string{"analyze", empty}, 1, "empty.jsonl"},
+		// A missing file.
+		{"missing", []string{"analyze", filepath.Join(dir, "nope.jsonl")}, 1, "nope.jsonl"},
+		// compare wants two files.
+		{"compare one", []string{"analyze", "compare", a}, 2, "want 2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := analyzeCLI(t, tt.args...)
+			if code != tt.code || !strings.Contains(out+errs, tt.contains) {
+				t.Errorf("tokentrace %s: exit %d, want %d, output containing %q\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.code, tt.contains, out, errs)
+			}
+		})
+	}
+	for _, p := range []string{html, reqs, vj, chtml} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", p, err)
+		}
+	}
+	got, _ := os.ReadFile(reqs)
+	if !strings.HasPrefix(string(got), "seq,request_id,lateness_ns,queue_ns,prefill_ns,decode_ns,other_ns,source\n") {
+		t.Errorf("requests CSV header: %.100q", got)
+	}
+}
