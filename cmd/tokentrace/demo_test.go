@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// The demo runs the whole pipeline; a short, fast version of it must leave
+// every artifact readable and every request answered.
+func TestDemoEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "demo", "--out", dir, "--duration", "6s", "--speed", "3"}, strings.NewReader(""), &out, &errb)
+	if code != 0 {
+		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	for _, f := range []string{"gateway-logs.jsonl.gz", "trace.parquet", "model.json", "synth.parquet",
+		"real.results.parquet", "synth.results.parquet", "report.html", "compare.html", "report.txt", "compare.txt"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("demo did not write %s: %v", f, err)
+		}
+	}
+	trace, _, err := traces.ReadAll(filepath.Join(dir, "trace.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, meta, err := traces.ReadAll(filepath.Join(dir, "real.results.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != len(trace) || len(res) == 0 {
+		t.Fatalf("real replay has %d results for %d trace records", len(res), len(trace))
+	}
+	for i := range res {
+		if !res[i].OK() {
+			t.Fatalf("request %d: status %q (%s)", res[i].Seq, res[i].Status, res[i].Error)
+		}
+		if res[i].ServerQueueNs < 0 || res[i].ServerPrefillNs < 0 {
+			t.Fatalf("request %d has no server timings: the demo's attribution must be exact", res[i].Seq)
+		}
+	}
+	if meta.Command != "tokentrace demo" {
+		t.Errorf("results command = %q", meta.Command)
+	}
+	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	if !bytes.Contains(html, []byte("<svg")) || bytes.Contains(html, []byte("<script src=")) {
+		t.Error("report.html is not a self-contained page with charts")
+	}
+	if !strings.Contains(out.String(), "Tail attribution") || !strings.Contains(out.String(), "Open the report") {
+		t.Errorf("demo output lacks the attribution or the report path:\n%s", out.String())
+	}
+}
