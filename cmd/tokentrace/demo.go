@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/analyze"
@@ -109,7 +110,10 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return fmt.Errorf("demo: create %s: %w", o.Out, err)
 	}
 	path := func(name string) string { return filepath.Join(o.Out, name) }
+	var outMu sync.Mutex // the two replays report from their own goroutines
 	step := func(n int, format string, a ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
 		fmt.Fprintf(out, "[%d/6 %5.1fs] %s\n", n, time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
 
@@ -185,12 +189,33 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		ro.Speed = o.Speed
 		ro.ContinuousUsage = true // per-chunk token counts → per-token ITL
 		ro.Journal = path(name + ".journal.jsonl")
+		// Scrape the simulator's /metrics during the run, as `replay` does,
+		// so the report can show the server's waiting queue.
+		scraper := &replay.Scraper{URL: srv.URL + "/metrics", Interval: replay.DefaultMetricsInterval}
+		var samples []traces.MetricsSample
+		scrapeCtx, stopScrape := context.WithCancel(ctx)
+		scrapeDone := make(chan struct{})
+		ro.OnStart = func(t0 time.Time) {
+			scraper.Start = t0
+			go func() {
+				defer close(scrapeDone)
+				samples, _, _ = scraper.Collect(scrapeCtx)
+			}()
+		}
 		res, err := replay.Run(ctx, recs, meta, ro)
+		stopScrape()
 		if err != nil {
 			return nil, fmt.Errorf("demo: replay %s: %w", label, err)
 		}
+		<-scrapeDone
 		res.Meta.Command = "tokentrace demo"
-		if err := traces.WriteAll(path(name+".parquet"), res.Meta, res.Records); err != nil {
+		out := path(name + ".parquet")
+		if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		sm := res.Meta
+		sm.Source = "replay-metrics"
+		if err := traces.WriteSamples(traces.SamplesPathFor(out), sm, samples); err != nil {
 			return nil, fmt.Errorf("demo: %w", err)
 		}
 		os.Remove(ro.Journal)
@@ -200,35 +225,31 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	}
 	// The two replays run side by side, each against its own simulator:
 	// half the wall time, and neither run disturbs the other's server.
-	type outcome struct {
-		res *replay.Result
-		err error
-	}
-	synCh := make(chan outcome, 1)
+	synErr := make(chan error, 1)
 	go func() {
-		res, err := replayOne(5, "synth.results", syn, synMeta, "synthetic")
-		synCh <- outcome{res, err}
+		_, err := replayOne(5, "synth.results", syn, synMeta, "synthetic")
+		synErr <- err
 	}()
-	realRes, err := replayOne(4, "real.results", real, capRes.Meta, "real")
-	so2 := <-synCh
+	_, err = replayOne(4, "real.results", real, capRes.Meta, "real")
+	if serr := <-synErr; err == nil {
+		err = serr
+	}
 	if err != nil {
 		return err
 	}
-	if so2.err != nil {
-		return so2.err
-	}
-	synRes := so2.res
 
 	// 6. Analyze, compare, report.
 	ao := analyze.DefaultOptions()
 	ao.SLO = analyze.SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}
 	ao.KeepRequests = true
 	ao.TailMetric = analyze.MetricTTFT // the demo's problem is p99 TTFT
-	realRep, err := analyze.Analyze(ctx, realRes.Records, ao)
+	// Analyze the files, as `tokentrace analyze` would: that also loads
+	// the scraped metrics series beside each results file.
+	realRep, err := analyze.AnalyzeFiles(ctx, []string{path("real.results.parquet")}, ao)
 	if err != nil {
 		return fmt.Errorf("demo: analyze: %w", err)
 	}
-	synRep, err := analyze.Analyze(ctx, synRes.Records, ao)
+	synRep, err := analyze.AnalyzeFiles(ctx, []string{path("synth.results.parquet")}, ao)
 	if err != nil {
 		return fmt.Errorf("demo: analyze: %w", err)
 	}
