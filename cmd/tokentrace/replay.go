@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -178,7 +177,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				}
 				defer srv.Close()
 				o.URL = srv.URL
-				if metricsURL == "" && metricsOut != "" {
+				// The built-in simulator is always scraped when results go to a
+				// file, so analyze can show the server's queue beside the tail.
+				if metricsURL == "" && (metricsOut != "" || out != "-") {
 					metricsURL = srv.URL + "/metrics"
 				}
 				fmt.Fprintf(io.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s\n", srv.URL)
@@ -207,7 +208,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 					if out == "-" {
 						return usageErrorf("--metrics-out: required when --out is -")
 					}
-					metricsOut = strings.TrimSuffix(out, filepath.Ext(out)) + ".metrics.parquet"
+					metricsOut = traces.SamplesPathFor(out) // where analyze looks for it
 				}
 				scraper = &replay.Scraper{URL: metricsURL, Interval: metricsInterval}
 				o.OnStart = func(t0 time.Time) {
