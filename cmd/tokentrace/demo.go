@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,7 +174,13 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	chk := synth.Check(real, syn, synth.DefaultThresholds())
-	step(3, "fitted %s and generated %d synthetic requests → %s (fidelity %s)", path("model.json"), len(syn), path("synth.parquet"), passWord(chk.Pass))
+	var failed []string
+	for _, c := range chk.Checks {
+		if !c.Pass {
+			failed = append(failed, c.Name)
+		}
+	}
+	step(3, "fitted %s and generated %d synthetic requests → %s (%s)", path("model.json"), len(syn), path("synth.parquet"), fidelityWords(failed))
 
 	// 4–5. Replay both against the simulator.
 	replayOne := func(n int, name string, recs []traces.Record, meta traces.Meta, label string) (*replay.Result, error) {
@@ -220,7 +227,11 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		}
 		os.Remove(ro.Journal)
 		step(n, "replayed the %s trace at %gx against the simulator: %d ok, %d failed, lateness p99 %v → %s",
-			label, o.Speed, res.Summary.OK, res.Summary.Failed, res.Summary.LatenessP99, path(name+".parquet"))
+			label, o.Speed, res.Summary.OK, res.Summary.Failed, res.Summary.LatenessP99.Round(time.Microsecond), path(name+".parquet"))
+		if res.Summary.LatenessP99 > replay.DefaultMaxLateness {
+			step(n, "warning: the %s replay's lateness p99 %v exceeds %v: this machine was too busy to send on time; latencies from the scheduled time stay valid",
+				label, res.Summary.LatenessP99.Round(time.Microsecond), replay.DefaultMaxLateness)
+		}
 		return res, nil
 	}
 	// The two replays run side by side, each against its own simulator:
@@ -274,11 +285,37 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "== synthetic vs real (tokentrace analyze compare %s %s): see %s\n", path("synth.results.parquet"), path("real.results.parquet"), path("compare.txt"))
+	fmt.Fprintf(out, "== synthetic vs real (tokentrace analyze compare %s %s; full table in %s)\n", path("synth.results.parquet"), path("real.results.parquet"), path("compare.txt"))
+	tailRatio := 1.0
+	for _, m := range cmp.Metrics {
+		if m.Name == "ttft_ms.p99" && m.A > 0 {
+			tailRatio = m.B / m.A
+		}
+		switch m.Name {
+		case "ttft_ms.p50", "ttft_ms.p99", "e2e_ms.p99", "goodput":
+			fmt.Fprintf(out, "  %-12s synthetic %9.1f   real %9.1f   %s\n", m.Name, m.A, m.B, m.Verdict)
+		}
+	}
+	fmt.Fprintf(out, "  tail cause   synthetic %s, real %s\n", orNone(cmp.AttributionA.Dominant), orNone(cmp.AttributionB.Dominant))
+	switch {
+	case cmp.AttributionA.Dominant != cmp.AttributionB.Dominant:
+		fmt.Fprintln(out, "  The synthetic workload blames a different cause for the tail than the real traffic does.")
+	case tailRatio > 1.5 || tailRatio < 1/1.5:
+		fmt.Fprintf(out, "  Same tail cause, but the real p99 TTFT is %.1fx the synthetic one: the synthetic workload does not reproduce the real tail.\n", tailRatio)
+	default:
+		fmt.Fprintln(out, "  The synthetic workload reaches the real traffic's conclusion.")
+	}
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "Open the report: %s\n", absPath(path("report.html")))
 	fmt.Fprintf(out, "Done in %.0fs.\n", time.Since(start).Seconds())
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func boolInt(b bool) int {
@@ -288,11 +325,11 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func passWord(ok bool) string {
-	if ok {
-		return "check passed"
+func fidelityWords(failed []string) string {
+	if len(failed) == 0 {
+		return "synth check: every fidelity threshold met"
 	}
-	return "check did not pass every threshold: see tokentrace synth check"
+	return "synth check misses: " + strings.Join(failed, ", ")
 }
 
 func absPath(p string) string {
