@@ -5,33 +5,18 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Quantile returns the p-quantile (0 ≤ p ≤ 1) of the ascending-sorted xs with
-// numpy's default "linear" interpolation (np.percentile(xs, 100·p)): the
-// value at fractional rank h = (n−1)·p, interpolated between its neighbours
-// with numpy's lerp. It returns NaN for an empty slice.
-func Quantile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	if p <= 0 {
-		return sorted[0]
-	}
-	if p >= 1 {
-		return sorted[n-1]
-	}
-	h := float64(n-1) * p
-	lo := int(math.Floor(h))
-	if lo >= n-1 {
-		return sorted[n-1]
-	}
-	return lerp(sorted[lo], sorted[lo+1], h-float64(lo))
-}
+// numpy's default "linear" interpolation (np.percentile(xs, 100·p)), NaN for
+// an empty slice. It is traces.Quantile, the project's one implementation,
+// re-exported where the statistics live.
+func Quantile(sorted []float64, p float64) float64 { return traces.Quantile(sorted, p) }
 
 // lerp is numpy's _lerp: a + (b−a)·t, computed from b when t ≥ 0.5 so that
-// t = 1 returns b exactly.
+// t = 1 returns b exactly (the histogram and bootstrap quantiles use it).
 func lerp(a, b, t float64) float64 {
 	d := b - a
 	if t >= 0.5 {
