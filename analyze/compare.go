@@ -306,7 +306,7 @@ func metaDiffs(a, b *Report) []MetaDiff {
 			keys = append(keys, k)
 		}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, compareMetaKeys) // capacity.go: run records first
 	var out []MetaDiff
 	for _, k := range keys {
 		if ma[k] != mb[k] {

@@ -152,6 +152,15 @@ type Options struct {
 	// ITLExactLimit bounds the pooled ITL values kept exactly. Defaults to
 	// DefaultITLExactLimit.
 	ITLExactLimit int
+	// ModelBytes is the model's weight size in bytes (--model-bytes); with
+	// Bandwidth it enables the decode-floor check (capacity.go). Defaults to 0 (off).
+	ModelBytes float64
+	// Bandwidth is the memory bandwidth in bytes per second (--bandwidth).
+	// Defaults to 0 (off).
+	Bandwidth float64
+	// CostPerHour is the deployment's price per hour (--cost-per-hour) for
+	// the cost per million output and goodput tokens. Defaults to 0 (off).
+	CostPerHour float64
 }
 
 // DefaultOptions returns the defaults.
@@ -187,6 +196,12 @@ func (o Options) Validate() error {
 	}
 	if o.Window < 0 {
 		return fmt.Errorf("--window %v: want a positive duration such as 10s", o.Window)
+	}
+	if o.ModelBytes < 0 || o.Bandwidth < 0 || (o.ModelBytes > 0) != (o.Bandwidth > 0) {
+		return fmt.Errorf("--model-bytes and --bandwidth: give both, positive (e.g. --model-bytes 16GB --bandwidth 3.35TB/s)")
+	}
+	if o.CostPerHour < 0 || math.IsNaN(o.CostPerHour) || math.IsInf(o.CostPerHour, 0) {
+		return fmt.Errorf("--cost-per-hour %v: want a positive price", o.CostPerHour)
 	}
 	if o.SLO.TTFT < 0 || o.SLO.TPOT < 0 || o.SLO.E2E < 0 {
 		return fmt.Errorf("--slo %s: bounds must be positive", o.SLO)

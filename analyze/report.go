@@ -60,6 +60,9 @@ type Group struct {
 	By    string `json:"by"`
 	Value string `json:"value"`
 	Summary
+	// Attribution is the group's own tail attribution (AttributeGroups;
+	// null when not computed).
+	Attribution *Attribution `json:"attribution,omitempty"`
 }
 
 // Report is the analysis of one or more results files.
@@ -70,6 +73,9 @@ type Report struct {
 	Windows     []Window    `json:"windows"`
 	Sources     []Source    `json:"sources,omitempty"`
 	Warnings    []string    `json:"warnings,omitempty"`
+	// Capacity is the bandwidth and cost checks (capacity.go; null unless
+	// asked for in the options).
+	Capacity *Capacity `json:"capacity,omitempty"`
 
 	opts    Options
 	rows    rowStore
@@ -87,6 +93,7 @@ func (r *Report) Options() Options { return r.opts }
 
 // WriteJSON writes the report as indented JSON with stable keys.
 func (r *Report) WriteJSON(w io.Writer) error {
+	r.CapacityCheck()
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)

@@ -153,6 +153,25 @@ type Options struct {
 	Client *http.Client
 	// NetHTTP uses net/http even for plain-http targets. Defaults to false.
 	NetHTTP bool
+	// Background are closed-loop loads run beside the trace (see
+	// Background); their requests are in the results with their class.
+	// Defaults to none.
+	Background []Background
+	// TraceClass is the class given to trace records without one when
+	// Background is set. Defaults to DefaultTraceClass ("interactive").
+	TraceClass string
+	// ModelMap maps a record's model to the served model (--model-map);
+	// records whose model is not in it use Model. Defaults to nil.
+	ModelMap map[string]string
+	// Label names the run in the results metadata (run.label). Defaults to "".
+	Label string
+	// Metadata are free key=value pairs stored in the results metadata as
+	// run.meta.KEY (--metadata). Defaults to nil.
+	Metadata map[string]string
+	// DescribeServer asks the server about itself (/v1/models, /version,
+	// the *_info series of /metrics) and stores the answers in the results
+	// metadata (server.*). Defaults to false (the CLI turns it on).
+	DescribeServer bool
 }
 
 // DefaultOptions returns the defaults; set URL before use.
@@ -218,6 +237,7 @@ func (o *Options) Validate() error {
 	if o.TokenIDMin < 0 || o.TokenIDMax <= o.TokenIDMin {
 		errs = append(errs, errors.New("--token-ids: want 0 <= MIN < MAX"))
 	}
+	errs = append(errs, validateBackground(o.Background)...)
 	if o.Run == "" || strings.ContainsAny(o.Run, " \t\r\n") {
 		errs = append(errs, errors.New("--run: want a non-empty label without spaces"))
 	}

@@ -95,7 +95,10 @@ type runner struct {
 
 	work chan *item
 	sem  chan struct{}
-	wg   sync.WaitGroup
+	// ack hands the P back to the dispatcher: a worker signals it as soon
+	// as it starts on a dispatched item (see dispatch).
+	ack chan struct{}
+	wg  sync.WaitGroup
 
 	// closed-session follow-ups
 	hmu         sync.Mutex
@@ -167,6 +170,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	// Build the first request bodies before the clock starts, so the
 	// earliest deadlines find them ready.
 	r.work = make(chan *item)
+	r.ack = make(chan struct{}, 1)
 	static := r.plan(sel)
 	ready := make(chan *item, 1024)
 	var prepCtx context.Context
@@ -202,6 +206,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	r.reqCtx, r.abandon = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.stopSend()
 	defer r.abandon()
+	bg := r.startBackground(maxSeq(sel)+1, sel) // background.go
 	if o.Duration > 0 {
 		t := time.AfterFunc(time.Until(r.t0.Add(o.Duration)), r.stopSend)
 		defer t.Stop()
@@ -210,9 +215,8 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	// One more P than the default: the dispatcher's thread sleeps in
 	// nanosleep and spins briefly, and must not take a P from the workers
 	// (nor wait for one when it wakes).
-	procs := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(procs + extraProcs)
-	defer runtime.GOMAXPROCS(procs)
+	addProcs()
+	defer releaseProcs()
 
 	var jdone chan error
 	if jw != nil {
@@ -243,6 +247,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		}
 	}
 	end := time.Since(r.t0)
+	bgDone := bg.finish() // background rows are in r.done (and the journal)
 	if pdone != nil {
 		close(pdone)
 	}
@@ -256,10 +261,14 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	r.done = nil
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	notSent := len(sel) - (len(out) - bgDone)
+	r.withClasses(out) // background.go
 	res := &Result{Records: out, Meta: r.resultMeta(meta, sel)}
 	res.Summary = Summarize(out, end)
-	res.Summary.NotSent = len(sel) - len(out)
+	res.Summary.NotSent = notSent
 	r.finishMeta(&res.Meta, &res.Summary)
+	bg.annotate(&res.Meta)
+	r.addRunInfo(ctx, &res.Meta) // runinfo.go
 	if o.Progress != nil {
 		fmt.Fprint(o.Progress, "\r\033[K")
 	}
@@ -441,13 +450,7 @@ func (r *runner) prepare(ctx context.Context, static []*item, ready chan<- *item
 // build fills it's path, model and body.
 func (r *runner) build(it *item) {
 	rec := it.rec
-	it.model = r.model
-	if it.model == "" {
-		it.model = rec.Model
-	}
-	if it.model == "" {
-		it.model = r.defaultModel
-	}
+	it.model = r.o.MapModel(rec, r.defaultModel) // modelmap.go
 	api := r.o.API
 	if !r.o.ForceAPI && rec.API != "" {
 		api = rec.API
@@ -569,10 +572,10 @@ func (r *runner) dispatch(ready <-chan *item) {
 			maxSlice = slice
 		}
 		if rem > maxSlice+2*time.Millisecond {
-			sleepUntil(r.t0, time.Since(r.t0)+maxSlice, 0)
+			sleepUntil(r.t0, time.Since(r.t0)+maxSlice, 0, 0)
 			continue
 		}
-		sleepUntil(r.t0, pick.sched, r.o.Spin)
+		sleepUntil(r.t0, pick.sched, r.o.Spin, holdP)
 		if fromDyn {
 			// An earlier follow-up may have been pushed meanwhile: remove
 			// exactly the item picked.
@@ -594,9 +597,15 @@ func (r *runner) dispatch(ready <-chan *item) {
 		default:
 			go r.worker(pick)
 		}
-		// Let the worker run now on this P (it sits in runnext) instead of
-		// waiting for the scheduler to notice this thread went to sleep.
-		runtime.Gosched()
+		// Let the worker run now on this P (it sits in runnext) and wait
+		// for it to start: its ack puts the dispatcher back in this P's
+		// runnext, so the dispatcher runs again as soon as the worker blocks
+		// on the network. runtime.Gosched here would put the dispatcher on
+		// the global run queue, behind every runnable goroutine of the
+		// process, once per request: under load (many open streams, an
+		// in-process server, GC workers, CPU-bound goroutines) that wait
+		// grows without bound and every later request is late.
+		<-r.ack
 	}
 }
 
@@ -608,6 +617,7 @@ func (r *runner) dynLen() int {
 
 func (r *runner) worker(it *item) {
 	for {
+		r.ack <- struct{}{}
 		r.do(it)
 		r.wg.Done()
 		select {
@@ -622,3 +632,31 @@ func (r *runner) worker(it *item) {
 // dispatcher sleeps in nanosleep system calls and must find a free P the
 // moment it wakes, without taking one from the workers.
 const extraProcs = 1
+
+// procsMu guards procsRuns and procsBase: concurrent Runs in one process
+// (the demo runs two side by side) add extraProcs each and the last one to
+// finish restores the original GOMAXPROCS. Saving and restoring per Run
+// instead left the still-running replay with fewer Ps than it needs when
+// the other finished first, and GOMAXPROCS raised for good afterwards.
+var (
+	procsMu   sync.Mutex
+	procsRuns int
+	procsBase int
+)
+
+func addProcs() {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	if procsRuns == 0 {
+		procsBase = runtime.GOMAXPROCS(0)
+	}
+	procsRuns++
+	runtime.GOMAXPROCS(procsBase + procsRuns*extraProcs)
+}
+
+func releaseProcs() {
+	procsMu.Lock()
+	defer procsMu.Unlock()
+	procsRuns--
+	runtime.GOMAXPROCS(procsBase + procsRuns*extraProcs)
+}

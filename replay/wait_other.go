@@ -8,8 +8,9 @@ import (
 )
 
 // sleepUntil sleeps with Go timers until 2 ms before deadline (their
-// granularity is about 1 ms) and yields in a loop for the rest.
-func sleepUntil(t0 time.Time, deadline time.Duration, spin time.Duration) time.Duration {
+// granularity is about 1 ms) and yields in a loop for the rest. hold is
+// not used here.
+func sleepUntil(t0 time.Time, deadline, spin, hold time.Duration) time.Duration {
 	const margin = 2 * time.Millisecond
 	for {
 		now := time.Since(t0)
@@ -24,3 +25,6 @@ func sleepUntil(t0 time.Time, deadline time.Duration, spin time.Duration) time.D
 		runtime.Gosched()
 	}
 }
+
+// holdP is unused off Linux (see wait_linux.go).
+const holdP = 0

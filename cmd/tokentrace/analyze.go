@@ -67,6 +67,7 @@ func (f *analyzeFlags) options() (analyze.Options, error) {
 func analyzeCommand() *cli.Command {
 	f := &analyzeFlags{o: analyze.DefaultOptions(), format: "text"}
 	vd := analyze.DefaultVLLMOptions()
+	var capFlags capacityFlagValues
 	flags := append(f.common(),
 		&cli.StringFlag{Name: "format", Usage: "output: " + strings.Join(analyzeFormats, ", ") + " (vllm = the block layout of vllm bench serve)", Value: f.format, Destination: &f.format},
 		&cli.StringFlag{Name: "by", Usage: "also summarize per " + strings.Join(analyze.ByDimensions, ", "), Destination: &f.o.By},
@@ -79,6 +80,7 @@ func analyzeCommand() *cli.Command {
 		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Destination: &f.maxConc},
 		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
 	)
+	flags = append(flags, capacityFlags(&capFlags)...) // sweep.go (issue 9)
 	return &cli.Command{
 		Name:  "analyze",
 		Usage: "summarize results, attribute the tail latency, compare runs, write reports",
@@ -131,6 +133,9 @@ tail happened, the load around it, and a diagnosis in words.`,
 			if vo.MetricPercentiles, err = analyze.ParsePercentiles(f.metricPercentiles); err != nil {
 				return usageErrorf("--metric-percentiles: %v", err)
 			}
+			if err := capFlags.apply(&o); err != nil {
+				return err
+			}
 			if f.requestsOut != "" {
 				if _, _, err := analyze.RequestsFormat(f.requestsOut); err != nil {
 					return usageErrorf("%v", err)
@@ -140,6 +145,9 @@ tail happened, the load around it, and a diagnosis in words.`,
 			rep, err := analyze.AnalyzeFiles(c.Context, names, o)
 			if err != nil {
 				return analyzeError(err)
+			}
+			if err := attributeGroups(c.Context, rep, names); err != nil {
+				return err
 			}
 			s := stdio(c)
 			switch f.format {

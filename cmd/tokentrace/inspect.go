@@ -169,6 +169,12 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	p("categories", "%s", shareList(s.Categories, "(none)"))
 	p("models", "%s", shareList(s.Models, "(unset)"))
 	p("meta", "%s", metaLine(s.Meta))
+	if l := runRecordLine(s.Meta); l != "" { // sweep.go (issue 9)
+		p("run", "%s", l)
+	}
+	if l := serverLine(s.Meta); l != "" {
+		p("server", "%s", l)
+	}
 	if o := s.Outcome; o != nil {
 		var st []string
 		keys := make([]string, 0, len(o.ByStatus))

@@ -36,6 +36,8 @@ func replayCommand() *cli.Command {
 		otlpListen, metricsURL, metricsOut                    string
 		otlpGrace                                             = replay.DefaultOTLPGrace
 		metricsInterval                                       = replay.DefaultMetricsInterval
+		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
+		noDescribe                                            bool
 	)
 	api = o.API
 	return &cli.Command{
@@ -104,8 +106,13 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.DurationFlag{Name: "otlp-grace", Value: otlpGrace, Usage: "wait this long after the run for late spans", Destination: &otlpGrace},
 			&cli.StringFlag{Name: "metrics-url", Usage: "scrape this Prometheus /metrics endpoint during the run (default with the built-in simulator: its /metrics)", Destination: &metricsURL},
 			&cli.DurationFlag{Name: "metrics-interval", Value: metricsInterval, Usage: "scrape interval", Destination: &metricsInterval},
-			&cli.StringFlag{Name: "metrics-out", Usage: "metrics time series file (default: OUT without extension + .metrics.parquet)", Destination: &metricsOut},
+			&cli.StringFlag{Name: "metrics-out", Usage: "metrics time series file (default: beside OUT, e.g. results.parquet → results.metrics.parquet)", Destination: &metricsOut},
 			&cli.BoolFlag{Name: "sim-per-request-metrics", Value: true, Usage: "built-in simulator only: return vLLM's per-request metrics", Destination: &simMetrics},
+			&cli.GenericFlag{Name: "background", Value: &background, Usage: "closed-loop load beside the trace, e.g. 'class=batch,concurrency=256,input=1024,output=256' (repeatable); trace records get class interactive"},
+			&cli.StringFlag{Name: "label", Usage: "name of this run, stored in the results metadata (run.label)", Destination: &o.Label},
+			&cli.GenericFlag{Name: "metadata", Value: &metadata, Usage: "key=value stored in the results metadata as run.meta.KEY (repeatable)"},
+			&cli.GenericFlag{Name: "model-map", Value: &modelMap, Usage: "prod-name=served-name (repeatable); unmapped names use --model"},
+			&cli.BoolFlag{Name: "no-describe-server", Usage: "do not store the server's /v1/models, /version and /metrics info in the metadata", Destination: &noDescribe},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
@@ -142,6 +149,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			}
 			if maxLateness <= 0 {
 				return usageErrorf("--max-lateness: must be > 0")
+			}
+			if err := runRecordOptions(&o, background.v, metadata.v, modelMap.v, !noDescribe); err != nil {
+				return err
 			}
 			recs, meta, err := traces.ReadAll(a[0])
 			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
@@ -311,6 +321,14 @@ func replayCommandLine(c *cli.Context, headers []string) string {
 		case "url":
 			parts = append(parts, "--url", replay.RedactURL(c.String(name)))
 		default:
+			if gf, ok := f.(*cli.GenericFlag); ok {
+				if hf, ok := gf.Value.(*headerFlag); ok { // --background, --metadata, --model-map
+					for _, v := range hf.v {
+						parts = append(parts, "--"+name, strconvQuote(v))
+					}
+					continue
+				}
+			}
 			if bf, ok := f.(*cli.BoolFlag); ok {
 				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
 				continue

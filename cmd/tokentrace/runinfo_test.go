@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+func runMain(t *testing.T, args ...string) (string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, out.String(), errb.String())
+	}
+	return out.String(), errb.String()
+}
+
+func TestRunRecordRoundTripAndModelMap(t *testing.T) {
+	dir := t.TempDir()
+	recs := constantTrace(6, 50, 16, 4)
+	for i := range recs {
+		if i%2 == 0 {
+			recs[i].Model = "prod-llama-lora" // mapped
+		} else {
+			recs[i].Model = "something-else" // unmapped: uses --model
+		}
+	}
+	trace := filepath.Join(dir, "trace.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
+		t.Fatal(err)
+	}
+	resA, resB := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	for _, r := range []struct{ out, label string }{{resA, "baseline"}, {resB, "candidate"}} {
+		runMain(t, "replay", "--quiet", "--max-lateness", "1m", "--label", r.label, "--metadata", "gpu=h100",
+			"--metadata", "note=a, b", "--model-map", "prod-llama-lora="+sim.DefaultModel, "--model", sim.DefaultModel,
+			"--out", r.out, trace)
+	}
+	got, meta, err := traces.ReadAll(resA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if !got[i].OK() {
+			t.Errorf("request %d (model %q) failed: %s %s", got[i].Seq, got[i].Model, got[i].Status, got[i].Error)
+		}
+	}
+	for k, want := range map[string]string{
+		replay.MetaLabel:               "baseline",
+		replay.MetaUserPrefix + "gpu":  "h100",
+		replay.MetaUserPrefix + "note": "a, b",
+		replay.MetaServerVersion:       "sim",
+	} {
+		if v := meta.Get(k); v != want {
+			t.Errorf("metadata %s = %q, want %q", k, v, want)
+		}
+	}
+	if v := meta.Get(replay.MetaServerModels); !strings.Contains(v, `"id":"`+sim.DefaultModel+`"`) {
+		t.Errorf("server models %q", v)
+	}
+	out, _ := runMain(t, "inspect", resA)
+	if !strings.Contains(out, "label baseline, gpu=h100, note=a, b") || !strings.Contains(out, "version sim") {
+		t.Errorf("inspect does not show the run record:\n%s", out)
+	}
+	out, _ = runMain(t, "analyze", "compare", resA, resB)
+	if i, j := strings.Index(out, "run.label"), strings.Index(out, "ttft_ms"); i < 0 || j < 0 || i > j {
+		t.Errorf("compare does not print the differing label first:\n%s", out)
+	}
+	if i, j := strings.Index(out, "run.label"), strings.Index(out, "command "); j >= 0 && i > j {
+		t.Errorf("the label should lead the metadata differences:\n%s", out)
+	}
+}
+
+func TestModelMapWithoutMappingFails(t *testing.T) {
+	// Control for the test above: the same unknown names, not mapped and
+	// without --model, are refused by the server (vLLM's 404).
+	o := replay.DefaultOptions()
+	o.ModelMap = map[string]string{"prod": "served"}
+	for _, c := range []struct {
+		why, model, flag, want string
+	}{
+		{"a mapped name is replaced", "prod", "", "served"},
+		{"a mapped name wins over --model", "prod", "m", "served"},
+		{"an unmapped name uses --model", "other", "m", "m"},
+		{"an unmapped name without --model stays", "other", "", "other"},
+		{"no name and no --model takes the server's first model", "", "", "first"},
+	} {
+		o.Model = c.flag
+		r := traces.NewRecord()
+		r.Model = c.model
+		if got := o.MapModel(&r, "first"); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.why, got, c.want)
+		}
+	}
+}
+
+func TestBackgroundUsesMappedModel(t *testing.T) {
+	dir := t.TempDir()
+	recs := constantTrace(10, 20, 16, 4)
+	for i := range recs {
+		recs[i].Model = "prod-llama-lora"
+	}
+	trace := filepath.Join(dir, "trace.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
+		t.Fatal(err)
+	}
+	res := filepath.Join(dir, "r.jsonl")
+	runMain(t, "replay", "--quiet", "--max-lateness", "1m", "--model-map", "prod-llama-lora="+sim.DefaultModel,
+		"--background", "class=batch,concurrency=2,input=32,output=4", "--out", res, trace)
+	got, meta, err := traces.ReadAll(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for i := range got {
+		if !got[i].OK() {
+			t.Fatalf("%s (class %s) failed: %s %s", got[i].RequestID, got[i].Class, got[i].Status, got[i].Error)
+		}
+		n[got[i].Class]++
+	}
+	if n[replay.DefaultTraceClass] != len(recs) || n["batch"] == 0 {
+		t.Errorf("rows by class %v", n)
+	}
+	if meta.Get(replay.MetaBackground) != "class=batch,concurrency=2,input=32,output=4" {
+		t.Errorf("background metadata %q", meta.Get(replay.MetaBackground))
+	}
+}

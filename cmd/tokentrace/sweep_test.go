@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// constantTrace is n requests of in prompt and out output tokens at rate
+// requests per second.
+func constantTrace(n int, rate float64, in, out int32) []traces.Record {
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq = int64(i)
+		r.ArrivalNs = int64(float64(i) / rate * 1e9)
+		r.InputTokens, r.OutputTokens = in, out
+		recs[i] = r
+	}
+	return recs
+}
+
+// kneeSim is a simulator whose capacity follows from its step model alone:
+// every step costs StepFixed (no per-token costs), a request holds one of
+// MaxNumSeqs slots for exactly OUT steps (its prefill step makes the first
+// token, OUT−1 decode steps the rest), so it serves at most
+// MaxNumSeqs / (OUT · StepFixed) requests per second.
+func kneeSim(seqs int, step time.Duration) sim.Options {
+	o := sim.DefaultOptions()
+	if err := sim.ApplyPreset(&o, "tiny"); err != nil {
+		panic(err)
+	}
+	o.MaxNumSeqs = seqs
+	o.StepFixed = step
+	o.PrefillPerToken, o.DecodePerSeq, o.AttnPerContextToken = 0, 0, 0
+	o.PerRequestMetrics = true
+	return o
+}
+
+func TestSweepSearchFindsKnee(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 15 s of real-time replays")
+	}
+	// Below capacity a request waits at most one step for admission and
+	// one for its prefill (TTFT ≤ 2·step = 80 ms); above it the backlog
+	// grows by (1 − capacity/rate) of the requests, so at 1.1× capacity
+	// the last of 500 requests wait about 45/200 s = 230 ms more. The SLO
+	// (250 ms) sits between, with room for a loaded machine's noise; 40 ms
+	// steps keep the engine's timer overshoot to a few percent.
+	const (
+		seqs = 32
+		step = 40 * time.Millisecond
+		out  = 4
+		base = 100.0 // trace rate, req/s
+	)
+	capacity := float64(seqs) / (out * step.Seconds()) // 200 req/s
+	want := capacity / base                            // knee at 2×
+	recs := constantTrace(500, base, 8, out)
+	cfg := sweepConfig{
+		Replay: replay.DefaultOptions(), Sim: kneeSim(seqs, step),
+		SLO: analyze.SLO{TTFT: 250 * time.Millisecond}, Percentile: 99,
+		Search: true, Low: 1.5, High: 3, Tolerance: 0.05,
+		OutDir: t.TempDir(), Ext: ".jsonl",
+	}
+	if testing.Verbose() {
+		cfg.Log = os.Stderr
+	}
+	res, err := runSweep(context.Background(), cfg, recs, traces.NewMeta("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(res.Knee-want)/want > 0.10 {
+		t.Fatalf("knee at %g×, want within 10%% of %g× (capacity %.0f req/s over a %.0f req/s trace); steps %+v", res.Knee, want, capacity, base, res.Steps)
+	}
+	if n, _ := filepath.Glob(filepath.Join(cfg.OutDir, "speed-*.jsonl")); len(n) != len(res.Steps) {
+		t.Errorf("%d results files for %d steps", len(n), len(res.Steps))
+	}
+	ans := res.answer(cfg)
+	if !strings.Contains(ans, "before p99 TTFT exceeds 250 ms") {
+		t.Errorf("answer %q", ans)
+	}
+	chart := filepath.Join(cfg.OutDir, "sweep.svg")
+	if err := res.writeChart(chart, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(chart); !bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("knee")) {
+		t.Errorf("chart %s is not an SVG with the knee marked", chart)
+	}
+	t.Logf("%s", ans)
+}
+
+func TestJudgeStepCountsFailuresAsInfinite(t *testing.T) {
+	recs := constantTrace(100, 10, 8, 4)
+	for i := range recs {
+		r := &recs[i]
+		r.Status, r.SentNs, r.FirstTokenNs, r.LastTokenNs = traces.StatusOK, 0, int64(10*time.Millisecond), int64(40*time.Millisecond)
+	}
+	slo := analyze.SLO{TTFT: 50 * time.Millisecond}
+	if st := judgeStep(recs, slo, 99); !st.OK || st.AtPct["ttft"] != 10 {
+		t.Fatalf("all fast: %+v", st)
+	}
+	recs[0].Status = traces.StatusHTTPError
+	recs[1].Status = traces.StatusHTTPError
+	if st := judgeStep(recs, slo, 99); st.OK || st.Broken != "ttft" || !math.IsInf(st.AtPct["ttft"], 1) {
+		t.Fatalf("2%% failed at p99 should miss the SLO: %+v", st)
+	}
+	if st := judgeStep(recs, slo, 90); !st.OK {
+		t.Fatalf("2%% failed at p90 should meet it: %+v", st)
+	}
+}
+
+func TestSweepUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(3, 10, 8, 2)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		why  string
+		args []string
+		flag string
+	}{
+		{"a zero speed is refused", []string{"sweep", "--slo", "ttft=1s", "--speeds", "0", trace}, "--speeds"},
+		{"a negative speed is refused", []string{"sweep", "--slo", "ttft=1s", "--speeds", "1,-2", trace}, "--speeds"},
+		{"an unparsable SLO is refused", []string{"sweep", "--slo", "ttft=abc", trace}, "--slo"},
+		{"an SLO is required", []string{"sweep", trace}, "--slo"},
+		{"the percentile must be in (0,100)", []string{"sweep", "--slo", "ttft=1s", "--slo-percentile", "100", trace}, "--slo-percentile"},
+		{"the search range must be ordered", []string{"sweep", "--slo", "ttft=1s", "--search", "--search-range", "3,1", trace}, "--search-range"},
+		{"the chart needs a known format", []string{"sweep", "--slo", "ttft=1s", "--chart", "x.gif", trace}, "--chart"},
+		{"a background load needs positive concurrency", []string{"replay", "--background", "class=batch,concurrency=-1", trace}, "--background"},
+		{"a background load needs known keys", []string{"replay", "--background", "klass=batch", trace}, "--background"},
+		{"metadata wants key=value", []string{"replay", "--metadata", "novalue", trace}, "--metadata"},
+		{"a model map wants prod=served", []string{"replay", "--model-map", "prod", trace}, "--model-map"},
+		{"sweep metadata wants key=value", []string{"sweep", "--slo", "ttft=1s", "--metadata", "novalue", trace}, "--metadata"},
+		{"model bytes need a bandwidth", []string{"analyze", "--model-bytes", "16GB", trace}, "--bandwidth"},
+		{"a bandwidth must parse", []string{"analyze", "--model-bytes", "16GB", "--bandwidth", "fast", trace}, "--bandwidth"},
+		{"a cost must be positive", []string{"analyze", "--cost-per-hour", "-1", trace}, "--cost-per-hour"},
+	} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), strings.NewReader(""), &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), c.flag) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %s", c.why, code, errb.String(), c.flag)
+		}
+	}
+}
+
+func TestSweepCLI(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(20, 20, 32, 4)); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "sweep")
+	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s,tpot=1s", "--speeds", "4,1", "--sim-preset", "tiny",
+		"--label", "cli-test", "--metadata", "gpu=none", "--out-dir", outDir, "--ext", ".jsonl", "--chart", filepath.Join(outDir, "c.svg")+","+filepath.Join(outDir, "c.png"), trace)
+	if !strings.Contains(out, "this trace meets every SLO") || !strings.Contains(out, "4×") || !strings.Contains(out, "← knee") {
+		t.Errorf("output:\n%s\nstderr:\n%s", out, errs)
+	}
+	for _, f := range []string{"speed-1.jsonl", "speed-4.jsonl", "c.svg", "c.png"} {
+		if _, err := os.Stat(filepath.Join(outDir, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	_, meta, err := traces.ReadAll(filepath.Join(outDir, "speed-4.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Get("sweep.speed") != "4" || meta.Get(replay.MetaLabel) != "cli-test" || meta.Get(replay.MetaUserPrefix+"gpu") != "none" || meta.Get(replay.MetaServerVersion) != "sim" {
+		t.Errorf("step metadata %v", meta.Extra)
+	}
+}
