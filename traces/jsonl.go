@@ -826,40 +826,12 @@ func (d *jsonDecoder) int32() (int32, error) {
 	return int32(v), nil
 }
 
-func (d *jsonDecoder) list64(dst []int64) ([]int64, error) {
-	if d.i >= len(d.b) || d.b[d.i] != '[' {
-		return nil, errors.New("not a list")
-	}
-	d.i++
-	d.ws()
-	if d.i < len(d.b) && d.b[d.i] == ']' {
-		d.i++
-		return dst, nil
-	}
-	for {
-		d.ws()
-		v, err := d.int64()
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, v)
-		d.ws()
-		if d.i >= len(d.b) {
-			return nil, errJSON
-		}
-		switch d.b[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return dst, nil
-		default:
-			return nil, errJSON
-		}
-	}
-}
+func (d *jsonDecoder) list64(dst []int64) ([]int64, error) { return decodeList(d, dst, d.int64) }
 
-func (d *jsonDecoder) list32(dst []int32) ([]int32, error) {
+func (d *jsonDecoder) list32(dst []int32) ([]int32, error) { return decodeList(d, dst, d.int32) }
+
+// decodeList appends the integers of a JSON array to dst, each parsed by elem.
+func decodeList[T int32 | int64](d *jsonDecoder, dst []T, elem func() (T, error)) ([]T, error) {
 	if d.i >= len(d.b) || d.b[d.i] != '[' {
 		return nil, errors.New("not a list")
 	}
@@ -871,7 +843,7 @@ func (d *jsonDecoder) list32(dst []int32) ([]int32, error) {
 	}
 	for {
 		d.ws()
-		v, err := d.int32()
+		v, err := elem()
 		if err != nil {
 			return nil, err
 		}
