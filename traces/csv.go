@@ -24,19 +24,14 @@ import (
 const csvMetaPrefix = "#tokentrace"
 
 type csvWriter struct {
-	bw     *bufio.Writer
-	under  io.Writer
-	closer io.Closer
-	buf    []byte
-	cell   []byte
-	err    error
+	textSink
+	buf  []byte
+	cell []byte
+	err  error
 }
 
 func newCSVWriter(w io.Writer, m Meta) (*csvWriter, error) {
-	cw := &csvWriter{bw: bufio.NewWriterSize(w, 256<<10), under: w}
-	if c, ok := w.(io.Closer); ok {
-		cw.closer = c
-	}
+	cw := &csvWriter{textSink: newTextSink(w)}
 	js, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
@@ -97,27 +92,6 @@ func appendCSVCell(b, cell []byte) []byte {
 		return append(b, '"')
 	}
 	return append(b, cell...)
-}
-
-// Flush writes buffered rows through (and ends the zstd block for .csv.zst).
-func (w *csvWriter) Flush() error {
-	if err := w.bw.Flush(); err != nil {
-		return err
-	}
-	if f, ok := w.under.(Flusher); ok {
-		return f.Flush()
-	}
-	return nil
-}
-
-func (w *csvWriter) Close() error {
-	err := w.bw.Flush()
-	if w.closer != nil {
-		if cerr := w.closer.Close(); err == nil {
-			err = cerr
-		}
-	}
-	return err
 }
 
 // eofTracker remembers the last byte read and whether the source hit EOF,

@@ -1,7 +1,6 @@
 package traces
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -226,21 +225,17 @@ func NewMooncakeWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
 		bs = DefaultExportBlockSize
 	}
 	mw := &mooncakeWriter{
-		bw:        bufio.NewWriterSize(w, 256<<10),
+		textSink:  newTextSink(w),
 		blockSize: int64(bs),
 		useBlocks: m.BlockSize == bs,
 		ids:       map[int64]int64{},
 		cats:      map[string][]int64{},
 	}
-	if c, ok := w.(io.Closer); ok {
-		mw.closer = c
-	}
 	return mw, nil
 }
 
 type mooncakeWriter struct {
-	bw        *bufio.Writer
-	closer    io.Closer
+	textSink
 	blockSize int64
 	useBlocks bool
 	ids       map[int64]int64    // source block id → exported id (large ids)
@@ -324,17 +319,4 @@ func (w *mooncakeWriter) Write(recs []Record) (int, error) {
 		}
 	}
 	return len(recs), nil
-}
-
-func (w *mooncakeWriter) Flush() error { return w.bw.Flush() }
-
-func (w *mooncakeWriter) Close() error {
-	err := w.bw.Flush()
-	if w.closer != nil {
-		if cerr := w.closer.Close(); err == nil {
-			err = cerr
-		}
-		w.closer = nil
-	}
-	return err
 }

@@ -25,11 +25,9 @@ const maxLineBytes = 64 << 20
 // every row from NewRecord, so a left-out column reads back exactly.
 
 type jsonlWriter struct {
-	bw     *bufio.Writer
-	under  io.Writer
-	closer io.Closer
-	buf    []byte
-	err    error
+	textSink
+	buf []byte
+	err error
 }
 
 // NewJSONLWriter writes records as JSON lines to w, metadata first. Close
@@ -38,10 +36,7 @@ func NewJSONLWriter(w io.Writer, m Meta) (Writer, error) {
 	if m.SchemaVersion == "" {
 		m.SchemaVersion = SchemaVersion
 	}
-	jw := &jsonlWriter{bw: bufio.NewWriterSize(w, 256<<10), under: w}
-	if c, ok := w.(io.Closer); ok {
-		jw.closer = c
-	}
+	jw := &jsonlWriter{textSink: newTextSink(w)}
 	hdr, err := json.Marshal(map[string]Meta{jsonlMetaKey: m})
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
@@ -64,28 +59,6 @@ func (w *jsonlWriter) Write(recs []Record) (int, error) {
 		}
 	}
 	return len(recs), nil
-}
-
-// Flush writes buffered rows to the underlying writer (and ends the zstd
-// block for .jsonl.zst) so a reader sees every row written so far.
-func (w *jsonlWriter) Flush() error {
-	if err := w.bw.Flush(); err != nil {
-		return err
-	}
-	if f, ok := w.under.(Flusher); ok {
-		return f.Flush()
-	}
-	return nil
-}
-
-func (w *jsonlWriter) Close() error {
-	err := w.bw.Flush()
-	if w.closer != nil {
-		if cerr := w.closer.Close(); err == nil {
-			err = cerr
-		}
-	}
-	return err
 }
 
 // appendJSONRecord appends r as one JSON object (no newline).
