@@ -287,28 +287,11 @@ func nextO200k(s string, i int) int {
 	}
 	// 3: \p{N}{1,3}
 	if isN(c0) {
-		j := i
-		for k := 0; k < 3; k++ {
-			r, n := runeAt(s, j)
-			if !isN(r) {
-				break
-			}
-			j += n
-		}
-		return j
+		return digits3(s, i)
 	}
 	// 4: ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
-	for _, pre := range [2]bool{true, false} {
-		st := i
-		if pre {
-			if c0 != ' ' {
-				continue
-			}
-			st = i + 1
-		}
-		if p := run(s, st, isPunct); p > st {
-			return run(s, p, func(r rune) bool { return r == '\r' || r == '\n' || r == '/' })
-		}
+	if j := punctRun(s, i, c0, isNewlineOrSlash); j > i {
+		return j
 	}
 	return spaceMatch(s, i)
 }
@@ -329,17 +312,31 @@ func nextCl100k(s string, i int) int {
 		return j
 	}
 	if isN(c0) {
-		j := i
-		for k := 0; k < 3; k++ {
-			r, n := runeAt(s, j)
-			if !isN(r) {
-				break
-			}
-			j += n
-		}
-		return j
+		return digits3(s, i)
 	}
 	// ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+	if j := punctRun(s, i, c0, isNewline); j > i {
+		return j
+	}
+	return spaceMatch(s, i)
+}
+
+// digits3 matches \p{N}{1,3} at i (the caller checked the first rune).
+func digits3(s string, i int) int {
+	j := i
+	for k := 0; k < 3; k++ {
+		r, n := runeAt(s, j)
+		if !isN(r) {
+			break
+		}
+		j += n
+	}
+	return j
+}
+
+// punctRun matches ` ?[^\s\p{L}\p{N}]+` followed by runes in tail, at i
+// whose first rune is c0; it returns i when nothing matches.
+func punctRun(s string, i int, c0 rune, tail func(rune) bool) int {
 	for _, pre := range [2]bool{true, false} {
 		st := i
 		if pre {
@@ -349,8 +346,11 @@ func nextCl100k(s string, i int) int {
 			st = i + 1
 		}
 		if p := run(s, st, isPunct); p > st {
-			return run(s, p, func(r rune) bool { return r == '\r' || r == '\n' })
+			return run(s, p, tail)
 		}
 	}
-	return spaceMatch(s, i)
+	return i
 }
+
+func isNewline(r rune) bool        { return r == '\r' || r == '\n' }
+func isNewlineOrSlash(r rune) bool { return r == '\r' || r == '\n' || r == '/' }
