@@ -58,7 +58,9 @@ func (s *sseReader) next() (payload []byte, fresh bool, err error) {
 		if s.err != nil {
 			// A last line without its newline still counts.
 			if s.start < s.end {
-				line := bytes.TrimRight(s.buf[s.start:s.end], "\r")
+				// Strip one \r, as for a complete line: "data:x\r\r" is
+				// the payload "x\r" either way.
+				line := bytes.TrimSuffix(s.buf[s.start:s.end], []byte{'\r'})
 				s.start = s.end
 				if bytes.HasPrefix(line, dataPrefix) {
 					line = line[5:]
