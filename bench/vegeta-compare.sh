@@ -5,6 +5,11 @@
 #
 #   bench/vegeta-compare.sh                 # RATES="1000 5000" DURATION=10
 #   RATES=2000 DURATION=5 bench/vegeta-compare.sh
+#   REPEAT=3 bench/vegeta-compare.sh        # each pair of runs 3 times
+#
+# Shared or virtualised machines vary from run to run (CPU per request by
+# up to 30% here); REPEAT alternates the two clients so both see the same
+# conditions.
 #
 # On a machine with >= 2 cores the server is pinned to core 0 and the
 # client to core 1 (taskset), as in the client-overhead study. vegeta is
@@ -14,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RATES=${RATES:-"1000 5000"}
 DURATION=${DURATION:-10}
+REPEAT=${REPEAT:-1}
 PORT=${PORT:-18089}
 WORK=$(mktemp -d)
 trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -45,6 +51,7 @@ printf '{"method":"POST","url":"%s/v1/completions","body":"%s","header":{"Conten
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %8s %12s %12s %12s %14s\n' client rate late_p50 late_p99 late_max cpu_us_per_req
 for RATE in $RATES; do
+for _ in $(seq "$REPEAT"); do
   N=$((RATE * DURATION))
   awk -v n="$N" -v r="$RATE" 'BEGIN{for(i=0;i<n;i++) printf "{\"seq\":%d,\"arrival_ns\":%.0f,\"input_tokens\":8,\"output_tokens\":4}\n", i, i*1e9/r}' >"$WORK/trace.jsonl"
 
@@ -62,5 +69,6 @@ for RATE in $RATES; do
   "$WORK/bin/vegeta" encode -to json "$WORK/vg.bin" | "$WORK/bin/vegetalate" -rate "$RATE" >"$WORK/vg.out"
   L=$(grep '^lateness' "$WORK/vg.out")
   printf '%-10s %8s %12s %12s %12s %14.1f\n' vegeta "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$(echo "($U + $S) * 1000000 / $N" | bc -l)"
+done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

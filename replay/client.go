@@ -25,14 +25,75 @@ func requestID(run string, seq int64) string {
 	return run + "-" + strconv.FormatInt(seq, 10)
 }
 
-// do sends one request and records its outcome.
-func (r *runner) do(it *item) {
-	rec := *it.rec
+// begin returns the result row of it, outcome columns cleared.
+func (r *runner) begin(it *item) *traces.Record {
+	rec := new(traces.Record)
+	*rec = *it.rec
 	rec.ClearOutcome()
 	rec.ChunkNs, rec.ChunkTokens = nil, nil
 	rec.Run = r.o.Run
 	rec.ScheduledNs = int64(it.sched)
 	rec.RequestID = requestID(r.o.Run, rec.Seq)
+	return rec
+}
+
+// complete records a finished request and, in closed-session mode, queues
+// the session's next turn.
+func (r *runner) complete(it *item, rec *traces.Record) {
+	r.finished(rec)
+	if r.nexts != nil {
+		end := rec.LastTokenNs
+		if end < 0 {
+			end = int64(time.Since(r.t0))
+		}
+		r.followUp(it.rec, time.Duration(end))
+	}
+}
+
+// fastBodyMax bounds the request bodies the dispatcher writes itself: a
+// body this small fits in an idle connection's socket send buffer, so the
+// write does not block the dispatcher.
+const fastBodyMax = 12 << 10
+
+// startFast sends it from the calling (dispatcher) goroutine on an idle
+// keep-alive connection, with no goroutine hand-off: the connection's reader
+// goroutine reads the response and completes the request. It returns
+// false, having sent nothing, when the fast path does not apply: net/http
+// transport, a concurrency cap (its wait belongs to a worker), a large body,
+// or no idle connection (dialing would block the dispatcher).
+func (r *runner) startFast(it *item) bool {
+	h := r.tr.h1
+	if h == nil || r.sem != nil || len(it.body) > fastBodyMax {
+		return false
+	}
+	rec := r.begin(it)
+	j := h.newJob(r.reqCtx, r.o.Timeout, it.path, r.headers(), requestExtra(rec, r.o.TraceParent), it.body)
+	j.t0, j.sent = r.t0, &rec.SentNs
+	j.done = func(resp *h1Response, err error) {
+		if err != nil {
+			rec.Status, rec.Error = classify(err, r.reqCtx, r.reqCtx)
+		} else {
+			handleResponse(resp.status, resp, r.t0, rec, r.reqCtx, r.reqCtx)
+		}
+		r.live.inflight.Add(-1)
+		r.complete(it, rec)
+		r.wg.Done()
+	}
+	r.live.inflight.Add(1)
+	if !h.start(j, false) {
+		// No idle connection: a worker dials (dispatch hands it the P).
+		// Dialing on a goroutine started here instead left it queued behind
+		// the dispatcher, which keeps its P, until another P was free: with
+		// CPU-bound goroutines in the process that took tens of ms.
+		r.live.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// do sends one request and records its outcome.
+func (r *runner) do(it *item) {
+	rec := r.begin(it)
 
 	if r.sem != nil {
 		select {
@@ -49,16 +110,9 @@ func (r *runner) do(it *item) {
 		return
 	}
 	r.live.inflight.Add(1)
-	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.o.TraceParent, &rec)
+	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.o.TraceParent, rec)
 	r.live.inflight.Add(-1)
-	r.finished(&rec)
-	if r.nexts != nil {
-		end := rec.LastTokenNs
-		if end < 0 {
-			end = int64(time.Since(r.t0))
-		}
-		r.followUp(it.rec, time.Duration(end))
-	}
+	r.complete(it, rec)
 }
 
 func (r *runner) notSent(it *item) {
@@ -104,26 +158,26 @@ type transport struct {
 // sendOne sends body to path and fills rec's outcome columns (offsets from
 // t0). ctx cancellation is recorded as client_error "cancelled".
 func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr http.Header, timeout time.Duration, t0 time.Time, traceParent bool, rec *traces.Record) {
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	extra := [][2]string{{"X-Request-Id", rec.RequestID}}
-	if traceParent {
-		tp, _ := TraceParentFor(rec.RequestID)
-		extra = append(extra, [2]string{"Traceparent", tp})
-	}
+	extra := requestExtra(rec, traceParent)
 	var (
 		status int
 		rbody  io.ReadCloser
 	)
+	// rctx tells a timeout from a cancellation in classify. h1 enforces the
+	// timeout with a connection deadline, without a context per request.
+	rctx := ctx
 	if tr.h1 != nil {
 		rec.SentNs = int64(time.Since(t0))
-		resp, err := tr.h1.do(rctx, path, hdr, extra, body)
+		resp, err := tr.h1.do(ctx, timeout, path, hdr, extra, body)
 		if err != nil {
 			rec.Status, rec.Error = classify(err, rctx, ctx)
 			return
 		}
 		status, rbody = resp.status, resp
 	} else {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 		req, err := http.NewRequestWithContext(rctx, http.MethodPost, tr.base+path, bytes.NewReader(body))
 		if err != nil {
 			rec.Status, rec.Error = traces.StatusClientError, "bad request URL"
@@ -141,6 +195,23 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 		}
 		status, rbody = resp.StatusCode, resp.Body
 	}
+	handleResponse(status, rbody, t0, rec, rctx, ctx)
+}
+
+// requestExtra is the per-request headers: X-Request-Id and, when asked, a
+// traceparent derived from it.
+func requestExtra(rec *traces.Record, traceParent bool) [][2]string {
+	extra := [][2]string{{"X-Request-Id", rec.RequestID}}
+	if traceParent {
+		tp, _ := TraceParentFor(rec.RequestID)
+		extra = append(extra, [2]string{"Traceparent", tp})
+	}
+	return extra
+}
+
+// handleResponse reads a response (its header arrived with status) into
+// rec and closes it.
+func handleResponse(status int, rbody io.ReadCloser, t0 time.Time, rec *traces.Record, rctx, ctx context.Context) {
 	defer rbody.Close()
 	rec.HTTPStatus = int32(status)
 	if status != http.StatusOK {
@@ -284,7 +355,8 @@ func classify(err error, rctx, ctx context.Context) (status, msg string) {
 	switch {
 	case ctx.Err() != nil:
 		return traces.StatusClientError, "cancelled after drain"
-	case rctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
+	case rctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, os.ErrDeadlineExceeded) || os.IsTimeout(err):
 		return traces.StatusTimeout, "timeout"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return traces.StatusDisconnect, "connection refused"

@@ -12,26 +12,129 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// h1Client is a minimal HTTP/1.1 client for plain-http targets: the worker
-// goroutine writes the request and reads the streamed response itself, on a
-// pooled keep-alive connection. net/http runs two goroutines per connection
-// and hands every request and response between them; at thousands of
-// requests per second those hand-offs (and their futex wake-ups) cost more
-// CPU than the requests. https targets and proxies go through net/http.
+// h1Client is a minimal HTTP/1.1 client for plain-http targets, built so a
+// request costs the dispatcher no goroutine hand-off.
+//
+// Every connection has one reader goroutine for its whole life, parked in a
+// read while the connection is idle in the pool. A request (an h1Job) is
+// written by whichever goroutine starts it (the dispatcher, on the fast
+// path); the network then wakes the connection's reader, which reads the
+// response and hands it to the job's done callback, on its own goroutine.
+// net/http instead runs two goroutines per connection and hands every
+// request and response between them and the caller: at thousands of
+// requests per second those hand-offs (futex wake-ups, idle Ps spinning to
+// steal the woken goroutine) cost more CPU than the requests. https targets
+// and proxies go through net/http.
 type h1Client struct {
 	host string // host:port to dial
 	hdr  string // "Host: ...\r\n"
 	mu   sync.Mutex
 	idle []*h1Conn
 	dial net.Dialer
+
+	// sets holds one cancelSet per cancellable context (keyed by its Done
+	// channel): one context.AfterFunc per context rather than one per
+	// request, which cost a map insert and delete in the context tree and
+	// a runtime timer per request.
+	smu  sync.Mutex
+	sets map[<-chan struct{}]*cancelSet
 }
 
 type h1Conn struct {
 	c  net.Conn
 	br *bufio.Reader
+	h  *h1Client
+	// job is the request the connection carries: nil while idle, deadJob
+	// once its reader found it closed. Whoever swaps nil for a job owns the
+	// connection until the response is done.
+	job atomic.Pointer[h1Job]
+}
+
+// deadJob marks a connection its reader found closed while idle.
+var deadJob = new(h1Job)
+
+// h1Job is one request.
+type h1Job struct {
+	ctx     context.Context
+	timeout time.Duration
+	// t0 and sent: start stores the send offset from t0 in *sent (nil: not
+	// wanted), once, before the first attempt.
+	t0   time.Time
+	sent *int64
+
+	head, body []byte
+
+	deadline time.Time
+	reused   bool // the current attempt runs on a pooled connection
+	attempt  int
+	wrote    chan error // the writer's result for the current attempt
+	stop     func() bool
+
+	// done gets the response once its header arrived, or the error, on the
+	// connection's reader goroutine. It must not keep the response after it
+	// returns (the reader closes it then).
+	done func(*h1Response, error)
+}
+
+// cancelSet interrupts the connections in use by the requests of one
+// context when it is cancelled.
+type cancelSet struct {
+	mu     sync.Mutex
+	done   bool
+	active map[*h1Conn]struct{}
+}
+
+// add registers c; false when the context is already cancelled.
+func (s *cancelSet) add(c *h1Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return false
+	}
+	s.active[c] = struct{}{}
+	return true
+}
+
+// remove unregisters c; false when the context was cancelled while c was
+// registered (its deadline was moved to the past: not reusable).
+func (s *cancelSet) remove(c *h1Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.active, c)
+	return !s.done
+}
+
+func (s *cancelSet) cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
+	for c := range s.active {
+		c.c.SetDeadline(time.Unix(1, 0))
+	}
+}
+
+// cancelSet returns the set for ctx, nil when ctx cannot be cancelled.
+func (h *h1Client) cancelSet(ctx context.Context) *cancelSet {
+	done := ctx.Done()
+	if done == nil {
+		return nil
+	}
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	s := h.sets[done]
+	if s == nil {
+		if h.sets == nil {
+			h.sets = map[<-chan struct{}]*cancelSet{}
+		}
+		s = &cancelSet{active: map[*h1Conn]struct{}{}}
+		h.sets[done] = s
+		context.AfterFunc(ctx, s.cancel)
+	}
+	return s
 }
 
 func newH1Client(base string) (*h1Client, error) {
@@ -60,9 +163,22 @@ func (h *h1Client) get() *h1Conn {
 
 func (h *h1Client) put(c *h1Conn) {
 	c.c.SetDeadline(time.Time{})
+	c.job.Store(nil)
 	h.mu.Lock()
 	h.idle = append(h.idle, c)
 	h.mu.Unlock()
+}
+
+// remove takes c out of the pool, if it is there.
+func (h *h1Client) remove(c *h1Conn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, x := range h.idle {
+		if x == c {
+			h.idle = append(h.idle[:i], h.idle[i+1:]...)
+			return
+		}
+	}
 }
 
 func (h *h1Client) closeIdle() {
@@ -84,6 +200,9 @@ type h1Response struct {
 	reuse  bool
 	stop   func() bool
 	done   bool
+	pooled bool // finish put the connection back in the pool
+	// release, when set, is closed by finish (the synchronous do waits on it).
+	release chan struct{}
 }
 
 // Read reads the body; at its end a reusable connection goes back to the
@@ -108,10 +227,14 @@ func (r *h1Response) finish(atEOF bool) {
 	r.done = true
 	stopped := r.stop()
 	if atEOF && r.reuse && stopped {
+		r.pooled = true
 		r.client.put(r.conn)
-		return
+	} else {
+		r.conn.c.Close()
 	}
-	r.conn.c.Close()
+	if r.release != nil {
+		close(r.release)
+	}
 }
 
 func (r *h1Response) Close() error { r.finish(false); return nil }
@@ -120,87 +243,187 @@ func (r *h1Response) Close() error { r.finish(false); return nil }
 // request reached it (safe to retry on a new one).
 var errH1Stale = errors.New("stale keep-alive connection")
 
-// do sends a POST and returns the response once its header arrived. The
-// caller must Close the response.
-func (h *h1Client) do(ctx context.Context, path string, hdr http.Header, extra [][2]string, body []byte) (*h1Response, error) {
-	var head bytes.Buffer
-	head.Grow(256)
-	head.WriteString("POST ")
-	head.WriteString(path)
-	head.WriteString(" HTTP/1.1\r\n")
-	head.WriteString(h.hdr)
+// newJob renders the request head of a POST.
+func (h *h1Client) newJob(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) *h1Job {
+	head := make([]byte, 0, 256)
+	head = append(head, "POST "...)
+	head = append(head, path...)
+	head = append(head, " HTTP/1.1\r\n"...)
+	head = append(head, h.hdr...)
 	for k, vs := range hdr {
 		for _, v := range vs {
-			head.WriteString(k)
-			head.WriteString(": ")
-			head.WriteString(v)
-			head.WriteString("\r\n")
+			head = append(head, k...)
+			head = append(head, ": "...)
+			head = append(head, v...)
+			head = append(head, "\r\n"...)
 		}
 	}
 	for _, kv := range extra {
-		head.WriteString(kv[0])
-		head.WriteString(": ")
-		head.WriteString(kv[1])
-		head.WriteString("\r\n")
+		head = append(head, kv[0]...)
+		head = append(head, ": "...)
+		head = append(head, kv[1]...)
+		head = append(head, "\r\n"...)
 	}
-	head.WriteString("Content-Length: ")
-	head.WriteString(strconv.Itoa(len(body)))
-	head.WriteString("\r\n\r\n")
-	for attempt := 0; ; attempt++ {
+	head = append(head, "Content-Length: "...)
+	head = strconv.AppendInt(head, int64(len(body)), 10)
+	head = append(head, "\r\n\r\n"...)
+	return &h1Job{ctx: ctx, timeout: timeout, head: head, body: body, wrote: make(chan error, 1)}
+}
+
+// do sends a POST and returns the response once its header arrived; the
+// request times out after timeout and fails with ctx's error when ctx is
+// cancelled. The caller must Close the response. It is start, waiting for
+// the connection's reader to hand the response over.
+func (h *h1Client) do(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) (*h1Response, error) {
+	j := h.newJob(ctx, timeout, path, hdr, extra, body)
+	type result struct {
+		resp *h1Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	j.done = func(resp *h1Response, err error) {
+		if resp == nil {
+			ch <- result{nil, err}
+			return
+		}
+		release := make(chan struct{})
+		resp.release = release
+		ch <- result{resp, nil}
+		<-release // the caller reads the body on its goroutine, then Closes
+	}
+	h.start(j, true)
+	res := <-ch
+	return res.resp, res.err
+}
+
+// start sends j on an idle connection, or on a new one when dial is true.
+// It returns false, having done nothing, when no connection is idle and
+// dial is false. Otherwise j.done is called exactly once, on a reader
+// goroutine (or on this one when dialing fails).
+func (h *h1Client) start(j *h1Job, dial bool) bool {
+	for {
 		c := h.get()
-		reused := c != nil
-		if c == nil {
-			nc, err := h.dial.DialContext(ctx, "tcp", h.host)
-			if err != nil {
-				return nil, err
+		if c == nil && !dial {
+			return false
+		}
+		if j.sent != nil && j.attempt == 0 {
+			*j.sent = int64(time.Since(j.t0))
+			j.sent = nil
+		}
+		if j.deadline.IsZero() {
+			j.deadline = time.Now().Add(j.timeout)
+			if dl, ok := j.ctx.Deadline(); ok && dl.Before(j.deadline) {
+				j.deadline = dl
 			}
-			c = &h1Conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10)}
 		}
-		resp, err := h.roundTrip(ctx, c, head.Bytes(), body)
-		if err == nil {
-			return resp, nil
+		j.reused = c != nil
+		if c == nil {
+			d := h.dial
+			d.Deadline = j.deadline
+			nc, err := d.DialContext(j.ctx, "tcp", h.host)
+			if err != nil {
+				j.done(nil, ctxErr(j.ctx, err))
+				return true
+			}
+			c = &h1Conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+			c.job.Store(j)
+			go c.loop()
+		} else if !c.job.CompareAndSwap(nil, j) {
+			continue // its reader found it closed
 		}
-		c.c.Close()
-		if reused && errors.Is(err, errH1Stale) && attempt < 2 && ctx.Err() == nil {
-			continue
-		}
-		if errors.Is(err, errH1Stale) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
+		h.write(c, j)
+		return true
 	}
 }
 
-func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, head, body []byte) (*h1Response, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		c.c.SetDeadline(dl)
-	}
-	// Cancellation (drain over) interrupts blocked reads and writes.
-	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
-	bufs := net.Buffers{head, body}
-	if _, err := bufs.WriteTo(c.c); err != nil {
-		stop()
-		if ctx.Err() == nil && isReset(err) {
-			return nil, fmt.Errorf("%w: %v", errH1Stale, err) // the server never got the whole request
+// write sends j's request on c (owned by j) and tells c's reader how it
+// went.
+func (h *h1Client) write(c *h1Conn, j *h1Job) {
+	c.c.SetDeadline(j.deadline)
+	j.stop = func() bool { return true }
+	if cs := h.cancelSet(j.ctx); cs != nil {
+		if !cs.add(c) {
+			c.c.SetDeadline(time.Unix(1, 0)) // wake the reader
+			j.wrote <- j.ctx.Err()
+			return
 		}
-		return nil, ctxErr(ctx, err)
+		j.stop = func() bool { return cs.remove(c) }
 	}
+	bufs := net.Buffers{j.head, j.body}
+	_, err := bufs.WriteTo(c.c)
+	if err != nil {
+		c.c.SetDeadline(time.Unix(1, 0)) // make sure the reader wakes
+	}
+	j.wrote <- err
+}
+
+// loop is c's reader goroutine: it waits for bytes (or an error), reads
+// the response of the job c carries and hands it to the job, and goes on
+// while c is kept alive.
+func (c *h1Conn) loop() {
+	h := c.h
+	for {
+		c.br.Peek(1) // park until the server says something (or a deadline)
+		j := c.job.Load()
+		if j == nil {
+			if c.job.CompareAndSwap(nil, deadJob) {
+				// Idle: the server closed it, or sent bytes nobody asked for.
+				h.remove(c)
+				c.c.Close()
+				return
+			}
+			j = c.job.Load()
+		}
+		var (
+			resp *h1Response
+			err  error
+		)
+		if werr := <-j.wrote; werr != nil {
+			err = werr
+			if j.ctx.Err() == nil && isReset(werr) {
+				err = fmt.Errorf("%w: %v", errH1Stale, werr) // the server never got the whole request
+			}
+		} else {
+			resp, err = h.readHead(j, c)
+		}
+		if err != nil {
+			j.stop()
+			c.c.Close()
+			if j.reused && errors.Is(err, errH1Stale) && j.attempt < 2 && j.ctx.Err() == nil {
+				j.attempt++
+				h.start(j, true) // on a new connection; this reader is done
+				return
+			}
+			if errors.Is(err, errH1Stale) {
+				err = io.ErrUnexpectedEOF
+			}
+			j.done(nil, ctxErr(j.ctx, err))
+			return
+		}
+		j.done(resp, nil)
+		resp.Close()
+		if !resp.pooled {
+			return
+		}
+	}
+}
+
+// readHead reads the status line and headers of j's response on c.
+func (h *h1Client) readHead(j *h1Job, c *h1Conn) (*h1Response, error) {
+	ctx := j.ctx
 	line, err := c.br.ReadSlice('\n')
 	if err != nil {
-		stop()
-		if len(line) == 0 && (err == io.EOF || errors.Is(err, net.ErrClosed) || isReset(err)) {
+		if len(line) == 0 && (err == io.EOF || errors.Is(err, net.ErrClosed) || isReset(err)) && ctx.Err() == nil {
 			return nil, errH1Stale
 		}
 		return nil, ctxErr(ctx, err)
 	}
 	// "HTTP/1.1 200 OK"
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
-		stop()
 		return nil, errors.New("malformed HTTP status line")
 	}
 	status, err := strconv.Atoi(string(line[9:12]))
 	if err != nil {
-		stop()
 		return nil, errors.New("malformed HTTP status line")
 	}
 	reuse := line[7] == '1'
@@ -209,7 +432,6 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, head, body []byte) 
 	for {
 		l, err := c.br.ReadSlice('\n')
 		if err != nil {
-			stop()
 			return nil, ctxErr(ctx, err)
 		}
 		l = bytes.TrimRight(l, "\r\n")
@@ -234,7 +456,7 @@ func (h *h1Client) roundTrip(ctx context.Context, c *h1Conn, head, body []byte) 
 			}
 		}
 	}
-	r := &h1Response{status: status, conn: c, client: h, reuse: reuse, stop: stop}
+	r := &h1Response{status: status, conn: c, client: h, reuse: reuse, stop: j.stop}
 	switch {
 	case chunked:
 		r.body = &chunkedReader{br: c.br}

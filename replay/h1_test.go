@@ -125,3 +125,81 @@ func TestH1MalformedResponses(t *testing.T) {
 		}
 	}
 }
+
+// TestH1StaleWithoutPause sends requests back to back to a server that
+// closes every connection after one answer, so a pooled connection is often
+// closed while (or just before) the next request is written on it: each
+// must still succeed, retried on a new connection.
+func TestH1StaleWithoutPause(t *testing.T) {
+	url, conns := rawServer(t, 1, func(int) string { return chunkedResp("") })
+	h, err := newH1Client(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.closeIdle()
+	tr := &transport{base: url, h1: h}
+	for i := 0; i < 200; i++ {
+		rec := traces.NewRecord()
+		sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{}, 2*time.Second, time.Now(), false, &rec)
+		if rec.Status != traces.StatusOK {
+			t.Fatalf("request %d: %s %q", i, rec.Status, rec.Error)
+		}
+	}
+	if got := conns.Load(); got < 200 {
+		t.Errorf("%d connections for 200 requests on one-shot connections, want >= 200", got)
+	}
+}
+
+// TestH1CancelInterrupts checks that cancelling the context of a request
+// waiting on a silent server ends it at once as cancelled, not as a timeout.
+func TestH1CancelInterrupts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // read nothing, answer nothing
+		}
+	}()
+	h, _ := newH1Client("http://" + ln.Addr().String())
+	defer h.closeIdle()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	rec := traces.NewRecord()
+	start := time.Now()
+	sendOne(ctx, &transport{base: "http://" + ln.Addr().String(), h1: h}, "/", nil, http.Header{}, time.Minute, time.Now(), false, &rec)
+	if rec.Status != traces.StatusClientError || rec.Error != "cancelled after drain" {
+		t.Errorf("cancelled request: %s %q, want client_error \"cancelled after drain\"", rec.Status, rec.Error)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("cancel took %v to interrupt the request", d)
+	}
+}
+
+// TestFastPathReusesConnections replays requests one at a time (each
+// answered before the next is due) on the dispatcher's fast path: they all
+// succeed on a handful of pooled connections instead of one each.
+func TestFastPathReusesConnections(t *testing.T) {
+	url, conns := rawServer(t, 1<<30, func(int) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(sseBody), sseBody)
+	})
+	o := DefaultOptions()
+	o.URL = url
+	o.Model = "m"
+	res, err := Run(context.Background(), testTrace(300, 2*time.Millisecond, 3, 1), traces.NewMeta("t"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Summary.OK != 300 {
+		t.Fatalf("%d of 300 ok: %v", res.Summary.OK, res.Summary.FailedBy)
+	}
+	if got := conns.Load(); got > 20 {
+		t.Errorf("%d connections for 300 requests 2 ms apart, want a few pooled ones", got)
+	}
+}

@@ -172,12 +172,12 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	r.work = make(chan *item)
 	r.ack = make(chan struct{}, 1)
 	static := r.plan(sel)
-	ready := make(chan *item, 1024)
+	ready := make(chan []*item, prepBatches)
 	var prepCtx context.Context
 	prepCtx, r.stopPrep = context.WithCancel(ctx)
 	defer r.stopPrep()
 	go r.prepare(prepCtx, static, ready)
-	for len(ready) < min(cap(ready), len(static)) && prepCtx.Err() == nil {
+	for len(ready) < min(cap(ready), (len(static)+prepBatch-1)/prepBatch) && prepCtx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 
@@ -198,6 +198,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	if o.OnStart != nil {
 		o.OnStart(r.t0)
 	}
+
 	r.sendCtx, r.stopSend = context.WithCancel(ctx)
 	go func() {
 		<-r.sendCtx.Done()
@@ -230,7 +231,16 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		go r.progressLoop(pdone)
 	}
 
-	r.dispatch(ready)
+	// The dispatcher gets an OS thread of its own, tuned for waking on time;
+	// it is never unlocked, so the tuned thread ends with the goroutine.
+	ddone := make(chan struct{})
+	go func() {
+		defer close(ddone)
+		runtime.LockOSThread()
+		tuneDispatcherThread()
+		r.dispatch(ready)
+	}()
+	<-ddone
 
 	// Sending is over. Wait for in-flight requests; when the run was cut
 	// short (ctx cancelled, Duration reached), abandon them after Drain.
@@ -434,13 +444,32 @@ func (r *runner) poke() {
 	}
 }
 
+// prepare hands items to the dispatcher in batches of prepBatch, at most
+// prepBatches ahead. One at a time, the dispatcher's every receive woke
+// this goroutine onto the dispatcher's P, where an idle P then spun to
+// steal it, once per request.
+const (
+	prepBatch      = 256
+	prepBatchBytes = 4 << 20
+	prepBatches    = 4
+)
+
 // prepare builds request bodies ahead of the dispatcher, in schedule order.
-func (r *runner) prepare(ctx context.Context, static []*item, ready chan<- *item) {
+func (r *runner) prepare(ctx context.Context, static []*item, ready chan<- []*item) {
 	defer close(ready)
-	for _, it := range static {
-		r.build(it)
+	for len(static) > 0 {
+		// A batch ends at prepBatch items or prepBatchBytes of bodies, so
+		// long prompts do not pile up in memory.
+		n, size := 0, 0
+		for n < min(prepBatch, len(static)) && size < prepBatchBytes {
+			r.build(static[n])
+			size += len(static[n].body)
+			n++
+		}
+		b := static[:n]
+		static = static[n:]
 		select {
-		case ready <- it:
+		case ready <- b:
 		case <-ctx.Done():
 			return
 		}
@@ -498,48 +527,50 @@ func (r *runner) body(rec *traces.Record, api, model string, unique uint64) []by
 }
 
 // dispatch sends every item at its deadline.
-func (r *runner) dispatch(ready <-chan *item) {
+func (r *runner) dispatch(batches <-chan []*item) {
 	closed := r.o.Sessions == SessionsClosed
 	var next *item
 	staticDone := false
+	var batch []*item // the rest of the current batch
 	const slice = 250 * time.Microsecond
 	for {
 		if r.sendCtx.Err() != nil {
 			return
 		}
 		if next == nil && !staticDone {
-			if closed {
-				select {
-				case it, ok := <-ready:
-					if !ok {
-						staticDone = true
-					}
-					next = it
-				default:
-					// prep lagging or done: fall through to the heap
-					if r.dynLen() == 0 {
-						select {
-						case it, ok := <-ready:
-							if !ok {
-								staticDone = true
+			if len(batch) == 0 {
+				if closed {
+					select {
+					case b, ok := <-batches:
+						staticDone = !ok
+						batch = b
+					default:
+						// prep lagging or done: fall through to the heap
+						if r.dynLen() == 0 {
+							select {
+							case b, ok := <-batches:
+								staticDone = !ok
+								batch = b
+							case <-r.notify:
+							case <-r.sendCtx.Done():
+								return
 							}
-							next = it
-						case <-r.notify:
-						case <-r.sendCtx.Done():
-							return
 						}
 					}
-				}
-			} else {
-				select {
-				case it, ok := <-ready:
-					if !ok {
+				} else {
+					select {
+					case b, ok := <-batches:
+						if !ok {
+							return
+						}
+						batch = b
+					case <-r.sendCtx.Done():
 						return
 					}
-					next = it
-				case <-r.sendCtx.Done():
-					return
 				}
+			}
+			if len(batch) > 0 {
+				next, batch = batch[0], batch[1:]
 			}
 		}
 		pick := next
@@ -592,6 +623,9 @@ func (r *runner) dispatch(ready <-chan *item) {
 		}
 		r.live.scheduled.Add(1)
 		r.wg.Add(1)
+		if r.sendCtx.Err() == nil && r.startFast(pick) {
+			continue
+		}
 		select {
 		case r.work <- pick:
 		default:

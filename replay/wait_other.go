@@ -28,3 +28,6 @@ func sleepUntil(t0 time.Time, deadline, spin, hold time.Duration) time.Duration 
 
 // holdP is unused off Linux (see wait_linux.go).
 const holdP = 0
+
+// tuneDispatcherThread does nothing off Linux.
+func tuneDispatcherThread() {}

@@ -61,6 +61,10 @@ func (w *jsonlWriter) Write(recs []Record) (int, error) {
 	return len(recs), nil
 }
 
+// AppendJSONL appends r as one JSON object in the JSONL codec's row format
+// (no newline), for writers that stream rows themselves (replay's journal).
+func AppendJSONL(b []byte, r *Record) []byte { return appendJSONRecord(b, r) }
+
 // appendJSONRecord appends r as one JSON object (no newline).
 func appendJSONRecord(b []byte, r *Record) []byte {
 	b = append(b, `{"seq":`...)

@@ -2,8 +2,12 @@
 // vegeta can be compared with tokentrace replay on the measure that matters
 // for trace replay. vegeta records each hit's actual send time but not its
 // intended one; at a constant rate r the i-th hit was due at began + i/r.
-// began is not recorded either, so the first send is taken as began (the
-// first hit's lateness counts as 0, which favours vegeta slightly).
+// began is not recorded either. vegeta's pacer never sends a hit before it
+// is due, so began is at most min_i(t_i − i/r); taking exactly that makes
+// the earliest-relative hit 0 late and every figure a lower bound on
+// vegeta's true lateness (it favours vegeta). Taking the first send as
+// began instead gave negative lateness when vegeta's first hit was late
+// and the pacer caught up.
 //
 //	vegeta encode -to json results.bin | vegetalate -rate 1000
 package main
@@ -44,10 +48,16 @@ func main() {
 		log.Fatal("vegetalate: no results")
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	due := func(i int) time.Duration { return time.Duration(float64(i) / *rate * 1e9) }
+	began := ts[0]
+	for i, t := range ts {
+		if b := t.Add(-due(i)); b.Before(began) {
+			began = b
+		}
+	}
 	late := make([]time.Duration, len(ts))
 	for i, t := range ts {
-		due := ts[0].Add(time.Duration(float64(i) / *rate * 1e9))
-		late[i] = t.Sub(due)
+		late[i] = t.Sub(began.Add(due(i)))
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	p := func(q float64) time.Duration { return late[int(q*float64(len(late)-1))] }
