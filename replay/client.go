@@ -66,29 +66,81 @@ func (r *runner) startFast(it *item) bool {
 	if h == nil || r.sem != nil || len(it.body) > fastBodyMax {
 		return false
 	}
-	rec := r.begin(it)
-	j := h.newJob(r.reqCtx, r.o.Timeout, it.path, r.headers(), requestExtra(rec, r.o.TraceParent), it.body)
-	j.t0, j.sent = r.t0, &rec.SentNs
-	j.done = func(resp *h1Response, err error) {
-		if err != nil {
-			rec.Status, rec.Error = classify(err, r.reqCtx, r.reqCtx)
-		} else {
-			handleResponse(resp.status, resp, r.t0, rec, r.reqCtx, r.reqCtx)
-		}
-		r.live.inflight.Add(-1)
-		r.complete(it, rec)
-		r.wg.Done()
+	// Nothing here allocates in the steady state (the request is rendered
+	// into a recycled buffer, the result row is made by the reader): an
+	// allocating dispatcher is drafted into GC mark assists, and parked
+	// when none is available, for milliseconds per collection.
+	fr, _ := r.fast.Get().(*fastReq)
+	if fr == nil {
+		fr = &fastReq{r: r}
+		fr.wrote = make(chan error, 1)
+		fr.done = fr.complete
+		fr.recycle = fr.release
 	}
+	fr.reset()
+	fr.it = it
+	fr.ctx, fr.timeout, fr.t0, fr.sent = r.reqCtx, r.o.Timeout, r.t0, &fr.sentNs
+	b := h.appendHead(fr.req[:0], it.path, r.headers())
+	b = append(b, "X-Request-Id: "...)
+	b = append(b, r.o.Run...)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, it.rec.Seq, 10)
+	b = append(b, "\r\n"...)
+	if r.o.TraceParent {
+		tp, _ := TraceParentFor(requestID(r.o.Run, it.rec.Seq))
+		b = append(b, "Traceparent: "...)
+		b = append(b, tp...)
+		b = append(b, "\r\n"...)
+	}
+	b = endHead(b, len(it.body))
+	b = append(b, it.body...)
+	fr.req = b
+	fr.head, fr.body = b, nil
 	r.live.inflight.Add(1)
-	if !h.start(j, false) {
+	if !h.start(&fr.h1Job, false) {
+		r.live.inflight.Add(-1)
+		r.fast.Put(fr)
 		// No idle connection: a worker dials (dispatch hands it the P).
 		// Dialing on a goroutine started here instead left it queued behind
 		// the dispatcher, which keeps its P, until another P was free: with
 		// CPU-bound goroutines in the process that took tens of ms.
-		r.live.inflight.Add(-1)
 		return false
 	}
 	return true
+}
+
+// fastReq is a request on the dispatcher's fast path, recycled through
+// runner.fast.
+type fastReq struct {
+	h1Job
+	r      *runner
+	it     *item
+	sentNs int64
+	req    []byte // the rendered request, reused
+}
+
+// complete runs on the connection's reader goroutine: it makes the result
+// row and records it.
+func (fr *fastReq) complete(resp *h1Response, err error) {
+	r := fr.r
+	rec := r.begin(fr.it)
+	rec.SentNs = fr.sentNs
+	if err != nil {
+		rec.Status, rec.Error = classify(err, r.reqCtx, r.reqCtx)
+	} else {
+		handleResponse(resp.status, resp, r.t0, rec, r.reqCtx, r.reqCtx)
+	}
+	r.live.inflight.Add(-1)
+	r.complete(fr.it, rec)
+	r.wg.Done()
+}
+
+func (fr *fastReq) release() {
+	fr.it = nil
+	if cap(fr.req) > 2*fastBodyMax {
+		fr.req = nil // an unusually long head: do not keep it
+	}
+	fr.r.fast.Put(fr)
 }
 
 // do sends one request and records its outcome.

@@ -66,18 +66,39 @@ type h1Job struct {
 	t0   time.Time
 	sent *int64
 
+	// head is the request head, or the whole request when body is nil.
 	head, body []byte
 
 	deadline time.Time
 	reused   bool // the current attempt runs on a pooled connection
 	attempt  int
 	wrote    chan error // the writer's result for the current attempt
-	stop     func() bool
+	cs       *cancelSet // where the connection is registered, if anywhere
 
 	// done gets the response once its header arrived, or the error, on the
 	// connection's reader goroutine. It must not keep the response after it
 	// returns (the reader closes it then).
 	done func(*h1Response, error)
+	// recycle, when set, is called once nothing refers to the job any more
+	// (after done and the response's Close), so it can be reused.
+	recycle func()
+}
+
+// unregister takes c out of j's cancel set; false when the context was
+// cancelled meanwhile (c's deadline was moved to the past).
+func (j *h1Job) unregister(c *h1Conn) bool {
+	if j.cs == nil {
+		return true
+	}
+	cs := j.cs
+	j.cs = nil
+	return cs.remove(c)
+}
+
+// reset readies a recycled job for a new request.
+func (j *h1Job) reset() {
+	j.deadline = time.Time{}
+	j.reused, j.attempt, j.cs = false, 0, nil
 }
 
 // cancelSet interrupts the connections in use by the requests of one
@@ -198,7 +219,7 @@ type h1Response struct {
 	conn   *h1Conn
 	client *h1Client
 	reuse  bool
-	stop   func() bool
+	job    *h1Job
 	done   bool
 	pooled bool // finish put the connection back in the pool
 	// release, when set, is closed by finish (the synchronous do waits on it).
@@ -225,7 +246,7 @@ func (r *h1Response) finish(atEOF bool) {
 		return
 	}
 	r.done = true
-	stopped := r.stop()
+	stopped := r.job.unregister(r.conn)
 	if atEOF && r.reuse && stopped {
 		r.pooled = true
 		r.client.put(r.conn)
@@ -245,7 +266,20 @@ var errH1Stale = errors.New("stale keep-alive connection")
 
 // newJob renders the request head of a POST.
 func (h *h1Client) newJob(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) *h1Job {
-	head := make([]byte, 0, 256)
+	head := h.appendHead(make([]byte, 0, 256), path, hdr)
+	for _, kv := range extra {
+		head = append(head, kv[0]...)
+		head = append(head, ": "...)
+		head = append(head, kv[1]...)
+		head = append(head, "\r\n"...)
+	}
+	head = endHead(head, len(body))
+	return &h1Job{ctx: ctx, timeout: timeout, head: head, body: body, wrote: make(chan error, 1)}
+}
+
+// appendHead appends a POST's request line and headers, up to the
+// per-request ones (see endHead).
+func (h *h1Client) appendHead(head []byte, path string, hdr http.Header) []byte {
 	head = append(head, "POST "...)
 	head = append(head, path...)
 	head = append(head, " HTTP/1.1\r\n"...)
@@ -258,16 +292,14 @@ func (h *h1Client) newJob(ctx context.Context, timeout time.Duration, path strin
 			head = append(head, "\r\n"...)
 		}
 	}
-	for _, kv := range extra {
-		head = append(head, kv[0]...)
-		head = append(head, ": "...)
-		head = append(head, kv[1]...)
-		head = append(head, "\r\n"...)
-	}
+	return head
+}
+
+// endHead appends the Content-Length header and the blank line.
+func endHead(head []byte, bodyLen int) []byte {
 	head = append(head, "Content-Length: "...)
-	head = strconv.AppendInt(head, int64(len(body)), 10)
-	head = append(head, "\r\n\r\n"...)
-	return &h1Job{ctx: ctx, timeout: timeout, head: head, body: body, wrote: make(chan error, 1)}
+	head = strconv.AppendInt(head, int64(bodyLen), 10)
+	return append(head, "\r\n\r\n"...)
 }
 
 // do sends a POST and returns the response once its header arrived; the
@@ -323,6 +355,9 @@ func (h *h1Client) start(j *h1Job, dial bool) bool {
 			nc, err := d.DialContext(j.ctx, "tcp", h.host)
 			if err != nil {
 				j.done(nil, ctxErr(j.ctx, err))
+				if j.recycle != nil {
+					j.recycle()
+				}
 				return true
 			}
 			c = &h1Conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
@@ -340,17 +375,21 @@ func (h *h1Client) start(j *h1Job, dial bool) bool {
 // went.
 func (h *h1Client) write(c *h1Conn, j *h1Job) {
 	c.c.SetDeadline(j.deadline)
-	j.stop = func() bool { return true }
 	if cs := h.cancelSet(j.ctx); cs != nil {
 		if !cs.add(c) {
 			c.c.SetDeadline(time.Unix(1, 0)) // wake the reader
 			j.wrote <- j.ctx.Err()
 			return
 		}
-		j.stop = func() bool { return cs.remove(c) }
+		j.cs = cs
 	}
-	bufs := net.Buffers{j.head, j.body}
-	_, err := bufs.WriteTo(c.c)
+	var err error
+	if j.body == nil {
+		_, err = c.c.Write(j.head) // the whole request: no allocation
+	} else {
+		bufs := net.Buffers{j.head, j.body}
+		_, err = bufs.WriteTo(c.c)
+	}
 	if err != nil {
 		c.c.SetDeadline(time.Unix(1, 0)) // make sure the reader wakes
 	}
@@ -387,7 +426,7 @@ func (c *h1Conn) loop() {
 			resp, err = h.readHead(j, c)
 		}
 		if err != nil {
-			j.stop()
+			j.unregister(c)
 			c.c.Close()
 			if j.reused && errors.Is(err, errH1Stale) && j.attempt < 2 && j.ctx.Err() == nil {
 				j.attempt++
@@ -398,11 +437,18 @@ func (c *h1Conn) loop() {
 				err = io.ErrUnexpectedEOF
 			}
 			j.done(nil, ctxErr(j.ctx, err))
+			if j.recycle != nil {
+				j.recycle()
+			}
 			return
 		}
 		j.done(resp, nil)
 		resp.Close()
-		if !resp.pooled {
+		pooled := resp.pooled
+		if j.recycle != nil {
+			j.recycle()
+		}
+		if !pooled {
 			return
 		}
 	}
@@ -456,7 +502,7 @@ func (h *h1Client) readHead(j *h1Job, c *h1Conn) (*h1Response, error) {
 			}
 		}
 	}
-	r := &h1Response{status: status, conn: c, client: h, reuse: reuse, stop: j.stop}
+	r := &h1Response{status: status, conn: c, client: h, reuse: reuse, job: j}
 	switch {
 	case chunked:
 		r.body = &chunkedReader{br: c.br}

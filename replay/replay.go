@@ -108,6 +108,8 @@ type runner struct {
 
 	nexts map[*traces.Record]*traces.Record
 
+	fast sync.Pool // *fastReq (client.go)
+
 	mu        sync.Mutex
 	done      []traces.Record
 	journaled int
@@ -672,10 +674,14 @@ const extraProcs = 1
 // finish restores the original GOMAXPROCS. Saving and restoring per Run
 // instead left the still-running replay with fewer Ps than it needs when
 // the other finished first, and GOMAXPROCS raised for good afterwards.
+//
+// The first Run also tunes the garbage collector (tuneGC) and the last one
+// restores it.
 var (
 	procsMu   sync.Mutex
 	procsRuns int
 	procsBase int
+	gcRestore func()
 )
 
 func addProcs() {
@@ -683,6 +689,7 @@ func addProcs() {
 	defer procsMu.Unlock()
 	if procsRuns == 0 {
 		procsBase = runtime.GOMAXPROCS(0)
+		gcRestore = tuneGC()
 	}
 	procsRuns++
 	runtime.GOMAXPROCS(procsBase + procsRuns*extraProcs)
@@ -693,4 +700,8 @@ func releaseProcs() {
 	defer procsMu.Unlock()
 	procsRuns--
 	runtime.GOMAXPROCS(procsBase + procsRuns*extraProcs)
+	if procsRuns == 0 && gcRestore != nil {
+		gcRestore()
+		gcRestore = nil
+	}
 }
