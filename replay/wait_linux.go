@@ -9,12 +9,12 @@ import (
 	"unsafe"
 )
 
-// prSetTimerSlack is prctl(PR_SET_TIMERSLACK); sysSchedSetattr is
-// sched_setattr(2), which package syscall does not wrap.
-const (
-	prSetTimerSlack = 29
-	sysSchedSetattr = 314 // amd64
-)
+// prSetTimerSlack is prctl(PR_SET_TIMERSLACK).
+const prSetTimerSlack = 29
+
+// sysSchedSetattr is the number of sched_setattr(2), which package syscall
+// does not wrap; 0 where we do not know it.
+var sysSchedSetattr = map[string]uintptr{"amd64": 314, "arm64": 274, "riscv64": 274, "loong64": 274}[runtime.GOARCH]
 
 // schedAttr is struct sched_attr, first version (48 bytes).
 type schedAttr struct {
@@ -41,7 +41,7 @@ type schedAttr struct {
 //     short slice.
 func tuneDispatcherThread() {
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
-	if runtime.GOARCH == "amd64" {
+	if sysSchedSetattr != 0 {
 		a := schedAttr{size: uint32(unsafe.Sizeof(schedAttr{})), runtime: 100_000}
 		syscall.RawSyscall(sysSchedSetattr, 0, uintptr(unsafe.Pointer(&a)), 0)
 	}
