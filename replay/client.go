@@ -67,9 +67,9 @@ func (r *runner) startFast(it *item) bool {
 		return false
 	}
 	// Nothing here allocates in the steady state (the request is rendered
-	// into a recycled buffer, the result row is made by the reader): an
-	// allocating dispatcher is drafted into GC mark assists, and parked
-	// when none is available, for milliseconds per collection.
+	// into a recycled buffer, the result row is made by the reader), so the
+	// dispatcher is never drafted into GC mark assists, which can park the
+	// assisting goroutine.
 	fr, _ := r.fast.Get().(*fastReq)
 	if fr == nil {
 		fr = &fastReq{r: r}

@@ -40,8 +40,9 @@ type h1Client struct {
 	// channel): one context.AfterFunc per context rather than one per
 	// request, which cost a map insert and delete in the context tree and
 	// a runtime timer per request.
-	smu  sync.Mutex
-	sets map[<-chan struct{}]*cancelSet
+	smu   sync.Mutex
+	sets  map[<-chan struct{}]*cancelSet
+	unset []func() bool // stops the sets' AfterFuncs (closeIdle)
 }
 
 type h1Conn struct {
@@ -153,7 +154,7 @@ func (h *h1Client) cancelSet(ctx context.Context) *cancelSet {
 		}
 		s = &cancelSet{active: map[*h1Conn]struct{}{}}
 		h.sets[done] = s
-		context.AfterFunc(ctx, s.cancel)
+		h.unset = append(h.unset, context.AfterFunc(ctx, s.cancel))
 	}
 	return s
 }
@@ -202,7 +203,15 @@ func (h *h1Client) remove(c *h1Conn) {
 	}
 }
 
+// closeIdle closes the idle connections and detaches the client from the
+// contexts it watched (a long-lived parent context must not keep it).
 func (h *h1Client) closeIdle() {
+	h.smu.Lock()
+	for _, stop := range h.unset {
+		stop()
+	}
+	h.unset = nil
+	h.smu.Unlock()
 	h.mu.Lock()
 	idle := h.idle
 	h.idle = nil

@@ -200,7 +200,6 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	if o.OnStart != nil {
 		o.OnStart(r.t0)
 	}
-
 	r.sendCtx, r.stopSend = context.WithCancel(ctx)
 	go func() {
 		<-r.sendCtx.Done()
