@@ -56,6 +56,9 @@ type sweepConfig struct {
 	Speeds               []float64
 	Search               bool
 	Low, High, Tolerance float64
+	// Repeat replays every speed this many times (0 or 1: once). A speed
+	// meets the SLOs only if every run does; its step reports the worst run.
+	Repeat int
 	// OutDir receives one results file per step (speed-<s><Ext>); "" writes none.
 	OutDir, Ext string
 	// Log receives one line per step (nil = quiet).
@@ -83,6 +86,13 @@ type sweepStep struct {
 	OK     bool               `json:"meets_slo"`
 	Broken string             `json:"broken,omitempty"` // the SLO metric furthest over its bound
 	File   string             `json:"file,omitempty"`
+	// Runs and PassedRuns count the replays of this speed (--repeat) and
+	// those that met the SLOs; the other fields are the worst run's.
+	Runs       int `json:"runs"`
+	PassedRuns int `json:"passed_runs"`
+	// severity is the worst SLO metric over its bound (value/bound; +Inf
+	// for failures), which picks the worst run.
+	severity float64
 }
 
 // sweepResult is a whole sweep.
@@ -141,9 +151,17 @@ func runSweep(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta t
 		}
 	}
 	eval := func(ctx context.Context, speed float64) (bool, error) {
-		st, err := sweepOne(ctx, cfg, recs, meta, speed)
-		if err != nil {
-			return false, err
+		var runs []*sweepStep
+		for rep := 0; rep < max(cfg.Repeat, 1); rep++ {
+			one, err := sweepOne(ctx, cfg, recs, meta, speed, rep)
+			if err != nil {
+				return false, err
+			}
+			runs = append(runs, one)
+		}
+		st := worstRun(runs)
+		if passed := st.PassedRuns; passed > 0 && passed < st.Runs {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s× met the SLO in %d of %d runs: the result at this speed is not stable; it counts as missed", fmtSpeed(speed), passed, st.Runs))
 		}
 		st.OfferedRPS = res.BaseRPS * speed
 		res.Steps = append(res.Steps, *st)
@@ -151,6 +169,9 @@ func runSweep(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta t
 			verdict := "meets SLO"
 			if !st.OK {
 				verdict = "misses " + st.Broken
+			}
+			if st.Runs > 1 {
+				verdict += fmt.Sprintf(" (%d of %d runs met it; worst run shown)", st.PassedRuns, st.Runs)
 			}
 			fmt.Fprintf(cfg.Log, "sweep: %s×: %d requests, %.2f req/s, TTFT p50 %.1f ms p99 %.1f ms: %s\n",
 				fmtSpeed(speed), st.Requests, st.RPS, st.TTFTP50Ms, st.TTFTP99Ms, verdict)
@@ -193,11 +214,36 @@ func runSweep(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta t
 	return res, nil
 }
 
-// sweepOne replays recs once at speed and judges the outcome.
-func sweepOne(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta traces.Meta, speed float64) (*sweepStep, error) {
+// worstRun combines the runs of one speed: the worst run (highest
+// severity) with Runs and PassedRuns set, meeting the SLOs only if every
+// run did. A capacity claim should hold every time, not on average.
+func worstRun(runs []*sweepStep) *sweepStep {
+	var st *sweepStep
+	passed := 0
+	for _, r := range runs {
+		if r.OK {
+			passed++
+		}
+		if st == nil || r.severity > st.severity {
+			st = r
+		}
+	}
+	st.Runs, st.PassedRuns = len(runs), passed
+	st.OK = passed == len(runs)
+	return st
+}
+
+// sweepOne replays recs once at speed (repetition rep, from 0) and judges
+// the outcome.
+func sweepOne(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta traces.Meta, speed float64, rep int) (*sweepStep, error) {
 	o := cfg.Replay
 	o.Speed = speed
+	name := "speed-" + fmtSpeed(speed)
 	o.Run = fmt.Sprintf("sweep-%s", fmtSpeed(speed))
+	if cfg.Repeat > 1 {
+		name += fmt.Sprintf("-r%d", rep+1)
+		o.Run += fmt.Sprintf("-r%d", rep+1)
+	}
 	o.Journal = ""
 	if o.URL == "" {
 		so := cfg.Sim
@@ -245,7 +291,8 @@ func sweepOne(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta t
 		m.Set("sweep.slo", cfg.SLO.String())
 		m.Set("sweep.slo_percentile", strconv.FormatFloat(cfg.Percentile, 'g', -1, 64))
 		m.Set("sweep.meets_slo", strconv.FormatBool(st.OK))
-		st.File = filepath.Join(cfg.OutDir, "speed-"+fmtSpeed(speed)+cfg.Ext)
+		m.Set("sweep.repeat", strconv.Itoa(rep+1))
+		st.File = filepath.Join(cfg.OutDir, name+cfg.Ext)
 		if err := traces.WriteAll(st.File, m, run.Records); err != nil {
 			return nil, fmt.Errorf("write results %s: %w", st.File, err)
 		}
@@ -291,6 +338,12 @@ func judgeStep(recs []traces.Record, slo analyze.SLO, pct float64) *sweepStep {
 		q := quantileInf(vals[k], pct/100)
 		st.AtPct[n] = q
 		bound := float64(bounds[k]) / 1e6
+		if r := q / bound; r > st.severity || math.IsNaN(r) {
+			st.severity = math.Inf(1)
+			if !math.IsNaN(r) {
+				st.severity = r
+			}
+		}
 		if !(q <= bound) {
 			st.OK = false
 			if r := q / bound; r > worst || st.Broken == "" {
@@ -301,6 +354,7 @@ func judgeStep(recs []traces.Record, slo analyze.SLO, pct float64) *sweepStep {
 	if len(recs) == 0 {
 		st.OK = false
 		st.Broken = "requests"
+		st.severity = math.Inf(1)
 	}
 	return st
 }
@@ -390,6 +444,9 @@ func (res *sweepResult) writeTable(w io.Writer, cfg sweepConfig) {
 		v := "ok"
 		if !s.OK {
 			v = "misses " + s.Broken
+		}
+		if s.Runs > 1 {
+			v += fmt.Sprintf(" (%d/%d runs ok, worst shown)", s.PassedRuns, s.Runs)
 		}
 		fmt.Fprintf(w, "%6s× %9.2f %9.2f %10.1f %6d %10.1f %10.1f %10.1f %10.1f", fmtSpeed(s.Speed), s.OfferedRPS, s.RPS, s.OutTokPerS, s.Failed,
 			s.TTFTP50Ms, s.TTFTP99Ms, s.TPOTP50Ms, s.TPOTP99Ms)
@@ -585,6 +642,7 @@ func sweepCommand() *cli.Command {
 	var (
 		slo, speeds, pct, outDir, chart, window, searchRange, ext string
 		search, quiet, asJSON                                     bool
+		repeat                                                    = 1
 		tol                                                       = replay.DefaultSearchTolerance
 		modelMap                                                  headerFlag
 		metadata                                                  headerFlag
@@ -600,6 +658,7 @@ func sweepCommand() *cli.Command {
 		&cli.BoolFlag{Name: "search", Usage: "binary-search the highest speed meeting the SLOs instead of --speeds", Destination: &search},
 		&cli.StringFlag{Name: "search-range", Value: fmt.Sprintf("%g,%g", replay.DefaultSearchLow, replay.DefaultSearchHigh), Usage: "--search: LOW,HIGH speeds", Destination: &searchRange},
 		&cli.Float64Flag{Name: "search-tolerance", Value: tol, Usage: "--search: stop when HIGH/LOW ≤ 1+this", Destination: &tol},
+		&cli.IntFlag{Name: "repeat", Value: repeat, Usage: "replay every speed N times; a speed meets the SLOs only if every run does, and its row shows the worst run", Destination: &repeat},
 		&cli.StringFlag{Name: "out-dir", Value: defaultSweepOutDir, Usage: "directory for one results file per step and the chart", Destination: &outDir},
 		&cli.StringFlag{Name: "ext", Value: defaultSweepExt, Usage: "results file extension (.parquet, .jsonl, .jsonl.zst, .csv)", Destination: &ext},
 		&cli.StringFlag{Name: "chart", Usage: "chart file(s), .svg, .png or .pdf, comma-separated (default: OUT-DIR/sweep.svg; none = no chart)", Destination: &chart},
@@ -635,7 +694,10 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			if err != nil {
 				return err
 			}
-			cfg := sweepConfig{OutDir: outDir, Ext: ext, Search: search, Tolerance: tol}
+			cfg := sweepConfig{OutDir: outDir, Ext: ext, Search: search, Tolerance: tol, Repeat: repeat}
+			if repeat < 1 || repeat > 100 {
+				return usageErrorf("--repeat: want 1 to 100 runs per speed, got %d", repeat)
+			}
 			if cfg.SLO, err = analyze.ParseSLO(slo); err != nil {
 				return usageErrorf("--slo: %v", err)
 			}

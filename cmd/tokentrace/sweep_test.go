@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,7 @@ func TestSweepUsageErrors(t *testing.T) {
 		{"a background load needs known keys", []string{"replay", "--background", "klass=batch", trace}, "--background"},
 		{"metadata wants key=value", []string{"replay", "--metadata", "novalue", trace}, "--metadata"},
 		{"a model map wants prod=served", []string{"replay", "--model-map", "prod", trace}, "--model-map"},
+		{"a sweep repeats every speed at least once", []string{"sweep", "--slo", "ttft=1s", "--repeat", "0", trace}, "--repeat"},
 		{"sweep metadata wants key=value", []string{"sweep", "--slo", "ttft=1s", "--metadata", "novalue", trace}, "--metadata"},
 		{"model bytes need a bandwidth", []string{"analyze", "--model-bytes", "16GB", trace}, "--bandwidth"},
 		{"a bandwidth must parse", []string{"analyze", "--model-bytes", "16GB", "--bandwidth", "fast", trace}, "--bandwidth"},
@@ -177,5 +179,49 @@ func TestSweepCLI(t *testing.T) {
 	}
 	if meta.Get("sweep.speed") != "4" || meta.Get(replay.MetaLabel) != "cli-test" || meta.Get(replay.MetaUserPrefix+"gpu") != "none" || meta.Get(replay.MetaServerVersion) != "sim" {
 		t.Errorf("step metadata %v", meta.Extra)
+	}
+}
+
+func TestWorstRun(t *testing.T) {
+	pass := &sweepStep{OK: true, AtPct: map[string]float64{"ttft": 50}, severity: 0.5}
+	worse := &sweepStep{OK: true, AtPct: map[string]float64{"ttft": 90}, severity: 0.9}
+	miss := &sweepStep{OK: false, Broken: "ttft", AtPct: map[string]float64{"ttft": 200}, severity: 2}
+	for _, c := range []struct {
+		why        string
+		runs       []*sweepStep
+		ok         bool
+		passed     int
+		wantAtTTFT float64
+	}{
+		{"one run is itself", []*sweepStep{pass}, true, 1, 50},
+		{"two passing runs pass and show the slower", []*sweepStep{pass, worse}, true, 2, 90},
+		{"one miss in three fails the speed and shows the miss", []*sweepStep{pass, miss, worse}, false, 2, 200},
+	} {
+		got := worstRun(c.runs)
+		if got.OK != c.ok || got.PassedRuns != c.passed || got.Runs != len(c.runs) || got.AtPct["ttft"] != c.wantAtTTFT {
+			t.Errorf("%s: ok %v, %d/%d passed, ttft %g; want ok %v, %d/%d, %g", c.why, got.OK, got.PassedRuns, got.Runs, got.AtPct["ttft"], c.ok, c.passed, len(c.runs), c.wantAtTTFT)
+		}
+	}
+}
+
+// TestSweepRepeat replays one speed twice through the CLI: one results
+// file per run, and the table says how many runs met the SLOs.
+func TestSweepRepeat(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "t.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(20, 20, 32, 4)); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "sweep")
+	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s", "--speeds", "2", "--repeat", "2", "--sim-preset", "tiny",
+		"--out-dir", outDir, "--ext", ".jsonl", "--chart", "none", trace)
+	if !strings.Contains(out, "(2/2 runs ok, worst shown)") {
+		t.Errorf("output:\n%s\nstderr:\n%s", out, errs)
+	}
+	for i, f := range []string{"speed-2-r1.jsonl", "speed-2-r2.jsonl"} {
+		recs, meta, err := traces.ReadAll(filepath.Join(outDir, f))
+		if err != nil || len(recs) != 20 || meta.Get("sweep.repeat") != strconv.Itoa(i+1) {
+			t.Errorf("%s: %d records, repeat %q, %v", f, len(recs), meta.Get("sweep.repeat"), err)
+		}
 	}
 }
