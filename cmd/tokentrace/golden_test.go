@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/capture"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// goldenKey is a fixed capture key, so keyed hashes are the same every run.
+const goldenKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+// TestGoldenPipeline pins the deterministic outputs of the whole pipeline to
+// files under testdata/golden: capture and synth of seeded sample logs, and
+// analyze of a fixed results file in text, JSON and vLLM formats. A change
+// that alters any byte fails here; accept an intended change with
+// go test ./cmd/tokentrace -run TestGoldenPipeline -update.
+func TestGoldenPipeline(t *testing.T) {
+	// Relative names in a fixed working directory keep the command lines
+	// stored in the files' metadata the same on every run.
+	golden, err := filepath.Abs(filepath.Join("testdata", "golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	p := func(n string) string { return n }
+
+	so := capture.DefaultSampleOptions()
+	so.Duration, so.Rate = 20*time.Second, 3
+	var logs bytes.Buffer
+	if err := capture.WriteSampleLogs(context.Background(), &logs, 1, so); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, p("gateway.jsonl"), logs.Bytes())
+	writeTestFile(t, p("capture.key"), []byte(goldenKey+"\n"))
+
+	run := func(args ...string) string {
+		t.Helper()
+		code, stdout, stderr := analyzeCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("tokentrace %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+		}
+		return stdout
+	}
+	run("capture", "--key-file", p("capture.key"), "--out", p("trace.jsonl"), p("gateway.jsonl"))
+	run("capture", "--key-file", p("capture.key"), "--out", p("trace.parquet"), p("gateway.jsonl"))
+	run("synth", "fit", "--out", p("model.json"), p("trace.parquet"))
+	run("synth", "gen", "--seed", "7", "--out", p("synth.jsonl"), p("model.json"))
+	run("synth", "gen", "--seed", "7", "--out", p("synth.parquet"), p("model.json"))
+
+	// A fixed results file: the captured trace served by the simulator in
+	// virtual time (deterministic), with client times equal to the truth.
+	recs, meta, err := traces.ReadAll(p("trace.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]sim.SimRequest, len(recs))
+	for i, r := range recs {
+		prompt := make([]int32, r.InputTokens)
+		for k := range prompt {
+			prompt[k] = int32(1000 + (int(r.Session)*7+k)%5000)
+		}
+		reqs[i] = sim.SimRequest{ID: "g-" + strconv.FormatInt(r.Seq, 10), ArrivalNs: r.ArrivalNs, Prompt: prompt, MaxTokens: int(max(r.OutputTokens, 1)), MinTokens: int(max(r.OutputTokens, 1)), IgnoreEOS: true}
+	}
+	so2 := sim.DefaultOptions()
+	so2.MaxNumSeqs = 8
+	res, err := sim.Simulate(context.Background(), so2, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]traces.Record, len(recs))
+	for i, tr := range res.Truth {
+		r := recs[i]
+		r.ClearOutcome()
+		r.Run, r.Status, r.HTTPStatus, r.RequestID, r.Error = "golden", tr.Status, tr.HTTPStatus, tr.RequestID, tr.Error
+		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
+		r.FirstTokenNs, r.LastTokenNs = tr.FirstTokenNs, tr.LastTokenNs
+		r.ChunkNs, r.ChunkTokens = tr.ChunkNs, tr.ChunkTokens
+		r.ServerPromptTokens, r.ServerOutputTokens, r.ServerCachedTokens = tr.ServerPromptTokens, tr.ServerOutputTokens, tr.ServerCachedTokens
+		r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = tr.ServerQueueNs, tr.ServerPrefillNs, tr.ServerDecodeNs
+		out[i] = r
+	}
+	meta.Source = "replay"
+	if err := traces.WriteAll(p("results.jsonl"), meta, out); err != nil {
+		t.Fatal(err)
+	}
+	goldenFile(t, golden, "results.jsonl", readFile(t, p("results.jsonl")))
+
+	for _, n := range []string{"trace.jsonl", "synth.jsonl", "model.json"} {
+		goldenFile(t, golden, n, readFile(t, p(n)))
+	}
+	// Parquet files are pinned by digest (binary, and large).
+	for _, n := range []string{"trace.parquet", "synth.parquet"} {
+		sum := sha256.Sum256(readFile(t, p(n)))
+		goldenFile(t, golden, n+".sha256", []byte(hex.EncodeToString(sum[:])+"\n"))
+	}
+
+	goldenFile(t, golden, "analyze.txt", []byte(run("analyze", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
+	goldenFile(t, golden, "analyze.json", []byte(run("analyze", "--json", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
+	goldenFile(t, golden, "analyze.vllm.txt", []byte(run("analyze", "--format", "vllm", p("results.jsonl"))))
+}
+
+func writeTestFile(t *testing.T, name string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// goldenFile compares got with testdata/golden/name (rewritten with -update).
+// Paths of the test's temporary directory are replaced by DIR first.
+func goldenFile(t *testing.T, goldenDir, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join(goldenDir, name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/tokentrace -run TestGoldenPipeline -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (go test -update accepts an intended change):\n%s", name, path, firstDiff(got, want))
+	}
+}
+
+func firstDiff(got, want []byte) string {
+	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := 0; i < max(len(gl), len(wl)); i++ {
+		var g, w string
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if g != w {
+			if len(g) > 300 {
+				g = g[:300] + "…"
+			}
+			if len(w) > 300 {
+				w = w[:300] + "…"
+			}
+			return "line " + strconv.Itoa(i+1) + ":\n  got:  " + g + "\n  want: " + w
+		}
+	}
+	return "(lengths differ)"
+}
