@@ -35,7 +35,7 @@ func small() []traces.Record {
 
 func TestSummaryOfSmallRun(t *testing.T) {
 	o := DefaultOptions()
-	o.SLO = SLO{TTFT: 250 * ms}
+	o.SLO = traces.SLO{TTFT: 250 * ms}
 	rep, err := Analyze(context.Background(), small(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestVLLMFormatGolden(t *testing.T) {
 	o := DefaultOptions()
-	o.SLO = SLO{TTFT: 250 * ms, E2E: 2 * time.Second}
+	o.SLO = traces.SLO{TTFT: 250 * ms, E2E: 2 * time.Second}
 	rep, err := Analyze(context.Background(), small(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestVLLMFormatGolden(t *testing.T) {
 
 func TestJSONKeysAreStable(t *testing.T) {
 	o := DefaultOptions()
-	o.SLO = SLO{TTFT: 250 * ms}
+	o.SLO = traces.SLO{TTFT: 250 * ms}
 	rep, err := Analyze(context.Background(), small(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +329,7 @@ func TestJSONKeysAreStable(t *testing.T) {
 
 func TestTextGolden(t *testing.T) {
 	o := DefaultOptions()
-	o.SLO = SLO{TTFT: 250 * ms}
+	o.SLO = traces.SLO{TTFT: 250 * ms}
 	o.By = ByModel
 	o.Window = time.Second
 	rep, err := Analyze(context.Background(), small(), o)

@@ -72,6 +72,15 @@ func (r *row) tpot() (float64, bool) {
 	return (e - t) / float64(r.out-1), true
 }
 
+// latencies are the row's latencies as the SLO judges them.
+func (r *row) latencies() traces.Latencies {
+	var l traces.Latencies
+	l.TTFT, l.HasTTFT = r.ttft()
+	l.TPOT, l.HasTPOT = r.tpot()
+	l.E2E, l.HasE2E = r.e2e()
+	return l
+}
+
 // uncached is the prompt tokens the server had to prefill.
 func (r *row) uncached() float64 {
 	u := r.in
@@ -458,20 +467,8 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 		if okP {
 			tpot.add(p)
 		}
-		if !a.o.SLO.IsZero() {
-			g := true
-			if a.o.SLO.TTFT > 0 && (!okT || t > float64(a.o.SLO.TTFT)) {
-				g = false
-			}
-			if a.o.SLO.E2E > 0 && (!okE || e > float64(a.o.SLO.E2E)) {
-				g = false
-			}
-			if a.o.SLO.TPOT > 0 && okP && p > float64(a.o.SLO.TPOT) {
-				g = false
-			}
-			if g {
-				good++
-			}
+		if !a.o.SLO.IsZero() && a.o.SLO.Met(r.latencies()) {
+			good++
 		}
 	}
 	if end > start {

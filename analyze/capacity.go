@@ -167,19 +167,9 @@ func (rep *Report) goodOutputTokens() int64 {
 		if !r.ok {
 			continue
 		}
-		t, okT := r.ttft()
-		e, okE := r.e2e()
-		p, okP := r.tpot()
-		if slo.TTFT > 0 && (!okT || t > float64(slo.TTFT)) {
-			continue
+		if slo.Met(r.latencies()) {
+			n += int64(r.out)
 		}
-		if slo.E2E > 0 && (!okE || e > float64(slo.E2E)) {
-			continue
-		}
-		if slo.TPOT > 0 && okP && p > float64(slo.TPOT) {
-			continue
-		}
-		n += int64(r.out)
 	}
 	return n
 }

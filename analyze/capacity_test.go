@@ -67,7 +67,7 @@ func TestCostArithmetic(t *testing.T) {
 	recs[3].LastTokenNs = recs[3].FirstTokenNs + 10*int64(20*time.Millisecond)
 	o := DefaultOptions()
 	o.CostPerHour = 4.50
-	o.SLO = SLO{TTFT: time.Second}
+	o.SLO = traces.SLO{TTFT: time.Second}
 	rep, err := Analyze(context.Background(), recs, o)
 	if err != nil {
 		t.Fatal(err)

@@ -49,7 +49,7 @@ func FuzzAnalyzeRecords(f *testing.F) {
 		}
 		o := DefaultOptions()
 		o.By = ByClass
-		o.SLO = SLO{TTFT: 1e6, TPOT: 1e5}
+		o.SLO = traces.SLO{TTFT: 1e6, TPOT: 1e5}
 		o.Window = 1e6
 		rep, err := Analyze(context.Background(), recs, o)
 		if err != nil {

@@ -32,7 +32,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 	recs := simulate(arr, 0.01)
 	o := DefaultOptions()
 	o.IgnoreServerTimings = true
-	o.SLO = SLO{TTFT: 500 * ms, E2E: 5 * time.Second}
+	o.SLO = traces.SLO{TTFT: 500 * ms, E2E: 5 * time.Second}
 	rep, err := Analyze(context.Background(), recs, o)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Defaults shared by the library and the CLI flags.
@@ -46,77 +48,6 @@ const (
 // ByDimensions lists the valid Options.By values ("" = no grouping).
 var ByDimensions = []string{ByClass, ByCategory, ByModel}
 
-// SLO is a set of per-request service-level objectives; a zero field is not
-// checked. A request is good when it succeeded and meets every given SLO.
-type SLO struct {
-	// TTFT is the bound on time to first token. Defaults to 0 (unchecked).
-	TTFT time.Duration `json:"ttft_ms"`
-	// TPOT is the bound on time per output token; single-token requests
-	// count as TPOT 0, as in vLLM. Defaults to 0 (unchecked).
-	TPOT time.Duration `json:"tpot_ms"`
-	// E2E is the bound on end-to-end latency. Defaults to 0 (unchecked).
-	E2E time.Duration `json:"e2e_ms"`
-}
-
-// IsZero reports whether no SLO is set.
-func (s SLO) IsZero() bool { return s.TTFT == 0 && s.TPOT == 0 && s.E2E == 0 }
-
-// String renders the SLO in ParseSLO's syntax.
-func (s SLO) String() string {
-	var p []string
-	if s.TTFT > 0 {
-		p = append(p, "ttft="+s.TTFT.String())
-	}
-	if s.TPOT > 0 {
-		p = append(p, "tpot="+s.TPOT.String())
-	}
-	if s.E2E > 0 {
-		p = append(p, "e2e="+s.E2E.String())
-	}
-	return strings.Join(p, ",")
-}
-
-// ParseSLO parses "ttft=500ms,tpot=50ms,e2e=10s" (any subset, Go durations;
-// a bare number is milliseconds, and vLLM's "ttft:500" syntax is accepted).
-func ParseSLO(s string) (SLO, error) {
-	var slo SLO
-	if strings.TrimSpace(s) == "" {
-		return slo, nil
-	}
-	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			k, v, ok = strings.Cut(part, ":")
-		}
-		if !ok {
-			return slo, fmt.Errorf("slo %q: want name=duration, e.g. ttft=500ms", part)
-		}
-		d, err := parseDurationMs(v)
-		if err != nil || d <= 0 {
-			return slo, fmt.Errorf("slo %q: want a positive duration such as 500ms", part)
-		}
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "ttft":
-			slo.TTFT = d
-		case "tpot":
-			slo.TPOT = d
-		case "e2e", "e2el":
-			slo.E2E = d
-		default:
-			return slo, fmt.Errorf("slo %q: unknown metric %q (want ttft, tpot or e2e)", part, k)
-		}
-	}
-	return slo, nil
-}
-
-func parseDurationMs(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return time.Duration(f * float64(time.Millisecond)), nil
-	}
-	return time.ParseDuration(v)
-}
-
 // ParsePercentile parses "p99", "99", "p99.9" or "99.9" into 99 or 99.9.
 func ParsePercentile(s string) (float64, error) {
 	t := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "p")
@@ -133,7 +64,7 @@ type Options struct {
 	// groups). Defaults to "".
 	By string
 	// SLO enables goodput. Defaults to no SLO (goodput null).
-	SLO SLO
+	SLO traces.SLO
 	// TailPercentile selects the tail: requests at or above this percentile
 	// of the tail metric. Defaults to DefaultTailPercentile (99).
 	TailPercentile float64

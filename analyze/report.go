@@ -3,6 +3,8 @@ package analyze
 import (
 	"encoding/json"
 	"io"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Throughput is the run's rates over its duration.
@@ -51,8 +53,8 @@ type Summary struct {
 	Goodput      *float64 `json:"goodput"`
 	GoodRequests *int     `json:"good_requests,omitempty"`
 	// GoodRatio is the good requests over all requests.
-	GoodRatio *float64 `json:"goodput_ratio,omitempty"`
-	SLO       *SLO     `json:"slo,omitempty"`
+	GoodRatio *float64    `json:"goodput_ratio,omitempty"`
+	SLO       *traces.SLO `json:"slo,omitempty"`
 }
 
 // Group is the Summary of one value of the --by dimension.

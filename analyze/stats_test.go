@@ -94,49 +94,6 @@ func TestPooledSwitchesToHistogram(t *testing.T) {
 	}
 }
 
-func TestParseSLO(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    SLO
-		wantErr bool
-	}{
-		// All three metrics, Go durations.
-		{"ttft=500ms,tpot=50ms,e2e=10s", SLO{TTFT: 500e6, TPOT: 50e6, E2E: 10e9}, false},
-		// vLLM's --goodput syntax with bare milliseconds.
-		{"ttft:300 e2el:2000", SLO{TTFT: 300e6, E2E: 2e9}, false},
-		// An unknown metric is refused.
-		{"itl=5ms", SLO{}, true},
-		// A negative bound is refused.
-		{"ttft=-5ms", SLO{}, true},
-		// Empty is no SLO.
-		{"", SLO{}, false},
-	}
-	for _, tt := range tests {
-		got, err := ParseSLO(tt.in)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("ParseSLO(%q) = %+v, %v; want %+v, err %v", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
-func FuzzParseSLO(f *testing.F) {
-	for _, s := range []string{"ttft=500ms,tpot=50ms,e2e=10s", "ttft:300", "", "e2e=1h"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		slo, err := ParseSLO(s)
-		if err != nil {
-			return
-		}
-		if slo.TTFT < 0 || slo.TPOT < 0 || slo.E2E < 0 {
-			t.Fatalf("ParseSLO(%q) accepted a negative bound: %+v", s, slo)
-		}
-		if back, err := ParseSLO(slo.String()); err != nil || back != slo {
-			t.Fatalf("ParseSLO(%q).String() = %q does not round-trip: %+v, %v", s, slo.String(), back, err)
-		}
-	})
-}
-
 func FuzzParsePercentile(f *testing.F) {
 	for _, s := range []string{"p99", "99.9", "p0", "p100", "x"} {
 		f.Add(s)

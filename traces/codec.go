@@ -52,6 +52,8 @@ type OpenOptions struct {
 	// Strict fails on the first malformed row instead of skipping and
 	// counting it. Defaults to false.
 	Strict bool
+	// Stdin is what the name "-" reads. Defaults to os.Stdin.
+	Stdin io.Reader
 }
 
 // CreateOptions tunes Create.
@@ -59,6 +61,9 @@ type CreateOptions struct {
 	// RowGroupRows bounds the rows per Parquet row group. Defaults to
 	// DefaultRowGroupRows.
 	RowGroupRows int
+	// Stdout is what the name "-" writes (JSON lines); it is not closed.
+	// Defaults to os.Stdout.
+	Stdout io.Writer
 }
 
 // DefaultRowGroupRows is the default Parquet row-group size.

@@ -76,7 +76,11 @@ func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
 // access.
 func OpenWith(name string, o OpenOptions) (Reader, error) {
 	if name == "-" {
-		r, err := NewReader(os.Stdin, "-", o)
+		var in io.Reader = os.Stdin
+		if o.Stdin != nil {
+			in = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
+		}
+		r, err := NewReader(in, "-", o)
 		if err != nil {
 			return nil, fmt.Errorf("open trace stdin: %w", err)
 		}
@@ -216,8 +220,14 @@ func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
 	if err := o.validate(); err != nil {
 		return nil, fmt.Errorf("create trace %s: %w", name, err)
 	}
-	var f io.WriteCloser = nopCloser{os.Stdout}
-	if name != "-" {
+	var f io.WriteCloser
+	if name == "-" {
+		out := o.Stdout
+		if out == nil {
+			out = os.Stdout
+		}
+		f = nopCloser{out}
+	} else {
 		if f, err = os.Create(name); err != nil {
 			return nil, fmt.Errorf("create trace: %w", err)
 		}

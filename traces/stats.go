@@ -23,6 +23,12 @@ func Quantile(sorted []float64, p float64) float64 {
 	i := int(lo)
 	t := h - lo
 	a, b := sorted[i], sorted[i+1]
+	if t == 0 {
+		return a
+	}
+	if math.IsInf(a, 1) || math.IsInf(b, 1) {
+		return math.Inf(1)
+	}
 	d := b - a
 	if t >= 0.5 {
 		return b - d*(1-t)

@@ -33,6 +33,11 @@ func TestQuantile(t *testing.T) {
 		{"clamped", x, 1.5, 10},
 		// One element is every quantile.
 		{"single", []float64{7}, 0.3, 7},
+		// An interpolation touching +Inf (a failed request in a capacity
+		// verdict) is +Inf; one that lands exactly on a finite rank is not.
+		{"touches inf", []float64{1, 2, math.Inf(1)}, 0.75, math.Inf(1)},
+		{"below inf", []float64{1, 2, math.Inf(1)}, 0.5, 2},
+		{"all inf", []float64{math.Inf(1), math.Inf(1)}, 0.5, math.Inf(1)},
 	}
 	for _, tc := range cases {
 		if got := traces.Quantile(tc.xs, tc.p); got != tc.want {

@@ -52,7 +52,7 @@ func (f *analyzeFlags) common() []cli.Flag {
 func (f *analyzeFlags) options() (analyze.Options, error) {
 	o := f.o
 	var err error
-	if o.SLO, err = analyze.ParseSLO(f.slo); err != nil {
+	if o.SLO, err = traces.ParseSLO(f.slo); err != nil {
 		return o, usageErrorf("--slo: %v", err)
 	}
 	if o.TailPercentile, err = analyze.ParsePercentile(f.tail); err != nil {

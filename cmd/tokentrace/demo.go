@@ -251,7 +251,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 
 	// 6. Analyze, compare, report.
 	ao := analyze.DefaultOptions()
-	ao.SLO = analyze.SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}
+	ao.SLO = traces.SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}
 	ao.KeepRequests = true
 	ao.TailMetric = analyze.MetricTTFT // the demo's problem is p99 TTFT
 	// Analyze the files, as `tokentrace analyze` would: that also loads

@@ -49,7 +49,7 @@ type sweepConfig struct {
 	// Sim configures the built-in simulator when Replay.URL is "".
 	Sim sim.Options
 	// SLO are the bounds every step is judged against, at Percentile.
-	SLO        analyze.SLO
+	SLO        traces.SLO
 	Percentile float64
 	// Speeds are evaluated in order unless Search is set; Search bisects
 	// [Low, High] down to Tolerance.
@@ -105,14 +105,9 @@ type sweepResult struct {
 }
 
 // sloMetrics lists the SLO's metrics with their bounds, in a fixed order.
-func sloMetrics(s analyze.SLO) (names []string, bounds []time.Duration) {
-	for _, m := range []struct {
-		n string
-		d time.Duration
-	}{{"ttft", s.TTFT}, {"tpot", s.TPOT}, {"e2e", s.E2E}} {
-		if m.d > 0 {
-			names, bounds = append(names, m.n), append(bounds, m.d)
-		}
+func sloMetrics(s traces.SLO) (names []string, bounds []time.Duration) {
+	for _, b := range s.Bounds() {
+		names, bounds = append(names, b.Metric), append(bounds, b.Bound)
 	}
 	return names, bounds
 }
@@ -303,41 +298,34 @@ func sweepOne(ctx context.Context, cfg sweepConfig, recs []traces.Record, meta t
 // judgeStep computes each SLO metric at the percentile over every sent
 // request (failures count as +Inf, so an erroring server never passes) and
 // whether all are within their bounds.
-func judgeStep(recs []traces.Record, slo analyze.SLO, pct float64) *sweepStep {
+func judgeStep(recs []traces.Record, slo traces.SLO, pct float64) *sweepStep {
 	st := &sweepStep{Requests: len(recs), AtPct: map[string]float64{}, OK: true}
-	names, bounds := sloMetrics(slo)
-	vals := make([][]float64, len(names))
+	bounds := slo.Bounds()
+	vals := make([][]float64, len(bounds))
 	for i := range recs {
 		r := &recs[i]
 		if !r.OK() {
 			st.Failed++
 		}
-		for k, n := range names {
-			v, ok := time.Duration(0), false
-			switch n {
-			case "ttft":
-				v, ok = r.TTFT()
-			case "tpot":
-				v, ok = r.TPOT()
-				if !ok && r.OK() {
-					v, ok = 0, true // single-token requests: TPOT 0, as in vLLM
-				}
-			case "e2e":
-				v, ok = r.E2E()
-			}
-			x := math.Inf(1)
-			if ok && r.OK() {
-				x = float64(v) / 1e6
+		l := r.Latencies()
+		if r.OK() && !l.HasTPOT {
+			l.HasTPOT = true // single-token requests: TPOT 0, as in vLLM
+		}
+		for k, b := range bounds {
+			x := math.Inf(1) // failures count as +Inf
+			if v, ok := l.Get(b.Metric); ok && r.OK() {
+				x = v / 1e6
 			}
 			vals[k] = append(vals[k], x)
 		}
 	}
 	worst := 0.0
-	for k, n := range names {
+	for k, b := range bounds {
+		n := b.Metric
 		sort.Float64s(vals[k])
-		q := quantileInf(vals[k], pct/100)
+		q := traces.Quantile(vals[k], pct/100)
 		st.AtPct[n] = q
-		bound := float64(bounds[k]) / 1e6
+		bound := float64(b.Bound) / 1e6
 		if r := q / bound; r > st.severity || math.IsNaN(r) {
 			st.severity = math.Inf(1)
 			if !math.IsNaN(r) {
@@ -357,20 +345,6 @@ func judgeStep(recs []traces.Record, slo analyze.SLO, pct float64) *sweepStep {
 		st.severity = math.Inf(1)
 	}
 	return st
-}
-
-// quantileInf is analyze.Quantile that tolerates +Inf values (an
-// interpolation touching +Inf is +Inf).
-func quantileInf(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	h := float64(len(sorted)-1) * p
-	lo := int(math.Floor(h))
-	if hi := min(lo+1, len(sorted)-1); math.IsInf(sorted[hi], 1) && h > float64(lo) || math.IsInf(sorted[lo], 1) {
-		return math.Inf(1)
-	}
-	return analyze.Quantile(sorted, p)
 }
 
 func fmtSpeed(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
@@ -698,7 +672,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			if repeat < 1 || repeat > 100 {
 				return usageErrorf("--repeat: want 1 to 100 runs per speed, got %d", repeat)
 			}
-			if cfg.SLO, err = analyze.ParseSLO(slo); err != nil {
+			if cfg.SLO, err = traces.ParseSLO(slo); err != nil {
 				return usageErrorf("--slo: %v", err)
 			}
 			if cfg.SLO.IsZero() {

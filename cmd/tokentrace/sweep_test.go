@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
@@ -69,7 +68,7 @@ func TestSweepSearchFindsKnee(t *testing.T) {
 	recs := constantTrace(500, base, 8, out)
 	cfg := sweepConfig{
 		Replay: replay.DefaultOptions(), Sim: kneeSim(seqs, step),
-		SLO: analyze.SLO{TTFT: 250 * time.Millisecond}, Percentile: 99,
+		SLO: traces.SLO{TTFT: 250 * time.Millisecond}, Percentile: 99,
 		Search: true, Low: 1.5, High: 3, Tolerance: 0.05,
 		OutDir: t.TempDir(), Ext: ".jsonl",
 	}
@@ -106,7 +105,7 @@ func TestJudgeStepCountsFailuresAsInfinite(t *testing.T) {
 		r := &recs[i]
 		r.Status, r.SentNs, r.FirstTokenNs, r.LastTokenNs = traces.StatusOK, 0, int64(10*time.Millisecond), int64(40*time.Millisecond)
 	}
-	slo := analyze.SLO{TTFT: 50 * time.Millisecond}
+	slo := traces.SLO{TTFT: 50 * time.Millisecond}
 	if st := judgeStep(recs, slo, 99); !st.OK || st.AtPct["ttft"] != 10 {
 		t.Fatalf("all fast: %+v", st)
 	}
