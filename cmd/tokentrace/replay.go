@@ -187,12 +187,17 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				}
 				defer srv.Close()
 				o.URL = srv.URL
+				if o.Model == "" {
+					// The trace's production model names are not served by the
+					// simulator: send its own (--model-map entries still win).
+					o.Model = so.Model
+				}
 				// The built-in simulator is always scraped when results go to a
 				// file, so analyze can show the server's queue beside the tail.
 				if metricsURL == "" && (metricsOut != "" || out != "-") {
 					metricsURL = srv.URL + "/metrics"
 				}
-				fmt.Fprintf(io.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s\n", srv.URL)
+				fmt.Fprintf(io.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s (model %s)\n", srv.URL, o.Model)
 			}
 			if err := o.Validate(); err != nil {
 				return usageErrorf("%v", err)

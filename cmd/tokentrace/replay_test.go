@@ -227,3 +227,41 @@ func TestReplaySIGKILLKeepsJournal(t *testing.T) {
 	}
 	t.Logf("journal: %d rows; %d requests finished >1 s before the kill", len(got), need)
 }
+
+// TestReplayCommandBuiltinSimServesTraceModel checks that a captured trace,
+// whose records name a production model the simulator does not serve, still
+// replays against the built-in simulator: every request goes to the
+// simulator's model instead of failing with 404.
+func TestReplayCommandBuiltinSimServesTraceModel(t *testing.T) {
+	recs := make([]traces.Record, 6)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq = int64(i)
+		r.ArrivalNs = int64(i) * 1e6
+		r.InputTokens, r.OutputTokens = 32, 2
+		r.Model = "prod-llama-70b"
+		recs[i] = r
+	}
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "trace.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "res.jsonl")
+	var so, se bytes.Buffer
+	if code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--max-lateness", "10s", trace}, nil, &so, &se); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
+	}
+	res, _, err := traces.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Status != traces.StatusOK {
+			t.Errorf("seq %d: %s %q", r.Seq, r.Status, r.Error)
+		}
+	}
+	if !strings.Contains(se.String(), "(model "+sim.DefaultModel+")") {
+		t.Errorf("stderr does not name the simulator's model:\n%s", se.String())
+	}
+}
