@@ -1,0 +1,244 @@
+// Package k8s holds the Kubernetes manifests of tokentrace (Kustomize, in
+// this folder) and the test that validates them without a cluster. It is a
+// module of its own so the Kubernetes API types do not weigh on the main one.
+package k8s
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// render builds the Kustomize tree in dir, as `kubectl apply -k` would, and
+// returns each object as YAML.
+func render(dir string) ([][]byte, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize %s: %w", dir, err)
+	}
+	var out [][]byte
+	for _, r := range m.Resources() {
+		b, err := r.AsYAML()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// kustomizedImage is the image the kustomization sets for "tokentrace".
+func kustomizedImage(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return "", err
+	}
+	var k types.Kustomization
+	if err := yaml.UnmarshalStrict(b, &k); err != nil {
+		return "", fmt.Errorf("kustomization.yaml: %w", err)
+	}
+	for _, im := range k.Images {
+		if im.Name == "tokentrace" {
+			return im.NewName + ":" + im.NewTag, nil
+		}
+	}
+	return "", fmt.Errorf("kustomization.yaml sets no image for tokentrace")
+}
+
+var shardArg = regexp.MustCompile(`^--shard=\$\(INDEX\)/(\d+)$`)
+
+// check decodes every object strictly (an unknown field fails) and returns
+// every broken invariant of the Jobs.
+func check(dir string) []error {
+	objs, err := render(dir)
+	if err != nil {
+		return []error{err}
+	}
+	image, err := kustomizedImage(dir)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	jobs := map[string]*batchv1.Job{}
+	for _, b := range objs {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(b, &meta); err != nil {
+			return []error{err}
+		}
+		var obj any
+		switch meta.Kind {
+		case "Job":
+			obj = &batchv1.Job{}
+		case "PersistentVolumeClaim":
+			obj = &corev1.PersistentVolumeClaim{}
+		case "ConfigMap":
+			obj = &corev1.ConfigMap{}
+		default:
+			bad("unexpected kind %s", meta.Kind)
+			continue
+		}
+		if err := yaml.UnmarshalStrict(b, obj); err != nil {
+			bad("%s: %v", firstLine(b), err)
+		}
+	}
+	for _, b := range objs {
+		j := &batchv1.Job{}
+		if yaml.Unmarshal(b, j) == nil && j.Kind == "Job" {
+			jobs[j.Name] = j
+		}
+	}
+	for _, name := range []string{"tokentrace-capture", "tokentrace-replay", "tokentrace-analyze"} {
+		if jobs[name] == nil {
+			bad("job %s missing", name)
+		}
+	}
+	for name, j := range jobs {
+		spec := j.Spec.Template.Spec
+		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			bad("job %s: automountServiceAccountToken must be false", name)
+		}
+		if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			bad("job %s: pod securityContext.runAsNonRoot must be true", name)
+		}
+		for _, v := range spec.Volumes {
+			if v.ConfigMap != nil {
+				bad("job %s: volume %s is a ConfigMap (1 MiB limit): traces and results belong on a volume", name, v.Name)
+			}
+		}
+		for _, c := range spec.Containers {
+			if c.Image != image {
+				bad("job %s container %s: image %q, want the kustomization's %q", name, c.Name, c.Image, image)
+			}
+			for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if _, ok := c.Resources.Requests[res]; !ok {
+					bad("job %s container %s: no %s request", name, c.Name, res)
+				}
+				if _, ok := c.Resources.Limits[res]; !ok {
+					bad("job %s container %s: no %s limit", name, c.Name, res)
+				}
+			}
+			sc := c.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+				bad("job %s container %s: readOnlyRootFilesystem must be true", name, c.Name)
+			}
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				bad("job %s container %s: allowPrivilegeEscalation must be false", name, c.Name)
+			}
+		}
+		if j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion {
+			if j.Spec.Completions == nil || j.Spec.Parallelism == nil || *j.Spec.Completions != *j.Spec.Parallelism {
+				bad("job %s: completions and parallelism must be set and equal", name)
+			}
+			if !indexFromAnnotation(spec.Containers) {
+				bad("job %s: no INDEX env from the job-completion-index annotation", name)
+			}
+		}
+	}
+	if r := jobs["tokentrace-replay"]; r != nil && r.Spec.Completions != nil {
+		n := int(*r.Spec.Completions)
+		shards := ""
+		for _, a := range r.Spec.Template.Spec.Containers[0].Args {
+			if m := shardArg.FindStringSubmatch(a); m != nil {
+				shards = m[1]
+			}
+		}
+		if shards != fmt.Sprint(n) {
+			bad("job tokentrace-replay: --shard=$(INDEX)/N must name N = completions = %d (found %q)", n, shards)
+		}
+		if a := jobs["tokentrace-analyze"]; a != nil {
+			results := 0
+			for _, arg := range a.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(arg, "/data/results-") {
+					results++
+				}
+			}
+			if results != n {
+				bad("job tokentrace-analyze reads %d results files, the replay writes %d", results, n)
+			}
+		}
+	}
+	return errs
+}
+
+func indexFromAnnotation(cs []corev1.Container) bool {
+	for _, c := range cs {
+		for _, e := range c.Env {
+			if e.Name == "INDEX" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
+				e.ValueFrom.FieldRef.FieldPath == "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func firstLine(b []byte) string {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return string(b[:i])
+	}
+	return string(b)
+}
+
+// TestManifests checks the shipped tree.
+func TestManifests(t *testing.T) {
+	for _, err := range check(".") {
+		t.Error(err)
+	}
+}
+
+// TestManifestsCatchMistakes breaks a copy of the tree in one way per case
+// and checks that the validation names the mistake.
+func TestManifestsCatchMistakes(t *testing.T) {
+	cases := []struct {
+		name, file, old, new, want string
+	}{
+		{"an unknown field fails strict decoding", "replay-job.yaml", "backoffLimit: 0", "backoffLimit: 0\n  backofLimit: 1", "unknown field"},
+		{"a container without a CPU limit is caught", "analyze-job.yaml", `limits: {cpu: "2", memory: 8Gi}`, `limits: {memory: 8Gi}`, "no cpu limit"},
+		{"a shard count that disagrees with completions is caught", "replay-job.yaml", "--shard=$(INDEX)/4", "--shard=$(INDEX)/8", "must name N = completions"},
+		{"parallelism that disagrees with completions is caught", "capture-job.yaml", "parallelism: 4", "parallelism: 2", "completions and parallelism"},
+		{"a writable root filesystem is caught", "capture-job.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem"},
+		{"an image not set by the kustomization is caught", "replay-job.yaml", "image: tokentrace", "image: busybox", "want the kustomization's"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files, _ := filepath.Glob("*.yaml")
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f == c.file {
+					if !bytes.Contains(b, []byte(c.old)) {
+						t.Fatalf("%s does not contain %q", f, c.old)
+					}
+					b = bytes.Replace(b, []byte(c.old), []byte(c.new), 1)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			errs := check(dir)
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			if !strings.Contains(strings.Join(msgs, "\n"), c.want) {
+				t.Errorf("errors %q do not mention %q", msgs, c.want)
+			}
+		})
+	}
+}
