@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestDuckDBReadsDatasets replays a trace as two shards, so the results are
+// a dataset of two Parquet part files, and checks that a real DuckDB
+// (read_parquet over the glob) agrees with `tokentrace analyze` of the same
+// parts: counts and token sums exactly, p99 TTFT to float rounding (both
+// interpolate linearly between order statistics: DuckDB's quantile_cont,
+// numpy's default).
+func TestDuckDBReadsDatasets(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
+	}
+	dir, err := filepath.Abs("../../deploy/duckdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil {
+		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
+	}
+	trace := writeReplayTrace(t, 40)
+	out := t.TempDir()
+	var parts []string
+	for _, shard := range []string{"0/2", "1/2"} {
+		part := filepath.Join(out, "results-"+shard[:1]+".parquet")
+		var so, se bytes.Buffer
+		args := []string{"tokentrace", "replay", "--quiet", "--speed", "4", "--max-lateness", "10s", "--shard", shard, "--out", part, trace}
+		if code := Main(context.Background(), args, nil, &so, &se); code != 0 {
+			t.Fatalf("replay shard %s: exit %d\n%s", shard, code, se.String())
+		}
+		parts = append(parts, part)
+	}
+	var so, se bytes.Buffer
+	if code := Main(context.Background(), append([]string{"tokentrace", "analyze", "--json"}, parts...), nil, &so, &se); code != 0 {
+		t.Fatalf("analyze: exit %d\n%s", code, se.String())
+	}
+	var ours struct {
+		Requests     int64 `json:"requests"`
+		Completed    int64 `json:"completed"`
+		InputTokens  int64 `json:"input_tokens"`
+		OutputTokens int64 `json:"output_tokens"`
+		TTFT         struct {
+			P99 float64 `json:"p99"`
+		} `json:"ttft_ms"`
+	}
+	if err := json.Unmarshal(so.Bytes(), &ours); err != nil {
+		t.Fatalf("analyze JSON: %v", err)
+	}
+	cmd := exec.Command(node, "query.mjs", filepath.Join(out, "results-?.parquet") /* not the .metrics.parquet beside them */)
+	cmd.Dir = dir
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("duckdb query: %v (%s)", err, errOutput(err))
+	}
+	var duck struct {
+		Requests     int64   `json:"requests"`
+		InputTokens  int64   `json:"input_tokens"`
+		OutputTokens int64   `json:"output_tokens"`
+		OK           int64   `json:"ok"`
+		TTFTP99      float64 `json:"ttft_p99_ms"`
+	}
+	if err := json.Unmarshal(b, &duck); err != nil {
+		t.Fatalf("duckdb output %q: %v", b, err)
+	}
+	if duck.Requests != 40 || duck.Requests != ours.Requests || duck.OK != ours.Completed ||
+		duck.InputTokens != ours.InputTokens || duck.OutputTokens != ours.OutputTokens {
+		t.Errorf("DuckDB %+v, analyze %+v", duck, ours)
+	}
+	if math.Abs(duck.TTFTP99-ours.TTFT.P99) > 1e-6 {
+		t.Errorf("p99 TTFT: DuckDB %.9f ms, analyze %.9f ms", duck.TTFTP99, ours.TTFT.P99)
+	}
+}
+
+func errOutput(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
