@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs on one machine what deploy/k8s runs on a cluster, as local processes,
+# and checks that sharding does not change the answer:
+#   1. made-up gateway logs (stand-in for production) → capture → trace.parquet
+#   2. a simulator server (`tokentrace sim`) as the shared target, fresh for
+#      each of the two runs
+#   3. a single-process replay of the trace, then N replay shards started as
+#      separate processes on one --start-at (what the replay Job's pods do)
+#   4. analyze of the pooled shards (what the analyze Job does) beside the
+#      single-process analysis: request counts must be equal; percentiles
+#      should agree within run-to-run noise (printed, not asserted).
+# Usage: deploy/local-run.sh [SHARDS] [OUTDIR]     (defaults: 4, a temp dir)
+set -euo pipefail
+shards=${1:-4}
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${2:-$(mktemp -d)}
+mkdir -p "$out"
+export PATH="$PATH:/usr/local/go/bin"
+bin="$out/tokentrace"
+(cd "$root" && go build -o "$bin" ./cmd/tokentrace)
+cd "$out"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+(cd "$root" && go run ./testdata/samplelogs/gen --rate 3 --out "$out/gateway.jsonl")
+"$bin" capture --out trace.parquet gateway.jsonl
+
+# A fresh simulator per phase: a second run against a warm prefix cache
+# would be faster for that reason alone.
+start_sim() {
+  port=$((20000 + RANDOM % 20000))
+  "$bin" sim --listen "127.0.0.1:$port" --per-request-metrics > "sim-$1.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  url="http://127.0.0.1:$port"
+}
+
+start_sim single
+echo "== single-process replay"
+"$bin" replay --quiet --url "$url" --model sim-llama3-8b --out single.parquet trace.parquet
+
+kill "${pids[@]}" 2>/dev/null || true
+start_sim shards
+echo "== $shards replay shards as separate processes"
+start=$(date -u -d '+3 sec' +%Y-%m-%dT%H:%M:%SZ)
+spids=()
+for i in $(seq 0 $((shards - 1))); do
+  "$bin" replay --quiet --url "$url" --model sim-llama3-8b --shard "$i/$shards" --start-at "$start" \
+    --out "results-$i.parquet" trace.parquet > "shard-$i.log" 2>&1 &
+  spids+=($!)
+done
+for p in "${spids[@]}"; do wait "$p"; done
+kill "${pids[@]}" 2>/dev/null || true
+
+parts=()
+for i in $(seq 0 $((shards - 1))); do parts+=("results-$i.parquet"); done
+"$bin" analyze --json "${parts[@]}" > pooled.json
+"$bin" analyze --json single.parquet > single.json
+python3 - "$shards" <<'PY'
+import json, sys
+p, s = json.load(open("pooled.json")), json.load(open("single.json"))
+print(f"{'':22}{'single':>12}{'pooled ' + sys.argv[1] + ' shards':>20}")
+print(f"{'requests':22}{s['requests']:>12}{p['requests']:>20}")
+print(f"{'ok':22}{s['completed']:>12}{p['completed']:>20}")
+for m in ("ttft_ms", "tpot_ms", "e2e_ms", "lateness_ms"):
+    for q in ("p50", "p99"):
+        if m in s and m in p:
+            print(f"{m + ' ' + q:22}{s[m][q]:>12.2f}{p[m][q]:>20.2f}")
+if s["requests"] != p["requests"] or s["completed"] != p["completed"]:
+    sys.exit("pooled shards and the single replay disagree on request counts")
+print("request counts agree")
+PY
+echo "files in $out"
