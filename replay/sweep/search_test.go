@@ -1,4 +1,4 @@
-package replay
+package sweep
 
 import (
 	"context"
@@ -15,8 +15,8 @@ func TestParseSpeeds(t *testing.T) {
 		t.Errorf("got %v, %v", got, err)
 	}
 	for _, bad := range []string{"0", "1,-2", "abc", "", ",", "NaN", "Inf"} {
-		if _, err := ParseSpeeds(bad); err == nil || !strings.HasPrefix(err.Error(), "--speeds") {
-			t.Errorf("ParseSpeeds(%q): %v, want an error naming --speeds", bad, err)
+		if _, err := ParseSpeeds(bad); err == nil || !strings.HasPrefix(err.Error(), "speeds: ") {
+			t.Errorf("ParseSpeeds(%q): %v, want an error naming the speeds", bad, err)
 		}
 	}
 }

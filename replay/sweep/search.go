@@ -1,4 +1,4 @@
-package replay
+package sweep
 
 import (
 	"context"
@@ -21,7 +21,7 @@ const (
 )
 
 // ParseSpeeds parses "0.5,1,1.5,2,3" (positive, finite; sorted and
-// deduplicated). Errors name --speeds.
+// deduplicated). Errors name the input as "speeds".
 func ParseSpeeds(s string) ([]float64, error) {
 	var out []float64
 	for _, p := range strings.Split(s, ",") {
@@ -31,12 +31,12 @@ func ParseSpeeds(s string) ([]float64, error) {
 		}
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil || !(v > 0) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("--speeds: %q: want positive numbers such as 0.5,1,2", p)
+			return nil, fmt.Errorf("speeds: %q: want positive numbers such as 0.5,1,2", p)
 		}
 		out = append(out, v)
 	}
 	if len(out) == 0 {
-		return nil, errors.New("--speeds: want at least one speed, e.g. 0.5,1,2")
+		return nil, errors.New("speeds: want at least one speed, e.g. 0.5,1,2")
 	}
 	sort.Float64s(out)
 	k := 0

@@ -1,0 +1,126 @@
+package main
+
+// Flag helpers that several commands share: replay's run-record options
+// (replay and sweep), analyze's capacity flags, and inspect's run lines.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+// runRecordOptions fills the replay options of issue 9 (background loads,
+// run label metadata, model map, server self-description) from their flags.
+// Errors are usage errors naming the flag.
+func runRecordOptions(o *replay.Options, background, metadata, modelMap []string, describe bool) error {
+	for _, b := range background {
+		bg, err := replay.ParseBackground(b)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		o.Background = append(o.Background, bg)
+	}
+	var err error
+	if o.Metadata, err = replay.ParseMetadata(metadata); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if o.ModelMap, err = replay.ParseModelMap(modelMap); err != nil {
+		return usageErrorf("%v", err)
+	}
+	o.DescribeServer = describe
+	return nil
+}
+
+// capacityFlagValues are analyze's bandwidth and cost flags (issue 9).
+type capacityFlagValues struct {
+	modelBytes, bandwidth string
+	costPerHour           float64
+}
+
+func capacityFlags(v *capacityFlagValues) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model-bytes", Usage: "weight size, e.g. 16GB: with --bandwidth, print the decode floor (bytes/bandwidth per step) beside the unloaded TPOT", Destination: &v.modelBytes},
+		&cli.StringFlag{Name: "bandwidth", Usage: "memory bandwidth, e.g. 3.35TB/s (with --model-bytes)", Destination: &v.bandwidth},
+		&cli.Float64Flag{Name: "cost-per-hour", Usage: "deployment price per hour: print cost per million output tokens (and goodput tokens with --slo)", Destination: &v.costPerHour},
+	}
+}
+
+func (v *capacityFlagValues) apply(o *analyze.Options) error {
+	var err error
+	if v.modelBytes != "" {
+		if o.ModelBytes, err = analyze.ParseBytes(v.modelBytes); err != nil {
+			return usageErrorf("--model-bytes: %v", err)
+		}
+	}
+	if v.bandwidth != "" {
+		if o.Bandwidth, err = analyze.ParseBandwidth(v.bandwidth); err != nil {
+			return usageErrorf("--bandwidth: %v", err)
+		}
+	}
+	if (o.ModelBytes > 0) != (o.Bandwidth > 0) {
+		return usageErrorf("--model-bytes and --bandwidth: give both (e.g. --model-bytes 16GB --bandwidth 3.35TB/s)")
+	}
+	if v.costPerHour < 0 || math.IsNaN(v.costPerHour) || math.IsInf(v.costPerHour, 0) {
+		return usageErrorf("--cost-per-hour: want a positive price, got %v", v.costPerHour)
+	}
+	o.CostPerHour = v.costPerHour
+	return nil
+}
+
+// attributeGroups gives each --by group its own tail attribution (it reads
+// the files again; only with --by).
+func attributeGroups(ctx context.Context, rep *analyze.Report, names []string) error {
+	if rep.Options().By == "" {
+		return nil
+	}
+	var all []traces.Record
+	for _, n := range names {
+		recs, _, err := traces.ReadAll(n)
+		if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
+			return fmt.Errorf("read %s: %w", n, err)
+		}
+		all = append(all, recs...)
+	}
+	return analyze.AttributeGroups(ctx, rep, all)
+}
+
+// runRecordLine is inspect's "run" line: label and --metadata pairs.
+func runRecordLine(m traces.Meta) string {
+	var parts []string
+	if l := m.Get(replay.MetaLabel); l != "" {
+		parts = append(parts, "label "+l)
+	}
+	var keys []string
+	for k := range m.Extra {
+		if strings.HasPrefix(k, replay.MetaUserPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, strings.TrimPrefix(k, replay.MetaUserPrefix)+"="+m.Extra[k])
+	}
+	if b := m.Get(replay.MetaBackground); b != "" {
+		parts = append(parts, "background "+b)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// serverLine is inspect's "server" line: what the server said about itself.
+func serverLine(m traces.Meta) string {
+	var parts []string
+	for _, k := range []string{replay.MetaServerVersion, replay.MetaServerModels, replay.MetaServerInfo} {
+		if v := m.Get(k); v != "" {
+			parts = append(parts, strings.TrimPrefix(k, "server.")+" "+v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
