@@ -15,12 +15,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,39 +125,68 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate checks o; errors name the CLI flag.
+func (o *Options) year() int {
+	if o.Year > 0 {
+		return o.Year
+	}
+	return time.Now().UTC().Year()
+}
+
+// OptionError is an invalid option. Option is the name of the Options
+// field, so that a command line can name its own flag.
+type OptionError struct {
+	Option string // e.g. "Format"
+	Value  string // the value as given, quoted if a string ("" for Key)
+	Want   string
+}
+
+func (e *OptionError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("capture.Options.%s: %s", e.Option, e.Want)
+	}
+	return fmt.Sprintf("capture.Options.%s %s: %s", e.Option, e.Value, e.Want)
+}
+
+// Validate checks o; errors are *OptionError.
 func (o *Options) Validate() error {
+	bad := func(option string, value any, want string) error {
+		v := fmt.Sprint(value)
+		if s, ok := value.(string); ok {
+			v = strconv.Quote(s)
+		}
+		return &OptionError{Option: option, Value: v, Want: want}
+	}
 	if !contains(Formats, o.Format) {
-		return fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(Formats, ", "))
+		return bad("Format", o.Format, "want one of "+strings.Join(Formats, ", "))
 	}
 	if !validTokenizer(o.Tokenizer) {
-		return fmt.Errorf("--tokenizer %q: want one of %s", o.Tokenizer, strings.Join(Tokenizers, ", "))
+		return bad("Tokenizer", o.Tokenizer, "want one of "+strings.Join(Tokenizers, ", "))
 	}
 	if o.MinCategorySize < 1 {
-		return fmt.Errorf("--min-category-size %d: want at least 1", o.MinCategorySize)
+		return bad("MinCategorySize", o.MinCategorySize, "want at least 1")
 	}
 	if o.BlockSize < 0 {
-		return fmt.Errorf("--block-size %d: want 0 (off) or more", o.BlockSize)
+		return bad("BlockSize", o.BlockSize, "want 0 (off) or more")
 	}
 	if !contains([]string{SessionsAuto, SessionsField, SessionsChat, SessionsNone}, o.Sessions) {
-		return fmt.Errorf("--sessions %q: want auto, field, chat or none", o.Sessions)
+		return bad("Sessions", o.Sessions, "want auto, field, chat or none")
 	}
 	if o.MaxLineBytes < 1024 {
-		return fmt.Errorf("--max-line-bytes %d: want at least 1024", o.MaxLineBytes)
+		return bad("MaxLineBytes", o.MaxLineBytes, "want at least 1024")
 	}
 	if len(o.Key) > 0 && len(o.Key) < 16 {
-		return errors.New("--key-file: key too short (want at least 16 bytes)")
+		return &OptionError{Option: "Key", Want: "key too short (want at least 16 bytes)"}
 	}
 	for name := range o.Fields {
 		if !contains(fieldNames, name) {
-			return fmt.Errorf("--field %s: unknown name (want one of %s)", name, strings.Join(fieldNames, ", "))
+			return &OptionError{Option: "Fields", Value: name, Want: "unknown name (want one of " + strings.Join(fieldNames, ", ") + ")"}
 		}
 	}
 	if o.Workers < 0 {
-		return fmt.Errorf("--workers %d: want 0 (all cores) or more", o.Workers)
+		return bad("Workers", o.Workers, "want 0 (all cores) or more")
 	}
 	if o.Year < 0 || o.Year > 9999 {
-		return fmt.Errorf("--year %d: out of range", o.Year)
+		return bad("Year", o.Year, "out of range")
 	}
 	return nil
 }
@@ -272,16 +300,16 @@ func Capture(ctx context.Context, o Options, inputs []Input) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	st, err := newState(o)
+	pl, err := newPipeline(o)
 	if err != nil {
 		return nil, err
 	}
 	for i, in := range inputs {
-		if err := st.readInput(ctx, i, in); err != nil {
+		if err := pl.readInput(ctx, i, in); err != nil {
 			return nil, err
 		}
 	}
-	return st.finish()
+	return pl.finish(), nil
 }
 
 // Run captures the named files ("-" = stdin) and writes the records to the
@@ -376,16 +404,7 @@ func Fingerprint(key []byte) string {
 // EphemeralFingerprint is Meta.KeyFingerprint when no key was given.
 const EphemeralFingerprint = "ephemeral"
 
-func sortProblems(m map[string]*Problem) []Problem {
-	out := make([]Problem, 0, len(m))
-	for _, p := range m {
-		out = append(out, *p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out
-}
-
-// hourStart formats t truncated to the hour (or in full with keep).
+// startString formats t truncated to the hour (or in full with keep).
 func startString(t time.Time, keep bool) string {
 	if keep {
 		return t.UTC().Format(time.RFC3339Nano)
