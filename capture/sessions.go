@@ -24,10 +24,18 @@ func newSessions(mode string) *sessions {
 // add returns the session of e, the request at arrival position pos, and
 // drops e's message prefixes, which nothing later needs.
 func (s *sessions) add(e *redacted, pos int) sessionID {
+	id := s.find(e, pos)
+	e.prefixes = nil
+	if id != 0 {
+		s.count[id]++
+	}
+	return id
+}
+
+func (s *sessions) find(e *redacted, pos int) sessionID {
 	var id sessionID
 	switch {
 	case s.mode == SessionsNone:
-		return 0
 	case e.sessKey != 0:
 		id = sessionID(e.sessKey)
 	case len(e.prefixes) > 0:
@@ -43,11 +51,7 @@ func (s *sessions) add(e *redacted, pos int) sessionID {
 			id = sessionID(2 * (uint64(pos) + 1))
 		}
 		s.convEnd[e.prefixes[len(e.prefixes)-1]] = id
-		e.prefixes = nil
-	default:
-		return 0
 	}
-	s.count[id]++
 	return id
 }
 
