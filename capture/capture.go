@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,7 +157,7 @@ func (o *Options) Validate() error {
 		}
 		return &OptionError{Option: option, Value: v, Want: want}
 	}
-	if !contains(Formats, o.Format) {
+	if !slices.Contains(Formats, o.Format) {
 		return bad("Format", o.Format, "want one of "+strings.Join(Formats, ", "))
 	}
 	if !validTokenizer(o.Tokenizer) {
@@ -168,7 +169,7 @@ func (o *Options) Validate() error {
 	if o.BlockSize < 0 {
 		return bad("BlockSize", o.BlockSize, "want 0 (off) or more")
 	}
-	if !contains([]string{SessionsAuto, SessionsField, SessionsChat, SessionsNone}, o.Sessions) {
+	if !slices.Contains([]string{SessionsAuto, SessionsField, SessionsChat, SessionsNone}, o.Sessions) {
 		return bad("Sessions", o.Sessions, "want auto, field, chat or none")
 	}
 	if o.MaxLineBytes < 1024 {
@@ -178,7 +179,7 @@ func (o *Options) Validate() error {
 		return &OptionError{Option: "Key", Want: "key too short (want at least 16 bytes)"}
 	}
 	for name := range o.Fields {
-		if !contains(fieldNames, name) {
+		if !slices.Contains(fieldNames, name) {
 			return &OptionError{Option: "Fields", Value: name, Want: "unknown name (want one of " + strings.Join(fieldNames, ", ") + ")"}
 		}
 	}
@@ -189,15 +190,6 @@ func (o *Options) Validate() error {
 		return bad("Year", o.Year, "out of range")
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Input is one log stream. R is read once; if it is an io.Closer Capture

@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -268,7 +269,7 @@ func parseStatus(raw rawValue) (string, int32) {
 		case "disconnect", "cancelled", "canceled", "aborted":
 			return traces.StatusDisconnect, 0
 		}
-		if contains(traces.Statuses, s) {
+		if slices.Contains(traces.Statuses, s) {
 			return s, 0
 		}
 		return traces.StatusHTTPError, 0
@@ -293,15 +294,20 @@ func rawString(raw rawValue) string {
 	return ""
 }
 
+// rawLiteral is a JSON string's value, or any other value's literal text.
+func rawLiteral(raw rawValue) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		return unquoteJSON(raw)
+	}
+	return string(raw)
+}
+
 // rawInt reads an integer from a JSON number or numeric string.
 func rawInt(raw rawValue) (int64, bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
-	s := string(raw)
-	if raw[0] == '"' {
-		s = unquoteJSON(raw)
-	}
+	s := rawLiteral(raw)
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return v, v >= 0 && v <= math.MaxInt32
 	}
@@ -317,11 +323,7 @@ func rawDecimalNs(raw rawValue, unitNs int64) (int64, bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
-	s := string(raw)
-	if raw[0] == '"' {
-		s = unquoteJSON(raw)
-	}
-	v, ok := decimalNs(s, unitNs)
+	v, ok := decimalNs(rawLiteral(raw), unitNs)
 	return v, ok && v >= 0
 }
 
@@ -384,9 +386,8 @@ func parseTime(raw rawValue) (int64, bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
-	s := string(raw)
+	s := rawLiteral(raw)
 	if raw[0] == '"' {
-		s = unquoteJSON(raw)
 		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
 			if t, err := time.Parse(layout, s); err == nil {
 				return t.UnixNano(), true

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 )
@@ -152,7 +153,7 @@ func unquoteJSON(b []byte) string {
 		return ""
 	}
 	inner := b[1 : len(b)-1]
-	if !containsByte(inner, '\\') {
+	if bytes.IndexByte(inner, '\\') < 0 {
 		return string(inner)
 	}
 	var s string
@@ -160,13 +161,4 @@ func unquoteJSON(b []byte) string {
 		return ""
 	}
 	return s
-}
-
-func containsByte(b []byte, c byte) bool {
-	for _, x := range b {
-		if x == c {
-			return true
-		}
-	}
-	return false
 }

@@ -219,7 +219,7 @@ func byCount(n map[string]int64) []string {
 func uniq(ss []string) []string {
 	var out []string
 	for _, s := range ss {
-		if !contains(out, s) {
+		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}

@@ -145,28 +145,6 @@ func TestRedact(t *testing.T) {
 				t.Errorf("got %d", e.inTok)
 			}
 		}, true},
-		{"without output usage the response text is tokenized", func(q *request) {
-			q.kind, q.usageIn = promptNone, 1
-			q.choices = []choice{{Message: respMsg{Content: rawValue(`"a red kayak"`)}}}
-		}, 0, func(t *testing.T, e redacted) {
-			if e.outTok != tok(t, "a red kayak") || e.tokSrc != SourceUsage {
-				t.Errorf("got out %d src %q", e.outTok, e.tokSrc)
-			}
-		}, true},
-		{"without usage or text a successful request's max_tokens is its output", func(q *request) {
-			q.usageIn, q.maxTok, q.status = 1, 64, traces.StatusOK
-		}, 0, func(t *testing.T, e redacted) {
-			if e.outTok != 64 {
-				t.Errorf("got %d", e.outTok)
-			}
-		}, true},
-		{"a failed request's max_tokens is not its output", func(q *request) {
-			q.usageIn, q.maxTok, q.status = 1, 64, traces.StatusHTTPError
-		}, 0, func(t *testing.T, e redacted) {
-			if e.outTok != 0 {
-				t.Errorf("got %d", e.outTok)
-			}
-		}, true},
 		{"a session field becomes an odd in-memory hash", func(q *request) {
 			q.usageIn, q.sessKind, q.sessID = 1, "session", "abc"
 		}, 0, func(t *testing.T, e redacted) {
@@ -211,5 +189,32 @@ func TestBlocksChain(t *testing.T) {
 	other := newRedactor(o, []byte("another key 01234"), maphash.MakeSeed())
 	if d := other.blocksOf([]int{1, 2}); d[0] == a[0] {
 		t.Errorf("block digest does not depend on the key")
+	}
+}
+
+// TestRedactOutput is a table of where a request's output length comes from.
+func TestRedactOutput(t *testing.T) {
+	text := []choice{{Message: respMsg{Content: rawValue(`"a red kayak"`)}}, {Text: rawValue(`"!"`)}}
+	tests := []struct {
+		name     string
+		usageOut int32
+		choices  []choice
+		maxTok   int32
+		status   string
+		want     int32
+	}{
+		{"output usage wins over the response text", 7, text, 64, traces.StatusOK, 7},
+		{"without output usage the response text is tokenized", -1, text, 64, traces.StatusOK, tok(t, "a red kayak") + tok(t, "!")},
+		{"without usage or text a successful request's max_tokens is its output", -1, nil, 64, traces.StatusOK, 64},
+		{"a failed request's max_tokens is not its output", -1, nil, 64, traces.StatusHTTPError, 0},
+		{"with nothing logged the output is 0", -1, nil, -1, traces.StatusOK, 0},
+	}
+	rd := newRedactor(DefaultOptions(), []byte("0123456789abcdef"), maphash.MakeSeed())
+	for _, tc := range tests {
+		q := newRequest(1, 1, "m")
+		q.usageIn, q.usageOut, q.choices, q.maxTok, q.status = 1, tc.usageOut, tc.choices, tc.maxTok, tc.status
+		if e, _ := rd.redact(&q); e.outTok != tc.want {
+			t.Errorf("%s: got %d, want %d", tc.name, e.outTok, tc.want)
+		}
 	}
 }

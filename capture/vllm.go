@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ func (p *vllmParser) header(line []byte) (t int64, msg string, ok bool) {
 		s = strings.TrimLeft(s[i+1:], " ")
 	}
 	level, rest, found := strings.Cut(s, " ")
-	if !found || !contains(vllmLevels, level) {
+	if !found || !slices.Contains(vllmLevels, level) {
 		return 0, "", false
 	}
 	rest = strings.TrimLeft(rest, " ")
