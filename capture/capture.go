@@ -289,19 +289,16 @@ type Result struct {
 // arrival. Malformed lines are counted in Stats (or, with Strict, the first
 // one is returned as a *LineError).
 func Capture(ctx context.Context, o Options, inputs []Input) (*Result, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	pl, err := newPipeline(o)
+	pl, order, err := start(ctx, o, inputs)
 	if err != nil {
 		return nil, err
 	}
-	for i, in := range inputs {
-		if err := pl.readInput(ctx, i, in); err != nil {
-			return nil, err
-		}
+	res := &Result{Meta: pl.meta(order), Records: make([]traces.Record, 0, len(order))}
+	for r := range pl.records(order) {
+		res.Records = append(res.Records, r)
 	}
-	return pl.finish(), nil
+	res.Stats = pl.stats
+	return res, nil
 }
 
 // Run captures the named files ("-" = stdin) and writes the records to the
@@ -321,26 +318,42 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		defer f.Close()
 		inputs = append(inputs, Input{Name: n, R: f})
 	}
-	res, err := Capture(ctx, o, inputs)
+	pl, order, err := start(ctx, o, inputs)
 	if err != nil {
 		return Stats{}, err
 	}
-	res.Meta.Command = command
-	w, err := create(res.Meta)
+	m := pl.meta(order)
+	m.Command = command
+	w, err := create(m)
 	if err != nil {
-		return res.Stats, err
+		for range pl.records(order) { // for the stats
+		}
+		return pl.stats, err
 	}
-	for i := 0; i < len(res.Records); i += 4096 {
-		j := min(i+4096, len(res.Records))
-		if _, err := w.Write(res.Records[i:j]); err != nil {
-			w.Close()
-			return res.Stats, fmt.Errorf("write trace: %w", err)
+	// Records stream from the records stage to w; after a write error the
+	// stream still runs to its end so that the stats are complete.
+	batch := make([]traces.Record, 0, 4096)
+	var werr error
+	for r := range pl.records(order) {
+		if werr != nil {
+			continue
+		}
+		if batch = append(batch, r); len(batch) == cap(batch) {
+			_, werr = w.Write(batch)
+			batch = batch[:0]
 		}
 	}
-	if err := w.Close(); err != nil {
-		return res.Stats, fmt.Errorf("write trace: %w", err)
+	if werr == nil && len(batch) > 0 {
+		_, werr = w.Write(batch)
 	}
-	return res.Stats, nil
+	if werr != nil {
+		w.Close()
+		return pl.stats, fmt.Errorf("write trace: %w", werr)
+	}
+	if err := w.Close(); err != nil {
+		return pl.stats, fmt.Errorf("write trace: %w", err)
+	}
+	return pl.stats, nil
 }
 
 // Key handling.

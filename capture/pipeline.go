@@ -2,10 +2,15 @@ package capture
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -20,8 +25,9 @@ import (
 //
 // Parse and redact run line by line (on several goroutines for the JSON
 // formats). The pipeline keeps the redacted requests, sorts them by arrival
-// once, and streams them through sessions and records; k-anonymity counts
-// them as they are parsed. Only the records stage numbers anything.
+// once, and streams them through sessions and records, which yield one
+// record at a time; k-anonymity counts them as they are parsed. Only the
+// records stage numbers anything.
 
 type pipeline struct {
 	o         Options
@@ -36,13 +42,17 @@ type pipeline struct {
 	models   map[string]string
 	entries  []redacted
 	kanon    *kAnon
+	// token sources of the requests, in all and per input
+	tokensFrom map[string]int64
+	perInput   []map[string]int64
 }
 
 func newPipeline(o Options) (*pipeline, error) {
 	pl := &pipeline{
 		o: o, key: o.Key, seed: maphash.MakeSeed(),
 		problems: problems{strict: o.Strict}, models: map[string]string{},
-		kanon: newKAnon(o.MinCategorySize),
+		tokensFrom: map[string]int64{},
+		kanon:      newKAnon(o.MinCategorySize),
 	}
 	if len(pl.key) == 0 {
 		pl.key = make([]byte, 32)
@@ -69,6 +79,11 @@ func (pl *pipeline) add(es []redacted) {
 		e := &es[i]
 		e.model = pl.intern(e.model)
 		pl.kanon.add(e)
+		pl.tokensFrom[e.tokSrc]++
+		for int(e.input) >= len(pl.perInput) {
+			pl.perInput = append(pl.perInput, map[string]int64{})
+		}
+		pl.perInput[e.input][e.tokSrc]++
 		pl.entries = append(pl.entries, *e)
 	}
 }
@@ -84,35 +99,132 @@ func (pl *pipeline) intern(s string) string {
 	return s
 }
 
-// finish sorts the requests by arrival (the one sort) and runs the sessions
-// and records stages over them.
-func (pl *pipeline) finish() *Result {
+// start validates o, reads every input through the parse and redact stages
+// and sorts the requests: what is left to run is pl.records(order).
+func start(ctx context.Context, o Options, inputs []Input) (pl *pipeline, order []int32, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if pl, err = newPipeline(o); err != nil {
+		return nil, nil, err
+	}
+	for i, in := range inputs {
+		if err := pl.readInput(ctx, i, in); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pl, pl.sort(), nil
+}
+
+// sort orders the requests by arrival: the pipeline's one sort. Ties
+// (several spans on one line) keep input order.
+func (pl *pipeline) sort() []int32 {
 	E := pl.entries
 	order := make([]int32, len(E))
 	for i := range order {
 		order[i] = int32(i)
 	}
-	// Ties (several spans on one line) keep input order.
 	slices.SortStableFunc(order, func(a, b int32) int {
 		x, y := &E[a], &E[b]
 		return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.input, y.input), cmp.Compare(x.line, y.line))
 	})
-	sess := newSessions(pl.o.Sessions)
-	sids := make([]sessionID, len(order))
-	for i, ei := range order {
-		sids[i] = sess.add(&E[ei], i)
+	return order
+}
+
+// records runs the sessions and records stages over the requests in
+// order and yields the records one at a time; pl.stats is complete once
+// the stream has run to its end.
+func (pl *pipeline) records(order []int32) iter.Seq[traces.Record] {
+	return func(yield func(traces.Record) bool) {
+		E := pl.entries
+		sess := newSessions(pl.o.Sessions)
+		sids := make([]sessionID, len(order))
+		for i, ei := range order {
+			sids[i] = sess.add(&E[ei], i)
+		}
+		rs := newRecords(pl.o, sess, pl.kanon)
+		defer func() {
+			pl.stats.Requests = rs.seq
+			pl.stats.Categories = rs.nCat
+			pl.stats.CategoriesDropped = pl.kanon.dropped()
+			pl.stats.Sessions = int(rs.nSess)
+			pl.stats.TokensFrom = pl.tokensFrom
+			pl.stats.Problems = pl.problems.list()
+		}()
+		for i, ei := range order {
+			if !yield(rs.next(&E[ei], sids[i])) {
+				return
+			}
+		}
 	}
-	rb := newRecords(pl.o, sess, pl.kanon, len(pl.formats))
-	recs := make([]traces.Record, len(order))
-	for i, ei := range order {
-		recs[i] = rb.next(&E[ei], sids[i])
+}
+
+// meta describes the capture: formats, token sources, options and key.
+func (pl *pipeline) meta(order []int32) traces.Meta {
+	o := pl.o
+	m := traces.NewMeta("capture:" + strings.Join(uniq(pl.formats), "+"))
+	m.Tokenizer = strings.Join(byCount(pl.tokensFrom), "+")
+	m.BlockSize = o.BlockSize
+	m.KThreshold = o.MinCategorySize
+	if pl.ephemeral {
+		m.KeyFingerprint = EphemeralFingerprint
+	} else {
+		m.KeyFingerprint = Fingerprint(pl.key)
 	}
-	pl.stats.Requests = int64(len(recs))
-	pl.stats.Categories = rb.nCat
-	pl.stats.CategoriesDropped = pl.kanon.dropped()
-	pl.stats.Sessions = int(rb.nSess)
-	pl.stats.TokensFrom = rb.tokensFrom
-	pl.stats.Problems = pl.problems.list()
-	m := rb.meta(pl.formats, pl.ephemeral, pl.key)
-	return &Result{Records: recs, Meta: m, Stats: pl.stats}
+	m.Set("capture.prefix_tokenizer", o.Tokenizer)
+	m.Set("capture.sessions", o.Sessions)
+	if o.KeepHashes {
+		m.Set("capture.keep_hashes", "true")
+	}
+	if len(order) > 0 {
+		m.Set("capture.start", startString(time.Unix(0, pl.entries[order[0]].t), o.KeepStart))
+		if o.KeepStart {
+			m.Set("capture.start_precision", "exact")
+		} else {
+			m.Set("capture.start_precision", "hour")
+		}
+	}
+	for i, f := range pl.formats {
+		p := "capture.input." + strconv.Itoa(i+1)
+		m.Set(p+".format", f)
+		var ss []string
+		if i < len(pl.perInput) {
+			for s := range pl.perInput[i] {
+				ss = append(ss, s)
+			}
+		}
+		slices.Sort(ss)
+		m.Set(p+".tokens", strings.Join(ss, "+"))
+		if f == FormatVLLM {
+			m.Set(p+".time_precision", "1s")
+			m.Set(p+".year", strconv.Itoa(o.year()))
+			m.Set(p+".timezone", "UTC (assumed; vLLM logs carry none)")
+		}
+	}
+	return m
+}
+
+// byCount lists the keys of n, most counted first (ties by name).
+func byCount(n map[string]int64) []string {
+	keys := make([]string, 0, len(n))
+	for s := range n {
+		keys = append(keys, s)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(n[b], n[a]), strings.Compare(a, b))
+	})
+	return keys
+}
+
+func uniq(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
 }

@@ -1,12 +1,8 @@
 package capture
 
 import (
-	"cmp"
 	"encoding/hex"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -14,8 +10,8 @@ import (
 // records is the records stage and the pipeline's one numbering: fed
 // requests in arrival order, it numbers sessions, categories and blocks in
 // order of first appearance and builds traces.Records. Its state is one
-// number per session, kept category and kept block seen so far, a turn
-// count per session, and token-source counts.
+// number per session, kept category and kept block seen so far, and a
+// turn count per session.
 type records struct {
 	o     Options
 	sess  *sessions
@@ -32,17 +28,13 @@ type records struct {
 
 	blockFinal map[uint64]int64
 	nextBlock  int64
-
-	tokensFrom map[string]int64
-	perInput   []map[string]int64 // token sources per input
 }
 
-func newRecords(o Options, sess *sessions, kanon *kAnon, inputs int) *records {
+func newRecords(o Options, sess *sessions, kanon *kAnon) *records {
 	return &records{
 		o: o, sess: sess, kanon: kanon,
 		sessFinal: map[sessionID]int64{}, sessTurns: map[sessionID]int32{},
 		catLabel: map[*category]string{}, blockFinal: map[uint64]int64{},
-		tokensFrom: map[string]int64{}, perInput: make([]map[string]int64, inputs),
 	}
 }
 
@@ -85,13 +77,6 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 	r.OutputTokens = max(e.outTok, 0)
 	r.Model = e.model
 	r.API = e.api
-	rs.tokensFrom[e.tokSrc]++
-	if int(e.input) < len(rs.perInput) {
-		if rs.perInput[e.input] == nil {
-			rs.perInput[e.input] = map[string]int64{}
-		}
-		rs.perInput[e.input][e.tokSrc]++
-	}
 	if e.has {
 		r.Run = RunLabel
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
@@ -159,72 +144,4 @@ func (rs *records) unique() int64 {
 		return -rs.nextBlock // never collides with a (non-negative) digest prefix
 	}
 	return rs.nextBlock
-}
-
-// meta describes the capture: formats, token sources, options and key.
-func (rs *records) meta(formats []string, ephemeral bool, key []byte) traces.Meta {
-	o := rs.o
-	m := traces.NewMeta("capture:" + strings.Join(uniq(formats), "+"))
-	m.Tokenizer = strings.Join(byCount(rs.tokensFrom), "+")
-	m.BlockSize = o.BlockSize
-	m.KThreshold = o.MinCategorySize
-	if ephemeral {
-		m.KeyFingerprint = EphemeralFingerprint
-	} else {
-		m.KeyFingerprint = Fingerprint(key)
-	}
-	m.Set("capture.prefix_tokenizer", o.Tokenizer)
-	m.Set("capture.sessions", o.Sessions)
-	if o.KeepHashes {
-		m.Set("capture.keep_hashes", "true")
-	}
-	if rs.seq > 0 {
-		m.Set("capture.start", startString(time.Unix(0, rs.t0), o.KeepStart))
-		if o.KeepStart {
-			m.Set("capture.start_precision", "exact")
-		} else {
-			m.Set("capture.start_precision", "hour")
-		}
-	}
-	for i, f := range formats {
-		p := "capture.input." + strconv.Itoa(i+1)
-		m.Set(p+".format", f)
-		var ss []string
-		for s := range rs.perInput[i] {
-			ss = append(ss, s)
-		}
-		slices.Sort(ss)
-		m.Set(p+".tokens", strings.Join(ss, "+"))
-		if f == FormatVLLM {
-			m.Set(p+".time_precision", "1s")
-			m.Set(p+".year", strconv.Itoa(o.year()))
-			m.Set(p+".timezone", "UTC (assumed; vLLM logs carry none)")
-		}
-	}
-	return m
-}
-
-// byCount lists the keys of n, most counted first (ties by name).
-func byCount(n map[string]int64) []string {
-	keys := make([]string, 0, len(n))
-	for s := range n {
-		keys = append(keys, s)
-	}
-	slices.SortFunc(keys, func(a, b string) int {
-		return cmp.Or(cmp.Compare(n[b], n[a]), strings.Compare(a, b))
-	})
-	return keys
-}
-
-func uniq(ss []string) []string {
-	var out []string
-	for _, s := range ss {
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return []string{"none"}
-	}
-	return out
 }

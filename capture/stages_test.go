@@ -170,7 +170,7 @@ func TestRecordsNumbering(t *testing.T) {
 			for i := range tc.reqs {
 				ka.add(&tc.reqs[i])
 			}
-			rs := newRecords(o, sess, ka, 1)
+			rs := newRecords(o, sess, ka)
 			for i := range tc.reqs {
 				r := rs.next(&tc.reqs[i], tc.sids[i])
 				g := got{r.Session, r.Turn, r.Category, r.PrefixBlocks}
