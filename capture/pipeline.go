@@ -29,6 +29,10 @@ import (
 // record at a time; k-anonymity counts them as they are parsed. Only the
 // records stage numbers anything.
 
+// pipeline drives the stages. It holds every redacted request (288 bytes
+// each, plus its block digests and, until the sessions stage, its message
+// prefix hashes): the sort and the k rule need them all, so this is where
+// a bounded-memory capture would spill to disk.
 type pipeline struct {
 	o         Options
 	key       []byte
@@ -133,7 +137,8 @@ func (pl *pipeline) sort() []int32 {
 
 // records runs the sessions and records stages over the requests in
 // order and yields the records one at a time; pl.stats is complete once
-// the stream has run to its end.
+// the stream has run to its end. Run it once: the sessions stage drops the
+// message prefixes it has used.
 func (pl *pipeline) records(order []int32) iter.Seq[traces.Record] {
 	return func(yield func(traces.Record) bool) {
 		E := pl.entries
