@@ -7,9 +7,9 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// litellmPayload is the part of LiteLLM's StandardLoggingPayload capture
-// reads (docs/my-website/docs/proxy/logging_spec.md). A line may also wrap
-// it as {"standard_logging_object": {...}}.
+// litellmPayload is the part of LiteLLM's StandardLoggingPayload (its
+// logging spec) that capture reads. A line may also wrap it as
+// {"standard_logging_object": {...}}.
 type litellmPayload struct {
 	Wrapped             *litellmPayload `json:"standard_logging_object"`
 	CallType            string          `json:"call_type"`
