@@ -15,12 +15,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,50 +126,70 @@ func DefaultOptions() Options {
 	}
 }
 
-// Validate checks o; errors name the CLI flag.
+func (o *Options) year() int {
+	if o.Year > 0 {
+		return o.Year
+	}
+	return time.Now().UTC().Year()
+}
+
+// OptionError is an invalid option. Option is the name of the Options
+// field, so that a command line can name its own flag.
+type OptionError struct {
+	Option string // e.g. "Format"
+	Value  string // the value as given, quoted if a string ("" for Key)
+	Want   string
+}
+
+func (e *OptionError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("capture.Options.%s: %s", e.Option, e.Want)
+	}
+	return fmt.Sprintf("capture.Options.%s %s: %s", e.Option, e.Value, e.Want)
+}
+
+// Validate checks o; errors are *OptionError.
 func (o *Options) Validate() error {
-	if !contains(Formats, o.Format) {
-		return fmt.Errorf("--format %q: want one of %s", o.Format, strings.Join(Formats, ", "))
+	bad := func(option string, value any, want string) error {
+		v := fmt.Sprint(value)
+		if s, ok := value.(string); ok {
+			v = strconv.Quote(s)
+		}
+		return &OptionError{Option: option, Value: v, Want: want}
+	}
+	if !slices.Contains(Formats, o.Format) {
+		return bad("Format", o.Format, "want one of "+strings.Join(Formats, ", "))
 	}
 	if !validTokenizer(o.Tokenizer) {
-		return fmt.Errorf("--tokenizer %q: want one of %s", o.Tokenizer, strings.Join(Tokenizers, ", "))
+		return bad("Tokenizer", o.Tokenizer, "want one of "+strings.Join(Tokenizers, ", "))
 	}
 	if o.MinCategorySize < 1 {
-		return fmt.Errorf("--min-category-size %d: want at least 1", o.MinCategorySize)
+		return bad("MinCategorySize", o.MinCategorySize, "want at least 1")
 	}
 	if o.BlockSize < 0 {
-		return fmt.Errorf("--block-size %d: want 0 (off) or more", o.BlockSize)
+		return bad("BlockSize", o.BlockSize, "want 0 (off) or more")
 	}
-	if !contains([]string{SessionsAuto, SessionsField, SessionsChat, SessionsNone}, o.Sessions) {
-		return fmt.Errorf("--sessions %q: want auto, field, chat or none", o.Sessions)
+	if !slices.Contains([]string{SessionsAuto, SessionsField, SessionsChat, SessionsNone}, o.Sessions) {
+		return bad("Sessions", o.Sessions, "want auto, field, chat or none")
 	}
 	if o.MaxLineBytes < 1024 {
-		return fmt.Errorf("--max-line-bytes %d: want at least 1024", o.MaxLineBytes)
+		return bad("MaxLineBytes", o.MaxLineBytes, "want at least 1024")
 	}
 	if len(o.Key) > 0 && len(o.Key) < 16 {
-		return errors.New("--key-file: key too short (want at least 16 bytes)")
+		return &OptionError{Option: "Key", Want: "key too short (want at least 16 bytes)"}
 	}
 	for name := range o.Fields {
-		if !contains(fieldNames, name) {
-			return fmt.Errorf("--field %s: unknown name (want one of %s)", name, strings.Join(fieldNames, ", "))
+		if !slices.Contains(fieldNames, name) {
+			return &OptionError{Option: "Fields", Value: name, Want: "unknown name (want one of " + strings.Join(fieldNames, ", ") + ")"}
 		}
 	}
 	if o.Workers < 0 {
-		return fmt.Errorf("--workers %d: want 0 (all cores) or more", o.Workers)
+		return bad("Workers", o.Workers, "want 0 (all cores) or more")
 	}
 	if o.Year < 0 || o.Year > 9999 {
-		return fmt.Errorf("--year %d: out of range", o.Year)
+		return bad("Year", o.Year, "out of range")
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Input is one log stream. R is read once; if it is an io.Closer Capture
@@ -269,19 +289,16 @@ type Result struct {
 // arrival. Malformed lines are counted in Stats (or, with Strict, the first
 // one is returned as a *LineError).
 func Capture(ctx context.Context, o Options, inputs []Input) (*Result, error) {
-	if err := o.Validate(); err != nil {
-		return nil, err
-	}
-	st, err := newState(o)
+	pl, order, err := start(ctx, o, inputs)
 	if err != nil {
 		return nil, err
 	}
-	for i, in := range inputs {
-		if err := st.readInput(ctx, i, in); err != nil {
-			return nil, err
-		}
+	res := &Result{Meta: pl.meta(order), Records: make([]traces.Record, 0, len(order))}
+	for r := range pl.records(order) {
+		res.Records = append(res.Records, r)
 	}
-	return st.finish()
+	res.Stats = pl.stats
+	return res, nil
 }
 
 // Run captures the named files ("-" = stdin) and writes the records to the
@@ -301,26 +318,42 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		defer f.Close()
 		inputs = append(inputs, Input{Name: n, R: f})
 	}
-	res, err := Capture(ctx, o, inputs)
+	pl, order, err := start(ctx, o, inputs)
 	if err != nil {
 		return Stats{}, err
 	}
-	res.Meta.Command = command
-	w, err := create(res.Meta)
+	m := pl.meta(order)
+	m.Command = command
+	w, err := create(m)
 	if err != nil {
-		return res.Stats, err
+		for range pl.records(order) { // for the stats
+		}
+		return pl.stats, err
 	}
-	for i := 0; i < len(res.Records); i += 4096 {
-		j := min(i+4096, len(res.Records))
-		if _, err := w.Write(res.Records[i:j]); err != nil {
-			w.Close()
-			return res.Stats, fmt.Errorf("write trace: %w", err)
+	// Records stream from the records stage to w; after a write error the
+	// stream still runs to its end so that the stats are complete.
+	batch := make([]traces.Record, 0, 4096)
+	var werr error
+	for r := range pl.records(order) {
+		if werr != nil {
+			continue
+		}
+		if batch = append(batch, r); len(batch) == cap(batch) {
+			_, werr = w.Write(batch)
+			batch = batch[:0]
 		}
 	}
-	if err := w.Close(); err != nil {
-		return res.Stats, fmt.Errorf("write trace: %w", err)
+	if werr == nil && len(batch) > 0 {
+		_, werr = w.Write(batch)
 	}
-	return res.Stats, nil
+	if werr != nil {
+		w.Close()
+		return pl.stats, fmt.Errorf("write trace: %w", werr)
+	}
+	if err := w.Close(); err != nil {
+		return pl.stats, fmt.Errorf("write trace: %w", err)
+	}
+	return pl.stats, nil
 }
 
 // Key handling.
@@ -376,16 +409,7 @@ func Fingerprint(key []byte) string {
 // EphemeralFingerprint is Meta.KeyFingerprint when no key was given.
 const EphemeralFingerprint = "ephemeral"
 
-func sortProblems(m map[string]*Problem) []Problem {
-	out := make([]Problem, 0, len(m))
-	for _, p := range m {
-		out = append(out, *p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
-	return out
-}
-
-// hourStart formats t truncated to the hour (or in full with keep).
+// startString formats t truncated to the hour (or in full with keep).
 func startString(t time.Time, keep bool) string {
 	if keep {
 		return t.UTC().Format(time.RFC3339Nano)

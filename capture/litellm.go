@@ -7,9 +7,9 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// litellmPayload is the part of LiteLLM's StandardLoggingPayload capture
-// reads (docs/my-website/docs/proxy/logging_spec.md). A line may also wrap
-// it as {"standard_logging_object": {...}}.
+// litellmPayload is the part of LiteLLM's StandardLoggingPayload (its
+// logging spec) that capture reads. A line may also wrap it as
+// {"standard_logging_object": {...}}.
 type litellmPayload struct {
 	Wrapped             *litellmPayload `json:"standard_logging_object"`
 	CallType            string          `json:"call_type"`
@@ -36,9 +36,9 @@ type litellmPayload struct {
 	} `json:"model_parameters"`
 }
 
-type litellmParser struct{ st *state }
+type litellmParser struct{ em *emitter }
 
-func (p *litellmParser) end() {}
+func (p *litellmParser) end() []LineError { return nil }
 
 func (p *litellmParser) parse(line []byte, lineNo int64) (string, string) {
 	var pl litellmPayload
@@ -48,7 +48,6 @@ func (p *litellmParser) parse(line []byte, lineNo int64) (string, string) {
 	if pl.Wrapped != nil {
 		pl = *pl.Wrapped
 	}
-	st := p.st
 	start, ok := parseTime(pl.StartTime)
 	if !ok {
 		if len(pl.StartTime) == 0 {
@@ -65,76 +64,66 @@ func (p *litellmParser) parse(line []byte, lineNo int64) (string, string) {
 			return kind, "response"
 		}
 	}
-	usageIn, usageOut, cached := resp.usage()
+	q := newRequest(lineNo, start, pl.Model)
+	q.usageIn, q.usageOut, q.srvCached = resp.usage()
 	if v, ok := rawInt(pl.PromptTokens); ok && v > 0 {
-		usageIn = int32(v)
+		q.usageIn = int32(v)
 	}
 	if v, ok := rawInt(pl.CompletionTokens); ok && (v > 0 || pl.Status != "failure") {
-		usageOut = int32(v)
+		q.usageOut = int32(v)
 	}
-	var tools, maxTokens, maxCompl, user rawValue
+	var maxTokens, maxCompl, user rawValue
 	if mp := pl.ModelParameters; mp != nil {
-		tools, maxTokens, maxCompl, user = mp.Tools, mp.MaxTokens, mp.MaxCompletionTokens, mp.User
-		if len(tools) == 0 {
-			tools = mp.Functions
+		q.tools, maxTokens, maxCompl, user = mp.Tools, mp.MaxTokens, mp.MaxCompletionTokens, mp.User
+		if len(q.tools) == 0 {
+			q.tools = mp.Functions
 		}
 	}
-	e := newEntry(st, lineNo)
-	e.t = start
-	e.model = st.intern(pl.Model)
 	switch pl.Messages[0] {
 	case '[':
-		var msgs []chatMsg
-		if json.Unmarshal(pl.Messages, &msgs) != nil {
-			st.entries = st.entries[:len(st.entries)-1]
+		if json.Unmarshal(pl.Messages, &q.msgs) != nil {
 			return KindBadValue, "messages"
 		}
-		st.chatPrompt(e, msgs, tools, usageIn)
+		q.kind = promptChat
 	case '{':
 		var m chatMsg
 		if json.Unmarshal(pl.Messages, &m) != nil {
-			st.entries = st.entries[:len(st.entries)-1]
 			return KindBadValue, "messages"
 		}
-		st.chatPrompt(e, []chatMsg{m}, tools, usageIn)
+		q.kind, q.msgs = promptChat, []chatMsg{m}
 	case '"':
-		st.completionPrompt(e, pl.Messages, usageIn)
+		q.kind, q.prompt = promptCompletion, pl.Messages
 	default:
-		st.entries = st.entries[:len(st.entries)-1]
 		return KindBadValue, "messages"
 	}
-	switch {
-	case rawString(pl.EndUser) != "":
-		st.sessionField(e, "user", rawString(pl.EndUser))
-	case rawString(user) != "":
-		st.sessionField(e, "user", rawString(user))
-	}
-	maxTok := int32(-1)
+	q.session("user", rawString(pl.EndUser), rawString(user))
 	if v, ok := rawInt(maxCompl); ok {
-		maxTok = int32(v)
+		q.maxTok = int32(v)
 	} else if v, ok := rawInt(maxTokens); ok {
-		maxTok = int32(v)
+		q.maxTok = int32(v)
 	}
-	e.hasOutcome = true
-	e.status = traces.StatusOK
+	q.has = true
+	q.status = traces.StatusOK
 	if pl.Status == "failure" {
-		e.status = traces.StatusHTTPError
+		q.status = traces.StatusHTTPError
 		if ei := pl.ErrorInformation; ei != nil {
 			if c, ok := rawInt(ei.ErrorCode); ok && c >= 100 && c < 600 {
-				e.httpStatus = int32(c)
+				q.httpStatus = int32(c)
 			}
 		}
-		if e.errMsg = "litellm failure"; e.httpStatus > 0 {
-			e.errMsg = "http " + itoa(int64(e.httpStatus))
+		if q.errMsg = "litellm failure"; q.httpStatus > 0 {
+			q.errMsg = "http " + itoa(int64(q.httpStatus))
 		}
 	}
-	st.outcome(e, &resp, usageIn, usageOut, cached, maxTok)
+	q.srvIn, q.srvOut = q.usageIn, q.usageOut
+	q.choices = resp.Choices
 	if end, ok := parseTime(pl.EndTime); ok && end >= start {
-		e.e2e = end - start
+		q.e2e = end - start
 	}
-	if cs, ok := parseTime(pl.CompletionStartTime); ok && cs >= start && e.status == traces.StatusOK {
-		e.ttft = cs - start
+	if cs, ok := parseTime(pl.CompletionStartTime); ok && cs >= start && q.status == traces.StatusOK {
+		q.ttft = cs - start
 	}
+	p.em.emit(&q) // a string prompt is always valid
 	return "", ""
 }
 

@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,7 +11,7 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// fieldNames are the openai-jsonl names --field can remap.
+// fieldNames are the openai-jsonl names Options.Fields can remap.
 var fieldNames = []string{"time", "request", "response", "session", "user", "status", "ttft_ms", "latency_ms"}
 
 type openaiRequest struct {
@@ -52,25 +53,27 @@ type respMsg struct {
 
 type openaiResponse struct {
 	Usage   *usageJSON `json:"usage"`
-	Choices []struct {
-		Message respMsg  `json:"message"`
-		Delta   respMsg  `json:"delta"`
-		Text    rawValue `json:"text"`
-	} `json:"choices"`
+	Choices []choice   `json:"choices"`
+}
+
+type choice struct {
+	Message respMsg  `json:"message"`
+	Delta   respMsg  `json:"delta"`
+	Text    rawValue `json:"text"`
 }
 
 type openaiParser struct {
-	st    *state
+	em    *emitter
 	paths map[string][]string // remapped names → path
 }
 
-func newOpenAIParser(st *state) *openaiParser {
-	p := &openaiParser{st: st}
-	if len(st.o.Fields) > 0 {
+func newOpenAIParser(em *emitter) *openaiParser {
+	p := &openaiParser{em: em}
+	if fields := em.rd.o.Fields; len(fields) > 0 {
 		p.paths = map[string][]string{}
 		for _, n := range fieldNames {
 			path := n
-			if v, ok := st.o.Fields[n]; ok {
+			if v, ok := fields[n]; ok {
 				path = v
 			}
 			p.paths[n] = strings.Split(path, ".")
@@ -79,7 +82,7 @@ func newOpenAIParser(st *state) *openaiParser {
 	return p
 }
 
-func (p *openaiParser) end() {}
+func (p *openaiParser) end() []LineError { return nil }
 
 func (p *openaiParser) parse(line []byte, lineNo int64) (string, string) {
 	var l openaiLine
@@ -93,7 +96,6 @@ func (p *openaiParser) parse(line []byte, lineNo int64) (string, string) {
 	if l.Request == nil {
 		return KindMissing, "request"
 	}
-	st := p.st
 	t, ok := parseTime(l.Time)
 	if !ok {
 		if len(l.Time) == 0 {
@@ -106,53 +108,47 @@ func (p *openaiParser) parse(line []byte, lineNo int64) (string, string) {
 		return kind, "response"
 	}
 	req := l.Request
-	e := newEntry(st, lineNo)
-	e.t = t
-	e.model = st.intern(req.Model)
-	usageIn, usageOut, cached := resp.usage()
-	if req.Messages != nil {
-		tools := req.Tools
-		if len(tools) == 0 {
-			tools = req.Functions
+	q := newRequest(lineNo, t, req.Model)
+	q.usageIn, q.usageOut, q.srvCached = resp.usage()
+	switch {
+	case req.Messages != nil:
+		q.kind, q.msgs, q.tools = promptChat, req.Messages, req.Tools
+		if len(q.tools) == 0 {
+			q.tools = req.Functions
 		}
-		st.chatPrompt(e, req.Messages, tools, usageIn)
-	} else if len(req.Prompt) > 0 {
-		if !st.completionPrompt(e, req.Prompt, usageIn) {
-			st.entries = st.entries[:len(st.entries)-1]
-			return KindBadValue, "request.prompt"
-		}
-	} else {
-		st.entries = st.entries[:len(st.entries)-1]
+	case len(req.Prompt) > 0:
+		q.kind, q.prompt = promptCompletion, req.Prompt
+	default:
 		return KindMissing, "request.messages"
 	}
-	maxTok := int32(-1)
 	if v, ok := rawInt(req.MaxCompletionTokens); ok {
-		maxTok = int32(v)
+		q.maxTok = int32(v)
 	} else if v, ok := rawInt(req.MaxTokens); ok {
-		maxTok = int32(v)
+		q.maxTok = int32(v)
 	}
-	switch s := rawString(l.Session); {
-	case s != "":
-		st.sessionField(e, "session", s)
-	case rawString(l.User) != "":
-		st.sessionField(e, "user", rawString(l.User))
-	case rawString(req.User) != "":
-		st.sessionField(e, "user", rawString(req.User))
+	if s := rawString(l.Session); s != "" {
+		q.session("session", s)
+	} else {
+		q.session("user", rawString(l.User), rawString(req.User))
 	}
-	e.hasOutcome = true
-	e.status, e.httpStatus = parseStatus(l.Status)
-	if e.status != traces.StatusOK {
-		e.errMsg = e.status
-		if e.httpStatus > 0 {
-			e.errMsg = "http " + itoa(int64(e.httpStatus))
+	q.has = true
+	q.status, q.httpStatus = parseStatus(l.Status)
+	if q.status != traces.StatusOK {
+		q.errMsg = q.status
+		if q.httpStatus > 0 {
+			q.errMsg = "http " + itoa(int64(q.httpStatus))
 		}
 	}
-	p.st.outcome(e, &resp, usageIn, usageOut, cached, maxTok)
+	q.srvIn, q.srvOut = q.usageIn, q.usageOut
+	q.choices = resp.Choices
 	if v, ok := rawDecimalNs(l.TTFT, 1e6); ok {
-		e.ttft = v
+		q.ttft = v
 	}
 	if v, ok := rawDecimalNs(l.Latency, 1e6); ok {
-		e.e2e = v
+		q.e2e = v
+	}
+	if !p.em.emit(&q) {
+		return KindBadValue, "request.prompt"
 	}
 	return "", ""
 }
@@ -218,11 +214,7 @@ func decodeResponse(raw rawValue, resp *openaiResponse) string {
 		}
 	case '"':
 		// A bare text response: tokenized if needed.
-		resp.Choices = append(resp.Choices, struct {
-			Message respMsg  `json:"message"`
-			Delta   respMsg  `json:"delta"`
-			Text    rawValue `json:"text"`
-		}{Text: raw})
+		resp.Choices = append(resp.Choices, choice{Text: raw})
 	default:
 		return KindBadValue
 	}
@@ -252,34 +244,6 @@ func (r *openaiResponse) usage() (in, out, cached int32) {
 	return
 }
 
-// outcome fills output tokens and server usage.
-func (st *state) outcome(e *entry, resp *openaiResponse, usageIn, usageOut, cached, maxTok int32) {
-	e.srvIn, e.srvOut, e.srvCached = usageIn, usageOut, cached
-	switch {
-	case usageOut >= 0:
-		e.outTok = usageOut
-	case len(resp.Choices) > 0:
-		var texts []string
-		for _, c := range resp.Choices {
-			for _, raw := range []rawValue{c.Message.Content, c.Delta.Content, c.Text} {
-				if t := contentText(raw); t != "" {
-					texts = append(texts, t)
-				}
-			}
-			for _, raw := range []rawValue{c.Message.ToolCalls, c.Delta.ToolCalls} {
-				if len(raw) > 0 {
-					texts = append(texts, string(raw))
-				}
-			}
-		}
-		e.outTok = st.outputText(texts)
-	case maxTok >= 0 && (e.status == "" || e.status == traces.StatusOK):
-		e.outTok = maxTok
-	default:
-		e.outTok = 0
-	}
-}
-
 // jsonErrKind maps a decoding error to a problem kind (never its text,
 // which may quote content).
 func jsonErrKind(err error) (string, string) {
@@ -305,7 +269,7 @@ func parseStatus(raw rawValue) (string, int32) {
 		case "disconnect", "cancelled", "canceled", "aborted":
 			return traces.StatusDisconnect, 0
 		}
-		if contains(traces.Statuses, s) {
+		if slices.Contains(traces.Statuses, s) {
 			return s, 0
 		}
 		return traces.StatusHTTPError, 0
@@ -330,15 +294,20 @@ func rawString(raw rawValue) string {
 	return ""
 }
 
+// rawLiteral is a JSON string's value, or any other value's literal text.
+func rawLiteral(raw rawValue) string {
+	if len(raw) > 0 && raw[0] == '"' {
+		return unquoteJSON(raw)
+	}
+	return string(raw)
+}
+
 // rawInt reads an integer from a JSON number or numeric string.
 func rawInt(raw rawValue) (int64, bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
-	s := string(raw)
-	if raw[0] == '"' {
-		s = unquoteJSON(raw)
-	}
+	s := rawLiteral(raw)
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return v, v >= 0 && v <= math.MaxInt32
 	}
@@ -354,11 +323,7 @@ func rawDecimalNs(raw rawValue, unitNs int64) (int64, bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
-	s := string(raw)
-	if raw[0] == '"' {
-		s = unquoteJSON(raw)
-	}
-	v, ok := decimalNs(s, unitNs)
+	v, ok := decimalNs(rawLiteral(raw), unitNs)
 	return v, ok && v >= 0
 }
 
@@ -421,9 +386,8 @@ func parseTime(raw rawValue) (int64, bool) {
 	if len(raw) == 0 {
 		return 0, false
 	}
-	s := string(raw)
+	s := rawLiteral(raw)
 	if raw[0] == '"' {
-		s = unquoteJSON(raw)
 		for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
 			if t, err := time.Parse(layout, s); err == nil {
 				return t.UnixNano(), true

@@ -43,9 +43,9 @@ type otlpDoc struct {
 // SpanName is the vLLM span capture reads.
 const SpanName = "llm_request"
 
-type otlpParser struct{ st *state }
+type otlpParser struct{ em *emitter }
 
-func (p *otlpParser) end() {}
+func (p *otlpParser) end() []LineError { return nil }
 
 func (p *otlpParser) parse(line []byte, lineNo int64) (string, string) {
 	var doc otlpDoc
@@ -70,14 +70,13 @@ func (p *otlpParser) parse(line []byte, lineNo int64) (string, string) {
 
 func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
 	if s.Name != SpanName {
-		p.st.stats.Ignored++
+		p.em.ignored++
 		return "", ""
 	}
 	start, ok := rawInt64(s.Start)
 	if !ok || start <= 0 {
 		return KindBadValue, "startTimeUnixNano"
 	}
-	st := p.st
 	in, out := int64(-1), int64(-1)
 	secs := map[string]int64{}
 	model := ""
@@ -101,19 +100,15 @@ func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
 	if in < 0 {
 		return KindMissing, "gen_ai.usage.prompt_tokens"
 	}
-	e := newEntry(st, lineNo)
-	e.t = start
-	e.model = st.intern(model)
-	e.inTok, e.tokSrc, e.srvIn = int32(in), SourceUsage, int32(in)
+	q := newRequest(lineNo, start, model)
+	q.usageIn, q.srvIn = int32(in), int32(in)
 	if out >= 0 {
-		e.outTok, e.srvOut = int32(out), int32(out)
-	} else {
-		e.outTok = 0
+		q.usageOut, q.srvOut = int32(out), int32(out)
 	}
-	e.hasOutcome = true
-	e.status = traces.StatusOK
+	q.has = true
+	q.status = traces.StatusOK
 	if c := rawString(s.Status.Code); c == "2" || c == "STATUS_CODE_ERROR" {
-		e.status, e.errMsg = traces.StatusHTTPError, "span status error"
+		q.status, q.errMsg = traces.StatusHTTPError, "span status error"
 	}
 	get := func(k string) int64 {
 		if v, ok := secs[k]; ok {
@@ -121,11 +116,12 @@ func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
 		}
 		return -1
 	}
-	e.ttft = get("gen_ai.latency.time_to_first_token")
-	e.e2e = get("gen_ai.latency.e2e")
-	e.queue = get("gen_ai.latency.time_in_queue")
-	e.prefill = get("gen_ai.latency.time_in_model_prefill")
-	e.decode = get("gen_ai.latency.time_in_model_decode")
+	q.ttft = get("gen_ai.latency.time_to_first_token")
+	q.e2e = get("gen_ai.latency.e2e")
+	q.queue = get("gen_ai.latency.time_in_queue")
+	q.prefill = get("gen_ai.latency.time_in_model_prefill")
+	q.decode = get("gen_ai.latency.time_in_model_decode")
+	p.em.emit(&q) // no prompt: always valid
 	return "", ""
 }
 

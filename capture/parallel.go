@@ -9,10 +9,10 @@ import (
 
 // Parallel parsing for the line-independent formats (openai-jsonl, litellm,
 // otlp-json): a reader cuts batches of lines, workers (each with its own
-// parser state, caches and HMAC) parse them, and this goroutine merges the
-// results in input order, mapping each worker's keyed digests to the shared
-// provisional ids. The records do not depend on the number of workers:
-// finish renumbers everything in arrival order.
+// parser, redactor, caches and HMAC) parse and redact them, and this
+// goroutine hands the results to the pipeline in input order. Redacted
+// requests name categories and blocks by keyed digest, so they need no
+// mapping between workers and the records do not depend on their number.
 
 type pitem struct {
 	line int64
@@ -27,39 +27,14 @@ type pbatch struct {
 }
 
 type presult struct {
-	entries   []entry
-	catDig    [][32]byte
-	catPrefix []int32
-	blockDig  [][][32]byte
-	problems  []LineError
-	ignored   int64
+	entries  []redacted
+	problems []LineError
+	ignored  int64
 }
 
 const batchBytes = 1 << 20
 
-// newWorker returns a parsing state sharing st's options, key and hash seed.
-func (st *state) newWorker() *state {
-	w, _ := newState(st.o)
-	w.key, w.ephemeral, w.seed = st.key, st.ephemeral, st.seed
-	w.mac = st.newMAC()
-	return w
-}
-
-func parserFor(format string, st *state) lineParser {
-	switch format {
-	case FormatOpenAI:
-		return newOpenAIParser(st)
-	case FormatLiteLLM:
-		return &litellmParser{st: st}
-	case FormatVLLM:
-		return newVLLMParser(st)
-	case FormatOTLP:
-		return &otlpParser{st: st}
-	}
-	return nil
-}
-
-func (st *state) readParallel(parent context.Context, name, format string, lr *lineReader, workers int) error {
+func (pl *pipeline) readParallel(parent context.Context, input int32, name, format string, lr *lineReader, workers int) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	work := make(chan *pbatch, workers)
@@ -117,14 +92,13 @@ func (st *state) readParallel(parent context.Context, name, format string, lr *l
 		}
 	}()
 	for i := 0; i < workers; i++ {
-		w := st.newWorker()
-		w.curInput, w.curName = st.curInput, name
-		p := parserFor(format, w)
+		em := &emitter{rd: newRedactor(pl.o, pl.key, pl.seed), input: input, name: name}
+		p := parserFor(format, em)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for b := range work {
-				b.done <- w.parseBatch(p, b)
+				b.done <- parseBatch(em, p, b)
 			}
 		}()
 	}
@@ -139,8 +113,8 @@ func (st *state) readParallel(parent context.Context, name, format string, lr *l
 			err = ctx.Err()
 			break
 		}
-		st.stats.Lines += b.lines
-		if err = st.merge(res); err != nil {
+		pl.stats.Lines += b.lines
+		if err = pl.merge(res); err != nil {
 			break
 		}
 		if err = ctx.Err(); err != nil {
@@ -167,75 +141,31 @@ func isBlank(b []byte) bool {
 }
 
 // parseBatch runs on a worker.
-func (w *state) parseBatch(p lineParser, b *pbatch) *presult {
+func parseBatch(em *emitter, p lineParser, b *pbatch) *presult {
 	res := &presult{}
-	w.entries = w.entries[:0]
-	ign := w.stats.Ignored
+	em.out, em.ignored = nil, 0
 	for _, it := range b.items {
 		if it.kind != "" {
-			res.problems = append(res.problems, LineError{File: w.curName, Line: it.line, Kind: it.kind})
+			res.problems = append(res.problems, LineError{File: em.name, Line: it.line, Kind: it.kind})
 			continue
 		}
 		if kind, field := p.parse(it.data, it.line); kind != "" {
-			res.problems = append(res.problems, LineError{File: w.curName, Line: it.line, Kind: kind, Field: field})
+			res.problems = append(res.problems, LineError{File: em.name, Line: it.line, Kind: kind, Field: field})
 		}
 	}
-	res.ignored = w.stats.Ignored - ign
-	res.entries = append([]entry(nil), w.entries...)
-	res.catDig = make([][32]byte, len(res.entries))
-	res.catPrefix = make([]int32, len(res.entries))
-	res.blockDig = make([][][32]byte, len(res.entries))
-	for i := range res.entries {
-		e := &res.entries[i]
-		if e.cat >= 0 {
-			res.catDig[i], res.catPrefix[i] = w.cats[e.cat].digest, w.cats[e.cat].prefixTokens
-		}
-		if len(e.blocks) > 0 {
-			d := make([][32]byte, len(e.blocks))
-			for j, b := range e.blocks {
-				d[j] = w.blockDig[b]
-			}
-			res.blockDig[i] = d
-		}
-	}
+	res.entries, res.ignored = em.out, em.ignored
+	em.out = nil
 	return res
 }
 
-// merge adds a worker's batch to st in input order.
-func (st *state) merge(res *presult) error {
+// merge hands a worker's batch to the pipeline in input order.
+func (pl *pipeline) merge(res *presult) error {
 	for _, pe := range res.problems {
-		if err := st.problem(pe.File, pe.Line, pe.Kind, pe.Field); err != nil {
+		if err := pl.problems.add(pe.File, pe.Line, pe.Kind, pe.Field); err != nil {
 			return err
 		}
 	}
-	st.stats.Ignored += res.ignored
-	for i := range res.entries {
-		e := res.entries[i]
-		if e.cat >= 0 {
-			d := res.catDig[i]
-			idx, ok := st.catIndex[d]
-			if !ok {
-				idx = int32(len(st.cats))
-				st.cats = append(st.cats, category{digest: d, prefixTokens: res.catPrefix[i]})
-				st.catIndex[d] = idx
-			}
-			e.cat = idx
-		}
-		if len(e.blocks) > 0 {
-			blocks := make([]int32, len(e.blocks))
-			for j, d := range res.blockDig[i] {
-				idx, ok := st.blockIdx[d]
-				if !ok {
-					idx = int32(len(st.blockDig))
-					st.blockDig = append(st.blockDig, d)
-					st.blockIdx[d] = idx
-				}
-				blocks[j] = idx
-			}
-			e.blocks = blocks
-		}
-		e.model = st.intern(e.model)
-		st.entries = append(st.entries, e)
-	}
+	pl.stats.Ignored += res.ignored
+	pl.add(res.entries)
 	return nil
 }

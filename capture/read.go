@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
@@ -139,16 +141,10 @@ func sniff(head []byte) string {
 	return FormatOpenAI
 }
 
-// lineParser is one format's parser. parse handles one line; kind != ""
-// marks the line malformed. end is called at the end of the input.
-type lineParser interface {
-	parse(line []byte, lineNo int64) (kind, field string)
-	end()
-}
-
-// readInput reads one input into st.
-func (st *state) readInput(ctx context.Context, idx int, in Input) error {
-	st.stats.Inputs++
+// readInput runs the parse and redact stages over one input and hands the
+// redacted requests to the pipeline in input order.
+func (pl *pipeline) readInput(ctx context.Context, idx int, in Input) error {
+	pl.stats.Inputs++
 	name := in.Name
 	if name == "" {
 		name = fmt.Sprintf("input%d", idx+1)
@@ -157,29 +153,25 @@ func (st *state) readInput(ctx context.Context, idx int, in Input) error {
 	plain, closeFn, err := decompress(raw)
 	if err != nil {
 		// A damaged header: nothing readable.
-		if perr := st.problem(name, 1, KindTruncated, ""); perr != nil {
-			return perr
-		}
-		return nil
+		return pl.problems.add(name, 1, KindTruncated, "")
 	}
 	defer closeFn()
 	cr := &countingReader{r: plain}
 	br := bufio.NewReaderSize(cr, 1<<20)
-	defer func() { st.stats.Bytes += cr.n }()
+	defer func() { pl.stats.Bytes += cr.n }()
 
-	format := st.o.Format
+	format := pl.o.Format
 	if format == FormatAuto {
 		head, _ := br.Peek(64 << 10)
 		format = sniff(head)
 	}
-	st.inputFormats = append(st.inputFormats, format)
-	st.curInput = int32(idx)
-	st.curName = name
-	lr := &lineReader{br: br, max: st.o.MaxLineBytes}
-	if workers := st.o.workers(); workers > 1 && format != FormatVLLM {
-		return st.readParallel(ctx, name, format, lr, workers)
+	pl.formats = append(pl.formats, format)
+	lr := &lineReader{br: br, max: pl.o.MaxLineBytes}
+	if workers := pl.o.workers(); workers > 1 && format != FormatVLLM {
+		return pl.readParallel(ctx, int32(idx), name, format, lr, workers)
 	}
-	p := parserFor(format, st)
+	em := &emitter{rd: pl.rd, input: int32(idx), name: name}
+	p := parserFor(format, em)
 	for {
 		if lr.line&1023 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -195,14 +187,14 @@ func (st *state) readInput(ctx context.Context, idx int, in Input) error {
 			if errors.Is(err, context.Canceled) {
 				return err
 			}
-			if perr := st.problem(name, lr.line+1, KindTruncated, ""); perr != nil {
+			if perr := pl.problems.add(name, lr.line+1, KindTruncated, ""); perr != nil {
 				return perr
 			}
 			break
 		}
-		st.stats.Lines++
+		pl.stats.Lines++
 		if tooLong {
-			if perr := st.problem(name, lr.line, KindTooLong, ""); perr != nil {
+			if perr := pl.problems.add(name, lr.line, KindTooLong, ""); perr != nil {
 				return perr
 			}
 			continue
@@ -211,38 +203,60 @@ func (st *state) readInput(ctx context.Context, idx int, in Input) error {
 			continue
 		}
 		if !utf8.Valid(line) {
-			if perr := st.problem(name, lr.line, KindNotUTF8, ""); perr != nil {
+			if perr := pl.problems.add(name, lr.line, KindNotUTF8, ""); perr != nil {
 				return perr
 			}
 			continue
 		}
-		if kind, field := p.parse(line, lr.line); kind != "" {
-			if perr := st.problem(name, lr.line, kind, field); perr != nil {
+		kind, field := p.parse(line, lr.line)
+		pl.collect(em)
+		if kind != "" {
+			if perr := pl.problems.add(name, lr.line, kind, field); perr != nil {
 				return perr
 			}
 		}
-		if st.strictErr != nil {
-			return st.strictErr
-		}
 	}
-	p.end()
-	return st.strictErr
+	for _, le := range p.end() {
+		pl.problems.add(le.File, le.Line, le.Kind, le.Field)
+	}
+	pl.collect(em)
+	return pl.problems.err
 }
 
-// problem records a malformed line; with Strict it returns the error.
-func (st *state) problem(file string, line int64, kind, field string) error {
-	p := st.problems[kind]
+// problems tallies malformed lines by kind.
+type problems struct {
+	strict bool
+	byKind map[string]*Problem
+	err    error // the first, with Options.Strict
+}
+
+// add records a malformed line; with Options.Strict it returns the error.
+func (ps *problems) add(file string, line int64, kind, field string) error {
+	if ps.byKind == nil {
+		ps.byKind = map[string]*Problem{}
+	}
+	p := ps.byKind[kind]
 	if p == nil {
 		p = &Problem{Kind: kind, First: LineError{File: file, Line: line, Kind: kind, Field: field}}
-		st.problems[kind] = p
+		ps.byKind[kind] = p
 	}
 	p.Count++
-	if st.o.Strict {
+	if ps.strict {
 		e := &LineError{File: file, Line: line, Kind: kind, Field: field}
-		if st.strictErr == nil {
-			st.strictErr = e
+		if ps.err == nil {
+			ps.err = e
 		}
 		return e
 	}
 	return nil
+}
+
+// list returns the problems sorted by kind.
+func (ps *problems) list() []Problem {
+	out := make([]Problem, 0, len(ps.byKind))
+	for _, p := range ps.byKind {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b Problem) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
 }

@@ -2,13 +2,14 @@ package capture
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
-// Tokenizers lists the encodings --tokenizer accepts; all are embedded, so
+// Tokenizers lists the encodings Options.Tokenizer accepts; all are embedded, so
 // capture never touches the network.
 var Tokenizers = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
 
@@ -32,14 +33,7 @@ func encoder(name string) (*tiktoken.Tiktoken, error) {
 }
 
 // validTokenizer reports whether name is one of Tokenizers.
-func validTokenizer(name string) bool {
-	for _, t := range Tokenizers {
-		if t == name {
-			return true
-		}
-	}
-	return false
-}
+func validTokenizer(name string) bool { return slices.Contains(Tokenizers, name) }
 
 // CountTokens returns the number of tokens of text in the named encoding
 // (ordinary text: special-token strings count as text), the same as

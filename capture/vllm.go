@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,8 +22,11 @@ import (
 // Lines may start with "(APIServer pid=N) " and carry ANSI colours. The
 // timestamp has no year (Options.Year) and no zone (UTC assumed).
 
+// vreq is a request in flight: its redacted fields so far and what its
+// output lines said. The parser holds one per request id until the end of
+// the input (vLLM logs interleave requests), and never any text.
 type vreq struct {
-	idx       int // into st.entries
+	e         redacted
 	line      int64
 	havePr    bool
 	outIDs    int32
@@ -33,15 +37,15 @@ type vreq struct {
 }
 
 type vllmParser struct {
-	st        *state
+	em        *emitter
 	pending   map[string]*vreq
 	order     []*vreq
 	lastMonth int
 	yearAdd   int
 }
 
-func newVLLMParser(st *state) *vllmParser {
-	return &vllmParser{st: st, pending: map[string]*vreq{}}
+func newVLLMParser(em *emitter) *vllmParser {
+	return &vllmParser{em: em, pending: map[string]*vreq{}}
 }
 
 var vllmLevels = []string{"INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL"}
@@ -62,7 +66,7 @@ func (p *vllmParser) header(line []byte) (t int64, msg string, ok bool) {
 		s = strings.TrimLeft(s[i+1:], " ")
 	}
 	level, rest, found := strings.Cut(s, " ")
-	if !found || !contains(vllmLevels, level) {
+	if !found || !slices.Contains(vllmLevels, level) {
 		return 0, "", false
 	}
 	rest = strings.TrimLeft(rest, " ")
@@ -99,7 +103,7 @@ func (p *vllmParser) header(line []byte) (t int64, msg string, ok bool) {
 		p.yearAdd++ // the log crossed New Year
 	}
 	p.lastMonth = mo
-	year := p.st.year() + p.yearAdd
+	year := p.em.rd.o.year() + p.yearAdd
 	tm := time.Date(year, time.Month(mo), d, h, mi, sec, 0, time.UTC)
 	return tm.UnixNano() + frac, msg, true
 }
@@ -124,11 +128,9 @@ func (p *vllmParser) req(id string, t int64, lineNo int64) *vreq {
 	if r, ok := p.pending[id]; ok {
 		return r
 	}
-	e := newEntry(p.st, lineNo)
-	e.t = t
-	e.hasOutcome = true
-	e.status = traces.StatusOK
-	r := &vreq{idx: len(p.st.entries) - 1, line: lineNo, outIDs: -1, textToks: -1, maxTokens: -1}
+	r := &vreq{line: lineNo, outIDs: -1, textToks: -1, maxTokens: -1}
+	r.e = redacted{line: lineNo, t: t, inTok: -1, outTok: -1, outcome: noOutcome()}
+	r.e.has, r.e.status = true, traces.StatusOK
 	p.pending[id] = r
 	p.order = append(p.order, r)
 	return r
@@ -136,12 +138,12 @@ func (p *vllmParser) req(id string, t int64, lineNo int64) *vreq {
 
 func (p *vllmParser) parse(line []byte, lineNo int64) (string, string) {
 	if !bytes.Contains(line, []byte("equest")) && !bytes.Contains(line, []byte("Generated response")) {
-		p.st.stats.Ignored++
+		p.em.ignored++
 		return "", ""
 	}
 	t, msg, ok := p.header(line)
 	if !ok {
-		p.st.stats.Ignored++
+		p.em.ignored++
 		return "", ""
 	}
 	switch {
@@ -159,7 +161,7 @@ func (p *vllmParser) parse(line []byte, lineNo int64) (string, string) {
 		}
 		r := p.req(id, t, lineNo)
 		r.line = lineNo
-		p.st.entries[r.idx].t = t
+		r.e.t = t
 		if old {
 			return p.prompt(r, rest)
 		}
@@ -186,7 +188,7 @@ func (p *vllmParser) parse(line []byte, lineNo int64) (string, string) {
 		}
 		return "", ""
 	}
-	p.st.stats.Ignored++
+	p.em.ignored++
 	return "", ""
 }
 
@@ -205,22 +207,20 @@ func (p *vllmParser) prompt(r *vreq, rest string) (string, string) {
 	if i := strings.LastIndex(after, "prompt_token_ids: "); i >= 0 {
 		ids, haveIDs = pyIntList(after[i+len("prompt_token_ids: "):])
 	}
-	st := p.st
-	e := &st.entries[r.idx]
+	rd := p.em.rd
+	e := &r.e
 	e.api = traces.APICompletions
 	switch {
 	case haveIDs:
 		e.inTok, e.tokSrc = int32(len(ids)), SourceTokenIDs
 		e.srvIn = int32(len(ids))
 	case text != "":
-		ids = st.encode(text)
-		e.inTok, e.tokSrc = int32(len(ids)), st.o.Tokenizer
+		ids = rd.encode(text)
+		e.inTok, e.tokSrc = int32(len(ids)), rd.o.Tokenizer
 	default:
 		return "", ""
 	}
-	if st.o.BlockSize > 0 {
-		e.blocks = st.blocksOf(ids)
-	}
+	e.blocks = rd.blocksOf(ids)
 	r.havePr = true
 	return "", ""
 }
@@ -258,25 +258,24 @@ func (p *vllmParser) output(s string) (string, string) {
 		r.deltaSum += int32(len(ids))
 	case delta:
 		if text, _, ok := pyString(strings.TrimPrefix(rest, "output: ")); ok {
-			r.deltaSum += int32(len(p.st.encode(text)))
+			r.deltaSum += int32(len(p.em.rd.encode(text)))
 		}
 	case haveIDs:
 		r.outIDs = int32(len(ids))
 	default:
 		if text, _, ok := pyString(strings.TrimPrefix(rest, "output: ")); ok {
-			r.textToks = int32(len(p.st.encode(text)))
+			r.textToks = int32(len(p.em.rd.encode(text)))
 		}
 	}
 	return "", ""
 }
 
-func (p *vllmParser) end() {
-	st := p.st
+func (p *vllmParser) end() []LineError {
+	var problems []LineError
 	for _, r := range p.order {
-		e := &st.entries[r.idx]
+		e := &r.e
 		if !r.havePr {
-			e.dead = true
-			st.problem(st.curName, r.line, KindNoPrompt, "")
+			problems = append(problems, LineError{File: p.em.name, Line: r.line, Kind: KindNoPrompt})
 			continue
 		}
 		switch {
@@ -294,8 +293,10 @@ func (p *vllmParser) end() {
 		if r.aborted {
 			e.status = traces.StatusDisconnect
 		}
+		p.em.add(*e)
 	}
 	p.pending, p.order = map[string]*vreq{}, nil
+	return problems
 }
 
 // maxTokensOf finds "max_tokens=N" in a SamplingParams repr (the last one:

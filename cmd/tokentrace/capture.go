@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -74,7 +75,7 @@ number only; --strict fails on the first.`,
 				return usageErrorf("--key-file and --new-key-file: give one")
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("capture: %v", err)
+				return usageErrorf("capture: %v", captureFlagError(err))
 			}
 			switch {
 			case keyFile != "":
@@ -111,6 +112,25 @@ number only; --strict fails on the first.`,
 			return err
 		},
 	}
+}
+
+// captureFlags maps capture.Options fields to the flags that set them.
+var captureFlags = map[string]string{
+	"Format": "format", "Tokenizer": "tokenizer", "MinCategorySize": "min-category-size",
+	"BlockSize": "block-size", "Sessions": "sessions", "MaxLineBytes": "max-line-bytes",
+	"Key": "key-file", "Fields": "field", "Workers": "workers", "Year": "year",
+}
+
+// captureFlagError restates an invalid option as its flag.
+func captureFlagError(err error) error {
+	var oe *capture.OptionError
+	if !errors.As(err, &oe) || captureFlags[oe.Option] == "" {
+		return err
+	}
+	if oe.Value == "" {
+		return fmt.Errorf("--%s: %s", captureFlags[oe.Option], oe.Want)
+	}
+	return fmt.Errorf("--%s %s: %s", captureFlags[oe.Option], oe.Value, oe.Want)
 }
 
 type nopWriteCloser struct{ io.Writer }

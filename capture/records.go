@@ -1,0 +1,147 @@
+package capture
+
+import (
+	"encoding/hex"
+	"strconv"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// records is the records stage and the pipeline's one numbering: fed
+// requests in arrival order, it numbers sessions, categories and blocks in
+// order of first appearance and builds traces.Records. Its state is one
+// number per session, kept category and kept block seen so far, and a
+// turn count per session.
+type records struct {
+	o     Options
+	sess  *sessions
+	kanon *kAnon
+	seq   int64
+	t0    int64
+
+	sessFinal map[sessionID]int64
+	sessTurns map[sessionID]int32
+	nSess     int64
+
+	catLabel map[*category]string
+	nCat     int
+
+	blockFinal map[uint64]int64
+	nextBlock  int64
+}
+
+func newRecords(o Options, sess *sessions, kanon *kAnon) *records {
+	return &records{
+		o: o, sess: sess, kanon: kanon,
+		sessFinal: map[sessionID]int64{}, sessTurns: map[sessionID]int32{},
+		catLabel: map[*category]string{}, blockFinal: map[uint64]int64{},
+	}
+}
+
+// next returns the record of e, whose session is sid.
+func (rs *records) next(e *redacted, sid sessionID) traces.Record {
+	if rs.seq == 0 {
+		rs.t0 = e.t
+	}
+	r := traces.NewRecord()
+	r.Seq = rs.seq
+	rs.seq++
+	r.ArrivalNs = e.t - rs.t0
+	if rs.sess.kept(sid) {
+		if rs.sessFinal[sid] == 0 {
+			rs.nSess++
+			rs.sessFinal[sid] = rs.nSess
+		}
+		rs.sessTurns[sid]++
+		r.Session = rs.sessFinal[sid]
+		r.Turn = rs.sessTurns[sid]
+	}
+	if c, ok := rs.kanon.category(e); ok {
+		label, seen := rs.catLabel[c]
+		if !seen {
+			rs.nCat++
+			if rs.o.KeepHashes {
+				label = hex.EncodeToString(e.cat[:16])
+			} else {
+				label = "c" + strconv.Itoa(rs.nCat)
+			}
+			rs.catLabel[c] = label
+		}
+		r.Category = label
+		r.PrefixTokens = c.prefixTokens
+	}
+	if len(e.blocks) > 0 {
+		r.PrefixBlocks = rs.blocks(e)
+	}
+	r.InputTokens = max(e.inTok, 0)
+	r.OutputTokens = max(e.outTok, 0)
+	r.Model = e.model
+	r.API = e.api
+	if e.has {
+		r.Run = RunLabel
+		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
+		if e.ttft >= 0 {
+			r.FirstTokenNs = r.ArrivalNs + e.ttft
+		}
+		if e.e2e >= 0 {
+			r.LastTokenNs = r.ArrivalNs + e.e2e
+		}
+		r.ServerPromptTokens, r.ServerOutputTokens, r.ServerCachedTokens = e.srvIn, e.srvOut, e.srvCached
+		r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = e.queue, e.prefill, e.decode
+		r.Status = e.status
+		if r.Status == "" {
+			r.Status = traces.StatusOK
+		}
+		r.HTTPStatus = e.httpStatus
+		r.Error = e.errMsg
+	}
+	return r
+}
+
+// maxBlocks bounds the padding of one request's prefix_blocks.
+const maxBlocks = 1 << 14
+
+// blocks numbers e's prefix blocks: a kept block by first appearance (or
+// its digest bits with KeepHashes), any other a fresh id of its own.
+func (rs *records) blocks(e *redacted) []int64 {
+	want := len(e.blocks)
+	if bs := rs.o.BlockSize; e.inTok >= 0 {
+		// Follow the token count in use (usage may differ a little from
+		// the tokenizer), bounded against absurd usage numbers.
+		want = min((int(e.inTok)+bs-1)/bs, max(len(e.blocks), maxBlocks))
+	}
+	out := make([]int64, 0, want)
+	for j, b := range e.blocks {
+		if j >= want {
+			break
+		}
+		if !rs.kanon.block(b) {
+			out = append(out, rs.unique())
+			continue
+		}
+		id, ok := rs.blockFinal[b]
+		if !ok {
+			if rs.o.KeepHashes {
+				id = int64(b >> 1)
+			} else {
+				rs.nextBlock++
+				id = rs.nextBlock
+			}
+			rs.blockFinal[b] = id
+		}
+		out = append(out, id)
+	}
+	for len(out) < want {
+		out = append(out, rs.unique())
+	}
+	return out
+}
+
+// unique is a block id no other block has.
+func (rs *records) unique() int64 {
+	rs.nextBlock++
+	if rs.o.KeepHashes {
+		return -rs.nextBlock // never collides with a (non-negative) digest prefix
+	}
+	return rs.nextBlock
+}
