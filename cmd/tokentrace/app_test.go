@@ -28,3 +28,29 @@ func TestCPUProfileFlag(t *testing.T) {
 		t.Errorf("unwritable profile path: exit %d, %q; want 2 naming --cpuprofile", code, errb.String())
 	}
 }
+
+// TestUsageErrorsAreShortAndSuggest checks that a mistyped command or flag
+// gives exit 2 and one short line naming it, with the nearest known name,
+// instead of a screen of help.
+func TestUsageErrorsAreShortAndSuggest(t *testing.T) {
+	for _, c := range []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"a mistyped command suggests the command", []string{"analize"}, `unknown command "analize"; did you mean "analyze"?`},
+		{"a mistyped flag suggests the flag", []string{"analyze", "--slow", "x"}, "analyze: unknown flag --slow; did you mean --slo?"},
+		{"a subcommand's flag names the full command", []string{"synth", "fit", "--outt", "x", "y"}, "synth fit: unknown flag --outt; did you mean --out?"},
+		{"an unrelated flag gets no suggestion", []string{"inspect", "--zzzzzzzz", "x"}, "inspect: unknown flag --zzzzzzzz (see"},
+	} {
+		var so, se bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), strings.NewReader(""), &so, &se)
+		if code != exitUsage || !strings.Contains(se.String(), c.want) || strings.Count(se.String(), "\n") > 1 {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line containing %q", c.why, code, se.String(), c.want)
+		}
+	}
+	var so, se bytes.Buffer
+	if code := Main(context.Background(), []string{"tokentrace", "--version"}, nil, &so, &se); code != 0 || !strings.HasPrefix(so.String(), "tokentrace version ") {
+		t.Errorf("--version: exit %d, %q %q", code, so.String(), se.String())
+	}
+}
