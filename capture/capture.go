@@ -347,7 +347,7 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		_, werr = w.Write(batch)
 	}
 	if werr != nil {
-		w.Close()
+		traces.Abort(w) // the output name never holds a partial trace
 		return pl.stats, fmt.Errorf("write trace: %w", werr)
 	}
 	if err := w.Close(); err != nil {

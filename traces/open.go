@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
 	"strings"
@@ -228,16 +229,54 @@ func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
 		}
 		f = nopCloser{out}
 	} else {
-		if f, err = os.Create(name); err != nil {
+		// The final name only ever holds a complete file: a failed write
+		// (a full disk) or a crash leaves it untouched.
+		if f, err = atomicfile.Create(name); err != nil {
 			return nil, fmt.Errorf("create trace: %w", err)
 		}
 	}
 	w, err := NewWriter(f, format, m, o)
 	if err != nil {
+		if a, ok := f.(*atomicfile.File); ok {
+			a.Abort()
+		}
 		f.Close()
 		return nil, fmt.Errorf("create trace %s: %w", name, err)
 	}
+	if a, ok := f.(*atomicfile.File); ok {
+		return &fileWriter{Writer: w, file: a}, nil
+	}
 	return w, nil
+}
+
+// fileWriter is a Writer to a named file, which Abort can discard.
+type fileWriter struct {
+	Writer
+	file *atomicfile.File
+}
+
+// Flush forwards to the codec when it can flush (JSONL, CSV).
+func (w *fileWriter) Flush() error {
+	if f, ok := w.Writer.(Flusher); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
+func (w *fileWriter) abort() {
+	w.file.Abort()
+	w.Writer.Close() // its final writes fail harmlessly: the file is gone
+}
+
+// Abort discards what w wrote, when w writes a named file from Create: the
+// final name is left untouched (it never held a partial file). Other
+// Writers are closed. Use it on the error paths of a writer's caller.
+func Abort(w Writer) {
+	if a, ok := w.(interface{ abort() }); ok {
+		a.abort()
+		return
+	}
+	w.Close()
 }
 
 func (o *CreateOptions) validate() error {

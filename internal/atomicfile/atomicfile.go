@@ -1,0 +1,111 @@
+// Package atomicfile writes a file so that its final name only ever holds a
+// complete file: the bytes go to a temporary file beside it (same
+// directory, so the rename cannot cross file systems), and Close syncs and
+// renames it into place only when every write succeeded. A failed write (a
+// full disk), Abort, or a crash leaves the final name untouched; a crash
+// leaves a hidden ".NAME.partial-*" file that says what it is.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// File is a file being written under a temporary name.
+type File struct {
+	f    *os.File
+	name string // the final name
+	err  error  // the first write error; Close then removes the file
+	done bool
+}
+
+// Create starts writing name; the file gets mode 0644.
+func Create(name string) (*File, error) {
+	dir, base := filepath.Split(name)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".partial-*")
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	// CreateTemp makes 0600 files; outputs are readable by others, as with
+	// os.Create under the usual umask 022.
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	return &File{f: f, name: name}, nil
+}
+
+// Name is the final name.
+func (a *File) Name() string { return a.name }
+
+// Write writes to the temporary file. After the first error every write
+// fails with it, and Close removes the file instead of renaming it.
+func (a *File) Write(p []byte) (int, error) {
+	if a.err != nil {
+		return 0, a.err
+	}
+	if a.done {
+		return 0, os.ErrClosed
+	}
+	n, err := a.f.Write(p)
+	if err != nil {
+		a.err = fmt.Errorf("write %s: %w", a.name, err)
+		return n, a.err
+	}
+	return n, nil
+}
+
+// Abort discards the file; the final name is not touched. It is safe to
+// call after Close (then it does nothing).
+func (a *File) Abort() {
+	if a.done {
+		return
+	}
+	a.done = true
+	a.f.Close()
+	os.Remove(a.f.Name())
+}
+
+// Close makes the file durable and gives it its final name, or, after a
+// failed write, removes it and returns that error.
+func (a *File) Close() error {
+	if a.done {
+		return nil
+	}
+	if a.err != nil {
+		a.Abort()
+		return a.err
+	}
+	a.done = true
+	tmp := a.f.Name()
+	fail := func(err error) error {
+		a.f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", a.name, err)
+	}
+	if err := a.f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := a.f.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, a.name); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", a.name, err)
+	}
+	// The rename is durable once the directory is synced; a failure here
+	// does not make the file incomplete, so it is not reported.
+	if d, err := os.Open(filepath.Dir(a.name)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Err is the first write error, if any.
+func (a *File) Err() error { return a.err }

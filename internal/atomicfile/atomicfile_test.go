@@ -1,0 +1,72 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// leftovers lists the files in dir.
+func leftovers(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// TestCommitRenames checks that a successful Close gives the file its final
+// name with every byte, and leaves no temporary file.
+func TestCommitRenames(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "out.jsonl")
+	f, err := Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(name); !os.IsNotExist(err) {
+		t.Fatalf("final name exists before Close: %v", err)
+	}
+	f.Write([]byte("hello\n"))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "hello\n" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	if st, _ := os.Stat(name); st.Mode().Perm() != 0o644 {
+		t.Errorf("mode %v, want 0644", st.Mode().Perm())
+	}
+	if got := leftovers(t, dir); len(got) != 1 {
+		t.Errorf("files left: %v", got)
+	}
+}
+
+// TestAbortAndFailedWriteLeaveNothing checks that Abort, and a write that
+// failed, leave neither the final name nor the temporary file.
+func TestAbortAndFailedWriteLeaveNothing(t *testing.T) {
+	for _, c := range []struct {
+		why   string
+		spoil func(f *File)
+	}{
+		{"an aborted file is removed", func(f *File) { f.Abort() }},
+		{"a failed write removes the file on Close", func(f *File) { f.f.Close(); f.Write([]byte("x")) }},
+	} {
+		dir := t.TempDir()
+		f, err := Create(filepath.Join(dir, "out.parquet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("partial"))
+		c.spoil(f)
+		err = f.Close()
+		if got := leftovers(t, dir); len(got) != 0 {
+			t.Errorf("%s: files left %v (Close: %v)", c.why, got, err)
+		}
+	}
+}
