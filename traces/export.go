@@ -3,6 +3,7 @@ package traces
 import (
 	"context"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
 	"strconv"
@@ -104,7 +105,7 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 			codec = f
 		}
 	}
-	f, err := os.Create(name)
+	f, err := atomicfile.Create(name)
 	if err != nil {
 		return 0, fmt.Errorf("export %s: %w", format, err)
 	}
@@ -115,16 +116,17 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 		ew, err = NewWriter(f, codec, r.Meta(), CreateOptions{})
 	}
 	if err != nil {
-		f.Close()
-		os.Remove(name)
+		f.Abort()
 		return 0, fmt.Errorf("export %s %s: %w", format, name, err)
 	}
 	n, err := exportCopy(ctx, ew, r, o)
+	if err != nil {
+		f.Abort() // never a partial file under the final name
+	}
 	if cerr := ew.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("export %s %s: %w", format, name, cerr)
+		err = fmt.Errorf("export %s: %w", format, cerr)
 	}
 	if err != nil {
-		os.Remove(name)
 		return n, err
 	}
 	return n, nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
 	"strconv"
@@ -120,13 +121,18 @@ func WriteSamples(name string, m Meta, s []MetricsSample) (err error) {
 	}
 	var f io.WriteCloser = samplesStdout{os.Stdout}
 	if name != "-" {
-		if f, err = os.Create(name); err != nil {
-			return fmt.Errorf("write metrics: %w", err)
+		af, cerr := atomicfile.Create(name)
+		if cerr != nil {
+			return fmt.Errorf("write metrics: %w", cerr)
 		}
+		f = af
 	}
 	defer func() {
+		if a, ok := f.(*atomicfile.File); ok && err != nil {
+			a.Abort() // never a partial file under the final name
+		}
 		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("write metrics %s: %w", name, cerr)
+			err = fmt.Errorf("write metrics: %w", cerr)
 		}
 	}()
 	switch format {

@@ -41,6 +41,10 @@ func TestFullDiskLeavesNoPartialOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	trace := filepath.Join(src, "mooncake.parquet")
+	if code := Main(context.Background(), []string{"tokentrace", "import", "--format", "mooncake", "--out", trace, mooncake}, nil, &b, &b); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, b.String())
+	}
 	for _, c := range []struct {
 		why  string
 		args []string
@@ -50,6 +54,7 @@ func TestFullDiskLeavesNoPartialOutput(t *testing.T) {
 		{"capture to Parquet onto a full disk", []string{"capture", "--out", filepath.Join(full, "t.parquet"), logs}, "t.parquet"},
 		{"import onto a full disk", []string{"import", "--format", "mooncake", "--out", filepath.Join(full, "a.jsonl"), mooncake}, "a.jsonl"},
 		{"import to Parquet onto a full disk", []string{"import", "--format", "mooncake", "--out", filepath.Join(full, "a.parquet"), mooncake}, "a.parquet"},
+		{"export to Mooncake JSONL onto a full disk", []string{"export", "--format", "mooncake", "--out", filepath.Join(full, "m.jsonl"), trace}, "m.jsonl"},
 		{"import to CSV onto a full disk", []string{"import", "--format", "mooncake", "--out", filepath.Join(full, "a.csv"), mooncake}, "a.csv"},
 	} {
 		var so, se bytes.Buffer

@@ -7,7 +7,7 @@
 package atomicfile
 
 import (
-	"fmt"
+	"errors"
 	"os"
 	"path/filepath"
 )
@@ -28,14 +28,18 @@ func Create(name string) (*File, error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".partial-*")
 	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", name, err)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &os.PathError{Op: "create", Path: name, Err: err}
 	}
 	// CreateTemp makes 0600 files; outputs are readable by others, as with
 	// os.Create under the usual umask 022.
 	if err := f.Chmod(0o644); err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		return nil, fmt.Errorf("create %s: %w", name, err)
+		return nil, &os.PathError{Op: "create", Path: name, Err: err}
 	}
 	return &File{f: f, name: name}, nil
 }
@@ -54,10 +58,20 @@ func (a *File) Write(p []byte) (int, error) {
 	}
 	n, err := a.f.Write(p)
 	if err != nil {
-		a.err = fmt.Errorf("write %s: %w", a.name, err)
+		a.err = a.named(err)
 		return n, a.err
 	}
 	return n, nil
+}
+
+// named makes an error about the temporary file speak of the final name,
+// the one the user chose ("write out.parquet: no space left on device").
+func (a *File) named(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return &os.PathError{Op: pe.Op, Path: a.name, Err: pe.Err}
+	}
+	return &os.PathError{Op: "write", Path: a.name, Err: err}
 }
 
 // Abort discards the file; the final name is not touched. It is safe to
@@ -86,7 +100,7 @@ func (a *File) Close() error {
 	fail := func(err error) error {
 		a.f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", a.name, err)
+		return a.named(err)
 	}
 	if err := a.f.Sync(); err != nil {
 		return fail(err)
@@ -96,7 +110,7 @@ func (a *File) Close() error {
 	}
 	if err := os.Rename(tmp, a.name); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", a.name, err)
+		return a.named(err)
 	}
 	// The rename is durable once the directory is synced; a failure here
 	// does not make the file incomplete, so it is not reported.
