@@ -3,11 +3,12 @@ package traces
 import (
 	"context"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 )
 
 // ExportFormats lists the formats Export writes.

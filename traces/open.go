@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 )
 
 // Format names a codec.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 )
 
 // MetricsSample is one point of the server metrics time series that replay
