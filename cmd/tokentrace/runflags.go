@@ -124,3 +124,13 @@ func serverLine(m traces.Meta) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// flagNames rewrites a library error that names options ("Options.Step")
+// to name the CLI flags instead, for usage errors.
+func flagNames(err error, flags map[string]string) string {
+	msg := err.Error()
+	for opt, flag := range flags {
+		msg = strings.ReplaceAll(msg, opt, flag)
+	}
+	return msg
+}

@@ -1,0 +1,423 @@
+// Package prom reads a vLLM server's history from Prometheus (the HTTP API's
+// query_range) for a trace's time window and turns it into the same
+// metrics series replay scrapes live (traces.MetricsSample), so analyze can
+// put a production incident's tail beside the server's queue, KV cache and
+// token rates without a replay.
+//
+// Missing data is reported, never turned into zeros: a metric with no
+// series in the window is listed in Result.Missing and its column holds
+// traces.NotReported; a step with no point is a gap (Result.Gaps).
+package prom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Defaults of Options.
+const (
+	DefaultStep    = 5 * time.Second
+	DefaultTimeout = 30 * time.Second
+	DefaultRetries = 2
+)
+
+// Options say which Prometheus to ask and for what.
+type Options struct {
+	// URL is the Prometheus base URL (http://prometheus:9090). Required;
+	// credentials in it are refused (use the *File options).
+	URL string
+	// Start is the wall time of the trace's arrival offset 0; Duration is
+	// the window length. Required.
+	Start    time.Time
+	Duration time.Duration
+	// Step is the resolution of the series (default DefaultStep); rates and
+	// means are taken over one step.
+	Step time.Duration
+	// Selector holds extra label matchers for every series, e.g.
+	// `job="vllm",model_name="llama"` (default "": all series).
+	Selector string
+	// BearerTokenFile and BasicAuthFile ("user:password") hold credentials;
+	// their contents never appear in errors or logs (default: none).
+	BearerTokenFile, BasicAuthFile string
+	// Timeout bounds each query (default DefaultTimeout); a failed query is
+	// retried Retries times (default DefaultRetries) with a short backoff.
+	Timeout time.Duration
+	Retries int
+	// Client is the HTTP client (default http.DefaultClient's transport).
+	Client *http.Client
+}
+
+// Result is the fetched series.
+type Result struct {
+	// Samples has one point per step of the window; TimeNs is the offset
+	// from Options.Start, as in a replay's metrics file.
+	Samples []traces.MetricsSample
+	// Missing lists the metrics that had no series in the window.
+	Missing []string
+	// Gaps counts steps where a metric that has series had no point.
+	Gaps int
+	// Resets counts counter resets (a server restart) seen in the window.
+	Resets int
+	// Instances are the distinct instance labels seen (several servers
+	// behind one gateway show up here).
+	Instances []string
+	// Warnings are Prometheus' own warnings.
+	Warnings []string
+}
+
+// column is how one sample column is read. Gauges are aggregated by
+// Prometheus; counters are fetched raw, per series, and differenced here
+// between consecutive steps (a drop is a counter reset: the new value is
+// the increase), which is exact whatever the scrape interval, unlike
+// increase() over a step shorter than two scrapes. vLLM renamed a few
+// metrics over time, so each column lists alternatives tried in order.
+type column struct {
+	name  string
+	gauge []string // PromQL aggregations (%s = selector)
+	num   []string // counter names whose increase is the value ...
+	den   []string // ... divided by the increase of these, if set
+	scale float64  // applied to the value (seconds → ns)
+	set   func(s *traces.MetricsSample, v float64)
+}
+
+func columns() []column {
+	i64 := func(dst func(s *traces.MetricsSample) *int64) func(s *traces.MetricsSample, v float64) {
+		return func(s *traces.MetricsSample, v float64) { *dst(s) = int64(math.Round(v)) }
+	}
+	hist := func(name string) ([]string, []string) { return []string{name + "_sum"}, []string{name + "_count"} }
+	qn, qd := hist("vllm:request_queue_time_seconds")
+	pn, pd := hist("vllm:request_prefill_time_seconds")
+	dn, dd := hist("vllm:request_decode_time_seconds")
+	return []column{
+		{name: "waiting", gauge: []string{"sum(vllm:num_requests_waiting{%s})"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Waiting })},
+		{name: "running", gauge: []string{"sum(vllm:num_requests_running{%s})"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Running })},
+		{name: "kv_cache_usage", gauge: []string{"avg(vllm:kv_cache_usage_perc{%s})", "avg(vllm:gpu_cache_usage_perc{%s})"}, set: func(s *traces.MetricsSample, v float64) { s.KVCacheUsage = v }},
+		{name: "prefix_hit_rate", num: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}, den: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}, set: func(s *traces.MetricsSample, v float64) { s.PrefixHitRate = v }},
+		{name: "preemptions", num: []string{"vllm:num_preemptions_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Preemptions })},
+		{name: "queue_time_mean_ns", num: qn, den: qd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.QueueTimeMeanNs })},
+		{name: "prefill_time_mean_ns", num: pn, den: pd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PrefillTimeMeanNs })},
+		{name: "decode_time_mean_ns", num: dn, den: dd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.DecodeTimeMeanNs })},
+		{name: "requests_finished", num: []string{"vllm:request_success_total", "vllm:e2e_request_latency_seconds_count"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.RequestsFinished })},
+		{name: "prompt_tokens", num: []string{"vllm:prompt_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PromptTokens })},
+		{name: "generation_tokens", num: []string{"vllm:generation_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.GenerationTokens })},
+	}
+}
+
+// render fills an expression's selector (%s).
+func render(expr, sel string) string { return strings.ReplaceAll(expr, "%s", sel) }
+
+func (o *Options) defaults() {
+	if o.Step == 0 {
+		o.Step = DefaultStep
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Retries == 0 {
+		o.Retries = DefaultRetries
+	}
+}
+
+// Validate reports the first unusable option, naming it.
+func (o *Options) Validate() error {
+	u, err := url.Parse(o.URL)
+	switch {
+	case o.URL == "":
+		return errors.New("prom: Options.URL is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("prom: Options.URL: want http(s)://host:port, got %q", redactURL(o.URL))
+	case u.User != nil:
+		return errors.New("prom: Options.URL carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
+	case o.Start.IsZero():
+		return errors.New("prom: Options.Start is required (the trace's wall-clock start)")
+	case o.Duration <= 0:
+		return fmt.Errorf("prom: Options.Duration: want > 0, got %v", o.Duration)
+	case o.Step < time.Second || o.Step%time.Second != 0:
+		return fmt.Errorf("prom: Options.Step: want whole seconds ≥ 1s, got %v", o.Step)
+	case o.Duration/o.Step > 11000:
+		return fmt.Errorf("prom: Options.Step %v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
+	}
+	return nil
+}
+
+// redactURL drops userinfo, query and fragment from a URL for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// authTransport adds a credential header; the secret lives only here.
+type authTransport struct {
+	header, value string
+	next          http.RoundTripper
+}
+
+func (t authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(t.header, t.value)
+	return t.next.RoundTrip(r)
+}
+
+func (o *Options) transport() (http.RoundTripper, error) {
+	var rt http.RoundTripper = http.DefaultTransport
+	if o.Client != nil && o.Client.Transport != nil {
+		rt = o.Client.Transport
+	}
+	read := func(option, path string) (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return "", fmt.Errorf("prom: %s %s: %w", option, path, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", fmt.Errorf("prom: %s %s is empty", option, path)
+		}
+		return s, nil
+	}
+	if o.BearerTokenFile != "" {
+		tok, err := read("Options.BearerTokenFile", o.BearerTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		rt = authTransport{"Authorization", "Bearer " + tok, rt}
+	}
+	if o.BasicAuthFile != "" {
+		up, err := read("Options.BasicAuthFile", o.BasicAuthFile)
+		if err != nil {
+			return nil, err
+		}
+		user, pass, ok := strings.Cut(up, ":")
+		if !ok {
+			return nil, fmt.Errorf("prom: Options.BasicAuthFile %s: want user:password", o.BasicAuthFile)
+		}
+		req, _ := http.NewRequest("GET", "http://x", nil)
+		req.SetBasicAuth(user, pass)
+		rt = authTransport{"Authorization", req.Header.Get("Authorization"), rt}
+	}
+	return rt, nil
+}
+
+// Fetch reads the window's series from Prometheus.
+func Fetch(ctx context.Context, o Options) (*Result, error) {
+	o.defaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	rt, err := o.transport()
+	if err != nil {
+		return nil, err
+	}
+	client, err := api.NewClient(api.Config{Address: o.URL, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("prom: %s: %w", redactURL(o.URL), err)
+	}
+	papi := v1.NewAPI(client)
+	n := int(o.Duration/o.Step) + 1
+	res := &Result{Samples: make([]traces.MetricsSample, n)}
+	for i := range res.Samples {
+		s := traces.NewMetricsSample(int64(i) * int64(o.Step))
+		if i > 0 {
+			s.IntervalNs = int64(o.Step)
+		}
+		res.Samples[i] = s
+	}
+	r := v1.Range{Start: o.Start, End: o.Start.Add(time.Duration(n-1) * o.Step), Step: o.Step}
+	instances := map[string]bool{}
+	// Which instances served: one query for the whole window.
+	if m, err := o.queryRange(ctx, papi, "sum by (instance) (vllm:num_requests_running{"+o.Selector+"})", r, res); err != nil {
+		return nil, err
+	} else {
+		for _, ss := range m {
+			if in := string(ss.Metric["instance"]); in != "" {
+				instances[in] = true
+			}
+		}
+	}
+	for _, c := range columns() {
+		var vals []float64 // per step; NaN = no data
+		var err error
+		if c.gauge != nil {
+			vals, err = o.gaugeValues(ctx, papi, c.gauge, r, n, res)
+		} else {
+			vals, err = o.counterValues(ctx, papi, c.num, r, n, res)
+			if err == nil && vals != nil && c.den != nil {
+				var den []float64
+				if den, err = o.counterValues(ctx, papi, c.den, r, n, res); err == nil {
+					for i := range vals {
+						switch {
+						case den == nil || math.IsNaN(den[i]):
+							vals[i] = math.NaN()
+						case den[i] == 0:
+							vals[i] = math.Inf(1) // no events: no mean, not a gap
+						default:
+							vals[i] /= den[i]
+						}
+					}
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if vals == nil {
+			res.Missing = append(res.Missing, c.name)
+			continue
+		}
+		for i, v := range vals {
+			switch {
+			case math.IsNaN(v):
+				if i > 0 || c.gauge != nil { // a counter has no increase at the first step
+					res.Gaps++
+				}
+			case math.IsInf(v, 0):
+				// a ratio over zero events stays NotReported
+			default:
+				if c.scale != 0 {
+					v *= c.scale
+				}
+				c.set(&res.Samples[i], v)
+			}
+		}
+	}
+	for in := range instances {
+		res.Instances = append(res.Instances, in)
+	}
+	sort.Strings(res.Instances)
+	return res, nil
+}
+
+// stepOf is the index of the step nearest to t (−1 outside the window).
+func stepOf(t model.Time, r v1.Range, n int) int {
+	i := int(t.Time().Sub(r.Start).Round(r.Step) / r.Step)
+	if i < 0 || i >= n {
+		return -1
+	}
+	return i
+}
+
+// gaugeValues is the first of exprs that has data, one value per step.
+func (o *Options) gaugeValues(ctx context.Context, papi v1.API, exprs []string, r v1.Range, n int, res *Result) ([]float64, error) {
+	for _, e := range exprs {
+		m, err := o.queryRange(ctx, papi, render(e, o.Selector), r, res)
+		if err != nil {
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		vals := nanSlice(n)
+		for _, ss := range m {
+			for _, p := range ss.Values {
+				if i := stepOf(p.Timestamp, r, n); i >= 0 {
+					vals[i] = float64(p.Value)
+				}
+			}
+		}
+		return vals, nil
+	}
+	return nil, nil
+}
+
+// counterValues is the increase per step of the first of names that has
+// series, summed over them; a counter that drops was reset and counts its
+// new value. Steps no series covers are NaN.
+func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, r v1.Range, n int, res *Result) ([]float64, error) {
+	for _, name := range names {
+		m, err := o.queryRange(ctx, papi, name+"{"+o.Selector+"}", r, res)
+		if err != nil {
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		vals := nanSlice(n)
+		for _, ss := range m {
+			prev, prevOK := 0.0, false
+			for _, p := range ss.Values {
+				i, v := stepOf(p.Timestamp, r, n), float64(p.Value)
+				if i < 0 {
+					continue
+				}
+				if prevOK {
+					d := v - prev
+					if d < 0 {
+						d = v
+						res.Resets++
+					}
+					if math.IsNaN(vals[i]) {
+						vals[i] = 0
+					}
+					vals[i] += d
+				}
+				prev, prevOK = v, true
+			}
+		}
+		return vals, nil
+	}
+	return nil, nil
+}
+
+func nanSlice(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = math.NaN()
+	}
+	return v
+}
+
+// queryRange runs one range query with retries; errors name the query and
+// the server (without credentials), never a secret.
+func (o *Options) queryRange(ctx context.Context, papi v1.API, q string, r v1.Range, res *Result) (model.Matrix, error) {
+	var last error
+	for attempt := 0; attempt <= o.Retries; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+			}
+		}
+		qctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		v, warns, _, err := papi.QueryRange(qctx, q, r)
+		cancel()
+		res.Warnings = append(res.Warnings, warns...)
+		if err == nil {
+			m, ok := v.(model.Matrix)
+			if !ok {
+				return nil, fmt.Errorf("prom: %s: query %q returned %s, not a matrix", redactURL(o.URL), q, v.Type())
+			}
+			return m, nil
+		}
+		last = err
+		var perr *v1.Error
+		if errors.As(err, &perr) && (perr.Type == v1.ErrBadData || perr.Type == v1.ErrBadResponse) {
+			break // the query or the window is wrong: retrying will not help
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	return nil, fmt.Errorf("prom: query %s at %s: %w", q, redactURL(o.URL), last)
+}

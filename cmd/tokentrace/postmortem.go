@@ -1,0 +1,147 @@
+package main
+
+// postmortem: the server's Prometheus history for a captured trace's window
+// (capture/prom), stored beside the trace as its metrics series, then the
+// trace analyzed with it. A command of its own rather than analyze
+// --prometheus: it talks to a production system with credentials and a
+// time window, and the series it stores make later analyze runs work
+// offline, without Prometheus.
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/capture/prom"
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(85, postmortemCommand) }
+
+func postmortemCommand() *cli.Command {
+	var (
+		o                   prom.Options
+		start, slo, html    string
+		metricsOut, tailMet string
+	)
+	o.Step, o.Timeout, o.Retries = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries
+	return &cli.Command{
+		Name:  "postmortem",
+		Usage: "explain a production tail from a captured trace and the server's Prometheus history",
+		UsageText: `tokentrace postmortem --prometheus URL [flags] TRACE
+
+Examples:
+  tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
+  tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet`,
+		Description: `postmortem reads vLLM's series (running and waiting requests, KV-cache
+usage, preemptions, prefix-cache hits, queue/prefill/decode time means,
+prompt and generation tokens) from Prometheus' query_range API for the
+trace's window, stores them beside the trace (TRACE.metrics.parquet, the
+format replay's scraper writes), and analyzes the trace with them: the tail,
+its attribution, and what the server was doing around it. Metrics with no
+series, gaps and counter resets are reported, never read as zeros.
+
+The window starts at the trace's recorded start (capture --keep-start) or
+--start; credentials come from files and never reach output or errors.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "prometheus", Usage: "Prometheus base URL (required)", Destination: &o.URL},
+			&cli.StringFlag{Name: "start", Usage: "wall time of the trace's first arrival, RFC 3339 (default: the trace's capture.start when captured with --keep-start)", Destination: &start},
+			&cli.DurationFlag{Name: "step", Value: o.Step, Usage: "series resolution (whole seconds)", Destination: &o.Step},
+			&cli.StringFlag{Name: "selector", Usage: `extra label matchers for every series, e.g. job="vllm",instance="a:8000"`, Destination: &o.Selector},
+			&cli.StringFlag{Name: "bearer-token-file", Usage: "file holding a bearer token for Prometheus", Destination: &o.BearerTokenFile},
+			&cli.StringFlag{Name: "basic-auth-file", Usage: "file holding user:password for Prometheus", Destination: &o.BasicAuthFile},
+			&cli.DurationFlag{Name: "timeout", Value: o.Timeout, Usage: "timeout of each query", Destination: &o.Timeout},
+			&cli.StringFlag{Name: "metrics-out", Usage: "where to store the series (default: beside TRACE, e.g. incident.metrics.parquet)", Destination: &metricsOut},
+			&cli.StringFlag{Name: "slo", Usage: "SLOs for goodput, e.g. ttft=500ms,tpot=50ms", Destination: &slo},
+			&cli.StringFlag{Name: "tail-metric", Value: analyze.MetricTTFT, Usage: "latency whose tail is explained: ttft or e2e", Destination: &tailMet},
+			&cli.StringFlag{Name: "html", Usage: "also write the HTML report here", Destination: &html},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 1, 1, "TRACE")
+			if err != nil {
+				return err
+			}
+			r, err := traces.Open(a[0])
+			if err != nil {
+				return err
+			}
+			meta := r.Meta()
+			var last int64
+			for rec, err := range traces.All(r) {
+				if err != nil {
+					r.Close()
+					return fmt.Errorf("read trace %s: %w", a[0], err)
+				}
+				last = max(last, rec.ArrivalNs)
+			}
+			r.Close()
+			if start == "" {
+				if meta.Get("capture.start_precision") != "exact" {
+					return usageErrorf("--start: %s does not record its exact start (capture with --keep-start, or give --start)", a[0])
+				}
+				start = meta.Get("capture.start")
+			}
+			if o.Start, err = time.Parse(time.RFC3339Nano, start); err != nil {
+				return usageErrorf("--start %q: want RFC 3339, e.g. 2026-11-22T03:00:00Z", start)
+			}
+			// The window covers every arrival plus a minute for the last
+			// requests to finish.
+			o.Duration = time.Duration(last) + time.Minute
+			if end := time.Now(); o.Start.Add(o.Duration).After(end) && end.After(o.Start) {
+				o.Duration = max(end.Sub(o.Start).Truncate(o.Step), o.Step) // no history after now
+			}
+			if err := o.Validate(); err != nil {
+				return usageErrorf("%v", flagNames(err, map[string]string{
+					"Options.URL": "--prometheus", "Options.Start": "--start", "Options.Step": "--step",
+				}))
+			}
+			res, err := prom.Fetch(c.Context, o)
+			if err != nil {
+				return err
+			}
+			s := stdio(c)
+			fmt.Fprintf(s.err, "postmortem: %d samples every %v from %s; instances %v", len(res.Samples), o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
+			if len(res.Missing) > 0 {
+				fmt.Fprintf(s.err, "; no series for %v (shown as not reported)", res.Missing)
+			}
+			if res.Gaps > 0 || res.Resets > 0 {
+				fmt.Fprintf(s.err, "; %d gaps, %d counter resets", res.Gaps, res.Resets)
+			}
+			fmt.Fprintln(s.err)
+			if metricsOut == "" {
+				metricsOut = traces.SamplesPathFor(a[0])
+			}
+			m := traces.NewMeta("postmortem:prometheus")
+			m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
+			m.Set("prometheus.step", o.Step.String())
+			m.Set("prometheus.selector", o.Selector)
+			if err := traces.WriteSamples(metricsOut, m, res.Samples); err != nil {
+				return err
+			}
+			ao := analyze.DefaultOptions()
+			ao.TailMetric = tailMet
+			if ao.SLO, err = traces.ParseSLO(slo); err != nil {
+				return usageErrorf("--slo: %v", err)
+			}
+			rep, err := analyze.AnalyzeFiles(c.Context, []string{a[0]}, ao)
+			if err != nil {
+				return analyzeError(err)
+			}
+			if metricsOut != traces.SamplesPathFor(a[0]) {
+				fmt.Fprintf(s.err, "postmortem: the series are in %s; analyze reads them only from %s\n", metricsOut, traces.SamplesPathFor(a[0]))
+			}
+			if err := rep.WriteText(s.out); err != nil {
+				return fmt.Errorf("write report: %w", err)
+			}
+			if html != "" {
+				if err := writeFile(html, func(w *os.File) error { return rep.WriteHTML(w) }); err != nil {
+					return err
+				}
+				fmt.Fprintf(s.err, "wrote %s\n", html)
+			}
+			return nil
+		},
+	}
+}

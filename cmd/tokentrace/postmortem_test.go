@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/promtest"
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// TestPostmortemFromPrometheus runs a burst that overflows a small
+// simulated server's batch while a real Prometheus scrapes it, stores the
+// requests as a production trace with its exact start, and runs
+// postmortem: the series land beside the trace, the report ties the tail
+// to the server's waiting queue, and a wrong Prometheus URL or a trace
+// without an exact start is a clear error.
+func TestPostmortemFromPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and replays in real time (~20 s)")
+	}
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	so.MaxNumSeqs = 4 // a burst of 40 queues
+	srv, err := sim.Start(ctx, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	promtest.WaitScrapes(t, promURL, 3)
+
+	recs := make([]traces.Record, 40)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), int64(i)*int64(50*time.Millisecond)
+		r.InputTokens, r.OutputTokens = 256, 32
+		recs[i] = r
+	}
+	ro := replay.DefaultOptions()
+	ro.URL, ro.Model = srv.URL, so.Model
+	start := time.Now()
+	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "incident.jsonl")
+	m := res.Meta
+	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
+	m.Set("capture.start_precision", "exact")
+	if err := traces.WriteAll(trace, m, res.Records); err != nil {
+		t.Fatal(err)
+	}
+	var so2, se bytes.Buffer
+	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s", "--html", filepath.Join(dir, "pm.html"), trace}, nil, &so2, &se)
+	if code != 0 {
+		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
+	}
+	samples, _, err := traces.ReadSamples(traces.SamplesPathFor(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxWaiting := int64(0)
+	for _, s := range samples {
+		maxWaiting = max(maxWaiting, s.Waiting)
+	}
+	if maxWaiting == 0 {
+		t.Errorf("no waiting requests in %d samples from Prometheus", len(samples))
+	}
+	if !strings.Contains(so2.String(), "waiting queue held") {
+		t.Errorf("report does not use the server's queue:\n%s", so2.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pm.html")); err != nil {
+		t.Error(err)
+	}
+	t.Logf("stderr: %s", se.String())
+
+	for _, c := range []struct {
+		why  string
+		args []string
+		code int
+		want string
+	}{
+		{"a Prometheus that is not there is a failure naming it", []string{"postmortem", "--prometheus", "http://127.0.0.1:1", "--timeout", "1s", trace}, exitFailure, "127.0.0.1:1"},
+		{"a URL with credentials is refused", []string{"postmortem", "--prometheus", "http://u:secretpw@127.0.0.1:1", trace}, exitUsage, "--prometheus carries credentials"},
+	} {
+		var o, e bytes.Buffer
+		got := Main(ctx, append([]string{"tokentrace"}, c.args...), nil, &o, &e)
+		if got != c.code || !strings.Contains(e.String(), c.want) || strings.Contains(e.String(), "secretpw") {
+			t.Errorf("%s: exit %d, stderr %q", c.why, got, e.String())
+		}
+	}
+	noStart := filepath.Join(dir, "nostart.jsonl")
+	if err := traces.WriteAll(noStart, traces.NewMeta("test"), res.Records); err != nil {
+		t.Fatal(err)
+	}
+	var o, e bytes.Buffer
+	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, noStart}, nil, &o, &e); got != exitUsage || !strings.Contains(e.String(), "--keep-start") {
+		t.Errorf("trace without an exact start: exit %d, %q", got, e.String())
+	}
+}

@@ -1,0 +1,98 @@
+// Package promtest runs a real Prometheus server for tests: the Debian
+// prometheus binary as a plain process on loopback, scraping one target
+// every second, stopped when the test ends. Tests skip when the binary is
+// not installed (.ci/run installs it).
+package promtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Start runs the prometheus binary scraping target every second,
+// on loopback, and stops it when the test ends.
+func Start(t testing.TB, target string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus is not installed (Debian package prometheus; .ci/run installs it)")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%q]\n", target)
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", logs.String())
+		}
+	})
+	url := "http://" + addr
+	for i := 0; ; i++ {
+		resp, err := http.Get(url + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+		if i > 100 {
+			t.Fatalf("prometheus not ready after 10 s: %v\n%s", err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitScrapes waits until Prometheus has scraped the target n times.
+func WaitScrapes(t testing.TB, promURL string, n int) {
+	t.Helper()
+	q := promURL + "/api/v1/query?query=" + url.QueryEscape(`count_over_time(up{job="vllm"}[5m])`)
+	for i := 0; i < 300; i++ {
+		resp, err := http.Get(q)
+		if err == nil {
+			var body struct {
+				Data struct {
+					Result []struct {
+						Value [2]any `json:"value"`
+					} `json:"result"`
+				} `json:"data"`
+			}
+			json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if len(body.Data.Result) > 0 {
+				v, _ := body.Data.Result[0].Value[1].(string)
+				if got, err := strconv.Atoi(v); err == nil && got >= n {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("prometheus did not scrape the simulator %d times in 30 s", n)
+}
