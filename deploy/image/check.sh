@@ -35,5 +35,6 @@ if readelf -l "$bin" 2>/dev/null | grep -q 'program interpreter'; then
 fi
 "$bin" version
 "$bin" import --format azure --out "$work/azure.parquet" "$root/testdata/publictraces/azure2023_conv_head1000.csv"
-"$bin" inspect "$work/azure.parquet" | grep -q 'rows           1000' || { echo "inspect of the imported sample did not show 1000 rows"; exit 1; }
+summary=$("$bin" inspect "$work/azure.parquet")
+grep -q 'rows           1000' <<<"$summary" || { echo "inspect of the imported sample did not show 1000 rows:"; echo "$summary"; exit 1; }
 echo "image ok: the binary from the saved image runs version, import and inspect"
