@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestPackageLayering checks the package graph that ARCHITECTURE.md
+// promises: traces and internal/* import no product, the four products
+// (capture, synth, replay, analyze, with their subpackages) never import
+// each other, and nothing but cmd imports cmd.
+func TestPackageLayering(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go command not found")
+	}
+	out, err := exec.Command(goBin, "list", "-deps=false", "-json", "github.com/tokentrace/tokentrace/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/tokentrace/tokentrace/"
+	product := func(p string) string {
+		p = strings.TrimPrefix(p, mod)
+		for _, top := range []string{"capture", "synth", "replay", "analyze", "cmd"} {
+			if p == top || strings.HasPrefix(p, top+"/") {
+				return top
+			}
+		}
+		return "" // traces, internal, bench, testdata, deploy: below the products
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		from := product(p.ImportPath)
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, mod) {
+				continue
+			}
+			to := product(imp)
+			switch {
+			case to == "" || to == from:
+			case from == "cmd":
+			case strings.HasPrefix(p.ImportPath, mod+"bench/"):
+			default:
+				t.Errorf("%s imports %s: %s must not depend on %s", strings.TrimPrefix(p.ImportPath, mod), strings.TrimPrefix(imp, mod), productName(from), to)
+			}
+		}
+	}
+}
+
+func productName(p string) string {
+	if p == "" {
+		return "a package below the products"
+	}
+	return p
+}
