@@ -217,8 +217,6 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	// One more P than the default: the dispatcher's thread sleeps in
 	// nanosleep and spins briefly, and must not take a P from the workers
 	// (nor wait for one when it wakes).
-	addProcs()
-	defer releaseProcs()
 
 	var jdone chan error
 	if jw != nil {
@@ -663,44 +661,23 @@ func (r *runner) worker(it *item) {
 	}
 }
 
-// extraProcs is how many Ps Run adds to GOMAXPROCS while it runs: the
-// dispatcher sleeps in nanosleep system calls and must find a free P the
-// moment it wakes, without taking one from the workers.
+// extraProcs is how many Ps TuneProcess adds to GOMAXPROCS per concurrent
+// run: the dispatcher sleeps in nanosleep system calls and must find a free
+// P the moment it wakes, without taking one from the workers.
 const extraProcs = 1
 
-// procsMu guards procsRuns and procsBase: concurrent Runs in one process
-// (the demo runs two side by side) add extraProcs each and the last one to
-// finish restores the original GOMAXPROCS. Saving and restoring per Run
-// instead left the still-running replay with fewer Ps than it needs when
-// the other finished first, and GOMAXPROCS raised for good afterwards.
-//
-// The first Run also tunes the garbage collector (tuneGC) and the last one
-// restores it.
-var (
-	procsMu   sync.Mutex
-	procsRuns int
-	procsBase int
-	gcRestore func()
-)
-
-func addProcs() {
-	procsMu.Lock()
-	defer procsMu.Unlock()
-	if procsRuns == 0 {
-		procsBase = runtime.GOMAXPROCS(0)
-		gcRestore = tuneGC()
-	}
-	procsRuns++
-	runtime.GOMAXPROCS(procsBase + procsRuns*extraProcs)
-}
-
-func releaseProcs() {
-	procsMu.Lock()
-	defer procsMu.Unlock()
-	procsRuns--
-	runtime.GOMAXPROCS(procsBase + procsRuns*extraProcs)
-	if procsRuns == 0 && gcRestore != nil {
-		gcRestore()
-		gcRestore = nil
+// TuneProcess prepares the process for runs replays at once: GOMAXPROCS
+// gets extraProcs more Ps per run, and the garbage collector runs rarely
+// (on Linux GOGC 400 under a soft memory limit of a quarter of RAM, unless
+// GOGC or GOMEMLIMIT is set), because each collection can stall the
+// dispatcher. These are process-wide settings, so programs call it (the
+// CLI does, once per command); the library never does. restore undoes it.
+func TuneProcess(runs int) (restore func()) {
+	base := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(base + max(runs, 1)*extraProcs)
+	gc := tuneGC()
+	return func() {
+		gc()
+		runtime.GOMAXPROCS(base)
 	}
 }

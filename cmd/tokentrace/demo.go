@@ -98,6 +98,7 @@ Example:
 			if o.Speed <= 0 {
 				return usageErrorf("--speed %v: want a positive factor such as 2", o.Speed)
 			}
+			defer replay.TuneProcess(2)() // two replays run side by side
 			return runDemo(c.Context, o, stdio(c).out)
 		},
 	}

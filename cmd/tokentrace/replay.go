@@ -236,6 +236,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			} else {
 				close(scrapeDone)
 			}
+			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
 			res, runErr := replay.Run(c.Context, recs, meta, o)
 			stopScrape()
 			if res == nil {

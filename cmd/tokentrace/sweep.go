@@ -224,6 +224,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 				cfg.Log = s.err
 			}
 			cfg.Replay = o
+			defer replay.TuneProcess(1)()
 			res, err := sweep.Run(c.Context, recs, meta, cfg)
 			if err != nil {
 				return err

@@ -1,0 +1,17 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/replay"
+)
+
+// TestMain tunes the process as the CLI does before a replay (see
+// replay.TuneProcess): the lateness these tests check depends on it.
+func TestMain(m *testing.M) {
+	restore := replay.TuneProcess(2)
+	code := m.Run()
+	restore()
+	os.Exit(code)
+}
