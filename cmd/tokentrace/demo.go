@@ -15,6 +15,7 @@ import (
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/scrape"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
@@ -199,7 +200,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		ro.Journal = path(name + ".journal.jsonl")
 		// Scrape the simulator's /metrics during the run, as `replay` does,
 		// so the report can show the server's waiting queue.
-		scraper := &replay.Scraper{URL: srv.URL + "/metrics", Interval: replay.DefaultMetricsInterval}
+		scraper := &scrape.Scraper{URL: srv.URL + "/metrics", Interval: scrape.DefaultInterval}
 		var samples []traces.MetricsSample
 		scrapeCtx, stopScrape := context.WithCancel(ctx)
 		scrapeDone := make(chan struct{})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/scrape"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 	"github.com/urfave/cli/v2"
@@ -35,7 +36,7 @@ func replayCommand() *cli.Command {
 		headers                                               headerFlag
 		otlpListen, metricsURL, metricsOut                    string
 		otlpGrace                                             = replay.DefaultOTLPGrace
-		metricsInterval                                       = replay.DefaultMetricsInterval
+		metricsInterval                                       = scrape.DefaultInterval
 		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
 		noDescribe                                            bool
 	)
@@ -209,9 +210,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if !quiet && isTerminal(io.err) {
 				o.Progress = io.err
 			}
-			var scraper *replay.Scraper
+			var scraper *scrape.Scraper
 			var samples []traces.MetricsSample
-			var scrapeStats replay.ScrapeStats
+			var scrapeStats scrape.Stats
 			scrapeDone := make(chan struct{})
 			scrapeCtx, stopScrape := context.WithCancel(context.WithoutCancel(c.Context))
 			defer stopScrape()
@@ -225,7 +226,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 					}
 					metricsOut = traces.SamplesPathFor(out) // where analyze looks for it
 				}
-				scraper = &replay.Scraper{URL: metricsURL, Interval: metricsInterval}
+				scraper = &scrape.Scraper{URL: metricsURL, Interval: metricsInterval}
 				o.OnStart = func(t0 time.Time) {
 					scraper.Start = t0
 					go func() {

@@ -1,6 +1,8 @@
-package replay
-
-// Prometheus scraper for vLLM's /metrics during a replay run.
+// Package scrape polls a vLLM server's Prometheus /metrics endpoint during a
+// replay and turns consecutive scrapes into the metrics series
+// (traces.MetricsSample: gauges at the scrape, deltas of counters and
+// histogram means over the interval) that analyze joins with the results.
+package scrape
 
 import (
 	"context"
@@ -20,8 +22,8 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// DefaultMetricsInterval is the default scrape interval.
-const DefaultMetricsInterval = 250 * time.Millisecond
+// DefaultInterval is the default scrape interval.
+const DefaultInterval = 250 * time.Millisecond
 
 // DefaultMetricsMaxBody bounds one /metrics response.
 const DefaultMetricsMaxBody = 64 << 20
@@ -54,7 +56,7 @@ type Scraper struct {
 	// Required.
 	URL string
 	// Interval is the time between scrapes. Defaults to
-	// DefaultMetricsInterval.
+	// DefaultInterval.
 	Interval time.Duration
 	// Start is the run start that TimeNs offsets count from. Defaults to the
 	// time Run is called.
@@ -67,8 +69,8 @@ type Scraper struct {
 	MaxBody int64
 }
 
-// ScrapeStats counts a Scraper's scrapes.
-type ScrapeStats struct {
+// Stats counts a Scraper's scrapes.
+type Stats struct {
 	// Scrapes is the number of scrapes attempted.
 	Scrapes int64
 	// Failures is the number of scrapes that failed (transport error, non-2xx
@@ -76,7 +78,7 @@ type ScrapeStats struct {
 	Failures int64
 }
 
-// Metadata keys ScrapeStats.Annotate sets in Meta.Extra.
+// Metadata keys Stats.Annotate sets in Meta.Extra.
 const (
 	MetaMetricsURL      = "replay.metrics_url"
 	MetaMetricsInterval = "replay.metrics_interval"
@@ -86,7 +88,7 @@ const (
 
 // Annotate records the scraper's URL (without credentials), interval and
 // counters in m.
-func (st ScrapeStats) Annotate(m *traces.Meta, s *Scraper) {
+func (st Stats) Annotate(m *traces.Meta, s *Scraper) {
 	if u, err := url.Parse(s.URL); err == nil {
 		u.User = nil
 		u.RawQuery = ""
@@ -94,7 +96,7 @@ func (st ScrapeStats) Annotate(m *traces.Meta, s *Scraper) {
 	}
 	interval := s.Interval
 	if interval <= 0 {
-		interval = DefaultMetricsInterval
+		interval = DefaultInterval
 	}
 	m.Set(MetaMetricsInterval, interval.String())
 	m.Set(MetaMetricsScrapes, strconv.FormatInt(st.Scrapes, 10))
@@ -105,14 +107,14 @@ func (st ScrapeStats) Annotate(m *traces.Meta, s *Scraper) {
 // ends (so the series covers the end of the run), calling out with one
 // sample per scrape. It returns when ctx is done; the error is non-nil only
 // for an unusable configuration.
-func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (ScrapeStats, error) {
-	var st ScrapeStats
+func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (Stats, error) {
+	var st Stats
 	if s.URL == "" {
 		return st, errors.New("scrape metrics: no URL")
 	}
 	interval := s.Interval
 	if interval <= 0 {
-		interval = DefaultMetricsInterval
+		interval = DefaultInterval
 	}
 	start := s.Start
 	if start.IsZero() {
@@ -162,7 +164,7 @@ func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (Scra
 }
 
 // Collect is Run gathering the samples into a slice.
-func (s *Scraper) Collect(ctx context.Context) ([]traces.MetricsSample, ScrapeStats, error) {
+func (s *Scraper) Collect(ctx context.Context) ([]traces.MetricsSample, Stats, error) {
 	var out []traces.MetricsSample
 	st, err := s.Run(ctx, func(m traces.MetricsSample) { out = append(out, m) })
 	return out, st, err

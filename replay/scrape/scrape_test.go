@@ -1,4 +1,4 @@
-package replay
+package scrape
 
 import (
 	"context"
@@ -294,7 +294,7 @@ func TestScraperSimOverload(t *testing.T) {
 	sctx, stopScrape := context.WithCancel(ctx)
 	var series []traces.MetricsSample
 	scraped := make(chan struct{}, 1)
-	done := make(chan ScrapeStats)
+	done := make(chan Stats)
 	go func() {
 		// A generous timeout: on a loaded machine a slow scrape only delays
 		// the next one.
@@ -385,7 +385,7 @@ func TestScraperSimOverload(t *testing.T) {
 func TestScrapeAnnotate(t *testing.T) {
 	m := traces.NewMeta("replay")
 	sc := &Scraper{URL: "http://user:s3cret@127.0.0.1:8000/metrics?token=abc"}
-	ScrapeStats{Scrapes: 5, Failures: 1}.Annotate(&m, sc)
+	Stats{Scrapes: 5, Failures: 1}.Annotate(&m, sc)
 	if m.Get(MetaMetricsURL) != "http://127.0.0.1:8000/metrics" || m.Get(MetaMetricsInterval) != "250ms" ||
 		m.Get(MetaMetricsScrapes) != "5" || m.Get(MetaMetricsFailures) != "1" {
 		t.Errorf("Annotate = %v", m.Extra)
