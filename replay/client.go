@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -87,7 +88,7 @@ func (r *runner) startFast(it *item) bool {
 	b = strconv.AppendInt(b, it.rec.Seq, 10)
 	b = append(b, "\r\n"...)
 	if r.o.TraceParent {
-		tp, _ := TraceParentFor(requestID(r.o.Run, it.rec.Seq))
+		tp, _ := otlp.TraceParentFor(requestID(r.o.Run, it.rec.Seq))
 		b = append(b, "Traceparent: "...)
 		b = append(b, tp...)
 		b = append(b, "\r\n"...)
@@ -255,7 +256,7 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 func requestExtra(rec *traces.Record, traceParent bool) [][2]string {
 	extra := [][2]string{{"X-Request-Id", rec.RequestID}}
 	if traceParent {
-		tp, _ := TraceParentFor(rec.RequestID)
+		tp, _ := otlp.TraceParentFor(rec.RequestID)
 		extra = append(extra, [2]string{"Traceparent", tp})
 	}
 	return extra

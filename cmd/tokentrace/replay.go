@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/replay/scrape"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
@@ -35,7 +36,7 @@ func replayCommand() *cli.Command {
 		keepJournal, quiet, simMetrics                        bool
 		headers                                               headerFlag
 		otlpListen, metricsURL, metricsOut                    string
-		otlpGrace                                             = replay.DefaultOTLPGrace
+		otlpGrace                                             = otlp.DefaultGrace
 		metricsInterval                                       = scrape.DefaultInterval
 		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
 		noDescribe                                            bool
@@ -158,17 +159,17 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
 				return fmt.Errorf("read trace %s: %w", a[0], err)
 			}
-			var rcv *replay.OTLPReceiver
+			var rcv *otlp.Receiver
 			otlpAddr := ""
 			if otlpListen != "" {
-				rcv = replay.NewOTLPReceiver(replay.OTLPReceiverOptions{})
+				rcv = otlp.NewReceiver(otlp.ReceiverOptions{})
 				addr, err := rcv.Start(c.Context, otlpListen)
 				if err != nil {
 					return fmt.Errorf("--otlp-listen: %w", err)
 				}
 				o.TraceParent = true
 				otlpAddr = addr
-				fmt.Fprintf(io.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", addr, replay.OTLPTracesPath)
+				fmt.Fprintf(io.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", addr, otlp.TracesPath)
 			}
 			if o.URL == "" {
 				so := sim.DefaultOptions()
@@ -262,7 +263,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				_, unmatched := rcv.JoinRecords(res.Records, false)
 				st := rcv.Stats()
 				st.Annotate(&res.Meta)
-				res.AddTimingSource(replay.OTLPTimingSource, int(st.Matched))
+				res.AddTimingSource(otlp.TimingSource, int(st.Matched))
 				if unmatched > 0 {
 					fmt.Fprintf(io.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
 				}

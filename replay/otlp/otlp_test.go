@@ -1,4 +1,4 @@
-package replay
+package otlp
 
 import (
 	"bytes"
@@ -37,19 +37,19 @@ func otlpTestSpan(id string, i int) LLMRequestSpan {
 	}
 }
 
-func startTestReceiver(t *testing.T) (*OTLPReceiver, string) {
+func startTestReceiver(t *testing.T) (*Receiver, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := NewOTLPReceiver(OTLPReceiverOptions{})
+	r := NewReceiver(ReceiverOptions{})
 	addr, err := r.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("Start = %v", err)
 	}
-	return r, "http://" + addr + OTLPTracesPath
+	return r, "http://" + addr + TracesPath
 }
 
-func checkTimings(t *testing.T, r *OTLPReceiver, id string, want LLMRequestSpan) {
+func checkTimings(t *testing.T, r *Receiver, id string, want LLMRequestSpan) {
 	t.Helper()
 	got, ok := r.Lookup(id)
 	if !ok {
@@ -97,7 +97,7 @@ func TestOTLPJoin(t *testing.T) {
 		t.Errorf("span trace id = %x, want the traceparent's %x", got.TraceID, wantTrace)
 	}
 	st := r.Stats()
-	want := OTLPStats{Exports: 1, Received: 5, Spans: 5, Matched: 5}
+	want := Stats{Exports: 1, Received: 5, Spans: 5, Matched: 5}
 	if st != want {
 		t.Errorf("Stats() = %+v, want %+v", st, want)
 	}
@@ -112,7 +112,7 @@ func TestOTLPJSONFixture(t *testing.T) {
 	}
 	for _, gz := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
-			r := NewOTLPReceiver(OTLPReceiverOptions{})
+			r := NewReceiver(ReceiverOptions{})
 			b := body
 			if gz {
 				b = gzipBytes(t, body)
@@ -154,8 +154,8 @@ func gzipBytes(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
-func postOTLP(r *OTLPReceiver, contentType string, gz bool, body []byte) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, OTLPTracesPath, bytes.NewReader(body))
+func postOTLP(r *Receiver, contentType string, gz bool, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, TracesPath, bytes.NewReader(body))
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -170,7 +170,7 @@ func postOTLP(r *OTLPReceiver, contentType string, gz bool, body []byte) *httpte
 // Garbage bodies are answered 400 and counted; good exports around them
 // are still joined, and nothing fails.
 func TestOTLPGarbage(t *testing.T) {
-	r := NewOTLPReceiver(OTLPReceiverOptions{MaxBody: 1 << 20})
+	r := NewReceiver(ReceiverOptions{MaxBody: 1 << 20})
 	good, err := proto.Marshal(LLMRequestTraces([]LLMRequestSpan{otlpTestSpan("chatcmpl-g-1", 1)}))
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestOTLPGarbage(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, OTLPTracesPath, nil))
+	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, TracesPath, nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET status %d, want 405", rec.Code)
 	}
@@ -283,7 +283,7 @@ func TestOTLPOutOfOrderDuplicatesUnknownLate(t *testing.T) {
 		checkTimings(t, r, ids[i], spans[i])
 	}
 	st := r.Stats()
-	want := OTLPStats{Exports: 20 + 1 + 9, Received: 60 + 2 + 9, Spans: 39 + 2, Duplicates: 30, Matched: 39, Unknown: 2}
+	want := Stats{Exports: 20 + 1 + 9, Received: 60 + 2 + 9, Spans: 39 + 2, Duplicates: 30, Matched: 39, Unknown: 2}
 	if st != want {
 		t.Errorf("Stats() = %+v, want %+v", st, want)
 	}
@@ -292,7 +292,7 @@ func TestOTLPOutOfOrderDuplicatesUnknownLate(t *testing.T) {
 // Start serves until its context ends.
 func TestOTLPStartStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := NewOTLPReceiver(OTLPReceiverOptions{})
+	r := NewReceiver(ReceiverOptions{})
 	addr, err := r.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func FuzzOTLPReceiver(f *testing.F) {
 	f.Add(fixture, true)
 	f.Add([]byte("garbage"), false)
 	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
-		r := NewOTLPReceiver(OTLPReceiverOptions{MaxBody: 1 << 20})
+		r := NewReceiver(ReceiverOptions{MaxBody: 1 << 20})
 		ct := "application/x-protobuf"
 		if asJSON {
 			ct = "application/json"
@@ -386,7 +386,7 @@ func FuzzOTLPReceiver(f *testing.F) {
 // JoinRecords fills what is not reported, keeps what the response said
 // unless told otherwise, and counts ok requests without a span.
 func TestOTLPJoinRecords(t *testing.T) {
-	r := NewOTLPReceiver(OTLPReceiverOptions{})
+	r := NewReceiver(ReceiverOptions{})
 	a, b := otlpTestSpan("chatcmpl-j-1", 1), otlpTestSpan("cmpl-j-2-0", 2)
 	r.Ingest(LLMRequestTraces([]LLMRequestSpan{a, b}), false)
 	rec := func(id, status string) traces.Record {
@@ -442,7 +442,7 @@ func BenchmarkOTLPReceive(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		r := NewOTLPReceiver(OTLPReceiverOptions{})
+		r := NewReceiver(ReceiverOptions{})
 		if rec := postOTLP(r, "application/x-protobuf", false, body); rec.Code != http.StatusOK {
 			b.Fatal(rec.Code)
 		}
@@ -452,7 +452,7 @@ func BenchmarkOTLPReceive(b *testing.B) {
 
 // Past MaxSpans, new spans are dropped and counted.
 func TestOTLPMaxSpans(t *testing.T) {
-	r := NewOTLPReceiver(OTLPReceiverOptions{MaxSpans: 2})
+	r := NewReceiver(ReceiverOptions{MaxSpans: 2})
 	r.Ingest(LLMRequestTraces([]LLMRequestSpan{otlpTestSpan("a", 1), otlpTestSpan("b", 2), otlpTestSpan("c", 3), otlpTestSpan("a", 1)}), false)
 	st := r.Stats()
 	if st.Spans != 2 || st.Dropped != 1 || st.Duplicates != 1 || st.Received != 4 {

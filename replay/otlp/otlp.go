@@ -1,14 +1,15 @@
-package replay
-
-// OTLP/HTTP receiver for the llm_request spans vLLM exports with
-// --otlp-traces-endpoint, and the matching exporter (used by tests; the
-// simulator carries its own copy because it cannot import this package).
+// Package otlp receives the llm_request spans vLLM exports with
+// --otlp-traces-endpoint over OTLP/HTTP and joins their server timings
+// (queue, prefill, decode) to replay results by request id; it also holds
+// the matching exporter (used by tests; the simulator carries its own copy,
+// as it imports nothing of replay).
 //
 // The wire type is go.opentelemetry.io/proto/otlp/trace/v1.TracesData, which
 // is wire- and JSON-identical to collector/trace/v1.ExportTraceServiceRequest
 // (both are "repeated ResourceSpans resource_spans = 1"); the collector
 // package is not imported because it drags in gRPC, which tokentrace does
 // not otherwise need.
+package otlp
 
 import (
 	"bytes"
@@ -54,9 +55,9 @@ const (
 	OTLPAttrMaxTokens        = "gen_ai.request.max_tokens"
 )
 
-// OTLPTracesPath is the OTLP/HTTP traces path. The receiver also accepts "/"
+// TracesPath is the OTLP/HTTP traces path. The receiver also accepts "/"
 // (an exporter given a bare host:port as its full endpoint posts there).
-const OTLPTracesPath = "/v1/traces"
+const TracesPath = "/v1/traces"
 
 // DefaultOTLPMaxBody bounds one export request's body, after gzip
 // decompression.
@@ -66,10 +67,10 @@ const DefaultOTLPMaxBody = 32 << 20
 // with other traffic exports spans for every request).
 const DefaultOTLPMaxSpans = 1 << 20
 
-// DefaultOTLPGrace is how long a replay waits after its last request for
+// DefaultGrace is how long a replay waits after its last request for
 // spans still in the server's batch exporter (vLLM's BatchSpanProcessor
 // flushes every 5 s by default).
-const DefaultOTLPGrace = 10 * time.Second
+const DefaultGrace = 10 * time.Second
 
 // SpanTimings is what one llm_request span says about one request. Times are
 // nanoseconds; NotReported (-1) marks an attribute the span did not carry.
@@ -91,8 +92,8 @@ type SpanTimings struct {
 	PromptTokens, CompletionTokens int32
 }
 
-// OTLPStats counts what an OTLPReceiver got.
-type OTLPStats struct {
+// Stats counts what an Receiver got.
+type Stats struct {
 	// Exports is the number of well-formed export requests.
 	Exports int64
 	// Received is the number of llm_request spans received, duplicates
@@ -118,8 +119,8 @@ type OTLPStats struct {
 	Dropped int64
 }
 
-// OTLPReceiverOptions tune an OTLPReceiver.
-type OTLPReceiverOptions struct {
+// ReceiverOptions tune an Receiver.
+type ReceiverOptions struct {
 	// MaxBody bounds one request body after decompression. Defaults to
 	// DefaultOTLPMaxBody.
 	MaxBody int64
@@ -128,12 +129,12 @@ type OTLPReceiverOptions struct {
 	MaxSpans int
 }
 
-// OTLPReceiver is an OTLP/HTTP traces receiver (protobuf and JSON, optional
+// Receiver is an OTLP/HTTP traces receiver (protobuf and JSON, optional
 // gzip) that keeps vLLM's llm_request spans and joins them to request ids,
 // through gen_ai.request.id or through the trace id of the traceparent
 // header from TraceParentFor. Bad input is counted, never fatal. It is safe
 // for concurrent use.
-type OTLPReceiver struct {
+type Receiver struct {
 	maxBody  int64
 	maxSpans int
 
@@ -143,20 +144,20 @@ type OTLPReceiver struct {
 	byTrace  map[[16]byte]int
 	seen     map[string]struct{} // dedup keys
 	expected map[string]struct{}
-	stats    OTLPStats
+	stats    Stats
 	changed  chan struct{} // closed and replaced on every new span
 }
 
-// NewOTLPReceiver returns a receiver; serve it with Start or mount it as an
+// NewReceiver returns a receiver; serve it with Start or mount it as an
 // http.Handler.
-func NewOTLPReceiver(o OTLPReceiverOptions) *OTLPReceiver {
+func NewReceiver(o ReceiverOptions) *Receiver {
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultOTLPMaxBody
 	}
 	if o.MaxSpans <= 0 {
 		o.MaxSpans = DefaultOTLPMaxSpans
 	}
-	return &OTLPReceiver{
+	return &Receiver{
 		maxBody:  o.MaxBody,
 		maxSpans: o.MaxSpans,
 		byKey:    map[string]int{},
@@ -169,7 +170,7 @@ func NewOTLPReceiver(o OTLPReceiverOptions) *OTLPReceiver {
 
 // Start listens on addr ("127.0.0.1:4318"; port 0 picks one) and serves
 // until ctx is done. It returns the address actually bound.
-func (r *OTLPReceiver) Start(ctx context.Context, addr string) (string, error) {
+func (r *Receiver) Start(ctx context.Context, addr string) (string, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -188,7 +189,7 @@ func (r *OTLPReceiver) Start(ctx context.Context, addr string) (string, error) {
 
 // Expect registers the request ids of a run, so Stats can tell matched spans
 // from unknown ones. Spans may arrive before or after their id is expected.
-func (r *OTLPReceiver) Expect(ids ...string) {
+func (r *Receiver) Expect(ids ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
@@ -199,7 +200,7 @@ func (r *OTLPReceiver) Expect(ids ...string) {
 // Lookup returns the span of a request id (our X-Request-Id), matched on
 // gen_ai.request.id in any of vLLM's forms, else on the trace id that
 // TraceParentFor gives the id.
-func (r *OTLPReceiver) Lookup(requestID string) (SpanTimings, bool) {
+func (r *Receiver) Lookup(requestID string) (SpanTimings, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i, ok := r.lookupLocked(requestID)
@@ -209,7 +210,7 @@ func (r *OTLPReceiver) Lookup(requestID string) (SpanTimings, bool) {
 	return r.spans[i], true
 }
 
-func (r *OTLPReceiver) lookupLocked(requestID string) (int, bool) {
+func (r *Receiver) lookupLocked(requestID string) (int, bool) {
 	if i, ok := r.byKey[requestID]; ok {
 		return i, true
 	}
@@ -220,7 +221,7 @@ func (r *OTLPReceiver) lookupLocked(requestID string) (int, bool) {
 
 // Wait blocks until every id has a span, grace has elapsed or ctx is done,
 // and returns how many ids still have none.
-func (r *OTLPReceiver) Wait(ctx context.Context, ids []string, grace time.Duration) int {
+func (r *Receiver) Wait(ctx context.Context, ids []string, grace time.Duration) int {
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	next := 0 // ids[:next] are known to have spans
@@ -247,7 +248,7 @@ func (r *OTLPReceiver) Wait(ctx context.Context, ids []string, grace time.Durati
 	}
 }
 
-func (r *OTLPReceiver) missing(ids []string) int {
+func (r *Receiver) missing(ids []string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -260,7 +261,7 @@ func (r *OTLPReceiver) missing(ids []string) int {
 }
 
 // Stats returns the counters so far.
-func (r *OTLPReceiver) Stats() OTLPStats {
+func (r *Receiver) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.stats
@@ -284,8 +285,8 @@ func (r *OTLPReceiver) Stats() OTLPStats {
 // (application/x-protobuf) or JSON (application/json), optionally gzip.
 // Undecodable bodies get 400 and are counted as garbage; everything else
 // gets 200 with an empty ExportTraceServiceResponse.
-func (r *OTLPReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.URL.Path != OTLPTracesPath && req.URL.Path != "/" {
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != TracesPath && req.URL.Path != "/" {
 		http.NotFound(w, req)
 		return
 	}
@@ -324,7 +325,7 @@ func (r *OTLPReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusOK) // an empty ExportTraceServiceResponse is zero bytes
 }
 
-func (r *OTLPReceiver) readBody(req *http.Request) ([]byte, error) {
+func (r *Receiver) readBody(req *http.Request) ([]byte, error) {
 	var src io.Reader = http.MaxBytesReader(nil, req.Body, r.maxBody)
 	switch enc := strings.ToLower(strings.TrimSpace(req.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
@@ -348,7 +349,7 @@ func (r *OTLPReceiver) readBody(req *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-func (r *OTLPReceiver) garbage(w http.ResponseWriter, err error) {
+func (r *Receiver) garbage(w http.ResponseWriter, err error) {
 	r.mu.Lock()
 	r.stats.Garbage++
 	r.mu.Unlock()
@@ -358,7 +359,7 @@ func (r *OTLPReceiver) garbage(w http.ResponseWriter, err error) {
 // Ingest keeps the llm_request spans of a decoded export request. fromJSON
 // says the ids came through protojson, which reads OTLP JSON's hex ids as
 // base64; they are converted back.
-func (r *OTLPReceiver) Ingest(td *tracepb.TracesData, fromJSON bool) {
+func (r *Receiver) Ingest(td *tracepb.TracesData, fromJSON bool) {
 	var got []SpanTimings
 	other := int64(0)
 	for _, rs := range td.GetResourceSpans() {
@@ -539,11 +540,11 @@ func otlpString(v *commonpb.AnyValue) string {
 	return ""
 }
 
-// OTLPTimingSource is the timing-source value (see MetaTimingSource) for
+// TimingSource is the timing-source value (see replay.MetaTimingSource) for
 // server timings joined from OTLP llm_request spans.
-const OTLPTimingSource = "otlp"
+const TimingSource = "otlp"
 
-// Metadata keys OTLPStats.Annotate sets in Meta.Extra.
+// Metadata keys Stats.Annotate sets in Meta.Extra.
 const (
 	MetaOTLPSpans      = "replay.otlp_spans"
 	MetaOTLPMatched    = "replay.otlp_matched"
@@ -554,7 +555,7 @@ const (
 )
 
 // Annotate records the counters in m.
-func (st OTLPStats) Annotate(m *traces.Meta) {
+func (st Stats) Annotate(m *traces.Meta) {
 	m.Set(MetaOTLPSpans, strconv.FormatInt(st.Spans, 10))
 	m.Set(MetaOTLPMatched, strconv.FormatInt(st.Matched, 10))
 	m.Set(MetaOTLPDuplicates, strconv.FormatInt(st.Duplicates, 10))
@@ -570,7 +571,7 @@ func (st OTLPStats) Annotate(m *traces.Meta) {
 // unless overwrite is set. matched counts the records that got a span;
 // unmatched the ok records (status ok) that have none — they keep
 // NotReported, nothing is guessed.
-func (r *OTLPReceiver) JoinRecords(recs []traces.Record, overwrite bool) (matched, unmatched int) {
+func (r *Receiver) JoinRecords(recs []traces.Record, overwrite bool) (matched, unmatched int) {
 	for i := range recs {
 		rec := &recs[i]
 		if rec.RequestID == "" {

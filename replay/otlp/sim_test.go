@@ -1,10 +1,12 @@
-package replay
+package otlp_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -15,7 +17,7 @@ import (
 // times within 1 ms.
 func TestOTLPJoinEqualsSimTruth(t *testing.T) {
 	ctx := context.Background()
-	rcv := NewOTLPReceiver(OTLPReceiverOptions{})
+	rcv := otlp.NewReceiver(otlp.ReceiverOptions{})
 	addr, err := rcv.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -40,12 +42,12 @@ func TestOTLPJoinEqualsSimTruth(t *testing.T) {
 		r.OutputTokens = int32(5 + i%7)
 		recs = append(recs, r)
 	}
-	o := DefaultOptions()
+	o := replay.DefaultOptions()
 	o.URL = srv.URL
 	o.Model = sim.DefaultModel
 	o.TraceParent = true
 	o.Speed = 2
-	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
+	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
