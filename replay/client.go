@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tokentrace/tokentrace/replay/internal/h1"
 	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -74,14 +75,10 @@ func (r *runner) startFast(it *item) bool {
 	fr, _ := r.fast.Get().(*fastReq)
 	if fr == nil {
 		fr = &fastReq{r: r}
-		fr.wrote = make(chan error, 1)
-		fr.done = fr.complete
-		fr.recycle = fr.release
+		fr.Init(fr.complete, fr.release)
 	}
-	fr.reset()
 	fr.it = it
-	fr.ctx, fr.timeout, fr.t0, fr.sent = r.reqCtx, r.o.Timeout, r.t0, &fr.sentNs
-	b := h.appendHead(fr.req[:0], it.path, r.headers())
+	b := h.AppendHead(fr.req[:0], it.path, r.headers())
 	b = append(b, "X-Request-Id: "...)
 	b = append(b, r.o.Run...)
 	b = append(b, '-')
@@ -93,12 +90,12 @@ func (r *runner) startFast(it *item) bool {
 		b = append(b, tp...)
 		b = append(b, "\r\n"...)
 	}
-	b = endHead(b, len(it.body))
+	b = h1.EndHead(b, len(it.body))
 	b = append(b, it.body...)
 	fr.req = b
-	fr.head, fr.body = b, nil
+	fr.Prepare(r.reqCtx, r.o.Timeout, r.t0, &fr.sentNs, b)
 	r.live.inflight.Add(1)
-	if !h.start(&fr.h1Job, false) {
+	if !h.Start(&fr.Job, false) {
 		r.live.inflight.Add(-1)
 		r.fast.Put(fr)
 		// No idle connection: a worker dials (dispatch hands it the P).
@@ -113,7 +110,7 @@ func (r *runner) startFast(it *item) bool {
 // fastReq is a request on the dispatcher's fast path, recycled through
 // runner.fast.
 type fastReq struct {
-	h1Job
+	h1.Job
 	r      *runner
 	it     *item
 	sentNs int64
@@ -122,14 +119,14 @@ type fastReq struct {
 
 // complete runs on the connection's reader goroutine: it makes the result
 // row and records it.
-func (fr *fastReq) complete(resp *h1Response, err error) {
+func (fr *fastReq) complete(resp *h1.Response, err error) {
 	r := fr.r
 	rec := r.begin(fr.it)
 	rec.SentNs = fr.sentNs
 	if err != nil {
 		rec.Status, rec.Error = classify(err, r.reqCtx, r.reqCtx)
 	} else {
-		handleResponse(resp.status, resp, r.t0, rec, r.reqCtx, r.reqCtx)
+		handleResponse(resp.StatusCode(), resp, r.t0, rec, r.reqCtx, r.reqCtx)
 	}
 	r.live.inflight.Add(-1)
 	r.complete(fr.it, rec)
@@ -204,7 +201,7 @@ func (r *runner) finished(rec *traces.Record) {
 // transport sends requests: h1 for plain-http targets, else net/http.
 type transport struct {
 	base   string
-	h1     *h1Client
+	h1     *h1.Client
 	client *http.Client
 }
 
@@ -221,12 +218,12 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 	rctx := ctx
 	if tr.h1 != nil {
 		rec.SentNs = int64(time.Since(t0))
-		resp, err := tr.h1.do(ctx, timeout, path, hdr, extra, body)
+		resp, err := tr.h1.Do(ctx, timeout, path, hdr, extra, body)
 		if err != nil {
 			rec.Status, rec.Error = classify(err, rctx, ctx)
 			return
 		}
-		status, rbody = resp.status, resp
+		status, rbody = resp.StatusCode(), resp
 	} else {
 		var cancel context.CancelFunc
 		rctx, cancel = context.WithTimeout(ctx, timeout)

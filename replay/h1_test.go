@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/replay/internal/h1"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -84,11 +85,11 @@ func TestH1Client(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			url, conns := rawServer(t, tt.closeAfter, tt.resp)
-			h, err := newH1Client(url)
+			h, err := h1.New(url)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer h.closeIdle()
+			defer h.CloseIdle()
 			tr := &transport{base: url, h1: h}
 			for i := 0; i < 3; i++ {
 				rec := traces.NewRecord()
@@ -114,7 +115,7 @@ func TestH1MalformedResponses(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort",
 	} {
 		url, _ := rawServer(t, 1, func(int) string { return resp })
-		h, _ := newH1Client(url)
+		h, _ := h1.New(url)
 		rec := traces.NewRecord()
 		sendOne(context.Background(), &transport{base: url, h1: h}, "/", nil, http.Header{}, time.Second, time.Now(), false, &rec)
 		if rec.Status == traces.StatusOK {
@@ -132,11 +133,11 @@ func TestH1MalformedResponses(t *testing.T) {
 // must still succeed, retried on a new connection.
 func TestH1StaleWithoutPause(t *testing.T) {
 	url, conns := rawServer(t, 1, func(int) string { return chunkedResp("") })
-	h, err := newH1Client(url)
+	h, err := h1.New(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.closeIdle()
+	defer h.CloseIdle()
 	tr := &transport{base: url, h1: h}
 	for i := 0; i < 200; i++ {
 		rec := traces.NewRecord()
@@ -167,8 +168,8 @@ func TestH1CancelInterrupts(t *testing.T) {
 			defer c.Close() // read nothing, answer nothing
 		}
 	}()
-	h, _ := newH1Client("http://" + ln.Addr().String())
-	defer h.closeIdle()
+	h, _ := h1.New("http://" + ln.Addr().String())
+	defer h.CloseIdle()
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	rec := traces.NewRecord()

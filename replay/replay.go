@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/replay/internal/h1"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -137,9 +138,9 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	}
 	r.tr = &transport{base: r.base, client: r.client}
 	if o.Client == nil && !o.NetHTTP && !proxied(r.base) {
-		if h, err := newH1Client(r.base); err == nil {
+		if h, err := h1.New(r.base); err == nil {
 			r.tr.h1 = h
-			defer h.closeIdle()
+			defer h.CloseIdle()
 		}
 	}
 	bs := meta.BlockSize

@@ -1,4 +1,9 @@
-package replay
+// Package h1 is replay's HTTP/1.1 client for plain-http targets: pooled
+// keep-alive connections whose reader goroutine completes each request, so
+// the dispatcher can send from its own goroutine without hand-offs and
+// without allocating in the steady state. https targets and proxies go
+// through net/http instead.
+package h1
 
 import (
 	"bufio"
@@ -16,11 +21,11 @@ import (
 	"time"
 )
 
-// h1Client is a minimal HTTP/1.1 client for plain-http targets, built so a
+// Client is a minimal HTTP/1.1 client for plain-http targets, built so a
 // request costs the dispatcher no goroutine hand-off.
 //
 // Every connection has one reader goroutine for its whole life, parked in a
-// read while the connection is idle in the pool. A request (an h1Job) is
+// read while the connection is idle in the pool. A request (an Job) is
 // written by whichever goroutine starts it (the dispatcher, on the fast
 // path); the network then wakes the connection's reader, which reads the
 // response and hands it to the job's done callback, on its own goroutine.
@@ -29,11 +34,11 @@ import (
 // requests per second those hand-offs (futex wake-ups, idle Ps spinning to
 // steal the woken goroutine) cost more CPU than the requests. https targets
 // and proxies go through net/http.
-type h1Client struct {
+type Client struct {
 	host string // host:port to dial
 	hdr  string // "Host: ...\r\n"
 	mu   sync.Mutex
-	idle []*h1Conn
+	idle []*conn
 	dial net.Dialer
 
 	// sets holds one cancelSet per cancellable context (keyed by its Done
@@ -45,21 +50,21 @@ type h1Client struct {
 	unset []func() bool // stops the sets' AfterFuncs (closeIdle)
 }
 
-type h1Conn struct {
+type conn struct {
 	c  net.Conn
 	br *bufio.Reader
-	h  *h1Client
+	h  *Client
 	// job is the request the connection carries: nil while idle, deadJob
 	// once its reader found it closed. Whoever swaps nil for a job owns the
 	// connection until the response is done.
-	job atomic.Pointer[h1Job]
+	job atomic.Pointer[Job]
 }
 
 // deadJob marks a connection its reader found closed while idle.
-var deadJob = new(h1Job)
+var deadJob = new(Job)
 
-// h1Job is one request.
-type h1Job struct {
+// Job is one request.
+type Job struct {
 	ctx     context.Context
 	timeout time.Duration
 	// t0 and sent: start stores the send offset from t0 in *sent (nil: not
@@ -79,7 +84,7 @@ type h1Job struct {
 	// done gets the response once its header arrived, or the error, on the
 	// connection's reader goroutine. It must not keep the response after it
 	// returns (the reader closes it then).
-	done func(*h1Response, error)
+	done func(*Response, error)
 	// recycle, when set, is called once nothing refers to the job any more
 	// (after done and the response's Close), so it can be reused.
 	recycle func()
@@ -87,7 +92,7 @@ type h1Job struct {
 
 // unregister takes c out of j's cancel set; false when the context was
 // cancelled meanwhile (c's deadline was moved to the past).
-func (j *h1Job) unregister(c *h1Conn) bool {
+func (j *Job) unregister(c *conn) bool {
 	if j.cs == nil {
 		return true
 	}
@@ -96,8 +101,28 @@ func (j *h1Job) unregister(c *h1Conn) bool {
 	return cs.remove(c)
 }
 
+// Init readies a job for reuse: done gets each response (or error) on the
+// connection's reader goroutine; recycle, if set, is called once nothing
+// refers to the job any more.
+func (j *Job) Init(done func(*Response, error), recycle func()) {
+	j.wrote = make(chan error, 1)
+	j.done, j.recycle = done, recycle
+}
+
+// Prepare sets a recycled job's request: req is the whole rendered request
+// (head and body, see AppendHead and EndHead); the send offset from t0 is
+// stored in *sent (nil: not wanted) before the first attempt.
+func (j *Job) Prepare(ctx context.Context, timeout time.Duration, t0 time.Time, sent *int64, req []byte) {
+	j.reset()
+	j.ctx, j.timeout, j.t0, j.sent = ctx, timeout, t0, sent
+	j.head, j.body = req, nil
+}
+
+// StatusCode is the response's HTTP status.
+func (r *Response) StatusCode() int { return r.status }
+
 // reset readies a recycled job for a new request.
-func (j *h1Job) reset() {
+func (j *Job) reset() {
 	j.deadline = time.Time{}
 	j.reused, j.attempt, j.cs = false, 0, nil
 }
@@ -107,11 +132,11 @@ func (j *h1Job) reset() {
 type cancelSet struct {
 	mu     sync.Mutex
 	done   bool
-	active map[*h1Conn]struct{}
+	active map[*conn]struct{}
 }
 
 // add registers c; false when the context is already cancelled.
-func (s *cancelSet) add(c *h1Conn) bool {
+func (s *cancelSet) add(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
@@ -123,7 +148,7 @@ func (s *cancelSet) add(c *h1Conn) bool {
 
 // remove unregisters c; false when the context was cancelled while c was
 // registered (its deadline was moved to the past: not reusable).
-func (s *cancelSet) remove(c *h1Conn) bool {
+func (s *cancelSet) remove(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.active, c)
@@ -140,7 +165,7 @@ func (s *cancelSet) cancel() {
 }
 
 // cancelSet returns the set for ctx, nil when ctx cannot be cancelled.
-func (h *h1Client) cancelSet(ctx context.Context) *cancelSet {
+func (h *Client) cancelSet(ctx context.Context) *cancelSet {
 	done := ctx.Done()
 	if done == nil {
 		return nil
@@ -152,14 +177,14 @@ func (h *h1Client) cancelSet(ctx context.Context) *cancelSet {
 		if h.sets == nil {
 			h.sets = map[<-chan struct{}]*cancelSet{}
 		}
-		s = &cancelSet{active: map[*h1Conn]struct{}{}}
+		s = &cancelSet{active: map[*conn]struct{}{}}
 		h.sets[done] = s
 		h.unset = append(h.unset, context.AfterFunc(ctx, s.cancel))
 	}
 	return s
 }
 
-func newH1Client(base string) (*h1Client, error) {
+func New(base string) (*Client, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme != "http" || u.Host == "" {
 		return nil, errors.New("not a plain http URL")
@@ -168,11 +193,11 @@ func newH1Client(base string) (*h1Client, error) {
 	if u.Port() == "" {
 		host = net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &h1Client{host: host, hdr: "Host: " + u.Host + "\r\n",
+	return &Client{host: host, hdr: "Host: " + u.Host + "\r\n",
 		dial: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}, nil
 }
 
-func (h *h1Client) get() *h1Conn {
+func (h *Client) get() *conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if n := len(h.idle); n > 0 {
@@ -183,7 +208,7 @@ func (h *h1Client) get() *h1Conn {
 	return nil
 }
 
-func (h *h1Client) put(c *h1Conn) {
+func (h *Client) put(c *conn) {
 	c.c.SetDeadline(time.Time{})
 	c.job.Store(nil)
 	h.mu.Lock()
@@ -192,7 +217,7 @@ func (h *h1Client) put(c *h1Conn) {
 }
 
 // remove takes c out of the pool, if it is there.
-func (h *h1Client) remove(c *h1Conn) {
+func (h *Client) remove(c *conn) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for i, x := range h.idle {
@@ -203,9 +228,9 @@ func (h *h1Client) remove(c *h1Conn) {
 	}
 }
 
-// closeIdle closes the idle connections and detaches the client from the
+// CloseIdle closes the idle connections and detaches the client from the
 // contexts it watched (a long-lived parent context must not keep it).
-func (h *h1Client) closeIdle() {
+func (h *Client) CloseIdle() {
 	h.smu.Lock()
 	for _, stop := range h.unset {
 		stop()
@@ -221,14 +246,14 @@ func (h *h1Client) closeIdle() {
 	}
 }
 
-// h1Response is a response being read.
-type h1Response struct {
+// Response is a response being read.
+type Response struct {
 	status int
 	body   io.Reader
-	conn   *h1Conn
-	client *h1Client
+	conn   *conn
+	client *Client
 	reuse  bool
-	job    *h1Job
+	job    *Job
 	done   bool
 	pooled bool // finish put the connection back in the pool
 	// release, when set, is closed by finish (the synchronous do waits on it).
@@ -237,7 +262,7 @@ type h1Response struct {
 
 // Read reads the body; at its end a reusable connection goes back to the
 // pool.
-func (r *h1Response) Read(p []byte) (int, error) {
+func (r *Response) Read(p []byte) (int, error) {
 	if r.done {
 		return 0, io.EOF
 	}
@@ -250,7 +275,7 @@ func (r *h1Response) Read(p []byte) (int, error) {
 
 // finish releases the connection: back to the pool when the body was read to
 // its end and the server keeps the connection, else closed.
-func (r *h1Response) finish(atEOF bool) {
+func (r *Response) finish(atEOF bool) {
 	if r.done {
 		return
 	}
@@ -267,28 +292,28 @@ func (r *h1Response) finish(atEOF bool) {
 	}
 }
 
-func (r *h1Response) Close() error { r.finish(false); return nil }
+func (r *Response) Close() error { r.finish(false); return nil }
 
 // errH1Stale marks a pooled connection the server had closed before our
 // request reached it (safe to retry on a new one).
 var errH1Stale = errors.New("stale keep-alive connection")
 
 // newJob renders the request head of a POST.
-func (h *h1Client) newJob(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) *h1Job {
-	head := h.appendHead(make([]byte, 0, 256), path, hdr)
+func (h *Client) newJob(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) *Job {
+	head := h.AppendHead(make([]byte, 0, 256), path, hdr)
 	for _, kv := range extra {
 		head = append(head, kv[0]...)
 		head = append(head, ": "...)
 		head = append(head, kv[1]...)
 		head = append(head, "\r\n"...)
 	}
-	head = endHead(head, len(body))
-	return &h1Job{ctx: ctx, timeout: timeout, head: head, body: body, wrote: make(chan error, 1)}
+	head = EndHead(head, len(body))
+	return &Job{ctx: ctx, timeout: timeout, head: head, body: body, wrote: make(chan error, 1)}
 }
 
-// appendHead appends a POST's request line and headers, up to the
+// AppendHead appends a POST's request line and headers, up to the
 // per-request ones (see endHead).
-func (h *h1Client) appendHead(head []byte, path string, hdr http.Header) []byte {
+func (h *Client) AppendHead(head []byte, path string, hdr http.Header) []byte {
 	head = append(head, "POST "...)
 	head = append(head, path...)
 	head = append(head, " HTTP/1.1\r\n"...)
@@ -304,25 +329,25 @@ func (h *h1Client) appendHead(head []byte, path string, hdr http.Header) []byte 
 	return head
 }
 
-// endHead appends the Content-Length header and the blank line.
-func endHead(head []byte, bodyLen int) []byte {
+// EndHead appends the Content-Length header and the blank line.
+func EndHead(head []byte, bodyLen int) []byte {
 	head = append(head, "Content-Length: "...)
 	head = strconv.AppendInt(head, int64(bodyLen), 10)
 	return append(head, "\r\n\r\n"...)
 }
 
-// do sends a POST and returns the response once its header arrived; the
+// Do sends a POST and returns the response once its header arrived; the
 // request times out after timeout and fails with ctx's error when ctx is
 // cancelled. The caller must Close the response. It is start, waiting for
 // the connection's reader to hand the response over.
-func (h *h1Client) do(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) (*h1Response, error) {
+func (h *Client) Do(ctx context.Context, timeout time.Duration, path string, hdr http.Header, extra [][2]string, body []byte) (*Response, error) {
 	j := h.newJob(ctx, timeout, path, hdr, extra, body)
 	type result struct {
-		resp *h1Response
+		resp *Response
 		err  error
 	}
 	ch := make(chan result, 1)
-	j.done = func(resp *h1Response, err error) {
+	j.done = func(resp *Response, err error) {
 		if resp == nil {
 			ch <- result{nil, err}
 			return
@@ -332,16 +357,16 @@ func (h *h1Client) do(ctx context.Context, timeout time.Duration, path string, h
 		ch <- result{resp, nil}
 		<-release // the caller reads the body on its goroutine, then Closes
 	}
-	h.start(j, true)
+	h.Start(j, true)
 	res := <-ch
 	return res.resp, res.err
 }
 
-// start sends j on an idle connection, or on a new one when dial is true.
+// Start sends j on an idle connection, or on a new one when dial is true.
 // It returns false, having done nothing, when no connection is idle and
 // dial is false. Otherwise j.done is called exactly once, on a reader
 // goroutine (or on this one when dialing fails).
-func (h *h1Client) start(j *h1Job, dial bool) bool {
+func (h *Client) Start(j *Job, dial bool) bool {
 	for {
 		c := h.get()
 		if c == nil && !dial {
@@ -369,7 +394,7 @@ func (h *h1Client) start(j *h1Job, dial bool) bool {
 				}
 				return true
 			}
-			c = &h1Conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+			c = &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
 			c.job.Store(j)
 			go c.loop()
 		} else if !c.job.CompareAndSwap(nil, j) {
@@ -382,7 +407,7 @@ func (h *h1Client) start(j *h1Job, dial bool) bool {
 
 // write sends j's request on c (owned by j) and tells c's reader how it
 // went.
-func (h *h1Client) write(c *h1Conn, j *h1Job) {
+func (h *Client) write(c *conn, j *Job) {
 	c.c.SetDeadline(j.deadline)
 	if cs := h.cancelSet(j.ctx); cs != nil {
 		if !cs.add(c) {
@@ -408,7 +433,7 @@ func (h *h1Client) write(c *h1Conn, j *h1Job) {
 // loop is c's reader goroutine: it waits for bytes (or an error), reads
 // the response of the job c carries and hands it to the job, and goes on
 // while c is kept alive.
-func (c *h1Conn) loop() {
+func (c *conn) loop() {
 	h := c.h
 	for {
 		c.br.Peek(1) // park until the server says something (or a deadline)
@@ -423,7 +448,7 @@ func (c *h1Conn) loop() {
 			j = c.job.Load()
 		}
 		var (
-			resp *h1Response
+			resp *Response
 			err  error
 		)
 		if werr := <-j.wrote; werr != nil {
@@ -439,7 +464,7 @@ func (c *h1Conn) loop() {
 			c.c.Close()
 			if j.reused && errors.Is(err, errH1Stale) && j.attempt < 2 && j.ctx.Err() == nil {
 				j.attempt++
-				h.start(j, true) // on a new connection; this reader is done
+				h.Start(j, true) // on a new connection; this reader is done
 				return
 			}
 			if errors.Is(err, errH1Stale) {
@@ -464,7 +489,7 @@ func (c *h1Conn) loop() {
 }
 
 // readHead reads the status line and headers of j's response on c.
-func (h *h1Client) readHead(j *h1Job, c *h1Conn) (*h1Response, error) {
+func (h *Client) readHead(j *Job, c *conn) (*Response, error) {
 	ctx := j.ctx
 	line, err := c.br.ReadSlice('\n')
 	if err != nil {
@@ -511,7 +536,7 @@ func (h *h1Client) readHead(j *h1Job, c *h1Conn) (*h1Response, error) {
 			}
 		}
 	}
-	r := &h1Response{status: status, conn: c, client: h, reuse: reuse, job: j}
+	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j}
 	switch {
 	case chunked:
 		r.body = &chunkedReader{br: c.br}
