@@ -10,7 +10,8 @@ import (
 // TestPackageLayering checks the package graph that ARCHITECTURE.md
 // promises: traces and internal/* import no product, the four products
 // (capture, synth, replay, analyze, with their subpackages) never import
-// each other, and nothing but cmd imports cmd.
+// each other, replay/sim imports nothing of replay, and nothing but cmd
+// imports cmd.
 func TestPackageLayering(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -43,6 +44,12 @@ func TestPackageLayering(t *testing.T) {
 		for _, imp := range p.Imports {
 			if !strings.HasPrefix(imp, mod) {
 				continue
+			}
+			// The simulator is a product of its own inside replay: the
+			// built-in target and the ground truth must not share code
+			// with the client they judge.
+			if strings.HasPrefix(p.ImportPath, mod+"replay/sim") && strings.HasPrefix(imp, mod+"replay") && !strings.HasPrefix(imp, mod+"replay/sim") {
+				t.Errorf("%s imports %s: the simulator imports nothing of replay", strings.TrimPrefix(p.ImportPath, mod), strings.TrimPrefix(imp, mod))
 			}
 			to := product(imp)
 			switch {
