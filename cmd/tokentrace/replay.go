@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,13 +16,6 @@ import (
 )
 
 func init() { register(80, replayCommand) }
-
-// headerFlag collects repeated --header "Name: value" flags without
-// splitting on commas (header values may contain them).
-type headerFlag struct{ v []string }
-
-func (h *headerFlag) Set(s string) error { h.v = append(h.v, s); return nil }
-func (h *headerFlag) String() string     { return "" }
 
 func replayCommand() *cli.Command {
 	o := replay.DefaultOptions()
@@ -159,47 +148,39 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
 				return fmt.Errorf("read trace %s: %w", a[0], err)
 			}
-			var rcv *otlp.Receiver
-			otlpAddr := ""
-			if otlpListen != "" {
-				rcv = otlp.NewReceiver(otlp.ReceiverOptions{})
-				addr, err := rcv.Start(c.Context, otlpListen)
-				if err != nil {
-					return fmt.Errorf("--otlp-listen: %w", err)
-				}
-				o.TraceParent = true
-				otlpAddr = addr
-				fmt.Fprintf(io.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", addr, otlp.TracesPath)
+			if metricsInterval <= 0 {
+				return usageErrorf("--metrics-interval: must be > 0")
 			}
-			if o.URL == "" {
-				so := sim.DefaultOptions()
-				so.PerRequestMetrics = simMetrics
-				if otlpListen != "" {
-					so.OTLPTracesEndpoint = "http://" + otlpAddr
+			longest := 0 // let the simulator take the trace's longest request
+			for i := range recs {
+				longest = max(longest, int(recs[i].InputTokens)+int(recs[i].OutputTokens))
+			}
+			so := sim.DefaultOptions()
+			so.PerRequestMetrics = simMetrics
+			tgt, err := replay.StartTarget(c.Context, replay.TargetOptions{
+				URL: o.URL, Sim: &so, LongestRequest: longest,
+				MetricsURL: metricsURL, MetricsInterval: metricsInterval,
+				// The built-in simulator is scraped when results go to a file,
+				// so analyze can show the server's queue beside the tail.
+				ScrapeBuiltin: metricsOut != "" || out != "-",
+				OTLPListen:    otlpListen, OTLPGrace: otlpGrace,
+			})
+			if err != nil {
+				return err
+			}
+			defer tgt.Close()
+			tgt.Apply(&o)
+			if tgt.OTLPAddr != "" {
+				fmt.Fprintf(io.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", tgt.OTLPAddr, otlp.TracesPath)
+			}
+			if tgt.Builtin {
+				fmt.Fprintf(io.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s (model %s)\n", tgt.URL, o.Model)
+			}
+			if tgt.MetricsURL != "" && metricsOut == "" {
+				if out == "-" {
+					return usageErrorf("--metrics-out: required when --out is -")
 				}
-				// Let the simulator take the trace's longest request.
-				longest := 0
-				for i := range recs {
-					longest = max(longest, int(recs[i].InputTokens)+int(recs[i].OutputTokens))
-				}
-				so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
-				srv, err := sim.Start(c.Context, so)
-				if err != nil {
-					return err
-				}
-				defer srv.Close()
-				o.URL = srv.URL
-				if o.Model == "" {
-					// The trace's production model names are not served by the
-					// simulator: send its own (--model-map entries still win).
-					o.Model = so.Model
-				}
-				// The built-in simulator is always scraped when results go to a
-				// file, so analyze can show the server's queue beside the tail.
-				if metricsURL == "" && (metricsOut != "" || out != "-") {
-					metricsURL = srv.URL + "/metrics"
-				}
-				fmt.Fprintf(io.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s (model %s)\n", srv.URL, o.Model)
+				metricsOut = traces.SamplesPathFor(out) // where analyze looks for it
 			}
 			if err := o.Validate(); err != nil {
 				return usageErrorf("%v", err)
@@ -211,62 +192,21 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if !quiet && isTerminal(io.err) {
 				o.Progress = io.err
 			}
-			var scraper *scrape.Scraper
-			var samples []traces.MetricsSample
-			var scrapeStats scrape.Stats
-			scrapeDone := make(chan struct{})
-			scrapeCtx, stopScrape := context.WithCancel(context.WithoutCancel(c.Context))
-			defer stopScrape()
-			if metricsURL != "" {
-				if metricsInterval <= 0 {
-					return usageErrorf("--metrics-interval: must be > 0")
-				}
-				if metricsOut == "" {
-					if out == "-" {
-						return usageErrorf("--metrics-out: required when --out is -")
-					}
-					metricsOut = traces.SamplesPathFor(out) // where analyze looks for it
-				}
-				scraper = &scrape.Scraper{URL: metricsURL, Interval: metricsInterval}
-				o.OnStart = func(t0 time.Time) {
-					scraper.Start = t0
-					go func() {
-						defer close(scrapeDone)
-						samples, scrapeStats, _ = scraper.Collect(scrapeCtx)
-					}()
-				}
-			} else {
-				close(scrapeDone)
-			}
 			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
 			res, runErr := replay.Run(c.Context, recs, meta, o)
-			stopScrape()
 			if res == nil {
 				return runErr
 			}
-			if scraper != nil {
-				<-scrapeDone
-				scrapeStats.Annotate(&res.Meta, scraper)
+			samples, unmatched := tgt.Finish(c.Context, res)
+			if tgt.MetricsURL != "" {
 				sm := res.Meta
 				sm.Source = "replay-metrics"
 				if err := traces.WriteSamples(metricsOut, sm, samples); err != nil {
-					fmt.Fprintf(io.err, "tokentrace replay: write metrics %s: %v\n", metricsOut, err)
+					fmt.Fprintf(io.err, "tokentrace replay: %v\n", err)
 				}
 			}
-			if rcv != nil {
-				ids := make([]string, 0, len(res.Records))
-				for i := range res.Records {
-					ids = append(ids, res.Records[i].RequestID)
-				}
-				rcv.Expect(ids...)
-				rcv.Wait(context.WithoutCancel(c.Context), ids, otlpGrace)
-				_, unmatched := rcv.JoinRecords(res.Records, false)
-				st := rcv.Stats()
-				st.Annotate(&res.Meta)
-				res.AddTimingSource(otlp.TimingSource, int(st.Matched))
-				if unmatched > 0 {
-					fmt.Fprintf(io.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
-				}
+			if unmatched > 0 {
+				fmt.Fprintf(io.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
 			}
 			res.Meta.Command = replayCommandLine(c, headers.v)
 			if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
@@ -295,20 +235,6 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			return nil
 		},
 	}
-}
-
-// parseHeaders parses "Name: value" strings.
-func parseHeaders(hs []string) (http.Header, error) {
-	h := http.Header{}
-	for _, s := range hs {
-		k, v, ok := strings.Cut(s, ":")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsAny(k, " \t") {
-			return nil, fmt.Errorf(`--header: want "Name: value", got a malformed header`)
-		}
-		h.Add(k, strings.TrimSpace(v))
-	}
-	return h, nil
 }
 
 // replayCommandLine rebuilds the command line for the metadata from the
@@ -348,22 +274,4 @@ func replayCommandLine(c *cli.Context, headers []string) string {
 		parts = append(parts, strconvQuote(a))
 	}
 	return strings.Join(parts, " ")
-}
-
-// strconvQuote quotes s when it holds spaces.
-func strconvQuote(s string) string {
-	if strings.ContainsAny(s, " \t\"'") {
-		return strconv.Quote(s)
-	}
-	return s
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

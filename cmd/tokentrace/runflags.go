@@ -7,8 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/analyze"
@@ -133,4 +137,43 @@ func flagNames(err error, flags map[string]string) string {
 		msg = strings.ReplaceAll(msg, opt, flag)
 	}
 	return msg
+}
+
+// headerFlag collects repeated --header "Name: value" flags without
+// splitting on commas (header values may contain them).
+type headerFlag struct{ v []string }
+
+func (h *headerFlag) Set(s string) error { h.v = append(h.v, s); return nil }
+func (h *headerFlag) String() string     { return "" }
+
+// parseHeaders parses "Name: value" strings.
+func parseHeaders(hs []string) (http.Header, error) {
+	h := http.Header{}
+	for _, s := range hs {
+		k, v, ok := strings.Cut(s, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf(`--header: want "Name: value", got a malformed header`)
+		}
+		h.Add(k, strings.TrimSpace(v))
+	}
+	return h, nil
+}
+
+// strconvQuote quotes s when it holds spaces.
+func strconvQuote(s string) string {
+	if strings.ContainsAny(s, " \t\"'") {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -1,0 +1,138 @@
+package main
+
+// The demo's last step and its small helpers (demo.go runs the pipeline).
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// demoReport analyzes both replays, writes the reports and prints the
+// real run's report and the synthetic-vs-real verdict.
+func demoReport(ctx context.Context, out io.Writer, path func(string) string, step func(int, string, ...any)) error {
+	ao := analyze.DefaultOptions()
+	ao.SLO = traces.SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}
+	ao.KeepRequests = true
+	ao.TailMetric = analyze.MetricTTFT // the demo's problem is p99 TTFT
+	// Analyze the files, as `tokentrace analyze` would: that also loads
+	// the scraped metrics series beside each results file.
+	realRep, err := analyze.AnalyzeFiles(ctx, []string{path("real.results.parquet")}, ao)
+	if err != nil {
+		return fmt.Errorf("demo: analyze: %w", err)
+	}
+	synRep, err := analyze.AnalyzeFiles(ctx, []string{path("synth.results.parquet")}, ao)
+	if err != nil {
+		return fmt.Errorf("demo: analyze: %w", err)
+	}
+	cmp := analyze.Compare(synRep, realRep, analyze.CompareOptions{LabelA: "synthetic", LabelB: "real"})
+	if err := writeFileWith(path("report.html"), realRep.WriteHTML); err != nil {
+		return err
+	}
+	if err := writeFileWith(path("compare.html"), cmp.WriteHTML); err != nil {
+		return err
+	}
+	if err := writeFileWith(path("report.txt"), realRep.WriteText); err != nil {
+		return err
+	}
+	if err := writeFileWith(path("compare.txt"), cmp.WriteText); err != nil {
+		return err
+	}
+	step(6, "analyzed both runs → %s, %s", path("report.html"), path("compare.html"))
+
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "== the real trace's replay (tokentrace analyze "+path("real.results.parquet")+")")
+	if err := realRep.WriteText(out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "== synthetic vs real (tokentrace analyze compare %s %s; full table in %s)\n", path("synth.results.parquet"), path("real.results.parquet"), path("compare.txt"))
+	tailRatio := 1.0
+	for _, m := range cmp.Metrics {
+		if m.Name == "ttft_ms.p99" && m.A > 0 {
+			tailRatio = m.B / m.A
+		}
+		switch m.Name {
+		case "ttft_ms.p50", "ttft_ms.p99", "e2e_ms.p99", "goodput":
+			fmt.Fprintf(out, "  %-12s synthetic %9.1f   real %9.1f   %s\n", m.Name, m.A, m.B, m.Verdict)
+		}
+	}
+	fmt.Fprintf(out, "  tail cause   synthetic %s, real %s\n", orNone(cmp.AttributionA.Dominant), orNone(cmp.AttributionB.Dominant))
+	switch {
+	case cmp.AttributionA.Dominant != cmp.AttributionB.Dominant:
+		fmt.Fprintln(out, "  The synthetic workload blames a different cause for the tail than the real traffic does.")
+	case tailRatio > 1.5 || tailRatio < 1/1.5:
+		fmt.Fprintf(out, "  Same tail cause, but the real p99 TTFT is %.1fx the synthetic one: the synthetic workload does not reproduce the real tail.\n", tailRatio)
+	default:
+		fmt.Fprintln(out, "  The synthetic workload reaches the real traffic's conclusion.")
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "Open the report: %s\n", absPath(path("report.html")))
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func fidelityWords(failed []string) string {
+	if len(failed) == 0 {
+		return "synth check: every fidelity threshold met"
+	}
+	return "synth check misses: " + strings.Join(failed, ", ")
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+func writeGzip(name string, b []byte) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	zw := gzip.NewWriter(f)
+	if _, err := zw.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("demo: write %s: %w", name, err)
+	}
+	if err := zw.Close(); err != nil {
+		f.Close()
+		return fmt.Errorf("demo: write %s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// writeFileWith creates name and lets fn write it.
+func writeFileWith(name string, fn func(io.Writer) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	if err := fn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("demo: write %s: %w", name, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,179 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay/otlp"
+	"github.com/tokentrace/tokentrace/replay/scrape"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// TargetOptions say what a replay runs against and what runs beside it.
+type TargetOptions struct {
+	// URL is the server; "" (the default) starts the built-in simulator in
+	// process, configured by Sim.
+	URL string
+	// Sim configures the built-in simulator (default sim.DefaultOptions()).
+	Sim *sim.Options
+	// LongestRequest (input + output tokens) raises the simulator's context
+	// length so it takes the trace's longest request (default 0: as set).
+	LongestRequest int
+	// MetricsURL is a Prometheus /metrics endpoint scraped every
+	// MetricsInterval (default scrape.DefaultInterval) during the run
+	// (default "": none, or the built-in simulator's with ScrapeBuiltin).
+	MetricsURL      string
+	MetricsInterval time.Duration
+	ScrapeBuiltin   bool
+	// OTLPListen runs an OTLP/HTTP receiver there for the server's spans
+	// (default "": none); the built-in simulator exports to it. OTLPGrace
+	// (default otlp.DefaultGrace) is how long Finish waits for late spans.
+	OTLPListen string
+	OTLPGrace  time.Duration
+}
+
+// Target is a replay's server and its companions (the in-process
+// simulator, the metrics scraper, the OTLP receiver), started together by
+// StartTarget and stopped by Close, so every command wires them the same
+// way.
+type Target struct {
+	// URL is where requests go; Builtin says it is the in-process
+	// simulator, which serves Model.
+	URL     string
+	Builtin bool
+	Model   string
+	// MetricsURL is scraped during the run ("" = nothing is).
+	MetricsURL string
+	// OTLPAddr is the receiver's address ("" = none).
+	OTLPAddr string
+
+	o       TargetOptions
+	srv     *sim.Server
+	rcv     *otlp.Receiver
+	scraper *scrape.Scraper
+	samples []traces.MetricsSample
+	stats   scrape.Stats
+	stop    context.CancelFunc
+	done    chan struct{}
+	stopRcv context.CancelFunc
+}
+
+// StartTarget starts what o asks for. Errors name the option.
+func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
+	if o.MetricsInterval == 0 {
+		o.MetricsInterval = scrape.DefaultInterval
+	}
+	if o.MetricsInterval < 0 {
+		return nil, fmt.Errorf("replay: TargetOptions.MetricsInterval: must be > 0, got %v", o.MetricsInterval)
+	}
+	if o.OTLPGrace == 0 {
+		o.OTLPGrace = otlp.DefaultGrace
+	}
+	t := &Target{URL: o.URL, MetricsURL: o.MetricsURL, o: o}
+	if o.OTLPListen != "" {
+		t.rcv = otlp.NewReceiver(otlp.ReceiverOptions{})
+		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		t.stopRcv = cancel
+		addr, err := t.rcv.Start(rctx, o.OTLPListen)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("replay: TargetOptions.OTLPListen: %w", err)
+		}
+		t.OTLPAddr = addr
+	}
+	if o.URL == "" {
+		so := sim.DefaultOptions()
+		if o.Sim != nil {
+			so = *o.Sim
+		}
+		if t.OTLPAddr != "" {
+			so.OTLPTracesEndpoint = "http://" + t.OTLPAddr
+		}
+		so.MaxModelLen = min(max(so.MaxModelLen, o.LongestRequest), so.NumGPUBlocks*so.BlockSize)
+		srv, err := sim.Start(ctx, so)
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("replay: start the built-in simulator: %w", err)
+		}
+		t.srv, t.URL, t.Builtin, t.Model = srv, srv.URL, true, so.Model
+		if t.MetricsURL == "" && o.ScrapeBuiltin {
+			t.MetricsURL = srv.URL + "/metrics"
+		}
+	}
+	return t, nil
+}
+
+// Apply points o at the target: its URL, the simulator's model when
+// o.Model is empty (a trace's production model names are not served by the
+// simulator; o.ModelMap still wins), traceparent headers when spans are
+// received, and an OnStart hook that starts the scraper on the run's clock.
+func (t *Target) Apply(o *Options) {
+	o.URL = t.URL
+	if t.Builtin && o.Model == "" {
+		o.Model = t.Model
+	}
+	if t.rcv != nil {
+		o.TraceParent = true
+	}
+	if t.MetricsURL == "" {
+		return
+	}
+	t.scraper = &scrape.Scraper{URL: t.MetricsURL, Interval: t.o.MetricsInterval}
+	ctx, stop := context.WithCancel(context.Background())
+	t.stop, t.done = stop, make(chan struct{})
+	prev := o.OnStart
+	o.OnStart = func(t0 time.Time) {
+		if prev != nil {
+			prev(t0)
+		}
+		t.scraper.Start = t0
+		go func() {
+			defer close(t.done)
+			t.samples, t.stats, _ = t.scraper.Collect(ctx)
+		}()
+	}
+}
+
+// Finish ends the companions' part of a run: it stops the scraper, waits up
+// to OTLPGrace for the spans of res's requests and joins them, and records
+// both in res.Meta. It returns the metrics series (nil when nothing was
+// scraped) and how many successful requests got no span.
+func (t *Target) Finish(ctx context.Context, res *Result) (samples []traces.MetricsSample, unmatched int) {
+	if t.scraper != nil {
+		t.stop()
+		if t.scraper.Start.IsZero() {
+			close(t.done) // the run never started
+		}
+		<-t.done
+		t.stats.Annotate(&res.Meta, t.scraper)
+		samples = t.samples
+	}
+	if t.rcv != nil {
+		ids := make([]string, 0, len(res.Records))
+		for i := range res.Records {
+			ids = append(ids, res.Records[i].RequestID)
+		}
+		t.rcv.Expect(ids...)
+		t.rcv.Wait(context.WithoutCancel(ctx), ids, t.o.OTLPGrace)
+		_, unmatched = t.rcv.JoinRecords(res.Records, false)
+		st := t.rcv.Stats()
+		st.Annotate(&res.Meta)
+		res.AddTimingSource(otlp.TimingSource, int(st.Matched))
+	}
+	return samples, unmatched
+}
+
+// Close stops the simulator and the receiver.
+func (t *Target) Close() {
+	if t.stop != nil {
+		t.stop()
+	}
+	if t.srv != nil {
+		t.srv.Close()
+	}
+	if t.stopRcv != nil {
+		t.stopRcv()
+	}
+}
