@@ -55,7 +55,7 @@ func (b Background) String() string {
 }
 
 // ParseBackground parses "class=batch,concurrency=256,input=1024,output=256"
-// (any subset; missing keys take the defaults). Errors name --background.
+// (any subset; missing keys take the defaults). Errors name the input ("background").
 func ParseBackground(s string) (Background, error) {
 	b := Background{Class: DefaultBackgroundClass, Concurrency: DefaultBackgroundConcurrency,
 		Input: DefaultBackgroundInput, Output: DefaultBackgroundOutput}
@@ -66,19 +66,19 @@ func ParseBackground(s string) (Background, error) {
 		}
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return b, fmt.Errorf("--background: %q: want key=value (class, concurrency, input, output)", part)
+			return b, fmt.Errorf("replay: background: %q: want key=value (class, concurrency, input, output)", part)
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "class" {
 			if v == "" || strings.ContainsAny(v, " \t\r\n,") {
-				return b, fmt.Errorf("--background: class %q: want a non-empty name without spaces", v)
+				return b, fmt.Errorf("replay: background: class %q: want a non-empty name without spaces", v)
 			}
 			b.Class = v
 			continue
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return b, fmt.Errorf("--background: %s=%q: want an integer", k, v)
+			return b, fmt.Errorf("replay: background: %s=%q: want an integer", k, v)
 		}
 		switch k {
 		case "concurrency":
@@ -88,7 +88,7 @@ func ParseBackground(s string) (Background, error) {
 		case "output":
 			b.Output = n
 		default:
-			return b, fmt.Errorf("--background: unknown key %q (want class, concurrency, input, output)", k)
+			return b, fmt.Errorf("replay: background: unknown key %q (want class, concurrency, input, output)", k)
 		}
 	}
 	if err := errors.Join(validateBackground([]Background{b})...); err != nil {
@@ -102,19 +102,19 @@ func validateBackground(bs []Background) []error {
 	seen := map[string]bool{}
 	for _, b := range bs {
 		if b.Concurrency < 1 {
-			errs = append(errs, fmt.Errorf("--background: concurrency must be >= 1, got %d", b.Concurrency))
+			errs = append(errs, fmt.Errorf("replay: Options.Background: concurrency must be >= 1, got %d", b.Concurrency))
 		}
 		if b.Input < 1 {
-			errs = append(errs, fmt.Errorf("--background: input must be >= 1, got %d", b.Input))
+			errs = append(errs, fmt.Errorf("replay: Options.Background: input must be >= 1, got %d", b.Input))
 		}
 		if b.Output < 1 {
-			errs = append(errs, fmt.Errorf("--background: output must be >= 1, got %d", b.Output))
+			errs = append(errs, fmt.Errorf("replay: Options.Background: output must be >= 1, got %d", b.Output))
 		}
 		if b.Class == "" {
-			errs = append(errs, errors.New("--background: class must not be empty"))
+			errs = append(errs, errors.New("replay: Options.Background: class must not be empty"))
 		}
 		if seen[b.Class] {
-			errs = append(errs, fmt.Errorf("--background: class %q given twice", b.Class))
+			errs = append(errs, fmt.Errorf("replay: Options.Background: class %q given twice", b.Class))
 		}
 		seen[b.Class] = true
 	}

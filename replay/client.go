@@ -442,7 +442,7 @@ func (r *runner) resolveModel(ctx context.Context, sel []*traces.Record) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/models", nil)
 	if err != nil {
-		return errors.New("list models: bad --url")
+		return errors.New("list models: bad Options.URL")
 	}
 	for k, v := range r.headers() {
 		req.Header[k] = v
@@ -450,7 +450,7 @@ func (r *runner) resolveModel(ctx context.Context, sel []*traces.Record) error {
 	resp, err := r.client.Do(req)
 	if err != nil {
 		_, msg := classify(err, ctx, context.Background())
-		return fmt.Errorf("list models at %s: %s (set --model)", RedactURL(r.o.URL), msg)
+		return fmt.Errorf("list models at %s: %s (set Options.Model)", RedactURL(r.o.URL), msg)
 	}
 	defer resp.Body.Close()
 	var lm struct {
@@ -459,7 +459,7 @@ func (r *runner) resolveModel(ctx context.Context, sel []*traces.Record) error {
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&lm) != nil || len(lm.Data) == 0 {
-		return fmt.Errorf("list models at %s: HTTP %d, no model found (set --model)", RedactURL(r.o.URL), resp.StatusCode)
+		return fmt.Errorf("list models at %s: HTTP %d, no model found (set Options.Model)", RedactURL(r.o.URL), resp.StatusCode)
 	}
 	r.defaultModel = lm.Data[0].ID
 	return nil

@@ -9,7 +9,7 @@ import (
 
 // ParseModelMap parses repeated "prod-name=served-name" strings
 // (--model-map), so traces captured with production model or LoRA adapter
-// names replay against a test deployment. Errors name --model-map.
+// names replay against a test deployment. Errors name the input ("model map").
 func ParseModelMap(kvs []string) (map[string]string, error) {
 	if len(kvs) == 0 {
 		return nil, nil
@@ -19,10 +19,10 @@ func ParseModelMap(kvs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("--model-map: want prod-name=served-name, got %q", kv)
+			return nil, fmt.Errorf("replay: model map: want prod-name=served-name, got %q", kv)
 		}
 		if old, dup := m[k]; dup && old != v {
-			return nil, fmt.Errorf("--model-map: %q mapped twice (%q and %q)", k, old, v)
+			return nil, fmt.Errorf("replay: model map: %q mapped twice (%q and %q)", k, old, v)
 		}
 		m[k] = v
 	}

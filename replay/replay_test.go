@@ -607,14 +607,14 @@ func TestStopDrainAndJournal(t *testing.T) {
 
 func TestOptionsValidate(t *testing.T) {
 	o := DefaultOptions()
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--url") {
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "Options.URL") {
 		t.Errorf("missing URL: %v", err)
 	}
 	o.URL = "http://x"
 	o.Speed = 0
 	o.Sessions = "half"
 	err := o.Validate()
-	for _, flag := range []string{"--speed", "--sessions"} {
+	for _, flag := range []string{"Options.Speed", "Options.Sessions"} {
 		if err == nil || !strings.Contains(err.Error(), flag) {
 			t.Errorf("Validate() = %v, want it to name %s", err, flag)
 		}

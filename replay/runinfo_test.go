@@ -14,7 +14,7 @@ func TestParseMetadataAndModelMap(t *testing.T) {
 		t.Errorf("ParseMetadata: %v, %v", m, err)
 	}
 	for _, bad := range []string{"novalue", "=x", "a b=c"} {
-		if _, err := ParseMetadata([]string{bad}); err == nil || !strings.HasPrefix(err.Error(), "--metadata") {
+		if _, err := ParseMetadata([]string{bad}); err == nil || !strings.HasPrefix(err.Error(), "replay: metadata") {
 			t.Errorf("ParseMetadata(%q): %v", bad, err)
 		}
 	}
@@ -23,7 +23,7 @@ func TestParseMetadataAndModelMap(t *testing.T) {
 		t.Errorf("ParseModelMap: %v, %v", mm, err)
 	}
 	for _, bad := range [][]string{{"prod"}, {"=x"}, {"x="}, {"a=b", "a=c"}} {
-		if _, err := ParseModelMap(bad); err == nil || !strings.HasPrefix(err.Error(), "--model-map") {
+		if _, err := ParseModelMap(bad); err == nil || !strings.HasPrefix(err.Error(), "replay: model map") {
 			t.Errorf("ParseModelMap(%q): %v", bad, err)
 		}
 	}

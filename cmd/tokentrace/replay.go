@@ -114,11 +114,11 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			o.API = api
 			if window != "" {
 				if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(window); err != nil {
-					return usageErrorf("%v", err)
+					return replayUsageError(err)
 				}
 			}
 			if o.ShardIndex, o.ShardCount, err = replay.ParseShard(shard); err != nil {
-				return usageErrorf("%v", err)
+				return replayUsageError(err)
 			}
 			if startAt != "" {
 				if o.StartAt, err = time.Parse(time.RFC3339, startAt); err != nil {
@@ -183,7 +183,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				metricsOut = traces.SamplesPathFor(out) // where analyze looks for it
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("%v", err)
+				return replayUsageError(err)
 			}
 			if journal == "" && out != "-" {
 				journal = replay.JournalPath(out)
@@ -195,7 +195,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
 			res, runErr := replay.Run(c.Context, recs, meta, o)
 			if res == nil {
-				return runErr
+				return errors.New(flagNames(runErr, replayFlags))
 			}
 			samples, unmatched := tgt.Finish(c.Context, res)
 			if tgt.MetricsURL != "" {

@@ -185,7 +185,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			}
 			if window != "" {
 				if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(window); err != nil {
-					return usageErrorf("%v", err)
+					return replayUsageError(err)
 				}
 			}
 			if err := runRecordOptions(&o, nil, metadata.v, modelMap.v, true); err != nil {
@@ -198,7 +198,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			} else {
 				probe := o
 				if err := probe.Validate(); err != nil {
-					return usageErrorf("%v", err)
+					return replayUsageError(err)
 				}
 			}
 			if outDir == "" {
