@@ -144,6 +144,15 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err := runRecordOptions(&o, background.v, metadata.v, modelMap.v, !noDescribe); err != nil {
 				return err
 			}
+			// Bad values fail before the trace is read or anything starts
+			// (the built-in simulator's URL is not known yet).
+			probe := o
+			if probe.URL == "" {
+				probe.URL = "http://built-in"
+			}
+			if err := probe.Validate(); err != nil {
+				return replayUsageError(err)
+			}
 			recs, meta, err := traces.ReadAll(a[0])
 			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
 				return fmt.Errorf("read trace %s: %w", a[0], err)

@@ -265,3 +265,13 @@ func TestReplayCommandBuiltinSimServesTraceModel(t *testing.T) {
 		t.Errorf("stderr does not name the simulator's model:\n%s", se.String())
 	}
 }
+
+// TestReplayRejectsBadValuesFirst checks that an invalid value is a usage
+// error naming its flag before the trace is even read.
+func TestReplayRejectsBadValuesFirst(t *testing.T) {
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--speed", "-2", "does-not-exist.parquet"}, nil, &so, &se)
+	if code != exitUsage || !strings.Contains(se.String(), "--speed: must be > 0") || strings.Contains(se.String(), "does-not-exist") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming --speed, before opening the trace", code, se.String())
+	}
+}
