@@ -193,8 +193,8 @@ func TestBadInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nope.parquet") {
 		t.Errorf("missing file: err = %v", err)
 	}
-	// Bad options name their flag.
-	if _, err := New(Options{By: "user"}); err == nil || !strings.Contains(err.Error(), "--by") {
+	// Bad options name the option.
+	if _, err := New(Options{By: "user"}); err == nil || !strings.Contains(err.Error(), "Options.By") {
 		t.Errorf("bad --by: err = %v", err)
 	}
 }

@@ -128,12 +128,12 @@ func TestBandwidthCheck(t *testing.T) {
 func TestCapacityOptionsValidate(t *testing.T) {
 	o := DefaultOptions()
 	o.ModelBytes = 16e9
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--bandwidth") {
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "Options.Bandwidth") {
 		t.Errorf("model bytes without bandwidth: %v", err)
 	}
 	o = DefaultOptions()
 	o.CostPerHour = -1
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--cost-per-hour") {
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "Options.CostPerHour") {
 		t.Errorf("negative cost: %v", err)
 	}
 }

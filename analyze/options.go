@@ -117,25 +117,25 @@ func (o Options) withDefaults() Options {
 func (o Options) Validate() error {
 	o = o.withDefaults()
 	if o.By != "" && !slices.Contains(ByDimensions, o.By) {
-		return fmt.Errorf("--by %q: want one of %s", o.By, strings.Join(ByDimensions, ", "))
+		return fmt.Errorf("analyze: Options.By %q: want one of %s", o.By, strings.Join(ByDimensions, ", "))
 	}
 	if !slices.Contains(TailMetrics, o.TailMetric) {
-		return fmt.Errorf("--tail-metric %q: want one of %s", o.TailMetric, strings.Join(TailMetrics, ", "))
+		return fmt.Errorf("analyze: Options.TailMetric %q: want one of %s", o.TailMetric, strings.Join(TailMetrics, ", "))
 	}
 	if o.TailPercentile <= 0 || o.TailPercentile >= 100 || math.IsNaN(o.TailPercentile) {
-		return fmt.Errorf("--tail %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
+		return fmt.Errorf("analyze: Options.TailPercentile %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
 	}
 	if o.Window < 0 {
-		return fmt.Errorf("--window %v: want a positive duration such as 10s", o.Window)
+		return fmt.Errorf("analyze: Options.Window %v: want a positive duration such as 10s", o.Window)
 	}
 	if o.ModelBytes < 0 || o.Bandwidth < 0 || (o.ModelBytes > 0) != (o.Bandwidth > 0) {
-		return fmt.Errorf("--model-bytes and --bandwidth: give both, positive (e.g. --model-bytes 16GB --bandwidth 3.35TB/s)")
+		return fmt.Errorf("analyze: Options.ModelBytes and Options.Bandwidth: give both, positive (e.g. 16 GB and 3.35 TB/s)")
 	}
 	if o.CostPerHour < 0 || math.IsNaN(o.CostPerHour) || math.IsInf(o.CostPerHour, 0) {
-		return fmt.Errorf("--cost-per-hour %v: want a positive price", o.CostPerHour)
+		return fmt.Errorf("analyze: Options.CostPerHour %v: want a positive price", o.CostPerHour)
 	}
 	if o.SLO.TTFT < 0 || o.SLO.TPOT < 0 || o.SLO.E2E < 0 {
-		return fmt.Errorf("--slo %s: bounds must be positive", o.SLO)
+		return fmt.Errorf("analyze: Options.SLO %s: bounds must be positive", o.SLO)
 	}
 	return nil
 }

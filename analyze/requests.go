@@ -91,7 +91,7 @@ func RequestsFormat(name string) (format string, zst bool, err error) {
 	case strings.HasSuffix(n, ".jsonl"), strings.HasSuffix(n, ".json"), strings.HasSuffix(n, ".ndjson"):
 		return RequestsJSONL, zst, nil
 	}
-	return "", false, fmt.Errorf("--requests-out %s: want a .csv or .jsonl name (optionally .zst); Parquet is not supported for this side table", name)
+	return "", false, fmt.Errorf("analyze: requests file %s: want a .csv or .jsonl name (optionally .zst); Parquet is not supported for this side table", name)
 }
 
 // WriteRequestsFile writes the per-request attribution to the named file,

@@ -84,12 +84,12 @@ func ParseRows(s string) ([]Row, error) {
 		}
 		r, err := parseRow(spec)
 		if err != nil {
-			return nil, fmt.Errorf("--rows %q: %w (want IN/OUT@RATErps|sat[+PREFIXw|c], e.g. 4096/256+2048w@1rps)", spec, err)
+			return nil, fmt.Errorf("synth: Options.Rows %q: %w (want IN/OUT@RATErps|sat[+PREFIXw|c], e.g. 4096/256+2048w@1rps)", spec, err)
 		}
 		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("--rows: no rows")
+		return nil, fmt.Errorf("synth: Options.Rows: no rows")
 	}
 	return rows, nil
 }
@@ -175,13 +175,13 @@ func (o MatrixOptions) withDefaults() MatrixOptions {
 func (o MatrixOptions) Validate() error {
 	switch {
 	case o.RowDuration < 0:
-		return fmt.Errorf("--row-duration must be > 0, got %v", o.RowDuration)
+		return fmt.Errorf("synth: Options.RowDuration must be > 0, got %v", o.RowDuration)
 	case o.SatRequests < 0:
-		return fmt.Errorf("--sat-requests must be > 0, got %d", o.SatRequests)
+		return fmt.Errorf("synth: Options.SatRequests must be > 0, got %d", o.SatRequests)
 	case o.RowGap < 0:
-		return fmt.Errorf("--row-gap must be >= 0, got %v", o.RowGap)
+		return fmt.Errorf("synth: Options.RowGap must be >= 0, got %v", o.RowGap)
 	case o.Arrival != "" && o.Arrival != MatrixArrivalPoisson && o.Arrival != MatrixArrivalUniform:
-		return fmt.Errorf("--arrival must be %s or %s, got %q", MatrixArrivalPoisson, MatrixArrivalUniform, o.Arrival)
+		return fmt.Errorf("synth: Options.Arrival must be %s or %s, got %q", MatrixArrivalPoisson, MatrixArrivalUniform, o.Arrival)
 	}
 	_, err := ParseRows(o.withDefaults().Rows)
 	return err

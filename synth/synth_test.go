@@ -392,8 +392,8 @@ func TestFitErrors(t *testing.T) {
 	if _, err := Fit(context.Background(), bad, FitOptions{}); err == nil {
 		t.Error("Fit(negative tokens) = nil error")
 	}
-	if _, err := Fit(context.Background(), synthetic(10, 1), FitOptions{Bin: -time.Second}); err == nil || !strings.Contains(err.Error(), "--bin") {
-		t.Errorf("Fit(bin -1s) = %v, want an error naming --bin", err)
+	if _, err := Fit(context.Background(), synthetic(10, 1), FitOptions{Bin: -time.Second}); err == nil || !strings.Contains(err.Error(), "Options.Bin") {
+		t.Errorf("Fit(bin -1s) = %v, want an error naming Options.Bin", err)
 	}
 	// A single record fits and generates.
 	m := fitModel(t, synthetic(1, 1))

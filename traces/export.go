@@ -101,7 +101,7 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 	if format != "mooncake" {
 		codec = Format(format)
 		if f, err := FormatOf(name); err == nil && f != Format(format) && f != Format(format)+".zst" {
-			return 0, fmt.Errorf("export %s: output %s has the extension of %s; use --format %s or a .%s name", format, name, f, exportFamily(f), format)
+			return 0, fmt.Errorf("export %s: output %s has the extension of %s; use format %s or a .%s name", format, name, f, exportFamily(f), format)
 		} else if err == nil {
 			codec = f
 		}

@@ -138,7 +138,7 @@ tail happened, the load around it, and a diagnosis in words.`,
 			}
 			if f.requestsOut != "" {
 				if _, _, err := analyze.RequestsFormat(f.requestsOut); err != nil {
-					return usageErrorf("%v", err)
+					return usageErrorf("--requests-out: %v", err)
 				}
 				o.KeepRequests = true
 			}

@@ -45,7 +45,7 @@ const (
 func otlpEndpoint(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("--otlp-traces-endpoint %q: want http(s)://host:port[/path]", s)
+		return "", fmt.Errorf("sim: Options.OTLPTracesEndpoint %q: want http(s)://host:port[/path]", s)
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/v1/traces"
