@@ -254,7 +254,7 @@ func TestPrivacyCanaries(t *testing.T) {
 }
 
 // TestPrivacyCheckCatchesLeaks shows the canary check can fail: model names
-// leave capture by design (DESIGN.md), so a canary placed there must be found.
+// leave capture by design (docs/commands.md, capture), so a canary placed there must be found.
 func TestPrivacyCheckCatchesLeaks(t *testing.T) {
 	c := &canaries{rng: rand.New(rand.NewPCG(9, 9))}
 	model := c.next()

@@ -2,17 +2,13 @@ package synth
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-// sharedTraces is /work/shared/traces relative to this package directory.
-const sharedTraces = "../../shared/traces"
 
 // publicTrace names a shared public trace and its import format.
 type publicTrace struct {
@@ -28,10 +24,7 @@ var publicTraces = []publicTrace{
 // loadPublic imports a shared trace, skipping the test when it is absent.
 func loadPublic(t testing.TB, p publicTrace) ([]traces.Record, traces.Meta) {
 	t.Helper()
-	path := filepath.Join(sharedTraces, p.path)
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("shared trace %s not found (%v): run from the repo with ../shared/traces present", path, err)
-	}
+	path := testtraces.Path(t, p.path)
 	recs, meta, _, err := traces.ImportAll(context.Background(), p.format, path, traces.OpenOptions{})
 	if err != nil {
 		t.Fatalf("import %s: %v", path, err)

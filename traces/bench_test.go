@@ -8,10 +8,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// sharedTraces are the public traces under ../../shared/traces with their
+// sharedTraces are the public traces (see internal/testtraces) with their
 // import format.
 var sharedTraces = []struct{ format, path string }{
 	{"azure", "azure_llm_2023/AzureLLMInferenceTrace_code.csv"},
@@ -24,12 +25,13 @@ var sharedTraces = []struct{ format, path string }{
 	{"splitwise", "sarathi_sharegpt/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"},
 }
 
-const sharedDir = "../../shared/traces"
+// sharedDir is the folder of the public traces ("" when absent).
+var sharedDir = testtraces.Dir()
 
 func requireShared(tb testing.TB) {
 	tb.Helper()
-	if _, err := os.Stat(sharedDir); err != nil {
-		tb.Skipf("shared traces not found at %s (run from a checkout with ../shared beside it): %v", sharedDir, err)
+	if sharedDir == "" {
+		tb.Skipf("public traces not found: set %s to their folder (docs/traces.md)", testtraces.EnvVar)
 	}
 }
 

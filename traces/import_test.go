@@ -13,18 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// sharedTraces returns ../../shared/traces (the public traces copied next to
-// the repository) or skips the test when it is absent.
+// importSharedTrace returns the path of a public trace (see
+// internal/testtraces) or skips the test when it is absent.
 func importSharedTrace(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join("..", "..", "shared", "traces", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("public trace %s not available (%v): the tests that need ../shared/traces are skipped", p, err)
-	}
-	return p
+	return testtraces.Path(t, rel)
 }
 
 func importAllT(t *testing.T, format, name string, strict bool) ([]traces.Record, traces.Meta, traces.ReadStats) {
@@ -170,11 +167,11 @@ func TestImportMooncakeSharedTraces(t *testing.T) {
 func TestMooncakeRoundTrip(t *testing.T) {
 	files := []string{"testdata/import/mooncake.jsonl"}
 	for _, f := range []string{"mooncake/conversation_trace.jsonl", "mooncake/synthetic_trace.jsonl"} {
-		p := filepath.Join("..", "..", "shared", "traces", f)
-		if _, err := os.Stat(p); err == nil {
+		p := filepath.Join(testtraces.Dir(), f)
+		if _, err := os.Stat(p); err == nil && testtraces.Dir() != "" {
 			files = append(files, p)
 		} else {
-			t.Logf("skipping %s: ../shared/traces not available", f)
+			t.Logf("skipping %s: public traces not available (docs/traces.md)", f)
 		}
 	}
 	for _, path := range files {

@@ -144,7 +144,7 @@ func (r *Record) HasOutcome() bool { return r.Status != "" }
 // OK reports whether the request succeeded.
 func (r *Record) OK() bool { return r.Status == StatusOK }
 
-// Metric helpers implement DESIGN.md's definitions once, so replay's end-of-run
+// Metric helpers implement the metric definitions (docs/schema.md) once, so replay's end-of-run
 // summary, inspect and analyze agree. Each returns ok=false when the metric is
 // undefined for the row.
 

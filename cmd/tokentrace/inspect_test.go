@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -151,10 +152,7 @@ func TestInspectHelpHasExample(t *testing.T) {
 
 // TestInspectAzure: the shared Azure code trace imports to 8,819 rows.
 func TestInspectAzure(t *testing.T) {
-	src := "../../../shared/traces/azure_llm_2023/AzureLLMInferenceTrace_code.csv"
-	if _, err := os.Stat(src); err != nil {
-		t.Skipf("shared traces not found (%v)", err)
-	}
+	src := testtraces.Path(t, "azure_llm_2023/AzureLLMInferenceTrace_code.csv")
 	recs, m, _, err := traces.ImportAll(context.Background(), "azure", src, traces.OpenOptions{})
 	if err != nil {
 		t.Skipf("azure importer not available: %v", err)
