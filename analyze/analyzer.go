@@ -127,10 +127,13 @@ type Analyzer struct {
 	itl, itlT pooled
 	gITL      []*[2]pooled // per group: per chunk, per token
 	gExact    int          // exact values held by all group pools
-	tokSec    []int64      // output tokens per second of the run (peak throughput)
-	sources   []Source
-	warnings  []string
-	samples   []traces.MetricsSample // scraped server metrics
+	tokSec    []float64    // output tokens per second of the run (peak throughput)
+	// itlEstimated counts requests whose per-token ITL uses estimated
+	// chunk token counts.
+	itlEstimated int
+	sources      []Source
+	warnings     []string
+	samples      []traces.MetricsSample // scraped server metrics
 }
 
 // New returns an Analyzer with options o (zero fields take their defaults).
@@ -218,20 +221,42 @@ func (a *Analyzer) Add(r *traces.Record) {
 	if !w.ok {
 		return
 	}
+	if len(r.ChunkNs) == 0 && r.LastTokenNs >= 0 && w.out > 0 {
+		// A non-streamed response: its tokens count toward the peak at
+		// the moment they arrived.
+		if s := int(r.LastTokenNs / 1e9); s < 1<<24 {
+			if s >= len(a.tokSec) {
+				a.tokSec = append(a.tokSec, make([]float64, s+1-len(a.tokSec)+16)...)
+			}
+			a.tokSec[s] += float64(w.out)
+		}
+	}
 	perTok := len(r.ChunkTokens) == len(r.ChunkNs)
+	// Without per-chunk counts (no continuous usage stats) but with the
+	// server's output total, each chunk's tokens are estimated as vLLM
+	// streams them: the first token alone, the rest in equal chunks
+	// (--stream-interval). Exact counts win wherever the server gives them.
+	estTok := 0.0
+	if !perTok && len(r.ChunkTokens) == 0 && len(r.ChunkNs) > 1 && r.ServerOutputTokens >= int32(len(r.ChunkNs)) {
+		estTok = float64(r.ServerOutputTokens-1) / float64(len(r.ChunkNs)-1)
+		a.itlEstimated++
+	}
 	var g *[2]pooled
 	if a.o.By != "" {
 		g = a.gITL[w.group]
 	}
 	for i, t := range r.ChunkNs {
-		tok := int64(1)
-		if perTok && r.ChunkTokens[i] >= 0 {
-			tok = int64(r.ChunkTokens[i])
+		tok := 1.0
+		switch {
+		case perTok && r.ChunkTokens[i] >= 0:
+			tok = float64(r.ChunkTokens[i])
+		case estTok > 0 && i > 0:
+			tok = estTok
 		}
 		if t >= 0 {
 			s := int(t / 1e9)
 			if s >= len(a.tokSec) && s < 1<<24 {
-				a.tokSec = append(a.tokSec, make([]int64, s+1-len(a.tokSec)+16)...)
+				a.tokSec = append(a.tokSec, make([]float64, s+1-len(a.tokSec)+16)...)
 			}
 			if s < len(a.tokSec) {
 				a.tokSec[s] += tok
@@ -245,10 +270,10 @@ func (a *Analyzer) Add(r *traces.Record) {
 		if g != nil {
 			a.gExact += g[0].add(gap)
 		}
-		if perTok && tok > 0 {
-			a.itlT.add(gap / float64(tok))
+		if (perTok || estTok > 0) && tok > 0 {
+			a.itlT.add(gap / tok)
 			if g != nil {
-				a.gExact += g[1].add(gap / float64(tok))
+				a.gExact += g[1].add(gap / tok)
 			}
 		}
 	}
@@ -370,7 +395,10 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d row(s) without outcome (not replayed) were ignored", a.noOutcome))
 	}
 	rep.Summary, rep.samples = a.summarize(nil, &a.itl, &a.itlT)
-	rep.Summary.Throughput.PeakOutputTokensPerS = float64(slices.Max(append(a.tokSec, 0)))
+	// The 1-s bins start at the run's start, so the last one is partial;
+	// a peak below the run's mean would only reflect that.
+	rep.Summary.Throughput.PeakOutputTokensPerS = max(slices.Max(append(a.tokSec, 0)), rep.Summary.Throughput.OutputTokensPerS)
+	rep.Summary.ITLPerTokenEstimated = a.itlEstimated
 	if rep.Completed == 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("no successful requests (all %d failed): latency statistics are empty", rep.Failed))
 	}

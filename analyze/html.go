@@ -444,6 +444,15 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		Components []comp
 		Dists      []nd
 	}{rep, charts, comps, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
-		{"ITL (per chunk)", rep.ITL}, {"ITL (per token)", rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}}
+		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}}
 	return htmlTmpl.Execute(w, data)
+}
+
+// itlPerTokenLabel marks per-token ITL whose chunk token counts were
+// estimated from the usage totals.
+func itlPerTokenLabel(s Summary) string {
+	if s.ITLPerTokenEstimated > 0 {
+		return fmt.Sprintf("ITL (per token, estimated for %d requests)", s.ITLPerTokenEstimated)
+	}
+	return "ITL (per token)"
 }

@@ -39,10 +39,15 @@ type Summary struct {
 	TPOT          Dist `json:"tpot_ms"`
 	// ITL is every chunk gap pooled over all requests (vLLM's ITL);
 	// ITLPerToken divides each gap by the chunk's token count where known.
-	ITL          Dist `json:"itl_ms"`
-	ITLPerToken  Dist `json:"itl_per_token_ms"`
-	E2E          Dist `json:"e2e_ms"`
-	E2EScheduled Dist `json:"e2e_scheduled_ms"`
+	ITL         Dist `json:"itl_ms"`
+	ITLPerToken Dist `json:"itl_per_token_ms"`
+	// ITLPerTokenEstimated counts the requests whose per-token ITL divides
+	// by estimated chunk token counts (the server's output total spread
+	// over its chunks, the first chunk one token) because the stream had no
+	// per-chunk usage; 0 means every count was exact.
+	ITLPerTokenEstimated int  `json:"itl_per_token_estimated,omitempty"`
+	E2E                  Dist `json:"e2e_ms"`
+	E2EScheduled         Dist `json:"e2e_scheduled_ms"`
 	// Lateness is sent − scheduled over every request with both.
 	Lateness   Dist       `json:"lateness_ms"`
 	Throughput Throughput `json:"throughput"`

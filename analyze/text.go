@@ -112,7 +112,11 @@ func writeDistTable(w io.Writer, s *Summary) {
 	row("TTFT (scheduled)", s.TTFTScheduled)
 	row("TPOT", s.TPOT)
 	row("ITL (per chunk)", s.ITL)
-	row("ITL (per token)", s.ITLPerToken)
+	if s.ITLPerTokenEstimated > 0 {
+		row("ITL (token, est.)", s.ITLPerToken) // chunk counts estimated from usage totals
+	} else {
+		row("ITL (per token)", s.ITLPerToken)
+	}
 	row("E2E", s.E2E)
 	row("E2E (scheduled)", s.E2EScheduled)
 	row("lateness", s.Lateness)
