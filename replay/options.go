@@ -195,6 +195,10 @@ func DefaultOptions() Options {
 	}
 }
 
+// DefaultMaxFailed is the share of failed requests above which the replay
+// command calls the run invalid (exit 3): it measured errors, not latency.
+const DefaultMaxFailed = 0.5
+
 // Validate checks the options; errors name the option (Options.Speed).
 func (o *Options) Validate() error {
 	var errs []error

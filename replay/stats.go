@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -84,7 +85,10 @@ type Summary struct {
 	Sent, OK, Failed, NotSent int
 	// FailedBy counts failures per status.
 	FailedBy map[string]int
-	Duration time.Duration
+	// FailureReasons counts failures per reason ("http_error: HTTP 404 ...",
+	// the error text cut to 100 bytes); TopFailureReasons orders them.
+	FailureReasons map[string]int
+	Duration       time.Duration
 	// Lateness (sent − scheduled) percentiles and maximum.
 	LatenessP50, LatenessP99, LatenessMax time.Duration
 	TTFTP50, TTFTP99                      time.Duration
@@ -99,7 +103,7 @@ type Summary struct {
 
 // Summarize computes a Summary over replayed records.
 func Summarize(recs []traces.Record, d time.Duration) Summary {
-	s := Summary{Duration: d, FailedBy: map[string]int{}}
+	s := Summary{Duration: d, FailedBy: map[string]int{}, FailureReasons: map[string]int{}}
 	var late, ttft, tpot, e2e []time.Duration
 	for i := range recs {
 		rec := &recs[i]
@@ -116,6 +120,11 @@ func Summarize(recs []traces.Record, d time.Duration) Summary {
 		if !rec.OK() {
 			s.Failed++
 			s.FailedBy[rec.Status]++
+			reason := rec.Status
+			if rec.Error != "" {
+				reason += ": " + rec.Error[:min(len(rec.Error), 100)]
+			}
+			s.FailureReasons[reason]++
 			continue
 		}
 		s.OK++
@@ -189,6 +198,9 @@ func (s *Summary) WriteText(w io.Writer) {
 			}
 		}
 		fmt.Fprintln(w)
+		for _, r := range s.TopFailureReasons(3) {
+			fmt.Fprintf(w, "  %6d × %s\n", s.FailureReasons[r], r)
+		}
 	}
 	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", fmtDur(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
 	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", fmtDur(s.LatenessP50), fmtDur(s.LatenessP99), fmtDur(s.LatenessMax))
@@ -332,4 +344,28 @@ func (o *Options) public() publicOptions {
 	}
 	slices.Sort(p.HeaderNames)
 	return p
+}
+
+// TopFailureReasons returns up to n failure reasons, most frequent first.
+func (s *Summary) TopFailureReasons(n int) []string {
+	rs := make([]string, 0, len(s.FailureReasons))
+	for r := range s.FailureReasons {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if a, b := s.FailureReasons[rs[i]], s.FailureReasons[rs[j]]; a != b {
+			return a > b
+		}
+		return rs[i] < rs[j]
+	})
+	return rs[:min(n, len(rs))]
+}
+
+// FailedShare is the share of sent requests that failed (0 when none was
+// sent).
+func (s *Summary) FailedShare() float64 {
+	if s.Sent == 0 {
+		return 0
+	}
+	return float64(s.Failed) / float64(s.Sent)
 }

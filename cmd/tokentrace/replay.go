@@ -22,6 +22,7 @@ func replayCommand() *cli.Command {
 	var (
 		out, window, shard, startAt, apiKeyFile, journal, api string
 		maxLateness                                           = replay.DefaultMaxLateness
+		maxFailed                                             = replay.DefaultMaxFailed
 		keepJournal, quiet, simMetrics                        bool
 		headers                                               headerFlag
 		otlpListen, metricsURL, metricsOut                    string
@@ -83,6 +84,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.DurationFlag{Name: "timeout", Value: o.Timeout, Usage: "per-request timeout", Destination: &o.Timeout},
 			&cli.DurationFlag{Name: "drain", Value: o.Drain, Usage: "after Ctrl-C or --duration, wait this long for in-flight requests", Destination: &o.Drain},
 			&cli.DurationFlag{Name: "max-lateness", Value: maxLateness, Usage: "exit 3 when lateness p99 exceeds this", Destination: &maxLateness},
+			&cli.Float64Flag{Name: "max-failed", Value: maxFailed, Usage: "exit 3 when more than this share of the sent requests failed (0 to 1)", Destination: &maxFailed},
 			&cli.BoolFlag{Name: "no-vllm-extensions", Usage: "do not send ignore_eos and min_tokens", Destination: &o.NoVLLMExtensions},
 			&cli.BoolFlag{Name: "continuous-usage", Usage: "ask for usage on every chunk (exact tokens per chunk)", Destination: &o.ContinuousUsage},
 			&cli.GenericFlag{Name: "header", Value: &headers, Usage: `extra request header "Name: value" (repeatable)`},
@@ -140,6 +142,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			}
 			if maxLateness <= 0 {
 				return usageErrorf("--max-lateness: must be > 0")
+			}
+			if !(maxFailed >= 0 && maxFailed <= 1) {
+				return usageErrorf("--max-failed: want a share from 0 to 1, got %v", maxFailed)
 			}
 			if err := runRecordOptions(&o, background.v, metadata.v, modelMap.v, !noDescribe); err != nil {
 				return err
@@ -237,6 +242,13 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			res.Summary.WriteText(sw)
 			if c.Context.Err() != nil {
 				fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", len(res.Records), out)
+			}
+			if sh := res.Summary.FailedShare(); sh > maxFailed {
+				reason := ""
+				if top := res.Summary.TopFailureReasons(1); len(top) > 0 {
+					reason = "; most often " + top[0]
+				}
+				return withCode(exitNotReproduced, fmt.Errorf("%d of %d requests failed (%.0f%% > --max-failed %.0f%%)%s: the run measured failures, not the server's latency", res.Summary.Failed, res.Summary.Sent, 100*sh, 100*maxFailed, reason))
 			}
 			if res.Summary.LatenessP99 > maxLateness {
 				return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use fewer --speed, more replayers with --shard, or a bigger machine)", res.Summary.LatenessP99.Round(time.Microsecond), maxLateness))

@@ -275,3 +275,19 @@ func TestReplayRejectsBadValuesFirst(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit 2 naming --speed, before opening the trace", code, se.String())
 	}
 }
+
+// TestReplayTotalFailureIsNotSuccess checks that a run whose requests all
+// fail (nothing listens at the URL) exits 3 and says why, instead of
+// printing a summary and exiting 0.
+func TestReplayTotalFailureIsNotSuccess(t *testing.T) {
+	trace := writeReplayTrace(t, 4)
+	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--url", "http://127.0.0.1:1", "--model", "m", "--out", out, trace}, nil, &so, &se)
+	if code != exitNotReproduced || !strings.Contains(se.String(), "4 of 4 requests failed") || !strings.Contains(se.String(), "connection refused") {
+		t.Errorf("exit %d, stderr %q; want exit 3 naming the failures and their reason", code, se.String())
+	}
+	if !strings.Contains(so.String(), "× disconnect: connection refused") {
+		t.Errorf("summary lacks the top failure reason:\n%s", so.String())
+	}
+}
