@@ -181,7 +181,10 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	step(3, "fitted %s and generated %d synthetic requests → %s (%s)", path("model.json"), len(syn), path("synth.parquet"), fidelityWords(failed))
 
 	// 4–5. Replay both against the simulator.
-	replayOne := func(n int, name string, recs []traces.Record, meta traces.Meta, label string) (*replay.Result, error) {
+	// The replays run side by side but report in step order: the second
+	// waits for the first's lines (wait), each closes printed when done.
+	replayOne := func(n int, name string, recs []traces.Record, meta traces.Meta, label string, wait <-chan struct{}, printed chan<- struct{}) (*replay.Result, error) {
+		defer close(printed)
 		so := demoSim()
 		// Scrape the simulator's /metrics during the run, as `replay` does,
 		// so the report can show the server's waiting queue.
@@ -212,6 +215,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 			return nil, fmt.Errorf("demo: %w", err)
 		}
 		os.Remove(ro.Journal)
+		<-wait
 		step(n, "replayed the %s trace at %gx against the simulator: %d ok, %d failed, lateness p99 %v → %s",
 			label, o.Speed, res.Summary.OK, res.Summary.Failed, res.Summary.LatenessP99.Round(time.Microsecond), path(name+".parquet"))
 		if res.Summary.LatenessP99 > replay.DefaultMaxLateness {
@@ -223,11 +227,13 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	// The two replays run side by side, each against its own simulator:
 	// half the wall time, and neither run disturbs the other's server.
 	synErr := make(chan error, 1)
+	ready, realDone, synDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	close(ready)
 	go func() {
-		_, err := replayOne(5, "synth.results", syn, synMeta, "synthetic")
+		_, err := replayOne(5, "synth.results", syn, synMeta, "synthetic", realDone, synDone)
 		synErr <- err
 	}()
-	_, err = replayOne(4, "real.results", real, capRes.Meta, "real")
+	_, err = replayOne(4, "real.results", real, capRes.Meta, "real", ready, realDone)
 	if serr := <-synErr; err == nil {
 		err = serr
 	}

@@ -16,6 +16,10 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// demoAnalyzeFlags are the analyze options the demo uses, as flags, so the
+// commands it prints reproduce what it shows.
+const demoAnalyzeFlags = "--slo ttft=500ms,tpot=50ms --tail-metric ttft"
+
 // demoReport analyzes both replays, writes the reports and prints the
 // real run's report and the synthetic-vs-real verdict.
 func demoReport(ctx context.Context, out io.Writer, path func(string) string, step func(int, string, ...any)) error {
@@ -49,12 +53,13 @@ func demoReport(ctx context.Context, out io.Writer, path func(string) string, st
 	step(6, "analyzed both runs → %s, %s", path("report.html"), path("compare.html"))
 
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "== the real trace's replay (tokentrace analyze "+path("real.results.parquet")+")")
+	fmt.Fprintf(out, "== the real trace's replay (tokentrace analyze %s %s)\n", demoAnalyzeFlags, path("real.results.parquet"))
 	if err := realRep.WriteText(out); err != nil {
 		return err
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "== synthetic vs real (tokentrace analyze compare %s %s; full table in %s)\n", path("synth.results.parquet"), path("real.results.parquet"), path("compare.txt"))
+	fmt.Fprintf(out, "== synthetic vs real (tokentrace analyze compare %s --label-a synthetic --label-b real %s %s; full table in %s)\n",
+		demoAnalyzeFlags, path("synth.results.parquet"), path("real.results.parquet"), path("compare.txt"))
 	tailRatio := 1.0
 	for _, m := range cmp.Metrics {
 		if m.Name == "ttft_ms.p99" && m.A > 0 {

@@ -57,3 +57,47 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Errorf("demo output lacks the attribution or the report path:\n%s", out.String())
 	}
 }
+
+// TestDemoPrintedCommandsReproduce runs the commands the demo prints beside
+// its two report blocks and checks that they print what the demo showed:
+// the real run's report byte for byte, and the comparison the demo saved.
+// Its steps print in order.
+func TestDemoPrintedCommandsReproduce(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := Main(context.Background(), []string{"tokentrace", "demo", "--out", dir, "--duration", "6s", "--speed", "3"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("demo exit %d\n%s", code, errb.String())
+	}
+	text := out.String()
+	if i4, i5 := strings.Index(text, "[4/6"), strings.Index(text, "[5/6"); i4 < 0 || i5 < 0 || i5 < i4 {
+		t.Errorf("steps out of order:\n%s", text)
+	}
+	block := func(marker string) (cmd, body string) {
+		i := strings.Index(text, marker)
+		if i < 0 {
+			t.Fatalf("demo output lacks %q:\n%s", marker, text)
+		}
+		rest := text[i+len(marker):]
+		cmd, rest, _ = strings.Cut(rest, "\n")
+		cmd, _, _ = strings.Cut(strings.TrimSuffix(cmd, ")"), "; full table")
+		body, _, _ = strings.Cut(rest, "\n== ")
+		return cmd, body
+	}
+	cmd, body := block("== the real trace's replay (")
+	var so, se bytes.Buffer
+	if code := Main(context.Background(), strings.Fields(cmd), nil, &so, &se); code != 0 {
+		t.Fatalf("%s: exit %d: %s", cmd, code, se.String())
+	}
+	if strings.TrimSpace(so.String()) != strings.TrimSpace(body) {
+		t.Errorf("%s prints a different report than the demo showed:\n--- demo\n%s\n--- command\n%s", cmd, body, so.String())
+	}
+	cmd, _ = block("== synthetic vs real (")
+	so.Reset()
+	if code := Main(context.Background(), strings.Fields(cmd), nil, &so, &se); code != 0 {
+		t.Fatalf("%s: exit %d: %s", cmd, code, se.String())
+	}
+	saved, _ := os.ReadFile(filepath.Join(dir, "compare.txt"))
+	if so.String() != string(saved) {
+		t.Errorf("%s prints a different comparison than the demo saved:\n--- demo\n%s\n--- command\n%s", cmd, saved, so.String())
+	}
+}
