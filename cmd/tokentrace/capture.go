@@ -155,10 +155,14 @@ func captureCommandLine(c *cli.Context) string {
 		case "keep-start", "keep-hashes", "strict":
 			parts = append(parts, "--"+name)
 		default:
-			parts = append(parts, "--"+name, fmt.Sprint(c.Value(name)))
+			v := fmt.Sprint(c.Value(name))
+			if pathFlags[name] {
+				v = recordedPath(v)
+			}
+			parts = append(parts, "--"+name, v)
 		}
 	}
-	parts = append(parts, c.Args().Slice()...)
+	parts = append(parts, recordedArgs(c.Args().Slice())...)
 	return strings.Join(parts, " ")
 }
 

@@ -108,7 +108,7 @@ func importCommandLine(format string, strict bool, name string) string {
 	if strict {
 		cmd += " --strict"
 	}
-	return cmd + " " + name
+	return cmd + " " + recordedPath(name)
 }
 
 // importWrite copies r into the trace out ("-" = JSONL on stdout); on

@@ -288,10 +288,14 @@ func replayCommandLine(c *cli.Context, headers []string) string {
 				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
 				continue
 			}
-			parts = append(parts, "--"+name, strconvQuote(fmt.Sprint(c.Value(name))))
+			v := fmt.Sprint(c.Value(name))
+			if pathFlags[name] {
+				v = recordedPath(v)
+			}
+			parts = append(parts, "--"+name, strconvQuote(v))
 		}
 	}
-	for _, a := range c.Args().Slice() {
+	for _, a := range recordedArgs(c.Args().Slice()) {
 		parts = append(parts, strconvQuote(a))
 	}
 	return strings.Join(parts, " ")

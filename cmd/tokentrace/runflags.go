@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -215,4 +216,28 @@ var replayFlags = map[string]string{
 // flags instead of options.
 func replayUsageError(err error) error {
 	return usageErrorf("%s", flagNames(err, replayFlags))
+}
+
+// pathFlags are the flags whose values are file paths.
+var pathFlags = map[string]bool{
+	"out": true, "key-file": true, "new-key-file": true, "journal": true, "metrics-out": true,
+	"api-key-file": true, "html": true, "requests-out": true, "vllm-json": true,
+}
+
+// recordedPath is how a path appears in a recorded command line (Meta.Command):
+// its base name only, because directories can name customers and people.
+func recordedPath(p string) string {
+	if p == "-" || p == "" {
+		return p
+	}
+	return filepath.Base(p)
+}
+
+// recordedArgs maps recordedPath over positional arguments.
+func recordedArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = recordedPath(a)
+	}
+	return out
 }

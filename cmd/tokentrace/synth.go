@@ -59,7 +59,7 @@ func synthCommandLine(c *cli.Context, sub string) string {
 			parts = append(parts, fmt.Sprintf("--%s %s", name, c.Value(name)))
 		}
 	}
-	parts = append(parts, c.Args().Slice()...)
+	parts = append(parts, recordedArgs(c.Args().Slice())...)
 	return strings.Join(parts, " ")
 }
 
