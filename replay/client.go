@@ -305,6 +305,11 @@ func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx cont
 		gotDone    bool
 		sawChoices bool
 	)
+	// The request asked for exactly rec.OutputTokens tokens (max_tokens); a
+	// server that keeps streaming past overrunLimit has clearly ignored it,
+	// and reading on would only hold the run up.
+	asked := int64(rec.OutputTokens)
+	overrunLimit := 2*asked + 16
 	for {
 		payload, fresh, err := sr.next()
 		if fresh {
@@ -371,6 +376,11 @@ func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx cont
 		if c.cachedTokens >= 0 {
 			rec.ServerCachedTokens = int32(c.cachedTokens)
 		}
+		if got := max(int64(rec.ServerOutputTokens), int64(len(rec.ChunkNs))); asked > 0 && got > overrunLimit {
+			rec.Status = traces.StatusStreamError
+			rec.Error = fmt.Sprintf("length mismatch: more than %d tokens for max_tokens %d (stopped reading)", overrunLimit, asked)
+			break
+		}
 		if c.hasMetrics() {
 			rec.ServerQueueNs = msToNs(c.queueMs)
 			rec.ServerPrefillNs = msToNs(c.ttftMs)
@@ -386,6 +396,11 @@ func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx cont
 			if !sawChoices {
 				rec.Error = "stream carried no choices"
 			}
+		} else if got := max(int64(rec.ServerOutputTokens), int64(len(rec.ChunkNs))); asked > 0 && got > asked {
+			// max_tokens was not honoured: the latencies are not those of
+			// the recorded request.
+			rec.Status = traces.StatusStreamError
+			rec.Error = fmt.Sprintf("length mismatch: %d tokens for max_tokens %d", got, asked)
 		} else {
 			rec.Status = traces.StatusOK
 		}
