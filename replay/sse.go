@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/tokentrace/tokentrace/internal/jsonlex"
 )
 
 // sseReader splits a text/event-stream body into data payloads without
@@ -131,8 +133,8 @@ var errBadJSON = errors.New("malformed JSON chunk")
 // usage, metrics and error, and skips everything else.
 func parseChunk(b []byte, c *chunk) error {
 	c.reset()
-	p := scanner{b: b}
-	if !p.object(func(key []byte) bool {
+	p := scanner{jsonlex.Lexer{B: b}}
+	if !p.Object(func(key []byte) bool {
 		switch string(key) {
 		case "choices":
 			return p.choices(c)
@@ -144,30 +146,22 @@ func parseChunk(b []byte, c *chunk) error {
 			c.isError = true
 			return p.errorValue(c)
 		case "object":
-			v, ok := p.str()
+			v, ok := p.RawString()
 			if ok && string(v) == "error" {
 				c.isError = true
 			}
 			return ok
-		case "type":
+		case "type", "code":
 			// flat error shape {"object":"error","type":...}
-			if p.peek() == '"' {
-				v, ok := p.str()
-				c.errType = shortToken(v)
-				return ok
-			}
-			return p.skip()
-		case "code":
-			c.errCode = p.shortScalar()
-			return c.errCode != "\x00"
+			return p.errorKey(c, key)
 		default:
-			return p.skip()
+			return p.Skip()
 		}
 	}) {
 		return errBadJSON
 	}
-	p.ws()
-	if p.i != len(p.b) {
+	p.WS()
+	if p.I != len(p.B) {
 		return errBadJSON
 	}
 	if !c.isError {
@@ -190,173 +184,19 @@ func shortToken(v []byte) string {
 	return string(v)
 }
 
+// scanner is the shared JSON lexer plus the readings replay needs from a
+// chunk: usage integers and metrics floats where null means "absent".
 type scanner struct {
-	b []byte
-	i int
+	jsonlex.Lexer
 }
 
-func (p *scanner) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *scanner) peek() byte {
-	p.ws()
-	if p.i < len(p.b) {
-		return p.b[p.i]
-	}
-	return 0
-}
-
-// object walks an object, calling field for each key with the scanner
-// positioned at the value; field must consume the value.
-func (p *scanner) object(field func(key []byte) bool) bool {
-	if p.peek() != '{' {
-		return false
-	}
-	p.i++
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
-	for {
-		k, ok := p.str()
-		if !ok || p.peek() != ':' {
-			return false
-		}
-		p.i++
-		p.ws()
-		if !field(k) {
-			return false
-		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// array walks an array, calling elem with the scanner at each element.
-func (p *scanner) array(elem func() bool) bool {
-	if p.peek() != '[' {
-		return false
-	}
-	p.i++
-	if p.peek() == ']' {
-		p.i++
-		return true
-	}
-	for {
-		p.ws()
-		if !elem() {
-			return false
-		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// str reads a string and returns its raw bytes (escapes not decoded).
-func (p *scanner) str() ([]byte, bool) {
-	if p.peek() != '"' {
-		return nil, false
-	}
-	p.i++
-	start := p.i
-	for p.i < len(p.b) {
-		switch ch := p.b[p.i]; {
-		case ch == '"':
-			s := p.b[start:p.i]
-			p.i++
-			return s, true
-		case ch == '\\':
-			p.i += 2
-		case ch < 0x20:
-			return nil, false
-		default:
-			p.i++
-		}
-	}
-	return nil, false
-}
-
-// skip skips any value.
-func (p *scanner) skip() bool {
-	switch p.peek() {
-	case '"':
-		_, ok := p.str()
-		return ok
-	case '{':
-		return p.object(func([]byte) bool { return p.skip() })
-	case '[':
-		return p.array(p.skip)
-	case 't':
-		return p.lit("true")
-	case 'f':
-		return p.lit("false")
-	case 'n':
-		return p.lit("null")
-	default:
-		_, ok := p.number()
-		return ok
-	}
-}
-
-func (p *scanner) lit(s string) bool {
-	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
-		p.i += len(s)
-		return true
-	}
-	return false
-}
-
-// number returns the raw bytes of a JSON number.
-func (p *scanner) number() ([]byte, bool) {
-	p.ws()
-	start := p.i
-	if p.i < len(p.b) && p.b[p.i] == '-' {
-		p.i++
-	}
-	digits := 0
-	for p.i < len(p.b) {
-		ch := p.b[p.i]
-		if ch >= '0' && ch <= '9' {
-			digits++
-		} else if ch != '.' && ch != 'e' && ch != 'E' && ch != '+' && ch != '-' {
-			break
-		}
-		p.i++
-	}
-	if digits == 0 {
-		return nil, false
-	}
-	return p.b[start:p.i], true
-}
-
-// int reads an integer (null reads as -1).
+// int reads an integer (null reads as -1; fractions are truncated and values
+// clamp at MaxInt32, as usage counts never exceed it).
 func (p *scanner) int() (int64, bool) {
-	if p.peek() == 'n' {
-		return -1, p.lit("null")
+	if p.Peek() == 'n' {
+		return -1, p.Lit("null")
 	}
-	raw, ok := p.number()
+	raw, ok := p.Number()
 	if !ok {
 		return 0, false
 	}
@@ -379,39 +219,34 @@ func (p *scanner) int() (int64, bool) {
 
 // float reads a number (null reads as NaN).
 func (p *scanner) float() (float64, bool) {
-	if p.peek() == 'n' {
-		return math.NaN(), p.lit("null")
+	if p.Peek() == 'n' {
+		return math.NaN(), p.Lit("null")
 	}
-	raw, ok := p.number()
-	if !ok {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(string(raw), 64)
-	return f, err == nil
+	return p.Float()
 }
 
 // shortScalar reads a string, number or null and returns a short
 // content-free form ("\x00" on a syntax error).
 func (p *scanner) shortScalar() string {
-	switch p.peek() {
+	switch p.Peek() {
 	case '"':
-		v, ok := p.str()
+		v, ok := p.RawString()
 		if !ok {
 			return "\x00"
 		}
 		return shortToken(v)
 	case 'n':
-		if !p.lit("null") {
+		if !p.Lit("null") {
 			return "\x00"
 		}
 		return ""
 	case '{', '[', 't', 'f':
-		if !p.skip() {
+		if !p.Skip() {
 			return "\x00"
 		}
 		return ""
 	default:
-		raw, ok := p.number()
+		raw, ok := p.Number()
 		if !ok {
 			return "\x00"
 		}
@@ -420,65 +255,65 @@ func (p *scanner) shortScalar() string {
 }
 
 func (p *scanner) choices(c *chunk) bool {
-	if p.peek() == 'n' {
-		return p.lit("null")
+	if p.Peek() == 'n' {
+		return p.Lit("null")
 	}
-	return p.array(func() bool {
+	return p.Array(func() bool {
 		c.choices = true
-		return p.object(func(key []byte) bool {
+		return p.Object(func(key []byte) bool {
 			switch string(key) {
 			case "text":
 				return p.contentStr(c)
 			case "delta", "message":
-				return p.object(func(key []byte) bool {
+				return p.Object(func(key []byte) bool {
 					switch string(key) {
 					case "content", "reasoning_content", "reasoning":
 						return p.contentStr(c)
 					case "token_ids":
 						return p.tokenIDs(c)
 					default:
-						return p.skip()
+						return p.Skip()
 					}
 				})
 			case "token_ids":
 				return p.tokenIDs(c)
 			default:
-				return p.skip()
+				return p.Skip()
 			}
 		})
 	})
 }
 
 func (p *scanner) contentStr(c *chunk) bool {
-	if p.peek() == '"' {
-		v, ok := p.str()
+	if p.Peek() == '"' {
+		v, ok := p.RawString()
 		if len(v) > 0 {
 			c.content = true
 		}
 		return ok
 	}
-	return p.skip()
+	return p.Skip()
 }
 
 func (p *scanner) tokenIDs(c *chunk) bool {
-	if p.peek() == '[' {
-		start := p.i
-		if !p.skip() {
+	if p.Peek() == '[' {
+		start := p.I
+		if !p.Skip() {
 			return false
 		}
-		if p.i-start > 2 && bytes.ContainsAny(p.b[start:p.i], "0123456789") {
+		if p.I-start > 2 && bytes.ContainsAny(p.B[start:p.I], "0123456789") {
 			c.content = true
 		}
 		return true
 	}
-	return p.skip()
+	return p.Skip()
 }
 
 func (p *scanner) usage(c *chunk) bool {
-	if p.peek() == 'n' {
-		return p.lit("null")
+	if p.Peek() == 'n' {
+		return p.Lit("null")
 	}
-	return p.object(func(key []byte) bool {
+	return p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "prompt_tokens":
@@ -486,31 +321,31 @@ func (p *scanner) usage(c *chunk) bool {
 		case "completion_tokens":
 			c.completionTokens, ok = p.int()
 		case "prompt_tokens_details":
-			if p.peek() == 'n' {
-				return p.lit("null")
+			if p.Peek() == 'n' {
+				return p.Lit("null")
 			}
-			return p.object(func(key []byte) bool {
+			return p.Object(func(key []byte) bool {
 				if string(key) == "cached_tokens" {
 					var ok bool
 					c.cachedTokens, ok = p.int()
 					return ok
 				}
-				return p.skip()
+				return p.Skip()
 			})
 		case "metrics":
 			return p.metrics(c)
 		default:
-			return p.skip()
+			return p.Skip()
 		}
 		return ok
 	})
 }
 
 func (p *scanner) metrics(c *chunk) bool {
-	if p.peek() == 'n' {
-		return p.lit("null")
+	if p.Peek() == 'n' {
+		return p.Lit("null")
 	}
-	return p.object(func(key []byte) bool {
+	return p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "queue_time_ms":
@@ -520,32 +355,32 @@ func (p *scanner) metrics(c *chunk) bool {
 		case "generation_time_ms":
 			c.genMs, ok = p.float()
 		default:
-			return p.skip()
+			return p.Skip()
 		}
 		return ok
 	})
 }
 
 func (p *scanner) errorValue(c *chunk) bool {
-	switch p.peek() {
-	case '{':
-		return p.object(func(key []byte) bool {
-			switch string(key) {
-			case "type":
-				if p.peek() == '"' {
-					v, ok := p.str()
-					c.errType = shortToken(v)
-					return ok
-				}
-				return p.skip()
-			case "code":
-				c.errCode = p.shortScalar()
-				return c.errCode != "\x00"
-			default:
-				return p.skip()
-			}
-		})
-	default:
-		return p.skip()
+	if p.Peek() != '{' {
+		return p.Skip()
 	}
+	return p.Object(func(key []byte) bool { return p.errorKey(c, key) })
+}
+
+// errorKey reads one key of an error object: type and code are kept in
+// short, content-free form, anything else is skipped.
+func (p *scanner) errorKey(c *chunk, key []byte) bool {
+	switch string(key) {
+	case "type":
+		if p.Peek() == '"' {
+			v, ok := p.RawString()
+			c.errType = shortToken(v)
+			return ok
+		}
+	case "code":
+		c.errCode = p.shortScalar()
+		return c.errCode != "\x00"
+	}
+	return p.Skip()
 }

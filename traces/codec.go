@@ -47,6 +47,20 @@ type ReadStats struct {
 	Truncated bool
 }
 
+// malformed handles a row that failed to decode: in strict mode it is the
+// reader's error; otherwise it is counted, the first one kept for the
+// report, and reading goes on (nil).
+func (s *ReadStats) malformed(rerr error, strict bool) error {
+	if strict {
+		return rerr
+	}
+	s.Skipped++
+	if s.FirstSkip == nil {
+		s.FirstSkip = rerr
+	}
+	return nil
+}
+
 // OpenOptions tunes Open.
 type OpenOptions struct {
 	// Strict fails on the first malformed row instead of skipping and

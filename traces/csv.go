@@ -42,9 +42,6 @@ func newCSVWriter(w io.Writer, m Meta) (*csvWriter, error) {
 	return cw, nil
 }
 
-// isRequestColumn reports whether col is written even at its zero value.
-func isRequestColumn(col int) bool { return col < colRun }
-
 func (w *csvWriter) Write(recs []Record) (int, error) {
 	if w.err != nil {
 		return 0, w.err
@@ -52,14 +49,15 @@ func (w *csvWriter) Write(recs []Record) (int, error) {
 	for i := range recs {
 		r := &recs[i]
 		b := w.buf[:0]
-		for col := 0; col < numColumns; col++ {
+		for col := range schema {
+			c := &schema[col]
 			if col > 0 {
 				b = append(b, ',')
 			}
-			if !isRequestColumn(col) && r.isDefault(col) {
+			if !c.request && c.isDefault(r) {
 				continue
 			}
-			w.cell = r.appendText(w.cell[:0], col)
+			w.cell = c.appendValue(w.cell[:0], r, ' ', false)
 			b = appendCSVCell(b, w.cell)
 		}
 		b = append(b, '\n')
@@ -282,14 +280,9 @@ func (r *csvReader) Read(recs []Record) (int, error) {
 				}
 				return n, r.err
 			}
-			rerr := &RowError{File: r.name, Line: line, Err: err}
-			if r.strict {
-				r.err = rerr
-				return n, rerr
-			}
-			r.stats.Skipped++
-			if r.stats.FirstSkip == nil {
-				r.stats.FirstSkip = rerr
+			if err := r.stats.malformed(&RowError{File: r.name, Line: line, Err: err}, r.strict); err != nil {
+				r.err = err
+				return n, err
 			}
 			continue
 		}
@@ -319,7 +312,7 @@ func (r *csvReader) decode(fields []string, rec *Record) error {
 		if col < 0 || f == "" {
 			continue
 		}
-		if err := rec.setText(col, f, r.intern.str); err != nil {
+		if err := schema[col].setText(rec, f, r.intern.str); err != nil {
 			return fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 	}

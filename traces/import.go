@@ -228,11 +228,7 @@ func (r *importReader) Read(recs []Record) (int, error) {
 			continue
 		}
 		var re *RowError
-		if errors.As(err, &re) && !r.strict && err != io.EOF {
-			r.stats.Skipped++
-			if r.stats.FirstSkip == nil {
-				r.stats.FirstSkip = err
-			}
+		if errors.As(err, &re) && err != io.EOF && r.stats.malformed(err, r.strict) == nil {
 			continue
 		}
 		r.err = err

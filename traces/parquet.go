@@ -145,7 +145,7 @@ type parquetReader struct {
 	meta    Meta
 	stats   ReadStats
 	strict  bool
-	missing []int // notReportedColumn columns absent from the file
+	missing []int // columns absent from the file that read as NotReported
 	row     int64 // rows consumed from the file
 	err     error
 	// salvaged is the truncation error of a footer-less file whose complete
@@ -220,12 +220,12 @@ func newParquetReaderAt(f *os.File, size int64, name string, o OpenOptions, clos
 		fields[f.Name()] = true
 	}
 	known := 0
-	for col, c := range Columns {
-		if fields[c] {
+	for col, c := range schema {
+		if fields[c.name] {
 			known++
 			continue
 		}
-		if notReportedColumn(col) {
+		if c.absent != 0 {
 			r.missing = append(r.missing, col)
 		}
 	}
@@ -341,17 +341,12 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 		r.row++
 		rec := &recs[i]
 		for _, col := range r.missing {
-			rec.setNotReported(col)
+			schema[col].setAbsent(rec)
 		}
 		rec.normalizeLists()
 		if err := rec.Validate(); err != nil {
-			rerr := &RowError{File: r.name, Line: r.row, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}
-			if r.strict {
-				return n, rerr
-			}
-			r.stats.Skipped++
-			if r.stats.FirstSkip == nil {
-				r.stats.FirstSkip = rerr
+			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}, r.strict); err != nil {
+				return n, err
 			}
 			continue
 		}

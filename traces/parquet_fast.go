@@ -17,42 +17,6 @@ import (
 // recordSchema is the Parquet schema of Record.
 var recordSchema = parquet.SchemaOf(Record{})
 
-var int64Field = [numColumns]func(*Record) *int64{
-	colSeq:             func(r *Record) *int64 { return &r.Seq },
-	colArrivalNs:       func(r *Record) *int64 { return &r.ArrivalNs },
-	colSession:         func(r *Record) *int64 { return &r.Session },
-	colScheduledNs:     func(r *Record) *int64 { return &r.ScheduledNs },
-	colSentNs:          func(r *Record) *int64 { return &r.SentNs },
-	colFirstTokenNs:    func(r *Record) *int64 { return &r.FirstTokenNs },
-	colLastTokenNs:     func(r *Record) *int64 { return &r.LastTokenNs },
-	colServerQueueNs:   func(r *Record) *int64 { return &r.ServerQueueNs },
-	colServerPrefillNs: func(r *Record) *int64 { return &r.ServerPrefillNs },
-	colServerDecodeNs:  func(r *Record) *int64 { return &r.ServerDecodeNs },
-}
-
-var int32Field = [numColumns]func(*Record) *int32{
-	colTurn:               func(r *Record) *int32 { return &r.Turn },
-	colPrefixTokens:       func(r *Record) *int32 { return &r.PrefixTokens },
-	colInputTokens:        func(r *Record) *int32 { return &r.InputTokens },
-	colOutputTokens:       func(r *Record) *int32 { return &r.OutputTokens },
-	colServerPromptTokens: func(r *Record) *int32 { return &r.ServerPromptTokens },
-	colServerOutputTokens: func(r *Record) *int32 { return &r.ServerOutputTokens },
-	colServerCachedTokens: func(r *Record) *int32 { return &r.ServerCachedTokens },
-	colServerPreemptions:  func(r *Record) *int32 { return &r.ServerPreemptions },
-	colHTTPStatus:         func(r *Record) *int32 { return &r.HTTPStatus },
-}
-
-var stringField = [numColumns]func(*Record) *string{
-	colCategory:  func(r *Record) *string { return &r.Category },
-	colModel:     func(r *Record) *string { return &r.Model },
-	colAPI:       func(r *Record) *string { return &r.API },
-	colClass:     func(r *Record) *string { return &r.Class },
-	colRun:       func(r *Record) *string { return &r.Run },
-	colStatus:    func(r *Record) *string { return &r.Status },
-	colError:     func(r *Record) *string { return &r.Error },
-	colRequestID: func(r *Record) *string { return &r.RequestID },
-}
-
 // colCursor walks one column chunk's pages.
 type colCursor struct {
 	col   int
@@ -95,14 +59,11 @@ func (c *colCursor) next(in *interner) (bool, error) {
 	c.pos, c.lpos = 0, 0
 	c.rep, c.def = p.RepetitionLevels(), p.DefinitionLevels()
 	v := p.Data()
-	switch {
-	case int64Field[c.col] != nil:
+	switch schema[c.col].kind {
+	case kindInt64, kindList64:
 		c.i64 = v.Int64()
 		c.nval = len(c.i64)
-	case c.col == colPrefixBlocks || c.col == colChunkNs:
-		c.i64 = v.Int64()
-		c.nval = len(c.i64)
-	case int32Field[c.col] != nil, c.col == colChunkTokens:
+	case kindInt32, kindList32:
 		c.i32 = v.Int32()
 		c.nval = len(c.i32)
 	default: // strings
@@ -151,36 +112,33 @@ func (c *colCursor) fill(recs []Record, in *interner) error {
 			return err
 		}
 		k := min(len(recs)-i, c.nval-c.pos)
+		sc := &schema[c.col]
 		switch {
-		case int64Field[c.col] != nil:
-			f := int64Field[c.col]
+		case sc.kind == kindInt64:
 			for j, v := range c.i64[c.pos : c.pos+k] {
-				*f(&recs[i+j]) = v
+				*sc.int64p(&recs[i+j]) = v
 			}
-		case int32Field[c.col] != nil:
-			f := int32Field[c.col]
+		case sc.kind == kindInt32:
 			for j, v := range c.i32[c.pos : c.pos+k] {
-				*f(&recs[i+j]) = v
+				*sc.int32p(&recs[i+j]) = v
 			}
 		case c.idx != nil:
-			f := stringField[c.col]
 			for j, x := range c.idx[c.pos : c.pos+k] {
 				if x < 0 || int(x) >= len(c.dict) {
 					return fmt.Errorf("column %s: dictionary index %d out of range", Columns[c.col], x)
 				}
-				*f(&recs[i+j]) = c.dict[x]
+				*sc.strp(&recs[i+j]) = c.dict[x]
 			}
 		default:
-			f := stringField[c.col]
 			for j := range k {
 				a, b := c.offs[c.pos+j], c.offs[c.pos+j+1]
 				if a > b || int(b) > len(c.data) {
 					return fmt.Errorf("column %s: bad byte array offsets", Columns[c.col])
 				}
 				if a == b {
-					*f(&recs[i+j]) = ""
+					*sc.strp(&recs[i+j]) = ""
 				} else {
-					*f(&recs[i+j]) = string(c.data[a:b])
+					*sc.strp(&recs[i+j]) = string(c.data[a:b])
 				}
 			}
 		}
@@ -193,15 +151,17 @@ func (c *colCursor) fill(recs []Record, in *interner) error {
 // fillList decodes len(recs) rows of a list column (max repetition and
 // definition level 1: def 0 = empty list).
 func (c *colCursor) fillList(recs []Record, in *interner) error {
+	sc := &schema[c.col]
 	for i := range recs {
 		r := &recs[i]
-		switch c.col {
-		case colPrefixBlocks:
-			r.PrefixBlocks = r.PrefixBlocks[:0]
-		case colChunkNs:
-			r.ChunkNs = r.ChunkNs[:0]
-		case colChunkTokens:
-			r.ChunkTokens = r.ChunkTokens[:0]
+		var l64 *[]int64
+		var l32 *[]int32
+		if sc.kind == kindList64 {
+			l64 = sc.list64p(r)
+			*l64 = (*l64)[:0]
+		} else {
+			l32 = sc.list32p(r)
+			*l32 = (*l32)[:0]
 		}
 		first := true
 		for {
@@ -243,13 +203,10 @@ func (c *colCursor) fillList(recs []Record, in *interner) error {
 			if c.pos >= c.nval {
 				return fmt.Errorf("column %s: more levels than values", Columns[c.col])
 			}
-			switch c.col {
-			case colPrefixBlocks:
-				r.PrefixBlocks = append(r.PrefixBlocks, c.i64[c.pos])
-			case colChunkNs:
-				r.ChunkNs = append(r.ChunkNs, c.i64[c.pos])
-			case colChunkTokens:
-				r.ChunkTokens = append(r.ChunkTokens, c.i32[c.pos])
+			if l64 != nil {
+				*l64 = append(*l64, c.i64[c.pos])
+			} else {
+				*l32 = append(*l32, c.i32[c.pos])
 			}
 			c.pos++
 		}
@@ -321,7 +278,7 @@ func (f *fastParquet) read(recs []Record) (int, error) {
 	recs = recs[:k]
 	for _, c := range f.cursors {
 		var err error
-		if c.col == colPrefixBlocks || c.col == colChunkNs || c.col == colChunkTokens {
+		if kd := schema[c.col].kind; kd == kindList64 || kd == kindList32 {
 			err = c.fillList(recs, &f.in)
 		} else {
 			err = c.fill(recs, &f.in)

@@ -36,81 +36,92 @@ var Statuses = []string{StatusOK, StatusHTTPError, StatusStreamError, StatusTime
 const NotReported = -1
 
 // Record is one request: what was (or is to be) sent, and optionally what
-// happened to it. The struct tags define the Parquet schema, and the JSON and
-// CSV codecs use the same column names.
+// happened to it. This struct is the schema's one declaration: its fields in
+// order are the columns, the parquet tag names each column and its Parquet
+// encoding, and the trace tag its role in the text codecs (columns.go):
+//
+//   - request: a request column; CSV writes it even at its default
+//   - always: JSONL writes it even at its default (a request column too)
+//   - outcome: an outcome column
+//   - unreported: a number that reads as NotReported when a file lacks it
+//
+// Every codec (Parquet, JSONL, CSV) and the column table of docs/schema.md
+// are driven from it.
 //
 // Never rename or retype a column: add new ones (see SchemaVersion).
 type Record struct {
 	// Request columns (capture, synth, import).
 
 	// Seq is the row's order in the trace.
-	Seq int64 `parquet:"seq,delta" json:"seq"`
+	Seq int64 `parquet:"seq,delta" json:"seq" trace:"request,always"`
 	// ArrivalNs is the arrival offset from the trace start.
-	ArrivalNs int64 `parquet:"arrival_ns,delta" json:"arrival_ns"`
+	ArrivalNs int64 `parquet:"arrival_ns,delta" json:"arrival_ns" trace:"request,always"`
 	// Session is an opaque session number (0 = none), renumbered in order of
 	// first appearance.
-	Session int64 `parquet:"session,delta" json:"session"`
+	Session int64 `parquet:"session,delta" json:"session" trace:"request"`
 	// Turn is the turn within the session (0 = single-shot).
-	Turn int32 `parquet:"turn,delta" json:"turn"`
+	Turn int32 `parquet:"turn,delta" json:"turn" trace:"request"`
 	// Category is the k-anonymous prefix category label ("" = no shared prefix).
-	Category string `parquet:"category,dict" json:"category"`
+	Category string `parquet:"category,dict" json:"category" trace:"request"`
 	// PrefixTokens is the length of the category's shared prefix in tokens.
-	PrefixTokens int32 `parquet:"prefix_tokens,delta" json:"prefix_tokens"`
+	PrefixTokens int32 `parquet:"prefix_tokens,delta" json:"prefix_tokens" trace:"request"`
 	// PrefixBlocks are optional chained block ids (Mooncake hash_ids style);
 	// the block size is Meta.BlockSize.
-	PrefixBlocks []int64 `parquet:"prefix_blocks,list" json:"prefix_blocks"`
-	// InputTokens is the prompt length, prefix included.
-	InputTokens int32 `parquet:"input_tokens,delta" json:"input_tokens"`
-	// OutputTokens is the target output length.
-	OutputTokens int32 `parquet:"output_tokens,delta" json:"output_tokens"`
+	PrefixBlocks []int64 `parquet:"prefix_blocks,list" json:"prefix_blocks" trace:"request"`
+	// InputTokens is the prompt length, prefix included (≥ 0).
+	InputTokens int32 `parquet:"input_tokens,delta" json:"input_tokens" trace:"request,always"`
+	// OutputTokens is the target output length (≥ 0).
+	OutputTokens int32 `parquet:"output_tokens,delta" json:"output_tokens" trace:"request,always"`
 	// Model is the model or LoRA adapter name.
-	Model string `parquet:"model,dict" json:"model"`
-	// API is APIChat or APICompletions ("" = the replayer's default).
-	API string `parquet:"api,dict" json:"api"`
+	Model string `parquet:"model,dict" json:"model" trace:"request"`
+	// API is chat or completions (APIChat, APICompletions; "" = the
+	// replayer's default).
+	API string `parquet:"api,dict" json:"api" trace:"request"`
 	// Class is the traffic class, e.g. "interactive" or "batch" ("" = default).
-	Class string `parquet:"class,dict" json:"class"`
+	Class string `parquet:"class,dict" json:"class" trace:"request"`
 
 	// Outcome columns (replay, or capture when the logs hold them). Offsets
 	// are from the run start; NotReported (-1) where unknown.
 
 	// Run is the run label ("production" for captured outcomes).
-	Run string `parquet:"run,dict" json:"run"`
+	Run string `parquet:"run,dict" json:"run" trace:"outcome"`
 	// ScheduledNs is when the request was due to be sent.
-	ScheduledNs int64 `parquet:"scheduled_ns,delta" json:"scheduled_ns"`
+	ScheduledNs int64 `parquet:"scheduled_ns,delta" json:"scheduled_ns" trace:"outcome,unreported"`
 	// SentNs is when the request was actually sent; lateness = sent − scheduled.
-	SentNs int64 `parquet:"sent_ns,delta" json:"sent_ns"`
+	SentNs int64 `parquet:"sent_ns,delta" json:"sent_ns" trace:"outcome,unreported"`
 	// FirstTokenNs is the arrival of the first chunk that carried tokens.
-	FirstTokenNs int64 `parquet:"first_token_ns,delta" json:"first_token_ns"`
+	FirstTokenNs int64 `parquet:"first_token_ns,delta" json:"first_token_ns" trace:"outcome,unreported"`
 	// LastTokenNs is the arrival of the last chunk that carried tokens.
-	LastTokenNs int64 `parquet:"last_token_ns,delta" json:"last_token_ns"`
+	LastTokenNs int64 `parquet:"last_token_ns,delta" json:"last_token_ns" trace:"outcome,unreported"`
 	// ChunkNs is the arrival offset of every streamed chunk that carried tokens.
-	ChunkNs []int64 `parquet:"chunk_ns,list" json:"chunk_ns"`
+	ChunkNs []int64 `parquet:"chunk_ns,list" json:"chunk_ns" trace:"outcome"`
 	// ChunkTokens is the tokens per chunk, where the server tells (same length
 	// as ChunkNs, or empty).
-	ChunkTokens []int32 `parquet:"chunk_tokens,list" json:"chunk_tokens"`
+	ChunkTokens []int32 `parquet:"chunk_tokens,list" json:"chunk_tokens" trace:"outcome"`
 	// ServerPromptTokens is usage.prompt_tokens.
-	ServerPromptTokens int32 `parquet:"server_prompt_tokens,delta" json:"server_prompt_tokens"`
+	ServerPromptTokens int32 `parquet:"server_prompt_tokens,delta" json:"server_prompt_tokens" trace:"outcome,unreported"`
 	// ServerOutputTokens is usage.completion_tokens.
-	ServerOutputTokens int32 `parquet:"server_output_tokens,delta" json:"server_output_tokens"`
+	ServerOutputTokens int32 `parquet:"server_output_tokens,delta" json:"server_output_tokens" trace:"outcome,unreported"`
 	// ServerCachedTokens is usage.prompt_tokens_details.cached_tokens.
-	ServerCachedTokens int32 `parquet:"server_cached_tokens,delta" json:"server_cached_tokens"`
+	ServerCachedTokens int32 `parquet:"server_cached_tokens,delta" json:"server_cached_tokens" trace:"outcome,unreported"`
 	// ServerQueueNs is the server's own queueing time for the request.
-	ServerQueueNs int64 `parquet:"server_queue_ns,delta" json:"server_queue_ns"`
+	ServerQueueNs int64 `parquet:"server_queue_ns,delta" json:"server_queue_ns" trace:"outcome,unreported"`
 	// ServerPrefillNs is the server's own prefill time (scheduled → first token).
-	ServerPrefillNs int64 `parquet:"server_prefill_ns,delta" json:"server_prefill_ns"`
+	ServerPrefillNs int64 `parquet:"server_prefill_ns,delta" json:"server_prefill_ns" trace:"outcome,unreported"`
 	// ServerDecodeNs is the server's own decode time (first → last token).
-	ServerDecodeNs int64 `parquet:"server_decode_ns,delta" json:"server_decode_ns"`
+	ServerDecodeNs int64 `parquet:"server_decode_ns,delta" json:"server_decode_ns" trace:"outcome,unreported"`
 	// ServerPreemptions is how often the server preempted the request
 	// (the simulator's truth; vLLM does not report it per request).
-	ServerPreemptions int32 `parquet:"server_preemptions,delta" json:"server_preemptions"`
-	// Status is one of Statuses, or "" when the row carries no outcome.
-	Status string `parquet:"status,dict" json:"status"`
+	ServerPreemptions int32 `parquet:"server_preemptions,delta" json:"server_preemptions" trace:"outcome,unreported"`
+	// Status is ok, http_error, stream_error, timeout, disconnect or
+	// client_error (Statuses), or "" when the row carries no outcome.
+	Status string `parquet:"status,dict" json:"status" trace:"outcome"`
 	// HTTPStatus is the HTTP status code (0 = no response).
-	HTTPStatus int32 `parquet:"http_status,delta" json:"http_status"`
+	HTTPStatus int32 `parquet:"http_status,delta" json:"http_status" trace:"outcome"`
 	// Error is a short, content-free error message.
-	Error string `parquet:"error,dict" json:"error"`
+	Error string `parquet:"error,dict" json:"error" trace:"outcome"`
 	// RequestID is the X-Request-Id sent.
-	RequestID string `parquet:"request_id" json:"request_id"`
+	RequestID string `parquet:"request_id" json:"request_id" trace:"outcome"`
 }
 
 // ClearOutcome sets every outcome column to "nothing happened yet": empty

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/tokentrace/tokentrace/internal/jsonlex"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -95,9 +95,9 @@ func (s *Server) appendErrorBody(dst []byte, e *apiError) []byte {
 	} else {
 		dst = append(dst, `{"error":{"message":`...)
 	}
-	dst = appendJSONString(dst, e.msg)
+	dst = jsonlex.AppendString(dst, e.msg)
 	dst = append(dst, `,"type":`...)
-	dst = appendJSONString(dst, e.typ)
+	dst = jsonlex.AppendString(dst, e.typ)
 	dst = append(dst, `,"param":null,"code":`...)
 	dst = strconv.AppendInt(dst, int64(e.status), 10)
 	if s.o.FlatErrors {
@@ -118,7 +118,7 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 
 // writeDetail is FastAPI's error shape for unknown routes and methods.
 func writeDetail(w http.ResponseWriter, status int, detail string) {
-	writeJSON(w, status, append(appendJSONString([]byte(`{"detail":`), detail), '}'))
+	writeJSON(w, status, append(jsonlex.AppendString([]byte(`{"detail":`), detail), '}'))
 }
 
 // genBody is the part of a completions or chat request the simulator reads.
@@ -528,7 +528,7 @@ func (c *call) extID() string {
 // the opening of choices.
 func (c *call) appendPrefix(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, c.extID())
+	dst = jsonlex.AppendString(dst, c.extID())
 	if c.g.api == traces.APIChat {
 		dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
 	} else {
@@ -536,7 +536,7 @@ func (c *call) appendPrefix(dst []byte) []byte {
 	}
 	dst = strconv.AppendInt(dst, c.created, 10)
 	dst = append(dst, `,"model":`...)
-	dst = appendJSONString(dst, c.s.o.Model)
+	dst = jsonlex.AppendString(dst, c.s.o.Model)
 	return append(dst, `,"choices":[`...)
 }
 
@@ -823,7 +823,7 @@ func (c *call) complete(ctx context.Context, w http.ResponseWriter) {
 		}
 	}
 	b := []byte(`{"id":`)
-	b = appendJSONString(b, c.extID())
+	b = jsonlex.AppendString(b, c.extID())
 	if c.g.api == traces.APIChat {
 		b = append(b, `,"object":"chat.completion","created":`...)
 	} else {
@@ -831,7 +831,7 @@ func (c *call) complete(ctx context.Context, w http.ResponseWriter) {
 	}
 	b = strconv.AppendInt(b, c.created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, c.s.o.Model)
+	b = jsonlex.AppendString(b, c.s.o.Model)
 	b = append(b, `,"choices":[`...)
 	for i, r := range c.reqs {
 		if i > 0 {
@@ -931,7 +931,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, hr *http.Request) {
 			if i > 0 {
 				out = append(out, ',')
 			}
-			out = appendJSONString(out, p)
+			out = jsonlex.AppendString(out, p)
 		}
 		out = append(out, ']')
 	} else {
@@ -944,9 +944,9 @@ func (s *Server) serveTokenize(w http.ResponseWriter, hr *http.Request) {
 func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	created := strconv.FormatInt(s.start.Unix(), 10)
 	b := []byte(`{"object":"list","data":[{"id":`)
-	b = appendJSONString(b, s.o.Model)
+	b = jsonlex.AppendString(b, s.o.Model)
 	b = append(b, `,"object":"model","created":`+created+`,"owned_by":"vllm","root":`...)
-	b = appendJSONString(b, s.o.Model)
+	b = jsonlex.AppendString(b, s.o.Model)
 	b = append(b, `,"parent":null,"max_model_len":`...)
 	b = strconv.AppendInt(b, int64(s.o.MaxModelLen), 10)
 	b = append(b, `,"permission":[{"id":"modelperm-sim","object":"model_permission","created":`+created+
@@ -955,40 +955,3 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, b)
 }
 
-// appendJSONString appends s as a JSON string (UTF-8 kept, like pydantic).
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
-}
