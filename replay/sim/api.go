@@ -954,4 +954,3 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 		`"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}]}]}`...)
 	writeJSON(w, http.StatusOK, b)
 }
-
