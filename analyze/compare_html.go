@@ -16,7 +16,6 @@ func (c *Comparison) compareCDF(title string, a, b []float64) (*plot.Plot, error
 		return nil, nil
 	}
 	p := newPlot(title, "latency (ms)", "fraction of requests")
-	p.Legend.Top, p.Legend.Left = false, false
 	if err := addLine(p, c.LabelA, cdfLine(a), colTTFT, false); err != nil {
 		return nil, err
 	}
@@ -53,8 +52,7 @@ func (c *Comparison) compareBars() (*plot.Plot, error) {
 	}
 	p.NominalX(fmt.Sprintf("%s (%s)", c.LabelA, orDash(a.Source)), fmt.Sprintf("%s (%s)", c.LabelB, orDash(b.Source)))
 	p.Y.Min, p.Y.Max = 0, 100
-	p.Legend.Top, p.Legend.Left = true, false
-	p.X.Min, p.X.Max = -0.7, 2.3
+	p.X.Min, p.X.Max = -0.7, 1.7
 	return p, nil
 }
 

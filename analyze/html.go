@@ -9,11 +9,10 @@ import (
 	"math"
 	"regexp"
 
+	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Chart limits keep the HTML small on huge runs.
@@ -37,22 +36,15 @@ var (
 	}
 )
 
-// svgOf renders p as an inline SVG element (no XML prologue). A panic in
-// the plotting library (degenerate data) becomes an error.
-func svgOf(p *plot.Plot, w, h vg.Length) (_ template.HTML, err error) {
-	defer func() {
-		if e := recover(); e != nil {
-			err = fmt.Errorf("chart %q: %v", p.Title.Text, e)
-		}
-	}()
-	c := vgsvg.New(w, h)
-	p.Draw(draw.New(c))
-	var b bytes.Buffer
-	if _, err := c.WriteTo(&b); err != nil {
+// svgOf renders p as an inline SVG element (no XML prologue), its legend
+// beside the plot area.
+func svgOf(p *plot.Plot, w, h vg.Length) (template.HTML, error) {
+	b, err := chart.SVG(p, w, h)
+	if err != nil {
 		return "", err
 	}
-	s := b.String()
-	if i := bytes.Index(b.Bytes(), []byte("<svg")); i >= 0 {
+	s := string(b)
+	if i := bytes.Index(b, []byte("<svg")); i >= 0 {
 		s = s[i:]
 	}
 	// scale with the page: keep the viewBox, drop the fixed size.
@@ -85,40 +77,11 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
 	return p
 }
 
 func addLine(p *plot.Plot, name string, xy plotter.XYs, c color.Color, dashed bool) error {
-	if len(xy) == 0 {
-		return nil
-	}
-	if len(xy) < 20 { // few points: mark them, a lone point draws no line
-		lp, pts, err := plotter.NewLinePoints(xy)
-		if err != nil {
-			return err
-		}
-		lp.Color, pts.Color = c, c
-		pts.Radius = vg.Points(2)
-		if dashed {
-			lp.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		p.Add(lp, pts)
-		p.Legend.Add(name, lp, pts)
-		return nil
-	}
-	l, err := plotter.NewLine(xy)
-	if err != nil {
-		return err
-	}
-	l.Color = c
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	}
-	p.Add(l)
-	p.Legend.Add(name, l)
-	return nil
+	return chart.AddLine(p, name, xy, c, dashed)
 }
 
 // charts renders the report's charts; a chart without data is skipped.
@@ -149,7 +112,6 @@ func (rep *Report) cdfTTFTE2E() (*plot.Plot, error) {
 		return nil, nil
 	}
 	p := newPlot("Latency CDF: TTFT and E2E", "latency (ms)", "fraction of requests")
-	p.Legend.Top, p.Legend.Left = false, false
 	if err := addLine(p, "TTFT", cdfLine(rep.samples.ttft), colTTFT, false); err != nil {
 		return nil, err
 	}
@@ -187,7 +149,6 @@ func (rep *Report) cdfTokens() (*plot.Plot, error) {
 		return nil, nil
 	}
 	p := newPlot("Latency CDF: TPOT and ITL", "latency (ms)", "fraction")
-	p.Legend.Top, p.Legend.Left = false, false
 	if err := addLine(p, "TPOT", cdfLine(rep.samples.tpot), colTPOT, false); err != nil {
 		return nil, err
 	}
@@ -355,8 +316,7 @@ func (rep *Report) attributionBars() (*plot.Plot, error) {
 	}
 	p.NominalX(fmt.Sprintf("p%s tail (%d)", fmtPct(at.TailPercentile), at.TailRequests), "all requests")
 	p.Y.Min, p.Y.Max = 0, 100
-	p.Legend.Top, p.Legend.Left = true, false
-	p.X.Min, p.X.Max = -0.7, 2.3 // room for the legend
+	p.X.Min, p.X.Max = -0.7, 1.7
 	return p, nil
 }
 

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -49,21 +48,7 @@ func (res *Result) WriteChart(name string) error {
 		maxY = max(maxY, b)
 	}
 	add := func(xy plotter.XYs, c color.Color, legend string, dashed bool) error {
-		if len(xy) == 0 {
-			return nil
-		}
-		l, pts, err := plotter.NewLinePoints(xy)
-		if err != nil {
-			return err
-		}
-		l.Color, pts.Color = c, c
-		l.Width = vg.Points(1.5)
-		if dashed {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		}
-		p.Add(l, pts)
-		p.Legend.Add(legend, l, pts)
-		return nil
+		return chart.AddLine(p, legend, xy, c, dashed)
 	}
 	if err := add(p50, color.RGBA{R: 31, G: 119, B: 180, A: 255}, metricLabel(metric)+" p50", false); err != nil {
 		return err
@@ -111,7 +96,6 @@ func (res *Result) WriteChart(name string) error {
 			p.Add(lb)
 		}
 	}
-	p.Legend.Top, p.Legend.Left = true, true
 	// Latency spans orders of magnitude past the knee: a log axis keeps
 	// the region below the SLO readable (all values are positive).
 	minY := math.Inf(1)
@@ -132,11 +116,7 @@ func (res *Result) WriteChart(name string) error {
 	} else {
 		p.Y.Min = 0
 	}
-	ext := strings.ToLower(filepath.Ext(name))
-	if ext != ".svg" && ext != ".png" && ext != ".pdf" {
-		return fmt.Errorf("chart %s: want .svg, .png or .pdf", name)
-	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, name)
+	return chart.Save(p, 8*vg.Inch, 5*vg.Inch, name)
 }
 
 func allPositive(xy plotter.XYs) bool {
