@@ -5,8 +5,8 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -104,29 +104,20 @@ func (rep *Report) WriteRequestsFile(name string, stdout io.Writer) (err error) 
 	if name == "-" {
 		return rep.WriteRequests(stdout, format)
 	}
-	f, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", name, err)
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("close %s: %w", name, cerr)
+	// Written beside the final name and renamed at the end: a failed
+	// write never leaves a partial file under name.
+	return atomicfile.WriteFile(name, func(w io.Writer) error {
+		if !zst {
+			return rep.WriteRequests(w, format)
 		}
-	}()
-	var w io.Writer = f
-	if zst {
-		zw, err := zstd.NewWriter(f)
+		zw, err := zstd.NewWriter(w)
 		if err != nil {
 			return err
 		}
 		if err := rep.WriteRequests(zw, format); err != nil {
 			zw.Close()
-			return fmt.Errorf("write %s: %w", name, err)
+			return err
 		}
 		return zw.Close()
-	}
-	if err := rep.WriteRequests(w, format); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
+	})
 }

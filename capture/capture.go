@@ -388,12 +388,21 @@ func NewKeyFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create key file: %w", err)
 	}
+	// A key file cut short (a full disk) would later load as a different
+	// key: remove it rather than leave it.
 	if _, err := f.WriteString(hex.EncodeToString(k) + "\n"); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("write key file %s: %w", path, err)
+		os.Remove(path)
+		return nil, fmt.Errorf("write key file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("write key file: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("write key file %s: %w", path, err)
+		os.Remove(path)
+		return nil, fmt.Errorf("write key file: %w", err)
 	}
 	return k, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -16,19 +18,57 @@ import (
 // analyze read as is; a torn last line is skipped as malformed.
 func JournalPath(out string) string { return out + ".journal.jsonl" }
 
+// IncompleteJournalPath is where a journal that could not be written to the
+// end is left, so that its name says it is cut short.
+func IncompleteJournalPath(journal string) string {
+	return strings.TrimSuffix(journal, ".jsonl") + ".incomplete.jsonl"
+}
+
+// JournalError reports a journal write that failed during a run. The run
+// stopped sending at the failure (in-flight requests got Options.Drain to
+// finish) and its Result still holds every finished request; the journal
+// holds only those written before the failure.
+type JournalError struct {
+	// Path is where the incomplete journal now is (IncompleteJournalPath of
+	// Options.Journal, or Options.Journal if it could not be renamed).
+	Path string
+	Err  error
+}
+
+func (e *JournalError) Error() string {
+	return fmt.Sprintf("journal write failed, sending stopped: %v; %s is incomplete", e.Err, e.Path)
+}
+
+func (e *JournalError) Unwrap() error { return e.Err }
+
+// journalFile is what the journal writes to: an *os.File, or a fake that
+// fails in tests.
+type journalFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Stat() (os.FileInfo, error)
+}
+
+// createJournal opens the journal file; tests replace it.
+var createJournal = func(path string) (journalFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+}
+
 // journal appends records as JSON lines and fsyncs on demand.
 type journal struct {
-	f   *os.File
-	bw  *bufio.Writer
-	buf []byte
+	path string
+	f    journalFile
+	bw   *bufio.Writer
+	buf  []byte
 }
 
 func openJournal(path string, m traces.Meta) (*journal, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := createJournal(path)
 	if err != nil {
 		return nil, fmt.Errorf("create journal: %w", err)
 	}
-	j := &journal{f: f, bw: bufio.NewWriterSize(f, 256<<10)}
+	j := &journal{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10)}
 	if m.SchemaVersion == "" {
 		m.SchemaVersion = traces.SchemaVersion
 	}
@@ -41,7 +81,8 @@ func openJournal(path string, m traces.Meta) (*journal, error) {
 	j.bw.WriteByte('\n')
 	if err := j.sync(); err != nil {
 		f.Close()
-		return nil, err
+		os.Remove(path) // a journal that cannot take its first line holds nothing
+		return nil, fmt.Errorf("write journal: %w", err)
 	}
 	return j, nil
 }
@@ -64,7 +105,20 @@ func (j *journal) sync() error {
 	if err := j.bw.Flush(); err != nil {
 		return err
 	}
-	return j.f.Sync()
+	if err := j.f.Sync(); err != nil {
+		return err
+	}
+	// Writes to a journal whose directory was removed (or that was replaced)
+	// succeed on the open file but reach nothing anyone can read: check that
+	// the name still leads to this file.
+	fi, err := j.f.Stat()
+	if err != nil {
+		return err
+	}
+	if pi, err := os.Stat(j.path); err != nil || !os.SameFile(fi, pi) {
+		return fmt.Errorf("%s was removed or replaced during the run", j.path)
+	}
+	return nil
 }
 
 func (j *journal) close() error {
@@ -76,7 +130,9 @@ func (j *journal) close() error {
 }
 
 // journalLoop appends finished records to the journal every JournalSync and
-// fsyncs, until r.jstop closes; then it writes the rest and closes.
+// fsyncs, until r.jstop closes; then it writes the rest and closes. The
+// first failed write stops sending at once: a run that goes on would hold
+// requests nothing on disk keeps if the process died.
 func (r *runner) journalLoop(j *journal) error {
 	period := r.o.JournalSync
 	if period <= 0 {
@@ -93,12 +149,15 @@ func (r *runner) journalLoop(j *journal) error {
 		if len(batch) == 0 || werr != nil {
 			return
 		}
-		if err := j.write(batch); err != nil {
-			werr = err
-			return
+		werr = j.write(batch)
+		if werr == nil {
+			werr = j.sync()
 		}
-		if err := j.sync(); err != nil {
-			werr = err
+		if werr != nil {
+			r.stopSend()
+			if r.o.Log != nil {
+				fmt.Fprintf(r.o.Log, "replay: journal write failed (%v): sending stopped, in-flight requests get the drain time\n", werr)
+			}
 		}
 	}
 	for {

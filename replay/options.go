@@ -139,6 +139,9 @@ type Options struct {
 	// Progress receives a live progress line every ProgressPeriod (nil =
 	// quiet). Defaults to nil.
 	Progress io.Writer
+	// Log receives one-line notices that cannot wait for the end of the run
+	// (a failed journal write). Defaults to nil (none).
+	Log io.Writer
 	// ProgressPeriod is the progress refresh period. Defaults to one second.
 	ProgressPeriod time.Duration
 	// TraceParent sends a W3C traceparent header derived from the request id

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"runtime"
 	"sort"
 	"strconv"
@@ -283,7 +284,11 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		fmt.Fprint(o.Progress, "\r\033[K")
 	}
 	if jerr != nil {
-		return res, fmt.Errorf("journal %s: %w", o.Journal, jerr)
+		je := &JournalError{Path: o.Journal, Err: jerr}
+		if p := IncompleteJournalPath(o.Journal); os.Rename(o.Journal, p) == nil {
+			je.Path = p
+		}
+		return res, je
 	}
 	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"math"
 	"os"
@@ -568,13 +569,8 @@ func WriteModelFile(name string, m *Model) error {
 		_, err := m.WriteTo(os.Stdout)
 		return err
 	}
-	f, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("create model: %w", err)
-	}
-	if _, err := m.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write model %s: %w", name, err)
-	}
-	return f.Close()
+	return atomicfile.WriteFile(name, func(w io.Writer) error {
+		_, err := m.WriteTo(w)
+		return err
+	})
 }

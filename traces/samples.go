@@ -157,6 +157,10 @@ func WriteSamples(name string, m Meta, s []MetricsSample) (err error) {
 		err = fmt.Errorf("%w %q", ErrUnknownFormat, format)
 	}
 	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) { // the file's own error names it already
+			return fmt.Errorf("write metrics: %w", err)
+		}
 		return fmt.Errorf("write metrics %s: %w", name, err)
 	}
 	return nil

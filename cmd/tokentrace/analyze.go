@@ -3,7 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ tail happened, the load around it, and a diagnosis in words.`,
 				return fmt.Errorf("write report: %w", err)
 			}
 			if f.vllmJSON != "" {
-				if err := writeFile(f.vllmJSON, func(w *os.File) error { return rep.WriteVLLMJSON(w, vo) }); err != nil {
+				if err := atomicfile.WriteFile(f.vllmJSON, func(w io.Writer) error { return rep.WriteVLLMJSON(w, vo) }); err != nil {
 					return err
 				}
 				fmt.Fprintf(s.err, "wrote %s\n", f.vllmJSON)
@@ -176,7 +177,7 @@ tail happened, the load around it, and a diagnosis in words.`,
 				}
 			}
 			if f.html != "" {
-				if err := writeFile(f.html, func(w *os.File) error { return rep.WriteHTML(w) }); err != nil {
+				if err := atomicfile.WriteFile(f.html, func(w io.Writer) error { return rep.WriteHTML(w) }); err != nil {
 					return err
 				}
 				fmt.Fprintf(s.err, "wrote %s\n", f.html)
@@ -193,22 +194,6 @@ func analyzeError(err error) error {
 		return withCode(exitFailure, err)
 	}
 	return err
-}
-
-// writeFile creates name, calls fn and closes it, reporting the first error.
-func writeFile(name string, fn func(*os.File) error) error {
-	w, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", name, err)
-	}
-	if err := fn(w); err != nil {
-		w.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", name, err)
-	}
-	return nil
 }
 
 func analyzeCompareCommand() *cli.Command {
@@ -281,7 +266,7 @@ the files' metadata differ, the differences are printed first.`,
 				return fmt.Errorf("write comparison: %w", err)
 			}
 			if f.html != "" {
-				if err := writeFile(f.html, func(w *os.File) error { return cmp.WriteHTML(w) }); err != nil {
+				if err := atomicfile.WriteFile(f.html, func(w io.Writer) error { return cmp.WriteHTML(w) }); err != nil {
 					return err
 				}
 				fmt.Fprintf(s.err, "wrote %s\n", f.html)

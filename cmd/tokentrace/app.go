@@ -337,3 +337,17 @@ func stopCPUProfile(*cli.Context) error {
 	}
 	return nil
 }
+
+// prefixWriter starts every write with prefix: the library's one-line
+// notices ("replay: ...") read as the command's ("tokentrace replay: ...").
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
+}

@@ -6,8 +6,8 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -38,16 +38,16 @@ func demoReport(ctx context.Context, out io.Writer, path func(string) string, st
 		return fmt.Errorf("demo: analyze: %w", err)
 	}
 	cmp := analyze.Compare(synRep, realRep, analyze.CompareOptions{LabelA: "synthetic", LabelB: "real"})
-	if err := writeFileWith(path("report.html"), realRep.WriteHTML); err != nil {
+	if err := atomicfile.WriteFile(path("report.html"), realRep.WriteHTML); err != nil {
 		return err
 	}
-	if err := writeFileWith(path("compare.html"), cmp.WriteHTML); err != nil {
+	if err := atomicfile.WriteFile(path("compare.html"), cmp.WriteHTML); err != nil {
 		return err
 	}
-	if err := writeFileWith(path("report.txt"), realRep.WriteText); err != nil {
+	if err := atomicfile.WriteFile(path("report.txt"), realRep.WriteText); err != nil {
 		return err
 	}
-	if err := writeFileWith(path("compare.txt"), cmp.WriteText); err != nil {
+	if err := atomicfile.WriteFile(path("compare.txt"), cmp.WriteText); err != nil {
 		return err
 	}
 	step(6, "analyzed both runs → %s, %s", path("report.html"), path("compare.html"))
@@ -113,31 +113,11 @@ func absPath(p string) string {
 }
 
 func writeGzip(name string, b []byte) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	zw := gzip.NewWriter(f)
-	if _, err := zw.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("demo: write %s: %w", name, err)
-	}
-	if err := zw.Close(); err != nil {
-		f.Close()
-		return fmt.Errorf("demo: write %s: %w", name, err)
-	}
-	return f.Close()
-}
-
-// writeFileWith creates name and lets fn write it.
-func writeFileWith(name string, fn func(io.Writer) error) error {
-	f, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	if err := fn(f); err != nil {
-		f.Close()
-		return fmt.Errorf("demo: write %s: %w", name, err)
-	}
-	return f.Close()
+	return atomicfile.WriteFile(name, func(w io.Writer) error {
+		zw := gzip.NewWriter(w)
+		if _, err := zw.Write(b); err != nil {
+			return err
+		}
+		return zw.Close()
+	})
 }

@@ -9,7 +9,8 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"io"
 	"time"
 
 	"github.com/tokentrace/tokentrace/analyze"
@@ -136,7 +137,7 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				return fmt.Errorf("write report: %w", err)
 			}
 			if html != "" {
-				if err := writeFile(html, func(w *os.File) error { return rep.WriteHTML(w) }); err != nil {
+				if err := atomicfile.WriteFile(html, func(w io.Writer) error { return rep.WriteHTML(w) }); err != nil {
 					return err
 				}
 				fmt.Fprintf(s.err, "wrote %s\n", html)

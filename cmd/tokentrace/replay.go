@@ -206,6 +206,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if !quiet && isTerminal(io.err) {
 				o.Progress = io.err
 			}
+			o.Log = prefixWriter{io.err, "tokentrace "}
 			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
 			res, runErr := replay.Run(c.Context, recs, meta, o)
 			if res == nil {
@@ -223,16 +224,28 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				fmt.Fprintf(io.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
 			}
 			res.Meta.Command = replayCommandLine(c, headers.v)
+			// A failed journal write stopped the run: the journal is cut short
+			// and must never be called complete.
+			var jerr *replay.JournalError
+			journalOK := !errors.As(runErr, &jerr)
 			if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
-				msg := fmt.Errorf("write results %s: %w", out, err)
-				if journal != "" {
+				msg := fmt.Errorf("write results: %w", err)
+				switch {
+				case !journalOK:
+					msg = fmt.Errorf("%w; %w: the run's results were not saved", msg, jerr)
+				case journal != "":
 					msg = fmt.Errorf("%w (the journal %s holds every finished request)", msg, journal)
 				}
 				return msg
 			}
-			if runErr != nil {
+			switch {
+			case !journalOK:
+				if !keepJournal {
+					os.Remove(jerr.Path) // OUT holds every finished request
+				}
+			case runErr != nil:
 				fmt.Fprintf(io.err, "tokentrace replay: %v\n", runErr)
-			} else if journal != "" && !keepJournal {
+			case journal != "" && !keepJournal:
 				os.Remove(journal)
 			}
 			sw := io.out
@@ -242,6 +255,13 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			res.Summary.WriteText(sw)
 			if c.Context.Err() != nil {
 				fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", len(res.Records), out)
+			}
+			if !journalOK {
+				kept := "removed"
+				if keepJournal {
+					kept = "kept as " + jerr.Path
+				}
+				return fmt.Errorf("journal write failed, sending stopped: %w; %s holds the %d requests that finished (the incomplete journal was %s)", jerr.Err, out, len(res.Records), kept)
 			}
 			if sh := res.Summary.FailedShare(); sh > maxFailed {
 				reason := ""

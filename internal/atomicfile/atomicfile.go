@@ -8,6 +8,7 @@ package atomicfile
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -123,3 +124,21 @@ func (a *File) Close() error {
 
 // Err is the first write error, if any.
 func (a *File) Err() error { return a.err }
+
+// WriteFile writes name atomically with fn: fn's error, a failed write or a
+// failed close leaves the final name untouched. The error names the file
+// once (fn's own errors are returned as they are).
+func WriteFile(name string, fn func(io.Writer) error) error {
+	f, err := Create(name)
+	if err != nil {
+		return err
+	}
+	if err := fn(f); err != nil {
+		f.Abort()
+		if f.err != nil {
+			return f.err // the write error, already naming the file
+		}
+		return err
+	}
+	return f.Close()
+}

@@ -1,6 +1,8 @@
 package atomicfile
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,5 +70,31 @@ func TestAbortAndFailedWriteLeaveNothing(t *testing.T) {
 		if got := leftovers(t, dir); len(got) != 0 {
 			t.Errorf("%s: files left %v (Close: %v)", c.why, got, err)
 		}
+	}
+}
+
+// TestWriteFile checks the one-call form: fn's error leaves no file and is
+// returned as it is; success leaves the complete file under its name.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "out.json")
+	boom := errors.New("boom")
+	if err := WriteFile(name, func(w io.Writer) error {
+		io.WriteString(w, `{"half":`)
+		return boom
+	}); err != boom {
+		t.Errorf("WriteFile = %v, want fn's error", err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Errorf("a failed WriteFile left %s", es[0].Name())
+	}
+	if err := WriteFile(name, func(w io.Writer) error {
+		_, err := io.WriteString(w, `{"whole":1}`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != `{"whole":1}` {
+		t.Errorf("after WriteFile: %q, %v", b, err)
 	}
 }
