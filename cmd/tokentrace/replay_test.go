@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,7 +127,6 @@ func TestReplayCommandAPIKeyNotStored(t *testing.T) {
 	if strings.Contains(so.String()+se.String(), "very-secret") {
 		t.Errorf("output contains the API key")
 	}
-	_ = fmt.Sprint()
 }
 
 func TestReplayCommandOTLPAndMetrics(t *testing.T) {
@@ -291,49 +287,5 @@ func TestReplayTotalFailureIsNotSuccess(t *testing.T) {
 	}
 	if !strings.Contains(so.String(), "× disconnect: connection refused") {
 		t.Errorf("summary lacks the top failure reason:\n%s", so.String())
-	}
-}
-
-// TestReplayServerIgnoringMaxTokens replays against a server that streams
-// far more tokens than max_tokens asked for: such requests are length
-// mismatches, not successes, reading stops once the overrun is clear, and
-// the run is called invalid.
-func TestReplayServerIgnoringMaxTokens(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost { // the server self-description probes
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fl := w.(http.Flusher)
-		for i := 0; i < 5000; i++ {
-			if _, err := fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"text\":\"x\"}]}\n\n"); err != nil {
-				return
-			}
-			fl.Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	defer srv.Close()
-	trace := writeReplayTrace(t, 3) // 4 output tokens asked each
-	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--url", srv.URL, "--model", "m", "--out", out, trace}, nil, &so, &se)
-	if code != exitNotReproduced || !strings.Contains(se.String(), "length mismatch") {
-		t.Errorf("exit %d, stderr %q; want exit 3 naming the length mismatch", code, se.String())
-	}
-	res, _, err := traces.ReadAll(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Status != traces.StatusStreamError || !strings.Contains(r.Error, "length mismatch") || len(r.ChunkNs) > 2*4+16+1 {
-			t.Errorf("seq %d: %s %q after %d chunks", r.Seq, r.Status, r.Error, len(r.ChunkNs))
-		}
 	}
 }
