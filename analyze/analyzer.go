@@ -299,6 +299,9 @@ func (a *Analyzer) AddReader(ctx context.Context, rd traces.Reader) error {
 		if err == io.EOF {
 			return nil
 		}
+		if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
+			return nil // the rows before the damage count; the caller warns (Stats().Truncated)
+		}
 		if err != nil {
 			return err
 		}
@@ -370,7 +373,7 @@ func (a *Analyzer) addFile(ctx context.Context, name string) error {
 		a.Warnf("%s: skipped %d malformed row(s); first: %v", name, st.Skipped, st.FirstSkip)
 	}
 	if st.Truncated {
-		a.Warnf("%s: file is truncated; analyzed the %d rows before the damage", name, st.Rows)
+		a.Warnf("%s", traces.SalvageNote(name, st.Rows))
 	}
 	switch {
 	case st.Rows == 0:

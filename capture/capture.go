@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -322,6 +323,11 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 	if err != nil {
 		return Stats{}, err
 	}
+	if len(order) == 0 {
+		for range pl.records(order) { // for the stats
+		}
+		return pl.stats, noRequests(pl.stats, o.Format)
+	}
 	m := pl.meta(order)
 	m.Command = command
 	w, err := create(m)
@@ -354,6 +360,29 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		return pl.stats, fmt.Errorf("write trace: %w", err)
 	}
 	return pl.stats, nil
+}
+
+// ErrNoRequests is returned when the inputs hold no request: no trace is
+// written, since an empty trace is never what was wanted.
+var ErrNoRequests = errors.New("no requests captured")
+
+// noRequests says why nothing was captured, as far as the stats tell.
+func noRequests(s Stats, format string) error {
+	switch {
+	case s.Lines == 0:
+		return fmt.Errorf("%w: the input is empty", ErrNoRequests)
+	case s.Malformed() > 0:
+		top := s.Problems[0]
+		for _, p := range s.Problems {
+			if p.Count > top.Count {
+				top = p
+			}
+		}
+		return fmt.Errorf("%w: %d of %d lines are malformed for format %q (most: %s, first at %s:%d)",
+			ErrNoRequests, s.Malformed(), s.Lines, format, top.Kind, top.First.File, top.First.Line)
+	default:
+		return fmt.Errorf("%w: none of the %d lines is a request in format %q", ErrNoRequests, s.Lines, format)
+	}
 }
 
 // Key handling.

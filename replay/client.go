@@ -559,6 +559,44 @@ func (r *runner) calibrate(ctx context.Context) chatCalibration {
 // warmup sends o.Warmup requests shaped like the first records, with unique
 // prompts and no shared prefixes, before the clock starts; they are not
 // recorded.
+// preflight sends one tiny request before the clock starts. A target that
+// cannot be reached, or that refuses the request (a 4xx other than 408 and
+// 429: a wrong model, path or key), would fail every request of the run:
+// that ends the run here, with the reason. Server errors and broken streams
+// may be transient: they are reported on Options.Log and the run goes on
+// (Summary and the max-failed check judge them).
+func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
+	if r.o.NoPreflight {
+		return nil
+	}
+	src := *sel[0]
+	src.PrefixBlocks, src.Category, src.PrefixTokens = nil, "", 0
+	src.InputTokens, src.OutputTokens = min(max(src.InputTokens, 1), 16), 1
+	it := &item{rec: &src}
+	r.build(it)
+	api := r.o.API
+	if !r.o.ForceAPI && src.API != "" {
+		api = src.API
+	}
+	it.body = r.body(&src, api, it.model, 0x3a3b0000)
+	rec := traces.NewRecord()
+	rec.RequestID = r.o.Run + "-preflight"
+	sendOne(ctx, r.tr, it.path, it.body, r.headers(), min(r.o.Timeout, time.Minute), time.Now(), false, &rec)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	refused := rec.HTTPStatus >= 400 && rec.HTTPStatus < 500 && rec.HTTPStatus != 408 && rec.HTTPStatus != 429
+	unreachable := rec.HTTPStatus == 0 && (rec.Error == "connection refused" || rec.Error == "transport error")
+	switch {
+	case refused || unreachable:
+		return fmt.Errorf("preflight: a 1-token %s request for model %q to %s failed (%s: %s); every request would (Options.NoPreflight skips this check)",
+			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error)
+	case rec.Status != traces.StatusOK && r.o.Log != nil:
+		fmt.Fprintf(r.o.Log, "replay: preflight request failed (%s: %s); going on, the run will count such failures\n", rec.Status, rec.Error)
+	}
+	return nil
+}
+
 func (r *runner) warmup(ctx context.Context, sel []*traces.Record) {
 	if r.o.Warmup <= 0 || len(sel) == 0 {
 		return

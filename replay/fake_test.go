@@ -55,10 +55,18 @@ func newFakeMode(delay time.Duration, mode func(id string) string) *fake {
 
 func (f *fake) Close() { f.srv.CloseClientConnections(); f.srv.Close() }
 
+// requests are the completions the run sent for its records (not the
+// preflight request).
 func (f *fake) requests() []fakeReq {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]fakeReq(nil), f.reqs...)
+	var out []fakeReq
+	for _, r := range f.reqs {
+		if !strings.HasSuffix(r.ID, "-preflight") {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {

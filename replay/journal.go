@@ -121,6 +121,16 @@ func (j *journal) sync() error {
 	return nil
 }
 
+// abandon closes and removes a journal that holds no request (the run
+// never started); nil does nothing.
+func (j *journal) abandon() {
+	if j == nil {
+		return
+	}
+	j.f.Close()
+	os.Remove(j.path)
+}
+
 func (j *journal) close() error {
 	err := j.sync()
 	if cerr := j.f.Close(); err == nil {

@@ -85,6 +85,10 @@ type Options struct {
 	// unique prompts) before the clock starts; they are not recorded.
 	// Defaults to 0.
 	Warmup int
+	// NoPreflight skips the check before the clock starts: one tiny
+	// streamed request (the first record's model and API, max_tokens 1)
+	// that must not be refused. Defaults to false (check).
+	NoPreflight bool
 	// Duration stops sending records scheduled after this offset (0 = whole
 	// trace). Defaults to 0.
 	Duration time.Duration

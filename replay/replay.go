@@ -3,6 +3,7 @@ package replay
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -151,6 +152,9 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	}
 
 	sel := selectRecords(recs, &o)
+	if len(sel) == 0 {
+		return nil, nothingToSend(recs, &o)
+	}
 	if err := r.resolveModel(ctx, sel); err != nil {
 		return nil, err
 	}
@@ -160,8 +164,8 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
 	}
 
-	r.warmup(ctx, sel)
-
+	// The journal is opened before anything is sent: a run that cannot
+	// keep its journal does not start.
 	var jw *journal
 	if o.Journal != "" {
 		var err error
@@ -170,6 +174,12 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 			return nil, err
 		}
 	}
+	if err := r.preflight(ctx, sel); err != nil {
+		jw.abandon()
+		return nil, err
+	}
+	r.warmup(ctx, sel)
+
 
 	// Build the first request bodies before the clock starts, so the
 	// earliest deadlines find them ready.
@@ -291,6 +301,29 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		return res, je
 	}
 	return res, nil
+}
+
+// ErrNothingToSend is returned when the trace, or the part of it the
+// options select, has no records: a run of nothing measures nothing.
+var ErrNothingToSend = errors.New("no records to send")
+
+// nothingToSend says which option left nothing to send.
+func nothingToSend(recs []traces.Record, o *Options) error {
+	if len(recs) == 0 {
+		return fmt.Errorf("%w: the trace is empty", ErrNothingToSend)
+	}
+	lo, hi := recs[0].ArrivalNs, recs[0].ArrivalNs
+	for i := range recs {
+		lo, hi = min(lo, recs[i].ArrivalNs), max(hi, recs[i].ArrivalNs)
+	}
+	span := fmt.Sprintf("the trace's %d records arrive from %v to %v", len(recs), time.Duration(lo), time.Duration(hi))
+	if o.WindowFrom > 0 || o.WindowTo > 0 {
+		return fmt.Errorf("%w: replay: window [%v, %v) selects none of them; %s", ErrNothingToSend, o.WindowFrom, o.WindowTo, span)
+	}
+	if o.ShardCount > 1 {
+		return fmt.Errorf("%w: replay: shard %d/%d holds none of the trace's %d records", ErrNothingToSend, o.ShardIndex, o.ShardCount, len(recs))
+	}
+	return fmt.Errorf("%w: replay: Options.Duration %v selects none of them; %s", ErrNothingToSend, o.Duration, span)
 }
 
 // baseURL strips a trailing slash and /v1 from u.

@@ -449,6 +449,9 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// TestConnectionRefused checks a target nobody listens on: the preflight
+// ends the run before the clock starts, naming the cause; without the
+// preflight every request is recorded as refused.
 func TestConnectionRefused(t *testing.T) {
 	f := newFake(0)
 	url := f.srv.URL
@@ -457,6 +460,11 @@ func TestConnectionRefused(t *testing.T) {
 	o.URL = url
 	o.Model = "m"
 	res, err := Run(context.Background(), testTrace(3, 0, 4, 2), traces.NewMeta("t"), o)
+	if res != nil || err == nil || !strings.Contains(err.Error(), "preflight") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Run = %v, %v; want no result and a preflight error naming the refused connection", res, err)
+	}
+	o.NoPreflight = true
+	res, err = Run(context.Background(), testTrace(3, 0, 4, 2), traces.NewMeta("t"), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,12 @@ var ErrUnknownFormat = errors.New("unknown trace format")
 // returned first and ReadStats.Truncated is set.
 var ErrTruncated = errors.New("file is truncated")
 
+// SalvageNote is what every command says when it goes on with the rows
+// before the damage of a truncated file: the same words everywhere.
+func SalvageNote(name string, rows int64) string {
+	return fmt.Sprintf("%s is damaged (truncated): using the %d rows before the damage (tokentrace inspect %s says more)", name, rows, name)
+}
+
 // ErrMalformed is wrapped by RowErrors about rows that are not valid records
 // (not JSON, a missing CSV column, a negative token count, ...).
 var ErrMalformed = errors.New("malformed row")

@@ -221,6 +221,7 @@ func replayAttribScenario(t *testing.T, sc attribScenario) *attribRun {
 	}
 	defer srv.Close()
 	ro := replay.DefaultOptions()
+	ro.NoPreflight = true // the server's truth maps one to one onto the trace
 	ro.URL = srv.URL
 	ro.Run = sc.name
 	res, err := replay.Run(ctx, recs, traces.NewMeta("attrib-test"), ro)

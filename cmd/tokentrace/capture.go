@@ -109,9 +109,32 @@ number only; --strict fails on the first.`,
 			}
 			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
 			printCaptureStats(s.err, stats)
+			if errors.Is(err, capture.ErrNoRequests) {
+				return fmt.Errorf("%w; %s", err, noRequestsHint(names))
+			}
 			return err
 		},
 	}
+}
+
+// noRequestsHint points at the likely mistake behind an empty capture: a
+// tokentrace trace given as logs, else the wrong --format.
+func noRequestsHint(names []string) string {
+	for _, n := range names {
+		if n == "-" {
+			continue
+		}
+		if r, err := traces.Open(n); err == nil {
+			// Logs can sniff as JSON lines; a trace's first rows read clean.
+			n8, _ := r.Read(make([]traces.Record, 8))
+			isTrace := n8 > 0 && r.Stats().Skipped == 0
+			r.Close()
+			if isTrace {
+				return fmt.Sprintf("%s is already a tokentrace trace: give it to replay, analyze, synth or export, not capture", n)
+			}
+		}
+	}
+	return "check --format (one of " + strings.Join(capture.Formats, ", ") + ")"
 }
 
 // captureFlags maps capture.Options fields to the flags that set them.

@@ -80,6 +80,7 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				return withCode(exitFailure, err)
 			}
 			defer r.Close()
+			r = salvage(r, s.err, "export", name)
 			var n int64
 			if out == "-" {
 				n, err = traces.Export(c.Context, format, s.out, r, eo)

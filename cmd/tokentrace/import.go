@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -88,7 +87,7 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			defer r.Close()
 			m := r.Meta()
 			m.Command = importCommandLine(format, o.Strict, name)
-			n, err := importWrite(c, r, out, m)
+			n, err := importWrite(c, r, out, m, format)
 			st := r.Stats()
 			if err != nil {
 				return withCode(exitFailure, err)
@@ -113,7 +112,7 @@ func importCommandLine(format string, strict bool, name string) string {
 
 // importWrite copies r into the trace out ("-" = JSONL on stdout); on
 // failure a partial output file is removed.
-func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta) (int64, error) {
+func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, format string) (int64, error) {
 	var (
 		w   traces.Writer
 		err error
@@ -127,13 +126,22 @@ func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta) (in
 		return 0, err
 	}
 	n, err := importCopy(c, w, r)
-	if cerr := w.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("write %s: %w", out, cerr)
+	if err == nil && n == 0 {
+		st := r.Stats()
+		err = fmt.Errorf("no rows imported: all %d rows are malformed for --format %s (first: %v); check --format (one of %s)",
+			st.Skipped, format, st.FirstSkip, strings.Join(traces.ImportFormats, ", "))
+		if st.Skipped == 0 {
+			err = errors.New("no rows imported: the input is empty")
+		}
 	}
-	if err != nil && out != "-" {
-		os.Remove(out)
+	if err != nil {
+		traces.Abort(w) // the output name never holds a partial or empty trace
+		return n, err
 	}
-	return n, err
+	if cerr := w.Close(); cerr != nil {
+		return n, fmt.Errorf("write: %w", cerr)
+	}
+	return n, nil
 }
 
 func importCopy(c *cli.Context, w traces.Writer, r traces.Reader) (int64, error) {

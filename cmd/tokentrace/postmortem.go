@@ -64,10 +64,11 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			if err != nil {
 				return err
 			}
-			r, err := traces.Open(a[0])
+			r0, err := traces.Open(a[0])
 			if err != nil {
 				return err
 			}
+			r := salvage(r0, stdio(c).err, "postmortem", a[0])
 			meta := r.Meta()
 			var last int64
 			for rec, err := range traces.All(r) {

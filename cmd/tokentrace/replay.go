@@ -77,6 +77,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.StringFlag{Name: "window", Usage: "replay only arrivals in FROM,TO (e.g. 0s,60s; TO may be empty)", Destination: &window},
 			&cli.IntFlag{Name: "max-concurrency", Usage: "cap in-flight requests (0 = none); delays show as lateness", Destination: &o.MaxConcurrency},
 			&cli.IntFlag{Name: "warmup", Usage: "send N unrecorded warm-up requests before the clock starts", Destination: &o.Warmup},
+			&cli.BoolFlag{Name: "no-preflight", Usage: "skip the check before the clock starts (one 1-token request that must not be refused)", Destination: &o.NoPreflight},
 			&cli.DurationFlag{Name: "duration", Usage: "stop sending after this long (0 = whole trace)", Destination: &o.Duration},
 			&cli.StringFlag{Name: "sessions", Value: o.Sessions, Usage: "open: turns at recorded times; closed: a turn waits for the previous answer plus the recorded gap", Destination: &o.Sessions},
 			&cli.StringFlag{Name: "shard", Value: "0/1", Usage: "replay shard i of n (i/n)", Destination: &shard},
@@ -158,9 +159,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err := probe.Validate(); err != nil {
 				return replayUsageError(err)
 			}
-			recs, meta, err := traces.ReadAll(a[0])
-			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
-				return fmt.Errorf("read trace %s: %w", a[0], err)
+			recs, meta, err := readTrace(io.err, "replay", a[0])
+			if err != nil {
+				return err
 			}
 			if metricsInterval <= 0 {
 				return usageErrorf("--metrics-interval: must be > 0")

@@ -190,7 +190,7 @@ func TestReplaySIGKILLKeepsJournal(t *testing.T) {
 	}
 	out := filepath.Join(dir, "res.parquet")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReplaySIGKILLKeepsJournal$")
-	cmd.Env = append(os.Environ(), "TOKENTRACE_REPLAY_CHILD="+strings.Join([]string{"--url", srv.URL, "--quiet", "--out", out, trace}, "\x1f"))
+	cmd.Env = append(os.Environ(), "TOKENTRACE_REPLAY_CHILD="+strings.Join([]string{"--url", srv.URL, "--quiet", "--no-preflight", "--out", out, trace}, "\x1f"))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -274,14 +274,23 @@ func TestReplayRejectsBadValuesFirst(t *testing.T) {
 	}
 }
 
-// TestReplayTotalFailureIsNotSuccess checks that a run whose requests all
-// fail (nothing listens at the URL) exits 3 and says why, instead of
-// printing a summary and exiting 0.
+// TestReplayTotalFailureIsNotSuccess checks a run against a URL nothing
+// listens on: the preflight stops it before the clock starts (exit 1,
+// naming the cause, no results file); without the preflight, every request
+// fails and the run exits 3 saying why, instead of printing a summary and
+// exiting 0.
 func TestReplayTotalFailureIsNotSuccess(t *testing.T) {
 	trace := writeReplayTrace(t, 4)
 	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+	code, se0 := runCLI([]string{"replay", "--url", "http://127.0.0.1:1", "--model", "m", "--out", out, trace}, nil)
+	if code != exitFailure || !strings.Contains(se0, "preflight") || !strings.Contains(se0, "connection refused") {
+		t.Errorf("exit %d, stderr %q; want exit 1 from the preflight naming the refused connection", code, se0)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a results file after the preflight failed (%v)", err)
+	}
 	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--url", "http://127.0.0.1:1", "--model", "m", "--out", out, trace}, nil, &so, &se)
+	code = Main(context.Background(), []string{"tokentrace", "replay", "--url", "http://127.0.0.1:1", "--no-preflight", "--model", "m", "--out", out, trace}, nil, &so, &se)
 	if code != exitNotReproduced || !strings.Contains(se.String(), "4 of 4 requests failed") || !strings.Contains(se.String(), "connection refused") {
 		t.Errorf("exit %d, stderr %q; want exit 3 naming the failures and their reason", code, se.String())
 	}

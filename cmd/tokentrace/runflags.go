@@ -195,6 +195,7 @@ var replayFlags = map[string]string{
 	"replay: window":                                 "--window",
 	"replay: Options.MaxConcurrency":                 "--max-concurrency",
 	"replay: Options.Warmup":                         "--warmup",
+	"Options.NoPreflight":                            "--no-preflight",
 	"replay: Options.Duration":                       "--duration",
 	"replay: Options.Sessions":                       "--sessions",
 	"replay: Options.ShardIndex, Options.ShardCount": "--shard",

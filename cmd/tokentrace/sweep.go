@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -215,11 +214,11 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 					return usageErrorf("--chart %s: want .svg, .png or .pdf", ch)
 				}
 			}
-			recs, meta, err := traces.ReadAll(a[0])
-			if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
-				return fmt.Errorf("read trace %s: %w", a[0], err)
-			}
 			s := stdio(c)
+			recs, meta, err := readTrace(s.err, "sweep", a[0])
+			if err != nil {
+				return err
+			}
 			if !quiet {
 				cfg.Log = s.err
 			}

@@ -109,6 +109,7 @@ Example:
 				return err
 			}
 			defer r.Close()
+			r = salvage(r, stdio(c).err, "synth fit", a[0])
 			fo := o
 			fo.File = filepath.Base(a[0])
 			m, err := synth.FitReader(c.Context, r, fo)

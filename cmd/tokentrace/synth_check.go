@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/tokentrace/tokentrace/synth"
-	"github.com/tokentrace/tokentrace/traces"
 	"github.com/urfave/cli/v2"
 )
 
@@ -43,11 +42,11 @@ Example:
 			if err != nil {
 				return err
 			}
-			real, _, err := traces.ReadAll(a[0])
+			real, _, err := readTrace(stdio(c).err, "synth check", a[0])
 			if err != nil {
 				return fmt.Errorf("synth check: %w", err)
 			}
-			syn, _, err := traces.ReadAll(a[1])
+			syn, _, err := readTrace(stdio(c).err, "synth check", a[1])
 			if err != nil {
 				return fmt.Errorf("synth check: %w", err)
 			}

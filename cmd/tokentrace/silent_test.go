@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/capture"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// TestWrongInputIsAnError gives commands input that yields nothing useful:
+// each exits 1 with a message naming the likely cause, and writes no
+// output (an empty trace is never what was wanted).
+func TestWrongInputIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "gateway.jsonl")
+	so := capture.DefaultSampleOptions()
+	so.Duration = 5 * time.Second
+	var b bytes.Buffer
+	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(logs, b.Bytes(), 0o644)
+	trace := writeReplayTrace(t, 20) // 40 ms of trace
+	empty := filepath.Join(dir, "empty.jsonl")
+	if err := traces.WriteAll(empty, traces.NewMeta("t"), nil); err != nil {
+		t.Fatal(err)
+	}
+	parquetTrace := toParquet(t, trace, filepath.Join(dir, "trace.parquet"))
+	azure, _ := filepath.Abs("../../testdata/publictraces/azure2023_conv_head1000.csv")
+	out := filepath.Join(dir, "out.parquet")
+	for _, c := range []struct {
+		why  string
+		args []string
+		want []string
+	}{
+		{"capture given a tokentrace trace instead of logs says so",
+			[]string{"capture", "--out", out, parquetTrace}, []string{"no requests captured", "already a tokentrace trace"}},
+		{"capture of gateway logs with the wrong --format points at --format",
+			[]string{"capture", "--format", "vllm-log", "--out", out, logs}, []string{"no requests captured", `format "vllm-log"`, "check --format"}},
+		{"import of an Azure CSV as mooncake points at --format",
+			[]string{"import", "--format", "mooncake", "--out", out, azure}, []string{"no rows imported", "--format mooncake", "check --format"}},
+		{"replay of a window outside the trace says where the trace is",
+			[]string{"replay", "--window", "100s,200s", "--out", out, trace}, []string{"no records to send", "--window", "arrive from 0s to 38ms"}},
+		{"replay of an empty trace",
+			[]string{"replay", "--out", out, empty}, []string{"no records to send", "the trace is empty"}},
+	} {
+		code, se := runCLI(c.args, nil)
+		if code != exitFailure {
+			t.Errorf("%s: exit %d, want 1 (stderr %q)", c.why, code, se)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(se, w) {
+				t.Errorf("%s: stderr %q lacks %q", c.why, se, w)
+			}
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s: wrote %s anyway (%v)", c.why, out, err)
+			os.Remove(out)
+		}
+	}
+}
+
+// TestDamagedTraceSameEverywhere cuts 100 bytes off a Parquet trace and a
+// Parquet results file: every command that reads them goes on with the
+// rows before the damage and says so in the same words.
+func TestDamagedTraceSameEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	trace := toParquet(t, writeReplayTrace(t, 40), filepath.Join(dir, "trace.parquet"))
+	results := filepath.Join(dir, "res.parquet")
+	if code, se := runCLI([]string{"replay", "--quiet", "--max-lateness", "10s", "--out", results, trace}, nil); code != 0 {
+		t.Fatal(se)
+	}
+	cut := func(name string) string {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := strings.TrimSuffix(name, ".parquet") + ".cut.parquet"
+		os.WriteFile(c, b[:len(b)-100], 0o644)
+		return c
+	}
+	ct, cr := cut(trace), cut(results)
+	for _, c := range []struct {
+		cmd  string
+		args []string
+		name string
+	}{
+		{"replay", []string{"replay", "--quiet", "--max-lateness", "10s", "--out", filepath.Join(dir, "r2.parquet"), ct}, ct},
+		{"synth fit", []string{"synth", "fit", "--out", filepath.Join(dir, "m.json"), ct}, ct},
+		{"export", []string{"export", "--format", "jsonl", "--out", filepath.Join(dir, "e.jsonl"), ct}, ct},
+		{"synth check", []string{"synth", "check", ct, trace}, ct},
+		{"analyze", []string{"analyze", cr}, cr},
+	} {
+		// analyze puts the note among the report's warnings, on stdout
+		var out bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), nil, &out, &out)
+		se := out.String()
+		if c.cmd != "synth check" && code != 0 {
+			t.Errorf("%s on a damaged file: exit %d: %s", c.cmd, code, se)
+		}
+		if want := "is damaged (truncated): using the 40 rows before the damage"; !strings.Contains(se, filepath.Base(c.name)) || !strings.Contains(se, want) {
+			t.Errorf("%s on a damaged file: output %q lacks %q", c.cmd, se, want)
+		}
+	}
+}
+
+// toParquet copies the trace src to the Parquet file dst.
+func toParquet(t *testing.T, src, dst string) string {
+	t.Helper()
+	recs, m, err := traces.ReadAll(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := traces.WriteAll(dst, m, recs); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
