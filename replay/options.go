@@ -148,6 +148,9 @@ type Options struct {
 	Log io.Writer
 	// ProgressPeriod is the progress refresh period. Defaults to one second.
 	ProgressPeriod time.Duration
+	// ProgressLines writes each progress report as a plain line (for logs
+	// and pipes) instead of rewriting one terminal line. Defaults to false.
+	ProgressLines bool
 	// TraceParent sends a W3C traceparent header derived from the request id
 	// (TraceParentFor), so OTLP spans can be joined on their trace id.
 	// Defaults to false.

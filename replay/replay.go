@@ -186,6 +186,10 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	r.work = make(chan *item)
 	r.ack = make(chan struct{}, 1)
 	static := r.plan(sel)
+	r.live.total = int64(len(sel))
+	for _, it := range static {
+		r.live.last = max(r.live.last, it.sched)
+	}
 	ready := make(chan []*item, prepBatches)
 	var prepCtx context.Context
 	prepCtx, r.stopPrep = context.WithCancel(ctx)
@@ -290,7 +294,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	r.finishMeta(&res.Meta, &res.Summary)
 	bg.annotate(&res.Meta)
 	r.addRunInfo(ctx, &res.Meta) // runinfo.go
-	if o.Progress != nil {
+	if o.Progress != nil && !o.ProgressLines {
 		fmt.Fprint(o.Progress, "\r\033[K")
 	}
 	if jerr != nil {

@@ -632,22 +632,43 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
+// TestProgressLine checks the live progress in both forms: rewritten in
+// place for a terminal, plain lines for logs. Each report gives sent of
+// total, ok and failed with the most frequent failure reason, lateness,
+// tok/s and the time until the last request is due.
 func TestProgressLine(t *testing.T) {
-	f := newFake(0)
-	defer f.Close()
-	var buf syncBuffer
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
-	o.Progress = &buf
-	o.ProgressPeriod = 10 * time.Millisecond
-	if _, err := Run(context.Background(), testTrace(30, 5*time.Millisecond, 4, 2), traces.NewMeta("t"), o); err != nil {
-		t.Fatal(err)
-	}
-	s := buf.String()
-	for _, want := range []string{"sent", "in flight", "done", "errors", "lateness p99", "tok/s"} {
-		if !strings.Contains(s, want) {
-			t.Errorf("progress output lacks %q: %q", want, s)
+	for _, lines := range []bool{false, true} {
+		f := newFakeMode(0, func(id string) string {
+			if strings.HasSuffix(id, "0") { // every tenth request
+				return "500"
+			}
+			return ""
+		})
+		var buf syncBuffer
+		o := DefaultOptions()
+		o.URL = f.srv.URL
+		o.Model = "m"
+		o.Progress = &buf
+		o.ProgressLines = lines
+		o.ProgressPeriod = 10 * time.Millisecond
+		if _, err := Run(context.Background(), testTrace(60, 5*time.Millisecond, 4, 2), traces.NewMeta("t"), o); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		s := buf.String()
+		for _, want := range []string{"/60 (", "in flight", " ok ", "failed", "× http_error: HTTP 500", "lateness p99", "tok/s", "sending ends in"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("lines=%v: progress output lacks %q: %q", lines, want, s)
+			}
+		}
+		if lines {
+			for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+				if !strings.HasPrefix(l, "replay: ") || strings.Contains(l, "\033") {
+					t.Errorf("plain progress line %q: want a 'replay: ' prefix and no terminal codes", l)
+				}
+			}
+		} else if !strings.Contains(s, "\r\033[K") {
+			t.Errorf("terminal progress does not rewrite its line: %q", s)
 		}
 	}
 }

@@ -95,7 +95,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.StringFlag{Name: "journal", Usage: "journal path (default: OUT.journal.jsonl; none for - )", Destination: &journal},
 			&cli.BoolFlag{Name: "keep-journal", Usage: "keep the journal after writing OUT", Destination: &keepJournal},
 			&cli.BoolFlag{Name: "net-http", Usage: "use Go's net/http client even for http:// targets (default: replay's own lighter HTTP/1.1 client)", Destination: &o.NetHTTP},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no live progress line", Destination: &quiet},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress (default: a line rewritten every second on a terminal, a plain line every 10s otherwise)", Destination: &quiet},
 			&cli.StringFlag{Name: "otlp-listen", Usage: "run an OTLP/HTTP receiver here (e.g. 127.0.0.1:4318) for the server's llm_request spans and join them by request id", Destination: &otlpListen},
 			&cli.DurationFlag{Name: "otlp-grace", Value: otlpGrace, Usage: "wait this long after the run for late spans", Destination: &otlpGrace},
 			&cli.StringFlag{Name: "metrics-url", Usage: "scrape this Prometheus /metrics endpoint during the run (default with the built-in simulator: its /metrics)", Destination: &metricsURL},
@@ -204,8 +204,14 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				journal = replay.JournalPath(out)
 			}
 			o.Journal = journal
-			if !quiet && isTerminal(io.err) {
+			// Progress: one line rewritten every second on a terminal, a
+			// plain line every 10 s in logs and pipes.
+			if !quiet {
 				o.Progress = io.err
+				if !isTerminal(io.err) {
+					o.Progress = prefixWriter{io.err, "tokentrace "}
+					o.ProgressLines, o.ProgressPeriod = true, 10*time.Second
+				}
 			}
 			o.Log = prefixWriter{io.err, "tokentrace "}
 			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
