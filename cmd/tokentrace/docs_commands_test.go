@@ -82,6 +82,9 @@ func checkDocCommand(app *cli.App, args []string) string {
 		if a == "CMD" || strings.HasPrefix(a, "[") || strings.HasPrefix(a, "<") || strings.HasPrefix(a, "...") {
 			return ""
 		}
+		if descend && strings.HasSuffix(a, ":") { // a line the tool prints ("tokentrace replay: ..."), not a command
+			return ""
+		}
 		if strings.HasPrefix(a, "--") {
 			name, _, inline := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 			if name == "help" || name == "version" {
@@ -141,6 +144,7 @@ func TestCheckDocCommand(t *testing.T) {
 		line string
 		ok   bool
 	}{
+		{"tokentrace replay: 20.00s  sent 28/36 (78%)", true}, // a printed line, not a command
 		{"tokentrace synth gen --seed 7 --gaps fitted --out g.jsonl model.json", true},
 		{"tokentrace --cpuprofile cpu.prof replay --speed 2 t.parquet", true},
 		{"tokentrace replay --no-such-flag t.parquet", false},
