@@ -180,7 +180,6 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	}
 	r.warmup(ctx, sel)
 
-
 	// Build the first request bodies before the clock starts, so the
 	// earliest deadlines find them ready.
 	r.work = make(chan *item)

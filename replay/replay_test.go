@@ -352,6 +352,11 @@ func TestRunAgainstFake(t *testing.T) {
 	if !strings.Contains(sb.String(), "lateness") {
 		t.Errorf("summary text lacks lateness:\n%s", sb.String())
 	}
+	// The fake sends no per-request timings: the summary says so plainly
+	// rather than "0 matched, 50 unmatched", which reads like a fault.
+	if !strings.Contains(sb.String(), "server timings  none (") {
+		t.Errorf("summary text without server timings:\n%s", sb.String())
+	}
 }
 
 func TestRunChatCalibrated(t *testing.T) {

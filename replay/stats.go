@@ -260,7 +260,12 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", fmtDur(s.TTFTP50), fmtDur(s.TTFTP99))
 	fmt.Fprintf(w, "TPOT       p50 %s  p99 %s\n", fmtDur(s.TPOTP50), fmtDur(s.TPOTP99))
 	fmt.Fprintf(w, "E2E        p50 %s  p99 %s\n", fmtDur(s.E2EP50), fmtDur(s.E2EP99))
-	fmt.Fprintf(w, "server timings  %d matched, %d unmatched\n", s.TimingMatched, s.TimingUnmatched)
+	if s.TimingMatched == 0 && s.TimingUnmatched > 0 {
+		// Not a fault: most servers send no per-request timings by default.
+		fmt.Fprintln(w, "server timings  none (no per-request metrics or spans from the server; analyze estimates queue, prefill and decode)")
+	} else {
+		fmt.Fprintf(w, "server timings  %d matched, %d unmatched\n", s.TimingMatched, s.TimingUnmatched)
+	}
 }
 
 // resultMeta is the results file metadata (before the run's outcome).

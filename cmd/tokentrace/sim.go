@@ -24,7 +24,7 @@ func simCommand() *cli.Command {
 
 Examples:
   tokentrace sim --listen 127.0.0.1:8000
-  tokentrace sim --preset phi4-mini-l4 --per-request-metrics --truth-out truth.parquet
+  tokentrace sim --preset phi4-mini-l4 --truth-out truth.parquet
   tokentrace sim --fail-rate 0.05 --fail-status 429 --stream-error-rate 0.01`,
 		Description: `sim serves POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
 GET /v1/models, GET /health and GET /metrics like vLLM's OpenAI-compatible
@@ -37,25 +37,25 @@ Presets: ` + strings.Join(sim.PresetNames(), ", ") + `. A preset sets the capaci
 step-time flags; flags given explicitly override it.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
-			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name"},
+			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name", DefaultText: "sim-PRESET; sim-llama3-8b for the default preset"},
 			&cli.StringFlag{Name: "preset", Value: preset, Destination: &preset, Usage: "deployment preset: " + strings.Join(sim.PresetNames(), ", ")},
-			&cli.IntFlag{Name: "max-num-seqs", Destination: &maxSeqs, Usage: "max running sequences (default: preset's)"},
-			&cli.IntFlag{Name: "max-num-batched-tokens", Destination: &maxBatched, Usage: "token budget per step (default: preset's)"},
-			&cli.IntFlag{Name: "num-gpu-blocks", Destination: &blocks, Usage: "KV cache blocks (default: preset's)"},
-			&cli.IntFlag{Name: "block-size", Destination: &blockSize, Usage: "tokens per KV block (default: preset's)"},
-			&cli.IntFlag{Name: "max-model-len", Destination: &maxLen, Usage: "context length (default: preset's)"},
+			&cli.IntFlag{Name: "max-num-seqs", Destination: &maxSeqs, Usage: "max running sequences", DefaultText: "preset's"},
+			&cli.IntFlag{Name: "max-num-batched-tokens", Destination: &maxBatched, Usage: "token budget per step", DefaultText: "preset's"},
+			&cli.IntFlag{Name: "num-gpu-blocks", Destination: &blocks, Usage: "KV cache blocks", DefaultText: "preset's"},
+			&cli.IntFlag{Name: "block-size", Destination: &blockSize, Usage: "tokens per KV block", DefaultText: "preset's"},
+			&cli.IntFlag{Name: "max-model-len", Destination: &maxLen, Usage: "context length", DefaultText: "preset's"},
 			&cli.BoolFlag{Name: "no-prefix-caching", Destination: &o.DisablePrefixCaching, Usage: "disable prefix caching"},
 			&cli.IntFlag{Name: "max-num-queued-reqs", Destination: &o.MaxQueuedRequests, Usage: "refuse with 503 beyond this many waiting+running requests (0 = unbounded)"},
 			&cli.StringFlag{Name: "policy", Value: o.Policy, Destination: &o.Policy, Usage: "scheduling policy: fcfs or priority"},
-			&cli.DurationFlag{Name: "step-fixed", Usage: "fixed cost per engine step (default: preset's)"},
-			&cli.DurationFlag{Name: "prefill-per-token", Usage: "cost per prefill token (default: preset's)"},
-			&cli.DurationFlag{Name: "decode-per-seq", Usage: "cost per decoding sequence (default: preset's)"},
-			&cli.DurationFlag{Name: "attn-per-context-token", Usage: "cost per context token read (default: preset's)"},
+			&cli.DurationFlag{Name: "step-fixed", Usage: "fixed cost per engine step", DefaultText: "preset's"},
+			&cli.DurationFlag{Name: "prefill-per-token", Usage: "cost per prefill token", DefaultText: "preset's"},
+			&cli.DurationFlag{Name: "decode-per-seq", Usage: "cost per decoding sequence", DefaultText: "preset's"},
+			&cli.DurationFlag{Name: "attn-per-context-token", Usage: "cost per context token read", DefaultText: "preset's"},
 			&cli.IntFlag{Name: "stream-interval", Value: o.StreamInterval, Destination: &o.StreamInterval, Usage: "tokens per chunk after the first"},
 			&cli.IntFlag{Name: "mean-output-tokens", Value: o.MeanOutputTokens, Destination: &o.MeanOutputTokens, Usage: "mean output length without ignore_eos"},
 			&cli.Int64Flag{Name: "seed", Value: o.Seed, Destination: &o.Seed, Usage: "seed for output lengths, faults and ids"},
 			&cli.BoolFlag{Name: "virtual", Destination: &o.Virtual, Usage: "never sleep: virtual engine clock (tests, fast demos)"},
-			&cli.BoolFlag{Name: "per-request-metrics", Aliases: []string{"enable-per-request-metrics"}, Destination: &o.PerRequestMetrics, Usage: "add vLLM's per-request metrics object"},
+			&cli.BoolFlag{Name: "per-request-metrics", Aliases: []string{"enable-per-request-metrics"}, Value: true, Destination: &o.PerRequestMetrics, Usage: "add vLLM's per-request metrics object (replay matches server timings with it)"},
 			&cli.BoolFlag{Name: "request-id-headers", Aliases: []string{"enable-request-id-headers"}, Destination: &o.RequestIDHeaders, Usage: "echo X-Request-Id"},
 			&cli.BoolFlag{Name: "prompt-tokens-details", Value: o.PromptTokensDetails, Destination: &o.PromptTokensDetails, Usage: "report usage.prompt_tokens_details.cached_tokens"},
 			&cli.BoolFlag{Name: "flat-errors", Destination: &o.FlatErrors, Usage: "use vLLM's pre-0.10.1 flat error body"},
@@ -74,6 +74,9 @@ step-time flags; flags given explicitly override it.`,
 			}
 			if err := sim.ApplyPreset(&o, preset); err != nil {
 				return usageErrorf("--preset: %v", err)
+			}
+			if !c.IsSet("model") {
+				o.Model = sim.PresetModel(preset)
 			}
 			setInt := func(name string, v int, dst *int) {
 				if c.IsSet(name) {

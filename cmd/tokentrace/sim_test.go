@@ -24,8 +24,9 @@ func TestSimCommand(t *testing.T) {
 	var stderr bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
+		// per-request metrics are on by default; the model is named after the preset
 		code <- Main(ctx, []string{"tokentrace", "sim", "--preset", "tiny", "--virtual", "--max-num-seqs", "4",
-			"--per-request-metrics", "--truth-out", truth}, strings.NewReader(""), pw, &stderr)
+			"--truth-out", truth}, strings.NewReader(""), pw, &stderr)
 		pw.Close()
 	}()
 	url, err := bufio.NewReader(pr).ReadString('\n')
@@ -33,7 +34,7 @@ func TestSimCommand(t *testing.T) {
 		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
 	}
 	url = strings.TrimSpace(url)
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"ignore_eos":true}`))
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"sim-tiny","prompt":"hi","max_tokens":3,"ignore_eos":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}

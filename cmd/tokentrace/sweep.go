@@ -57,13 +57,13 @@ type sweepSimFlags struct {
 func (f *sweepSimFlags) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "sim-preset", Value: sim.DefaultPreset, Destination: &f.preset, Usage: "built-in simulator: deployment preset (" + strings.Join(sim.PresetNames(), ", ") + ")"},
-		&cli.IntFlag{Name: "sim-max-num-seqs", Destination: &f.maxSeqs, Usage: "built-in simulator: max running sequences (default: preset's)"},
-		&cli.IntFlag{Name: "sim-max-num-batched-tokens", Destination: &f.maxBatched, Usage: "built-in simulator: token budget per step (default: preset's)"},
-		&cli.IntFlag{Name: "sim-num-gpu-blocks", Destination: &f.blocks, Usage: "built-in simulator: KV cache blocks (default: preset's)"},
-		&cli.DurationFlag{Name: "sim-step-fixed", Value: -1, Destination: &f.stepFixed, Usage: "built-in simulator: fixed cost per step (default: preset's)"},
-		&cli.DurationFlag{Name: "sim-prefill-per-token", Value: -1, Destination: &f.prefill, Usage: "built-in simulator: cost per prefill token (default: preset's)"},
-		&cli.DurationFlag{Name: "sim-decode-per-seq", Value: -1, Destination: &f.decode, Usage: "built-in simulator: cost per decoding sequence (default: preset's)"},
-		&cli.DurationFlag{Name: "sim-attn-per-context-token", Value: -1, Destination: &f.attn, Usage: "built-in simulator: cost per context token read (default: preset's)"},
+		&cli.IntFlag{Name: "sim-max-num-seqs", Destination: &f.maxSeqs, Usage: "built-in simulator: max running sequences", DefaultText: "preset's"},
+		&cli.IntFlag{Name: "sim-max-num-batched-tokens", Destination: &f.maxBatched, Usage: "built-in simulator: token budget per step", DefaultText: "preset's"},
+		&cli.IntFlag{Name: "sim-num-gpu-blocks", Destination: &f.blocks, Usage: "built-in simulator: KV cache blocks", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-step-fixed", Value: -1, Destination: &f.stepFixed, Usage: "built-in simulator: fixed cost per step", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-prefill-per-token", Value: -1, Destination: &f.prefill, Usage: "built-in simulator: cost per prefill token", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-decode-per-seq", Value: -1, Destination: &f.decode, Usage: "built-in simulator: cost per decoding sequence", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-attn-per-context-token", Value: -1, Destination: &f.attn, Usage: "built-in simulator: cost per context token read", DefaultText: "preset's"},
 		&cli.BoolFlag{Name: "sim-per-request-metrics", Value: true, Destination: &f.perRequestMetrics, Usage: "built-in simulator: return vLLM's per-request metrics"},
 	}
 }

@@ -195,6 +195,16 @@ func DefaultOptions() Options {
 	return o
 }
 
+// PresetModel is the model name a standalone simulator serves for a
+// preset when none is given: DefaultModel for DefaultPreset, else
+// "sim-PRESET", so that results say which deployment they came from.
+func PresetModel(preset string) string {
+	if preset == DefaultPreset {
+		return DefaultModel
+	}
+	return "sim-" + preset
+}
+
 // Preset is a named deployment: capacity and step-time model.
 type Preset struct {
 	Name string
