@@ -358,7 +358,7 @@ func AnalyzeFiles(ctx context.Context, names []string, o Options) (*Report, erro
 func (a *Analyzer) addFile(ctx context.Context, name string) error {
 	rd, err := traces.Open(name)
 	if err != nil {
-		return fmt.Errorf("open results %s: %w", name, err)
+		return err // it names the file
 	}
 	defer rd.Close()
 	before := a.rows.n

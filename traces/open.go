@@ -170,12 +170,45 @@ func sniffText(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, z
 	case len(trimmed) == 0 && len(head) < 512:
 		// Empty (or blank) input: an empty JSONL trace.
 		return newJSONLReader(br, closer, name, o, zst)
+	case bytes.Contains(head, []byte(`"tokentrace-synth-model"`)):
+		return nil, fmt.Errorf("%w: this is a synth model (the output of synth fit), not a trace: generate a trace from it with synth gen", ErrUnknownFormat)
 	case trimmed[0] == '{':
+		if f := importFormatOf(trimmed); f != "" {
+			return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+		}
 		return newJSONLReader(br, closer, name, o, zst)
 	case bytes.HasPrefix(trimmed, []byte(csvMetaPrefix)) || looksLikeCSVHeader(trimmed):
 		return newCSVReader(br, closer, name, o, zst)
 	}
+	if f := importFormatOf(trimmed); f != "" {
+		return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+	}
 	return nil, fmt.Errorf("%w: content is neither Parquet, zstd, JSON lines nor CSV with tokentrace column names", ErrUnknownFormat)
+}
+
+// importFormatOf recognizes the first line of a public trace that import
+// reads (by the columns or keys its decoder requires), or returns "".
+func importFormatOf(head []byte) string {
+	line, _, _ := bytes.Cut(head, []byte{'\n'})
+	has := func(s ...string) bool {
+		for _, x := range s {
+			if !bytes.Contains(line, []byte(x)) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("ContextTokens", "GeneratedTokens"):
+		return "azure"
+	case has("Request tokens", "Response tokens"):
+		return "burstgpt"
+	case has("num_prefill_tokens", "num_decode_tokens"):
+		return "splitwise"
+	case has(`"input_length"`, `"output_length"`) && !has(`"input_tokens"`):
+		return "mooncake"
+	}
+	return ""
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -79,11 +80,15 @@ number only; --strict fails on the first.`,
 			}
 			switch {
 			case keyFile != "":
-				if o.Key, err = capture.ReadKeyFile(keyFile); err != nil {
+				if o.Key, err = capture.ReadKeyFile(keyFile); errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("%w (to make a new key there: --new-key-file %s)", err, keyFile)
+				} else if err != nil {
 					return err
 				}
 			case newKeyFile != "":
-				if o.Key, err = capture.NewKeyFile(newKeyFile); err != nil {
+				if o.Key, err = capture.NewKeyFile(newKeyFile); errors.Is(err, os.ErrExist) {
+					return fmt.Errorf("%w (to use the key it holds: --key-file %s; keys are never overwritten)", err, newKeyFile)
+				} else if err != nil {
 					return err
 				}
 			}

@@ -122,3 +122,31 @@ func toParquet(t *testing.T, src, dst string) string {
 	}
 	return dst
 }
+
+// TestKeyFileErrorsPointAtEachOther: a missing --key-file points at
+// --new-key-file, and --new-key-file on an existing file points at
+// --key-file (the key is never overwritten).
+func TestKeyFileErrorsPointAtEachOther(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "gateway.jsonl")
+	os.WriteFile(logs, []byte("{}\n"), 0o644)
+	missing, existing := filepath.Join(dir, "none.key"), filepath.Join(dir, "old.key")
+	os.WriteFile(existing, []byte("kept\n"), 0o600)
+	out := filepath.Join(dir, "t.parquet")
+	for _, c := range []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"a missing --key-file", []string{"capture", "--key-file", missing, "--out", out, logs}, "--new-key-file " + missing},
+		{"--new-key-file on an existing file", []string{"capture", "--new-key-file", existing, "--out", out, logs}, "--key-file " + existing},
+	} {
+		code, se := runCLI(c.args, nil)
+		if code != exitFailure || !strings.Contains(se, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 pointing at %q", c.why, code, se, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "kept\n" {
+		t.Errorf("the existing key file was changed: %q", b)
+	}
+}

@@ -56,7 +56,7 @@ func synthCommandLine(c *cli.Context, sub string) string {
 		// --out is left out so the same seed and flags give the same bytes
 		// whatever the output file is called.
 		if c.IsSet(name) && name != "out" {
-			parts = append(parts, fmt.Sprintf("--%s %s", name, c.Value(name)))
+			parts = append(parts, fmt.Sprintf("--%s %v", name, c.Value(name)))
 		}
 	}
 	parts = append(parts, recordedArgs(c.Args().Slice())...)
