@@ -12,13 +12,34 @@ import (
 	"strings"
 )
 
-// Verdicts of a MetricChange.
+// Verdicts of a MetricChange. Change mode judges B against the baseline A
+// (better, worse, no significant change); fidelity mode asks whether B (a
+// synthetic workload's run) reproduces A (the real traffic's run): same
+// within the interval, same within the practical threshold, or differs.
 const (
-	VerdictBetter = "better"
-	VerdictWorse  = "worse"
-	VerdictSame   = "no significant change"
-	VerdictNA     = "n/a"
+	VerdictBetter     = "better"
+	VerdictWorse      = "worse"
+	VerdictSame       = "no significant change"
+	VerdictSameWithin = "same within interval"
+	VerdictClose      = "same within threshold"
+	VerdictDiffers    = "differs"
+	VerdictNA         = "n/a"
 )
+
+// Compare modes (CompareOptions.Mode).
+const (
+	ModeChange   = "change"
+	ModeFidelity = "fidelity"
+)
+
+// DefaultPracticalDiff is the relative difference under which fidelity
+// mode calls a metric the same even when the interval excludes zero.
+const DefaultPracticalDiff = 0.10
+
+// DefaultMinChangeMs is the latency difference (absolute) under which a
+// metric counts as unchanged in either mode: sub-millisecond moves of a
+// lateness or TTFT percentile are noise, not findings.
+const DefaultMinChangeMs = 1.0
 
 // DefaultRelativeThreshold is the relative change below which a metric
 // without a confidence interval is "no significant change".
@@ -47,6 +68,16 @@ type CompareOptions struct {
 	Threshold float64
 	// LabelA and LabelB name the two sides. Defaults to "A" and "B".
 	LabelA, LabelB string
+	// Mode is ModeChange (B against the baseline A) or ModeFidelity (does
+	// B, a synthetic run, reproduce A, the real one). Defaults to
+	// ModeChange.
+	Mode string
+	// PracticalDiff is fidelity mode's relative threshold. Defaults to
+	// DefaultPracticalDiff (10 %).
+	PracticalDiff float64
+	// MinChangeMs is the latency difference under which a metric counts as
+	// unchanged. Defaults to DefaultMinChangeMs (1 ms).
+	MinChangeMs float64
 }
 
 func (o CompareOptions) withDefaults() CompareOptions {
@@ -64,6 +95,15 @@ func (o CompareOptions) withDefaults() CompareOptions {
 	}
 	if o.Threshold <= 0 {
 		o.Threshold = DefaultRelativeThreshold
+	}
+	if o.Mode == "" {
+		o.Mode = ModeChange
+	}
+	if o.PracticalDiff <= 0 {
+		o.PracticalDiff = DefaultPracticalDiff
+	}
+	if o.MinChangeMs <= 0 {
+		o.MinChangeMs = DefaultMinChangeMs
 	}
 	if o.LabelA == "" {
 		o.LabelA = "A"
@@ -99,9 +139,16 @@ type MetaDiff struct {
 
 // Comparison is two reports side by side.
 type Comparison struct {
-	LabelA     string         `json:"label_a"`
-	LabelB     string         `json:"label_b"`
-	Confidence float64        `json:"confidence"`
+	LabelA     string  `json:"label_a"`
+	LabelB     string  `json:"label_b"`
+	Mode       string  `json:"mode"`
+	Confidence float64 `json:"confidence"`
+	// PracticalDiff is fidelity mode's relative threshold.
+	PracticalDiff float64 `json:"practical_diff,omitempty"`
+	// Conclusion is the comparison in one sentence, from the key metrics
+	// (TTFT, TPOT and E2E p50/p99, failure rate, goodput) and the tails'
+	// dominant causes.
+	Conclusion string         `json:"conclusion"`
 	MetaDiffs  []MetaDiff     `json:"meta_diffs,omitempty"`
 	Metrics    []MetricChange `json:"metrics"`
 	// Attribution of each side's tail.
@@ -117,7 +164,10 @@ type Comparison struct {
 // metric, the tails' attribution, and the metadata that differs.
 func Compare(a, b *Report, o CompareOptions) *Comparison {
 	o = o.withDefaults()
-	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b}
+	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b}
+	if o.Mode == ModeFidelity {
+		c.PracticalDiff = o.PracticalDiff
+	}
 	c.MetaDiffs = metaDiffs(a, b)
 	plain := func(name string, va, vb float64, lowerBetter bool) {
 		m := MetricChange{Name: name, A: va, B: vb, Change: vb - va, LowerIsBetter: lowerBetter}
@@ -125,14 +175,7 @@ func Compare(a, b *Report, o CompareOptions) *Comparison {
 			p := 100 * (vb - va) / math.Abs(va)
 			m.ChangePct = &p
 		}
-		switch {
-		case va == vb || (va != 0 && math.Abs(vb-va)/math.Abs(va) < o.Threshold):
-			m.Verdict = VerdictSame
-		case (vb < va) == lowerBetter:
-			m.Verdict = VerdictBetter
-		default:
-			m.Verdict = VerdictWorse
-		}
+		m.Verdict = o.verdict(&m, false)
 		c.Metrics = append(c.Metrics, m)
 	}
 	info := func(name string, va, vb float64) {
@@ -184,14 +227,7 @@ func Compare(a, b *Report, o CompareOptions) *Comparison {
 			if ok {
 				l, h := lo[k]*msPerNs, hi[k]*msPerNs
 				m.CILow, m.CIHigh = &l, &h
-				switch {
-				case l > 0:
-					m.Verdict = VerdictWorse
-				case h < 0:
-					m.Verdict = VerdictBetter
-				default:
-					m.Verdict = VerdictSame
-				}
+				m.Verdict = o.verdict(&m, true)
 			} else {
 				m.Verdict = VerdictNA
 			}
@@ -200,7 +236,110 @@ func Compare(a, b *Report, o CompareOptions) *Comparison {
 		plain(d.name+".p90", d.da.P90, d.db.P90, true)
 		plain(d.name+".max", d.da.Max, d.db.Max, true)
 	}
+	if o.Mode == ModeFidelity {
+		// Lateness is the replayer's, not the workload's: it says whether
+		// each run is valid (see the run summaries), not whether B
+		// reproduces A.
+		for i := range c.Metrics {
+			if strings.HasPrefix(c.Metrics[i].Name, "lateness_ms.") {
+				c.Metrics[i].Verdict = VerdictNA
+			}
+		}
+	}
+	c.Conclusion = c.conclude(o)
 	return c
+}
+
+// verdict judges one metric; withCI says m carries a bootstrap interval.
+func (o CompareOptions) verdict(m *MetricChange, withCI bool) string {
+	rel := math.Inf(1)
+	if m.A != 0 {
+		rel = math.Abs(m.Change) / math.Abs(m.A)
+	}
+	noise := m.Change == 0 || (strings.Contains(m.Name, "_ms.") && math.Abs(m.Change) < o.MinChangeMs)
+	if o.Mode == ModeFidelity {
+		switch {
+		case withCI && *m.CILow <= 0 && *m.CIHigh >= 0:
+			return VerdictSameWithin
+		case noise || rel <= o.PracticalDiff:
+			return VerdictClose
+		}
+		return VerdictDiffers
+	}
+	switch {
+	case noise:
+		return VerdictSame
+	case withCI && *m.CILow > 0:
+		return VerdictWorse
+	case withCI && *m.CIHigh < 0:
+		return VerdictBetter
+	case withCI:
+		return VerdictSame
+	case rel < o.Threshold:
+		return VerdictSame
+	case (m.B < m.A) == m.LowerIsBetter:
+		return VerdictBetter
+	}
+	return VerdictWorse
+}
+
+// conclusionMetrics are the metrics the one-line conclusion rests on.
+var conclusionMetrics = []string{"ttft_ms.p50", "ttft_ms.p99", "tpot_ms.p50", "tpot_ms.p99", "e2e_ms.p50", "e2e_ms.p99", "failure_rate", "goodput_ratio"}
+
+// conclude says in one sentence what the comparison finds.
+func (c *Comparison) conclude(o CompareOptions) string {
+	var hit []string
+	var worse, better []string
+	for _, name := range conclusionMetrics {
+		for _, m := range c.Metrics {
+			if m.Name != name {
+				continue
+			}
+			d := fmt.Sprintf("%s %+.3g", m.Name, m.Change)
+			if m.ChangePct != nil {
+				d = fmt.Sprintf("%s %+.0f%%", m.Name, *m.ChangePct)
+			}
+			switch m.Verdict {
+			case VerdictDiffers:
+				hit = append(hit, d)
+			case VerdictWorse:
+				worse = append(worse, d)
+			case VerdictBetter:
+				better = append(better, d)
+			}
+		}
+	}
+	da, db := orDash(c.AttributionA.Dominant), orDash(c.AttributionB.Dominant)
+	if o.Mode == ModeFidelity {
+		switch {
+		case da != db:
+			s := fmt.Sprintf("%s does not reach %s's conclusion: it blames the tail on %s, %s on %s", c.LabelB, c.LabelA, db, c.LabelA, da)
+			if len(hit) > 0 {
+				s += "; it also differs on " + strings.Join(hit, ", ")
+			}
+			return s + "."
+		case len(hit) > 0:
+			return fmt.Sprintf("%s finds the same tail cause as %s (%s) but differs on %s (beyond the interval and %.0f%%).",
+				c.LabelB, c.LabelA, da, strings.Join(hit, ", "), 100*o.PracticalDiff)
+		}
+		return fmt.Sprintf("%s reproduces %s: the same tail cause (%s), and every key latency percentile, the failure rate and goodput the same within the interval or %.0f%%.",
+			c.LabelB, c.LabelA, da, 100*o.PracticalDiff)
+	}
+	var parts []string
+	if len(worse) > 0 {
+		parts = append(parts, "worse on "+strings.Join(worse, ", "))
+	}
+	if len(better) > 0 {
+		parts = append(parts, "better on "+strings.Join(better, ", "))
+	}
+	s := fmt.Sprintf("%s against %s: no significant change on the key metrics", c.LabelB, c.LabelA)
+	if len(parts) > 0 {
+		s = fmt.Sprintf("%s against %s: %s", c.LabelB, c.LabelA, strings.Join(parts, "; "))
+	}
+	if da != db {
+		s += fmt.Sprintf("; the tail's dominant cause moved from %s to %s", da, db)
+	}
+	return s + "."
 }
 
 // thin keeps at most m evenly spaced order statistics of sorted x.
@@ -306,7 +445,17 @@ func metaDiffs(a, b *Report) []MetaDiff {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, compareMetaKeys) // capacity.go: run records first
+	// Run records first (capacity.go), per-run bookkeeping (clock, ports,
+	// counters) last: what differs by design leads.
+	slices.SortStableFunc(keys, func(x, y string) int {
+		if bx, by := bookkeeping(x), bookkeeping(y); bx != by {
+			if bx {
+				return 1
+			}
+			return -1
+		}
+		return compareMetaKeys(x, y)
+	})
 	var out []MetaDiff
 	for _, k := range keys {
 		if ma[k] != mb[k] {
@@ -314,6 +463,18 @@ func metaDiffs(a, b *Report) []MetaDiff {
 		}
 	}
 	return out
+}
+
+// bookkeeping says a metadata key differs between any two runs (when and
+// where it ran, what it counted) rather than by what was asked.
+func bookkeeping(k string) bool {
+	k = strings.TrimPrefix(k, "extra.")
+	for _, s := range []string{"started_at", "replay.target", "metrics_url", "metrics_scrapes", "lateness_p99_ns", "server_timing_", "command", "created", "server.models", "server.version"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteJSON writes the comparison as indented JSON.
@@ -329,6 +490,7 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 func (c *Comparison) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
+	p("Conclusion: %s\n\n", c.Conclusion)
 	if len(c.MetaDiffs) > 0 {
 		p("Metadata differs (%s vs %s)\n", c.LabelA, c.LabelB)
 		for _, d := range c.MetaDiffs {
@@ -336,7 +498,8 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		}
 		p("\n")
 	}
-	p("%-34s %12s %12s %12s %9s  %-25s %s\n", "metric", trunc(c.LabelA, 12), trunc(c.LabelB, 12), "change", "change%",
+	lw := max(12, len(c.LabelA), len(c.LabelB)) // labels whole, never cut
+	p("%-34s %*s %*s %12s %9s  %-25s %s\n", "metric", lw, c.LabelA, lw, c.LabelB, "change", "change%",
 		fmt.Sprintf("%.0f%% CI of change", 100*c.Confidence), "verdict")
 	for _, m := range c.Metrics {
 		pct, ci := "", ""
@@ -346,17 +509,17 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		if m.CILow != nil {
 			ci = fmt.Sprintf("[%+.2f, %+.2f]", *m.CILow, *m.CIHigh)
 		}
-		p("%-34s %12.3f %12.3f %+12.3f %9s  %-25s %s\n", m.Name, m.A, m.B, m.Change, pct, ci, m.Verdict)
+		p("%-34s %*.3f %*.3f %+12.3f %9s  %-25s %s\n", m.Name, lw, m.A, lw, m.B, m.Change, pct, ci, m.Verdict)
 	}
 	a, b := c.AttributionA, c.AttributionB
 	p("\nTail attribution (p%s %s): %s %d requests (%s), %s %d requests (%s)\n", fmtPct(a.TailPercentile), a.TailMetric,
 		c.LabelA, a.TailRequests, orDash(a.Source), c.LabelB, b.TailRequests, orDash(b.Source))
-	p("  %-10s %10s %10s\n", "component", trunc(c.LabelA, 10), trunc(c.LabelB, 10))
+	p("  %-10s %*s %*s\n", "component", lw, c.LabelA, lw, c.LabelB)
 	sa, sb := a.Share.Array(), b.Share.Array()
 	for k, n := range ComponentNames {
-		p("  %-10s %9.1f%% %9.1f%%\n", n, 100*sa[k], 100*sb[k])
+		p("  %-10s %*.1f%% %*.1f%%\n", n, lw-1, 100*sa[k], lw-1, 100*sb[k])
 	}
-	p("  %-10s %10s %10s\n", "dominant", orDash(a.Dominant), orDash(b.Dominant))
+	p("  %-10s %*s %*s\n", "dominant", lw, orDash(a.Dominant), lw, orDash(b.Dominant))
 	for _, s := range []struct {
 		l string
 		d []string

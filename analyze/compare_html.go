@@ -79,11 +79,13 @@ h1{font-size:1.5em} h2{font-size:1.15em;margin-top:28px;border-bottom:1px solid 
 table{border-collapse:collapse;font-size:.9em} td,th{padding:3px 9px;text-align:right;border-bottom:1px solid #eee}
 th:first-child,td:first-child{text-align:left}
 .better{color:#17803d;font-weight:bold}.worse{color:#b3261e;font-weight:bold}
+.conclusion{font-size:1.1em;background:#eef4ff;border-left:4px solid #3060c0;padding:8px 16px}
 .diag{background:#fff8e6;border-left:4px solid #f0a000;padding:8px 16px}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(480px,1fr));gap:16px}
 svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 </style></head><body>
 <h1>tokentrace analyze compare: {{.C.LabelA}} vs {{.C.LabelB}}</h1>
+<p class="conclusion">{{.C.Conclusion}}</p>
 {{if .C.MetaDiffs}}<h2>Metadata that differs</h2>
 <table><tr><th>key</th><th>{{.C.LabelA}}</th><th>{{.C.LabelB}}</th></tr>
 {{range .C.MetaDiffs}}<tr><td>{{.Key}}</td><td>{{.A}}</td><td>{{.B}}</td></tr>{{end}}</table>{{end}}
@@ -91,7 +93,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Metrics</h2>
 <table><tr><th>metric</th><th>{{.C.LabelA}}</th><th>{{.C.LabelB}}</th><th>change</th><th>change %</th><th>{{printf "%.0f" .ConfPct}}% CI of change</th><th>verdict</th></tr>
-{{range .C.Metrics}}<tr><td>{{.Name}}</td><td>{{f3 .A}}</td><td>{{f3 .B}}</td><td>{{f3 .Change}}</td><td>{{pctp .ChangePct}}</td><td>{{ci .CILow .CIHigh}}</td><td class="{{if eq .Verdict "better"}}better{{else if eq .Verdict "worse"}}worse{{end}}">{{.Verdict}}</td></tr>
+{{range .C.Metrics}}<tr><td>{{.Name}}</td><td>{{f3 .A}}</td><td>{{f3 .B}}</td><td>{{f3 .Change}}</td><td>{{pctp .ChangePct}}</td><td>{{ci .CILow .CIHigh}}</td><td class="{{if eq .Verdict "better"}}better{{else if or (eq .Verdict "worse") (eq .Verdict "differs")}}worse{{end}}">{{.Verdict}}</td></tr>
 {{end}}</table>
 <h2>Diagnosis: {{.C.LabelA}}</h2><div class="diag">{{range .C.AttributionA.Diagnosis}}<p>{{.}}</p>{{end}}</div>
 <h2>Diagnosis: {{.C.LabelB}}</h2><div class="diag">{{range .C.AttributionB.Diagnosis}}<p>{{.}}</p>{{end}}</div>

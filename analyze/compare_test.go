@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,8 +86,8 @@ func TestCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if !strings.HasPrefix(out, "Metadata differs") || !strings.Contains(out, "extra.target") {
-		t.Errorf("compare text does not start with the metadata difference:\n%s", out)
+	if !strings.HasPrefix(out, "Conclusion: vllm against sim: worse on ttft_ms.p50 +") || !strings.Contains(out, "\n\nMetadata differs") || !strings.Contains(out, "extra.target") {
+		t.Errorf("compare text does not start with the conclusion, then the metadata difference:\n%s", out)
 	}
 	if !strings.Contains(out, "Tail attribution") {
 		t.Errorf("compare text lacks the attribution:\n%s", out)
@@ -95,8 +96,8 @@ func TestCompare(t *testing.T) {
 	if err := c.WriteHTML(&b); err != nil {
 		t.Fatal(err)
 	}
-	if page := b.String(); strings.Count(page, "<svg") != 4 || strings.Contains(page, "<script") || !strings.Contains(page, "extra.target") {
-		t.Errorf("compare HTML: %d charts, want 4, no script, the metadata difference", strings.Count(page, "<svg"))
+	if page := b.String(); strings.Count(page, "<svg") != 4 || strings.Contains(page, "<script") || !strings.Contains(page, "extra.target") || !strings.Contains(page, `<p class="conclusion">vllm against sim: worse on`) {
+		t.Errorf("compare HTML: %d charts, want 4, no script, the metadata difference and the conclusion", strings.Count(page, "<svg"))
 	}
 	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
 		os.WriteFile(p+".compare.html", b.Bytes(), 0o644)
@@ -109,4 +110,56 @@ func deref(p *float64) float64 {
 		return math.NaN()
 	}
 	return *p
+}
+
+// TestCompareFidelity checks the synthetic-vs-real mode: a synthetic run
+// drawn from the same process as the real one is "same" on every key
+// metric and the conclusion says it reproduces the real run; one whose TTFT
+// is 1.5× the real one "differs" on TTFT and the conclusion names it; a
+// sub-millisecond lateness move is never a finding; long labels are printed
+// whole.
+func TestCompareFidelity(t *testing.T) {
+	ctx := context.Background()
+	real, _ := Analyze(ctx, run(1, 2000, 1), DefaultOptions())
+	twin, _ := Analyze(ctx, run(2, 2000, 1), DefaultOptions())
+	slow, _ := Analyze(ctx, run(3, 2000, 1.5), DefaultOptions())
+	o := CompareOptions{Resamples: 200, MaxSample: 1000, Mode: ModeFidelity, LabelA: "demo/real.results.parquet", LabelB: "demo/synth.results.parquet"}
+	c := Compare(real, twin, o)
+	for _, m := range c.Metrics {
+		if slices.Contains(conclusionMetrics, m.Name) && m.Verdict != VerdictSameWithin && m.Verdict != VerdictClose {
+			t.Errorf("same process: %s %s (%+.3f)", m.Name, m.Verdict, m.Change)
+		}
+		if strings.HasPrefix(m.Name, "lateness_ms.") && m.Verdict != VerdictNA {
+			t.Errorf("lateness %s judged %s in fidelity mode", m.Name, m.Verdict)
+		}
+		if m.Verdict == VerdictBetter || m.Verdict == VerdictWorse {
+			t.Errorf("%s: change-mode verdict %s in fidelity mode", m.Name, m.Verdict)
+		}
+	}
+	if !strings.HasPrefix(c.Conclusion, "demo/synth.results.parquet reproduces demo/real.results.parquet") {
+		t.Errorf("same process: conclusion %q", c.Conclusion)
+	}
+	c = Compare(real, slow, o)
+	for _, n := range []string{"ttft_ms.p50", "ttft_ms.p99"} {
+		for _, m := range c.Metrics {
+			if m.Name == n && m.Verdict != VerdictDiffers {
+				t.Errorf("1.5× TTFT: %s %s, want differs", n, m.Verdict)
+			}
+		}
+	}
+	if !strings.Contains(c.Conclusion, "differs on ttft_ms.p50 +") {
+		t.Errorf("1.5× TTFT: conclusion %q does not name TTFT", c.Conclusion)
+	}
+	var b bytes.Buffer
+	c.WriteText(&b)
+	if !strings.Contains(b.String(), "demo/synth.results.parquet") || strings.Contains(b.String(), "…") {
+		t.Errorf("labels cut in the text:\n%s", b.String())
+	}
+	// Noise: a 0.02 ms move is no finding in either mode.
+	for _, mode := range []string{ModeChange, ModeFidelity} {
+		m := MetricChange{Name: "lateness_ms.p90", A: 0.05, B: 0.07, Change: 0.02, LowerIsBetter: true}
+		if v := (CompareOptions{Mode: mode}).withDefaults().verdict(&m, false); v != VerdictSame && v != VerdictClose {
+			t.Errorf("%s mode: a 0.02 ms change is %q", mode, v)
+		}
+	}
 }
