@@ -28,7 +28,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 	t := rep.Throughput
 	p("Throughput    %.2f req/s, %.1f output tok/s (peak %.0f tok/s), %.1f total tok/s\n",
 		t.RequestsPerS, t.OutputTokensPerS, t.PeakOutputTokensPerS, t.TotalTokensPerS)
-	p("Concurrency   peak %d\n", rep.PeakConcurrency)
+	if rep.Completed > 0 {
+		p("Concurrency   peak %d\n", rep.PeakConcurrency)
+	} else {
+		p("Concurrency   peak - (measured over successful requests; there are none)\n")
+	}
 	if rep.Goodput != nil {
 		p("Goodput       %.2f req/s (%d of %d requests, %.1f%%, meet %s)\n", *rep.Goodput, *rep.GoodRequests, rep.Requests, 100**rep.GoodRatio, rep.SLO)
 	}
@@ -76,8 +80,19 @@ func (rep *Report) WriteText(w io.Writer) error {
 		p("  %8s %6s %5s %5s %9s %9s %9s %9s %8s %9s %8s %8s %9s %5s\n", "start s", "sent", "ok", "fail",
 			"ttft p50", "ttft p99", "e2e p50", "e2e p99", "req/s", "out tok/s", "in-fl", "in-max", "late p99", "tail")
 		for _, x := range rep.Windows {
-			p("  %8.1f %6d %5d %5d %9.1f %9.1f %9.1f %9.1f %8.2f %9.1f %8.1f %8d %9.1f %5d\n", x.StartS, x.Sent, x.Completed, x.Failed,
-				x.TTFTP50Ms, x.TTFTP99Ms, x.E2EP50Ms, x.E2EP99Ms, x.RequestsPerS, x.OutputTokensPerS, x.InFlightMean, x.InFlightMax, x.LatenessP99Ms, x.TailRequests)
+			// A window with no successful request has no latency: "-", not 0.0.
+			lat := func(v float64) string {
+				if x.Completed == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f", v)
+			}
+			late := "-"
+			if x.Sent > 0 {
+				late = fmt.Sprintf("%.1f", x.LatenessP99Ms)
+			}
+			p("  %8.1f %6d %5d %5d %9s %9s %9s %9s %8.2f %9.1f %8.1f %8d %9s %5d\n", x.StartS, x.Sent, x.Completed, x.Failed,
+				lat(x.TTFTP50Ms), lat(x.TTFTP99Ms), lat(x.E2EP50Ms), lat(x.E2EP99Ms), x.RequestsPerS, x.OutputTokensPerS, x.InFlightMean, x.InFlightMax, late, x.TailRequests)
 		}
 	}
 	if len(rep.Warnings) > 0 {
