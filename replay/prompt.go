@@ -131,3 +131,16 @@ var words = []string{
 	"sea", "key", "hand", "eye", "face", "head", "wife", "bird", "tree", "star",
 	"park", "cost", "fact",
 }
+
+// PromptTokens returns the n token ids Run sends as rec's prompt on
+// /v1/completions under options o (its Run name salts the unique part;
+// blockSize is the trace's block size, 0 for o.BlockSize). An offline
+// simulation given these prompts sees exactly the shared prefixes a replay
+// would show the server.
+func PromptTokens(rec *traces.Record, o Options, blockSize int) []int32 {
+	b := newPromptBuilder(&o, blockSize)
+	n := max(int(rec.InputTokens), 1)
+	ids := make([]int32, 0, n)
+	b.units(rec, n, 0, func(u uint64) { ids = append(ids, int32(b.idMin+u%b.idSpan)) })
+	return ids
+}
