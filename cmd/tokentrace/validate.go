@@ -1,0 +1,171 @@
+package main
+
+// validate: flags to validate.Options, the two workloads read (or the
+// synthetic one generated from a model), one validate.Run, and its text,
+// JSON and HTML. The runs, the statistics and the verdicts live in
+// package validate.
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/synth"
+	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/validate"
+	"github.com/urfave/cli/v2"
+)
+
+func init() { register(95, validateCommand) }
+
+func validateCommand() *cli.Command {
+	o := validate.Options{Replay: replay.DefaultOptions()}
+	var (
+		targets, modelMap                 headerFlag
+		metrics, slo, htmlOut, apiKeyFile string
+		asJSON, quiet, failIfBroken       bool
+		seed                              uint64 = validate.DefaultSeed
+		minEffectPct                             = 100 * validate.DefaultMinEffect
+	)
+	o.Speed, o.Repeat = 1, 1
+	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
+	return &cli.Command{
+		Name:  "validate",
+		Usage: "check whether a synthetic benchmark's conclusions hold on real traffic",
+		UsageText: `tokentrace validate --target NAME=SPEC --target NAME=SPEC [flags] REAL SYNTHETIC
+
+Examples:
+  tokentrace validate --target a=sim --target b=sim:prefix-caching=false,prefill-per-token=30us real.parquet matrix.parquet
+  tokentrace validate --target a=sim --target b=sim:max-num-seqs=64 --slo ttft=500ms --html v.html real.parquet model.json
+  tokentrace validate --target old=http://vllm-a:8000 --target new=http://vllm-b:8000 --repeat 3 real.parquet synth.parquet`,
+		Description: `validate runs REAL (a captured or imported trace) and SYNTHETIC (a trace from
+synth gen or synth matrix, or a model from synth fit, generated with --seed over
+REAL's span) against every --target, and asks for each target against the
+first (the baseline) and each metric: does the synthetic workload reach the
+same conclusion as the real one? Verdicts: holds, reversed, magnitude off (same
+direction, effects disagree beyond the intervals and --magnitude-tolerance),
+not significant on real / on synthetic. Intervals are seeded bootstrap
+intervals of the relative change (paired by request when both runs hold the
+same requests). Where a conclusion breaks, it names the likely reason: prefix
+reuse and the cache hits it gives, the tail's cause, lengths, rate,
+burstiness.
+
+A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,...]
+(the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
+Simulator targets run offline in virtual time (deterministic, fast) unless
+--realtime. Every workload is held in memory.`,
+		Flags: []cli.Flag{
+			&cli.GenericFlag{Name: "target", Value: &targets, Usage: "NAME=URL or NAME=sim[:KEY=VALUE,...] (repeatable, at least two; the first is the baseline)"},
+			&cli.StringFlag{Name: "metrics", Usage: "metrics to judge: ttft_pN, tpot_pN, e2e_pN, goodput (default: " + validate.DefaultMetrics + ", plus goodput with --slo)", Destination: &metrics},
+			&cli.StringFlag{Name: "slo", Usage: "SLOs that define goodput, e.g. ttft=500ms,tpot=50ms (default: none)", Destination: &slo},
+			&cli.Float64Flag{Name: "speed", Value: o.Speed, Usage: "scale both workloads' arrival rate (2 = twice as fast)", Destination: &o.Speed},
+			&cli.IntFlag{Name: "repeat", Value: o.Repeat, Usage: "runs per workload and target, pooled in the intervals (offline simulations run once)", Destination: &o.Repeat},
+			&cli.BoolFlag{Name: "realtime", Usage: "replay simulator targets in real time through the HTTP client instead of simulating offline", Destination: &o.Realtime},
+			&cli.Uint64Flag{Name: "seed", Value: seed, Usage: "seed of the bootstrap and of a SYNTHETIC model's generation", Destination: &seed},
+			&cli.IntFlag{Name: "resamples", Value: o.Resamples, Usage: "bootstrap resamples", Destination: &o.Resamples},
+			&cli.Float64Flag{Name: "confidence", Value: o.Confidence, Usage: "confidence level of the intervals", Destination: &o.Confidence},
+			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
+			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
+			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
+			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
+			&cli.BoolFlag{Name: "fail-if-broken", Usage: "exit 1 when a conclusion does not hold (for CI)", Destination: &failIfBroken},
+			&cli.StringFlag{Name: "model", Usage: "model name for URL targets (default: each record's, else the server's first)", Destination: &o.Replay.Model},
+			&cli.GenericFlag{Name: "model-map", Value: &modelMap, Usage: "prod-name=served-name for URL targets (repeatable)"},
+			&cli.StringFlag{Name: "api-key-file", Usage: "file holding a bearer token for URL targets (never logged or stored)", Destination: &apiKeyFile},
+			&cli.DurationFlag{Name: "timeout", Value: o.Replay.Timeout, Usage: "per-request timeout of replays", Destination: &o.Replay.Timeout},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-run lines on stderr", Destination: &quiet},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := args(c, 2, 2, "REAL SYNTHETIC")
+			if err != nil {
+				return err
+			}
+			base := sim.DefaultOptions()
+			base.PerRequestMetrics = true
+			for _, t := range targets.v {
+				tg, err := validate.ParseTarget(t, base)
+				if err != nil {
+					return usageErrorf("--target %v", err)
+				}
+				o.Targets = append(o.Targets, tg)
+			}
+			if len(o.Targets) < 2 {
+				return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
+			}
+			if o.SLO, err = traces.ParseSLO(slo); err != nil {
+				return usageErrorf("--slo: %v", err)
+			}
+			if metrics != "" {
+				if o.Metrics, err = validate.ParseMetrics(metrics); err != nil {
+					return usageErrorf("--metrics: %v", err)
+				}
+			}
+			o.Seed, o.MinEffect = seed, minEffectPct/100
+			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
+				return replayUsageError(err)
+			}
+			if apiKeyFile != "" {
+				b, err := os.ReadFile(apiKeyFile)
+				if err != nil || strings.TrimSpace(string(b)) == "" {
+					return usageErrorf("--api-key-file: cannot read a key from %s", apiKeyFile)
+				}
+				o.Replay.APIKey = strings.TrimSpace(string(b))
+			}
+			if err := o.Validate(); err != nil {
+				return usageErrorf("%s", cliNames(err.Error()))
+			}
+			s := stdio(c)
+			if !quiet {
+				o.Log = s.err
+			}
+			recs, meta, err := readTrace(s.err, "validate", a[0])
+			if err != nil {
+				return err
+			}
+			real := validate.Workload{Name: "real", Records: recs, Meta: meta}
+			syn, err := readSynthetic(c, s, a[1], real, seed)
+			if err != nil {
+				return err
+			}
+			defer replay.TuneProcess(1)()
+			res, err := validate.Run(c.Context, real, syn, o)
+			if err != nil {
+				return err
+			}
+			if htmlOut != "" {
+				if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
+					return fmt.Errorf("write %s: %w", htmlOut, err)
+				}
+				fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
+			}
+			if asJSON {
+				err = res.WriteJSON(s.out)
+			} else {
+				err = res.WriteText(s.out)
+			}
+			if err == nil && failIfBroken && !res.Holds() {
+				return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))
+			}
+			return err
+		},
+	}
+}
+
+// readSynthetic reads the synthetic workload: a trace, or a synth model
+// (JSON) generated over the real workload's span.
+func readSynthetic(c *cli.Context, s streams, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
+	if strings.HasSuffix(strings.ToLower(name), ".json") {
+		if m, err := synth.ReadModelFile(name); err == nil {
+			return validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+		}
+	}
+	recs, meta, err := readTrace(s.err, "validate", name)
+	if err != nil {
+		return validate.Workload{}, err
+	}
+	return validate.Workload{Name: "synthetic", Records: recs, Meta: meta}, nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/synth"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// validateTraces writes a real trace whose prompts share four system
+// prompts and a matrix-like synthetic one with the same lengths and no
+// sharing.
+func validateTraces(t *testing.T, dir string) (real, syn string) {
+	t.Helper()
+	for k, shared := range []bool{true, false} {
+		rng := rand.New(rand.NewPCG(uint64(k+1), 7))
+		var recs []traces.Record
+		at := 0.0
+		for i := range 400 {
+			at += rng.ExpFloat64() / 8
+			r := traces.NewRecord()
+			r.Seq, r.ArrivalNs = int64(i), int64(at*1e9)
+			r.InputTokens, r.OutputTokens = int32(1636+rng.IntN(300)), int32(64+rng.IntN(128))
+			if shared {
+				r.Category, r.PrefixTokens = []string{"support", "search", "code", "mail"}[rng.IntN(4)], 1536
+			}
+			recs = append(recs, r)
+		}
+		name := filepath.Join(dir, []string{"real.parquet", "synth.parquet"}[k])
+		if err := traces.WriteAll(name, traces.Meta{}, recs); err != nil {
+			t.Fatal(err)
+		}
+		if shared {
+			real = name
+		} else {
+			syn = name
+		}
+	}
+	return real, syn
+}
+
+func TestValidateCommand(t *testing.T) {
+	dir := t.TempDir()
+	real, syn := validateTraces(t, dir)
+	change := []string{"validate", "--target", "a=sim", "--target", "b=sim:prefix-caching=false,prefill-per-token=30us"}
+
+	html, out := filepath.Join(dir, "v.html"), filepath.Join(dir, "runs")
+	code, stdout, stderr := analyzeCLI(t, append(change, "--html", html, "--out-dir", out, real, syn)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"Conclusion: The synthetic workload's conclusions do not hold", "reversed", "prefix reuse"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "reversed") {
+		t.Errorf("HTML report: %v (want charts and verdicts)", err)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(out, "*.parquet")); len(runs) != 4 {
+		t.Errorf("out-dir holds %v, want 4 results files", runs)
+	}
+
+	if code, _, stderr := analyzeCLI(t, append(change, "-q", "--fail-if-broken", real, syn)...); code != 1 || !strings.Contains(stderr, "does not hold") {
+		t.Errorf("--fail-if-broken: exit %d, %s; want 1", code, stderr)
+	}
+
+	// A fitted model as the synthetic workload is generated over the real
+	// trace's span.
+	recs, _, err := traces.ReadAll(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := synth.Fit(t.Context(), recs, synth.FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "model.json")
+	if err := synth.WriteModelFile(model, m); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = analyzeCLI(t, "validate", "-q", "--json", "--target", "a=sim", "--target", "b=sim:step-fixed=3ms", real, model)
+	if code != 0 || !strings.Contains(stdout, `"verdict"`) {
+		t.Errorf("model as SYNTHETIC: exit %d, %s", code, stderr)
+	}
+}
+
+func TestValidateUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	real, syn := validateTraces(t, dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"one target", []string{"--target", "a=sim"}, "--target: give at least two"},
+		{"an unknown simulator key", []string{"--target", "a=sim", "--target", "b=sim:max-seqs=4"}, `unknown key "max-seqs"`},
+		{"two targets with one name", []string{"--target", "a=sim", "--target", "a=sim:max-num-seqs=4"}, `two targets are named "a"`},
+		{"goodput without an SLO", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "goodput"}, "goodput needs --slo"},
+		{"an unknown metric", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "itl_p99"}, "--metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := analyzeCLI(t, append(append([]string{"validate"}, tc.args...), real, syn)...)
+			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want 2 and %q", code, stderr, stdout, tc.want)
+			}
+		})
+	}
+}

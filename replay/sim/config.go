@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// configKeys maps the keys of a configuration string (ApplyConfig) to the
+// Options field they set. The names are vLLM's server flags where one
+// exists, so "max-num-seqs=64" reads as it would on a vllm serve line.
+var configKeys = map[string]func(o *Options, v string) error{
+	"max-num-seqs":           intKey(func(o *Options) *int { return &o.MaxNumSeqs }),
+	"max-num-batched-tokens": intKey(func(o *Options) *int { return &o.MaxNumBatchedTokens }),
+	"num-gpu-blocks":         intKey(func(o *Options) *int { return &o.NumGPUBlocks }),
+	"block-size":             intKey(func(o *Options) *int { return &o.BlockSize }),
+	"max-model-len":          intKey(func(o *Options) *int { return &o.MaxModelLen }),
+	"max-queued-requests":    intKey(func(o *Options) *int { return &o.MaxQueuedRequests }),
+	"stream-interval":        intKey(func(o *Options) *int { return &o.StreamInterval }),
+	"step-fixed":             durKey(func(o *Options) *time.Duration { return &o.StepFixed }),
+	"prefill-per-token":      durKey(func(o *Options) *time.Duration { return &o.PrefillPerToken }),
+	"decode-per-seq":         durKey(func(o *Options) *time.Duration { return &o.DecodePerSeq }),
+	"attn-per-context-token": durKey(func(o *Options) *time.Duration { return &o.AttnPerContextToken }),
+	"prefix-caching": func(o *Options, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		o.DisablePrefixCaching = !b
+		return nil
+	},
+	"policy": func(o *Options, v string) error {
+		if v != "fcfs" && v != "priority" {
+			return fmt.Errorf("want fcfs or priority, got %q", v)
+		}
+		o.Policy = v
+		return nil
+	},
+}
+
+func intKey(f func(*Options) *int) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a whole number >= 0, got %q", v)
+		}
+		*f(o) = n
+		return nil
+	}
+}
+
+func durKey(f func(*Options) *time.Duration) func(*Options, string) error {
+	return func(o *Options, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a duration such as 40us or 6ms, got %q", v)
+		}
+		*f(o) = d
+		return nil
+	}
+}
+
+// ConfigKeys lists the keys ApplyConfig takes, sorted ("preset" first).
+func ConfigKeys() []string {
+	keys := []string{"preset"}
+	for k := range configKeys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys[1:])
+	return keys
+}
+
+// ApplyConfig sets the options a configuration string names, such as
+// "preset=tiny,max-num-seqs=64,prefix-caching=false": comma-separated
+// key=value pairs (ConfigKeys). A preset is applied first wherever it
+// stands, so the other keys override it. The empty string changes nothing.
+// The result is validated.
+func ApplyConfig(o *Options, s string) error {
+	if strings.TrimSpace(s) == "" {
+		return o.Validate()
+	}
+	var kvs [][2]string
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return fmt.Errorf("simulator configuration %q: %q is not key=value (keys: %s)", s, part, strings.Join(ConfigKeys(), ", "))
+		}
+		if _, known := configKeys[k]; !known && k != "preset" {
+			return fmt.Errorf("simulator configuration %q: unknown key %q (keys: %s)", s, k, strings.Join(ConfigKeys(), ", "))
+		}
+		if seen[k] {
+			return fmt.Errorf("simulator configuration %q: %s is given twice", s, k)
+		}
+		seen[k] = true
+		if k == "preset" {
+			if err := ApplyPreset(o, v); err != nil {
+				return fmt.Errorf("simulator configuration %q: %w", s, err)
+			}
+			continue
+		}
+		kvs = append(kvs, [2]string{k, v})
+	}
+	for _, kv := range kvs {
+		if err := configKeys[kv[0]](o, kv[1]); err != nil {
+			return fmt.Errorf("simulator configuration %q: %s: %w", s, kv[0], err)
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("simulator configuration %q: %w", s, err)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package validate
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"image/color"
+	"io"
+	"math"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/tokentrace/tokentrace/internal/chart"
+)
+
+// WriteJSON writes the result as indented JSON.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteText writes the result for a person: the conclusion, each verdict
+// with both effects and their intervals, the measured values, the
+// rankings, the likely reasons and any warnings.
+func (r *Result) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, a ...any) { fmt.Fprintf(bw, format+"\n", a...) }
+	real, syn := r.Workloads[0], r.Workloads[1]
+	p("tokentrace validate: do the %s workload's conclusions hold on %s traffic?", syn, real)
+	p("Conclusion: %s", r.Conclusion)
+	p("")
+	var ts []string
+	for _, t := range r.Targets {
+		ts = append(ts, t.Name+" = "+t.Config)
+	}
+	p("Targets (%s is the baseline): %s", r.Baseline, strings.Join(ts, "; "))
+	p("Speed %g×; %.0f%% bootstrap intervals of the relative change against %s.", r.Speed, 100*r.Confidence, r.Baseline)
+	p("")
+	p("%-12s %-10s %-30s %-30s %s", "metric", "target", syn+" change [CI]", real+" change [CI]", "verdict")
+	for _, c := range r.Conclusions {
+		p("%-12s %-10s %-30s %-30s %s", c.Metric, c.Target, fmtEffect(c.Synthetic), fmtEffect(c.Real), c.Verdict)
+	}
+	p("")
+	head := fmt.Sprintf("%-10s %-10s %9s %7s", "workload", "target", "requests", "failed")
+	for _, m := range r.Metrics {
+		head += fmt.Sprintf(" %10s", m.Name)
+	}
+	p("%s %8s  %s", head, "cached", "p99 E2E tail mostly")
+	for _, c := range r.Cells {
+		line := fmt.Sprintf("%-10s %-10s %9d %7d", c.Workload, c.Target, c.Requests, c.Failed)
+		for _, m := range r.Metrics {
+			v, ok := c.Values[m.Name]
+			switch {
+			case !ok:
+				line += fmt.Sprintf(" %10s", "-")
+			case m.Kind == kindGoodput:
+				line += fmt.Sprintf(" %9.1f%%", 100*v)
+			default:
+				line += fmt.Sprintf(" %10.1f", v)
+			}
+		}
+		cached := "-"
+		if c.CachedShare >= 0 {
+			cached = fmt.Sprintf("%.0f%%", 100*c.CachedShare)
+		}
+		tail := "-"
+		if c.TailCause != "" {
+			tail = fmt.Sprintf("%s (%.0f%%)", c.TailCause, 100*c.TailShare)
+		}
+		p("%s %8s  %s", line, cached, tail)
+	}
+	p("(latencies in ms; goodput is the share of requests meeting the SLO; cached is the share of prompt tokens served from the prefix cache)")
+	p("")
+	p("Rankings, best first:")
+	for _, rk := range r.Rankings {
+		same := "same"
+		if !rk.Same {
+			same = "differs"
+		}
+		p("  %-12s %s: %s   %s: %s   %s", rk.Metric, syn, strings.Join(rk.Synthetic, " > "), real, strings.Join(rk.Real, " > "), same)
+	}
+	if len(r.Reasons) > 0 {
+		p("")
+		p("Where the %s workload differs from %s traffic (most severe first):", syn, real)
+		for _, rs := range r.Reasons {
+			p("  - %s: %s", rs.Property, rs.Detail)
+		}
+	}
+	for _, wn := range r.Warnings {
+		p("warning: %s", wn)
+	}
+	return bw.Flush()
+}
+
+func fmtEffect(e Effect) string {
+	s := fmt.Sprintf("%+.1f%% [%+.1f, %+.1f]", 100*e.Change, 100*e.CILow, 100*e.CIHigh)
+	if !e.Significant {
+		s += " ns"
+	}
+	return s
+}
+
+var targetColors = []color.Color{
+	color.RGBA{0x30, 0x60, 0xc0, 0xff}, color.RGBA{0xe0, 0x70, 0x10, 0xff}, color.RGBA{0x20, 0x90, 0x40, 0xff},
+	color.RGBA{0xa0, 0x30, 0xa0, 0xff}, color.RGBA{0x80, 0x80, 0x80, 0xff},
+}
+
+// metricChart draws one metric side by side: a group per workload, a bar
+// per target.
+func (r *Result) metricChart(m Metric) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = m.Name
+	p.Y.Label.Text = "ms"
+	if m.Kind == kindGoodput {
+		p.Y.Label.Text = "share of requests meeting the SLO (%)"
+	}
+	p.Legend.Top = true
+	width := vg.Points(22)
+	n := len(r.Targets)
+	for ti, t := range r.Targets {
+		var vals plotter.Values
+		for _, w := range r.Workloads {
+			v := 0.0
+			if c := r.cell(w, t.Name); c != nil {
+				v = c.Values[m.Name]
+			}
+			if m.Kind == kindGoodput {
+				v *= 100
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				v = 0
+			}
+			vals = append(vals, v)
+		}
+		bc, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return nil, err
+		}
+		bc.Color = targetColors[ti%len(targetColors)]
+		bc.LineStyle.Width = 0
+		bc.Offset = width * vg.Length(2*ti-n+1) / 2
+		p.Add(bc)
+		p.Legend.Add(t.Name, bc)
+	}
+	p.NominalX(r.Workloads[0], r.Workloads[1])
+	p.Y.Min = 0
+	return p, nil
+}
+
+var htmlTmpl = template.Must(template.New("validate").Funcs(template.FuncMap{
+	"eff":  fmtEffect,
+	"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"join": strings.Join,
+	"val": func(c Cell, m Metric) string {
+		v, ok := c.Values[m.Name]
+		if !ok {
+			return "-"
+		}
+		return fmtValue(m, v)
+	},
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>tokentrace validate</title>
+<style>
+body{font-family:"Liberation Sans",Arial,Helvetica,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 12px}
+h1{font-size:1.5em} h2{font-size:1.15em;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;font-size:.9em} td,th{padding:3px 9px;text-align:right;border-bottom:1px solid #eee}
+th:first-child,td:first-child,td.l,th.l{text-align:left}
+.holds{color:#17803d;font-weight:bold}.broken{color:#b3261e;font-weight:bold}
+.conclusion{font-size:1.1em;background:#eef4ff;border-left:4px solid #3060c0;padding:8px 16px}
+.diag{background:#fff8e6;border-left:4px solid #f0a000;padding:8px 16px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(340px,1fr));gap:16px}
+svg{width:100%;height:auto;background:#fff;border:1px solid #eee}
+</style></head><body>
+<h1>tokentrace validate: {{index .R.Workloads 1}} vs {{index .R.Workloads 0}}</h1>
+<p class="conclusion">{{.R.Conclusion}}</p>
+<p>Targets ({{.R.Baseline}} is the baseline): {{range .R.Targets}}<b>{{.Name}}</b> = <code>{{.Config}}</code> &nbsp; {{end}}<br>
+Speed {{.R.Speed}}×; {{printf "%.0f" .ConfPct}}% bootstrap intervals of the relative change against {{.R.Baseline}}; "ns" = not significant.</p>
+<h2>Verdicts</h2>
+<table><tr><th>metric</th><th class="l">target</th><th>{{index .R.Workloads 1}} change [CI]</th><th>{{index .R.Workloads 0}} change [CI]</th><th class="l">verdict</th></tr>
+{{range .R.Conclusions}}<tr><td>{{.Metric}}</td><td class="l">{{.Target}}</td><td>{{eff .Synthetic}}</td><td>{{eff .Real}}</td><td class="l {{if eq .Verdict "holds"}}holds{{else}}broken{{end}}">{{.Verdict}}</td></tr>
+{{end}}</table>
+{{if .R.Reasons}}<h2>Where the {{index .R.Workloads 1}} workload differs</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>: {{.Detail}}</p>{{end}}</div>{{end}}
+<h2>Side by side</h2>
+<div class="charts">{{range .Charts}}{{.}}{{end}}</div>
+<h2>Values</h2>
+<table><tr><th>workload</th><th class="l">target</th><th>requests</th><th>failed</th>{{range .R.Metrics}}<th>{{.Name}}</th>{{end}}<th>cached</th><th class="l">p99 E2E tail mostly</th></tr>
+{{range $c := .R.Cells}}<tr><td>{{$c.Workload}}</td><td class="l">{{$c.Target}}</td><td>{{$c.Requests}}</td><td>{{$c.Failed}}</td>{{range $.R.Metrics}}<td>{{val $c .}}</td>{{end}}<td>{{if ge $c.CachedShare 0.0}}{{pct $c.CachedShare}}{{else}}-{{end}}</td><td class="l">{{if $c.TailCause}}{{$c.TailCause}} ({{pct $c.TailShare}}){{else}}-{{end}}</td></tr>
+{{end}}</table>
+<h2>Rankings, best first</h2>
+<table><tr><th>metric</th><th class="l">{{index .R.Workloads 1}}</th><th class="l">{{index .R.Workloads 0}}</th><th class="l"></th></tr>
+{{range .R.Rankings}}<tr><td>{{.Metric}}</td><td class="l">{{join .Synthetic " > "}}</td><td class="l">{{join .Real " > "}}</td><td class="l {{if .Same}}holds{{else}}broken{{end}}">{{if .Same}}same{{else}}differs{{end}}</td></tr>
+{{end}}</table>
+{{range .R.Warnings}}<p class="broken">warning: {{.}}</p>{{end}}
+<p style="color:#888;font-size:.8em">Generated by tokentrace validate. Self-contained: no network needed to view.</p>
+</body></html>
+`))
+
+// WriteHTML writes the result as one self-contained page: the conclusion,
+// the verdicts, the likely reasons, a side-by-side chart per metric, the
+// values and the rankings.
+func (r *Result) WriteHTML(w io.Writer) error {
+	var charts []template.HTML
+	for _, m := range r.Metrics {
+		p, err := r.metricChart(m)
+		if err != nil {
+			return fmt.Errorf("render chart %s: %w", m.Name, err)
+		}
+		svg, err := chart.SVG(p, 11*vg.Centimeter, 8*vg.Centimeter)
+		if err != nil {
+			return fmt.Errorf("render chart %s: %w", m.Name, err)
+		}
+		charts = append(charts, template.HTML(svg))
+	}
+	return htmlTmpl.Execute(w, struct {
+		R       *Result
+		Charts  []template.HTML
+		ConfPct float64
+	}{r, charts, 100 * r.Confidence})
+}

@@ -1,0 +1,489 @@
+// Package validate answers "does the conclusion we drew from a synthetic
+// benchmark hold on our real traffic?". It runs a real and a synthetic
+// workload against two or more server configurations (running servers, or
+// the built-in simulator configured per target), measures each
+// configuration's difference from the first (the baseline) on the metrics
+// asked for, with bootstrap intervals, under each workload, and judges each
+// conclusion: holds, reversed, magnitude off, or not significant on one
+// side. Where a conclusion breaks it names the likely reason from the
+// workloads' fidelity check (synth.Check) and the tails' attribution
+// (analyze).
+//
+// validate sits above the products, like the CLI: it wires replay (and its
+// simulator), synth and analyze; none of them imports it.
+//
+// Simulator targets run offline by default (sim.Simulate in virtual time,
+// with the very prompts replay would send): deterministic and as fast as
+// the CPU allows. Options.Realtime replays them through the HTTP client
+// instead, as URL targets always are.
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/synth"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Defaults shared by the CLI flags and Options.
+const (
+	// DefaultMetrics are judged when Options.Metrics is empty ("goodput"
+	// is added when an SLO is set).
+	DefaultMetrics = "ttft_p50,ttft_p99,tpot_p50,tpot_p99,e2e_p50,e2e_p99"
+	// DefaultResamples is the number of bootstrap resamples.
+	DefaultResamples = 1000
+	// DefaultConfidence is the level of the bootstrap intervals.
+	DefaultConfidence = 0.95
+	// DefaultSeed seeds the bootstrap.
+	DefaultSeed = 1
+	// DefaultMinEffect is the relative difference under which an effect
+	// counts as none even when its interval excludes zero.
+	DefaultMinEffect = 0.02
+	// DefaultMagnitudeTolerance is how far (relative to the real effect)
+	// the synthetic effect may be and still agree in magnitude when the
+	// intervals do not overlap.
+	DefaultMagnitudeTolerance = 0.5
+)
+
+// Workload is a named trace held in memory (every configuration replays
+// all of it).
+type Workload struct {
+	Name    string
+	Records []traces.Record
+	Meta    traces.Meta
+}
+
+// Options configure a validation.
+type Options struct {
+	// Targets are the configurations; the first is the baseline every other
+	// one is compared with. At least two, with distinct names.
+	Targets []Target
+	// Metrics are judged (ParseMetrics). Defaults to DefaultMetrics, plus
+	// goodput when SLO is set.
+	Metrics []Metric
+	// SLO defines goodput. Defaults to none.
+	SLO traces.SLO
+	// Speed scales both workloads' arrival times (2 = twice as fast).
+	// Defaults to 1.
+	Speed float64
+	// Repeat runs every (workload, target) pair this many times; the
+	// intervals pool all runs. Offline simulations are deterministic and
+	// run once whatever Repeat says. Defaults to 1.
+	Repeat int
+	// Realtime replays simulator targets in real time through the HTTP
+	// client instead of simulating offline. Defaults to false.
+	Realtime bool
+	// Replay is the base of every replay (URL targets, and simulator
+	// targets with Realtime): model, API, timeouts, headers. URL, Speed,
+	// Run and Journal are set per run. Defaults to replay.DefaultOptions().
+	Replay replay.Options
+	// Resamples, Confidence and Seed drive the bootstrap. Default to
+	// DefaultResamples (1000), DefaultConfidence (0.95), DefaultSeed (1).
+	Resamples  int
+	Confidence float64
+	Seed       uint64
+	// MinEffect is the relative difference under which an effect is none.
+	// Defaults to DefaultMinEffect (2 %).
+	MinEffect float64
+	// MagnitudeTolerance: same-direction effects whose intervals do not
+	// overlap still agree when |synthetic − real| ≤ MagnitudeTolerance ·
+	// |real|. Defaults to DefaultMagnitudeTolerance (0.5).
+	MagnitudeTolerance float64
+	// MaxLateness is the replay validity gate: a replayed run whose
+	// lateness p99 is above it gets a warning. Defaults to
+	// replay.DefaultMaxLateness.
+	MaxLateness time.Duration
+	// OutDir receives every run's results (WORKLOAD-TARGET[-rN].parquet);
+	// "" (the default) keeps them in memory only.
+	OutDir string
+	// Log receives one line per run (default nil: quiet).
+	Log io.Writer
+}
+
+func (o *Options) withDefaults() {
+	if len(o.Metrics) == 0 {
+		spec := DefaultMetrics
+		if !o.SLO.IsZero() {
+			spec += "," + kindGoodput
+		}
+		o.Metrics, _ = ParseMetrics(spec)
+	}
+	if o.Speed == 0 {
+		o.Speed = 1
+	}
+	if o.Repeat == 0 {
+		o.Repeat = 1
+	}
+	fillReplayDefaults(&o.Replay)
+	if o.Resamples == 0 {
+		o.Resamples = DefaultResamples
+	}
+	if o.Confidence == 0 {
+		o.Confidence = DefaultConfidence
+	}
+	if o.Seed == 0 {
+		o.Seed = DefaultSeed
+	}
+	if o.MinEffect == 0 {
+		o.MinEffect = DefaultMinEffect
+	}
+	if o.MagnitudeTolerance == 0 {
+		o.MagnitudeTolerance = DefaultMagnitudeTolerance
+	}
+	if o.MaxLateness == 0 {
+		o.MaxLateness = replay.DefaultMaxLateness
+	}
+}
+
+// fillReplayDefaults gives every zero field of r that replay requires its
+// replay.DefaultOptions() value, keeping what the caller set.
+func fillReplayDefaults(r *replay.Options) {
+	d := replay.DefaultOptions()
+	if r.API == "" {
+		r.API = d.API
+	}
+	if r.Sessions == "" {
+		r.Sessions = d.Sessions
+	}
+	if r.ShardCount == 0 {
+		r.ShardCount = d.ShardCount
+	}
+	if r.Timeout == 0 {
+		r.Timeout = d.Timeout
+	}
+	if r.Drain == 0 {
+		r.Drain = d.Drain
+	}
+	if r.BlockSize == 0 {
+		r.BlockSize = d.BlockSize
+	}
+	if r.TokenIDMax == 0 {
+		r.TokenIDMin, r.TokenIDMax = d.TokenIDMin, d.TokenIDMax
+	}
+	if r.JournalSync == 0 {
+		r.JournalSync = d.JournalSync
+	}
+	if r.ProgressPeriod == 0 {
+		r.ProgressPeriod = d.ProgressPeriod
+	}
+}
+
+// Validate reports the first option that cannot run, naming it.
+func (o *Options) Validate() error {
+	if len(o.Targets) < 2 {
+		return fmt.Errorf("validate: Options.Targets: want at least two configurations to compare, got %d", len(o.Targets))
+	}
+	seen := map[string]bool{}
+	for _, t := range o.Targets {
+		if seen[t.Name] {
+			return fmt.Errorf("validate: Options.Targets: two targets are named %q", t.Name)
+		}
+		seen[t.Name] = true
+		if (t.URL == "") == (t.Sim == nil) {
+			return fmt.Errorf("validate: target %s: want a URL or a simulator configuration, not both or neither", t.Name)
+		}
+	}
+	for _, m := range o.Metrics {
+		if m.Kind == kindGoodput && o.SLO.IsZero() {
+			return errors.New("validate: Options.Metrics: goodput needs Options.SLO (e.g. ttft=500ms,tpot=50ms)")
+		}
+	}
+	switch {
+	case !(o.Speed > 0):
+		return fmt.Errorf("validate: Options.Speed: want > 0, got %g", o.Speed)
+	case o.Repeat < 1 || o.Repeat > 100:
+		return fmt.Errorf("validate: Options.Repeat: want 1 to 100 runs, got %d", o.Repeat)
+	case o.Resamples < 100:
+		return fmt.Errorf("validate: Options.Resamples: want at least 100, got %d", o.Resamples)
+	case !(o.Confidence > 0 && o.Confidence < 1):
+		return fmt.Errorf("validate: Options.Confidence: want 0 < c < 1, got %g", o.Confidence)
+	case o.MinEffect < 0 || o.MagnitudeTolerance < 0:
+		return errors.New("validate: Options.MinEffect, Options.MagnitudeTolerance: want >= 0")
+	}
+	return nil
+}
+
+// Run validates the synthetic workload's conclusions against the real
+// one. Every URL target is checked before anything runs; a run that fails
+// later stops the validation with an error that names it (and the results
+// already written to OutDir, if any, stay).
+func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, error) {
+	o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	for _, w := range []Workload{real, synthetic} {
+		if len(w.Records) == 0 {
+			return nil, fmt.Errorf("validate: the %s workload has no requests", w.Name)
+		}
+	}
+	for _, t := range o.Targets {
+		if t.URL != "" {
+			if err := reachable(ctx, t, &o.Replay); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.OutDir != "" {
+		if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+			return nil, fmt.Errorf("validate: Options.OutDir: %w", err)
+		}
+	}
+	res := &Result{Baseline: o.Targets[0].Name, Workloads: [2]string{real.Name, synthetic.Name}, Speed: o.Speed,
+		Confidence: o.Confidence, Metrics: o.Metrics, opts: o}
+	for _, t := range o.Targets {
+		res.Targets = append(res.Targets, TargetInfo{Name: t.Name, Config: t.Config})
+	}
+	fid := synth.Check(real.Records, synthetic.Records, synth.DefaultThresholds())
+	res.Fidelity = &fid
+
+	samples := map[[2]string]sample{}
+	total, done := 2*len(o.Targets), 0
+	for _, w := range []Workload{real, synthetic} {
+		for _, t := range o.Targets {
+			c, s, err := runCell(ctx, w, t, &o, res)
+			if err != nil {
+				return res, fmt.Errorf("validate: %s workload on target %s: %w", w.Name, t.Name, err)
+			}
+			done++
+			res.Cells = append(res.Cells, *c)
+			samples[[2]string{w.Name, t.Name}] = s
+			if o.Log != nil {
+				fmt.Fprintf(o.Log, "validate: %s on %s: %d requests, %d failed, %s (%d/%d)\n",
+					w.Name, t.Name, c.Requests, c.Failed, c.headline(o.Metrics), done, total)
+			}
+		}
+	}
+	res.judge(samples, real.Name, synthetic.Name)
+	res.explain()
+	res.Conclusion = res.conclude()
+	return res, nil
+}
+
+// reachable asks a URL target for its models, so that an unreachable
+// server stops the validation before any run.
+func reachable(ctx context.Context, t Target, ro *replay.Options) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u := strings.TrimSuffix(strings.TrimSuffix(t.URL, "/"), "/v1") + "/v1/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("validate: target %s (%s): %w", t.Name, t.Config, err)
+	}
+	for k, v := range ro.Headers {
+		req.Header[k] = v
+	}
+	if ro.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+ro.APIKey)
+	}
+	resp, err := replay.NewHTTPClient().Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL may carry credentials; t.Config is redacted
+		}
+		return fmt.Errorf("validate: target %s (%s) is not reachable: %v; nothing was run", t.Name, t.Config, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("validate: target %s (%s): GET /v1/models answered HTTP %d; nothing was run", t.Name, t.Config, resp.StatusCode)
+	}
+	return nil
+}
+
+// runCell runs workload w on target t (Options.Repeat times unless
+// offline) and measures the pooled results.
+func runCell(ctx context.Context, w Workload, t Target, o *Options, res *Result) (*Cell, sample, error) {
+	c := &Cell{Workload: w.Name, Target: t.Name}
+	var pooled []traces.Record
+	runs := o.Repeat
+	offline := t.Sim != nil && !o.Realtime
+	if offline {
+		runs = 1
+	}
+	for rep := range runs {
+		name := w.Name + "-" + t.Name
+		if runs > 1 {
+			name += fmt.Sprintf("-r%d", rep+1)
+		}
+		var recs []traces.Record
+		meta := w.Meta
+		var err error
+		if offline {
+			recs, err = simulate(ctx, w, t, o, name)
+		} else {
+			var run *replay.Result
+			run, err = replayOnce(ctx, w, t, o, name)
+			if run != nil {
+				recs, meta = run.Records, run.Meta
+				if l := run.Summary.LatenessP99; l > o.MaxLateness {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("%s: client lateness p99 %.2f ms is over the %v validity gate: its latencies include the client's delay", name, float64(l)/1e6, o.MaxLateness))
+				}
+			}
+		}
+		if err != nil {
+			return nil, sample{}, err
+		}
+		if o.OutDir != "" {
+			f := filepath.Join(o.OutDir, name+".parquet")
+			meta.Set("validate.workload", w.Name)
+			meta.Set("validate.target", t.Name)
+			meta.Set("validate.target_config", t.Config)
+			if err := traces.WriteAll(f, meta, recs); err != nil {
+				return nil, sample{}, fmt.Errorf("write results %s: %w", f, err)
+			}
+			c.Files = append(c.Files, f)
+		}
+		pooled = append(pooled, recs...)
+	}
+	c.Runs = runs
+	s := newSample(pooled, o.SLO)
+	c.Requests = len(pooled)
+	var prompt, cached int64
+	for i := range pooled {
+		r := &pooled[i]
+		if !r.OK() {
+			c.Failed++
+		}
+		if r.ServerPromptTokens > 0 && r.ServerCachedTokens >= 0 {
+			prompt += int64(r.ServerPromptTokens)
+			cached += int64(r.ServerCachedTokens)
+		}
+	}
+	if prompt > 0 {
+		c.CachedShare = float64(cached) / float64(prompt)
+	} else {
+		c.CachedShare = -1
+	}
+	c.Values = map[string]float64{}
+	for _, m := range o.Metrics {
+		if v, ok := s.value(m); ok {
+			c.Values[m.Name] = v
+		}
+	}
+	rep, err := analyze.Analyze(ctx, pooled, analyze.Options{SLO: o.SLO})
+	if err != nil {
+		return nil, sample{}, fmt.Errorf("analyze: %w", err)
+	}
+	c.TailCause, c.TailShare = rep.Attribution.Dominant, dominantShare(rep.Attribution)
+	return c, s, nil
+}
+
+func dominantShare(a analyze.Attribution) float64 {
+	arr := a.Share.Array()
+	for k, n := range analyze.ComponentNames {
+		if n == a.Dominant {
+			return arr[k]
+		}
+	}
+	return 0
+}
+
+// simulate runs w through the simulator configured by t, offline: the
+// prompts are the ones replay would send (so prefix caching sees the same
+// shared prefixes), arrivals are scaled by Options.Speed, and the truth
+// rows come back as results whose send time is their arrival (no client).
+func simulate(ctx context.Context, w Workload, t Target, o *Options, run string) ([]traces.Record, error) {
+	so := *t.Sim
+	ro := o.Replay
+	ro.Run = run
+	longest := 0
+	var t0 int64
+	for i := range w.Records {
+		r := &w.Records[i]
+		longest = max(longest, int(r.InputTokens)+int(r.OutputTokens))
+		if i == 0 || r.ArrivalNs < t0 {
+			t0 = r.ArrivalNs
+		}
+	}
+	so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
+	reqs := make([]sim.SimRequest, len(w.Records))
+	for i := range w.Records {
+		r := &w.Records[i]
+		out := max(int(r.OutputTokens), 1)
+		reqs[i] = sim.SimRequest{
+			ID:        fmt.Sprintf("%s-%d", run, r.Seq),
+			ArrivalNs: int64(float64(r.ArrivalNs-t0) / o.Speed),
+			Prompt:    replay.PromptTokens(r, ro, w.Meta.BlockSize),
+			MaxTokens: out, MinTokens: out, IgnoreEOS: true,
+		}
+	}
+	sr, err := sim.Simulate(ctx, so, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: %w", err)
+	}
+	recs := sr.Truth
+	for i := range recs {
+		r, src := &recs[i], &w.Records[i]
+		r.Seq, r.Run, r.Category, r.Class = src.Seq, run, src.Category, src.Class
+		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
+	}
+	return recs, nil
+}
+
+// replayOnce replays w against t: its URL, or a fresh simulator.
+func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run string) (*replay.Result, error) {
+	ro := o.Replay
+	ro.Speed, ro.Run, ro.Journal = o.Speed, run, ""
+	ro.URL = t.URL
+	if t.Sim != nil {
+		so := *t.Sim
+		longest := 0
+		for i := range w.Records {
+			longest = max(longest, int(w.Records[i].InputTokens)+int(w.Records[i].OutputTokens))
+		}
+		so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
+		srv, err := sim.Start(ctx, so)
+		if err != nil {
+			return nil, fmt.Errorf("start simulator: %w", err)
+		}
+		defer srv.Close()
+		ro.URL = srv.URL
+		if ro.Model == "" && ro.ModelMap == nil {
+			ro.Model = so.Model
+		}
+	}
+	run2, err := replay.Run(ctx, w.Records, w.Meta, ro)
+	if err != nil {
+		return run2, fmt.Errorf("replay: %w", err)
+	}
+	return run2, ctx.Err()
+}
+
+// sliceWriter collects generated records in memory.
+type sliceWriter struct{ recs []traces.Record }
+
+func (w *sliceWriter) Write(recs []traces.Record) (int, error) {
+	w.recs = append(w.recs, recs...)
+	return len(recs), nil
+}
+func (w *sliceWriter) Close() error { return nil }
+
+// Generate draws a synthetic workload from a fitted model, covering the
+// same span as like (the real workload) unless o.Duration is set.
+func Generate(ctx context.Context, name string, m *synth.Model, like Workload, o synth.GenOptions) (Workload, error) {
+	if o.Duration == 0 && len(like.Records) > 1 {
+		lo, hi := like.Records[0].ArrivalNs, like.Records[0].ArrivalNs
+		for i := range like.Records {
+			lo, hi = min(lo, like.Records[i].ArrivalNs), max(hi, like.Records[i].ArrivalNs)
+		}
+		o.Duration = time.Duration(hi - lo + 1)
+	}
+	var w sliceWriter
+	if _, err := m.Generate(ctx, o, &w); err != nil {
+		return Workload{}, fmt.Errorf("generate the %s workload: %w", name, err)
+	}
+	return Workload{Name: name, Records: w.recs, Meta: m.GenMeta(o)}, nil
+}

@@ -1,0 +1,273 @@
+package validate
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// workload makes n requests at rate req/s (Poisson, seeded). With shared
+// set, every prompt starts with one of four 1536-token system prompts (a
+// category prefix), as a real chat service's do; without it the prompts
+// have the same lengths and share nothing, like a benchmark matrix row.
+func workload(name string, n int, rate float64, shared bool, seed uint64) Workload {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	w := Workload{Name: name, Meta: traces.Meta{}}
+	t := 0.0
+	for i := range n {
+		t += rng.ExpFloat64() / rate
+		r := traces.NewRecord()
+		r.Seq = int64(i)
+		r.ArrivalNs = int64(t * 1e9)
+		r.InputTokens = int32(1536 + 100 + rng.IntN(300))
+		r.OutputTokens = int32(64 + rng.IntN(128))
+		if shared {
+			r.Category = []string{"support", "search", "code", "mail"}[rng.IntN(4)]
+			r.PrefixTokens = 1536
+		}
+		w.Records = append(w.Records, r)
+	}
+	return w
+}
+
+func targets(t *testing.T, specs ...string) []Target {
+	t.Helper()
+	var ts []Target
+	for _, s := range specs {
+		tg, err := ParseTarget(s, sim.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, tg)
+	}
+	return ts
+}
+
+func verdicts(res *Result) map[string]string {
+	v := map[string]string{}
+	for _, c := range res.Conclusions {
+		v[c.Metric] = c.Verdict
+	}
+	return v
+}
+
+// A change whose benefit is prefix caching: b turns caching off for a 25 %
+// faster prefill. The matrix-like synthetic workload (no shared prefixes)
+// says b is better on TTFT; real traffic, whose prompts share system
+// prompts, says the opposite, and the reason named is prefix reuse.
+func TestPrefixCachingConclusionBreaks(t *testing.T) {
+	real := workload("real", 600, 8, true, 1)
+	syn := workload("synthetic", 600, 8, false, 2)
+	o := Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false,prefill-per-token=30us")}
+	res, err := Run(context.Background(), real, syn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	res.WriteText(&buf)
+	t.Log("\n" + buf.String())
+	v := verdicts(res)
+	for _, m := range []string{"ttft_p50", "ttft_p99"} {
+		if v[m] != VerdictReversed && v[m] != VerdictMagnitudeOff {
+			t.Errorf("%s: verdict %q, want reversed or magnitude off", m, v[m])
+		}
+	}
+	if res.Holds() {
+		t.Error("Holds() = true for a conclusion that breaks")
+	}
+	if len(res.Reasons) == 0 || res.Reasons[0].Property != "prefix reuse" {
+		t.Errorf("first reason %+v, want prefix reuse", res.Reasons)
+	}
+	if !strings.Contains(res.Conclusion, "do not hold") || !strings.Contains(res.Conclusion, "prefix reuse") {
+		t.Errorf("conclusion %q should say the conclusions do not hold and name prefix reuse", res.Conclusion)
+	}
+}
+
+// A change that is better under any traffic (a GPU twice as fast in every
+// part of the step): every conclusion holds. (At 8 req/s the synthetic
+// workload, which caches nothing, nears saturation and overstates the gain;
+// TestPrefixCachingConclusionBreaks runs there.)
+func TestFasterEverywhereHolds(t *testing.T) {
+	real := workload("real", 300, 3, true, 1)
+	syn := workload("synthetic", 300, 3, false, 2)
+	o := Options{Targets: targets(t, "a=sim", "b=sim:step-fixed=3ms,prefill-per-token=20us,decode-per-seq=22us,attn-per-context-token=22ns")}
+	res, err := Run(context.Background(), real, syn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	res.WriteText(&buf)
+	t.Log("\n" + buf.String())
+	for m, v := range verdicts(res) {
+		if v != VerdictHolds {
+			t.Errorf("%s: verdict %q, want holds", m, v)
+		}
+	}
+	if !res.Holds() || len(res.Conclusions) != 6 {
+		t.Errorf("Holds() = %v over %d conclusions, want true over 6", res.Holds(), len(res.Conclusions))
+	}
+	for _, rk := range res.Rankings {
+		if !rk.Same || rk.Real[0] != "b" {
+			t.Errorf("%s ranking real %v synthetic %v, want b first in both", rk.Metric, rk.Real, rk.Synthetic)
+		}
+	}
+}
+
+// The same inputs give the same answer, byte for byte (offline
+// simulation, seeded bootstrap).
+func TestDeterministic(t *testing.T) {
+	real := workload("real", 200, 8, true, 1)
+	syn := workload("synthetic", 200, 8, false, 2)
+	var out [2]string
+	for i := range out {
+		o := Options{Targets: targets(t, "a=sim", "b=sim:max-num-seqs=8")}
+		res, err := Run(context.Background(), real, syn, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		res.WriteJSON(&buf)
+		out[i] = buf.String()
+	}
+	if out[0] != out[1] {
+		t.Error("two runs of the same validation differ")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	real := workload("real", 20, 8, true, 1)
+	syn := workload("synthetic", 20, 8, false, 2)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	l.Close()
+	for _, tc := range []struct {
+		name    string
+		targets []string
+		metrics string
+		want    string
+	}{
+		{"a target nobody listens on stops the run before anything runs", []string{"a=sim", "b=" + dead}, "", "target b (" + dead + ") is not reachable"},
+		{"two targets with one name", []string{"a=sim", "a=sim:max-num-seqs=8"}, "", `two targets are named "a"`},
+		{"one target is nothing to compare", []string{"a=sim"}, "", "at least two"},
+		{"goodput without an SLO", []string{"a=sim", "b=sim"}, "goodput", "goodput needs Options.SLO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Targets: targets(t, tc.targets...)}
+			if tc.metrics != "" {
+				o.Metrics, _ = ParseMetrics(tc.metrics)
+			}
+			var log bytes.Buffer
+			o.Log = &log
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := Run(ctx, real, syn, o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+			if log.Len() > 0 {
+				t.Errorf("runs happened before the error: %s", log.String())
+			}
+		})
+	}
+}
+
+func TestParseTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"an unknown simulator key lists the known ones", "b=sim:max-seqs=8", `unknown key "max-seqs" (keys: preset, attn-per-context-token`},
+		{"a value of the wrong type names the key", "b=sim:max-num-seqs=lots", "max-num-seqs: want a whole number"},
+		{"an unknown preset lists the presets", "b=sim:preset=a100", `preset "a100" isn't one of`},
+		{"a bare name is not a target", "b", "want NAME=URL or NAME=sim"},
+		{"neither a URL nor sim", "b=localhost:8000", "neither a URL"},
+		{"a bad name", "b c=sim", "name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseTarget(tc.in, sim.DefaultOptions())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ParseTarget(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+			}
+		})
+	}
+	tg, err := ParseTarget("b=sim:prefix-caching=false,preset=tiny,max-num-seqs=4", sim.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tg.Sim.DisablePrefixCaching || tg.Sim.MaxNumSeqs != 4 || tg.Sim.Preset != "tiny" || tg.Sim.MaxNumBatchedTokens != 512 {
+		t.Errorf("preset applied first, keys over it: got %+v", tg.Sim)
+	}
+	tg, err = ParseTarget("prod=http://user:secret@127.0.0.1:8000", sim.DefaultOptions())
+	if err != nil || tg.URL == "" || strings.Contains(tg.Config, "secret") {
+		t.Errorf("URL target: %+v, %v (the config shown must not carry the password)", tg, err)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	ms, err := ParseMetrics("ttft_p99, e2e_p99.9,goodput")
+	if err != nil || len(ms) != 3 || ms[1].Percentile != 99.9 || ms[2].Kind != "goodput" {
+		t.Fatalf("got %+v, %v", ms, err)
+	}
+	for _, bad := range []string{"ttft", "itl_p99", "ttft_p100", "ttft_p99,ttft_p99", ""} {
+		if _, err := ParseMetrics(bad); err == nil {
+			t.Errorf("ParseMetrics(%q) accepted", bad)
+		}
+	}
+}
+
+// URL targets (and, with Realtime, simulator targets) are replayed through
+// the HTTP client; every run's results land in OutDir.
+func TestReplayedTargets(t *testing.T) {
+	so := sim.DefaultOptions()
+	so.PerRequestMetrics = true
+	srv, err := sim.Start(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	real := workload("real", 40, 40, true, 1)
+	syn := workload("synthetic", 40, 40, false, 2)
+	for _, w := range []Workload{real, syn} { // short requests: a second per run
+		for i := range w.Records {
+			r := &w.Records[i]
+			r.InputTokens, r.OutputTokens, r.PrefixTokens = r.InputTokens/16, r.OutputTokens/8, r.PrefixTokens/16
+		}
+	}
+	dir := t.TempDir()
+	var log bytes.Buffer
+	o := Options{
+		Targets:  targets(t, "a="+srv.URL, "b=sim:max-num-seqs=4"),
+		Realtime: true, OutDir: dir, Log: &log,
+	}
+	o.Replay.Model = so.Model
+	o.Replay.NoPreflight = true
+	res, err := Run(context.Background(), real, syn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cells) != 4 || len(res.Conclusions) != 6 {
+		t.Fatalf("%d cells, %d conclusions; want 4 and 6", len(res.Cells), len(res.Conclusions))
+	}
+	for _, c := range res.Cells {
+		if c.Requests != 40 || c.Failed != 0 || len(c.Files) != 1 {
+			t.Errorf("%s on %s: %d requests, %d failed, files %v; want 40, 0, one file", c.Workload, c.Target, c.Requests, c.Failed, c.Files)
+			continue
+		}
+		recs, _, err := traces.ReadAll(c.Files[0])
+		if err != nil || len(recs) != 40 {
+			t.Errorf("%s: %d rows, %v", c.Files[0], len(recs), err)
+		}
+	}
+	if got := strings.Count(log.String(), "validate: "); got != 4 {
+		t.Errorf("log has %d run lines, want 4:\n%s", got, log.String())
+	}
+}
