@@ -43,12 +43,12 @@ func (r *runner) begin(it *item) *traces.Record {
 // the session's next turn.
 func (r *runner) complete(it *item, rec *traces.Record) {
 	r.finished(rec)
-	if r.nexts != nil {
+	if r.graph != nil {
 		end := rec.LastTokenNs
 		if end < 0 {
 			end = int64(time.Since(r.t0))
 		}
-		r.followUp(it.rec, time.Duration(end))
+		r.followUp(it.rec, rec, time.Duration(end))
 	}
 }
 
@@ -166,10 +166,8 @@ func (r *runner) do(it *item) {
 }
 
 func (r *runner) notSent(it *item) {
-	if r.nexts != nil {
-		for nx := r.nexts[it.rec]; nx != nil; nx = r.nexts[nx] {
-			r.outstanding.Add(-1)
-		}
+	if r.graph != nil {
+		r.outstanding.Add(-int64(r.graph.drop(it.rec)))
 		r.poke()
 	}
 }

@@ -50,8 +50,12 @@ const (
 const (
 	// SessionsOpen sends every turn at its recorded time.
 	SessionsOpen = "open"
-	// SessionsClosed sends a turn when the previous turn of its session has
-	// finished plus the recorded gap between the two arrivals.
+	// SessionsClosed sends a follow-up call its think time after the calls
+	// it depends on finish: the previous turn of its session, or the calls
+	// its parent_seq and after_seqs name (subagents, joins). The think time
+	// is think_ns, else its arrival − the dependencies' last finish_ns, else
+	// the recorded spacing from the dependency's send (never before it
+	// finished); Speed scales it, never the server's service time.
 	SessionsClosed = "closed"
 )
 
@@ -94,6 +98,15 @@ type Options struct {
 	Duration time.Duration
 	// Sessions is SessionsOpen or SessionsClosed. Defaults to open.
 	Sessions string
+	// MaxThink caps a closed-session follow-up's think time (after Speed
+	// scales it); 0 = no cap. Capped think times are counted in
+	// Summary.Sessions. Defaults to 0.
+	MaxThink time.Duration
+	// StrictSessions makes a session whose dependencies cannot be replayed
+	// (a cycle, a missing call, another session's call) an error
+	// (ErrSessionGraph); otherwise that session is replayed open loop and
+	// counted. Defaults to false.
+	StrictSessions bool
 	// ShardIndex and ShardCount select the records of one shard of n
 	// (deterministic by session, or by seq for single-shot records).
 	// Defaults to 0, 1.

@@ -47,6 +47,7 @@ const (
 	MetaChatCalibration = "replay.chat_calibration"
 	MetaShard           = "replay.shard"
 	MetaLatenessP99     = "replay.lateness_p99_ns"
+	MetaSessions        = "replay.sessions"
 )
 
 // TimingSourceResponseMetrics is the MetaTimingSource value when server
@@ -109,7 +110,7 @@ type runner struct {
 	notify      chan struct{}
 	outstanding atomic.Int64 // follow-up turns not yet queued or dropped
 
-	nexts map[*traces.Record]*traces.Record
+	graph *graph // closed sessions: who waits for whom (sessions.go)
 
 	fast sync.Pool // *fastReq (client.go)
 
@@ -184,7 +185,11 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	// earliest deadlines find them ready.
 	r.work = make(chan *item)
 	r.ack = make(chan struct{}, 1)
-	static := r.plan(sel)
+	static, err := r.plan(sel, recs)
+	if err != nil {
+		jw.abandon()
+		return nil, err
+	}
 	r.live.total = int64(len(sel))
 	for _, it := range static {
 		r.live.last = max(r.live.last, it.sched)
@@ -290,6 +295,9 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	res := &Result{Records: out, Meta: r.resultMeta(meta, sel)}
 	res.Summary = Summarize(out, end)
 	res.Summary.NotSent = notSent
+	if r.graph != nil {
+		res.Summary.Sessions = r.graph.summary()
+	}
 	r.finishMeta(&res.Meta, &res.Summary)
 	bg.annotate(&res.Meta)
 	r.addRunInfo(ctx, &res.Meta) // runinfo.go
@@ -422,9 +430,9 @@ func scaled(d time.Duration, speed float64) time.Duration {
 }
 
 // plan returns the items scheduled from the trace. In closed-session mode
-// only the first turn of each session is; each later turn is queued when its
-// previous turn finishes (r.nexts).
-func (r *runner) plan(sel []*traces.Record) []*item {
+// only the calls that wait for nothing are; each follow-up is queued when
+// its dependencies finish (r.graph).
+func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error) {
 	at := func(rec *traces.Record) time.Duration {
 		return scaled(time.Duration(rec.ArrivalNs)-r.o.WindowFrom, r.o.Speed)
 	}
@@ -434,47 +442,42 @@ func (r *runner) plan(sel []*traces.Record) []*item {
 		for i, rec := range sel {
 			static[i] = &item{rec: rec, sched: at(rec)}
 		}
-		return static
+		return static, nil
 	}
-	r.nexts = map[*traces.Record]*traces.Record{}
-	prev := map[int64]*traces.Record{}
+	g, err := buildGraph(sel, all, &r.o)
+	if err != nil {
+		return nil, err
+	}
+	r.graph = g
 	for _, rec := range sel {
-		if rec.Session != 0 {
-			if p, ok := prev[rec.Session]; ok {
-				r.nexts[p] = rec
-				r.outstanding.Add(1)
-				prev[rec.Session] = rec
-				continue
-			}
-			prev[rec.Session] = rec
+		if g.isFollowUp(rec) {
+			r.outstanding.Add(1)
+			continue
 		}
 		static = append(static, &item{rec: rec, sched: at(rec)})
 	}
-	return static
+	return static, nil
 }
 
-// followUp queues the turn after rec (closed sessions), due gap/speed after
-// finished; when sending has stopped or the turn falls after Duration, the
-// rest of the session is dropped.
-func (r *runner) followUp(rec *traces.Record, finished time.Duration) {
-	nx := r.nexts[rec]
-	if nx == nil {
-		return
+// followUp queues the calls that were waiting for rec (closed sessions),
+// now that it finished; when sending has stopped or a call falls after
+// Duration, it and everything that waits for it are dropped.
+func (r *runner) followUp(rec, res *traces.Record, finished time.Duration) {
+	sent := finished
+	if res.SentNs >= 0 {
+		sent = time.Duration(res.SentNs)
 	}
-	sched := finished + scaled(time.Duration(nx.ArrivalNs-rec.ArrivalNs), r.o.Speed)
-	if r.sendCtx.Err() != nil || (r.o.Duration > 0 && sched > r.o.Duration) {
-		for ; nx != nil; nx = r.nexts[nx] {
-			r.outstanding.Add(-1)
+	for _, it := range r.graph.finished(rec, doneAt{sent: sent, finished: finished}) {
+		if r.sendCtx.Err() != nil || (r.o.Duration > 0 && it.sched > r.o.Duration) {
+			r.outstanding.Add(-int64(1 + r.graph.dropSelf(it.rec)))
+			continue
 		}
-		r.poke()
-		return
+		r.build(it)
+		r.hmu.Lock()
+		heap.Push(&r.dyn, it)
+		r.hmu.Unlock()
+		r.outstanding.Add(-1)
 	}
-	it := &item{rec: nx, sched: sched}
-	r.build(it)
-	r.hmu.Lock()
-	heap.Push(&r.dyn, it)
-	r.hmu.Unlock()
-	r.outstanding.Add(-1)
 	r.poke()
 }
 

@@ -523,8 +523,10 @@ func TestSelectWindowSpeedShard(t *testing.T) {
 func TestClosedSessions(t *testing.T) {
 	f := newFake(2 * time.Millisecond)
 	defer f.Close()
-	// Two sessions of three turns, turns 1 ms apart in the trace: in closed
-	// mode each turn waits for the previous one's answer (~10 ms).
+	// Two sessions of three turns, turns 1 ms apart in the trace and no
+	// finish recorded: in closed mode each turn waits for the previous
+	// one's answer (~10 ms), then keeps the recorded 1 ms from its send,
+	// which has passed: it is due at the answer.
 	var recs []traces.Record
 	for s := int64(1); s <= 2; s++ {
 		for turn := int32(0); turn < 3; turn++ {
@@ -557,8 +559,8 @@ func TestClosedSessions(t *testing.T) {
 	for s := int64(1); s <= 2; s++ {
 		for turn := int64(1); turn < 3; turn++ {
 			prev, cur := byKey[[2]int64{s, turn - 1}], byKey[[2]int64{s, turn}]
-			if cur.ScheduledNs < prev.LastTokenNs+int64(time.Millisecond) || cur.SentNs < prev.LastTokenNs {
-				t.Errorf("session %d turn %d scheduled %d before previous answer %d + gap", s, turn, cur.ScheduledNs, prev.LastTokenNs)
+			if cur.ScheduledNs != prev.LastTokenNs || cur.SentNs < prev.LastTokenNs {
+				t.Errorf("session %d turn %d scheduled %d, want the previous answer's end %d", s, turn, cur.ScheduledNs, prev.LastTokenNs)
 			}
 		}
 	}

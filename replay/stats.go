@@ -156,6 +156,8 @@ type Summary struct {
 	// TimingMatched is how many successful requests carried server timings;
 	// TimingUnmatched how many did not.
 	TimingMatched, TimingUnmatched int
+	// Sessions counts the closed-session follow-ups (zero when open loop).
+	Sessions SessionStats
 }
 
 // Summarize computes a Summary over replayed records.
@@ -255,6 +257,16 @@ func (s *Summary) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %6d × %s\n", s.FailureReasons[r], r)
 		}
 	}
+	if ss := s.Sessions; ss.FollowUps > 0 || ss.SessionsOpenLoop > 0 || ss.SessionsCut > 0 {
+		fmt.Fprintf(w, "sessions   %d follow-ups sent after their dependencies (think time recorded %d, estimated %d, capped %d)", ss.FollowUps, ss.ThinkRecorded, ss.ThinkEstimated, ss.ThinkCapped)
+		if ss.SessionsCut > 0 {
+			fmt.Fprintf(w, "; %d sessions cut short when sending stopped", ss.SessionsCut)
+		}
+		if ss.SessionsOpenLoop > 0 {
+			fmt.Fprintf(w, "; %d sessions replayed open loop (%s)", ss.SessionsOpenLoop, strings.Join(ss.Problems, "; "))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", fmtDur(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
 	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", fmtDur(s.LatenessP50), fmtDur(s.LatenessP99), fmtDur(s.LatenessMax))
 	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", fmtDur(s.TTFTP50), fmtDur(s.TTFTP99))
@@ -314,6 +326,10 @@ func (r *runner) finishMeta(m *traces.Meta, s *Summary) {
 	}
 	setTimingMeta(m, s, src)
 	m.Set(MetaNotSent, strconv.Itoa(s.NotSent))
+	if r.graph != nil {
+		b, _ := json.Marshal(s.Sessions)
+		m.Set(MetaSessions, string(b))
+	}
 	m.Set(MetaLatenessP99, strconv.FormatInt(int64(s.LatenessP99), 10))
 }
 

@@ -310,10 +310,11 @@ func (r *jsonlReader) Read(recs []Record) (int, error) {
 
 // resetForDecode makes r a NewRecord, keeping list capacity.
 func (r *Record) resetForDecode() {
-	pb, cn, ct := r.PrefixBlocks[:0], r.ChunkNs[:0], r.ChunkTokens[:0]
+	pb, as, cn, ct := r.PrefixBlocks[:0], r.AfterSeqs[:0], r.ChunkNs[:0], r.ChunkTokens[:0]
 	*r = Record{}
 	r.ClearOutcome()
-	r.PrefixBlocks, r.ChunkNs, r.ChunkTokens = pb, cn, ct
+	r.clearRequestAbsent()
+	r.PrefixBlocks, r.AfterSeqs, r.ChunkNs, r.ChunkTokens = pb, as, cn, ct
 }
 
 // interner shares one string per distinct label (model, category, ...).

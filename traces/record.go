@@ -79,6 +79,21 @@ type Record struct {
 	API string `parquet:"api,dict" json:"api" trace:"request"`
 	// Class is the traffic class, e.g. "interactive" or "batch" ("" = default).
 	Class string `parquet:"class,dict" json:"class" trace:"request"`
+	// FinishNs is when the call finished in production, on the arrival_ns
+	// clock (NotReported = unknown): with it a closed-session replay knows
+	// the think time, next arrival − this finish, instead of guessing.
+	FinishNs int64 `parquet:"finish_ns,delta" json:"finish_ns" trace:"request,unreported"`
+	// ThinkNs is an explicit think time: how long after its dependencies
+	// finished the call was sent (NotReported = derive it from FinishNs).
+	ThinkNs int64 `parquet:"think_ns,delta" json:"think_ns" trace:"request,unreported"`
+	// ParentSeq is the seq of the call this one continues or was spawned by
+	// (the previous turn, or the call that started a subagent or parallel
+	// tool call; NotReported = none). A session with any parent_seq or
+	// after_seqs is replayed as the graph they draw.
+	ParentSeq int64 `parquet:"parent_seq,delta" json:"parent_seq" trace:"request,unreported"`
+	// AfterSeqs are the seqs of every call this one waits for (a join);
+	// empty = only ParentSeq.
+	AfterSeqs []int64 `parquet:"after_seqs,list" json:"after_seqs" trace:"request"`
 
 	// Outcome columns (replay, or capture when the logs hold them). Offsets
 	// are from the run start; NotReported (-1) where unknown.
@@ -145,8 +160,15 @@ func (r *Record) ClearOutcome() {
 func NewRecord() Record {
 	var r Record
 	r.ClearOutcome()
+	r.clearRequestAbsent()
 	r.ChunkNs, r.ChunkTokens = nil, nil
 	return r
+}
+
+// clearRequestAbsent sets the request columns that read as NotReported
+// when absent (finish_ns, think_ns, parent_seq) to NotReported.
+func (r *Record) clearRequestAbsent() {
+	r.FinishNs, r.ThinkNs, r.ParentSeq = NotReported, NotReported, NotReported
 }
 
 // HasOutcome reports whether the row was replayed or captured with an outcome.

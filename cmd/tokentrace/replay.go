@@ -79,7 +79,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.IntFlag{Name: "warmup", Usage: "send N unrecorded warm-up requests before the clock starts", Destination: &o.Warmup},
 			&cli.BoolFlag{Name: "no-preflight", Usage: "skip the check before the clock starts (one 1-token request that must not be refused)", Destination: &o.NoPreflight},
 			&cli.DurationFlag{Name: "duration", Usage: "stop sending after this long (0 = whole trace)", Destination: &o.Duration},
-			&cli.StringFlag{Name: "sessions", Value: o.Sessions, Usage: "open: turns at recorded times; closed: a turn waits for the previous answer plus the recorded gap", Destination: &o.Sessions},
+			&cli.StringFlag{Name: "sessions", Value: o.Sessions, Usage: "open: every call at its recorded time; closed: a call waits for the calls it depends on (previous turn, parent_seq, after_seqs), then its think time", Destination: &o.Sessions},
+			&cli.DurationFlag{Name: "max-think", Usage: "--sessions closed: cap each think time (after --speed) at this; 0 = no cap", Destination: &o.MaxThink},
+			&cli.BoolFlag{Name: "strict-sessions", Usage: "--sessions closed: a session whose dependencies cannot be replayed (cycle, missing call, another session's call) is an error instead of being sent open loop", Destination: &o.StrictSessions},
 			&cli.StringFlag{Name: "shard", Value: "0/1", Usage: "replay shard i of n (i/n)", Destination: &shard},
 			&cli.StringFlag{Name: "start-at", Usage: "start the clock at this RFC3339 wall time (shards start together)", Destination: &startAt},
 			&cli.DurationFlag{Name: "timeout", Value: o.Timeout, Usage: "per-request timeout", Destination: &o.Timeout},
@@ -283,47 +285,4 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			return nil
 		},
 	}
-}
-
-// replayCommandLine rebuilds the command line for the metadata from the
-// flags that were set, with header values and URL credentials removed.
-func replayCommandLine(c *cli.Context, headers []string) string {
-	parts := []string{"tokentrace", "replay"}
-	for _, f := range c.Command.Flags {
-		name := f.Names()[0]
-		if !c.IsSet(name) {
-			continue
-		}
-		switch name {
-		case "header":
-			for _, h := range headers {
-				k, _, _ := strings.Cut(h, ":")
-				parts = append(parts, "--header", strconvQuote(strings.TrimSpace(k)+": (redacted)"))
-			}
-		case "url":
-			parts = append(parts, "--url", replay.RedactURL(c.String(name)))
-		default:
-			if gf, ok := f.(*cli.GenericFlag); ok {
-				if hf, ok := gf.Value.(*headerFlag); ok { // --background, --metadata, --model-map
-					for _, v := range hf.v {
-						parts = append(parts, "--"+name, strconvQuote(v))
-					}
-					continue
-				}
-			}
-			if bf, ok := f.(*cli.BoolFlag); ok {
-				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
-				continue
-			}
-			v := fmt.Sprint(c.Value(name))
-			if pathFlags[name] {
-				v = recordedPath(v)
-			}
-			parts = append(parts, "--"+name, strconvQuote(v))
-		}
-	}
-	for _, a := range recordedArgs(c.Args().Slice()) {
-		parts = append(parts, strconvQuote(a))
-	}
-	return strings.Join(parts, " ")
 }

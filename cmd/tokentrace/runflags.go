@@ -242,3 +242,46 @@ func recordedArgs(args []string) []string {
 	}
 	return out
 }
+
+// replayCommandLine rebuilds the command line for the metadata from the
+// flags that were set, with header values and URL credentials removed.
+func replayCommandLine(c *cli.Context, headers []string) string {
+	parts := []string{"tokentrace", "replay"}
+	for _, f := range c.Command.Flags {
+		name := f.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		switch name {
+		case "header":
+			for _, h := range headers {
+				k, _, _ := strings.Cut(h, ":")
+				parts = append(parts, "--header", strconvQuote(strings.TrimSpace(k)+": (redacted)"))
+			}
+		case "url":
+			parts = append(parts, "--url", replay.RedactURL(c.String(name)))
+		default:
+			if gf, ok := f.(*cli.GenericFlag); ok {
+				if hf, ok := gf.Value.(*headerFlag); ok { // --background, --metadata, --model-map
+					for _, v := range hf.v {
+						parts = append(parts, "--"+name, strconvQuote(v))
+					}
+					continue
+				}
+			}
+			if bf, ok := f.(*cli.BoolFlag); ok {
+				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
+				continue
+			}
+			v := fmt.Sprint(c.Value(name))
+			if pathFlags[name] {
+				v = recordedPath(v)
+			}
+			parts = append(parts, "--"+name, strconvQuote(v))
+		}
+	}
+	for _, a := range recordedArgs(c.Args().Slice()) {
+		parts = append(parts, strconvQuote(a))
+	}
+	return strings.Join(parts, " ")
+}

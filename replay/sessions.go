@@ -1,0 +1,310 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// ErrSessionGraph is wrapped by Run's error when Options.StrictSessions is
+// set and a session's dependencies cannot be replayed (a cycle, a missing
+// call, a call of another session).
+var ErrSessionGraph = errors.New("replay: session dependencies cannot be replayed")
+
+// SessionStats counts what a closed-session replay did with its follow-up
+// calls (zero in open-loop replays).
+type SessionStats struct {
+	// FollowUps is the calls sent after their dependencies finished.
+	FollowUps int
+	// ThinkRecorded: think time from think_ns or from the dependencies'
+	// finish_ns; ThinkEstimated: neither was known, so the call kept its
+	// recorded spacing from its dependency's send, but never before that
+	// dependency finished.
+	ThinkRecorded, ThinkEstimated int
+	// ThinkCapped is the think times cut to Options.MaxThink.
+	ThinkCapped int
+	// SessionsCut is the sessions with calls not sent because sending
+	// stopped first (Options.Duration, cancellation).
+	SessionsCut int
+	// SessionsOpenLoop is the sessions whose dependencies could not be
+	// replayed (cycle, missing call, another session's call), sent open
+	// loop at their recorded times instead; Problems names the first rows.
+	SessionsOpenLoop int
+	Problems         []string
+}
+
+// doneAt is when a call was sent and finished, as offsets of the run.
+type doneAt struct{ sent, finished time.Duration }
+
+// graph holds the closed-session dependencies: which call waits for which.
+// Each follow-up is queued when its last dependency finishes, at that
+// finish plus its think time (scaled by Speed, capped by MaxThink).
+type graph struct {
+	deps     map[*traces.Record][]*traces.Record
+	children map[*traces.Record][]*traces.Record
+
+	mu       sync.Mutex
+	waiting  map[*traces.Record]int
+	done     map[*traces.Record]doneAt
+	dropped  map[*traces.Record]bool
+	cut      map[int64]bool // sessions with dropped calls
+	stats    SessionStats
+	speed    float64
+	maxThink time.Duration
+}
+
+// buildGraph finds every selected call's dependencies. A session whose
+// calls carry parent_seq or after_seqs is replayed as the graph they draw;
+// any other session is a chain (each turn waits for the one before). A
+// dependency outside the selection (window, shard) is dropped: the call is
+// not held for something that will never be sent. all is the whole trace,
+// to tell "outside the selection" from "not in the trace".
+func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, error) {
+	g := &graph{
+		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
+		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
+		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink,
+	}
+	bySeq := make(map[int64]*traces.Record, len(sel))
+	sessions := map[int64][]*traces.Record{}
+	var order []int64
+	dagSession := map[int64]bool{}
+	for _, rec := range sel {
+		bySeq[rec.Seq] = rec
+		if rec.Session == 0 {
+			continue
+		}
+		if _, ok := sessions[rec.Session]; !ok {
+			order = append(order, rec.Session)
+		}
+		sessions[rec.Session] = append(sessions[rec.Session], rec) // sel is in arrival order
+		if rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0 {
+			dagSession[rec.Session] = true
+		}
+	}
+	var allSeqs map[int64]bool // built on first need: most traces never ask
+	inTrace := func(seq int64) bool {
+		if allSeqs == nil {
+			allSeqs = make(map[int64]bool, len(all))
+			for i := range all {
+				allSeqs[all[i].Seq] = true
+			}
+		}
+		return allSeqs[seq]
+	}
+	var problems []string
+	for _, rec := range sel {
+		if rec.Session == 0 && (rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0) {
+			problems = append(problems, fmt.Sprintf("row seq %d has dependencies but no session", rec.Seq))
+		}
+	}
+	for _, s := range order {
+		recs := sessions[s]
+		if !dagSession[s] {
+			for i := 1; i < len(recs); i++ {
+				g.deps[recs[i]] = []*traces.Record{recs[i-1]}
+			}
+			continue
+		}
+		var bad []string
+		deps := map[*traces.Record][]*traces.Record{}
+		for _, rec := range recs {
+			want := slices.Clone(rec.AfterSeqs)
+			if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
+				want = append(want, rec.ParentSeq)
+			}
+			for _, seq := range want {
+				d, ok := bySeq[seq]
+				switch {
+				case seq == rec.Seq:
+					bad = append(bad, fmt.Sprintf("row seq %d waits for itself", rec.Seq))
+				case !ok && inTrace(seq):
+					// outside the window or shard: not waited for
+				case !ok:
+					bad = append(bad, fmt.Sprintf("row seq %d waits for seq %d, which is not in the trace", rec.Seq, seq))
+				case d.Session != s:
+					bad = append(bad, fmt.Sprintf("row seq %d (session %d) waits for seq %d of session %d", rec.Seq, s, seq, d.Session))
+				default:
+					deps[rec] = append(deps[rec], d)
+				}
+			}
+		}
+		if len(bad) == 0 {
+			if c := cycle(recs, deps); c != "" {
+				bad = append(bad, c)
+			}
+		}
+		if len(bad) > 0 {
+			g.stats.SessionsOpenLoop++
+			problems = append(problems, bad...)
+			continue // replayed open loop: no dependencies
+		}
+		for rec, d := range deps {
+			g.deps[rec] = d
+		}
+	}
+	if len(problems) > 0 && o.StrictSessions {
+		return nil, fmt.Errorf("%w: %s", ErrSessionGraph, strings.Join(firstN(problems, 5), "; "))
+	}
+	g.stats.Problems = firstN(problems, 5)
+	for rec, ds := range g.deps {
+		g.waiting[rec] = len(ds)
+		for _, d := range ds {
+			g.children[d] = append(g.children[d], rec)
+		}
+	}
+	return g, nil
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
+}
+
+// cycle returns a message naming a row on a dependency cycle, or "".
+func cycle(recs []*traces.Record, deps map[*traces.Record][]*traces.Record) string {
+	indeg := map[*traces.Record]int{}
+	kids := map[*traces.Record][]*traces.Record{}
+	for _, r := range recs {
+		indeg[r] = len(deps[r])
+		for _, d := range deps[r] {
+			kids[d] = append(kids[d], r)
+		}
+	}
+	var queue []*traces.Record
+	for _, r := range recs {
+		if indeg[r] == 0 {
+			queue = append(queue, r)
+		}
+	}
+	seen := 0
+	for len(queue) > 0 {
+		r := queue[0]
+		queue = queue[1:]
+		seen++
+		for _, k := range kids[r] {
+			if indeg[k]--; indeg[k] == 0 {
+				queue = append(queue, k)
+			}
+		}
+	}
+	if seen == len(recs) {
+		return ""
+	}
+	for _, r := range recs {
+		if indeg[r] > 0 {
+			return fmt.Sprintf("row seq %d is on a dependency cycle", r.Seq)
+		}
+	}
+	return ""
+}
+
+// isFollowUp says rec waits for other calls (it is not scheduled from the
+// trace's clock).
+func (g *graph) isFollowUp(rec *traces.Record) bool { return len(g.deps[rec]) > 0 }
+
+// finished records that rec finished and returns the follow-ups that now
+// have every dependency done, with their send offsets.
+func (g *graph) finished(rec *traces.Record, at doneAt) (ready []*item) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done[rec] = at
+	for _, c := range g.children[rec] {
+		if g.dropped[c] {
+			continue
+		}
+		if g.waiting[c]--; g.waiting[c] == 0 {
+			ready = append(ready, &item{rec: c, sched: g.schedule(c)})
+		}
+	}
+	return ready
+}
+
+// schedule is c's send offset: its dependencies' last finish plus its
+// think time. Called with g.mu held, every dependency done.
+func (g *graph) schedule(c *traces.Record) time.Duration {
+	var base time.Duration
+	known := true
+	var lastFinish int64 = -1
+	for _, d := range g.deps[c] {
+		base = max(base, g.done[d].finished)
+		if d.FinishNs < 0 {
+			known = false
+		}
+		lastFinish = max(lastFinish, d.FinishNs)
+	}
+	g.stats.FollowUps++
+	var think time.Duration
+	switch {
+	case c.ThinkNs >= 0:
+		think = scaled(time.Duration(c.ThinkNs), g.speed)
+		g.stats.ThinkRecorded++
+	case known:
+		think = scaled(time.Duration(max(0, c.ArrivalNs-lastFinish)), g.speed)
+		g.stats.ThinkRecorded++
+	default:
+		// No finish recorded: keep the recorded spacing from each
+		// dependency's send, never before it finished. Against a server as
+		// fast as production's this is the recorded think time.
+		at := base
+		for _, d := range g.deps[c] {
+			at = max(at, g.done[d].sent+scaled(time.Duration(c.ArrivalNs-d.ArrivalNs), g.speed))
+		}
+		think = at - base
+		g.stats.ThinkEstimated++
+	}
+	if g.maxThink > 0 && think > g.maxThink {
+		think = g.maxThink
+		g.stats.ThinkCapped++
+	}
+	return base + think
+}
+
+// drop marks rec and every call that (transitively) waits for it as never
+// to be sent, and returns how many follow-ups that removes.
+func (g *graph) drop(rec *traces.Record) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	stack := []*traces.Record{rec}
+	for len(stack) > 0 {
+		r := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, c := range g.children[r] {
+			if !g.dropped[c] {
+				g.dropped[c] = true
+				g.cut[c.Session] = true
+				n++
+				stack = append(stack, c)
+			}
+		}
+	}
+	return n
+}
+
+// dropSelf drops rec itself (its dependencies finished too late or after
+// sending stopped) and everything that waits for it; it returns how many
+// follow-ups besides rec that removes.
+func (g *graph) dropSelf(rec *traces.Record) int {
+	g.mu.Lock()
+	g.dropped[rec] = true
+	g.cut[rec.Session] = true
+	g.mu.Unlock()
+	return g.drop(rec)
+}
+
+// summary returns the counts (call after the run).
+func (g *graph) summary() SessionStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.stats
+	s.SessionsCut = len(g.cut)
+	return s
+}
