@@ -186,7 +186,7 @@ func TestFastHandler(t *testing.T) {
 	srv := httptest.NewServer(fastHandler(3))
 	defer srv.Close()
 	rec := traces.NewRecord()
-	sendOne(context.Background(), &transport{base: srv.URL, client: NewHTTPClient()}, "/v1/completions", []byte(`{}`), http.Header{}, time.Second, time.Now(), false, &rec)
+	sendOne(context.Background(), &transport{base: srv.URL, client: NewHTTPClient()}, "/v1/completions", []byte(`{}`), http.Header{}, time.Second, time.Now(), extras{}, &rec)
 	if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 3 || !strings.HasPrefix(rec.Error, "") {
 		t.Fatalf("%+v", rec)
 	}

@@ -90,6 +90,12 @@ func (r *runner) startFast(it *item) bool {
 		b = append(b, tp...)
 		b = append(b, "\r\n"...)
 	}
+	if r.o.SessionHeader != "" && it.rec.Session != 0 {
+		b = append(b, r.o.SessionHeader...)
+		b = append(b, ": "...)
+		b = append(b, sessionID(r.o.Run, it.rec.Session)...)
+		b = append(b, "\r\n"...)
+	}
 	b = h1.EndHead(b, len(it.body))
 	b = append(b, it.body...)
 	fr.req = b
@@ -160,7 +166,7 @@ func (r *runner) do(it *item) {
 		return
 	}
 	r.live.inflight.Add(1)
-	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.o.TraceParent, rec)
+	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.extras(), rec)
 	r.live.inflight.Add(-1)
 	r.complete(it, rec)
 }
@@ -205,8 +211,8 @@ type transport struct {
 
 // sendOne sends body to path and fills rec's outcome columns (offsets from
 // t0). ctx cancellation is recorded as client_error "cancelled".
-func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr http.Header, timeout time.Duration, t0 time.Time, traceParent bool, rec *traces.Record) {
-	extra := requestExtra(rec, traceParent)
+func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr http.Header, timeout time.Duration, t0 time.Time, ex extras, rec *traces.Record) {
+	extra := requestExtra(rec, ex)
 	var (
 		status int
 		rbody  io.ReadCloser
@@ -246,13 +252,30 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 	handleResponse(status, rbody, t0, rec, rctx, ctx)
 }
 
+// extras are the per-request headers asked for beside X-Request-Id.
+type extras struct {
+	traceParent   bool   // a W3C traceparent derived from the request id
+	sessionHeader string // the session id under this name ("" = none)
+}
+
+func (r *runner) extras() extras {
+	return extras{traceParent: r.o.TraceParent, sessionHeader: r.o.SessionHeader}
+}
+
+// sessionID is the value of Options.SessionHeader for a record of session
+// s: the run label and the session, so two runs never share an id.
+func sessionID(run string, s int64) string { return run + "-s" + strconv.FormatInt(s, 10) }
+
 // requestExtra is the per-request headers: X-Request-Id and, when asked, a
-// traceparent derived from it.
-func requestExtra(rec *traces.Record, traceParent bool) [][2]string {
+// traceparent derived from it and the session id.
+func requestExtra(rec *traces.Record, ex extras) [][2]string {
 	extra := [][2]string{{"X-Request-Id", rec.RequestID}}
-	if traceParent {
+	if ex.traceParent {
 		tp, _ := otlp.TraceParentFor(rec.RequestID)
 		extra = append(extra, [2]string{"Traceparent", tp})
+	}
+	if ex.sessionHeader != "" && rec.Session != 0 {
+		extra = append(extra, [2]string{ex.sessionHeader, sessionID(rec.Run, rec.Session)})
 	}
 	return extra
 }
@@ -579,7 +602,7 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 	it.body = r.body(&src, api, it.model, 0x3a3b0000)
 	rec := traces.NewRecord()
 	rec.RequestID = r.o.Run + "-preflight"
-	sendOne(ctx, r.tr, it.path, it.body, r.headers(), min(r.o.Timeout, time.Minute), time.Now(), false, &rec)
+	sendOne(ctx, r.tr, it.path, it.body, r.headers(), min(r.o.Timeout, time.Minute), time.Now(), extras{}, &rec)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -618,7 +641,7 @@ func (r *runner) warmup(ctx context.Context, sel []*traces.Record) {
 			defer func() { <-lim }()
 			rec := traces.NewRecord()
 			rec.RequestID = r.o.Run + "-warmup-" + strconv.Itoa(i)
-			sendOne(ctx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, time.Now(), false, &rec)
+			sendOne(ctx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, time.Now(), extras{}, &rec)
 		}(i)
 	}
 	wg.Wait()

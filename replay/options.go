@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -98,6 +99,11 @@ type Options struct {
 	Duration time.Duration
 	// Sessions is SessionsOpen or SessionsClosed. Defaults to open.
 	Sessions string
+	// SessionHeader sends each call's session id ("RUN-sN") in this header,
+	// for session-affine routers (llm-d, the gateway inference extension,
+	// vLLM's router); calls without a session send none. "" = off. Defaults
+	// to "" (plain vLLM ignores it).
+	SessionHeader string
 	// MaxThink caps a closed-session follow-up's think time (after Speed
 	// scales it); 0 = no cap. Capped think times are counted in
 	// Summary.Sessions. Defaults to 0.
@@ -199,6 +205,12 @@ type Options struct {
 	DescribeServer bool
 }
 
+// DefaultSessionHeader is the header name the CLI's --session-affinity
+// sends the session id in.
+const DefaultSessionHeader = "X-Session-ID"
+
+var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
+
 // DefaultOptions returns the defaults; set URL before use.
 func DefaultOptions() Options {
 	return Options{
@@ -247,6 +259,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Duration < 0 {
 		errs = append(errs, errors.New("replay: Options.Duration: must be >= 0"))
+	}
+	if o.SessionHeader != "" && !headerName.MatchString(o.SessionHeader) {
+		errs = append(errs, fmt.Errorf("replay: Options.SessionHeader: %q is not a header name (letters, digits, '-')", o.SessionHeader))
 	}
 	if o.Sessions != SessionsOpen && o.Sessions != SessionsClosed {
 		errs = append(errs, fmt.Errorf("replay: Options.Sessions: %q is not one of open, closed", o.Sessions))

@@ -310,3 +310,39 @@ func TestMaxThinkAndCutSessions(t *testing.T) {
 		t.Errorf("%d sent, %d not sent, stats %+v; want 1 sent and the session counted as cut", len(res.Records), res.Summary.NotSent, s)
 	}
 }
+
+// --session-affinity sends each call's session id, on the fast HTTP/1.1
+// path and on net/http alike; single-shot calls send none.
+func TestSessionHeader(t *testing.T) {
+	for _, netHTTP := range []bool{false, true} {
+		f := newFake(time.Millisecond)
+		var recs []traces.Record
+		for i := range 4 {
+			r := traces.NewRecord()
+			r.Seq, r.Session, r.InputTokens, r.OutputTokens = int64(i), int64(i%2), 8, 2
+			r.ArrivalNs = int64(i) * int64(time.Millisecond)
+			recs = append(recs, r)
+		}
+		o := DefaultOptions()
+		o.URL, o.Model, o.SessionHeader, o.NetHTTP, o.NoPreflight = f.srv.URL, "m", "X-Session-ID", netHTTP, true
+		if _, err := Run(context.Background(), recs, traces.NewMeta("t"), o); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range f.requests() {
+			seq := q.ID[strings.LastIndexByte(q.ID, '-')+1:]
+			want := ""
+			if seq == "1" || seq == "3" {
+				want = "replay-s1"
+			}
+			if got := q.Header.Get("X-Session-ID"); got != want {
+				t.Errorf("net/http %v: request %s sent session header %q, want %q", netHTTP, q.ID, got, want)
+			}
+		}
+		f.Close()
+	}
+	o := DefaultOptions()
+	o.URL, o.SessionHeader = "http://x", "X-Session-ID: evil\r\n"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "Options.SessionHeader") {
+		t.Errorf("a header name with a colon and CRLF: %v", err)
+	}
+}

@@ -29,7 +29,8 @@ func replayCommand() *cli.Command {
 		otlpGrace                                             = otlp.DefaultGrace
 		metricsInterval                                       = scrape.DefaultInterval
 		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
-		noDescribe                                            bool
+		noDescribe, affinity                                  bool
+		sessionHeader                                         = replay.DefaultSessionHeader
 	)
 	api = o.API
 	return &cli.Command{
@@ -81,6 +82,8 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.DurationFlag{Name: "duration", Usage: "stop sending after this long (0 = whole trace)", Destination: &o.Duration},
 			&cli.StringFlag{Name: "sessions", Value: o.Sessions, Usage: "open: every call at its recorded time; closed: a call waits for the calls it depends on (previous turn, parent_seq, after_seqs), then its think time", Destination: &o.Sessions},
 			&cli.DurationFlag{Name: "max-think", Usage: "--sessions closed: cap each think time (after --speed) at this; 0 = no cap", Destination: &o.MaxThink},
+			&cli.BoolFlag{Name: "session-affinity", Usage: "send each call's session id in --session-header, for session-affine routers (llm-d, gateway inference extension)", Destination: &affinity},
+			&cli.StringFlag{Name: "session-header", Value: sessionHeader, Usage: "--session-affinity: the header name", Destination: &sessionHeader},
 			&cli.BoolFlag{Name: "strict-sessions", Usage: "--sessions closed: a session whose dependencies cannot be replayed (cycle, missing call, another session's call) is an error instead of being sent open loop", Destination: &o.StrictSessions},
 			&cli.StringFlag{Name: "shard", Value: "0/1", Usage: "replay shard i of n (i/n)", Destination: &shard},
 			&cli.StringFlag{Name: "start-at", Usage: "start the clock at this RFC3339 wall time (shards start together)", Destination: &startAt},
@@ -151,6 +154,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			}
 			if err := runRecordOptions(&o, background.v, metadata.v, modelMap.v, !noDescribe); err != nil {
 				return err
+			}
+			if affinity {
+				o.SessionHeader = sessionHeader
 			}
 			// Bad values fail before the trace is read or anything starts
 			// (the built-in simulator's URL is not known yet).
