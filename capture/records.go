@@ -85,6 +85,9 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 		}
 		if e.e2e >= 0 {
 			r.LastTokenNs = r.ArrivalNs + e.e2e
+			// The production finish as a request column: a closed-session
+			// replay takes the think time from it.
+			r.FinishNs = r.LastTokenNs
 		}
 		r.ServerPromptTokens, r.ServerOutputTokens, r.ServerCachedTokens = e.srvIn, e.srvOut, e.srvCached
 		r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = e.queue, e.prefill, e.decode

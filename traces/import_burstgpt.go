@@ -34,7 +34,7 @@ const BurstGPTFailedError = "failed in the source trace (0 response tokens)"
 // production outcome (Run "production", ScheduledNs = SentNs = ArrivalNs,
 // ServerPromptTokens/ServerOutputTokens = the request/response tokens):
 //   - Response tokens > 0: Status "ok"; in v3, LastTokenNs = ArrivalNs +
-//     Elapsed time, so E2E is the source's end-to-end latency (FirstTokenNs
+//     Elapsed time (and FinishNs the same), so E2E is the source's end-to-end latency (FirstTokenNs
 //     stays NotReported: BurstGPT has no TTFT).
 //   - Response tokens = 0: the request failed in the source service. The row
 //     is kept (its arrival is real load) with OutputTokens 0, Status
@@ -150,6 +150,7 @@ func (d *burstgptDecoder) next(rec *Record) error {
 		rec.Status = StatusOK
 		if elapsed >= 0 {
 			rec.LastTokenNs = rec.ArrivalNs + elapsed
+			rec.FinishNs = rec.LastTokenNs
 		}
 	} else {
 		rec.Status = StatusHTTPError
