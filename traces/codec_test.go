@@ -44,6 +44,10 @@ func randRecord(rng *rand.Rand, seq int64, outcome bool) traces.Record {
 	r.InputTokens = rng.Int32N(1 << 20)
 	r.OutputTokens = rng.Int32N(1 << 14)
 	r.Model, r.API, r.Class = pick(), []string{"", traces.APIChat, traces.APICompletions}[rng.IntN(3)], pick()
+	r.FinishNs, r.ThinkNs, r.ParentSeq = rng.Int64N(1<<40)-1, rng.Int64N(3)-1, rng.Int64N(seq+2)-1
+	for range rng.IntN(3) {
+		r.AfterSeqs = append(r.AfterSeqs, rng.Int64N(seq+1))
+	}
 	if !outcome {
 		return r
 	}

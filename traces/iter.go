@@ -104,10 +104,11 @@ func Copy(w Writer, seq iter.Seq2[Record, error]) (int64, error) {
 
 // copyFrom sets r to src, copying src's lists into r's own storage.
 func (r *Record) copyFrom(src *Record) {
-	pb, cn, ct := r.PrefixBlocks, r.ChunkNs, r.ChunkTokens
+	pb, as, cn, ct := r.PrefixBlocks, r.AfterSeqs, r.ChunkNs, r.ChunkTokens
 	*r = *src
 	// Every codec writes an empty list and a nil one alike.
 	r.PrefixBlocks = append(pb[:0], src.PrefixBlocks...)
+	r.AfterSeqs = append(as[:0], src.AfterSeqs...)
 	r.ChunkNs = append(cn[:0], src.ChunkNs...)
 	r.ChunkTokens = append(ct[:0], src.ChunkTokens...)
 }
@@ -116,6 +117,7 @@ func (r *Record) copyFrom(src *Record) {
 func (r *Record) Clone() Record {
 	c := *r
 	c.PrefixBlocks = slices.Clone(r.PrefixBlocks)
+	c.AfterSeqs = slices.Clone(r.AfterSeqs)
 	c.ChunkNs = slices.Clone(r.ChunkNs)
 	c.ChunkTokens = slices.Clone(r.ChunkTokens)
 	return c

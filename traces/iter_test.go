@@ -21,6 +21,7 @@ func iterRecords(n int) []traces.Record {
 		r.Seq, r.ArrivalNs, r.InputTokens = int64(i), int64(i)*1000, int32(i%97)
 		if i%3 == 0 {
 			r.PrefixBlocks = []int64{int64(i), int64(i) + 1}
+			r.AfterSeqs = []int64{int64(i) / 2, int64(i) / 3}
 			r.Status, r.SentNs, r.ChunkNs, r.ChunkTokens = traces.StatusOK, 5, []int64{int64(i), int64(i) + 7}, []int32{1, 2}
 		}
 		out[i] = r
@@ -50,7 +51,7 @@ func TestAllCollectRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %d records, want %d", ext, len(got), len(want))
 		}
 		for i := range want {
-			if !slices.Equal(got[i].PrefixBlocks, want[i].PrefixBlocks) || !slices.Equal(got[i].ChunkNs, want[i].ChunkNs) || got[i].Seq != want[i].Seq {
+			if !slices.Equal(got[i].PrefixBlocks, want[i].PrefixBlocks) || !slices.Equal(got[i].AfterSeqs, want[i].AfterSeqs) || !slices.Equal(got[i].ChunkNs, want[i].ChunkNs) || got[i].Seq != want[i].Seq {
 				t.Fatalf("%s: record %d = %+v, want %+v", ext, i, got[i], want[i])
 			}
 		}

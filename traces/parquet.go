@@ -55,6 +55,7 @@ func (w *parquetWriter) Write(recs []Record) (int, error) {
 	for i := range recs {
 		r := recs[i]
 		r.PrefixBlocks = w.copy64(r.PrefixBlocks)
+		r.AfterSeqs = w.copy64(r.AfterSeqs)
 		r.ChunkNs = w.copy64(r.ChunkNs)
 		r.ChunkTokens = w.copy32(r.ChunkTokens)
 		w.recs = append(w.recs, r)

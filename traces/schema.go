@@ -224,6 +224,15 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("negative prefix_tokens %d", r.PrefixTokens)
 	case r.Turn < 0:
 		return fmt.Errorf("negative turn %d", r.Turn)
+	case r.ThinkNs < NotReported:
+		return fmt.Errorf("negative think_ns %d", r.ThinkNs)
+	case r.ParentSeq < NotReported:
+		return fmt.Errorf("negative parent_seq %d", r.ParentSeq)
+	}
+	for _, s := range r.AfterSeqs {
+		if s < 0 {
+			return fmt.Errorf("negative after_seqs entry %d", s)
+		}
 	}
 	for _, t := range r.ChunkTokens {
 		if t < 0 {
@@ -238,6 +247,9 @@ func (r *Record) Validate() error {
 func (r *Record) normalizeLists() {
 	if len(r.PrefixBlocks) == 0 {
 		r.PrefixBlocks = nil
+	}
+	if len(r.AfterSeqs) == 0 {
+		r.AfterSeqs = nil
 	}
 	if len(r.ChunkNs) == 0 {
 		r.ChunkNs = nil
