@@ -78,7 +78,18 @@ type CreateOptions struct {
 	// Stdout is what the name "-" writes (JSON lines); it is not closed.
 	// Defaults to os.Stdout.
 	Stdout io.Writer
+	// SortMemoryBytes bounds the records a Parquet writer holds to sort them
+	// by arrival; beyond it sorted runs are spilled to TempDir and merged on
+	// Close. Defaults to DefaultSortMemoryBytes.
+	SortMemoryBytes int64
+	// TempDir is where a Parquet writer spills sorted runs (in a directory
+	// of its own, removed on Close and Abort). Defaults to os.TempDir().
+	TempDir string
 }
+
+// DefaultSortMemoryBytes is the default CreateOptions.SortMemoryBytes:
+// about 400 k trace rows.
+const DefaultSortMemoryBytes = 128 << 20
 
 // DefaultRowGroupRows is the default Parquet row-group size.
 const DefaultRowGroupRows = 128 * 1024

@@ -299,6 +299,10 @@ func (w *fileWriter) Flush() error {
 
 func (w *fileWriter) abort() {
 	w.file.Abort()
+	if a, ok := w.Writer.(interface{ abort() }); ok {
+		a.abort() // drops its buffer and temporary files unwritten
+		return
+	}
 	w.Writer.Close() // its final writes fail harmlessly: the file is gone
 }
 
@@ -316,6 +320,9 @@ func Abort(w Writer) {
 func (o *CreateOptions) validate() error {
 	if o.RowGroupRows < 0 {
 		return fmt.Errorf("row group rows %d: must be positive", o.RowGroupRows)
+	}
+	if o.SortMemoryBytes < 0 {
+		return fmt.Errorf("CreateOptions.SortMemoryBytes %d: must be positive (0 = the default)", o.SortMemoryBytes)
 	}
 	return nil
 }

@@ -3,11 +3,14 @@ package traces
 import (
 	"bufio"
 	"cmp"
+	"container/heap"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -23,13 +26,16 @@ const parquetMagic = "PAR1"
 // writes about 2x faster than SpeedBestCompression.
 var parquetCodec = &zstd.Codec{Level: zstd.SpeedBetterCompression}
 
-// parquetWriter buffers every record until Close, then sorts by
-// (arrival_ns, seq) and writes row groups of at most RowGroupRows rows.
+// parquetWriter sorts by (arrival_ns, seq) and writes row groups of at most
+// RowGroupRows rows.
 //
-// Memory: the whole file is held in memory before it is written: about
-// 336 bytes per record (the Record struct) plus 8 bytes per prefix block and
-// per chunk, so 1 M trace rows cost about 340 MB. Stream to .jsonl(.zst) when
-// that is too much.
+// Memory is bounded by CreateOptions.SortMemoryBytes: records are buffered
+// (about 336 bytes each plus 8 per prefix block and per chunk) until the
+// buffer reaches it, then sorted and spilled as a run, a temporary Parquet
+// file in a directory of their own under TempDir; Close merges the runs into
+// the output. Files that fit the budget are sorted in memory and never touch
+// the disk. The temporary directory is removed on Close, on an error and on
+// Abort.
 type parquetWriter struct {
 	out     io.Writer
 	meta    Meta
@@ -37,6 +43,9 @@ type parquetWriter struct {
 	recs    []Record
 	arena   []int64 // backing store for copied int64 lists
 	arena32 []int32
+	bytes   int64 // what recs hold, as counted against the budget
+	tmpDir  string
+	runs    []string // spilled runs, in order
 	closed  bool
 }
 
@@ -44,10 +53,17 @@ func newParquetWriter(w io.Writer, m Meta, o CreateOptions) (*parquetWriter, err
 	if o.RowGroupRows == 0 {
 		o.RowGroupRows = DefaultRowGroupRows
 	}
+	if o.SortMemoryBytes == 0 {
+		o.SortMemoryBytes = DefaultSortMemoryBytes
+	}
 	return &parquetWriter{out: w, meta: m, o: o}, nil
 }
 
-// Write copies recs (lists included) into the buffer.
+// recordBytes is what a buffered record costs: the struct and its lists.
+const recordBytes = int64(unsafe.Sizeof(Record{}))
+
+// Write copies recs (lists included) into the buffer, spilling a sorted run
+// when the buffer reaches the memory budget.
 func (w *parquetWriter) Write(recs []Record) (int, error) {
 	if w.closed {
 		return 0, errors.New("write to closed Parquet writer")
@@ -59,6 +75,13 @@ func (w *parquetWriter) Write(recs []Record) (int, error) {
 		r.ChunkNs = w.copy64(r.ChunkNs)
 		r.ChunkTokens = w.copy32(r.ChunkTokens)
 		w.recs = append(w.recs, r)
+		w.bytes += recordBytes + 8*int64(len(r.PrefixBlocks)+len(r.AfterSeqs)+len(r.ChunkNs)) + 4*int64(len(r.ChunkTokens))
+		if w.bytes >= w.o.SortMemoryBytes {
+			if err := w.spill(); err != nil {
+				w.discard()
+				return i, err
+			}
+		}
 	}
 	return len(recs), nil
 }
@@ -87,10 +110,122 @@ func (w *parquetWriter) copy32(v []int32) []int32 {
 	return w.arena32[start:len(w.arena32):len(w.arena32)]
 }
 
+func compareRecords(a, b *Record) int {
+	return cmp.Or(cmp.Compare(a.ArrivalNs, b.ArrivalNs), cmp.Compare(a.Seq, b.Seq))
+}
+
+// sortBuffer sorts the buffered records; ties keep their order.
+func (w *parquetWriter) sortBuffer() {
+	slices.SortStableFunc(w.recs, func(a, b Record) int { return compareRecords(&a, &b) })
+}
+
+// spill writes the buffer, sorted, as the next run and empties it.
+func (w *parquetWriter) spill() error {
+	if w.tmpDir == "" {
+		d, err := os.MkdirTemp(w.o.TempDir, "tokentrace-sort-*")
+		if err != nil {
+			return fmt.Errorf("spill sorted run (CreateOptions.TempDir): %w", err)
+		}
+		w.tmpDir = d
+	}
+	w.sortBuffer()
+	name := filepath.Join(w.tmpDir, fmt.Sprintf("run-%05d.parquet", len(w.runs)))
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("spill sorted run: %w", err)
+	}
+	w.runs = append(w.runs, name)
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = writeParquetRows(bw, w.recs, runOptions()...)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("spill sorted run to %s: %w", w.tmpDir, err)
+	}
+	clear(w.recs)
+	w.recs, w.bytes = w.recs[:0], 0
+	// Keep the newest arenas for the next run; the records that pointed
+	// into them are gone.
+	w.arena, w.arena32 = w.arena[:0], w.arena32[:0]
+	return nil
+}
+
+// runOptions write temporary runs: fast compression and small pages, since
+// the merge holds one page per column of every run.
+func runOptions() []parquet.WriterOption {
+	return []parquet.WriterOption{
+		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
+		parquet.PageBufferSize(16 << 10),
+		parquet.MaxRowsPerRowGroup(64 << 10),
+	}
+}
+
+// writeParquetRows writes recs as one Parquet file to out.
+func writeParquetRows(out io.Writer, recs []Record, opts ...parquet.WriterOption) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write Parquet: %v", p)
+		}
+	}()
+	pw := parquet.NewGenericWriter[Record](out, opts...)
+	for len(recs) > 0 {
+		n := min(len(recs), 8192)
+		if _, err := pw.Write(recs[:n]); err != nil {
+			return fmt.Errorf("write Parquet: %w", err)
+		}
+		recs = recs[n:]
+	}
+	if err := pw.Close(); err != nil {
+		return fmt.Errorf("write Parquet footer: %w", err)
+	}
+	return nil
+}
+
+// discard drops the buffer and the temporary runs.
+func (w *parquetWriter) discard() {
+	w.closed = true
+	w.recs, w.arena, w.arena32 = nil, nil, nil
+	if w.tmpDir != "" {
+		os.RemoveAll(w.tmpDir)
+		w.tmpDir = ""
+	}
+}
+
+// abort discards what was written without merging it (traces.Abort).
+func (w *parquetWriter) abort() {
+	w.discard()
+	if c, ok := w.out.(io.Closer); ok {
+		c.Close()
+	}
+}
+
+func (w *parquetWriter) outputOptions() []parquet.WriterOption {
+	return parquetOutputOptions(w.meta, w.o)
+}
+
+// parquetOutputOptions write the files a user gets.
+func parquetOutputOptions(m Meta, o CreateOptions) []parquet.WriterOption {
+	opts := []parquet.WriterOption{
+		parquet.Compression(parquetCodec),
+		parquet.MaxRowsPerRowGroup(int64(o.RowGroupRows)),
+		parquet.CreatedBy("tokentrace", SchemaVersion, ""),
+		parquet.SortingWriterConfig(parquet.SortingColumns(parquet.Ascending("arrival_ns"), parquet.Ascending("seq"))),
+	}
+	for _, kv := range m.KeyValues() {
+		opts = append(opts, parquet.KeyValueMetadata(kv[0], kv[1]))
+	}
+	return opts
+}
+
 func (w *parquetWriter) Close() (err error) {
 	if w.closed {
 		return nil
 	}
+	defer w.discard()
 	w.closed = true
 	defer func() {
 		if c, ok := w.out.(io.Closer); ok {
@@ -99,40 +234,143 @@ func (w *parquetWriter) Close() (err error) {
 			}
 		}
 	}()
+	bw := bufio.NewWriterSize(w.out, 1<<20)
+	if len(w.runs) == 0 {
+		w.sortBuffer()
+		if err := writeParquetRows(bw, w.recs, w.outputOptions()...); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	if len(w.recs) > 0 {
+		if err := w.spill(); err != nil {
+			return err
+		}
+	}
+	w.recs, w.arena, w.arena32 = nil, nil, nil
+	if err := w.merge(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// merge writes the runs to out in (arrival_ns, seq) order; ties go to the
+// earlier run, as the in-memory stable sort would order them.
+func (w *parquetWriter) merge(out io.Writer) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write Parquet: %v", p)
 		}
 	}()
-	slices.SortStableFunc(w.recs, func(a, b Record) int {
-		if c := cmp.Compare(a.ArrivalNs, b.ArrivalNs); c != 0 {
-			return c
+	h := &runHeap{}
+	defer func() {
+		for _, c := range h.runs {
+			c.r.Close()
 		}
-		return cmp.Compare(a.Seq, b.Seq)
-	})
-	bw := bufio.NewWriterSize(w.out, 1<<20)
-	opts := []parquet.WriterOption{
-		parquet.Compression(parquetCodec),
-		parquet.MaxRowsPerRowGroup(int64(w.o.RowGroupRows)),
-		parquet.CreatedBy("tokentrace", SchemaVersion, ""),
-		parquet.SortingWriterConfig(parquet.SortingColumns(parquet.Ascending("arrival_ns"), parquet.Ascending("seq"))),
+	}()
+	for i, name := range w.runs {
+		r, err := OpenWith(name, OpenOptions{Strict: true})
+		if err != nil {
+			return fmt.Errorf("merge sorted runs: %w", err)
+		}
+		c := &runCursor{r: r, idx: i, buf: make([]Record, 256)}
+		if ok, err := c.fill(); err != nil {
+			r.Close()
+			return err
+		} else if !ok {
+			r.Close()
+			continue
+		}
+		h.runs = append(h.runs, c)
 	}
-	for _, kv := range w.meta.KeyValues() {
-		opts = append(opts, parquet.KeyValueMetadata(kv[0], kv[1]))
-	}
-	pw := parquet.NewGenericWriter[Record](bw, opts...)
-	for len(w.recs) > 0 {
-		n := min(len(w.recs), 8192)
-		if _, err := pw.Write(w.recs[:n]); err != nil {
+	heap.Init(h)
+	pw := parquet.NewGenericWriter[Record](out, w.outputOptions()...)
+	batch := make([]Record, 0, 4096)
+	flush := func() error {
+		if _, err := pw.Write(batch); err != nil {
 			return fmt.Errorf("write Parquet: %w", err)
 		}
-		w.recs = w.recs[n:]
+		clear(batch)
+		batch = batch[:0]
+		return nil
 	}
-	w.recs, w.arena, w.arena32 = nil, nil, nil
+	for h.Len() > 0 {
+		c := h.runs[0]
+		batch = append(batch, c.buf[c.pos].Clone())
+		c.pos++
+		if c.pos == c.n {
+			ok, err := c.fill()
+			if err != nil {
+				return err
+			}
+			if !ok {
+				c.r.Close()
+				heap.Pop(h)
+			} else {
+				heap.Fix(h, 0)
+			}
+		} else {
+			heap.Fix(h, 0)
+		}
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if len(batch) > 0 {
+		if err := flush(); err != nil {
+			return err
+		}
+	}
 	if err := pw.Close(); err != nil {
 		return fmt.Errorf("write Parquet footer: %w", err)
 	}
-	return bw.Flush()
+	return nil
+}
+
+// runCursor reads one run in batches.
+type runCursor struct {
+	r      Reader
+	idx    int
+	buf    []Record
+	pos, n int
+	eof    bool
+}
+
+// fill reads the next batch; false at the end of the run.
+func (c *runCursor) fill() (bool, error) {
+	for !c.eof {
+		n, err := c.r.Read(c.buf)
+		if err == io.EOF {
+			c.eof = true
+		} else if err != nil {
+			return false, fmt.Errorf("merge sorted runs: %w", err)
+		}
+		if n > 0 {
+			c.pos, c.n = 0, n
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+type runHeap struct{ runs []*runCursor }
+
+func (h *runHeap) Len() int { return len(h.runs) }
+func (h *runHeap) Less(i, j int) bool {
+	a, b := h.runs[i], h.runs[j]
+	if c := compareRecords(&a.buf[a.pos], &b.buf[b.pos]); c != 0 {
+		return c < 0
+	}
+	return a.idx < b.idx
+}
+func (h *runHeap) Swap(i, j int) { h.runs[i], h.runs[j] = h.runs[j], h.runs[i] }
+func (h *runHeap) Push(x any)    { h.runs = append(h.runs, x.(*runCursor)) }
+func (h *runHeap) Pop() any {
+	c := h.runs[len(h.runs)-1]
+	h.runs = h.runs[:len(h.runs)-1]
+	return c
 }
 
 // parquetReader reads a Parquet file into reused Record buffers.

@@ -25,12 +25,8 @@ import (
 // schema, column types, encodings and codec of every column.
 var parquetTemplate = sync.OnceValues(func() (*format.FileMetaData, error) {
 	var buf bytes.Buffer
-	w, err := newParquetWriter(&buf, Meta{SchemaVersion: SchemaVersion}, CreateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	w.Write([]Record{NewRecord()})
-	if err := w.Close(); err != nil {
+	o := CreateOptions{RowGroupRows: DefaultRowGroupRows}
+	if err := writeParquetRows(&buf, []Record{NewRecord()}, parquetOutputOptions(Meta{SchemaVersion: SchemaVersion}, o)...); err != nil {
 		return nil, err
 	}
 	pf, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))

@@ -1,0 +1,149 @@
+package traces_test
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// spillRecords are n records in shuffled order with ties: every arrival is
+// shared by three rows (two of them with one seq, told apart by Run), so
+// the sort's tie rule shows.
+func spillRecords(n int) []traces.Record {
+	rng := rand.New(rand.NewPCG(7, 11))
+	out := iterRecords(n)
+	for i := range out {
+		out[i].ArrivalNs = int64(i/3) * 1000
+		out[i].Seq = int64(i / 2)
+		out[i].Run = string(rune('a' + i%26))
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func writeParquet(t *testing.T, name string, recs []traces.Record, o traces.CreateOptions) {
+	t.Helper()
+	w, err := traces.CreateWith(name, traces.NewMeta("test"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), 333)
+		if _, err := w.Write(recs[:n]); err != nil {
+			t.Fatal(err)
+		}
+		recs = recs[n:]
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readParquet(t *testing.T, name string) []traces.Record {
+	t.Helper()
+	r, err := traces.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := traces.Collect(traces.All(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func assertEmptyDir(t *testing.T, dir, when string) {
+	t.Helper()
+	left, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("%s: %d temporary entries left in %s, first %s", when, len(left), dir, left[0].Name())
+	}
+}
+
+// A Parquet file larger than its sort budget is spilled in sorted runs and
+// merged: the rows, their order (ties included) and every column equal the
+// in-memory sort's, and the runs are gone after Close.
+func TestParquetSpillMatchesInMemory(t *testing.T) {
+	recs := spillRecords(20000)
+	dir := t.TempDir()
+	inMem := filepath.Join(dir, "mem.parquet")
+	writeParquet(t, inMem, recs, traces.CreateOptions{})
+	for _, tc := range []struct {
+		name   string
+		budget int64
+	}{
+		{"a few runs", 2 << 20},
+		{"hundreds of runs, smaller than a row group", 32 << 10},
+		{"one record per run", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			spilled := filepath.Join(dir, "spill.parquet")
+			n := recs
+			if tc.budget == 1 {
+				n = recs[:600]
+			}
+			writeParquet(t, spilled, n, traces.CreateOptions{SortMemoryBytes: tc.budget, TempDir: tmp, RowGroupRows: 4096})
+			assertEmptyDir(t, tmp, "after Close")
+			want := readParquet(t, inMem)
+			if tc.budget == 1 {
+				small := filepath.Join(dir, "mem-small.parquet")
+				writeParquet(t, small, n, traces.CreateOptions{})
+				want = readParquet(t, small)
+			}
+			got := readParquet(t, spilled)
+			if len(got) != len(want) {
+				t.Fatalf("%d rows, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// Abort after runs were spilled removes them and leaves no output; a
+// TempDir that cannot be written is named in the error.
+func TestParquetSpillCleanup(t *testing.T) {
+	recs := spillRecords(5000)
+	tmp, dir := t.TempDir(), t.TempDir()
+	out := filepath.Join(dir, "t.parquet")
+	w, err := traces.CreateWith(out, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: tmp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(recs); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) == 0 {
+		t.Fatal("no sorted run was spilled: the test does not test the spill")
+	}
+	traces.Abort(w)
+	assertEmptyDir(t, tmp, "after Abort")
+	assertEmptyDir(t, dir, "after Abort (output)")
+
+	w, err = traces.CreateWith(out, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: filepath.Join(tmp, "missing")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Write(recs)
+	if err == nil {
+		t.Fatal("spilling into a missing TempDir: no error")
+	}
+	if want := "TempDir"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name %s", err, want)
+	}
+	traces.Abort(w)
+	assertEmptyDir(t, dir, "after a failed spill (output)")
+}
