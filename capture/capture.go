@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -56,6 +57,9 @@ const (
 	DefaultBlockSize       = 512
 	DefaultSessions        = SessionsAuto
 	DefaultMaxLineBytes    = 16 << 20
+	DefaultSortMemoryBytes = 64 << 20
+	DefaultSessionIdle     = time.Hour
+	DefaultMaxKAnonEntries = 2 << 20
 	// RunLabel is the Record.Run of captured rows that carry outcomes.
 	RunLabel = "production"
 )
@@ -106,6 +110,41 @@ type Options struct {
 	// otlp-json lines (vllm-log is read by one); the output does not depend
 	// on it. Defaults to 0 (= GOMAXPROCS).
 	Workers int
+	// SortMemoryBytes bounds the redacted requests held in memory to sort
+	// them by arrival (about 300 bytes each); beyond it sorted runs are
+	// spilled to TempDir and merged. The output does not depend on it.
+	// Defaults to 64 MiB (0 = the default).
+	SortMemoryBytes int64
+	// TempDir is where sorted runs are spilled, in a directory of their own
+	// that is removed when the capture ends, fails or is cancelled. Defaults
+	// to os.TempDir().
+	TempDir string
+	// SessionIdle is how long a chat conversation waits for its next
+	// request: one that extends a conversation idle for longer starts a new
+	// session. It bounds what the sessions stage remembers to the chat
+	// requests of this window. Session and user fields are not affected.
+	// Defaults to 1h.
+	SessionIdle time.Duration
+	// MaxKAnonEntries bounds the categories and prefix blocks whose counts
+	// the k rule keeps (about 30 bytes each). When full, those seen once are
+	// forgotten; one seen again counts anew, so the bound can only drop a
+	// category or block, never keep one shared by fewer than k. Defaults to
+	// 2 Mi entries (0 = the default).
+	MaxKAnonEntries int
+}
+
+func (o *Options) maxKAnon() int {
+	if o.MaxKAnonEntries > 0 {
+		return o.MaxKAnonEntries
+	}
+	return DefaultMaxKAnonEntries
+}
+
+func (o *Options) sortMemory() int64 {
+	if o.SortMemoryBytes > 0 {
+		return o.SortMemoryBytes
+	}
+	return DefaultSortMemoryBytes
 }
 
 func (o *Options) workers() int {
@@ -124,6 +163,7 @@ func DefaultOptions() Options {
 		BlockSize:       DefaultBlockSize,
 		Sessions:        DefaultSessions,
 		MaxLineBytes:    DefaultMaxLineBytes,
+		SessionIdle:     DefaultSessionIdle,
 	}
 }
 
@@ -186,6 +226,15 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 0 {
 		return bad("Workers", o.Workers, "want 0 (all cores) or more")
+	}
+	if o.SortMemoryBytes < 0 {
+		return bad("SortMemoryBytes", o.SortMemoryBytes, "want 0 (the default) or more")
+	}
+	if o.MaxKAnonEntries < 0 {
+		return bad("MaxKAnonEntries", o.MaxKAnonEntries, "want 0 (the default) or more")
+	}
+	if o.SessionIdle <= 0 {
+		return bad("SessionIdle", o.SessionIdle, "want a positive duration")
 	}
 	if o.Year < 0 || o.Year > 9999 {
 		return bad("Year", o.Year, "out of range")
@@ -268,6 +317,20 @@ type Stats struct {
 	TokensFrom map[string]int64
 	// Categories kept and dropped by the k rule; Sessions found.
 	Categories, CategoriesDropped, Sessions int
+	// KAnonForgotten counts the categories and blocks seen once that the
+	// k-anonymity stage forgot when it reached Options.MaxKAnonEntries.
+	KAnonForgotten int64
+	// Overlaps lists the inputs whose requests overlap in time (rotated
+	// logs normally do not). Every input is merged by arrival, so
+	// overlapping inputs interleave; a request logged in both counts twice.
+	Overlaps []Overlap
+}
+
+// Overlap is two inputs whose arrival spans overlap.
+type Overlap struct {
+	A, B string
+	// Ns is the length of the overlap.
+	Ns int64
 }
 
 // Malformed is the total number of malformed lines.
@@ -288,24 +351,34 @@ type Result struct {
 
 // Capture reads every input and returns the redacted records, sorted by
 // arrival. Malformed lines are counted in Stats (or, with Strict, the first
-// one is returned as a *LineError).
+// one is returned as a *LineError). It holds every record: use Run to
+// stream them to a file.
 func Capture(ctx context.Context, o Options, inputs []Input) (*Result, error) {
-	pl, order, err := start(ctx, o, inputs)
+	pl, err := start(ctx, o, inputs)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Meta: pl.meta(order), Records: make([]traces.Record, 0, len(order))}
-	for r := range pl.records(order) {
+	defer pl.close()
+	res := &Result{Meta: pl.meta(), Records: make([]traces.Record, 0, pl.requests())}
+	for r := range pl.records() {
 		res.Records = append(res.Records, r)
 	}
 	res.Stats = pl.stats
+	if pl.err != nil {
+		return nil, pl.err
+	}
 	return res, nil
 }
 
 // Run captures the named files ("-" = stdin) and writes the records to the
 // writer create returns for the capture's metadata. command, when set, is
-// recorded as Meta.Command.
+// recorded as Meta.Command. Memory does not grow with the number of
+// requests (see Options.SortMemoryBytes and SessionIdle).
 func Run(ctx context.Context, o Options, names []string, stdin io.Reader, command string, create func(traces.Meta) (traces.Writer, error)) (Stats, error) {
+	names, err := ExpandInputs(names)
+	if err != nil {
+		return Stats{}, err
+	}
 	var inputs []Input
 	for _, n := range names {
 		if n == "-" {
@@ -319,20 +392,21 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		defer f.Close()
 		inputs = append(inputs, Input{Name: n, R: f})
 	}
-	pl, order, err := start(ctx, o, inputs)
+	pl, err := start(ctx, o, inputs)
 	if err != nil {
 		return Stats{}, err
 	}
-	if len(order) == 0 {
-		for range pl.records(order) { // for the stats
+	defer pl.close()
+	if pl.requests() == 0 {
+		for range pl.records() { // for the stats
 		}
 		return pl.stats, noRequests(pl.stats, o.Format)
 	}
-	m := pl.meta(order)
+	m := pl.meta()
 	m.Command = command
 	w, err := create(m)
 	if err != nil {
-		for range pl.records(order) { // for the stats
+		for range pl.records() { // for the stats
 		}
 		return pl.stats, err
 	}
@@ -340,9 +414,12 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 	// stream still runs to its end so that the stats are complete.
 	batch := make([]traces.Record, 0, 4096)
 	var werr error
-	for r := range pl.records(order) {
+	for r := range pl.records() {
 		if werr != nil {
 			continue
+		}
+		if werr = ctx.Err(); werr != nil {
+			break // interrupted: no need for complete stats
 		}
 		if batch = append(batch, r); len(batch) == cap(batch) {
 			_, werr = w.Write(batch)
@@ -352,6 +429,9 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 	if werr == nil && len(batch) > 0 {
 		_, werr = w.Write(batch)
 	}
+	if werr == nil {
+		werr = pl.err
+	}
 	if werr != nil {
 		traces.Abort(w) // the output name never holds a partial trace
 		return pl.stats, fmt.Errorf("write trace: %w", werr)
@@ -360,6 +440,33 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		return pl.stats, fmt.Errorf("write trace: %w", err)
 	}
 	return pl.stats, nil
+}
+
+// ExpandInputs expands the glob patterns among names (a name that exists
+// as a file is taken as it is), each pattern's matches in name order, so
+// that rotated logs can be given as "gateway.log*". A pattern that matches
+// nothing is an error.
+func ExpandInputs(names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		if n == "-" || !strings.ContainsAny(n, "*?[") {
+			out = append(out, n)
+			continue
+		}
+		if _, err := os.Stat(n); err == nil {
+			out = append(out, n)
+			continue
+		}
+		m, err := filepath.Glob(n)
+		if err != nil {
+			return nil, fmt.Errorf("log pattern %q: %w", n, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("log pattern %q: no file matches", n)
+		}
+		out = append(out, m...) // Glob sorts them
+	}
+	return out, nil
 }
 
 // ErrNoRequests is returned when the inputs hold no request: no trace is

@@ -26,7 +26,7 @@ func TestKAnon(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ka := newKAnon(tc.k)
+			ka := newKAnon(tc.k, 1<<20)
 			for i := range tc.reqs {
 				ka.add(&tc.reqs[i])
 			}
@@ -44,10 +44,55 @@ func TestKAnon(t *testing.T) {
 			}
 		})
 	}
-	ka := newKAnon(2)
+	ka := newKAnon(2, 1<<20)
 	ka.add(&redacted{blocks: []uint64{1, 2}})
 	ka.add(&redacted{blocks: []uint64{1, 3}})
 	if !ka.block(1) || ka.block(2) || ka.block(9) {
 		t.Errorf("blocks: 1 is shared by 2 requests, 2 by one, 9 by none")
+	}
+}
+
+// TestKAnonCap: at MaxKAnonEntries the counts seen once are forgotten, the
+// shared ones stay, and a forgotten block seen again counts anew: the cap
+// can drop a block that would have reached k, never keep one that did not.
+func TestKAnonCap(t *testing.T) {
+	req := func(bs ...uint64) *redacted { return &redacted{blocks: bs} }
+	tests := []struct {
+		name      string
+		k, max    int
+		reqs      []*redacted
+		kept      []uint64
+		dropped   []uint64
+		forgotten int64
+	}{
+		{"blocks seen once are forgotten when the cap is reached, shared ones stay", 2, 3,
+			[]*redacted{req(1), req(1), req(2), req(3), req(4)}, []uint64{1}, []uint64{2, 3, 4}, 2},
+		{"a forgotten block seen again starts anew, so it is dropped", 2, 2,
+			[]*redacted{req(5), req(6), req(7), req(5)}, nil, []uint64{5, 6, 7}, 2},
+		{"under the cap nothing is forgotten", 2, 10,
+			[]*redacted{req(5), req(6), req(7), req(5)}, []uint64{5}, []uint64{6, 7}, 0},
+		{"with k = 1 every block is kept and none is counted", 1, 2,
+			[]*redacted{req(5), req(6), req(7), req(8)}, []uint64{5, 6, 7, 8}, nil, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ka := newKAnon(tc.k, tc.max)
+			for _, r := range tc.reqs {
+				ka.add(r)
+			}
+			for _, b := range tc.kept {
+				if !ka.block(b) {
+					t.Errorf("block %d dropped, want kept", b)
+				}
+			}
+			for _, b := range tc.dropped {
+				if ka.block(b) {
+					t.Errorf("block %d kept, want dropped", b)
+				}
+			}
+			if ka.forgotten != tc.forgotten || len(ka.blocks) > tc.max {
+				t.Errorf("forgotten %d (want %d), %d counts held (cap %d)", ka.forgotten, tc.forgotten, len(ka.blocks), tc.max)
+			}
+		})
 	}
 }

@@ -166,6 +166,5 @@ func (pl *pipeline) merge(res *presult) error {
 		}
 	}
 	pl.stats.Ignored += res.ignored
-	pl.add(res.entries)
-	return nil
+	return pl.add(res.entries)
 }

@@ -24,15 +24,18 @@ import (
 //	records   numbering in order of first appearance         records.go
 //
 // Parse and redact run line by line (on several goroutines for the JSON
-// formats). The pipeline keeps the redacted requests, sorts them by arrival
-// once, and streams them through sessions and records, which yield one
-// record at a time; k-anonymity counts them as they are parsed. Only the
-// records stage numbers anything.
+// formats); k-anonymity counts the requests as they are parsed. The
+// redacted requests go to a spool (spool.go) that keeps them in memory up to
+// Options.SortMemoryBytes and beyond it in sorted runs on disk. Two merged
+// passes in arrival order follow: the first finds every session and counts
+// its requests (a single request is no session), the second finds them
+// again the same way and streams the records stage, which yields one record
+// at a time. Only the records stage numbers anything.
 
-// pipeline drives the stages. It holds every redacted request (288 bytes
-// each, plus its block digests and, until the sessions stage, its message
-// prefix hashes): the sort and the k rule need them all, so this is where
-// a bounded-memory capture would spill to disk.
+// pipeline drives the stages. What it holds does not grow with the number
+// of requests beyond the spool's budget: per distinct model, category and
+// prefix block (k-anonymity), per session until its last request, and per
+// chat request of the last Options.SessionIdle (sessions.go).
 type pipeline struct {
 	o         Options
 	key       []byte
@@ -42,9 +45,12 @@ type pipeline struct {
 
 	problems problems
 	stats    Stats
+	err      error    // reading the spool back
 	formats  []string // per input
+	names    []string
+	spans    []inputSpan
 	models   map[string]string
-	entries  []redacted
+	spool    *spool
 	kanon    *kAnon
 	// token sources of the requests, in all and per input
 	tokensFrom map[string]int64
@@ -56,7 +62,8 @@ func newPipeline(o Options) (*pipeline, error) {
 		o: o, key: o.Key, seed: maphash.MakeSeed(),
 		problems: problems{strict: o.Strict}, models: map[string]string{},
 		tokensFrom: map[string]int64{},
-		kanon:      newKAnon(o.MinCategorySize),
+		kanon:      newKAnon(o.MinCategorySize, o.maxKAnon()),
+		spool:      newSpool(o),
 	}
 	if len(pl.key) == 0 {
 		pl.key = make([]byte, 32)
@@ -70,15 +77,16 @@ func newPipeline(o Options) (*pipeline, error) {
 }
 
 // collect takes what em's parser emitted since the last call.
-func (pl *pipeline) collect(em *emitter) {
+func (pl *pipeline) collect(em *emitter) error {
 	pl.stats.Ignored += em.ignored
 	em.ignored = 0
-	pl.add(em.out)
+	err := pl.add(em.out)
 	em.out = em.out[:0]
+	return err
 }
 
 // add keeps redacted requests in input order.
-func (pl *pipeline) add(es []redacted) {
+func (pl *pipeline) add(es []redacted) error {
 	for i := range es {
 		e := &es[i]
 		e.model = pl.intern(e.model)
@@ -88,8 +96,15 @@ func (pl *pipeline) add(es []redacted) {
 			pl.perInput = append(pl.perInput, map[string]int64{})
 		}
 		pl.perInput[e.input][e.tokSrc]++
-		pl.entries = append(pl.entries, *e)
+		for int(e.input) >= len(pl.spans) {
+			pl.spans = append(pl.spans, inputSpan{})
+		}
+		pl.spans[e.input].add(e.t)
+		if err := pl.spool.add(e); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (pl *pipeline) intern(s string) string {
@@ -104,68 +119,78 @@ func (pl *pipeline) intern(s string) string {
 }
 
 // start validates o, reads every input through the parse and redact stages
-// and sorts the requests: what is left to run is pl.records(order).
-func start(ctx context.Context, o Options, inputs []Input) (pl *pipeline, order []int32, err error) {
+// and sorts the requests: what is left to run is pl.records(). Call
+// pl.close when done with it.
+func start(ctx context.Context, o Options, inputs []Input) (pl *pipeline, err error) {
 	if err := o.Validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if pl, err = newPipeline(o); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for i, in := range inputs {
 		if err := pl.readInput(ctx, i, in); err != nil {
-			return nil, nil, err
+			pl.close()
+			return nil, err
 		}
 	}
-	return pl, pl.sort(), nil
+	pl.rd = nil // its memos are of no use past the parse
+	if err := pl.spool.finish(); err != nil {
+		pl.close()
+		return nil, err
+	}
+	return pl, nil
 }
 
-// sort orders the requests by arrival: the pipeline's one sort. Ties
-// (several spans on one line) keep input order.
-func (pl *pipeline) sort() []int32 {
-	E := pl.entries
-	order := make([]int32, len(E))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortStableFunc(order, func(a, b int32) int {
-		x, y := &E[a], &E[b]
-		return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.input, y.input), cmp.Compare(x.line, y.line))
-	})
-	return order
-}
+// close removes the spool's temporary runs.
+func (pl *pipeline) close() { pl.spool.close() }
+
+// requests is the number of requests parsed.
+func (pl *pipeline) requests() int64 { return pl.spool.n }
 
 // records runs the sessions and records stages over the requests in
-// order and yields the records one at a time; pl.stats is complete once
-// the stream has run to its end. Run it once: the sessions stage drops the
-// message prefixes it has used.
-func (pl *pipeline) records(order []int32) iter.Seq[traces.Record] {
+// arrival order and yields the records one at a time; pl.stats is complete
+// once the stream has run to its end. A failure to read the spool's runs
+// back ends the stream and is returned by pl.err.
+func (pl *pipeline) records() iter.Seq[traces.Record] {
 	return func(yield func(traces.Record) bool) {
-		E := pl.entries
-		sess := newSessions(pl.o.Sessions)
-		sids := make([]sessionID, len(order))
-		for i, ei := range order {
-			sids[i] = sess.add(&E[ei], i)
-		}
-		rs := newRecords(pl.o, sess, pl.kanon)
+		sess := newSessions(pl.o)
+		pos := 0
+		pl.err = pl.spool.each(func(e *redacted) bool {
+			sess.count[sess.find(e, pos)]++
+			pos++
+			return true
+		})
+		delete(sess.count, 0)
+		// The second pass finds the same sessions again (the stage is
+		// deterministic) with every session's count known.
+		again := newSessions(pl.o)
+		again.count = sess.count
+		rs := newRecords(pl.o, again, pl.kanon)
 		defer func() {
 			pl.stats.Requests = rs.seq
 			pl.stats.Categories = rs.nCat
 			pl.stats.CategoriesDropped = pl.kanon.dropped()
+			pl.stats.KAnonForgotten = pl.kanon.forgotten
 			pl.stats.Sessions = int(rs.nSess)
 			pl.stats.TokensFrom = pl.tokensFrom
 			pl.stats.Problems = pl.problems.list()
+			pl.stats.Overlaps = pl.overlaps()
 		}()
-		for i, ei := range order {
-			if !yield(rs.next(&E[ei], sids[i])) {
-				return
-			}
+		if pl.err != nil {
+			return
 		}
+		pos = 0
+		pl.err = pl.spool.each(func(e *redacted) bool {
+			sid := again.find(e, pos)
+			pos++
+			return yield(rs.next(e, sid))
+		})
 	}
 }
 
 // meta describes the capture: formats, token sources, options and key.
-func (pl *pipeline) meta(order []int32) traces.Meta {
+func (pl *pipeline) meta() traces.Meta {
 	o := pl.o
 	m := traces.NewMeta("capture:" + strings.Join(uniq(pl.formats), "+"))
 	m.Tokenizer = strings.Join(byCount(pl.tokensFrom), "+")
@@ -181,8 +206,8 @@ func (pl *pipeline) meta(order []int32) traces.Meta {
 	if o.KeepHashes {
 		m.Set("capture.keep_hashes", "true")
 	}
-	if len(order) > 0 {
-		m.Set("capture.start", startString(time.Unix(0, pl.entries[order[0]].t), o.KeepStart))
+	if pl.requests() > 0 {
+		m.Set("capture.start", startString(time.Unix(0, pl.spool.minT), o.KeepStart))
 		if o.KeepStart {
 			m.Set("capture.start_precision", "exact")
 		} else {
@@ -230,6 +255,39 @@ func uniq(ss []string) []string {
 	}
 	if len(out) == 0 {
 		return []string{"none"}
+	}
+	return out
+}
+
+// inputSpan is the arrival span of one input's requests.
+type inputSpan struct {
+	n           int64
+	first, last int64
+}
+
+func (s *inputSpan) add(t int64) {
+	if s.n == 0 || t < s.first {
+		s.first = t
+	}
+	if s.n == 0 || t > s.last {
+		s.last = t
+	}
+	s.n++
+}
+
+// overlaps lists the pairs of inputs whose spans overlap.
+func (pl *pipeline) overlaps() []Overlap {
+	var out []Overlap
+	for i := range pl.spans {
+		for j := i + 1; j < len(pl.spans); j++ {
+			a, b := pl.spans[i], pl.spans[j]
+			if a.n == 0 || b.n == 0 {
+				continue
+			}
+			if lo, hi := max(a.first, b.first), min(a.last, b.last); lo < hi {
+				out = append(out, Overlap{A: pl.names[i], B: pl.names[j], Ns: hi - lo})
+			}
+		}
 	}
 	return out
 }

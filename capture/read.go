@@ -166,6 +166,7 @@ func (pl *pipeline) readInput(ctx context.Context, idx int, in Input) error {
 		format = sniff(head)
 	}
 	pl.formats = append(pl.formats, format)
+	pl.names = append(pl.names, name)
 	lr := &lineReader{br: br, max: pl.o.MaxLineBytes}
 	if workers := pl.o.workers(); workers > 1 && format != FormatVLLM {
 		return pl.readParallel(ctx, int32(idx), name, format, lr, workers)
@@ -209,7 +210,9 @@ func (pl *pipeline) readInput(ctx context.Context, idx int, in Input) error {
 			continue
 		}
 		kind, field := p.parse(line, lr.line)
-		pl.collect(em)
+		if err := pl.collect(em); err != nil {
+			return err
+		}
 		if kind != "" {
 			if perr := pl.problems.add(name, lr.line, kind, field); perr != nil {
 				return perr
@@ -219,7 +222,9 @@ func (pl *pipeline) readInput(ctx context.Context, idx int, in Input) error {
 	for _, le := range p.end() {
 		pl.problems.add(le.File, le.Line, le.Kind, le.Field)
 	}
-	pl.collect(em)
+	if err := pl.collect(em); err != nil {
+		return err
+	}
 	return pl.problems.err
 }
 

@@ -10,8 +10,8 @@ import (
 // records is the records stage and the pipeline's one numbering: fed
 // requests in arrival order, it numbers sessions, categories and blocks in
 // order of first appearance and builds traces.Records. Its state is one
-// number per session, kept category and kept block seen so far, and a
-// turn count per session.
+// number per kept category and kept block seen so far, and a number and a
+// turn count per session until its last request.
 type records struct {
 	o     Options
 	sess  *sessions
@@ -55,6 +55,10 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 		rs.sessTurns[sid]++
 		r.Session = rs.sessFinal[sid]
 		r.Turn = rs.sessTurns[sid]
+		if rs.sess.done(sid, r.Turn) {
+			delete(rs.sessFinal, sid)
+			delete(rs.sessTurns, sid)
+		}
 	}
 	if c, ok := rs.kanon.category(e); ok {
 		label, seen := rs.catLabel[c]

@@ -50,13 +50,13 @@ func TestRecordsNumbering(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.MinCategorySize, o.BlockSize, o.KeepHashes = 2, 2, tc.keepHashes
-			sess := newSessions(SessionsAuto)
+			sess := newSessions(o)
 			for _, id := range tc.sids {
 				if id != 0 {
 					sess.count[id]++
 				}
 			}
-			ka := newKAnon(2)
+			ka := newKAnon(2, 1<<20)
 			for i := range tc.reqs {
 				ka.add(&tc.reqs[i])
 			}

@@ -306,12 +306,12 @@ func (rd *redactor) msgTokens(m *chatMsg, h uint64, wantIDs bool) (int, []int) {
 		ids = append(ids, markMsgSep)
 		ids = append(ids, rd.encode(m.Name)...)
 	}
-	if len(rd.msgCount) > 1<<20 {
+	if len(rd.msgCount) > 1<<18 {
 		clear(rd.msgCount)
 	}
 	rd.msgCount[h] = int32(len(ids))
 	if wantIDs {
-		if rd.nMsgIDs > 32<<20 {
+		if rd.nMsgIDs > 1<<20 {
 			clear(rd.msgIDs)
 			rd.nMsgIDs = 0
 		}

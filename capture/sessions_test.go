@@ -1,6 +1,9 @@
 package capture
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // chatReq is a redacted chat request whose message prefix hashes are the
 // given values (the last is the whole conversation so far).
@@ -40,15 +43,26 @@ func TestSessions(t *testing.T) {
 		{"requests without field or messages have no session", SessionsAuto,
 			[]redacted{{}, {}},
 			[]int{-1, -1}, []bool{false, false}},
+		{"a turn within SessionIdle of the conversation's last request joins it", SessionsAuto,
+			[]redacted{at(0, chatReq(0, 1)), at(50*time.Minute, chatReq(0, 1, 2, 3)), at(109*time.Minute, chatReq(0, 1, 2, 3, 4, 5))},
+			[]int{0, 0, 0}, []bool{true, true, true}},
+		{"a conversation idle for longer than SessionIdle starts a new session", SessionsAuto,
+			[]redacted{at(0, chatReq(0, 1)), at(61*time.Minute, chatReq(0, 1, 2, 3)), at(62*time.Minute, chatReq(0, 1, 2, 3, 4, 5))},
+			[]int{0, 1, 1}, []bool{false, true, true}},
+		{"session fields never expire", SessionsAuto,
+			[]redacted{at(0, redacted{sessKey: 9}), at(24*time.Hour, redacted{sessKey: 9})},
+			[]int{0, 0}, []bool{true, true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSessions(tc.mode)
+			o := DefaultOptions()
+			o.Sessions = tc.mode
+			s := newSessions(o)
 			ids := make([]sessionID, len(tc.reqs))
 			for i := range tc.reqs {
-				ids[i] = s.add(&tc.reqs[i], i)
-				if tc.reqs[i].prefixes != nil {
-					t.Errorf("request %d keeps its prefixes", i)
+				ids[i] = s.find(&tc.reqs[i], i)
+				if ids[i] != 0 {
+					s.count[ids[i]]++
 				}
 			}
 			for i, w := range tc.want {
@@ -64,4 +78,10 @@ func TestSessions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// at sets r's arrival to d after an hour's start.
+func at(d time.Duration, r redacted) redacted {
+	r.t = int64(time.Hour + d)
+	return r
 }

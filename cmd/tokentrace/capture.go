@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
@@ -20,6 +21,7 @@ func captureCommand() *cli.Command {
 	var (
 		out, keyFile, newKeyFile string
 		fields                   cli.StringSlice
+		sortMiB                  int
 	)
 	return &cli.Command{
 		Name:  "capture",
@@ -28,6 +30,7 @@ func captureCommand() *cli.Command {
 
 Examples:
   tokentrace capture --new-key-file capture.key --out trace.parquet gateway.jsonl.gz
+  tokentrace capture --key-file capture.key --out week.parquet 'gateway.log*'   (rotated, .gz/.zst)
   tokentrace capture --format vllm-log --year 2025 --key-file capture.key --out trace.parquet vllm.log
   zcat spans.json.gz | tokentrace capture --format otlp-json --out - - > trace.jsonl
   tokentrace capture --field time=ts --field request=body.req --field response=body.resp --out t.parquet logs.jsonl`,
@@ -39,7 +42,13 @@ ids, else --tokenizer), arrival offsets, renumbered sessions and turns,
 k-anonymous prefix categories (HMAC-SHA256 of the system prompt + tools with
 the key from --key-file), optional prefix block ids, and observed latencies
 (run "production"). Malformed lines are counted by kind and reported by line
-number only; --strict fails on the first.`,
+number only; --strict fails on the first.
+
+Inputs (files, glob patterns, rotated and compressed logs) are merged into
+one stream by arrival time; inputs that overlap in time are reported.
+Memory does not grow with the number of requests: beyond --sort-memory-mib
+the requests are sorted in runs spilled to --temp-dir (removed at the end,
+also on failure and Ctrl-C).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Required: true, Destination: &out},
 			&cli.StringFlag{Name: "format", Usage: "log format: " + strings.Join(capture.Formats, ", "), Value: o.Format, Destination: &o.Format},
@@ -56,6 +65,10 @@ number only; --strict fails on the first.`,
 			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed line", Destination: &o.Strict},
 			&cli.IntFlag{Name: "workers", Usage: "goroutines parsing JSON formats (0 = all cores; output does not depend on it)", Value: o.Workers, Destination: &o.Workers},
 			&cli.IntFlag{Name: "max-line-bytes", Usage: "skip (and count) longer lines", Value: o.MaxLineBytes, Destination: &o.MaxLineBytes},
+			&cli.IntFlag{Name: "sort-memory-mib", Usage: "memory for sorting requests (and the Parquet output) by arrival; beyond it sorted runs spill to --temp-dir", Value: int(capture.DefaultSortMemoryBytes >> 20), Destination: &sortMiB},
+			&cli.StringFlag{Name: "temp-dir", Usage: "where sorted runs spill (removed at the end; default: $TMPDIR or /tmp)", Destination: &o.TempDir},
+			&cli.IntFlag{Name: "max-kanon-entries", Usage: "categories and prefix blocks the k rule counts at once; when full, those seen once are forgotten (they can then only be dropped)", Value: capture.DefaultMaxKAnonEntries, Destination: &o.MaxKAnonEntries},
+			&cli.DurationFlag{Name: "session-idle", Usage: "a chat conversation idle for longer starts a new session (bounds memory to the chat requests of this window)", Value: o.SessionIdle, Destination: &o.SessionIdle},
 		},
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, -1, "log files, - = stdin")
@@ -72,6 +85,10 @@ number only; --strict fails on the first.`,
 				}
 				o.Fields[name] = path
 			}
+			if sortMiB < 1 {
+				return usageErrorf("--sort-memory-mib %d: want at least 1", sortMiB)
+			}
+			o.SortMemoryBytes = int64(sortMiB) << 20
 			if keyFile != "" && newKeyFile != "" {
 				return usageErrorf("--key-file and --new-key-file: give one")
 			}
@@ -106,7 +123,7 @@ number only; --strict fails on the first.`,
 				if out == "-" {
 					return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
 				}
-				return traces.Create(out, m)
+				return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
 			}
 			command := captureCommandLine(c)
 			if len(o.Key) == 0 {
@@ -147,6 +164,7 @@ var captureFlags = map[string]string{
 	"Format": "format", "Tokenizer": "tokenizer", "MinCategorySize": "min-category-size",
 	"BlockSize": "block-size", "Sessions": "sessions", "MaxLineBytes": "max-line-bytes",
 	"Key": "key-file", "Fields": "field", "Workers": "workers", "Year": "year",
+	"SortMemoryBytes": "sort-memory-mib", "TempDir": "temp-dir", "SessionIdle": "session-idle", "MaxKAnonEntries": "max-kanon-entries",
 }
 
 // captureFlagError restates an invalid option as its flag.
@@ -207,5 +225,12 @@ func printCaptureStats(w io.Writer, s capture.Stats) {
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
+	}
+	if s.KAnonForgotten > 0 {
+		fmt.Fprintf(w, "capture: k rule forgot %d categories and blocks seen once (--max-kanon-entries reached): any of them seen again counted anew\n", s.KAnonForgotten)
+	}
+	for _, ov := range s.Overlaps {
+		fmt.Fprintf(w, "capture: %s and %s overlap in time by %v: their requests are merged by arrival (a request logged in both counts twice)\n",
+			ov.A, ov.B, time.Duration(ov.Ns).Round(time.Millisecond))
 	}
 }

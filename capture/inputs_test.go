@@ -1,0 +1,91 @@
+package capture
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestExpandInputs is a table of log arguments and the files they name.
+func TestExpandInputs(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"gw.log", "gw.log.1.gz", "gw.log.2.zst", "odd[1].log"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := func(n string) string { return filepath.Join(dir, n) }
+	tests := []struct {
+		name    string
+		in      []string
+		want    []string
+		wantErr string
+	}{
+		{"a pattern expands to its matches in name order", []string{p("gw.log*")}, []string{p("gw.log"), p("gw.log.1.gz"), p("gw.log.2.zst")}, ""},
+		{"stdin and plain names are kept as given", []string{"-", p("gw.log")}, []string{"-", p("gw.log")}, ""},
+		{"a file whose name looks like a pattern is taken as it is", []string{p("odd[1].log")}, []string{p("odd[1].log")}, ""},
+		{"a pattern that matches nothing is an error naming it", []string{p("none*.log")}, nil, "none*.log"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ExpandInputs(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// Two rotated files that overlap in time are merged by arrival and the
+// overlap is reported; files one after the other are not reported.
+func TestOverlappingInputs(t *testing.T) {
+	var a, b bytes.Buffer
+	so := DefaultSampleOptions()
+	so.Duration = 20 * time.Second
+	if err := WriteSampleLogs(context.Background(), &a, 1, so); err != nil {
+		t.Fatal(err)
+	}
+	so.Start = so.Start.Add(10 * time.Second)
+	if err := WriteSampleLogs(context.Background(), &b, 2, so); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	res, err := Capture(context.Background(), o, []Input{{Name: "a.log", R: bytes.NewReader(a.Bytes())}, {Name: "b.log", R: bytes.NewReader(b.Bytes())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stats.Overlaps) != 1 || res.Stats.Overlaps[0].A != "a.log" || res.Stats.Overlaps[0].B != "b.log" {
+		t.Fatalf("overlaps %+v, want a.log with b.log", res.Stats.Overlaps)
+	}
+	if d := time.Duration(res.Stats.Overlaps[0].Ns); d < 8*time.Second || d > 10*time.Second {
+		t.Errorf("overlap %v, want about 10s", d)
+	}
+	for i := 1; i < len(res.Records); i++ {
+		if res.Records[i].ArrivalNs < res.Records[i-1].ArrivalNs {
+			t.Fatalf("record %d arrives before record %d: inputs not merged by arrival", i, i-1)
+		}
+	}
+	so.Start = so.Start.Add(20 * time.Second)
+	b.Reset()
+	if err := WriteSampleLogs(context.Background(), &b, 2, so); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Capture(context.Background(), o, []Input{{Name: "a.log", R: bytes.NewReader(a.Bytes())}, {Name: "b.log", R: bytes.NewReader(b.Bytes())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stats.Overlaps) != 0 {
+		t.Errorf("consecutive files reported as overlapping: %+v", res.Stats.Overlaps)
+	}
+}
