@@ -374,6 +374,63 @@ func TestFaultSIGKILLMidWrite(t *testing.T) {
 	}
 }
 
+// TestCaptureSIGINTRemovesRuns interrupts a capture (a child process
+// reading a pipe) after it spilled sorted runs: it exits with an error, the
+// runs' directory is gone and no output exists.
+func TestCaptureSIGINTRemovesRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("signals a child process")
+	}
+	var logs bytes.Buffer
+	so := capture.DefaultSampleOptions()
+	so.Duration = 120 * time.Second
+	if err := capture.WriteSampleLogs(context.Background(), &logs, 1, so); err != nil {
+		t.Fatal(err)
+	}
+	tmp, dir := t.TempDir(), t.TempDir()
+	out := filepath.Join(dir, "trace.parquet")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{"tokentrace", "capture", "--sort-memory-mib", "1", "--temp-dir", tmp, "--out", out, "-"}, "\x1f"))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(tmp, "tokentrace-capture-*", "run-*"))
+		return m
+	}
+	// Write until a run is spilled, then stop feeding and interrupt.
+	go func() {
+		b := logs.Bytes()
+		for len(b) > 0 && len(runs()) == 0 {
+			n := min(len(b), 256<<10)
+			if _, err := stdin.Write(b[:n]); err != nil {
+				return
+			}
+			b = b[n:]
+		}
+	}()
+	waitFor(t, func() bool { return len(runs()) > 0 }, "a spilled run")
+	// Ctrl-C in a shell stops the whole pipeline: the writer goes too.
+	cmd.Process.Signal(os.Interrupt)
+	stdin.Close()
+	err = cmd.Wait()
+	if err == nil {
+		t.Fatalf("interrupted capture exited 0; stderr %q", stderr.String())
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("interrupted capture left %d entries in its temporary directory, first %s", len(left), left[0].Name())
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("interrupted capture wrote %s", out)
+	}
+}
+
 // TestOutputsAreAtomic checks the rule behind the suite in the source: no
 // product or command creates a file by name except through
 // internal/atomicfile, besides the files that are appended in place on
@@ -385,6 +442,7 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"capture/capture.go":            "a new key file is created with O_EXCL and removed if cut short",
 		"cmd/tokentrace/app.go":         "--cpuprofile",
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
+		"capture/spool.go":              "capture's sorted runs in their temporary directory",
 		"internal/promtest/promtest.go": "tests' Prometheus configuration",
 	}
 	root := "../.."

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/replay"
@@ -18,7 +20,11 @@ const childEnv = "TOKENTRACE_TEST_MAIN"
 // replay.TuneProcess): the lateness these tests check depends on it.
 func TestMain(m *testing.M) {
 	if args := os.Getenv(childEnv); args != "" {
-		os.Exit(Main(context.Background(), strings.Split(args, "\x1f"), os.Stdin, os.Stdout, os.Stderr))
+		// As main does: Ctrl-C and SIGTERM cancel the command's context.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, strings.Split(args, "\x1f"), os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	restore := replay.TuneProcess(1)
 	code := m.Run()
