@@ -31,10 +31,15 @@ import (
 // its requests (a single request is no session), the second finds them
 // again the same way and streams the records stage, which yields one record
 // at a time. Only the records stage numbers anything.
+//
+// Sessions end when idle for Options.SessionIdle; the first pass writes
+// the count of each ended session to an ends store (sessions.go), which the
+// second reads back in order of first request, so neither holds more than
+// the sessions under way.
 
 // pipeline drives the stages. What it holds does not grow with the number
 // of requests beyond the spool's budget: per distinct model, category and
-// prefix block (k-anonymity), per session until its last request, and per
+// prefix block (k-anonymity, under a cap), per session under way and per
 // chat request of the last Options.SessionIdle (sessions.go).
 type pipeline struct {
 	o         Options
@@ -154,18 +159,28 @@ func (pl *pipeline) requests() int64 { return pl.spool.n }
 // back ends the stream and is returned by pl.err.
 func (pl *pipeline) records() iter.Seq[traces.Record] {
 	return func(yield func(traces.Record) bool) {
+		// First pass: every session's number of requests, kept for the
+		// second in order of first request.
 		sess := newSessions(pl.o)
+		ends := newEndsStore(pl.spool.tempDir)
+		defer ends.close()
+		counter := newSessionCounter(pl.o, ends)
 		pos := 0
+		var cerr error
 		pl.err = pl.spool.each(func(e *redacted) bool {
-			sess.count[sess.find(e, pos)]++
+			if id := sess.find(e, pos); id != 0 {
+				cerr = counter.add(id, e.t)
+			}
 			pos++
-			return true
+			return cerr == nil
 		})
-		delete(sess.count, 0)
+		pl.err = cmp.Or(pl.err, cerr)
+		if pl.err == nil {
+			pl.err = counter.finish()
+		}
 		// The second pass finds the same sessions again (the stage is
-		// deterministic) with every session's count known.
+		// deterministic) and learns each one's count at its first request.
 		again := newSessions(pl.o)
-		again.count = sess.count
 		rs := newRecords(pl.o, again, pl.kanon)
 		defer func() {
 			pl.stats.Requests = rs.seq
@@ -183,9 +198,20 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 		pos = 0
 		pl.err = pl.spool.each(func(e *redacted) bool {
 			sid := again.find(e, pos)
+			if sid != 0 && sid == firstOf(pos) {
+				n, ok, err := ends.take(sid)
+				if err != nil {
+					cerr = err
+					return false
+				}
+				if ok {
+					again.count[sid] = n
+				}
+			}
 			pos++
 			return yield(rs.next(e, sid))
 		})
+		pl.err = cmp.Or(pl.err, cerr)
 	}
 }
 

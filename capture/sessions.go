@@ -1,23 +1,38 @@
 package capture
 
-// sessionID names a session before the records stage numbers it: the
-// in-memory hash of a session or user field (always odd), or for a chat
-// conversation 2×(arrival position of its first request + 1), which is
-// even. 0 is no session.
+import (
+	"bufio"
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// sessionID names a session before the records stage numbers it:
+// 2×(arrival position of its first request + 1). 0 is no session.
 type sessionID uint64
+
+func firstOf(pos int) sessionID { return sessionID(2 * (uint64(pos) + 1)) }
 
 // sessions is the sessions stage. Fed requests in arrival order, it finds
 // each one's session: the session/user field when the log has one, else the
 // chat conversation the request extends (its messages continue an earlier
-// request's, which arrived at most Options.SessionIdle before). Its state
-// is, per chat request of the last SessionIdle, one map entry from the hash
-// of its whole message prefix to its conversation (about 60 bytes), and per
-// session a count, which the records stage drops after its last request.
+// request's). A session ends when it has been idle for Options.SessionIdle:
+// a later request with the same field, or extending the same conversation,
+// starts a new one. So its state is what the last SessionIdle brought: per
+// live field session and per chat request, one map entry (about 60 bytes).
+// count holds the number of requests of the sessions the records stage has
+// under way (see sessionCounter); done drops them after their last.
 type sessions struct {
 	mode    string
 	idle    int64
-	convEnd map[uint64]convEnd
-	recent  []convAt // convEnd's insertions in arrival order, from head
+	convEnd map[uint64]convEnd // chat: hash of a whole message list → its session
+	field   map[uint64]convEnd // field: session/user hash → its session
+	recent  []convAt           // insertions into both, in arrival order, from head
 	head    int
 	count   map[sessionID]int32
 }
@@ -28,12 +43,13 @@ type convEnd struct {
 }
 
 type convAt struct {
-	hash uint64
-	t    int64
+	hash  uint64
+	t     int64
+	field bool
 }
 
 func newSessions(o Options) *sessions {
-	return &sessions{mode: o.Sessions, idle: int64(o.SessionIdle), convEnd: map[uint64]convEnd{}, count: map[sessionID]int32{}}
+	return &sessions{mode: o.Sessions, idle: int64(o.SessionIdle), convEnd: map[uint64]convEnd{}, field: map[uint64]convEnd{}, count: map[sessionID]int32{}}
 }
 
 // find returns the session of e, the request at arrival position pos.
@@ -42,7 +58,14 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 	switch {
 	case s.mode == SessionsNone:
 	case e.sessKey != 0:
-		id = sessionID(e.sessKey)
+		s.expire(e.t)
+		if f, ok := s.field[e.sessKey]; ok {
+			id = f.id
+		} else {
+			id = firstOf(pos)
+		}
+		s.field[e.sessKey] = convEnd{id: id, t: e.t}
+		s.recent = append(s.recent, convAt{hash: e.sessKey, t: e.t, field: true})
 	case len(e.prefixes) > 0:
 		s.expire(e.t)
 		// The longest earlier conversation this request extends, looking
@@ -54,7 +77,7 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 			}
 		}
 		if id == 0 {
-			id = sessionID(2 * (uint64(pos) + 1))
+			id = firstOf(pos)
 		}
 		h := e.prefixes[len(e.prefixes)-1]
 		s.convEnd[h] = convEnd{id: id, t: e.t}
@@ -63,7 +86,7 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 	return id
 }
 
-// expire forgets the conversation ends older than SessionIdle before t.
+// expire forgets what has been idle for longer than SessionIdle before t.
 func (s *sessions) expire(t int64) {
 	limit := t - s.idle
 	if limit > t {
@@ -71,8 +94,12 @@ func (s *sessions) expire(t int64) {
 	}
 	for s.head < len(s.recent) && s.recent[s.head].t < limit {
 		c := s.recent[s.head]
-		if ce, ok := s.convEnd[c.hash]; ok && ce.t == c.t {
-			delete(s.convEnd, c.hash)
+		m := s.convEnd
+		if c.field {
+			m = s.field
+		}
+		if ce, ok := m[c.hash]; ok && ce.t == c.t {
+			delete(m, c.hash)
 		}
 		s.head++
 	}
@@ -93,4 +120,286 @@ func (s *sessions) done(id sessionID, turns int32) bool {
 	}
 	delete(s.count, id)
 	return true
+}
+
+// sessionCounter counts the requests of every session in a first pass, so
+// that the second knows at a session's first request whether it will have
+// more than one, and when its last has come. It holds the sessions under
+// way (ended once idle for SessionIdle, as in sessions) and writes each
+// ended session with two or more requests to an ends store, which the
+// second pass reads back in order of first request.
+type sessionCounter struct {
+	idle   int64
+	live   map[sessionID]*liveSession
+	recent []convAt // (id, t) per request, in arrival order, from head
+	head   int
+	ends   *endsStore
+}
+
+type liveSession struct {
+	count int32
+	last  int64
+}
+
+func newSessionCounter(o Options, ends *endsStore) *sessionCounter {
+	return &sessionCounter{idle: int64(o.SessionIdle), live: map[sessionID]*liveSession{}, ends: ends}
+}
+
+// add counts a request of session id (not 0) at time t.
+func (c *sessionCounter) add(id sessionID, t int64) error {
+	if err := c.expire(t); err != nil {
+		return err
+	}
+	ls := c.live[id]
+	if ls == nil {
+		ls = &liveSession{}
+		c.live[id] = ls
+	}
+	ls.count++
+	ls.last = t
+	c.recent = append(c.recent, convAt{hash: uint64(id), t: t})
+	return nil
+}
+
+func (c *sessionCounter) expire(t int64) error {
+	limit := t - c.idle
+	if limit > t {
+		return nil
+	}
+	for c.head < len(c.recent) && c.recent[c.head].t < limit {
+		r := c.recent[c.head]
+		c.head++
+		id := sessionID(r.hash)
+		if ls, ok := c.live[id]; ok && ls.last == r.t {
+			delete(c.live, id)
+			if err := c.end(id, ls.count); err != nil {
+				return err
+			}
+		}
+	}
+	if c.head > 4096 && c.head > len(c.recent)/2 {
+		c.recent = append(c.recent[:0], c.recent[c.head:]...)
+		c.head = 0
+	}
+	return nil
+}
+
+func (c *sessionCounter) end(id sessionID, n int32) error {
+	if n < 2 {
+		return nil // not a session: nothing for the second pass
+	}
+	return c.ends.add(sessionEnd{id: id, count: n})
+}
+
+// finish ends every session still under way.
+func (c *sessionCounter) finish() error {
+	for id, ls := range c.live {
+		if err := c.end(id, ls.count); err != nil {
+			return err
+		}
+	}
+	clear(c.live)
+	return c.ends.finish()
+}
+
+// sessionEnd is a session of two or more requests and their number.
+type sessionEnd struct {
+	id    sessionID
+	count int32
+}
+
+// endsStore keeps sessionEnds for reading back by id (= order of first
+// request): in memory up to maxEnds, beyond that in sorted runs in dir().
+type endsStore struct {
+	dir   func() (string, error)
+	mem   []sessionEnd
+	runs  []string
+	max   int
+	cur   *endsReader
+	memAt int
+}
+
+// endsPerRun bounds the sessionEnds held in memory (16 MB); a variable so
+// that tests can make the store spill.
+var endsPerRun = 1 << 20
+
+func newEndsStore(dir func() (string, error)) *endsStore {
+	return &endsStore{dir: dir, max: endsPerRun}
+}
+
+func (es *endsStore) add(e sessionEnd) error {
+	es.mem = append(es.mem, e)
+	if len(es.mem) >= es.max {
+		return es.spill()
+	}
+	return nil
+}
+
+func (es *endsStore) sortMem() {
+	slices.SortFunc(es.mem, func(a, b sessionEnd) int { return cmp.Compare(a.id, b.id) })
+}
+
+func (es *endsStore) spill() error {
+	dir, err := es.dir()
+	if err != nil {
+		return err
+	}
+	es.sortMem()
+	name := filepath.Join(dir, fmt.Sprintf("sessions-%05d.bin", len(es.runs)))
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("spill session counts: %w", err)
+	}
+	es.runs = append(es.runs, name)
+	bw := bufio.NewWriterSize(f, 64<<10)
+	var b []byte
+	for _, e := range es.mem {
+		b = binary.AppendUvarint(b[:0], uint64(e.id))
+		b = binary.AppendUvarint(b, uint64(e.count))
+		if _, err = bw.Write(b); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("spill session counts: %w", err)
+	}
+	es.mem = es.mem[:0]
+	return nil
+}
+
+// finish makes the store ready for reading.
+func (es *endsStore) finish() error {
+	if len(es.runs) > 0 && len(es.mem) > 0 {
+		if err := es.spill(); err != nil {
+			return err
+		}
+	}
+	es.sortMem()
+	if len(es.runs) > 0 {
+		r, err := openEnds(es.runs)
+		if err != nil {
+			return err
+		}
+		es.cur = r
+	}
+	return nil
+}
+
+// take returns the count of session id if it is the next one stored, and
+// moves past it. Call it with ids in increasing order.
+func (es *endsStore) take(id sessionID) (int32, bool, error) {
+	if es.cur != nil {
+		return es.cur.take(id)
+	}
+	for es.memAt < len(es.mem) && es.mem[es.memAt].id < id {
+		es.memAt++
+	}
+	if es.memAt < len(es.mem) && es.mem[es.memAt].id == id {
+		es.memAt++
+		return es.mem[es.memAt-1].count, true, nil
+	}
+	return 0, false, nil
+}
+
+func (es *endsStore) close() {
+	if es.cur != nil {
+		es.cur.close()
+		es.cur = nil
+	}
+}
+
+// endsReader merges the sorted runs of an endsStore.
+type endsReader struct {
+	h endsHeap
+}
+
+type endsRun struct {
+	f   *os.File
+	br  *bufio.Reader
+	cur sessionEnd
+}
+
+func (r *endsRun) next() (bool, error) {
+	id, err := binary.ReadUvarint(r.br)
+	if err == io.EOF {
+		return false, nil
+	}
+	n, err2 := binary.ReadUvarint(r.br)
+	if err = cmp.Or(err, err2); err != nil {
+		return false, fmt.Errorf("read session counts %s: %w", r.f.Name(), err)
+	}
+	r.cur = sessionEnd{id: sessionID(id), count: int32(n)}
+	return true, nil
+}
+
+func openEnds(names []string) (*endsReader, error) {
+	r := &endsReader{}
+	for _, n := range names {
+		f, err := os.Open(n)
+		if err != nil {
+			r.close()
+			return nil, fmt.Errorf("read session counts: %w", err)
+		}
+		run := &endsRun{f: f, br: bufio.NewReaderSize(f, 32<<10)}
+		ok, err := run.next()
+		if err != nil {
+			f.Close()
+			r.close()
+			return nil, err
+		}
+		if !ok {
+			f.Close()
+			continue
+		}
+		r.h = append(r.h, run)
+	}
+	heap.Init(&r.h)
+	return r, nil
+}
+
+func (r *endsReader) take(id sessionID) (int32, bool, error) {
+	for len(r.h) > 0 && r.h[0].cur.id <= id {
+		run := r.h[0]
+		got := run.cur
+		ok, err := run.next()
+		if err != nil {
+			return 0, false, err
+		}
+		if ok {
+			heap.Fix(&r.h, 0)
+		} else {
+			run.f.Close()
+			heap.Pop(&r.h)
+		}
+		if got.id == id {
+			return got.count, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+func (r *endsReader) close() {
+	for _, run := range r.h {
+		run.f.Close()
+	}
+	r.h = nil
+}
+
+type endsHeap []*endsRun
+
+func (h endsHeap) Len() int           { return len(h) }
+func (h endsHeap) Less(i, j int) bool { return h[i].cur.id < h[j].cur.id }
+func (h endsHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endsHeap) Push(x any)        { *h = append(*h, x.(*endsRun)) }
+func (h *endsHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
 }

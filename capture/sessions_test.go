@@ -49,9 +49,9 @@ func TestSessions(t *testing.T) {
 		{"a conversation idle for longer than SessionIdle starts a new session", SessionsAuto,
 			[]redacted{at(0, chatReq(0, 1)), at(61*time.Minute, chatReq(0, 1, 2, 3)), at(62*time.Minute, chatReq(0, 1, 2, 3, 4, 5))},
 			[]int{0, 1, 1}, []bool{false, true, true}},
-		{"session fields never expire", SessionsAuto,
-			[]redacted{at(0, redacted{sessKey: 9}), at(24*time.Hour, redacted{sessKey: 9})},
-			[]int{0, 0}, []bool{true, true}},
+		{"a session field idle for longer than SessionIdle starts a new session", SessionsAuto,
+			[]redacted{at(0, redacted{sessKey: 9}), at(59*time.Minute, redacted{sessKey: 9}), at(24*time.Hour, redacted{sessKey: 9})},
+			[]int{0, 0, 2}, []bool{true, true, false}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,4 +84,48 @@ func TestSessions(t *testing.T) {
 func at(d time.Duration, r redacted) redacted {
 	r.t = int64(time.Hour + d)
 	return r
+}
+
+// The session counter ends a session once it has been idle for SessionIdle
+// and hands the counts of those with two or more requests back in order of
+// first request, from memory or from spilled runs.
+func TestSessionCounts(t *testing.T) {
+	for _, perRun := range []int{1 << 20, 2} {
+		o := DefaultOptions()
+		dir := t.TempDir()
+		es := &endsStore{dir: func() (string, error) { return dir, nil }, max: perRun}
+		c := newSessionCounter(o, es)
+		min := int64(time.Minute)
+		// id: the session; at: its requests' minutes.
+		reqs := []struct {
+			id sessionID
+			at int64
+		}{
+			{2, 0}, {4, 1}, {2, 2}, {6, 3}, {8, 4}, {8, 5}, {8, 6},
+			{4, 90}, // 89 minutes idle: session 4 ended with one request
+			{10, 91}, {10, 120},
+		}
+		for _, r := range reqs {
+			if err := c.add(r.id, r.at*min); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.finish(); err != nil {
+			t.Fatal(err)
+		}
+		if perRun == 2 && len(es.runs) == 0 {
+			t.Fatal("no run spilled: the test does not test the merge")
+		}
+		want := map[sessionID]int32{2: 2, 8: 3, 10: 2}
+		for id := sessionID(2); id <= 12; id += 2 {
+			n, ok, err := es.take(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w, kept := want[id]; ok != kept || n != w {
+				t.Errorf("%d per run: session %d: count %d (stored %v), want %d (stored %v)", perRun, id, n, ok, w, kept)
+			}
+		}
+		es.close()
+	}
 }

@@ -30,6 +30,8 @@ type spool struct {
 	mem     []redacted
 	bytes   int64
 	runs    []string
+	spilled int // runs written, merged ones included
+	merged  int
 	n       int64
 	minT    int64
 	scratch []byte
@@ -66,14 +68,22 @@ func (s *spool) sortMem() {
 	slices.SortStableFunc(s.mem, func(a, b redacted) int { return compareRedacted(&a, &b) })
 }
 
-// spill writes the buffer, sorted, as the next run.
-func (s *spool) spill() error {
+// tempDir returns the capture's temporary directory, made on first use.
+func (s *spool) tempDir() (string, error) {
 	if s.dir == "" {
 		d, err := os.MkdirTemp(s.tmpRoot, "tokentrace-capture-*")
 		if err != nil {
-			return fmt.Errorf("spill sorted requests (Options.TempDir): %w", err)
+			return "", fmt.Errorf("spill sorted requests (Options.TempDir): %w", err)
 		}
 		s.dir = d
+	}
+	return s.dir, nil
+}
+
+// spill writes the buffer, sorted, as the next run.
+func (s *spool) spill() error {
+	if _, err := s.tempDir(); err != nil {
+		return err
 	}
 	s.sortMem()
 	name := filepath.Join(s.dir, fmt.Sprintf("run-%05d.bin.zst", len(s.runs)))
@@ -81,16 +91,57 @@ func (s *spool) spill() error {
 		return fmt.Errorf("spill sorted requests to %s: %w", s.dir, err)
 	}
 	s.runs = append(s.runs, name)
+	s.spilled++
 	clear(s.mem)
 	s.mem, s.bytes = s.mem[:0], 0
+	return s.compact()
+}
+
+// maxOpenRuns bounds the runs a merge reads at once (each holds a decoder):
+// at that many, the runs are merged into one.
+const maxOpenRuns = 16
+
+func (s *spool) compact() error {
+	if len(s.runs) < maxOpenRuns {
+		return nil
+	}
+	name := filepath.Join(s.dir, fmt.Sprintf("merged-%05d.bin.zst", s.merged))
+	s.merged++
+	err := s.writeRunFrom(name, func(emit func(*redacted) error) error {
+		var eerr error
+		err := mergeFiles(s.runs, func(e *redacted) bool {
+			eerr = emit(e)
+			return eerr == nil
+		})
+		return cmp.Or(err, eerr)
+	})
+	if err != nil {
+		return fmt.Errorf("merge sorted requests in %s: %w", s.dir, err)
+	}
+	for _, r := range s.runs {
+		os.Remove(r)
+	}
+	s.runs = append(s.runs[:0], name)
 	return nil
 }
 
 // runWindow bounds a run's zstd window, and so each decoder's memory
 // during a merge.
-const runWindow = 1 << 20
+const runWindow = 256 << 10
 
 func (s *spool) writeRun(name string) error {
+	return s.writeRunFrom(name, func(emit func(*redacted) error) error {
+		for i := range s.mem {
+			if err := emit(&s.mem[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeRunFrom writes the requests from yields, in its order, as a run.
+func (s *spool) writeRunFrom(name string, from func(emit func(*redacted) error) error) error {
 	f, err := os.Create(name)
 	if err != nil {
 		return err
@@ -101,12 +152,11 @@ func (s *spool) writeRun(name string) error {
 		return err
 	}
 	bw := bufio.NewWriterSize(zw, 256<<10)
-	for i := range s.mem {
-		s.scratch = encodeRedacted(s.scratch[:0], &s.mem[i])
-		if _, err = bw.Write(s.scratch); err != nil {
-			break
-		}
-	}
+	err = from(func(e *redacted) error {
+		s.scratch = encodeRedacted(s.scratch[:0], e)
+		_, err := bw.Write(s.scratch)
+		return err
+	})
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -141,8 +191,8 @@ func (s *spool) close() {
 	s.mem = nil
 }
 
-// each yields every request in arrival order: a merge of the runs and the
-// in-memory buffer. The request is valid until the next one; each may be
+// each yields every request in arrival order: from memory, or a merge of
+// the runs. The request is valid until the next one; each may be
 // called several times (one pass per stage that needs the order).
 func (s *spool) each(yield func(*redacted) bool) error {
 	if len(s.runs) == 0 {
@@ -153,13 +203,19 @@ func (s *spool) each(yield func(*redacted) bool) error {
 		}
 		return nil
 	}
+	return mergeFiles(s.runs, yield)
+}
+
+// mergeFiles yields the requests of the runs in arrival order; ties go to
+// the earlier run (runs are in input order).
+func mergeFiles(runs []string, yield func(*redacted) bool) error {
 	h := &cursorHeap{}
 	defer func() {
 		for _, c := range h.cs {
 			c.close()
 		}
 	}()
-	for i, name := range s.runs {
+	for i, name := range runs {
 		c, err := openRun(name, i)
 		if err != nil {
 			return fmt.Errorf("read sorted requests: %w", err)
@@ -172,9 +228,6 @@ func (s *spool) each(yield func(*redacted) bool) error {
 		} else {
 			c.close()
 		}
-	}
-	if len(s.mem) > 0 {
-		h.cs = append(h.cs, &runCursor{mem: s.mem, idx: len(s.runs), cur: &s.mem[0]})
 	}
 	heap.Init(h)
 	for h.Len() > 0 {
@@ -196,12 +249,10 @@ func (s *spool) each(yield func(*redacted) bool) error {
 	return nil
 }
 
-// runCursor reads one run, from a file or from memory.
+// runCursor reads one run file.
 type runCursor struct {
 	idx  int
 	cur  *redacted
-	mem  []redacted // a memory run: cur is mem[pos]
-	pos  int
 	f    *os.File
 	zr   *zstd.Decoder
 	br   *bufio.Reader
@@ -223,16 +274,8 @@ func openRun(name string, idx int) (*runCursor, error) {
 	return &runCursor{idx: idx, f: f, zr: zr, br: bufio.NewReaderSize(zr, 64<<10), name: name, dec: decoder{strs: map[string]string{}}}, nil
 }
 
-// next moves to the run's next request; false at its end. A memory run
-// starts on its first request, a file run before it.
+// next moves to the run's next request; false at its end.
 func (c *runCursor) next() (bool, error) {
-	if c.f == nil {
-		if c.pos++; c.pos >= len(c.mem) {
-			return false, nil
-		}
-		c.cur = &c.mem[c.pos]
-		return true, nil
-	}
 	err := c.dec.decode(c.br, &c.e)
 	if err == io.EOF {
 		return false, nil

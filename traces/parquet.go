@@ -46,6 +46,7 @@ type parquetWriter struct {
 	bytes   int64 // what recs hold, as counted against the budget
 	tmpDir  string
 	runs    []string // spilled runs, in order
+	merged  int      // runs merged by compact so far
 	closed  bool
 }
 
@@ -151,7 +152,7 @@ func (w *parquetWriter) spill() error {
 	// Keep the newest arenas for the next run; the records that pointed
 	// into them are gone.
 	w.arena, w.arena32 = w.arena[:0], w.arena32[:0]
-	return nil
+	return w.compact()
 }
 
 // runOptions write temporary runs: fast compression and small pages, since
@@ -248,15 +249,49 @@ func (w *parquetWriter) Close() (err error) {
 		}
 	}
 	w.recs, w.arena, w.arena32 = nil, nil, nil
-	if err := w.merge(bw); err != nil {
+	if err := mergeRuns(w.runs, bw, w.outputOptions()); err != nil {
 		return err
 	}
 	return bw.Flush()
 }
 
-// merge writes the runs to out in (arrival_ns, seq) order; ties go to the
-// earlier run, as the in-memory stable sort would order them.
-func (w *parquetWriter) merge(out io.Writer) (err error) {
+// maxOpenRuns bounds the runs merged at once: each open run holds a page
+// per column, so more runs are first merged into one, sixteen at a time.
+const maxOpenRuns = 16
+
+// compact merges the runs into one when there are maxOpenRuns of them, so
+// that a merge never holds more open.
+func (w *parquetWriter) compact() error {
+	if len(w.runs) < maxOpenRuns {
+		return nil
+	}
+	name := filepath.Join(w.tmpDir, fmt.Sprintf("merged-%05d.parquet", w.merged))
+	w.merged++
+	f, err := os.Create(name)
+	if err != nil {
+		return fmt.Errorf("merge sorted runs: %w", err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = mergeRuns(w.runs, bw, runOptions())
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("merge sorted runs in %s: %w", w.tmpDir, err)
+	}
+	for _, r := range w.runs {
+		os.Remove(r)
+	}
+	w.runs = append(w.runs[:0], name)
+	return nil
+}
+
+// mergeRuns writes the runs to out in (arrival_ns, seq) order; ties go to
+// the earlier run, as the in-memory stable sort would order them.
+func mergeRuns(runs []string, out io.Writer, opts []parquet.WriterOption) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write Parquet: %v", p)
@@ -268,7 +303,7 @@ func (w *parquetWriter) merge(out io.Writer) (err error) {
 			c.r.Close()
 		}
 	}()
-	for i, name := range w.runs {
+	for i, name := range runs {
 		r, err := OpenWith(name, OpenOptions{Strict: true})
 		if err != nil {
 			return fmt.Errorf("merge sorted runs: %w", err)
@@ -284,7 +319,7 @@ func (w *parquetWriter) merge(out io.Writer) (err error) {
 		h.runs = append(h.runs, c)
 	}
 	heap.Init(h)
-	pw := parquet.NewGenericWriter[Record](out, w.outputOptions()...)
+	pw := parquet.NewGenericWriter[Record](out, opts...)
 	batch := make([]Record, 0, 4096)
 	flush := func() error {
 		if _, err := pw.Write(batch); err != nil {
