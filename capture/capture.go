@@ -119,11 +119,12 @@ type Options struct {
 	// that is removed when the capture ends, fails or is cancelled. Defaults
 	// to os.TempDir().
 	TempDir string
-	// SessionIdle is how long a chat conversation waits for its next
-	// request: one that extends a conversation idle for longer starts a new
-	// session. It bounds what the sessions stage remembers to the chat
-	// requests of this window. Session and user fields are not affected.
-	// Defaults to 1h.
+	// SessionIdle is how long a session waits for its next request: a
+	// session (a session or user field, or a chat conversation) idle for
+	// longer has ended, and a later request with the same field or
+	// extending the same conversation starts a new one. It bounds what the
+	// sessions stage remembers to the sessions of this window. Defaults to
+	// 1h.
 	SessionIdle time.Duration
 	// MaxKAnonEntries bounds the categories and prefix blocks whose counts
 	// the k rule keeps (about 30 bytes each). When full, those seen once are

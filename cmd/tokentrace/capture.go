@@ -68,7 +68,7 @@ also on failure and Ctrl-C).`,
 			&cli.IntFlag{Name: "sort-memory-mib", Usage: "memory for sorting requests (and the Parquet output) by arrival; beyond it sorted runs spill to --temp-dir", Value: int(capture.DefaultSortMemoryBytes >> 20), Destination: &sortMiB},
 			&cli.StringFlag{Name: "temp-dir", Usage: "where sorted runs spill (removed at the end; default: $TMPDIR or /tmp)", Destination: &o.TempDir},
 			&cli.IntFlag{Name: "max-kanon-entries", Usage: "categories and prefix blocks the k rule counts at once; when full, those seen once are forgotten (they can then only be dropped)", Value: capture.DefaultMaxKAnonEntries, Destination: &o.MaxKAnonEntries},
-			&cli.DurationFlag{Name: "session-idle", Usage: "a chat conversation idle for longer starts a new session (bounds memory to the chat requests of this window)", Value: o.SessionIdle, Destination: &o.SessionIdle},
+			&cli.DurationFlag{Name: "session-idle", Usage: "a session (field or chat conversation) idle for longer has ended; a later request starts a new one (bounds memory to the sessions of this window)", Value: o.SessionIdle, Destination: &o.SessionIdle},
 		},
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, -1, "log files, - = stdin")
