@@ -88,8 +88,8 @@ type CreateOptions struct {
 }
 
 // DefaultSortMemoryBytes is the default CreateOptions.SortMemoryBytes:
-// about 400 k trace rows.
-const DefaultSortMemoryBytes = 128 << 20
+// about 150 k trace rows.
+const DefaultSortMemoryBytes = 48 << 20
 
 // DefaultRowGroupRows is the default Parquet row-group size.
 const DefaultRowGroupRows = 128 * 1024

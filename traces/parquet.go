@@ -29,7 +29,12 @@ var parquetCodec = &zstd.Codec{Level: zstd.SpeedBetterCompression}
 // parquetWriter sorts by (arrival_ns, seq) and writes row groups of at most
 // RowGroupRows rows.
 //
-// Memory is bounded by CreateOptions.SortMemoryBytes: records are buffered
+// Records that arrive in order (capture, import, synth gen: the usual case)
+// are written straight to a named output as they come, one row group in
+// memory. At the first record out of order, what was written is set aside
+// as the first run (atomicfile.SetAside) and the writer sorts instead.
+//
+// Sorting is bounded by CreateOptions.SortMemoryBytes: records are buffered
 // (about 336 bytes each plus 8 per prefix block and per chunk) until the
 // buffer reaches it, then sorted and spilled as a run, a temporary Parquet
 // file in a directory of their own under TempDir; Close merges the runs into
@@ -37,6 +42,15 @@ var parquetCodec = &zstd.Codec{Level: zstd.SpeedBetterCompression}
 // the disk. The temporary directory is removed on Close, on an error and on
 // Abort.
 type parquetWriter struct {
+	// direct writes the output as records come while they are in order;
+	// nil once they were not (or when the output cannot be set aside).
+	direct   *parquet.GenericWriter[Record]
+	directBW *bufio.Writer
+	last     Record // the last record written directly (its keys)
+	nDirect  int64
+	setAside func() (string, error)
+	aside    []string // set-aside output, removed when done
+
 	out     io.Writer
 	meta    Meta
 	o       CreateOptions
@@ -57,7 +71,72 @@ func newParquetWriter(w io.Writer, m Meta, o CreateOptions) (*parquetWriter, err
 	if o.SortMemoryBytes == 0 {
 		o.SortMemoryBytes = DefaultSortMemoryBytes
 	}
-	return &parquetWriter{out: w, meta: m, o: o}, nil
+	pw := &parquetWriter{out: w, meta: m, o: o}
+	if a, ok := w.(interface{ SetAside() (string, error) }); ok {
+		pw.setAside = a.SetAside
+	}
+	return pw, nil
+}
+
+// writeDirect writes the leading records of recs that keep the order and
+// returns how many; it stops direct mode at the first that does not.
+func (w *parquetWriter) writeDirect(recs []Record) (n int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write Parquet: %v", p)
+		}
+	}()
+	if w.direct == nil {
+		w.directBW = bufio.NewWriterSize(w.out, 1<<20)
+		w.direct = parquet.NewGenericWriter[Record](w.directBW, w.outputOptions()...)
+	}
+	for ; n < len(recs); n++ {
+		if (w.nDirect > 0 || n > 0) && compareRecords(&recs[n], w.prev(recs, n)) < 0 {
+			break
+		}
+	}
+	if n > 0 {
+		if _, err := w.direct.Write(recs[:n]); err != nil {
+			return 0, fmt.Errorf("write Parquet: %w", err)
+		}
+		w.last = Record{ArrivalNs: recs[n-1].ArrivalNs, Seq: recs[n-1].Seq}
+		w.nDirect += int64(n)
+	}
+	if n < len(recs) {
+		return n, w.stopDirect()
+	}
+	return n, nil
+}
+
+// prev is the record before recs[n] in the stream.
+func (w *parquetWriter) prev(recs []Record, n int) *Record {
+	if n > 0 {
+		return &recs[n-1]
+	}
+	return &w.last
+}
+
+// stopDirect completes what was written directly as a Parquet file, sets
+// it aside as the first run and leaves direct mode.
+func (w *parquetWriter) stopDirect() error {
+	pw, bw, setAside := w.direct, w.directBW, w.setAside
+	w.direct, w.directBW, w.setAside = nil, nil, nil
+	if err := pw.Close(); err != nil {
+		return fmt.Errorf("write Parquet footer: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if w.nDirect == 0 {
+		return nil
+	}
+	name, err := setAside()
+	if err != nil {
+		return fmt.Errorf("records out of order: set the output aside to sort it: %w", err)
+	}
+	w.aside = append(w.aside, name)
+	w.runs = append(w.runs, name)
+	return nil
 }
 
 // recordBytes is what a buffered record costs: the struct and its lists.
@@ -69,7 +148,19 @@ func (w *parquetWriter) Write(recs []Record) (int, error) {
 	if w.closed {
 		return 0, errors.New("write to closed Parquet writer")
 	}
-	for i := range recs {
+	done := 0
+	if w.setAside != nil {
+		n, err := w.writeDirect(recs)
+		if err != nil {
+			w.discard()
+			return n, err
+		}
+		if n == len(recs) {
+			return n, nil
+		}
+		done = n
+	}
+	for i := done; i < len(recs); i++ {
 		r := recs[i]
 		r.PrefixBlocks = w.copy64(r.PrefixBlocks)
 		r.AfterSeqs = w.copy64(r.AfterSeqs)
@@ -190,6 +281,10 @@ func writeParquetRows(out io.Writer, recs []Record, opts ...parquet.WriterOption
 func (w *parquetWriter) discard() {
 	w.closed = true
 	w.recs, w.arena, w.arena32 = nil, nil, nil
+	for _, a := range w.aside {
+		os.Remove(a)
+	}
+	w.aside = nil
 	if w.tmpDir != "" {
 		os.RemoveAll(w.tmpDir)
 		w.tmpDir = ""
@@ -235,6 +330,12 @@ func (w *parquetWriter) Close() (err error) {
 			}
 		}
 	}()
+	if w.direct != nil {
+		if err := w.direct.Close(); err != nil {
+			return fmt.Errorf("write Parquet footer: %w", err)
+		}
+		return w.directBW.Flush()
+	}
 	bw := bufio.NewWriterSize(w.out, 1<<20)
 	if len(w.runs) == 0 {
 		w.sortBuffer()
@@ -304,7 +405,7 @@ func mergeRuns(runs []string, out io.Writer, opts []parquet.WriterOption) (err e
 		}
 	}()
 	for i, name := range runs {
-		r, err := OpenWith(name, OpenOptions{Strict: true})
+		r, err := openRun(name)
 		if err != nil {
 			return fmt.Errorf("merge sorted runs: %w", err)
 		}
@@ -364,6 +465,22 @@ func mergeRuns(runs []string, out io.Writer, opts []parquet.WriterOption) (err e
 	return nil
 }
 
+// openRun opens a run for the merge: rows come back exactly as they were
+// written, unvalidated (the writer never validated them).
+func openRun(name string) (Reader, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newParquetFileReader(f, name, OpenOptions{Strict: true}, true)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.raw = true
+	return r, nil
+}
+
 // runCursor reads one run in batches.
 type runCursor struct {
 	r      Reader
@@ -419,6 +536,7 @@ type parquetReader struct {
 	meta    Meta
 	stats   ReadStats
 	strict  bool
+	raw     bool  // no validation: a sort's own run
 	missing []int // columns absent from the file that read as NotReported
 	row     int64 // rows consumed from the file
 	err     error
@@ -618,6 +736,10 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			schema[col].setAbsent(rec)
 		}
 		rec.normalizeLists()
+		if r.raw {
+			n++
+			continue
+		}
 		if err := rec.Validate(); err != nil {
 			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}, r.strict); err != nil {
 				return n, err

@@ -1,10 +1,13 @@
 package traces_test
 
 import (
+	"bytes"
+	"cmp"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,33 +76,43 @@ func assertEmptyDir(t *testing.T, dir, when string) {
 // merged: the rows, their order (ties included) and every column equal the
 // in-memory sort's, and the runs are gone after Close.
 func TestParquetSpillMatchesInMemory(t *testing.T) {
-	recs := spillRecords(20000)
+	shuffled := spillRecords(20000)
+	sorted := slices.Clone(shuffled)
+	slices.SortStableFunc(sorted, func(a, b traces.Record) int {
+		return cmp.Or(cmp.Compare(a.ArrivalNs, b.ArrivalNs), cmp.Compare(a.Seq, b.Seq))
+	})
+	// In order for 12000 records, then one earlier than all of them, then
+	// shuffled: the writer sets aside what it wrote directly.
+	late := append(slices.Clone(sorted[:12000]), sorted[0])
+	late = append(late, shuffled[:7999]...)
 	dir := t.TempDir()
-	inMem := filepath.Join(dir, "mem.parquet")
-	writeParquet(t, inMem, recs, traces.CreateOptions{})
 	for _, tc := range []struct {
 		name   string
+		recs   []traces.Record
 		budget int64
 	}{
-		{"a few runs", 2 << 20},
-		{"hundreds of runs, smaller than a row group", 32 << 10},
-		{"one record per run", 1},
+		{"shuffled, a few runs", shuffled, 2 << 20},
+		{"shuffled, hundreds of runs merged 16 at a time", shuffled, 32 << 10},
+		{"shuffled, one record per run", shuffled, 1},
+		{"in order: written directly", sorted, 32 << 10},
+		{"in order, then out of order: the direct part becomes the first run", late, 256 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tmp := t.TempDir()
 			spilled := filepath.Join(dir, "spill.parquet")
-			n := recs
+			n := tc.recs
 			if tc.budget == 1 {
-				n = recs[:600]
+				n = n[:600]
+			}
+			if len(n) != len(shuffled) && tc.budget != 1 {
+				t.Fatalf("test input has %d records", len(n))
 			}
 			writeParquet(t, spilled, n, traces.CreateOptions{SortMemoryBytes: tc.budget, TempDir: tmp, RowGroupRows: 4096})
 			assertEmptyDir(t, tmp, "after Close")
-			want := readParquet(t, inMem)
-			if tc.budget == 1 {
-				small := filepath.Join(dir, "mem-small.parquet")
-				writeParquet(t, small, n, traces.CreateOptions{})
-				want = readParquet(t, small)
+			if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
+				t.Errorf("left beside the output: %v", left)
 			}
+			want := inMemory(t, n)
 			got := readParquet(t, spilled)
 			if len(got) != len(want) {
 				t.Fatalf("%d rows, want %d", len(got), len(want))
@@ -146,4 +159,51 @@ func TestParquetSpillCleanup(t *testing.T) {
 	}
 	traces.Abort(w)
 	assertEmptyDir(t, dir, "after a failed spill (output)")
+}
+
+// inMemory is recs as the writer sorts them in memory: a plain io.Writer
+// (nothing to write directly) and a budget larger than them.
+func inMemory(t *testing.T, recs []traces.Record) []traces.Record {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := traces.NewWriter(&buf, traces.FormatParquet, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(t.TempDir(), "mem.parquet")
+	if err := os.WriteFile(name, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return readParquet(t, name)
+}
+
+// A writer over a plain io.Writer (no file to set aside) sorts through
+// spilled runs from the start: the rows equal the in-memory sort's.
+func TestParquetSpillToStream(t *testing.T) {
+	recs := spillRecords(5000)
+	var buf bytes.Buffer
+	w, err := traces.NewWriter(&buf, traces.FormatParquet, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	streamed := filepath.Join(t.TempDir(), "s.parquet")
+	if err := os.WriteFile(streamed, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, want := readParquet(t, streamed), inMemory(t, recs)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("streamed and named outputs differ (%d and %d rows)", len(got), len(want))
+	}
 }

@@ -443,6 +443,7 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"cmd/tokentrace/app.go":         "--cpuprofile",
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
 		"capture/spool.go":              "capture's sorted runs in their temporary directory",
+		"capture/sessions.go":           "capture's spilled session counts in the same directory",
 		"internal/promtest/promtest.go": "tests' Prometheus configuration",
 	}
 	root := "../.."

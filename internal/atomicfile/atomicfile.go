@@ -122,6 +122,61 @@ func (a *File) Close() error {
 	return nil
 }
 
+// SetAside moves what was written so far to a file of its own beside the
+// final name (a hidden ".NAME.aside-*" file) and starts the temporary file
+// afresh. It returns that file's name; the caller reads and removes it.
+// A writer that began writing its output directly uses it to turn what it
+// wrote into input for a second try.
+func (a *File) SetAside() (string, error) {
+	if a.err != nil {
+		return "", a.err
+	}
+	if a.done {
+		return "", os.ErrClosed
+	}
+	dir, base := filepath.Split(a.name)
+	if dir == "" {
+		dir = "."
+	}
+	old := a.f.Name()
+	if err := a.f.Close(); err != nil {
+		a.err = a.named(err)
+		os.Remove(old)
+		a.done = true
+		return "", a.err
+	}
+	aside, err := os.CreateTemp(dir, "."+base+".aside-*")
+	if err != nil {
+		os.Remove(old)
+		a.done = true
+		a.err = a.named(err)
+		return "", a.err
+	}
+	aside.Close()
+	if err := os.Rename(old, aside.Name()); err != nil {
+		os.Remove(old)
+		os.Remove(aside.Name())
+		a.done = true
+		a.err = a.named(err)
+		return "", a.err
+	}
+	f, err := os.CreateTemp(dir, "."+base+".partial-*")
+	if err == nil {
+		if err = f.Chmod(0o644); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+	if err != nil {
+		os.Remove(aside.Name())
+		a.done = true
+		a.err = a.named(err)
+		return "", a.err
+	}
+	a.f = f
+	return aside.Name(), nil
+}
+
 // Err is the first write error, if any.
 func (a *File) Err() error { return a.err }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -96,5 +97,34 @@ func TestWriteFile(t *testing.T) {
 	}
 	if b, err := os.ReadFile(name); err != nil || string(b) != `{"whole":1}` {
 		t.Errorf("after WriteFile: %q, %v", b, err)
+	}
+}
+
+// SetAside moves what was written to a file of its own and starts afresh:
+// the final name gets only what was written after it.
+func TestSetAside(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "out")
+	f, err := Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("first try"))
+	aside, err := f.SetAside()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("second"))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(aside); string(b) != "first try" {
+		t.Errorf("aside holds %q", b)
+	}
+	if b, _ := os.ReadFile(name); string(b) != "second" {
+		t.Errorf("final file holds %q", b)
+	}
+	if filepath.Dir(aside) != dir || !strings.HasPrefix(filepath.Base(aside), ".out.aside-") {
+		t.Errorf("aside file %s: want a hidden .out.aside-* beside the output", aside)
 	}
 }
