@@ -10,7 +10,9 @@
 //     category, histograms of prefix, input and output lengths with output
 //     conditioned on input ranges (their joint shape), block reuse, and the
 //     session structure. A Model is versioned JSON (LoadModel,
-//     ReadModelFile, WriteTo) with no raw records.
+//     ReadModelFile, WriteTo) with no raw records. Fitting streams
+//     (FitSeq): records are seen once, in arrival order, and memory does
+//     not grow with their number (fitstream.go).
 //   - (*Model).Generate writes a trace in the same schema: byte-identical
 //     for the same seed and options, with rate and length scaling and a
 //     category mix override.

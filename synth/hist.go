@@ -114,9 +114,19 @@ func notFinite(v ...float64) bool {
 // newHist builds a histogram of sorted values with at most maxBins bins of
 // at least minCount values each (see Hist).
 func newHist(sorted []float64, maxBins, minCount int, integer bool) Hist {
+	return newHistRuns(runsOfSorted(sorted), maxBins, minCount, integer)
+}
+
+// newHistRuns is newHist of the values of runs (increasing values with
+// their counts), as a multiset keeps them.
+func newHistRuns(runs []run, maxBins, minCount int, integer bool) Hist {
 	h := Hist{Integer: integer, Bins: []Bin{}}
-	n := len(sorted)
-	if n == 0 {
+	var total int64
+	for _, r := range runs {
+		total += r.n
+	}
+	n := float64(total)
+	if total == 0 {
 		return h
 	}
 	if maxBins < 1 {
@@ -125,11 +135,11 @@ func newHist(sorted []float64, maxBins, minCount int, integer bool) Hist {
 	if minCount < 1 {
 		minCount = 1
 	}
-	target := float64(n) / float64(maxBins)
+	target := n / float64(maxBins)
 	if target < float64(minCount) {
 		target = float64(minCount)
 	}
-	cur := Bin{Lo: sorted[0], Hi: sorted[0]}
+	cur := Bin{Lo: runs[0].v, Hi: runs[0].v}
 	curTarget := target
 	var modeV, modeN float64 // the open bin's most frequent value
 	setMode := func(b *Bin) {
@@ -164,13 +174,10 @@ func newHist(sorted []float64, maxBins, minCount int, integer bool) Hist {
 		cur = Bin{}
 		modeV, modeN = 0, 0
 	}
-	for i := 0; i < n; {
-		j := i + 1
-		for j < n && sorted[j] == sorted[i] {
-			j++
-		}
-		run := float64(j - i)
-		v := sorted[i]
+	var done int64 // values before the current run
+	for _, r := range runs {
+		run := float64(r.n)
+		v := r.v
 		if run >= target && cur.Count > 0 {
 			// An atom gets its own bin: close the open bin, or give its few
 			// values to the bin before so the atom stays exact.
@@ -185,7 +192,7 @@ func newHist(sorted []float64, maxBins, minCount int, integer bool) Hist {
 			// Refine the upper tail: near the top a bin holds at most a
 			// quarter of what is left, so the extreme tail gets its own
 			// (small, but never below minCount) bins.
-			curTarget = math.Max(float64(minCount), math.Min(target, float64(n-i)/4))
+			curTarget = math.Max(float64(minCount), math.Min(target, float64(total-done)/4))
 		}
 		cur.Hi = v
 		cur.Count += run
@@ -195,7 +202,7 @@ func newHist(sorted []float64, maxBins, minCount int, integer bool) Hist {
 		if cur.Count >= curTarget {
 			flush()
 		}
-		i = j
+		done += r.n
 	}
 	if cur.Count > 0 {
 		if cur.Count < float64(minCount) && len(h.Bins) > 0 {

@@ -74,6 +74,11 @@ type FittedOn struct {
 	Categories int `json:"categories"`
 	// Note is a reminder that no raw records are kept.
 	Note string `json:"note"`
+	// Approximations says where the streaming fitter, to bound its memory,
+	// did not fit the records exactly (histograms cut from values truncated
+	// to fewer significant bits, prefix blocks forgotten, categories pooled
+	// unseen); absent when the model is exact.
+	Approximations []string `json:"approximations,omitempty"`
 }
 
 // Share is a named share of records.

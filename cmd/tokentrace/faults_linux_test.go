@@ -444,6 +444,7 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
 		"capture/spool.go":              "capture's sorted runs in their temporary directory",
 		"capture/sessions.go":           "capture's spilled session counts in the same directory",
+		"synth/spill.go":                "synth fit's spilled logs in the temporary directory, removed when the fit ends",
 		"internal/promtest/promtest.go": "tests' Prometheus configuration",
 	}
 	root := "../.."

@@ -78,6 +78,9 @@ histograms of prefix, input and output tokens (output conditioned on input
 ranges), category mix, block reuse, session structure, and the arrival
 process as counts per --bin plus within-bin gap distributions (empirical
 histograms and exponential/gamma/Weibull MLE fits). No raw records.
+TRACE is read once, in arrival order, and memory does not grow with its
+length; records up to --reorder-window places out of (arrival_ns, seq)
+order are put back in order, one further out is an error.
 
 Example:
   tokentrace synth fit --out model.json trace.parquet`,
@@ -90,6 +93,7 @@ Example:
 			&cli.IntFlag{Name: "min-bin-count", Value: synth.DefaultMinBinCount, Usage: "fewest values per histogram bin", Destination: &o.MinBinCount},
 			&cli.IntFlag{Name: "min-category-records", Value: synth.DefaultMinCategoryRecords, Usage: "smaller categories are pooled", Destination: &o.MinCategoryRecords},
 			&cli.DurationFlag{Name: "quantum", Usage: "arrival-time grid of a coarsened trace (0 = detect, negative = none)", Destination: &o.Quantum},
+			&cli.IntFlag{Name: "reorder-window", Value: synth.DefaultReorderWindow, Usage: "records held to restore arrival order (negative = none)", Destination: &o.ReorderWindow},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,6 +50,15 @@ func TestSynthCLI(t *testing.T) {
 	synthTrace(t, trace, 4000)
 	model := filepath.Join(dir, "model.json")
 	p := func(name string) string { return filepath.Join(dir, name) }
+	// The same trace with its rows in reverse order.
+	recs, _, err := traces.ReadAll(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(recs)
+	if err := traces.WriteAll(p("reversed.jsonl"), traces.NewMeta("test"), recs); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -57,6 +68,8 @@ func TestSynthCLI(t *testing.T) {
 		wantErr string // substring of stderr
 	}{
 		{name: "fit writes a model", args: []string{"synth", "fit", "--out", model, trace}, wantErr: "synth fit: 4000 records"},
+		{name: "fit puts a reversed trace back in order within the window", args: []string{"synth", "fit", "--out", p("reversed-model.json"), p("reversed.jsonl")}, wantErr: "synth fit: 4000 records"},
+		{name: "fit refuses a trace further out of order than --reorder-window", args: []string{"synth", "fit", "--reorder-window", "100", "--out", p("x.json"), p("reversed.jsonl")}, code: 1, wantErr: "out of arrival order"},
 		{name: "gen writes a trace", args: []string{"synth", "gen", "--seed", "3", "--out", p("a.jsonl"), model}, wantErr: "records ->"},
 		{name: "gen again with the same seed", args: []string{"synth", "gen", "--seed", "3", "--out", p("b.jsonl"), model}},
 		{name: "gen with scaling and a mix", args: []string{"synth", "gen", "--seed", "3", "--rate-scale", "2", "--length-scale", "0.5", "--mix", "sys=0.5", "--out", p("c.jsonl"), model}},
@@ -85,6 +98,21 @@ func TestSynthCLI(t *testing.T) {
 				t.Errorf("%v: stderr lacks %q:\n%s", tc.args, tc.wantErr, errs)
 			}
 		})
+	}
+	// Put back in order, the reversed trace fits to the same model.
+	var fwd, rev map[string]any
+	for path, m := range map[string]*map[string]any{model: &fwd, p("reversed-model.json"): &rev} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, m); err != nil {
+			t.Fatal(err)
+		}
+		delete((*m)["fitted_on"].(map[string]any), "file")
+	}
+	if !reflect.DeepEqual(fwd, rev) {
+		t.Error("synth fit of the reversed trace differs from the fit of the trace")
 	}
 	a, _ := os.ReadFile(p("a.jsonl"))
 	b, _ := os.ReadFile(p("b.jsonl"))

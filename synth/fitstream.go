@@ -1,0 +1,1224 @@
+package synth
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// The streaming fitter sees each record once, in (arrival_ns, seq) order,
+// and keeps counts and multisets (multiset.go), never the records. What
+// needs the end of the stream (the bin width and grid, load levels, a
+// group's input ranges) is fitted from logs replayed at the end (spill.go):
+// session-start arrivals and, per row, category id, input and output
+// lengths and block reuse, as varints (2–6 bytes a row), in memory up to
+// 1 MiB a log and then in a temporary file. In memory it keeps:
+//
+//   - per class: model and API counts, the inter-turn gap multiset;
+//   - per session: its turn count and last arrival, for the whole fit (a
+//     later turn may come at any time), about 40 bytes: memory grows with
+//     the number of sessions;
+//   - per prefix block: the last row that used it, for at most 2 ×
+//     fitLimits.blocks blocks per class (blockTable);
+//   - per category, up to fitLimits.categories per class: its record count
+//     and, below MinCategoryRecords rows, those rows' lengths (≤ 24 bytes
+//     each), from then on its prefix, input and reuse-distance multisets:
+//     memory grows with the number of categories (classFit.category), and
+//     categories past the limit are counted in at most 2^18 hashes and
+//     then a 16 KiB sketch (distinct);
+//   - the positive gaps between consecutive arrivals, for detectQuantum.
+//
+// Every multiset is exact up to its limit of distinct values (2^15 for
+// gaps, 2^17 for token counts, which keeps a real length column exact),
+// blocks and categories are tracked up to their limits, and the logs are
+// exact, so the model is the one the in-memory fitter made of the same
+// records (fitref_test.go keeps that fitter; fitstream_test.go compares
+// them) until a limit is passed. Then FittedOn.Approximations says what
+// happened: a distribution is fitted on values truncated to fewer
+// significant bits (each lowered by less than a relative 2^-bits, see
+// multiset), blocks unseen for long are forgotten, late categories are
+// pooled, or the number of categories is estimated (distinct). Memory
+// then still grows with sessions and with categories below their limit.
+
+// fitLimits bound the fitter's memory; tests lower them to exercise the
+// approximations.
+type fitLimits struct {
+	values     int // distinct values of a multiset of gaps
+	lengths    int // distinct values of a multiset of lengths or counts
+	blocks     int // prefix blocks per blockTable generation
+	categories int // categories tracked per class
+	untracked  int // categories past those counted exactly per class
+	logMem     int // bytes of each varintLog kept in memory
+}
+
+var defaultFitLimits = fitLimits{
+	values:     defaultValueLimit,
+	lengths:    defaultLengthLimit,
+	blocks:     1 << 19,
+	categories: 1 << 16,
+	untracked:  1 << 18,
+	logMem:     1 << 20,
+}
+
+// approx collects where a fit is not exact, for FittedOn.Approximations.
+type approx struct {
+	bits      int // coarsest precision values were truncated to; 0 = none
+	truncated int // histograms cut from truncated values
+	notes     []string
+}
+
+// note records that a histogram is cut from values kept to sig bits.
+func (a *approx) note(sig int) {
+	if sig == 0 {
+		return
+	}
+	a.truncated++
+	if a.bits == 0 || sig < a.bits {
+		a.bits = sig
+	}
+}
+
+// runs is runsOf(s), noting its precision.
+func (a *approx) runs(s *multiset) []run {
+	a.note(s.sig)
+	r, _ := runsOf(s)
+	return r
+}
+
+// list is FittedOn.Approximations.
+func (a *approx) list() []string {
+	out := slices.Clone(a.notes)
+	if a.truncated > 0 {
+		out = append(out, fmt.Sprintf("%d distributions fitted on values truncated to %d bits after the leading one (each lowered by less than a relative 2^-%d): more distinct values than the fitter keeps exactly", a.truncated, a.bits, a.bits))
+	}
+	return out
+}
+
+// fitRow is what fitting reads of a record.
+type fitRow struct {
+	arrival, seq, session       int64
+	class, category, model, api string
+	input, output, prefix       int32
+	blocks                      []int64
+}
+
+func (r *fitRow) set(rec *traces.Record) {
+	*r = fitRow{
+		arrival: rec.ArrivalNs, seq: rec.Seq, session: rec.Session,
+		class: rec.Class, category: rec.Category, model: rec.Model, api: rec.API,
+		input: rec.InputTokens, output: rec.OutputTokens, prefix: rec.PrefixTokens,
+		blocks: rec.PrefixBlocks,
+	}
+}
+
+// checkRecord rejects what Fit cannot fit.
+func checkRecord(r *traces.Record) error {
+	if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 || r.PrefixTokens < 0 {
+		return fmt.Errorf("fit: record seq %d has a negative arrival or token count", r.Seq)
+	}
+	return nil
+}
+
+// fitter is the state of one streaming fit.
+type fitter struct {
+	opts FitOptions
+	lim  fitLimits
+
+	n           int64
+	first, last int64
+	// Arrivals at the same instant as the one before, and the positive gaps
+	// between consecutive arrivals (ns): what detectQuantum needs.
+	zeroGaps int64
+	gaps     multiset
+
+	classes map[string]*classFit
+	cur     *classFit // the previous record's class
+	label   []byte    // scratch for a derived category label
+	approx  approx
+}
+
+func newFitter(opts FitOptions, lim fitLimits) *fitter {
+	return &fitter{
+		opts:    opts,
+		lim:     lim,
+		gaps:    newMultiset(lim.values, truncUint),
+		classes: map[string]*classFit{},
+	}
+}
+
+// close releases temporary files.
+func (f *fitter) close() error {
+	var errs []error
+	for _, c := range f.classes {
+		errs = append(errs, c.starts.close(), c.joint.close())
+	}
+	return errors.Join(errs...)
+}
+
+// add fits the next record in (arrival_ns, seq) order. r's lists are not
+// kept.
+func (f *fitter) add(r *fitRow) error {
+	if f.n == 0 {
+		f.first = r.arrival
+	} else if d := r.arrival - f.last; d > 0 {
+		f.gaps.add(uint64(d), 1)
+	} else {
+		f.zeroGaps++
+	}
+	f.last = r.arrival
+	f.n++
+	c := f.cur
+	if c == nil || c.name != r.class {
+		c = f.classes[r.class]
+		if c == nil {
+			c = newClassFit(r.class, f)
+			f.classes[r.class] = c
+		}
+		f.cur = c
+	}
+	return c.add(f, r)
+}
+
+// counter counts names; most rows repeat the previous row's name.
+type counter struct {
+	m     map[string]*int64
+	last  string
+	lastN *int64
+}
+
+func (c *counter) inc(name string) {
+	if c.lastN == nil || name != c.last {
+		n := c.m[name]
+		if n == nil {
+			n = new(int64)
+			c.m[name] = n
+		}
+		c.last, c.lastN = name, n
+	}
+	*c.lastN++
+}
+
+func (c *counter) counts() map[string]int64 {
+	out := make(map[string]int64, len(c.m))
+	for k, n := range c.m {
+		out[k] = *n
+	}
+	return out
+}
+
+// sessState is one session: rows so far and the last one's arrival.
+type sessState struct {
+	turns int64
+	last  int64
+}
+
+// classFit is the streaming state of one traffic class.
+type classFit struct {
+	name string
+	n    int64 // rows so far (the next row's index within the class)
+
+	models, apis counter
+
+	sess      map[int64]sessState
+	turnGaps  multiset
+	starts    varintLog // session-start arrivals, as deltas
+	lastStart int64
+	// Per row: category id (0 = pooled), input and output tokens, and for
+	// rows with blocks after the class's first, reused blocks + 1 and
+	// blocks (else 0): the joint model, whose input ranges are known only
+	// at the end.
+	joint varintLog
+
+	seen       blockTable
+	hasBlocks  int64
+	derivedOK  int64           // rows with blocks whose category is the derived label
+	reusedFreq map[int32]int64 // rows with blocks after the class's first: reused leading blocks → rows
+
+	cats    map[string]*catFit
+	lastCat *catFit
+	lastCN  string
+	// Past fitLimits.categories, rows of categories seen for the first time
+	// go to overflow (pooled into tail), or, when categories look derived
+	// from blocks, every row goes to all (collapsed).
+	overflow  *lenState
+	all       *lenState
+	collapsed bool
+	untracked distinct // the categories not tracked
+}
+
+func newClassFit(name string, f *fitter) *classFit {
+	return &classFit{
+		name:       name,
+		models:     counter{m: map[string]*int64{}},
+		apis:       counter{m: map[string]*int64{}},
+		sess:       map[int64]sessState{},
+		turnGaps:   newValues(f.lim.values),
+		starts:     varintLog{what: "session starts", dir: f.opts.TempDir, memLimit: f.lim.logMem},
+		joint:      varintLog{what: "joint lengths", dir: f.opts.TempDir, memLimit: f.lim.logMem},
+		seen:       blockTable{gen: f.lim.blocks},
+		reusedFreq: map[int32]int64{},
+		cats:       map[string]*catFit{},
+		untracked:  distinct{limit: f.lim.untracked},
+	}
+}
+
+// lenRow is what a category keeps of a row (the joint log the rest).
+type lenRow struct {
+	input, prefix int32
+	blocks        bool  // the row has prefix blocks
+	dist          int64 // rows since the last reused block was seen; -1 = none
+}
+
+func (c *classFit) add(f *fitter, r *fitRow) error {
+	i := c.n
+	c.n++
+	c.models.inc(r.model)
+	c.apis.inc(r.api)
+
+	// Sessions: starts are single-shot rows and each session's first row.
+	start := true
+	if r.session != 0 {
+		if s, ok := c.sess[r.session]; ok {
+			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
+			c.sess[r.session] = sessState{turns: s.turns + 1, last: r.arrival}
+			start = false
+		} else {
+			c.sess[r.session] = sessState{turns: 1, last: r.arrival}
+		}
+	}
+	if start {
+		c.starts.put(uint64(r.arrival - c.lastStart))
+		c.lastStart = r.arrival
+	}
+
+	// Block reuse, in arrival order within the class.
+	row := lenRow{input: r.input, prefix: r.prefix, blocks: len(r.blocks) > 0, dist: -1}
+	reused := -1
+	if len(r.blocks) > 0 {
+		c.hasBlocks++
+		L := 0
+		for L < len(r.blocks) {
+			if _, ok := c.seen.get(r.blocks[L]); !ok {
+				break
+			}
+			L++
+		}
+		if L > 0 {
+			at, _ := c.seen.get(r.blocks[L-1])
+			row.dist = i - at
+			f.label = strconv.AppendInt(append(f.label[:0], blockCategoryPrefix...), r.blocks[L-1], 10)
+			if string(f.label) == r.category {
+				c.derivedOK++
+			}
+		} else if r.category == "" {
+			c.derivedOK++
+		}
+		for _, b := range r.blocks {
+			c.seen.set(b, i)
+		}
+		if i > 0 {
+			c.reusedFreq[int32(L)]++
+			reused = L
+		}
+	}
+	ct, pooled, id := c.category(f, r.category)
+	if ct != nil {
+		ct.add(f, &row)
+	} else {
+		pooled.add(&row)
+	}
+	c.joint.put(uint64(id))
+	c.joint.put(uint64(r.input))
+	c.joint.put(uint64(r.output))
+	c.joint.put(uint64(reused + 1))
+	if reused >= 0 {
+		c.joint.put(uint64(len(r.blocks)))
+	}
+	return nil
+}
+
+// category returns where a row of category name goes — its catFit, or
+// the lenState it is pooled into — and its id in the joint log (0 =
+// pooled). Up to fitLimits.categories categories per class are tracked one
+// by one (the empty category always is). A category first seen past that is not:
+// if the class's categories look derived from blocks (then Fit keeps one
+// group anyway) every category is pooled from then on, else the new
+// category's rows are pooled into the tail group whatever its final size —
+// the one place where a big trace can get a different model: a category
+// first seen after 65,536 others in its class that ends up with
+// MinCategoryRecords rows or more is fitted as part of tail.
+func (c *classFit) category(f *fitter, name string) (*catFit, *lenState, int) {
+	if c.collapsed {
+		if _, ok := c.cats[name]; !ok {
+			c.untrack(name)
+		}
+		return nil, c.all, 0
+	}
+	if c.lastCat != nil && c.lastCN == name {
+		return c.lastCat, nil, c.lastCat.id
+	}
+	ct := c.cats[name]
+	if ct == nil {
+		if name != "" && len(c.cats) >= f.lim.categories {
+			c.untrack(name)
+			if c.looksDerived() {
+				c.collapse(f)
+				return nil, c.all, 0
+			}
+			if c.overflow == nil {
+				c.overflow = newLenState(f.lim)
+			}
+			return nil, c.overflow, 0
+		}
+		ct = &catFit{id: len(c.cats) + 1}
+		c.cats[name] = ct
+	}
+	c.lastCat, c.lastCN = ct, name
+	return ct, nil, ct.id
+}
+
+func (c *classFit) untrack(name string) { c.untracked.add(name) }
+
+// looksDerived is the CategoriesFromBlocks test on the rows so far.
+func (c *classFit) looksDerived() bool {
+	return c.hasBlocks > 0 && float64(c.hasBlocks)/float64(c.n) >= 0.5 && float64(c.derivedOK) >= 0.99*float64(c.hasBlocks)
+}
+
+// collapse pools every category's rows into c.all.
+func (c *classFit) collapse(f *fitter) {
+	c.all = newLenState(f.lim)
+	names := make([]string, 0, len(c.cats))
+	for n := range c.cats {
+		names = append(names, n)
+	}
+	sort.Strings(names) // merging order decides nothing, but keep it fixed
+	for _, n := range names {
+		ct := c.cats[n]
+		ct.mergeInto(c.all)
+		ct.st, ct.pending = nil, nil
+	}
+	if c.overflow != nil {
+		c.all.merge(c.overflow)
+		c.overflow = nil
+	}
+	c.collapsed = true
+	c.lastCat = nil
+}
+
+// catFit is one category of a class.
+type catFit struct {
+	id int // in the joint log
+	n  int64
+	// Rows of a category with fewer than MinCategoryRecords rows are kept
+	// as they are (it may end in the tail group); from then on st holds
+	// them.
+	pending []lenRow
+	st      *lenState
+}
+
+func (ct *catFit) add(f *fitter, r *lenRow) {
+	ct.n++
+	if ct.st == nil {
+		if ct.n < int64(f.opts.MinCategoryRecords) {
+			ct.pending = append(ct.pending, *r)
+			return
+		}
+		ct.st = newLenState(f.lim)
+		for i := range ct.pending {
+			ct.st.add(&ct.pending[i])
+		}
+		ct.pending = nil
+	}
+	ct.st.add(r)
+}
+
+// mergeInto adds the category's rows to s.
+func (ct *catFit) mergeInto(s *lenState) {
+	if ct.st != nil {
+		s.merge(ct.st)
+	}
+	for i := range ct.pending {
+		s.add(&ct.pending[i])
+	}
+}
+
+// lenState is the length model of a group's rows, as multisets (outputs
+// and reuse come from the joint log).
+type lenState struct {
+	n, withBlocks int64
+	prefix, input multiset
+	dists         multiset // reuse distances (rows) of rows with blocks
+}
+
+func newLenState(lim fitLimits) *lenState {
+	return &lenState{
+		prefix: newValues(lim.lengths),
+		input:  newValues(lim.lengths),
+		dists:  newValues(lim.lengths),
+	}
+}
+
+func (s *lenState) add(r *lenRow) {
+	s.n++
+	addFloat(&s.prefix, float64(r.prefix))
+	addFloat(&s.input, float64(r.input))
+	if r.blocks {
+		s.withBlocks++
+		if r.dist > 0 {
+			addFloat(&s.dists, float64(r.dist))
+		}
+	}
+}
+
+func (s *lenState) merge(o *lenState) {
+	s.n += o.n
+	s.withBlocks += o.withBlocks
+	s.prefix.merge(&o.prefix)
+	s.input.merge(&o.input)
+	s.dists.merge(&o.dists)
+}
+
+// blockTable remembers the last row (class index) each prefix block was
+// seen in. It is exact while a class has fewer than gen distinct blocks;
+// past that it keeps two generations of gen blocks and drops the older when
+// the newer fills, so a block is forgotten only after at least gen other
+// distinct blocks were seen since it was last seen (then a row reusing it
+// counts as fresh). At 512 tokens a block, the default 2^19 blocks are
+// 268 M tokens, far beyond any prefix cache the model is meant to describe;
+// the two generations take at most 32 MB.
+type blockTable struct {
+	gen      int
+	cur, old blockMap
+	dropped  int64 // blocks forgotten
+}
+
+func (t *blockTable) get(b int64) (int64, bool) {
+	if v, ok := t.cur.get(b); ok {
+		return v, true
+	}
+	return t.old.get(b)
+}
+
+func (t *blockTable) set(b, row int64) {
+	t.cur.set(b, row)
+	if t.cur.used >= t.gen {
+		t.old.each(func(b int64) {
+			if _, ok := t.cur.get(b); !ok {
+				t.dropped++
+			}
+		})
+		t.old, t.cur = t.cur, t.old
+		t.cur.reset()
+	}
+}
+
+// blockMap maps a block to a row: open addressing with linear probing, at
+// most half full, like multiset (a Go map is several times slower here,
+// where a row touches dozens of blocks).
+type blockMap struct {
+	slots []bslot
+	used  int
+	shift uint
+}
+
+type bslot struct {
+	k   int64
+	row int64 // row + 1; 0 = empty
+}
+
+func (m *blockMap) slot(k int64) *bslot {
+	mask := len(m.slots) - 1
+	i := int((uint64(k) * 0x9E3779B97F4A7C15) >> m.shift)
+	for {
+		e := &m.slots[i]
+		if e.row == 0 || e.k == k {
+			return e
+		}
+		i = (i + 1) & mask
+	}
+}
+
+func (m *blockMap) get(k int64) (int64, bool) {
+	if m.used == 0 {
+		return 0, false
+	}
+	e := m.slot(k)
+	return e.row - 1, e.row != 0
+}
+
+func (m *blockMap) set(k, row int64) {
+	if m.slots == nil {
+		m.resize(64)
+	}
+	e := m.slot(k)
+	if e.row == 0 {
+		e.k = k
+		m.used++
+	}
+	e.row = row + 1
+	if 2*m.used > len(m.slots) {
+		m.resize(2 * len(m.slots))
+	}
+}
+
+func (m *blockMap) resize(size int) {
+	old := m.slots
+	m.slots = make([]bslot, size)
+	m.shift = uint(64 - bits.TrailingZeros(uint(size)))
+	for _, e := range old {
+		if e.row != 0 {
+			*m.slot(e.k) = e
+		}
+	}
+}
+
+func (m *blockMap) each(fn func(k int64)) {
+	for _, e := range m.slots {
+		if e.row != 0 {
+			fn(e.k)
+		}
+	}
+}
+
+// reset empties the map and keeps its slots.
+func (m *blockMap) reset() {
+	clear(m.slots)
+	m.used = 0
+}
+
+// model finishes the fit.
+func (f *fitter) model(ctx context.Context) (*Model, error) {
+	opts := f.opts
+	if f.n == 0 {
+		return nil, errors.New("fit: the trace has no records")
+	}
+	first, last := f.first, f.last
+	m := &Model{
+		Format:    ModelFormat,
+		Version:   ModelVersion,
+		Fit:       opts,
+		BlockSize: opts.Meta.BlockSize,
+		Tokenizer: opts.Meta.Tokenizer,
+	}
+	m.QuantumNs = int64(opts.Quantum)
+	if opts.Quantum == 0 {
+		m.QuantumNs = f.detectQuantum()
+	} else if opts.Quantum < 0 {
+		m.QuantumNs = 0
+	}
+	if m.QuantumNs > 0 {
+		m.SpanNs = last + m.QuantumNs
+	} else if f.n > 1 && last > first {
+		m.SpanNs = last + (last-first)/(f.n-1)
+	} else {
+		m.SpanNs = last + 1
+	}
+	m.BinNs = int64(opts.Bin)
+	if q := m.QuantumNs; q > 0 {
+		// On a coarsened trace a bin spans at least minQuantaPerBin grid
+		// cells, so the model keeps a rate, not the trace's own cell
+		// counts.
+		m.BinNs = max(minQuantaPerBin*q, (m.BinNs+q/2)/q*q)
+	}
+	m.Fit.Bin = time.Duration(m.BinNs)
+	m.Fit.Quantum = time.Duration(m.QuantumNs)
+
+	names := make([]string, 0, len(f.classes))
+	for n := range f.classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	m.FittedOn = FittedOn{
+		Source:         opts.Meta.Source,
+		File:           opts.File,
+		SchemaVersion:  opts.Meta.SchemaVersion,
+		Records:        f.n,
+		FirstArrivalNs: first,
+		LastArrivalNs:  last,
+		Sessions:       f.sessions(names),
+		Categories:     f.categories(names),
+		Note:           "histograms, shares and per-bin counts only; no raw records",
+	}
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		c, err := f.fitClass(m, f.classes[name], rng)
+		if err != nil {
+			return nil, fmt.Errorf("fit class %q: %w", name, err)
+		}
+		c.Name = name
+		m.Classes = append(m.Classes, c)
+	}
+	m.FittedOn.Approximations = f.approx.list()
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("fit produced an invalid model (bug): %w", err)
+	}
+	return m, nil
+}
+
+// sessions counts distinct non-zero sessions over all classes.
+func (f *fitter) sessions(names []string) int64 {
+	var n int64
+	for i, name := range names {
+	next:
+		for id := range f.classes[name].sess {
+			for _, other := range names[:i] {
+				if _, ok := f.classes[other].sess[id]; ok {
+					continue next
+				}
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// categories counts distinct categories over all classes: exactly, unless
+// a class saw more than fitLimits.untracked categories past those it
+// tracks (then an estimate, see distinct).
+func (f *fitter) categories(names []string) int {
+	if len(names) == 1 { // a class's tracked and untracked ones are disjoint
+		c := f.classes[names[0]]
+		if c.untracked.estimated() {
+			f.approx.notes = append(f.approx.notes, "the number of categories is an estimate (HyperLogLog, standard error 0.8%)")
+		}
+		return len(c.cats) + int(c.untracked.count())
+	}
+	var tracked []string
+	var ds []*distinct
+	for _, name := range names {
+		c := f.classes[name]
+		for cat := range c.cats {
+			tracked = append(tracked, cat)
+		}
+		ds = append(ds, &c.untracked)
+	}
+	n, est := unionCount(tracked, ds)
+	if est {
+		f.approx.notes = append(f.approx.notes, "the number of categories is an estimate (HyperLogLog, standard error 0.8%)")
+	}
+	return int(n)
+}
+
+// detectQuantum finds the grid of a coarsened trace: at least a quarter of
+// the arrivals share an instant with the one before, and 99% of the gaps
+// between distinct instants are within 1% of a multiple of their median.
+func (f *fitter) detectQuantum() int64 {
+	if f.n < 2 {
+		return 0
+	}
+	npos := f.n - 1 - f.zeroGaps
+	if npos < 10 || float64(npos) > 0.75*float64(f.n-1) {
+		return 0
+	}
+	f.approx.note(f.gaps.sig)
+	type gapRun struct {
+		g uint64
+		n int64
+	}
+	runs := make([]gapRun, 0, f.gaps.len())
+	f.gaps.each(func(g uint64, n int64) { runs = append(runs, gapRun{g, n}) })
+	slices.SortFunc(runs, func(a, b gapRun) int { return cmp.Compare(a.g, b.g) })
+	var q int64
+	var at int64
+	for _, r := range runs {
+		at += r.n
+		if at > npos/2 {
+			q = int64(r.g)
+			break
+		}
+	}
+	if q < int64(time.Millisecond) {
+		return 0
+	}
+	q = (q + int64(time.Millisecond)/2) / int64(time.Millisecond) * int64(time.Millisecond)
+	tol := float64(q) / 100
+	var ok int64
+	for _, r := range runs {
+		k := math.Round(float64(r.g) / float64(q))
+		if k >= 1 && math.Abs(float64(r.g)-k*float64(q)) <= tol {
+			ok += r.n
+		}
+	}
+	if float64(ok) < 0.99*float64(npos) {
+		return 0
+	}
+	return q
+}
+
+func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) {
+	opts := f.opts
+	cl := Class{Records: c.n}
+	cl.Models, cl.APIs = sharesOf(c.models.counts()), sharesOf(c.apis.counts())
+
+	if len(c.sess) > 0 {
+		turns := map[float64]int64{}
+		for _, s := range c.sess {
+			turns[float64(s.turns)]++
+		}
+		gaps := f.approx.runs(&c.turnGaps)
+		cl.Sessions = &Sessions{
+			Share: float64(len(c.sess)) / float64(c.starts.n),
+			Turns: newHistRuns(runsOfMap(turns), opts.LengthBins, opts.MinBinCount, true),
+			GapS:  newHistRuns(gaps, opts.GapBins, opts.MinBinCount, false),
+		}
+	}
+	arr, err := fitArrival(m, &c.starts, opts, f.lim, &f.approx, rng)
+	if err != nil {
+		return cl, err
+	}
+	cl.Arrival = arr
+
+	if c.hasBlocks > 0 {
+		bestN, bestR := int64(0), int32(0)
+		for r, n := range c.reusedFreq {
+			if r > 0 && (n > bestN || (n == bestN && r < bestR)) {
+				bestN, bestR = n, r
+			}
+		}
+		if float64(bestN) >= 0.1*float64(c.hasBlocks) {
+			cl.SharedPrefixBlocks = int(bestR)
+		}
+	}
+	blocksShare := float64(c.hasBlocks) / float64(c.n)
+	cl.CategoriesFromBlocks = c.hasBlocks > 0 && blocksShare >= 0.5 && float64(c.derivedOK) >= 0.99*float64(c.hasBlocks)
+	if c.collapsed && !cl.CategoriesFromBlocks {
+		// Pooled while streaming, the categories cannot be told apart now.
+		return cl, fmt.Errorf("its categories looked derived from prefix blocks when it reached %d of them, so the fitter pooled them, but by the end fewer than 99%% of its rows with blocks carry their derived label: fit the trace in parts", f.lim.categories)
+	}
+
+	// Groups: categories (small ones pooled), or one group when categories
+	// are derived from blocks.
+	names := make([]string, 0, len(c.cats))
+	for n := range c.cats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var groups []*lenState
+	groupOf := make([]int, len(c.cats)+1) // category id → group; 0 = pooled
+	if cl.CategoriesFromBlocks {
+		all := c.all
+		if all == nil {
+			all = newLenState(f.lim)
+			for _, n := range names {
+				c.cats[n].mergeInto(all)
+			}
+			if c.overflow != nil {
+				all.merge(c.overflow)
+			}
+		}
+		cl.Groups = []Group{{Name: ""}}
+		groups = []*lenState{all}
+	} else {
+		var small []int
+		tail := newLenState(f.lim)
+		tailCats := c.untracked.count()
+		if c.overflow != nil {
+			tail.merge(c.overflow)
+		}
+		for _, n := range names {
+			ct := c.cats[n]
+			if n == "" || ct.n >= int64(opts.MinCategoryRecords) {
+				s := ct.st
+				if s == nil { // the empty category, below MinCategoryRecords
+					s = newLenState(f.lim)
+					ct.mergeInto(s)
+				}
+				groupOf[ct.id] = len(groups)
+				cl.Groups = append(cl.Groups, Group{Name: n})
+				groups = append(groups, s)
+			} else {
+				ct.mergeInto(tail)
+				tailCats++
+				small = append(small, ct.id)
+			}
+		}
+		if tail.n > 0 {
+			for _, id := range append(small, 0) {
+				groupOf[id] = len(groups)
+			}
+			cl.Groups = append(cl.Groups, Group{Name: "tail", Tail: true, TailCategories: tailCats})
+			groups = append(groups, tail)
+		}
+	}
+	joints := make([]*groupJoint, len(cl.Groups))
+	for gi := range cl.Groups {
+		joints[gi] = fitGroup(&cl.Groups[gi], groups[gi], c.n, opts, f.lim, &f.approx)
+	}
+	if err := c.replayJoint(groupOf, joints, cl.SharedPrefixBlocks); err != nil {
+		return cl, err
+	}
+	for gi := range cl.Groups {
+		joints[gi].finish(&cl.Groups[gi], opts, &f.approx)
+	}
+	if c.seen.dropped > 0 {
+		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: %d prefix blocks not seen within %d distinct blocks were forgotten (a later reuse of them counts as fresh)", c.name, c.seen.dropped, c.seen.gen))
+	}
+	if n := c.untracked.count(); n > 0 && !cl.CategoriesFromBlocks {
+		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: %d categories first seen after %d others were pooled into tail whatever their size", c.name, n, f.lim.categories))
+	}
+	return cl, nil
+}
+
+// groupJoint is a group's joint model while the joint log is replayed:
+// its input ranges and, per range, the outputs, reused blocks and fresh
+// fractions.
+type groupJoint struct {
+	rangeOf   []int     // input bin → range
+	bounds    []int     // first input bin of each range
+	his       []float64 // Hi of the non-empty input bins, as binOf sees them
+	useBlocks bool
+	outs      []multiset
+	reuse     []multiset
+	fresh     []multiset
+}
+
+// fitGroup fits a group's length histograms from its multisets and
+// prepares its joint model.
+func fitGroup(g *Group, s *lenState, classRows int64, opts FitOptions, lim fitLimits, ap *approx) *groupJoint {
+	g.Records = s.n
+	g.Share = float64(s.n) / float64(classRows)
+	prefix, input := ap.runs(&s.prefix), ap.runs(&s.input)
+	g.PrefixTokens = newHistRuns(prefix, opts.LengthBins, opts.MinBinCount, true)
+	g.InputTokens = newHistRuns(input, opts.LengthBins, opts.MinBinCount, true)
+	g.Blocks = float64(s.withBlocks) / float64(s.n)
+	j := &groupJoint{useBlocks: g.Blocks >= 0.5}
+	for _, b := range g.InputTokens.Bins {
+		if b.Count > 0 {
+			j.his = append(j.his, b.Hi)
+		}
+	}
+	if j.useBlocks && s.dists.len() > 0 {
+		h := newHistRuns(ap.runs(&s.dists), opts.GapBins, opts.MinBinCount, true)
+		g.ReuseDistance = &h
+	}
+	// Joint: consecutive input bins of about equal mass.
+	nb := len(g.InputTokens.Bins)
+	j.rangeOf = make([]int, nb)
+	per := float64(s.n) / float64(opts.JointBins)
+	acc := 0.0
+	for b := 0; b < nb; b++ {
+		if b == 0 || acc >= per {
+			j.bounds = append(j.bounds, b)
+			acc = 0
+		}
+		j.rangeOf[b] = len(j.bounds) - 1
+		acc += g.InputTokens.Bins[b].Count
+	}
+	for range j.bounds {
+		j.outs = append(j.outs, newValues(lim.lengths))
+		j.reuse = append(j.reuse, newValues(lim.lengths))
+		j.fresh = append(j.fresh, newValues(lim.values))
+	}
+	return j
+}
+
+// rangeOfInput is the input range of a row with in input tokens: the
+// range of binOf(InputTokens, in), by binary search.
+func (j *groupJoint) rangeOfInput(in int32) int {
+	k, _ := slices.BinarySearchFunc(j.his, float64(in), func(hi, v float64) int {
+		if hi < v {
+			return -1
+		}
+		return 1 // the first bin with v <= Hi
+	})
+	return j.rangeOf[min(k, len(j.his)-1)]
+}
+
+// replayJoint reads the joint log into the groups' ranges.
+func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks int) error {
+	r, err := c.joint.replay()
+	if err != nil {
+		return err
+	}
+	for range c.n {
+		id, in, out, reused := r.next(), int32(r.next()), r.next(), int(r.next())-1
+		j := joints[groupOf[id]]
+		k := j.rangeOfInput(in)
+		addFloat(&j.outs[k], float64(out))
+		if reused < 0 {
+			continue
+		}
+		blocks := r.next()
+		if !j.useBlocks {
+			continue
+		}
+		// The class's first row has nothing to reuse (Generate knows); it
+		// is not in the log's reuse.
+		if reused > sharedBlocks {
+			addFloat(&j.fresh[k], float64(reused)/float64(blocks))
+		} else {
+			addFloat(&j.reuse[k], float64(reused))
+		}
+	}
+	return r.err
+}
+
+// finish fits the group's conditional histograms.
+func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
+	nb := len(g.InputTokens.Bins)
+	for k := range j.bounds {
+		end := nb
+		if k+1 < len(j.bounds) {
+			end = j.bounds[k+1]
+		}
+		cd := Cond{
+			InputBins:    end - j.bounds[k],
+			InputMax:     g.InputTokens.Bins[end-1].Hi,
+			OutputTokens: newHistRuns(ap.runs(&j.outs[k]), opts.OutputBins, opts.MinBinCount, true),
+		}
+		if j.useBlocks {
+			ru, fr := ap.runs(&j.reuse[k]), ap.runs(&j.fresh[k])
+			h := newHistRuns(ru, opts.OutputBins, opts.MinBinCount, true)
+			cd.ReusedBlocks = &h
+			nr, nf := countOf(ru), countOf(fr)
+			if n := nr + nf; n > 0 && nf > 0 {
+				cd.DeepShare = float64(nf) / float64(n)
+				f := newHistRuns(fr, opts.OutputBins, opts.MinBinCount, false)
+				cd.DeepFraction = &f
+			}
+		}
+		g.Joint = append(g.Joint, cd)
+	}
+}
+
+// runsOfMap returns value → count as runs in increasing value order.
+func runsOfMap(m map[float64]int64) []run {
+	out := make([]run, 0, len(m))
+	for v, n := range m {
+		out = append(out, run{v, n})
+	}
+	slices.SortFunc(out, func(a, b run) int {
+		if a.v < b.v {
+			return -1
+		}
+		if a.v > b.v {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func countOf(runs []run) int64 {
+	var n int64
+	for _, r := range runs {
+		n += r.n
+	}
+	return n
+}
+
+// fitArrival bins the session starts and fits the within-bin gap
+// distribution. It replays the start log twice: bin counts first (the
+// load levels are cut at their quantiles), then the gaps.
+func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap *approx, rng *rand.Rand) (Arrival, error) {
+	nbins := int((m.SpanNs + m.BinNs - 1) / m.BinNs)
+	counts := make([]float64, nbins)
+	q := m.QuantumNs
+	// On a quantized trace each arrival is spread over its grid cell (below)
+	// but stays in the bin of its grid point: bins are whole cells and the
+	// spread is at most q-1 ns.
+	grid := func(x int64) int64 {
+		if q > 0 {
+			return (x + q/2) / q * q
+		}
+		return x
+	}
+	binIdx := func(x int64) int { return min(int(x/m.BinNs), nbins-1) }
+	each := func(fn func(x int64)) error {
+		r, err := starts.replay()
+		if err != nil {
+			return err
+		}
+		var x int64
+		for range starts.n {
+			x += int64(r.next())
+			fn(x)
+		}
+		return r.err
+	}
+	if err := each(func(x int64) { counts[binIdx(grid(x))]++ }); err != nil {
+		return Arrival{}, err
+	}
+	width := func(b int) float64 {
+		if b == nbins-1 {
+			return float64(m.SpanNs - int64(nbins-1)*m.BinNs)
+		}
+		return float64(m.BinNs)
+	}
+	// Gap levels: bins ranked by count, cut at count quantiles.
+	var busy []float64
+	for _, c := range counts {
+		if c >= 2 {
+			busy = append(busy, c)
+		}
+	}
+	slices.Sort(busy)
+	var maxes []float64
+	for k := 1; k <= opts.GapLevels && len(busy) > 0; k++ {
+		v := busy[(k*len(busy)+opts.GapLevels-1)/opts.GapLevels-1]
+		if len(maxes) == 0 || v > maxes[len(maxes)-1] {
+			maxes = append(maxes, v)
+		}
+	}
+	busy = nil
+	if len(maxes) == 0 {
+		maxes = []float64{1}
+	}
+	levelOf := func(c float64) int {
+		for i, m := range maxes {
+			if c <= m {
+				return i
+			}
+		}
+		return len(maxes) - 1
+	}
+	// Within each bin, arrivals closer than ClusterGap form a cluster
+	// (a client's batch); per level keep the cluster sizes, the gaps inside
+	// clusters and the gaps between them.
+	type acc struct{ inter, intra, sizes multiset }
+	newAcc := func() acc {
+		return acc{newValues(lim.values), newValues(lim.values), newValues(lim.lengths)}
+	}
+	accs := make([]acc, len(maxes))
+	for l := range accs {
+		accs[l] = newAcc()
+	}
+	eps := int64(opts.ClusterGap)
+	var (
+		prev    int64
+		prevBin = -2
+		size    int
+		lvl     int
+		seen    bool
+	)
+	emit := func(t int64) {
+		b := binIdx(t)
+		if !seen || b != prevBin {
+			if seen {
+				addFloat(&accs[lvl].sizes, float64(size))
+			}
+			lvl = levelOf(counts[b])
+			// The gap from the previous bin's last arrival counts too when
+			// that bin is the one just before: gaps inside one bin alone
+			// are biased short (a long gap is likely to cross a bin edge).
+			if seen && prevBin == b-1 {
+				g := t - prev
+				if g <= eps {
+					addFloat(&accs[lvl].intra, float64(g)/1e9)
+				} else {
+					addFloat(&accs[lvl].inter, float64(g)/1e9)
+				}
+			}
+			size = 1
+		} else {
+			g := t - prev
+			if g <= eps {
+				addFloat(&accs[lvl].intra, float64(g)/1e9)
+				size++
+			} else {
+				addFloat(&accs[lvl].sizes, float64(size))
+				addFloat(&accs[lvl].inter, float64(g)/1e9)
+				size = 1
+			}
+		}
+		prev, prevBin, seen = t, b, true
+	}
+	if q > 0 {
+		// Spread each arrival over its grid cell: the order inside a cell
+		// is unknown, so fit gaps on a uniform spread. Stamps go to the
+		// nearest grid point first (Mooncake's 2999 ms belongs to 3000 ms).
+		// Cells do not overlap, so sorting each cell's arrivals sorts all.
+		var cell []int64
+		cellAt := int64(-1)
+		flush := func() {
+			slices.Sort(cell)
+			for _, t := range cell {
+				emit(t)
+			}
+			cell = cell[:0]
+		}
+		if err := each(func(x int64) {
+			g := grid(x)
+			if g != cellAt {
+				flush()
+				cellAt = g
+			}
+			cell = append(cell, g+int64(rng.Float64()*float64(q)))
+		}); err != nil {
+			return Arrival{}, err
+		}
+		flush()
+	} else if err := each(emit); err != nil {
+		return Arrival{}, err
+	}
+	if seen {
+		addFloat(&accs[lvl].sizes, float64(size))
+	}
+	// Merge levels with too few clusters into the next one (the last into
+	// the one before).
+	type group struct {
+		max float64
+		acc
+	}
+	var groups []group
+	cur := newAcc()
+	for l := range maxes {
+		cur.inter.merge(&accs[l].inter)
+		cur.intra.merge(&accs[l].intra)
+		cur.sizes.merge(&accs[l].sizes)
+		if cur.sizes.total() < minLevelGaps && l < len(maxes)-1 {
+			continue
+		}
+		groups = append(groups, group{maxes[l], cur})
+		cur = newAcc()
+	}
+	if n := len(groups); n > 1 && groups[n-1].sizes.total() < minLevelGaps {
+		g := &groups[n-2]
+		g.inter.merge(&groups[n-1].inter)
+		g.intra.merge(&groups[n-1].intra)
+		g.sizes.merge(&groups[n-1].sizes)
+		g.max = groups[n-1].max
+		groups = groups[:n-1]
+	}
+	var levels []GapLevel
+	for _, g := range groups {
+		inter, intra, sizes := ap.runs(&g.inter), ap.runs(&g.intra), ap.runs(&g.sizes)
+		cv := 0.0
+		if countOf(inter)+countOf(intra) > 1 {
+			m, sd := meanStdDevRuns(inter, intra)
+			if m > 0 {
+				cv = sd / m
+			}
+		}
+		layout := LayoutEven
+		if cv > EvenLayoutMaxCV {
+			layout = LayoutClusters
+		}
+		levels = append(levels, GapLevel{
+			CV:           cv,
+			Layout:       layout,
+			MaxCount:     g.max,
+			Gap:          fitGapsRuns(inter, opts),
+			ClusterSizes: newHistRuns(sizes, opts.GapBins, opts.MinBinCount, true),
+			IntraGapS:    newHistRuns(intra, opts.GapBins, opts.MinBinCount, false),
+		})
+	}
+	levels[len(levels)-1].MaxCount = math.MaxFloat64
+	if w := width(nbins - 1); w > 0 && w < float64(m.BinNs) {
+		counts[nbins-1] *= float64(m.BinNs) / w
+	}
+	return Arrival{CountsPerBin: counts, Levels: levels}, nil
+}
