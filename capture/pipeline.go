@@ -178,6 +178,7 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 		if pl.err == nil {
 			pl.err = counter.finish()
 		}
+		sess, counter = nil, nil // the second pass has its own
 		// The second pass finds the same sessions again (the stage is
 		// deterministic) and learns each one's count at its first request.
 		again := newSessions(pl.o)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,17 +25,16 @@ func firstOf(pos int) sessionID { return sessionID(2 * (uint64(pos) + 1)) }
 // request's). A session ends when it has been idle for Options.SessionIdle:
 // a later request with the same field, or extending the same conversation,
 // starts a new one. So its state is what the last SessionIdle brought: per
-// live field session and per chat request, one map entry (about 60 bytes).
+// live field session and per chat request, one map entry (about 40 bytes).
 // count holds the number of requests of the sessions the records stage has
 // under way (see sessionCounter); done drops them after their last.
 type sessions struct {
-	mode    string
-	idle    int64
-	convEnd map[uint64]convEnd // chat: hash of a whole message list → its session
-	field   map[uint64]convEnd // field: session/user hash → its session
-	recent  []convAt           // insertions into both, in arrival order, from head
-	head    int
-	count   map[sessionID]int32
+	mode      string
+	idle      int64
+	convEnd   map[uint64]convEnd // chat: hash of a whole message list → its session
+	field     map[uint64]convEnd // field: session/user hash → its session
+	nextSweep int64
+	count     map[sessionID]int32
 }
 
 type convEnd struct {
@@ -42,36 +42,43 @@ type convEnd struct {
 	t  int64
 }
 
-type convAt struct {
-	hash  uint64
-	t     int64
-	field bool
-}
-
 func newSessions(o Options) *sessions {
 	return &sessions{mode: o.Sessions, idle: int64(o.SessionIdle), convEnd: map[uint64]convEnd{}, field: map[uint64]convEnd{}, count: map[sessionID]int32{}}
 }
 
+// limit is the earliest time whose entries are still live at t.
+func limitAt(t, idle int64) int64 {
+	if l := t - idle; l <= t {
+		return l
+	}
+	return math.MinInt64 // no limit this far back
+}
+
 // find returns the session of e, the request at arrival position pos.
 func (s *sessions) find(e *redacted, pos int) sessionID {
+	if s.mode == SessionsNone {
+		return 0
+	}
+	limit := limitAt(e.t, s.idle)
+	if e.t >= s.nextSweep {
+		sweep(s.convEnd, limit)
+		sweep(s.field, limit)
+		s.nextSweep = e.t + max(s.idle/4, 1)
+	}
 	var id sessionID
 	switch {
-	case s.mode == SessionsNone:
 	case e.sessKey != 0:
-		s.expire(e.t)
-		if f, ok := s.field[e.sessKey]; ok {
+		if f, ok := s.field[e.sessKey]; ok && f.t >= limit {
 			id = f.id
 		} else {
 			id = firstOf(pos)
 		}
 		s.field[e.sessKey] = convEnd{id: id, t: e.t}
-		s.recent = append(s.recent, convAt{hash: e.sessKey, t: e.t, field: true})
 	case len(e.prefixes) > 0:
-		s.expire(e.t)
 		// The longest earlier conversation this request extends, looking
 		// no shorter than its system messages.
 		for j := len(e.prefixes) - 2; j >= e.nSys && j >= 0; j-- {
-			if p, ok := s.convEnd[e.prefixes[j]]; ok {
+			if p, ok := s.convEnd[e.prefixes[j]]; ok && p.t >= limit {
 				id = p.id
 				break
 			}
@@ -79,33 +86,19 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 		if id == 0 {
 			id = firstOf(pos)
 		}
-		h := e.prefixes[len(e.prefixes)-1]
-		s.convEnd[h] = convEnd{id: id, t: e.t}
-		s.recent = append(s.recent, convAt{hash: h, t: e.t})
+		s.convEnd[e.prefixes[len(e.prefixes)-1]] = convEnd{id: id, t: e.t}
 	}
 	return id
 }
 
-// expire forgets what has been idle for longer than SessionIdle before t.
-func (s *sessions) expire(t int64) {
-	limit := t - s.idle
-	if limit > t {
-		return // no limit this far back
-	}
-	for s.head < len(s.recent) && s.recent[s.head].t < limit {
-		c := s.recent[s.head]
-		m := s.convEnd
-		if c.field {
-			m = s.field
+// sweep forgets the entries idle since before limit. Sweeps run every
+// SessionIdle/4 of arrival time, and lookups ignore what a sweep has not
+// yet removed, so the result does not depend on when they run.
+func sweep(m map[uint64]convEnd, limit int64) {
+	for k, v := range m {
+		if v.t < limit {
+			delete(m, k)
 		}
-		if ce, ok := m[c.hash]; ok && ce.t == c.t {
-			delete(m, c.hash)
-		}
-		s.head++
-	}
-	if s.head > 4096 && s.head > len(s.recent)/2 {
-		s.recent = append(s.recent[:0], s.recent[s.head:]...)
-		s.head = 0
 	}
 }
 
@@ -125,15 +118,15 @@ func (s *sessions) done(id sessionID, turns int32) bool {
 // sessionCounter counts the requests of every session in a first pass, so
 // that the second knows at a session's first request whether it will have
 // more than one, and when its last has come. It holds the sessions under
-// way (ended once idle for SessionIdle, as in sessions) and writes each
+// way (about 40 bytes each; ended once idle for SessionIdle, as in
+// sessions) and writes each
 // ended session with two or more requests to an ends store, which the
 // second pass reads back in order of first request.
 type sessionCounter struct {
-	idle   int64
-	live   map[sessionID]*liveSession
-	recent []convAt // (id, t) per request, in arrival order, from head
-	head   int
-	ends   *endsStore
+	idle      int64
+	live      map[sessionID]liveSession
+	nextSweep int64
+	ends      *endsStore
 }
 
 type liveSession struct {
@@ -142,45 +135,29 @@ type liveSession struct {
 }
 
 func newSessionCounter(o Options, ends *endsStore) *sessionCounter {
-	return &sessionCounter{idle: int64(o.SessionIdle), live: map[sessionID]*liveSession{}, ends: ends}
+	return &sessionCounter{idle: int64(o.SessionIdle), live: map[sessionID]liveSession{}, ends: ends}
 }
 
 // add counts a request of session id (not 0) at time t.
 func (c *sessionCounter) add(id sessionID, t int64) error {
-	if err := c.expire(t); err != nil {
-		return err
-	}
-	ls := c.live[id]
-	if ls == nil {
-		ls = &liveSession{}
-		c.live[id] = ls
-	}
-	ls.count++
-	ls.last = t
-	c.recent = append(c.recent, convAt{hash: uint64(id), t: t})
-	return nil
-}
-
-func (c *sessionCounter) expire(t int64) error {
-	limit := t - c.idle
-	if limit > t {
-		return nil
-	}
-	for c.head < len(c.recent) && c.recent[c.head].t < limit {
-		r := c.recent[c.head]
-		c.head++
-		id := sessionID(r.hash)
-		if ls, ok := c.live[id]; ok && ls.last == r.t {
-			delete(c.live, id)
-			if err := c.end(id, ls.count); err != nil {
-				return err
+	if t >= c.nextSweep {
+		// Sessions idle since before the limit have ended: no request can
+		// join them any more (sessions.find ignores such entries).
+		limit := limitAt(t, c.idle)
+		for id, ls := range c.live {
+			if ls.last < limit {
+				delete(c.live, id)
+				if err := c.end(id, ls.count); err != nil {
+					return err
+				}
 			}
 		}
+		c.nextSweep = t + max(c.idle/4, 1)
 	}
-	if c.head > 4096 && c.head > len(c.recent)/2 {
-		c.recent = append(c.recent[:0], c.recent[c.head:]...)
-		c.head = 0
-	}
+	ls := c.live[id]
+	ls.count++
+	ls.last = t
+	c.live[id] = ls
 	return nil
 }
 
