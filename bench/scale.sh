@@ -33,7 +33,7 @@ go build -o "$WORK/scalelogs" ./bench/scalelogs
 go build -o "$WORK/fastsse" ./bench/fastsse
 TT="$WORK/tokentrace"
 
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GB", $2/1e6}' /proc/meminfo); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %-10s %-34s %9s %9s %9s %s\n' stage requests input wall_s cpu_s maxrss_MB note
 
 # run STAGE N INPUT NOTE -- command...: time one stage (its stdin is the
