@@ -3,12 +3,16 @@ package capture
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // TestExpandInputs is a table of log arguments and the files they name.
@@ -89,3 +93,65 @@ func TestOverlappingInputs(t *testing.T) {
 		t.Errorf("consecutive files reported as overlapping: %+v", res.Stats.Overlaps)
 	}
 }
+
+// A truncated .gz in the middle of a glob of rotated logs is reported by
+// name and every other file is captured; strict mode fails naming it.
+func TestTruncatedFileInGlob(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	for f := range 3 {
+		var sb strings.Builder
+		for i := range 300 {
+			fmt.Fprintf(&sb, `{"time":"2025-03-01T10:%02d:%02dZ","request":{"model":"m","messages":[{"role":"user","content":"%d-%d"}]},"response":{"usage":{"prompt_tokens":5,"completion_tokens":2}}}`+"\n", f*5+i/60, i%60, f, i)
+		}
+		data := compressed(t, "gzip", []byte(sb.String()))
+		if f == 1 {
+			data = data[:len(data)/2]
+		}
+		name := filepath.Join(dir, fmt.Sprintf("gw.log.%d.gz", f))
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, name)
+	}
+	o := DefaultOptions()
+	o.BlockSize = 0
+	var got []traces.Record
+	stats, err := Run(context.Background(), o, []string{filepath.Join(dir, "gw.log.*.gz")}, nil, "", func(m traces.Meta) (traces.Writer, error) {
+		return &collect{out: &got}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trunc *Problem
+	for i := range stats.Problems {
+		if stats.Problems[i].Kind == KindTruncated {
+			trunc = &stats.Problems[i]
+		}
+	}
+	if trunc == nil || trunc.First.File != lines[1] {
+		t.Fatalf("problems %+v: want the truncated file %s named", stats.Problems, lines[1])
+	}
+	if stats.Inputs != 3 || len(got) <= 600 || len(got) >= 900 {
+		t.Errorf("%d inputs, %d records: want the 600 of the whole files and part of the damaged one", stats.Inputs, len(got))
+	}
+	o.Strict = true
+	_, err = Run(context.Background(), o, []string{filepath.Join(dir, "gw.log.*.gz")}, nil, "", func(m traces.Meta) (traces.Writer, error) {
+		return &collect{out: &got}, nil
+	})
+	var le *LineError
+	if !errors.As(err, &le) || le.File != lines[1] {
+		t.Errorf("strict: %v, want a LineError naming %s", err, lines[1])
+	}
+}
+
+// collect is a traces.Writer that keeps the records.
+type collect struct{ out *[]traces.Record }
+
+func (c *collect) Write(recs []traces.Record) (int, error) {
+	for i := range recs {
+		*c.out = append(*c.out, recs[i].Clone())
+	}
+	return len(recs), nil
+}
+func (c *collect) Close() error { return nil }
