@@ -207,3 +207,69 @@ func TestParquetSpillToStream(t *testing.T) {
 		t.Fatalf("streamed and named outputs differ (%d and %d rows)", len(got), len(want))
 	}
 }
+
+// A caller may reuse its batch (lists included) once Write returns, as
+// traces.Copy and capture do: written directly, sorted in memory or
+// spilled, the file holds what was written, not what the buffer became.
+func TestParquetWriterDoesNotKeepCallerMemory(t *testing.T) {
+	want := iterRecords(3000)
+	for _, tc := range []struct {
+		name  string
+		order []traces.Record
+		o     traces.CreateOptions
+	}{
+		{"in order, written directly", want, traces.CreateOptions{}},
+		{"reversed, sorted in memory", reversed(want), traces.CreateOptions{}},
+		{"reversed, spilled", reversed(want), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: t.TempDir()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := filepath.Join(t.TempDir(), "t.parquet")
+			w, err := traces.CreateWith(name, traces.NewMeta("test"), tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := make([]traces.Record, 0, 100)
+			pb := make([]int64, 0, 1<<16)
+			for i, r := range tc.order {
+				// The batch's lists live in one reused array.
+				start := len(pb)
+				pb = append(pb, r.PrefixBlocks...)
+				r.PrefixBlocks = pb[start:len(pb):len(pb)]
+				if len(r.PrefixBlocks) == 0 {
+					r.PrefixBlocks = nil
+				}
+				batch = append(batch, r)
+				if len(batch) == cap(batch) || i == len(tc.order)-1 {
+					if _, err := w.Write(batch); err != nil {
+						t.Fatal(err)
+					}
+					for j := range batch {
+						batch[j].Seq, batch[j].ArrivalNs, batch[j].Run = -7, -7, "overwritten"
+					}
+					for j := range pb {
+						pb[j] = -99
+					}
+					batch, pb = batch[:0], pb[:0]
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := readParquet(t, name)
+			if len(got) != len(want) {
+				t.Fatalf("%d rows, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if got[i].Seq != want[i].Seq || got[i].Run != want[i].Run || !slices.Equal(got[i].PrefixBlocks, want[i].PrefixBlocks) {
+					t.Fatalf("row %d = seq %d run %q blocks %v, want seq %d run %q blocks %v", i, got[i].Seq, got[i].Run, got[i].PrefixBlocks, want[i].Seq, want[i].Run, want[i].PrefixBlocks)
+				}
+			}
+		})
+	}
+}
+
+func reversed(recs []traces.Record) []traces.Record {
+	out := slices.Clone(recs)
+	slices.Reverse(out)
+	return out
+}
