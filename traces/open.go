@@ -70,7 +70,9 @@ func displayName(name string) string {
 // is chosen by content, whatever the name says.
 func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
 
-// OpenWith is Open with options. The codec is sniffed from the first bytes:
+// OpenWith is Open with options. A directory or a glob pattern opens a
+// dataset: its part files read one after the other in name order (see
+// DatasetParts). The codec is sniffed from the first bytes:
 // Parquet magic "PAR1", zstd magic 28 B5 2F FD (JSONL or CSV inside), '{'
 // (JSONL), otherwise a CSV header with our column names (optionally after a
 // "#tokentrace" metadata line). An empty file is an empty trace. Parquet from
@@ -87,6 +89,11 @@ func OpenWith(name string, o OpenOptions) (Reader, error) {
 			return nil, fmt.Errorf("open trace stdin: %w", err)
 		}
 		return r, nil
+	}
+	if parts, err := DatasetParts(name); err != nil {
+		return nil, err
+	} else if parts != nil {
+		return openDataset(parts, o)
 	}
 	f, err := os.Open(name)
 	if err != nil {

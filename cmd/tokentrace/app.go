@@ -91,7 +91,8 @@ synthetic workloads from it, replays either against a vLLM-compatible server
 with the original arrival timing, and explains where the tail latency came from.
 
 Every command reads and writes one record schema, in Parquet (.parquet),
-JSON lines (.jsonl, .jsonl.zst) or CSV (.csv); "-" is stdin/stdout.
+JSON lines (.jsonl, .jsonl.zst) or CSV (.csv); "-" is stdin/stdout. A
+directory or a quoted glob of time-ordered part files reads as one trace.
 Flags go before arguments.`,
 		Commands:             cmds,
 		Reader:               stdin,
