@@ -164,9 +164,15 @@ func TestParquetSpillCleanup(t *testing.T) {
 // inMemory is recs as the writer sorts them in memory: a plain io.Writer
 // (nothing to write directly) and a budget larger than them.
 func inMemory(t *testing.T, recs []traces.Record) []traces.Record {
+	return viaStream(t, recs, traces.CreateOptions{SortMemoryBytes: 1 << 40})
+}
+
+// viaStream writes recs through a Parquet writer over a plain io.Writer
+// and reads them back.
+func viaStream(t *testing.T, recs []traces.Record, o traces.CreateOptions) []traces.Record {
 	t.Helper()
 	var buf bytes.Buffer
-	w, err := traces.NewWriter(&buf, traces.FormatParquet, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 1 << 40})
+	w, err := traces.NewWriter(&buf, traces.FormatParquet, traces.NewMeta("test"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +182,7 @@ func inMemory(t *testing.T, recs []traces.Record) []traces.Record {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	name := filepath.Join(t.TempDir(), "mem.parquet")
+	name := filepath.Join(t.TempDir(), "streamed.parquet")
 	if err := os.WriteFile(name, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -187,24 +193,9 @@ func inMemory(t *testing.T, recs []traces.Record) []traces.Record {
 // spilled runs from the start: the rows equal the in-memory sort's.
 func TestParquetSpillToStream(t *testing.T) {
 	recs := spillRecords(5000)
-	var buf bytes.Buffer
-	w, err := traces.NewWriter(&buf, traces.FormatParquet, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(recs); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	streamed := filepath.Join(t.TempDir(), "s.parquet")
-	if err := os.WriteFile(streamed, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, want := readParquet(t, streamed), inMemory(t, recs)
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("streamed and named outputs differ (%d and %d rows)", len(got), len(want))
+	got := viaStream(t, recs, traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: t.TempDir()})
+	if want := inMemory(t, recs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("spilled and in-memory sorts differ (%d and %d rows)", len(got), len(want))
 	}
 }
 
