@@ -132,7 +132,26 @@ type Options struct {
 	// category or block, never keep one shared by fewer than k. Defaults to
 	// 2 Mi entries (0 = the default).
 	MaxKAnonEntries int
+	// Progress, when set, is called about every ProgressEvery while a
+	// capture runs (on the capture's goroutine). Defaults to none.
+	Progress func(Progress)
 }
+
+// Progress says how far a capture is.
+type Progress struct {
+	// Phase is "reading" (parse and redact) or "writing" (the sessions
+	// and records passes).
+	Phase string
+	// Lines and Requests read so far; Written records so far of Requests.
+	Lines, Requests, Written int64
+	Elapsed                  time.Duration
+}
+
+// ProgressEvery is how often Options.Progress is called.
+const ProgressEvery = 10 * time.Second
+
+// progressEvery is ProgressEvery; tests shorten it.
+var progressEvery = ProgressEvery
 
 func (o *Options) maxKAnon() int {
 	if o.MaxKAnonEntries > 0 {

@@ -155,3 +155,46 @@ func (c *collect) Write(recs []traces.Record) (int, error) {
 	return len(recs), nil
 }
 func (c *collect) Close() error { return nil }
+
+// Options.Progress hears how far a capture is: reading with lines and
+// requests that only grow, then writing up to every request.
+func TestProgress(t *testing.T) {
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = 0
+	var logs bytes.Buffer
+	if err := WriteSampleLogs(context.Background(), &logs, 1, DefaultSampleOptions()); err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 2} {
+		var got []Progress
+		o := DefaultOptions()
+		o.Workers = workers
+		o.Progress = func(p Progress) { got = append(got, p) }
+		res, err := Capture(context.Background(), o, []Input{{Name: "logs", R: bytes.NewReader(logs.Bytes())}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var reading, writing int
+		var prev Progress
+		for _, p := range got {
+			switch p.Phase {
+			case "reading":
+				reading++
+				if writing > 0 || p.Lines < prev.Lines || p.Requests < prev.Requests {
+					t.Fatalf("%d workers: reading progress %+v after %+v", workers, p, prev)
+				}
+			case "writing":
+				writing++
+				if p.Written < prev.Written || p.Requests != int64(len(res.Records)) {
+					t.Fatalf("%d workers: writing progress %+v after %+v (%d records)", workers, p, prev, len(res.Records))
+				}
+			default:
+				t.Fatalf("phase %q", p.Phase)
+			}
+			prev = p
+		}
+		if reading == 0 || writing == 0 {
+			t.Errorf("%d workers: %d reading and %d writing reports, want some of each", workers, reading, writing)
+		}
+	}
+}

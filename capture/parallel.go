@@ -114,6 +114,7 @@ func (pl *pipeline) readParallel(parent context.Context, input int32, name, form
 			break
 		}
 		pl.stats.Lines += b.lines
+		pl.tick("reading", 0)
 		if err = pl.merge(res); err != nil {
 			break
 		}

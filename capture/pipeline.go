@@ -50,7 +50,9 @@ type pipeline struct {
 
 	problems problems
 	stats    Stats
-	err      error    // reading the spool back
+	err      error // reading the spool back
+	started  time.Time
+	lastTick time.Time
 	formats  []string // per input
 	names    []string
 	spans    []inputSpan
@@ -63,7 +65,9 @@ type pipeline struct {
 }
 
 func newPipeline(o Options) (*pipeline, error) {
+	now := time.Now()
 	pl := &pipeline{
+		started: now, lastTick: now,
 		o: o, key: o.Key, seed: maphash.MakeSeed(),
 		problems: problems{strict: o.Strict}, models: map[string]string{},
 		tokensFrom: map[string]int64{},
@@ -88,6 +92,19 @@ func (pl *pipeline) collect(em *emitter) error {
 	err := pl.add(em.out)
 	em.out = em.out[:0]
 	return err
+}
+
+// tick reports progress when ProgressEvery has passed since the last.
+func (pl *pipeline) tick(phase string, written int64) {
+	if pl.o.Progress == nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(pl.lastTick) < progressEvery {
+		return
+	}
+	pl.lastTick = now
+	pl.o.Progress(Progress{Phase: phase, Lines: pl.stats.Lines, Requests: pl.spool.n, Written: written, Elapsed: now.Sub(pl.started)})
 }
 
 // add keeps redacted requests in input order.
@@ -198,6 +215,9 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 		}
 		pos = 0
 		pl.err = pl.spool.each(func(e *redacted) bool {
+			if pos&4095 == 0 {
+				pl.tick("writing", int64(pos))
+			}
 			sid := again.find(e, pos)
 			if sid != 0 && sid == firstOf(pos) {
 				n, ok, err := ends.take(sid)

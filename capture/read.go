@@ -178,6 +178,7 @@ func (pl *pipeline) readInput(ctx context.Context, idx int, in Input) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			pl.tick("reading", 0)
 		}
 		line, tooLong, err := lr.next()
 		if err == io.EOF {

@@ -137,6 +137,13 @@ also on failure and Ctrl-C).`,
 				}
 				return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
 			}
+			o.Progress = func(p capture.Progress) {
+				if p.Phase == "writing" {
+					fmt.Fprintf(s.err, "capture: %s writing %d of %d records\n", p.Elapsed.Round(time.Second), p.Written, p.Requests)
+					return
+				}
+				fmt.Fprintf(s.err, "capture: %s read %d lines, %d requests\n", p.Elapsed.Round(time.Second), p.Lines, p.Requests)
+			}
 			command := captureCommandLine(c)
 			if len(o.Key) == 0 {
 				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
