@@ -3,7 +3,6 @@ package capture
 import (
 	"bufio"
 	"cmp"
-	"container/heap"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/tokentrace/tokentrace/internal/kmerge"
 )
 
 // sessionID names a session before the records stage numbers it:
@@ -293,90 +294,58 @@ func (es *endsStore) close() {
 
 // endsReader merges the sorted runs of an endsStore.
 type endsReader struct {
-	h endsHeap
-}
-
-type endsRun struct {
-	f   *os.File
-	br  *bufio.Reader
-	cur sessionEnd
-}
-
-func (r *endsRun) next() (bool, error) {
-	id, err := binary.ReadUvarint(r.br)
-	if err == io.EOF {
-		return false, nil
-	}
-	n, err2 := binary.ReadUvarint(r.br)
-	if err = cmp.Or(err, err2); err != nil {
-		return false, fmt.Errorf("read session counts %s: %w", r.f.Name(), err)
-	}
-	r.cur = sessionEnd{id: sessionID(id), count: int32(n)}
-	return true, nil
+	files []*os.File
+	m     *kmerge.Merger[sessionEnd]
 }
 
 func openEnds(names []string) (*endsReader, error) {
 	r := &endsReader{}
+	var srcs []kmerge.Source[sessionEnd]
 	for _, n := range names {
 		f, err := os.Open(n)
 		if err != nil {
 			r.close()
 			return nil, fmt.Errorf("read session counts: %w", err)
 		}
-		run := &endsRun{f: f, br: bufio.NewReaderSize(f, 32<<10)}
-		ok, err := run.next()
-		if err != nil {
-			f.Close()
-			r.close()
-			return nil, err
-		}
-		if !ok {
-			f.Close()
-			continue
-		}
-		r.h = append(r.h, run)
+		r.files = append(r.files, f)
+		br := bufio.NewReaderSize(f, 32<<10)
+		srcs = append(srcs, func() (sessionEnd, bool, error) {
+			id, err := binary.ReadUvarint(br)
+			if err == io.EOF {
+				return sessionEnd{}, false, nil
+			}
+			n, err2 := binary.ReadUvarint(br)
+			if err = cmp.Or(err, err2); err != nil {
+				return sessionEnd{}, false, fmt.Errorf("read session counts %s: %w", f.Name(), err)
+			}
+			return sessionEnd{id: sessionID(id), count: int32(n)}, true, nil
+		})
 	}
-	heap.Init(&r.h)
+	m, err := kmerge.New(srcs, func(a, b sessionEnd) int { return cmp.Compare(a.id, b.id) })
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.m = m
 	return r, nil
 }
 
 func (r *endsReader) take(id sessionID) (int32, bool, error) {
-	for len(r.h) > 0 && r.h[0].cur.id <= id {
-		run := r.h[0]
-		got := run.cur
-		ok, err := run.next()
-		if err != nil {
+	for {
+		e, ok, err := r.m.Peek()
+		if err != nil || !ok || e.id > id {
 			return 0, false, err
 		}
-		if ok {
-			heap.Fix(&r.h, 0)
-		} else {
-			run.f.Close()
-			heap.Pop(&r.h)
-		}
-		if got.id == id {
-			return got.count, true, nil
+		r.m.Next()
+		if e.id == id {
+			return e.count, true, nil
 		}
 	}
-	return 0, false, nil
 }
 
 func (r *endsReader) close() {
-	for _, run := range r.h {
-		run.f.Close()
+	for _, f := range r.files {
+		f.Close()
 	}
-	r.h = nil
-}
-
-type endsHeap []*endsRun
-
-func (h endsHeap) Len() int           { return len(h) }
-func (h endsHeap) Less(i, j int) bool { return h[i].cur.id < h[j].cur.id }
-func (h endsHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *endsHeap) Push(x any)        { *h = append(*h, x.(*endsRun)) }
-func (h *endsHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return r
+	r.files = nil
 }

@@ -3,7 +3,6 @@ package capture
 import (
 	"bufio"
 	"cmp"
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/tokentrace/tokentrace/internal/kmerge"
 )
 
 // spool holds the redacted requests between the parse and the sessions
@@ -209,50 +209,38 @@ func (s *spool) each(yield func(*redacted) bool) error {
 // mergeFiles yields the requests of the runs in arrival order; ties go to
 // the earlier run (runs are in input order).
 func mergeFiles(runs []string, yield func(*redacted) bool) error {
-	h := &cursorHeap{}
+	var cs []*runCursor
 	defer func() {
-		for _, c := range h.cs {
+		for _, c := range cs {
 			c.close()
 		}
 	}()
-	for i, name := range runs {
-		c, err := openRun(name, i)
+	srcs := make([]kmerge.Source[*redacted], 0, len(runs))
+	for _, name := range runs {
+		c, err := openRun(name)
 		if err != nil {
 			return fmt.Errorf("read sorted requests: %w", err)
 		}
-		if ok, err := c.next(); err != nil {
-			c.close()
-			return err
-		} else if ok {
-			h.cs = append(h.cs, c)
-		} else {
-			c.close()
-		}
+		cs = append(cs, c)
+		srcs = append(srcs, c.next)
 	}
-	heap.Init(h)
-	for h.Len() > 0 {
-		c := h.cs[0]
-		if !yield(c.cur) {
+	m, err := kmerge.New(srcs, compareRedacted)
+	if err != nil {
+		return err
+	}
+	for {
+		e, ok, err := m.Next()
+		if err != nil || !ok {
+			return err
+		}
+		if !yield(e) {
 			return nil
 		}
-		ok, err := c.next()
-		if err != nil {
-			return err
-		}
-		if ok {
-			heap.Fix(h, 0)
-		} else {
-			c.close()
-			heap.Pop(h)
-		}
 	}
-	return nil
 }
 
 // runCursor reads one run file.
 type runCursor struct {
-	idx  int
-	cur  *redacted
 	f    *os.File
 	zr   *zstd.Decoder
 	br   *bufio.Reader
@@ -261,7 +249,7 @@ type runCursor struct {
 	name string
 }
 
-func openRun(name string, idx int) (*runCursor, error) {
+func openRun(name string) (*runCursor, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
@@ -271,20 +259,20 @@ func openRun(name string, idx int) (*runCursor, error) {
 		f.Close()
 		return nil, err
 	}
-	return &runCursor{idx: idx, f: f, zr: zr, br: bufio.NewReaderSize(zr, 64<<10), name: name, dec: decoder{strs: map[string]string{}}}, nil
+	return &runCursor{f: f, zr: zr, br: bufio.NewReaderSize(zr, 64<<10), name: name, dec: decoder{strs: map[string]string{}}}, nil
 }
 
-// next moves to the run's next request; false at its end.
-func (c *runCursor) next() (bool, error) {
+// next decodes the run's next request (valid until the following call);
+// false at its end.
+func (c *runCursor) next() (*redacted, bool, error) {
 	err := c.dec.decode(c.br, &c.e)
 	if err == io.EOF {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("read sorted requests %s: %w", c.name, err)
+		return nil, false, fmt.Errorf("read sorted requests %s: %w", c.name, err)
 	}
-	c.cur = &c.e
-	return true, nil
+	return &c.e, true, nil
 }
 
 func (c *runCursor) close() {
@@ -293,24 +281,6 @@ func (c *runCursor) close() {
 		c.f.Close()
 		c.zr = nil
 	}
-}
-
-type cursorHeap struct{ cs []*runCursor }
-
-func (h *cursorHeap) Len() int { return len(h.cs) }
-func (h *cursorHeap) Less(i, j int) bool {
-	a, b := h.cs[i], h.cs[j]
-	if c := compareRedacted(a.cur, b.cur); c != 0 {
-		return c < 0
-	}
-	return a.idx < b.idx
-}
-func (h *cursorHeap) Swap(i, j int) { h.cs[i], h.cs[j] = h.cs[j], h.cs[i] }
-func (h *cursorHeap) Push(x any)    { h.cs = append(h.cs, x.(*runCursor)) }
-func (h *cursorHeap) Pop() any {
-	c := h.cs[len(h.cs)-1]
-	h.cs = h.cs[:len(h.cs)-1]
-	return c
 }
 
 // The run encoding: unsigned and zigzag varints, strings as a length and

@@ -3,7 +3,6 @@ package traces
 import (
 	"bufio"
 	"cmp"
-	"container/heap"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/tokentrace/tokentrace/internal/kmerge"
 )
 
 // parquetMagic starts and ends every Parquet file.
@@ -398,28 +398,26 @@ func mergeRuns(runs []string, out io.Writer, opts []parquet.WriterOption) (err e
 			err = fmt.Errorf("write Parquet: %v", p)
 		}
 	}()
-	h := &runHeap{}
+	var cs []*runCursor
 	defer func() {
-		for _, c := range h.runs {
+		for _, c := range cs {
 			c.r.Close()
 		}
 	}()
-	for i, name := range runs {
+	srcs := make([]kmerge.Source[*Record], 0, len(runs))
+	for _, name := range runs {
 		r, err := openRun(name)
 		if err != nil {
 			return fmt.Errorf("merge sorted runs: %w", err)
 		}
-		c := &runCursor{r: r, idx: i, buf: make([]Record, 256)}
-		if ok, err := c.fill(); err != nil {
-			r.Close()
-			return err
-		} else if !ok {
-			r.Close()
-			continue
-		}
-		h.runs = append(h.runs, c)
+		c := &runCursor{r: r, buf: make([]Record, 256)}
+		cs = append(cs, c)
+		srcs = append(srcs, c.next)
 	}
-	heap.Init(h)
+	m, err := kmerge.New(srcs, compareRecords)
+	if err != nil {
+		return err
+	}
 	pw := parquet.NewGenericWriter[Record](out, opts...)
 	batch := make([]Record, 0, 4096)
 	flush := func() error {
@@ -430,25 +428,15 @@ func mergeRuns(runs []string, out io.Writer, opts []parquet.WriterOption) (err e
 		batch = batch[:0]
 		return nil
 	}
-	for h.Len() > 0 {
-		c := h.runs[0]
-		batch = append(batch, c.buf[c.pos].Clone())
-		c.pos++
-		if c.pos == c.n {
-			ok, err := c.fill()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				c.r.Close()
-				heap.Pop(h)
-			} else {
-				heap.Fix(h, 0)
-			}
-		} else {
-			heap.Fix(h, 0)
+	for {
+		r, ok, err := m.Next()
+		if err != nil {
+			return err
 		}
-		if len(batch) == cap(batch) {
+		if !ok {
+			break
+		}
+		if batch = append(batch, r.Clone()); len(batch) == cap(batch) {
 			if err := flush(); err != nil {
 				return err
 			}
@@ -484,45 +472,28 @@ func openRun(name string) (Reader, error) {
 // runCursor reads one run in batches.
 type runCursor struct {
 	r      Reader
-	idx    int
 	buf    []Record
 	pos, n int
 	eof    bool
 }
 
-// fill reads the next batch; false at the end of the run.
-func (c *runCursor) fill() (bool, error) {
-	for !c.eof {
+// next returns the run's next record, valid until the following call;
+// false at the end of the run.
+func (c *runCursor) next() (*Record, bool, error) {
+	for c.pos == c.n {
+		if c.eof {
+			return nil, false, nil
+		}
 		n, err := c.r.Read(c.buf)
 		if err == io.EOF {
 			c.eof = true
 		} else if err != nil {
-			return false, fmt.Errorf("merge sorted runs: %w", err)
+			return nil, false, fmt.Errorf("merge sorted runs: %w", err)
 		}
-		if n > 0 {
-			c.pos, c.n = 0, n
-			return true, nil
-		}
+		c.pos, c.n = 0, n
 	}
-	return false, nil
-}
-
-type runHeap struct{ runs []*runCursor }
-
-func (h *runHeap) Len() int { return len(h.runs) }
-func (h *runHeap) Less(i, j int) bool {
-	a, b := h.runs[i], h.runs[j]
-	if c := compareRecords(&a.buf[a.pos], &b.buf[b.pos]); c != 0 {
-		return c < 0
-	}
-	return a.idx < b.idx
-}
-func (h *runHeap) Swap(i, j int) { h.runs[i], h.runs[j] = h.runs[j], h.runs[i] }
-func (h *runHeap) Push(x any)    { h.runs = append(h.runs, x.(*runCursor)) }
-func (h *runHeap) Pop() any {
-	c := h.runs[len(h.runs)-1]
-	h.runs = h.runs[:len(h.runs)-1]
-	return c
+	c.pos++
+	return &c.buf[c.pos-1], true, nil
 }
 
 // parquetReader reads a Parquet file into reused Record buffers.
