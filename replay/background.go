@@ -275,7 +275,7 @@ func (r *runner) backgroundModel(sel []*traces.Record) string {
 	// (on a copy: the request builder reads r.defaultModel concurrently).
 	tmp := &runner{o: r.o, base: r.base, client: r.client}
 	tmp.o.Model = ""
-	if err := tmp.resolveModel(r.sendCtx, []*traces.Record{{}}); err != nil {
+	if err := tmp.resolveModel(r.sendCtx, true); err != nil {
 		return ""
 	}
 	return tmp.defaultModel

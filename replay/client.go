@@ -199,6 +199,7 @@ func (r *runner) finished(rec *traces.Record) {
 	r.live.record(rec)
 	r.mu.Lock()
 	r.done = append(r.done, *rec)
+	r.sum.add(rec)
 	r.mu.Unlock()
 }
 
@@ -459,17 +460,10 @@ func classify(err error, rctx, ctx context.Context) (status, msg string) {
 
 // resolveModel picks the model when neither --model nor the records name
 // one: the first entry of GET /v1/models.
-func (r *runner) resolveModel(ctx context.Context, sel []*traces.Record) error {
+func (r *runner) resolveModel(ctx context.Context, need bool) error {
 	r.model = r.o.Model
 	if r.model != "" {
 		return nil
-	}
-	need := false
-	for _, rec := range sel {
-		if rec.Model == "" {
-			need = true
-			break
-		}
 	}
 	if !need {
 		return nil
@@ -515,18 +509,6 @@ func (c chatCalibration) words(tokens int) int {
 	}
 	n := int(math.Round(float64(tokens-c.overhead) / c.perWord))
 	return max(n, 1)
-}
-
-func (r *runner) needsChat(sel []*traces.Record) bool {
-	if r.o.ForceAPI || len(sel) == 0 {
-		return r.o.API == traces.APIChat && len(sel) > 0
-	}
-	for _, rec := range sel {
-		if rec.API == traces.APIChat || (rec.API == "" && r.o.API == traces.APIChat) {
-			return true
-		}
-	}
-	return false
 }
 
 // calibrate measures the chat template overhead and tokens per word through

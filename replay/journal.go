@@ -151,19 +151,37 @@ func (r *runner) journalLoop(j *journal) error {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	var werr error
+	// With RecordsInJournal the journal is where records live: a batch
+	// leaves memory once written. After a failed write every later batch
+	// stays in memory (Result.Records), and so does the failed one: its
+	// rows may be in the journal in part, so the caller skips the journal
+	// rows whose seq Result.Records holds.
 	flush := func() {
 		r.mu.Lock()
 		batch := r.done[r.journaled:len(r.done):len(r.done)]
 		r.journaled = len(r.done)
+		drop := r.o.RecordsInJournal && werr == nil
+		if drop {
+			r.done, r.journaled = nil, 0
+		}
 		r.mu.Unlock()
 		if len(batch) == 0 || werr != nil {
 			return
+		}
+		if r.o.RecordsInJournal {
+			r.withClasses(batch)
 		}
 		werr = j.write(batch)
 		if werr == nil {
 			werr = j.sync()
 		}
 		if werr != nil {
+			if drop {
+				r.mu.Lock()
+				r.done = append(batch, r.done...)
+				r.journaled = len(r.done)
+				r.mu.Unlock()
+			}
 			r.stopSend()
 			if r.o.Log != nil {
 				fmt.Fprintf(r.o.Log, "replay: journal write failed (%v): sending stopped, in-flight requests get the drain time\n", werr)

@@ -159,6 +159,12 @@ type Options struct {
 	// JournalSync is how often the journal is flushed and fsync'd. Defaults
 	// to DefaultJournalSync.
 	JournalSync time.Duration
+	// RecordsInJournal keeps finished requests out of memory: they go to
+	// the journal (Journal, required) as they finish, in finish order, and
+	// Result.Records is nil; read them back from the journal (traces.Open).
+	// Memory then depends on the requests in flight, not on the run's
+	// length. Defaults to false: Result.Records holds every request.
+	RecordsInJournal bool
 	// Progress receives a live progress line every ProgressPeriod (nil =
 	// quiet). Defaults to nil.
 	Progress io.Writer

@@ -30,6 +30,12 @@ type Result struct {
 	Meta traces.Meta
 	// Summary is the end-of-run summary.
 	Summary Summary
+	// Journal is the journal that holds the records when
+	// Options.RecordsInJournal was set ("" otherwise); Write reads it.
+	Journal string
+	// Count is how many records the run produced: len(Records), or with
+	// Options.RecordsInJournal those in the journal.
+	Count int
 }
 
 // Metadata keys the replay sets in Meta.Extra.
@@ -118,6 +124,8 @@ type runner struct {
 	done      []traces.Record
 	journaled int
 	jstop     chan struct{}
+	sum       *summarizer // of every finished record (stats.go)
+	feedErr   error       // the trace could not be read on
 
 	defaultModel string
 	hdrOnce      sync.Once
@@ -126,12 +134,36 @@ type runner struct {
 	live liveStats
 }
 
-// Run replays recs (a trace with metadata meta) against o.URL and returns
-// what happened. Cancelling ctx stops sending; in-flight requests get
-// o.Drain to finish, then they are abandoned and recorded as cancelled.
+// Run replays recs (a trace in memory with metadata meta) against o.URL and
+// returns what happened. Cancelling ctx stops sending; in-flight requests
+// get o.Drain to finish, then they are abandoned and recorded as cancelled.
+// A trace in a file is better replayed through Scan and Plan.Run, which do
+// not hold it in memory.
 func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	p, err := Scan(ctx, Records(recs, meta), o)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(ctx, meta, o)
+}
+
+// Run replays the planned trace (with metadata meta) against o.URL, reading
+// it again a little ahead of the schedule, and returns what happened. o
+// must select as it did in Scan. Cancelling ctx stops sending; in-flight
+// requests get o.Drain to finish, then they are abandoned and recorded as
+// cancelled.
+func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if selectionOf(&o) != p.sel {
+		return nil, errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
+	}
+	if o.RecordsInJournal && o.Journal == "" {
+		return nil, errors.New("replay: Options.RecordsInJournal needs Options.Journal")
 	}
 	r := &runner{o: o, notify: make(chan struct{}, 1)}
 	r.base = baseURL(o.URL)
@@ -151,17 +183,14 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	if o.MaxConcurrency > 0 {
 		r.sem = make(chan struct{}, o.MaxConcurrency)
 	}
+	r.sum = newSummarizer()
 
-	sel := selectRecords(recs, &o)
-	if len(sel) == 0 {
-		return nil, nothingToSend(recs, &o)
-	}
-	if err := r.resolveModel(ctx, sel); err != nil {
+	if err := r.resolveModel(ctx, p.needModel); err != nil {
 		return nil, err
 	}
-	if r.needsChat(sel) && !o.NoCalibrate {
+	if p.needChat && !o.NoCalibrate {
 		r.chat = r.calibrate(ctx)
-	} else if r.needsChat(sel) {
+	} else if p.needChat {
 		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
 	}
 
@@ -170,37 +199,56 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	var jw *journal
 	if o.Journal != "" {
 		var err error
-		jm := r.resultMeta(meta, sel)
+		jm := r.resultMeta(meta)
 		if jw, err = openJournal(o.Journal, jm); err != nil {
 			return nil, err
 		}
 	}
-	if err := r.preflight(ctx, sel); err != nil {
+	if err := r.preflight(ctx, p.head); err != nil {
 		jw.abandon()
 		return nil, err
 	}
-	r.warmup(ctx, sel)
+	r.warmup(ctx, p.head)
 
 	// Build the first request bodies before the clock starts, so the
 	// earliest deadlines find them ready.
 	r.work = make(chan *item)
 	r.ack = make(chan struct{}, 1)
-	static, err := r.plan(sel, recs)
-	if err != nil {
-		jw.abandon()
-		return nil, err
+	var next feed
+	if p.InMemory {
+		static, err := r.plan(p.sorted, p.recs)
+		if err != nil {
+			jw.abandon()
+			return nil, err
+		}
+		for _, it := range static {
+			r.live.last = max(r.live.last, it.sched)
+		}
+		next = sliceFeed(static)
+	} else {
+		f, closeFeed, err := p.streamFeed(&r.o)
+		if err != nil {
+			jw.abandon()
+			return nil, err
+		}
+		defer closeFeed()
+		r.live.last = p.last
+		next = f
 	}
-	r.live.total = int64(len(sel))
-	for _, it := range static {
-		r.live.last = max(r.live.last, it.sched)
-	}
+	r.live.total = int64(p.Selected)
 	ready := make(chan []*item, prepBatches)
+	primed := make(chan struct{})
 	var prepCtx context.Context
 	prepCtx, r.stopPrep = context.WithCancel(ctx)
 	defer r.stopPrep()
-	go r.prepare(prepCtx, static, ready)
-	for len(ready) < min(cap(ready), (len(static)+prepBatch-1)/prepBatch) && prepCtx.Err() == nil {
-		time.Sleep(time.Millisecond)
+	prepDone := make(chan struct{})
+	go func() {
+		defer close(prepDone)
+		r.prepare(prepCtx, next, ready, primed)
+	}()
+	select {
+	case <-primed:
+	case <-prepCtx.Done():
 	}
 
 	// The clock.
@@ -228,7 +276,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 	r.reqCtx, r.abandon = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.stopSend()
 	defer r.abandon()
-	bg := r.startBackground(maxSeq(sel)+1, sel) // background.go
+	bg := r.startBackground(p.maxSeq+1, p.head) // background.go
 	if o.Duration > 0 {
 		t := time.AfterFunc(time.Until(r.t0.Add(o.Duration)), r.stopSend)
 		defer t.Stop()
@@ -285,15 +333,21 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		close(r.jstop)
 		jerr = <-jdone
 	}
+	r.stopPrep()
+	<-prepDone
 	r.mu.Lock()
 	out := r.done
 	r.done = nil
+	sum := r.sum
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
-	notSent := len(sel) - (len(out) - bgDone)
+	notSent := p.Selected - (int(sum.records) - bgDone)
 	r.withClasses(out) // background.go
-	res := &Result{Records: out, Meta: r.resultMeta(meta, sel)}
-	res.Summary = Summarize(out, end)
+	res := &Result{Records: out, Meta: r.resultMeta(meta), Count: int(sum.records)}
+	if o.RecordsInJournal {
+		res.Journal = o.Journal
+	}
+	res.Summary = sum.summary(end)
 	res.Summary.NotSent = notSent
 	if r.graph != nil {
 		res.Summary.Sessions = r.graph.summary()
@@ -308,8 +362,14 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 		je := &JournalError{Path: o.Journal, Err: jerr}
 		if p := IncompleteJournalPath(o.Journal); os.Rename(o.Journal, p) == nil {
 			je.Path = p
+			if res.Journal != "" {
+				res.Journal = p
+			}
 		}
 		return res, je
+	}
+	if r.feedErr != nil {
+		return res, fmt.Errorf("replay stopped early: %w", r.feedErr)
 	}
 	return res, nil
 }
@@ -318,21 +378,18 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 // options select, has no records: a run of nothing measures nothing.
 var ErrNothingToSend = errors.New("no records to send")
 
-// nothingToSend says which option left nothing to send.
-func nothingToSend(recs []traces.Record, o *Options) error {
-	if len(recs) == 0 {
+// nothingToSend says which option left nothing to send, from the whole
+// trace's record count and arrival span.
+func nothingToSend(total int, lo, hi int64, o *Options) error {
+	if total == 0 {
 		return fmt.Errorf("%w: the trace is empty", ErrNothingToSend)
 	}
-	lo, hi := recs[0].ArrivalNs, recs[0].ArrivalNs
-	for i := range recs {
-		lo, hi = min(lo, recs[i].ArrivalNs), max(hi, recs[i].ArrivalNs)
-	}
-	span := fmt.Sprintf("the trace's %d records arrive from %v to %v", len(recs), time.Duration(lo), time.Duration(hi))
+	span := fmt.Sprintf("the trace's %d records arrive from %v to %v", total, time.Duration(lo), time.Duration(hi))
 	if o.WindowFrom > 0 || o.WindowTo > 0 {
 		return fmt.Errorf("%w: replay: window [%v, %v) selects none of them; %s", ErrNothingToSend, o.WindowFrom, o.WindowTo, span)
 	}
 	if o.ShardCount > 1 {
-		return fmt.Errorf("%w: replay: shard %d/%d holds none of the trace's %d records", ErrNothingToSend, o.ShardIndex, o.ShardCount, len(recs))
+		return fmt.Errorf("%w: replay: shard %d/%d holds none of the trace's %d records", ErrNothingToSend, o.ShardIndex, o.ShardCount, total)
 	}
 	return fmt.Errorf("%w: replay: Options.Duration %v selects none of them; %s", ErrNothingToSend, o.Duration, span)
 }
@@ -386,32 +443,6 @@ func NewHTTPClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// selectRecords applies window, shard and duration, sorted by arrival.
-func selectRecords(recs []traces.Record, o *Options) []*traces.Record {
-	var sel []*traces.Record
-	for i := range recs {
-		rec := &recs[i]
-		a := time.Duration(rec.ArrivalNs)
-		if a < o.WindowFrom || (o.WindowTo > 0 && a >= o.WindowTo) {
-			continue
-		}
-		if o.ShardCount > 1 && ShardOf(rec, o.ShardCount) != o.ShardIndex {
-			continue
-		}
-		if o.Duration > 0 && scaled(a-o.WindowFrom, o.Speed) > o.Duration {
-			continue
-		}
-		sel = append(sel, rec)
-	}
-	sort.SliceStable(sel, func(i, j int) bool {
-		if sel[i].ArrivalNs != sel[j].ArrivalNs {
-			return sel[i].ArrivalNs < sel[j].ArrivalNs
-		}
-		return sel[i].Seq < sel[j].Seq
-	})
-	return sel
-}
-
 // ShardOf is the shard (0..n-1) a record belongs to: by session when it has
 // one (a session stays on one replayer), else by seq.
 func ShardOf(rec *traces.Record, n int) int {
@@ -433,9 +464,7 @@ func scaled(d time.Duration, speed float64) time.Duration {
 // only the calls that wait for nothing are; each follow-up is queued when
 // its dependencies finish (r.graph).
 func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error) {
-	at := func(rec *traces.Record) time.Duration {
-		return scaled(time.Duration(rec.ArrivalNs)-r.o.WindowFrom, r.o.Speed)
-	}
+	at := r.o.at
 	var static []*item
 	if r.o.Sessions != SessionsClosed {
 		static = make([]*item, len(sel))
@@ -498,25 +527,63 @@ const (
 	prepBatches    = 4
 )
 
-// prepare builds request bodies ahead of the dispatcher, in schedule order.
-func (r *runner) prepare(ctx context.Context, static []*item, ready chan<- []*item) {
+// prepare builds request bodies ahead of the dispatcher, in schedule
+// order, from next; primed closes once the first prepBatches batches are
+// ready (or fewer, at the end), so the clock starts with them built.
+func (r *runner) prepare(ctx context.Context, next feed, ready chan<- []*item, primed chan<- struct{}) {
 	defer close(ready)
-	for len(static) > 0 {
+	sent := 0
+	prime := func() {
+		if sent >= 0 {
+			close(primed)
+			sent = -1
+		}
+	}
+	defer prime()
+	failed := false
+	for !failed {
 		// A batch ends at prepBatch items or prepBatchBytes of bodies, so
 		// long prompts do not pile up in memory.
-		n, size := 0, 0
-		for n < min(prepBatch, len(static)) && size < prepBatchBytes {
-			r.build(static[n])
-			size += len(static[n].body)
-			n++
+		var b []*item
+		size := 0
+		for len(b) < prepBatch && size < prepBatchBytes {
+			it, err := next()
+			if err != nil {
+				r.feedFailed(err)
+				failed = true
+				break
+			}
+			if it == nil {
+				break
+			}
+			r.build(it)
+			size += len(it.body)
+			b = append(b, it)
 		}
-		b := static[:n]
-		static = static[n:]
+		if len(b) == 0 {
+			return
+		}
 		select {
 		case ready <- b:
 		case <-ctx.Done():
 			return
 		}
+		if sent >= 0 {
+			if sent++; sent == prepBatches {
+				prime()
+			}
+		}
+	}
+}
+
+// feedFailed stops the run when the trace cannot be read on: what was
+// sent is kept, Run reports the error.
+func (r *runner) feedFailed(err error) {
+	r.mu.Lock()
+	r.feedErr = err
+	r.mu.Unlock()
+	if r.o.Log != nil {
+		fmt.Fprintf(r.o.Log, "replay: %v: no more requests are sent\n", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -480,32 +481,97 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
+// selectedSeqs is what a run of recs under o would send, in order, read
+// back through Scan's plan and the streaming feed.
+func selectedSeqs(t *testing.T, recs []traces.Record, o Options) []int64 {
+	t.Helper()
+	p, err := Scan(context.Background(), Records(recs, traces.Meta{}), o)
+	if errors.Is(err, ErrNothingToSend) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	o = o.withSelectionDefaults()
+	next := sliceFeed(nil)
+	if !p.InMemory {
+		f, closeFeed, err := p.streamFeed(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeFeed()
+		next = f
+	} else {
+		for _, rec := range p.sorted {
+			next = appendFeed(next, rec)
+		}
+	}
+	var seqs []int64
+	for {
+		it, err := next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if it == nil {
+			break
+		}
+		seqs = append(seqs, it.rec.Seq)
+	}
+	if len(seqs) != p.Selected {
+		t.Errorf("the feed gave %d records, Scan planned %d", len(seqs), p.Selected)
+	}
+	return seqs
+}
+
+func appendFeed(f feed, rec *traces.Record) feed {
+	done := false
+	return func() (*item, error) {
+		if it, err := f(); it != nil || err != nil {
+			return it, err
+		}
+		if done {
+			return nil, nil
+		}
+		done = true
+		return &item{rec: rec}, nil
+	}
+}
+
 func TestSelectWindowSpeedShard(t *testing.T) {
 	recs := testTrace(100, 10*time.Millisecond, 1, 1)
 	o := DefaultOptions()
 	o.WindowFrom, o.WindowTo = 100*time.Millisecond, 300*time.Millisecond
-	sel := selectRecords(recs, &o)
-	if len(sel) != 20 || sel[0].Seq != 10 || sel[19].Seq != 29 {
-		t.Fatalf("window selected %d records from %d", len(sel), sel[0].Seq)
+	sel := selectedSeqs(t, recs, o)
+	if len(sel) != 20 || sel[0] != 10 || sel[19] != 29 {
+		t.Fatalf("window selected %d records from %v", len(sel), sel)
 	}
 	o = DefaultOptions()
 	o.Speed = 2
 	o.Duration = 100 * time.Millisecond
-	if got := len(selectRecords(recs, &o)); got != 21 {
+	if got := len(selectedSeqs(t, recs, o)); got != 21 {
 		t.Errorf("speed 2 duration 100ms selected %d, want 21", got)
 	}
 	seen := map[int64]int{}
 	for i := 0; i < 3; i++ {
 		o := DefaultOptions()
 		o.ShardIndex, o.ShardCount = i, 3
-		for _, r := range selectRecords(recs, &o) {
-			seen[r.Seq]++
+		for _, s := range selectedSeqs(t, recs, o) {
+			seen[s]++
 		}
 	}
 	for _, r := range recs {
 		if seen[r.Seq] != 1 {
 			t.Fatalf("record %d in %d shards, want 1", r.Seq, seen[r.Seq])
 		}
+	}
+	// Out of arrival order, the trace is sorted in memory: same records,
+	// in arrival order.
+	shuffled := slices.Clone(recs)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	o = DefaultOptions()
+	o.WindowFrom, o.WindowTo = 100*time.Millisecond, 300*time.Millisecond
+	if got := selectedSeqs(t, shuffled, o); !slices.Equal(got, sel) {
+		t.Errorf("shuffled trace sends %v, want %v", got, sel)
 	}
 	if i, n, err := ParseShard("2/5"); err != nil || i != 2 || n != 5 {
 		t.Errorf("ParseShard(2/5) = %d, %d, %v", i, n, err)

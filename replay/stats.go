@@ -158,57 +158,19 @@ type Summary struct {
 	TimingMatched, TimingUnmatched int
 	// Sessions counts the closed-session follow-ups (zero when open loop).
 	Sessions SessionStats
+	// Approx is set when the percentiles come from a histogram with a
+	// relative error of at most 0.5 %: past 1 Mi requests, so a long run's
+	// memory stays flat.
+	Approx bool
 }
 
 // Summarize computes a Summary over replayed records.
 func Summarize(recs []traces.Record, d time.Duration) Summary {
-	s := Summary{Duration: d, FailedBy: map[string]int{}, FailureReasons: map[string]int{}}
-	var late, ttft, tpot, e2e []time.Duration
+	sum := newSummarizer()
 	for i := range recs {
-		rec := &recs[i]
-		if rec.SentNs < 0 {
-			continue
-		}
-		s.Sent++
-		if l, ok := rec.Lateness(); ok {
-			late = append(late, l)
-		}
-		if n, _ := rec.ReceivedOutputTokens(); n > 0 {
-			s.OutputTokens += int64(n)
-		}
-		if !rec.OK() {
-			s.Failed++
-			s.FailedBy[rec.Status]++
-			s.FailureReasons[failureReason(rec)]++
-			continue
-		}
-		s.OK++
-		if rec.ServerQueueNs >= 0 || rec.ServerPrefillNs >= 0 || rec.ServerDecodeNs >= 0 {
-			s.TimingMatched++
-		} else {
-			s.TimingUnmatched++
-		}
-		if v, ok := rec.TTFT(); ok {
-			ttft = append(ttft, v)
-		}
-		if v, ok := rec.TPOT(); ok {
-			tpot = append(tpot, v)
-		}
-		if v, ok := rec.E2E(); ok {
-			e2e = append(e2e, v)
-		}
+		sum.add(&recs[i])
 	}
-	for _, x := range [][]time.Duration{late, ttft, tpot, e2e} {
-		slices.Sort(x)
-	}
-	s.LatenessP50, s.LatenessP99 = percentile(late, 50), percentile(late, 99)
-	if len(late) > 0 {
-		s.LatenessMax = late[len(late)-1]
-	}
-	s.TTFTP50, s.TTFTP99 = percentile(ttft, 50), percentile(ttft, 99)
-	s.TPOTP50, s.TPOTP99 = percentile(tpot, 50), percentile(tpot, 99)
-	s.E2EP50, s.E2EP99 = percentile(e2e, 50), percentile(e2e, 99)
-	return s
+	return sum.summary(d)
 }
 
 // percentile is the p-th percentile of sorted x with linear interpolation
@@ -281,7 +243,7 @@ func (s *Summary) WriteText(w io.Writer) {
 }
 
 // resultMeta is the results file metadata (before the run's outcome).
-func (r *runner) resultMeta(in traces.Meta, sel []*traces.Record) traces.Meta {
+func (r *runner) resultMeta(in traces.Meta) traces.Meta {
 	m := in
 	m.Extra = nil
 	for k, v := range in.Extra {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -167,17 +168,20 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err := probe.Validate(); err != nil {
 				return replayUsageError(err)
 			}
-			recs, meta, err := readTrace(io.err, "replay", a[0])
-			if err != nil {
-				return err
-			}
 			if metricsInterval <= 0 {
 				return usageErrorf("--metrics-interval: must be > 0")
 			}
-			longest := 0 // let the simulator take the trace's longest request
-			for i := range recs {
-				longest = max(longest, int(recs[i].InputTokens)+int(recs[i].OutputTokens))
+			src, err := traceSource(io.err, "replay", a[0])
+			if err != nil {
+				return err
 			}
+			// One pass over the trace plans the run; the run reads it
+			// again, a little ahead of the schedule.
+			plan, err := replay.Scan(c.Context, src, o)
+			if err != nil {
+				return errors.New(flagNames(err, replayFlags))
+			}
+			longest := plan.Longest // let the simulator take the trace's longest request
 			so := sim.DefaultOptions()
 			so.PerRequestMetrics = simMetrics
 			tgt, err := replay.StartTarget(c.Context, replay.TargetOptions{
@@ -212,6 +216,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				journal = replay.JournalPath(out)
 			}
 			o.Journal = journal
+			// Results stream to the journal and leave memory, unless spans
+			// must be joined to them at the end.
+			o.RecordsInJournal = journal != "" && tgt.OTLPAddr == ""
 			// Progress: one line rewritten every second on a terminal, a
 			// plain line every 10 s in logs and pipes.
 			if !quiet {
@@ -223,7 +230,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			}
 			o.Log = prefixWriter{io.err, "tokentrace "}
 			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
-			res, runErr := replay.Run(c.Context, recs, meta, o)
+			res, runErr := plan.Run(c.Context, plan.Meta, o)
 			if res == nil {
 				return errors.New(flagNames(runErr, replayFlags))
 			}
@@ -243,7 +250,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			// and must never be called complete.
 			var jerr *replay.JournalError
 			journalOK := !errors.As(runErr, &jerr)
-			if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
+			if _, err := res.Write(context.WithoutCancel(c.Context), out); err != nil {
 				msg := fmt.Errorf("write results: %w", err)
 				switch {
 				case !journalOK:
@@ -269,14 +276,14 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			}
 			res.Summary.WriteText(sw)
 			if c.Context.Err() != nil {
-				fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", len(res.Records), out)
+				fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", res.Count, out)
 			}
 			if !journalOK {
 				kept := "removed"
 				if keepJournal {
 					kept = "kept as " + jerr.Path
 				}
-				return fmt.Errorf("journal write failed, sending stopped: %w; %s holds the %d requests that finished (the incomplete journal was %s)", jerr.Err, out, len(res.Records), kept)
+				return fmt.Errorf("journal write failed, sending stopped: %w; %s holds the %d requests that finished (the incomplete journal was %s)", jerr.Err, out, res.Count, kept)
 			}
 			if sh := res.Summary.FailedShare(); sh > maxFailed {
 				reason := ""

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
+	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -23,6 +25,29 @@ func readTrace(stderr io.Writer, cmd, name string) ([]traces.Record, traces.Meta
 		return nil, m, fmt.Errorf("read trace: %w", err)
 	}
 	return recs, m, nil
+}
+
+// traceSource is the trace name as replay reads it: a file is opened each
+// time replay reads it (never held whole), stdin is read into memory once.
+// A damaged file is read up to the damage, with one warning.
+func traceSource(stderr io.Writer, cmd, name string) (replay.Source, error) {
+	if name == "-" {
+		recs, m, err := readTrace(stderr, cmd, name)
+		if err != nil {
+			return nil, err
+		}
+		return replay.Records(recs, m), nil
+	}
+	var once sync.Once
+	return func() (traces.Reader, error) {
+		r, err := traces.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("read trace: %w", err)
+		}
+		warn := io.Discard
+		once.Do(func() { warn = stderr })
+		return salvage(r, warn, cmd, name), nil
+	}, nil
 }
 
 // salvaging ends a reader's stream at the damage, with the warning, instead
