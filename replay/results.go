@@ -10,13 +10,14 @@ import (
 )
 
 // Write writes the run's results file name (any traces format, "-" is
-// stdout JSONL) with res.Meta, and returns how many records it wrote.
+// stdout JSONL) with res.Meta and options o (the Parquet writer's sort
+// budget and spill directory), and returns how many records it wrote.
 // With Options.RecordsInJournal the records are streamed from the journal
 // (Result.Journal), in bounded memory, plus those Result.Records holds
 // because a journal write failed; the journal itself is left to the
 // caller. A failed write leaves no file at name.
-func (res *Result) Write(ctx context.Context, name string) (int64, error) {
-	w, err := traces.Create(name, res.Meta)
+func (res *Result) Write(ctx context.Context, name string, o traces.CreateOptions) (int64, error) {
+	w, err := traces.CreateWith(name, res.Meta, o)
 	if err != nil {
 		return 0, err
 	}

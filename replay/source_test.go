@@ -66,7 +66,7 @@ func TestRecordsInJournalSameResults(t *testing.T) {
 	}
 	for _, name := range []string{"res.parquet", "res.jsonl"} {
 		out := filepath.Join(dir, name)
-		n, err := st.Write(context.Background(), out)
+		n, err := st.Write(context.Background(), out, traces.CreateOptions{})
 		if err != nil || n != 400 {
 			t.Fatalf("Write %s = %d, %v; want 400 records", name, n, err)
 		}
@@ -115,7 +115,7 @@ func TestRecordsInJournalFailedWrite(t *testing.T) {
 		t.Errorf("Result.Journal %q, want the renamed journal %q", res.Journal, je.Path)
 	}
 	out := filepath.Join(dir, "res.parquet")
-	n, err := res.Write(context.Background(), out)
+	n, err := res.Write(context.Background(), out, traces.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ func importCommand() *cli.Command {
 		format string
 		out    string
 		o      traces.OpenOptions
+		sf     = sortFlags{mib: traces.DefaultSortMemoryBytes >> 20}
 	)
 	return &cli.Command{
 		Name:  "import",
@@ -52,11 +53,11 @@ Malformed rows (a missing column, a negative or non-integer count, a line that
 is not JSON) are skipped and counted; --strict stops at the first one with an
 error naming the file and line. It prints "imported N rows (skipped M
 malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Usage: "import format: " + strings.Join(traces.ImportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv, .csv.zst; - = JSON lines on stdout)", Destination: &out},
 			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row instead of skipping and counting it (default: skip)", Destination: &o.Strict},
-		},
+		}, sf.flags()...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, 1, "the public trace file, - = stdin")
 			if err != nil {
@@ -87,7 +88,11 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			defer r.Close()
 			m := r.Meta()
 			m.Command = importCommandLine(format, o.Strict, name)
-			n, err := importWrite(c, r, out, m, format)
+			co, err := sf.options()
+			if err != nil {
+				return err
+			}
+			n, err := importWrite(c, r, out, m, format, co)
 			st := r.Stats()
 			if err != nil {
 				return withCode(exitFailure, err)
@@ -112,7 +117,7 @@ func importCommandLine(format string, strict bool, name string) string {
 
 // importWrite copies r into the trace out ("-" = JSONL on stdout); on
 // failure a partial output file is removed.
-func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, format string) (int64, error) {
+func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, format string, co traces.CreateOptions) (int64, error) {
 	var (
 		w   traces.Writer
 		err error
@@ -120,7 +125,7 @@ func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, for
 	if out == "-" {
 		w, err = traces.NewWriter(importStdout{stdio(c).out}, traces.FormatJSONL, m, traces.CreateOptions{})
 	} else {
-		w, err = traces.Create(out, m)
+		w, err = traces.CreateWith(out, m, co)
 	}
 	if err != nil {
 		return 0, err

@@ -32,6 +32,7 @@ func replayCommand() *cli.Command {
 		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
 		noDescribe, affinity                                  bool
 		sessionHeader                                         = replay.DefaultSessionHeader
+		sf                                                    = sortFlags{mib: traces.DefaultSortMemoryBytes >> 20}
 	)
 	api = o.API
 	return &cli.Command{
@@ -68,7 +69,7 @@ everything.
 
 Distributed: run n replayers with --shard i/n (deterministic by session or
 seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "url", Usage: "server base URL, e.g. http://localhost:8000 (default: start the built-in simulator)", Destination: &o.URL},
 			&cli.StringFlag{Name: "model", Usage: "model name for every request (default: each record's model, else the server's first model)", Destination: &o.Model},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: "results.parquet", Usage: "results file (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Destination: &out},
@@ -113,7 +114,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.GenericFlag{Name: "metadata", Value: &metadata, Usage: "key=value stored in the results metadata as run.meta.KEY (repeatable)"},
 			&cli.GenericFlag{Name: "model-map", Value: &modelMap, Usage: "prod-name=served-name (repeatable); unmapped names use --model"},
 			&cli.BoolFlag{Name: "no-describe-server", Usage: "do not store the server's /v1/models, /version and /metrics info in the metadata", Destination: &noDescribe},
-		},
+		}, sf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
@@ -170,6 +171,10 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			}
 			if metricsInterval <= 0 {
 				return usageErrorf("--metrics-interval: must be > 0")
+			}
+			co, err := sf.options()
+			if err != nil {
+				return err
 			}
 			src, err := traceSource(io.err, "replay", a[0])
 			if err != nil {
@@ -250,7 +255,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			// and must never be called complete.
 			var jerr *replay.JournalError
 			journalOK := !errors.As(runErr, &jerr)
-			if _, err := res.Write(context.WithoutCancel(c.Context), out); err != nil {
+			if _, err := res.Write(context.WithoutCancel(c.Context), out, co); err != nil {
 				msg := fmt.Errorf("write results: %w", err)
 				switch {
 				case !journalOK:

@@ -298,3 +298,35 @@ func TestReplayTotalFailureIsNotSuccess(t *testing.T) {
 		t.Errorf("summary lacks the top failure reason:\n%s", so.String())
 	}
 }
+
+// TestReplayCommandSpillsResults gives the results' Parquet sort a 1 MiB
+// budget in a temporary directory of its own: the run writes every request,
+// sorted by arrival, and leaves the directory empty; a budget of 0 is a
+// usage error before anything starts.
+func TestReplayCommandSpillsResults(t *testing.T) {
+	trace := writeReplayTrace(t, 300)
+	dir := filepath.Dir(trace)
+	tmp := t.TempDir()
+	out := filepath.Join(dir, "res.parquet")
+	var so, se bytes.Buffer
+	code := Main(context.Background(), []string{"tokentrace", "replay", "--quiet", "--speed", "4", "--max-lateness", "10s", "--sort-memory-mib", "1", "--temp-dir", tmp, "--out", out, trace}, nil, &so, &se)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
+	}
+	recs, _, err := traces.ReadAll(out)
+	if err != nil || len(recs) != 300 {
+		t.Fatalf("%d results (%v), want 300", len(recs), err)
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].ArrivalNs < recs[i-1].ArrivalNs {
+			t.Fatalf("results out of arrival order at row %d", i)
+		}
+	}
+	if es, _ := os.ReadDir(tmp); len(es) != 0 {
+		t.Errorf("left in --temp-dir: %s", es[0].Name())
+	}
+	code = Main(context.Background(), []string{"tokentrace", "replay", "--sort-memory-mib", "0", "--out", out, trace}, nil, &so, &se)
+	if code != exitUsage || !strings.Contains(se.String(), "--sort-memory-mib 0") {
+		t.Errorf("--sort-memory-mib 0: exit %d, stderr %q", code, se.String())
+	}
+}
