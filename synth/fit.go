@@ -154,7 +154,8 @@ func FitReader(ctx context.Context, r traces.Reader, opts FitOptions) (*Model, e
 	if opts.Meta.SchemaVersion == "" && opts.Meta.Source == "" {
 		opts.Meta = r.Meta()
 	}
-	return FitSeq(ctx, traces.All(r), opts)
+	// Decoding runs a few batches ahead on another core.
+	return FitSeq(ctx, traces.AllAhead(r), opts)
 }
 
 // FitSeq fits a Model to a stream of records in (arrival_ns, seq) order, as

@@ -144,6 +144,7 @@ type fitter struct {
 	classes map[string]*classFit
 	cur     *classFit // the previous record's class
 	label   []byte    // scratch for a derived category label
+	prev    []seenAt  // scratch: what each block of a row found
 	approx  approx
 }
 
@@ -306,15 +307,33 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	reused := -1
 	if len(r.blocks) > 0 {
 		c.hasBlocks++
-		L := 0
-		for L < len(r.blocks) {
-			if _, ok := c.seen.get(r.blocks[L]); !ok {
-				break
+		// One probe per block looks the block up and marks it seen in
+		// this row. The leading run of blocks seen in earlier rows is the
+		// reused prefix; a block repeated within the row answers with
+		// what its first occurrence found (the table as it was before
+		// the row).
+		prev := f.prev[:0]
+		L, leading := 0, true
+		for j, b := range r.blocks {
+			at, ok := c.seen.swap(b, i)
+			if ok && at == i {
+				for k := range j {
+					if r.blocks[k] == b {
+						at, ok = prev[k].row, prev[k].ok
+						break
+					}
+				}
 			}
-			L++
+			prev = append(prev, seenAt{at, ok})
+			if leading && ok {
+				L++
+			} else {
+				leading = false
+			}
 		}
+		f.prev = prev
 		if L > 0 {
-			at, _ := c.seen.get(r.blocks[L-1])
+			at := prev[L-1].row
 			row.dist = i - at
 			f.label = strconv.AppendInt(append(f.label[:0], blockCategoryPrefix...), r.blocks[L-1], 10)
 			if string(f.label) == r.category {
@@ -322,9 +341,6 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 			}
 		} else if r.category == "" {
 			c.derivedOK++
-		}
-		for _, b := range r.blocks {
-			c.seen.set(b, i)
 		}
 		if i > 0 {
 			c.reusedFreq[int32(L)]++
@@ -502,15 +518,37 @@ type blockTable struct {
 	dropped  int64 // blocks forgotten
 }
 
-func (t *blockTable) get(b int64) (int64, bool) {
-	if v, ok := t.cur.get(b); ok {
-		return v, true
-	}
-	return t.old.get(b)
+// seenAt is a block's last row, if it was seen.
+type seenAt struct {
+	row int64
+	ok  bool
 }
 
-func (t *blockTable) set(b, row int64) {
-	t.cur.set(b, row)
+// swap sets block b's row to row and returns the row it had. It is get
+// then set in one probe of the current generation (the table is larger
+// than the caches, so probes are what a row costs).
+func (t *blockTable) swap(b, row int64) (int64, bool) {
+	if t.cur.slots == nil {
+		t.cur.resize(64)
+	}
+	e := t.cur.slot(b)
+	if e.row != 0 {
+		prev := e.row - 1
+		e.row = row + 1
+		return prev, true
+	}
+	prev, ok := t.old.get(b)
+	e.k, e.row = b, row+1
+	t.cur.used++
+	if 2*t.cur.used > len(t.cur.slots) {
+		t.cur.resize(2 * len(t.cur.slots))
+	}
+	t.flip()
+	return prev, ok
+}
+
+// flip drops the old generation when the current one is full.
+func (t *blockTable) flip() {
 	if t.cur.used >= t.gen {
 		t.old.each(func(b int64) {
 			if _, ok := t.cur.get(b); !ok {
@@ -529,6 +567,7 @@ type blockMap struct {
 	slots []bslot
 	used  int
 	shift uint
+	mix   bool // place by a multiplicative hash, not the low bits (slot)
 }
 
 type bslot struct {
@@ -536,13 +575,28 @@ type bslot struct {
 	row int64 // row + 1; 0 = empty
 }
 
+// slot is where block k is or would go. Blocks are placed by their low
+// bits: dense block ids (Mooncake's hash_ids, synth's own) then sit side by
+// side as they are met, which halves the cache misses of a row's probes,
+// and hashed ids are random anyway. Should a probe run long (ids with a
+// stride), the map rehashes with a multiplicative hash for good.
 func (m *blockMap) slot(k int64) *bslot {
 	mask := len(m.slots) - 1
-	i := int((uint64(k) * 0x9E3779B97F4A7C15) >> m.shift)
-	for {
+	var i int
+	if m.mix {
+		i = int((uint64(k) * 0x9E3779B97F4A7C15) >> m.shift)
+	} else {
+		i = int((uint64(k) ^ uint64(k)>>32) & uint64(mask))
+	}
+	for steps := 0; ; steps++ {
 		e := &m.slots[i]
 		if e.row == 0 || e.k == k {
 			return e
+		}
+		if steps == 64 && !m.mix {
+			m.mix = true
+			m.resize(len(m.slots))
+			return m.slot(k)
 		}
 		i = (i + 1) & mask
 	}
@@ -554,21 +608,6 @@ func (m *blockMap) get(k int64) (int64, bool) {
 	}
 	e := m.slot(k)
 	return e.row - 1, e.row != 0
-}
-
-func (m *blockMap) set(k, row int64) {
-	if m.slots == nil {
-		m.resize(64)
-	}
-	e := m.slot(k)
-	if e.row == 0 {
-		e.k = k
-		m.used++
-	}
-	e.row = row + 1
-	if 2*m.used > len(m.slots) {
-		m.resize(2 * len(m.slots))
-	}
 }
 
 func (m *blockMap) resize(size int) {

@@ -40,6 +40,68 @@ func All(r Reader) iter.Seq2[Record, error] {
 	}
 }
 
+// AllAhead is All with the reading done on another goroutine, a few
+// batches ahead, so decoding and the caller's work use two cores. The
+// records' lists are valid until the loop's next step, as with All. r is
+// not read once the loop has ended, so the caller may close it then.
+func AllAhead(r Reader) iter.Seq2[Record, error] {
+	return func(yield func(Record, error) bool) {
+		type batch struct {
+			buf []Record
+			n   int
+			err error
+		}
+		const ahead = 3
+		free := make(chan []Record, ahead)
+		for range ahead {
+			free <- make([]Record, iterBatch)
+		}
+		full := make(chan batch, ahead)
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer close(full)
+			for {
+				var buf []Record
+				select {
+				case buf = <-free:
+				case <-stop:
+					return
+				}
+				n, err := r.Read(buf)
+				select {
+				case full <- batch{buf, n, err}:
+				case <-stop:
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer func() {
+			close(stop)
+			<-done
+		}()
+		for b := range full {
+			for i := range b.n {
+				if !yield(b.buf[i], nil) {
+					return
+				}
+			}
+			if b.err == io.EOF {
+				return
+			}
+			if b.err != nil {
+				yield(Record{}, b.err)
+				return
+			}
+			free <- b.buf
+		}
+	}
+}
+
 // Values returns a stream over recs, for callers that hold a slice (tests,
 // generators). Records are yielded as they are, lists not copied.
 func Values(recs []Record) iter.Seq2[Record, error] {

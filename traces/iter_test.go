@@ -47,14 +47,69 @@ func TestAllCollectRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Collect: %v", ext, err)
 		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d records, want %d", ext, len(got), len(want))
+		checkIterRecords(t, ext+" All", got, want)
+		// The same read ahead on another goroutine.
+		if r, err = traces.Open(name); err != nil {
+			t.Fatal(err)
 		}
-		for i := range want {
-			if !slices.Equal(got[i].PrefixBlocks, want[i].PrefixBlocks) || !slices.Equal(got[i].AfterSeqs, want[i].AfterSeqs) || !slices.Equal(got[i].ChunkNs, want[i].ChunkNs) || got[i].Seq != want[i].Seq {
-				t.Fatalf("%s: record %d = %+v, want %+v", ext, i, got[i], want[i])
-			}
+		got, err = traces.Collect(traces.AllAhead(r))
+		r.Close()
+		if err != nil {
+			t.Fatalf("%s: Collect(AllAhead): %v", ext, err)
 		}
+		checkIterRecords(t, ext+" AllAhead", got, want)
+	}
+}
+
+func checkIterRecords(t *testing.T, what string, got, want []traces.Record) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d records, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if !slices.Equal(got[i].PrefixBlocks, want[i].PrefixBlocks) || !slices.Equal(got[i].AfterSeqs, want[i].AfterSeqs) || !slices.Equal(got[i].ChunkNs, want[i].ChunkNs) || got[i].Seq != want[i].Seq {
+			t.Fatalf("%s: record %d = %+v, want %+v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// AllAhead stops reading when the loop ends early (the caller may close
+// the reader then), and passes a damaged file's error after its rows.
+func TestAllAheadStopsAndFails(t *testing.T) {
+	want := iterRecords(5000)
+	name := filepath.Join(t.TempDir(), "t.jsonl")
+	if err := traces.WriteAll(name, traces.NewMeta("test"), want); err != nil {
+		t.Fatal(err)
+	}
+	r, err := traces.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, err := range traces.AllAhead(r) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 10 {
+			break
+		}
+	}
+	r.Close() // the reading goroutine stopped before the loop returned
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.jsonl")
+	if err := os.WriteFile(cut, b[:len(b)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = traces.Open(cut); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := traces.Collect(traces.AllAhead(r))
+	if !errors.Is(err, traces.ErrTruncated) || len(got) < 3000 || len(got) >= 5000 {
+		t.Errorf("damaged file: %d records, %v; want the rows before the damage and ErrTruncated", len(got), err)
 	}
 }
 
