@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -45,8 +47,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 			fmtPct(at.TailPercentile), metric, fmtMs(at.TailThresholdMs), at.TailRequests, at.Source)
 		p("  %-10s %8s %12s   %8s %12s\n", "component", "tail", "tail mean", "all", "all mean")
 		sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
+		tm, am := fmtMsColumn(mm[:]), fmtMsColumn(ma[:])
 		for k, n := range ComponentNames {
-			p("  %-10s %7.1f%% %12s   %7.1f%% %12s\n", n, 100*sh[k], fmtMs(mm[k]), 100*sa[k], fmtMs(ma[k]))
+			p("  %-10s %7.1f%% %12s   %7.1f%% %12s\n", n, 100*sh[k], tm[k], 100*sa[k], am[k])
 		}
 		p("  dominant: %s (the largest component of %.0f%% of tail requests)\n", at.Dominant, 100*at.DominantAgreement)
 	}
@@ -135,4 +138,30 @@ func writeDistTable(w io.Writer, s *Summary) {
 	row("E2E", s.E2E)
 	row("E2E (scheduled)", s.E2EScheduled)
 	row("lateness", s.Lateness)
+}
+
+// fmtMsColumn formats a column of durations (ms) in one unit and precision,
+// chosen by its largest value the way fmtMs chooses for one value, so a
+// column never mixes "16.5 s" with "4210 ms".
+func fmtMsColumn(vals []float64) []string {
+	var top float64
+	for _, v := range vals {
+		if !math.IsNaN(v) {
+			top = max(top, math.Abs(v))
+		}
+	}
+	unit, div, prec := "ms", 1.0, 2
+	switch {
+	case top >= 10000:
+		unit, div, prec = "s", 1000, 1
+	case top >= 100:
+		prec = 0
+	case top >= 10:
+		prec = 1
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = strconv.FormatFloat(v/div, 'f', prec, 64) + " " + unit
+	}
+	return out
 }
