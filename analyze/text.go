@@ -72,8 +72,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 			if g.Goodput != nil {
 				gp = fmt.Sprintf("%.2f/s", *g.Goodput)
 			}
-			p("  %-20s %8d %8d %7d %10.2f %10.2f %10.2f %10.2f %10.2f %10s\n", trunc(v, 20), g.Requests, g.Completed, g.Failed,
-				g.TTFT.P50, g.TTFT.P99, g.TPOT.P50, g.E2E.P50, g.E2E.P99, gp)
+			p("  %-20s %8d %8d %7d %10s %10s %10s %10s %10s %10s\n", trunc(v, 20), g.Requests, g.Completed, g.Failed,
+				distCell(g.TTFT, g.TTFT.P50), distCell(g.TTFT, g.TTFT.P99), distCell(g.TPOT, g.TPOT.P50), distCell(g.E2E, g.E2E.P50), distCell(g.E2E, g.E2E.P99), gp)
 		}
 	}
 	rep.writeGroupAttributionText(p) // capacity.go
@@ -164,4 +164,13 @@ func fmtMsColumn(vals []float64) []string {
 		out[i] = strconv.FormatFloat(v/div, 'f', prec, 64) + " " + unit
 	}
 	return out
+}
+
+// distCell is a statistic of d with two decimals, or "-" when d is empty
+// (a group whose requests all failed has no latency, not 0.00).
+func distCell(d Dist, v float64) string {
+	if d.Count == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }
