@@ -23,7 +23,7 @@ func (c *Comparison) compareCDF(title string, a, b []float64) (*plot.Plot, error
 		return nil, err
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	logX(p, a, b)
+	latencyX(p, a, b)
 	return p, nil
 }
 

@@ -77,6 +77,8 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Add(plotter.NewGrid())
+	// no useless decimals on the ticks (gonum labels 1250.00 on a 2.5 step)
+	p.X.Tick.Marker, p.Y.Tick.Marker = chart.Ticks{}, chart.Ticks{}
 	return p
 }
 
@@ -124,24 +126,32 @@ func (rep *Report) cdfTTFTE2E() (*plot.Plot, error) {
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	logX(p, rep.samples.ttft, rep.samples.e2e, rep.samples.ttftSched)
+	latencyX(p, rep.samples.ttft, rep.samples.e2e, rep.samples.ttftSched)
 	return p, nil
 }
 
-// logX puts the x axis on a log scale when every value is positive and
-// they span more than a decade.
-func logX(p *plot.Plot, xs ...[]float64) {
+// latencyX labels the x axis of a CDF of the sorted ns values xs: in ms or
+// s by their largest value, on a log scale when every value is positive
+// and they span more than a decade.
+func latencyX(p *plot.Plot, xs ...[]float64) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, x := range xs {
 		if len(x) > 0 {
 			lo, hi = min(lo, x[0]), max(hi, x[len(x)-1])
 		}
 	}
-	if lo > 0 && hi/lo > 10 {
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.X.Label.Text += ", log scale"
+	chart.MsAxis(&p.X, "latency", hi*msPerNs, lo > 0 && hi/lo > 10)
+}
+
+// maxY is the largest y of the series.
+func maxY(xys ...plotter.XYs) float64 {
+	m := 0.0
+	for _, xy := range xys {
+		for _, v := range xy {
+			m = max(m, v.Y)
+		}
 	}
+	return m
 }
 
 func (rep *Report) cdfTokens() (*plot.Plot, error) {
@@ -156,7 +166,7 @@ func (rep *Report) cdfTokens() (*plot.Plot, error) {
 		return nil, err
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	logX(p, rep.samples.tpot, rep.samples.itl)
+	latencyX(p, rep.samples.tpot, rep.samples.itl)
 	return p, nil
 }
 
@@ -192,7 +202,8 @@ func (rep *Report) scatterTTFT() (*plot.Plot, error) {
 	if len(body)+len(hot) == 0 {
 		return nil, nil
 	}
-	p := newPlot("TTFT against prompt length", "prompt tokens", "TTFT (ms)")
+	p := newPlot("TTFT against prompt length", "prompt tokens", "")
+	chart.MsAxis(&p.Y, "TTFT", maxY(body, hot), false)
 	for _, s := range []struct {
 		name string
 		xy   plotter.XYs
@@ -235,6 +246,7 @@ func (rep *Report) timelineLatency() (*plot.Plot, error) {
 		}
 		return xy
 	}
+	hi := 0.0
 	for _, s := range []struct {
 		name   string
 		f      func(Window) float64
@@ -247,10 +259,13 @@ func (rep *Report) timelineLatency() (*plot.Plot, error) {
 		{"E2E p99", func(w Window) float64 { return w.E2EP99Ms }, colE2E, false},
 		{"lateness p99", func(w Window) float64 { return w.LatenessP99Ms }, compColors[cLateness], false},
 	} {
-		if err := addLine(p, s.name, series(s.f), s.c, s.dashed); err != nil {
+		xy := series(s.f)
+		hi = max(hi, maxY(xy))
+		if err := addLine(p, s.name, xy, s.c, s.dashed); err != nil {
 			return nil, err
 		}
 	}
+	chart.MsAxis(&p.Y, "latency", hi, false)
 	return p, nil
 }
 

@@ -93,3 +93,45 @@ func TestHTMLDegenerateData(t *testing.T) {
 		}
 	}
 }
+
+// chartLabels returns the texts of the page's SVG charts.
+func chartLabels(page string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`<text[^>]*>([^<]*)</text>`).FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestHTMLTickLabels: chart ticks carry no useless decimals (gonum labelled
+// a 0–9000 ms axis 1250.00, 2500.00, …) and no exponents.
+func TestHTMLTickLabels(t *testing.T) {
+	var recs []traces.Record
+	for i := range 600 {
+		e2e := 1000*ms + time.Duration(i)*13*ms // up to 8.8 s
+		recs = append(recs, rec(int64(i), time.Duration(i)*100*ms, 0, 50*ms+time.Duration(i%7)*50*ms, e2e, 100, 50, 1))
+	}
+	o := DefaultOptions()
+	o.Window = 5 * time.Second
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	bad := regexp.MustCompile(`^-?[0-9]+\.[0-9]*0$|^[0-9.]+e[-+]?[0-9]+$`)
+	num := 0
+	for _, l := range chartLabels(b.String()) {
+		if bad.MatchString(l) {
+			t.Errorf("tick label %q", l)
+		}
+		if regexp.MustCompile(`^[0-9.]+$`).MatchString(l) {
+			num++
+		}
+	}
+	if num < 20 {
+		t.Errorf("only %d numeric tick labels found", num)
+	}
+}
