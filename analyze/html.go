@@ -101,7 +101,7 @@ func (rep *Report) charts() ([]template.HTML, error) {
 		out = append(out, s)
 		return nil
 	}
-	for _, f := range []func() (*plot.Plot, error){rep.cdfTTFTE2E, rep.cdfTokens, rep.scatterTTFT, rep.timelineLatency, rep.timelineLoad, rep.attributionBars} {
+	for _, f := range []func() (*plot.Plot, error){rep.cdfTTFTE2E, rep.cdfTokens, rep.scatterTTFT, rep.timelineTTFT, rep.timelineE2E, rep.timelineLoad, rep.attributionBars} {
 		if err := add(f()); err != nil {
 			return nil, err
 		}
@@ -232,11 +232,37 @@ func (rep *Report) scatterTTFT() (*plot.Plot, error) {
 	return p, nil
 }
 
-func (rep *Report) timelineLatency() (*plot.Plot, error) {
+// timelineSeries is one latency line of a timeline panel.
+type timelineSeries struct {
+	name   string
+	f      func(Window) float64
+	c      color.Color
+	dashed bool
+}
+
+// timelineTTFT and timelineE2E are the latency timeline in two panels, each
+// on its own axis: on one shared axis a TTFT spike the diagnosis points
+// at was a small bump under E2E values ten times larger.
+func (rep *Report) timelineTTFT() (*plot.Plot, error) {
+	return rep.timelinePanel("Timeline: TTFT of requests sent in each window", []timelineSeries{
+		{"TTFT p50", func(w Window) float64 { return w.TTFTP50Ms }, colTTFT, true},
+		{"TTFT p99", func(w Window) float64 { return w.TTFTP99Ms }, colTTFT, false},
+		{"lateness p99", func(w Window) float64 { return w.LatenessP99Ms }, compColors[cLateness], false},
+	})
+}
+
+func (rep *Report) timelineE2E() (*plot.Plot, error) {
+	return rep.timelinePanel("Timeline: E2E of requests sent in each window", []timelineSeries{
+		{"E2E p50", func(w Window) float64 { return w.E2EP50Ms }, colE2E, true},
+		{"E2E p99", func(w Window) float64 { return w.E2EP99Ms }, colE2E, false},
+	})
+}
+
+func (rep *Report) timelinePanel(title string, lines []timelineSeries) (*plot.Plot, error) {
 	if len(rep.Windows) < 2 {
 		return nil, nil
 	}
-	p := newPlot("Timeline: latency of requests sent in each window", "time (s)", "latency (ms)")
+	p := newPlot(title, "time (s)", "")
 	series := func(f func(Window) float64) plotter.XYs {
 		var xy plotter.XYs
 		for _, w := range rep.Windows {
@@ -247,18 +273,7 @@ func (rep *Report) timelineLatency() (*plot.Plot, error) {
 		return xy
 	}
 	hi := 0.0
-	for _, s := range []struct {
-		name   string
-		f      func(Window) float64
-		c      color.Color
-		dashed bool
-	}{
-		{"TTFT p50", func(w Window) float64 { return w.TTFTP50Ms }, colTTFT, true},
-		{"TTFT p99", func(w Window) float64 { return w.TTFTP99Ms }, colTTFT, false},
-		{"E2E p50", func(w Window) float64 { return w.E2EP50Ms }, colE2E, true},
-		{"E2E p99", func(w Window) float64 { return w.E2EP99Ms }, colE2E, false},
-		{"lateness p99", func(w Window) float64 { return w.LatenessP99Ms }, compColors[cLateness], false},
-	} {
+	for _, s := range lines {
 		xy := series(s.f)
 		hi = max(hi, maxY(xy))
 		if err := addLine(p, s.name, xy, s.c, s.dashed); err != nil {
@@ -266,6 +281,7 @@ func (rep *Report) timelineLatency() (*plot.Plot, error) {
 		}
 	}
 	chart.MsAxis(&p.Y, "latency", hi, false)
+	p.Y.Min = 0
 	return p, nil
 }
 

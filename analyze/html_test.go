@@ -42,8 +42,8 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if n := strings.Count(page, "<svg"); n != 6 {
-		t.Errorf("page has %d charts, want 6", n)
+	if n := strings.Count(page, "<svg"); n != 7 {
+		t.Errorf("page has %d charts, want 7", n)
 	}
 	if strings.Contains(page, "<script") {
 		t.Errorf("page has a script")
@@ -133,5 +133,43 @@ func TestHTMLTickLabels(t *testing.T) {
 	}
 	if num < 20 {
 		t.Errorf("only %d numeric tick labels found", num)
+	}
+}
+
+// TestHTMLTimelineTTFTOwnAxis: a TTFT spike (100 ms → 600 ms) beside E2E
+// of ~9 s fills most of its own panel's height, instead of being a bump at
+// the bottom of one axis shared with E2E.
+func TestHTMLTimelineTTFTOwnAxis(t *testing.T) {
+	var recs []traces.Record
+	for i := range 600 {
+		ttft := 100 * ms
+		if i >= 300 && i < 320 {
+			ttft = 600 * ms // the spike, at 30–32 s
+		}
+		recs = append(recs, rec(int64(i), time.Duration(i)*100*ms, 0, ttft, 9*time.Second, 100, 200, 1))
+	}
+	o := DefaultOptions()
+	o.TailMetric = MetricTTFT
+	o.Window = 2 * time.Second
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"Timeline: TTFT of requests sent in each window", "Timeline: E2E of requests sent in each window"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks the panel %q", want)
+		}
+	}
+	p, err := rep.timelineTTFT()
+	if err != nil || p == nil {
+		t.Fatalf("TTFT timeline: %v", err)
+	}
+	if p.Y.Max > 1000 {
+		t.Errorf("TTFT panel's axis reaches %.0f ms: the 600 ms spike is a bump (E2E is 9000 ms)", p.Y.Max)
 	}
 }
