@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -33,10 +34,14 @@ func (c *Comparison) compareBars() (*plot.Plot, error) {
 	if a.TailRequests == 0 && b.TailRequests == 0 {
 		return nil, nil
 	}
-	p := newPlot(fmt.Sprintf("Where the p%s %s tail's time went", fmtPct(a.TailPercentile), a.TailMetric), "", "share of latency (%)")
+	metric := strings.ToUpper(a.TailMetric)
+	p := newPlot(fmt.Sprintf("Where the p%s %s tail's time went", fmtPct(a.TailPercentile), metric), "", fmt.Sprintf("share of %s (%%)", metric))
 	sa, sb := a.Share.Array(), b.Share.Array()
 	var prev *plotter.BarChart
 	for k := range nComponents {
+		if k == cDecode && a.TailMetric == MetricTTFT {
+			continue // never part of TTFT
+		}
 		bc, err := plotter.NewBarChart(plotter.Values{100 * sa[k], 100 * sb[k]}, vg.Points(60))
 		if err != nil {
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot"
@@ -328,10 +329,16 @@ func (rep *Report) attributionBars() (*plot.Plot, error) {
 	if at.TailRequests == 0 {
 		return nil, nil
 	}
-	p := newPlot(fmt.Sprintf("Where the time went (%s attribution)", at.Source), "", "share of latency (%)")
+	// Say what is split: with the TTFT tail, "decode 0 %" read as a
+	// finding rather than as "decode is not part of TTFT".
+	metric := strings.ToUpper(at.TailMetric)
+	p := newPlot(fmt.Sprintf("Where the time went: %s split (%s attribution)", metric, at.Source), "", fmt.Sprintf("share of %s (%%)", metric))
 	tail, all := at.Share.Array(), at.ShareAll.Array()
 	var prev *plotter.BarChart
 	for k := range nComponents {
+		if k == cDecode && at.TailMetric == MetricTTFT {
+			continue // decode starts after the first token: never part of TTFT
+		}
 		b, err := plotter.NewBarChart(plotter.Values{100 * tail[k], 100 * all[k]}, vg.Points(60))
 		if err != nil {
 			return nil, err
@@ -397,8 +404,9 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <h2>Diagnosis</h2>
 <div class="diag">{{range .Attribution.Diagnosis}}<p>{{.}}</p>{{else}}<p>No tail to diagnose.</p>{{end}}</div>
 {{if .Attribution.TailRequests}}
+<p>{{.SplitNote}}</p>
 <table><tr><th>component</th><th>tail share</th><th>tail mean</th><th>all share</th><th>all mean</th></tr>
-{{range .Components}}<tr><td>{{.Name}}</td><td>{{pct .Tail}}</td><td>{{dur .TailMs}}</td><td>{{pct .All}}</td><td>{{dur .AllMs}}</td></tr>
+{{range .Components}}<tr><td>{{.Name}}</td><td>{{pct .Tail}}</td><td>{{.TailMs}}</td><td>{{pct .All}}</td><td>{{.AllMs}}</td></tr>
 {{end}}</table>{{end}}
 <h2>Charts</h2>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
@@ -426,14 +434,24 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		return fmt.Errorf("render charts: %w", err)
 	}
 	type comp struct {
-		Name                     string
-		Tail, TailMs, All, AllMs float64
+		Name          string
+		Tail, All     float64
+		TailMs, AllMs string
 	}
 	var comps []comp
-	sh, mm, sa, ma := rep.Attribution.Share.Array(), rep.Attribution.MeanMs.Array(), rep.Attribution.ShareAll.Array(), rep.Attribution.MeanAllMs.Array()
+	at := &rep.Attribution
+	sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
+	tm, am := fmtMsColumn(mm[:]), fmtMsColumn(ma[:]) // one unit per column
 	for k, n := range ComponentNames {
-		comps = append(comps, comp{n, sh[k], mm[k], sa[k], ma[k]})
+		comps = append(comps, comp{n, sh[k], sa[k], tm[k], am[k]})
 	}
+	metric := strings.ToUpper(at.TailMetric)
+	note := fmt.Sprintf("How the %s of the p%s %s tail (%d requests at or above %s, counted from the scheduled send, so including client lateness) and of all requests splits into components",
+		metric, fmtPct(at.TailPercentile), metric, at.TailRequests, fmtMs(at.TailThresholdMs))
+	if at.TailMetric == MetricTTFT {
+		note += "; decode starts after the first token, so it is never part of TTFT"
+	}
+	note += "."
 	type nd struct {
 		Name string
 		D    Dist
@@ -442,8 +460,9 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		*Report
 		Charts     []template.HTML
 		Components []comp
+		SplitNote  string
 		Dists      []nd
-	}{rep, charts, comps, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
+	}{rep, charts, comps, note, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
 		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}}
 	return htmlTmpl.Execute(w, data)
 }

@@ -53,7 +53,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 	if ext.MatchString(page) {
 		t.Errorf("page references external resources: %q", ext.FindString(page))
 	}
-	for _, want := range []string{"Diagnosis", "Queueing", "Where the time went", "TTFT against prompt length"} {
+	for _, want := range []string{"Diagnosis", "Queueing", "Where the time went: E2E split", "TTFT against prompt length"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -172,4 +172,53 @@ func TestHTMLTimelineTTFTOwnAxis(t *testing.T) {
 	if p.Y.Max > 1000 {
 		t.Errorf("TTFT panel's axis reaches %.0f ms: the 600 ms spike is a bump (E2E is 9000 ms)", p.Y.Max)
 	}
+}
+
+// TestHTMLSaysWhatIsSplit: the attribution bars and table say which metric
+// they split; with the TTFT tail, decode (never part of TTFT) is not drawn
+// as a 0 % bar and the note says why.
+func TestHTMLSaysWhatIsSplit(t *testing.T) {
+	var recs []traces.Record
+	for i := range 200 {
+		ttft := 50*ms + time.Duration(i%10)*ms
+		if i%50 == 0 {
+			ttft = 900 * ms
+		}
+		recs = append(recs, withServer(rec(int64(i), time.Duration(i)*50*ms, 0, ttft, ttft+500*ms, 100, 20, 1), ttft-40*ms, 40*ms, 500*ms, 0))
+	}
+	for _, metric := range []string{MetricTTFT, MetricE2E} {
+		o := DefaultOptions()
+		o.TailMetric = metric
+		rep, err := Analyze(context.Background(), recs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := rep.WriteHTML(&b); err != nil {
+			t.Fatal(err)
+		}
+		page := b.String()
+		m := strings.ToUpper(metric)
+		for _, want := range []string{"Where the time went: " + m + " split (server attribution)", "share of " + m + " (%)", "How the " + m + " of the p99 " + m + " tail"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s: page lacks %q", metric, want)
+			}
+		}
+		drawsDecode := slicesContains(chartLabels(page), "decode")
+		if metric == MetricTTFT && (drawsDecode || !strings.Contains(page, "never part of TTFT")) {
+			t.Errorf("TTFT split: decode drawn %v, or the note does not say decode is not part of TTFT", drawsDecode)
+		}
+		if metric == MetricE2E && !drawsDecode {
+			t.Errorf("E2E split: no decode bar")
+		}
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
