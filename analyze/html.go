@@ -414,6 +414,9 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <table><tr><th>metric</th><th>count</th><th>mean</th><th>std</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>
 {{range .Dists}}<tr><td>{{.Name}}</td><td>{{.D.Count}}</td><td>{{dv .D .D.Mean}}</td><td>{{dv .D .D.Std}}</td><td>{{dv .D .D.P50}}</td><td>{{dv .D .D.P90}}</td><td>{{dv .D .D.P95}}</td><td>{{dv .D .D.P99}}</td><td>{{dv .D .D.P999}}</td><td>{{dv .D .D.Max}}</td></tr>
 {{end}}</table>
+{{with .CapacityRows}}<h2>Capacity</h2>
+<table>{{range .}}<tr><td>{{index . 0}}</td><td style="text-align:left">{{index . 1}}</td></tr>
+{{end}}</table>{{end}}
 {{if .Groups}}<h2>By {{(index .Groups 0).By}}</h2>
 <table><tr><th>value</th><th>requests</th><th>ok</th><th>failed</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>E2E p50</th><th>E2E p99</th></tr>
 {{range .Groups}}<tr><td>{{if .Value}}{{.Value}}{{else}}(none){{end}}</td><td>{{.Requests}}</td><td>{{.Completed}}</td><td>{{.Failed}}</td><td>{{dv .TTFT .TTFT.P50}}</td><td>{{dv .TTFT .TTFT.P99}}</td><td>{{dv .TPOT .TPOT.P50}}</td><td>{{dv .E2E .E2E.P50}}</td><td>{{dv .E2E .E2E.P99}}</td></tr>
@@ -461,8 +464,11 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		Charts     []template.HTML
 		Components []comp
 		SplitNote  string
-		Dists      []nd
-	}{rep, charts, comps, note, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
+		// CapacityRows are the bandwidth and cost checks, as in the text
+		// report (nil when not asked for).
+		CapacityRows [][2]string
+		Dists        []nd
+	}{rep, charts, comps, note, rep.capacityRows(), []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
 		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}}
 	return htmlTmpl.Execute(w, data)
 }
@@ -474,4 +480,32 @@ func itlPerTokenLabel(s Summary) string {
 		return fmt.Sprintf("ITL (per token, estimated for %d requests)", s.ITLPerTokenEstimated)
 	}
 	return "ITL (per token)"
+}
+
+// capacityRows are the text report's Capacity block as label and value
+// rows (nil when neither check was asked for).
+func (rep *Report) capacityRows() [][2]string {
+	c := rep.CapacityCheck()
+	if c == nil {
+		return nil
+	}
+	var rows [][2]string
+	add := func(k, format string, a ...any) { rows = append(rows, [2]string{k, fmt.Sprintf(format, a...)}) }
+	if b := c.Bandwidth; b != nil {
+		add("decode floor", "%.2f ms per step (%s of weights at %s/s)", b.DecodeFloorMs, fmtBytes(b.ModelBytes), fmtBytes(b.BandwidthBytesPerS))
+		add("unloaded TPOT", "%.2f ms measured", b.UnloadedTPOTMs)
+		add("bandwidth verdict", "%s", b.Verdict)
+	}
+	if k := c.Cost; k != nil {
+		add("cost", "%.4f for %.1f s at %.2f/hour", k.RunCost, k.DurationS, k.PerHour)
+		add("per 1M output tokens", "%.4f (%d output tokens)", k.PerMillionOutput, k.OutputTokens)
+		if k.GoodOutputTokens != nil {
+			if k.PerMillionGood != nil {
+				add("per 1M goodput tokens", "%.4f (%d output tokens of requests meeting %s)", *k.PerMillionGood, *k.GoodOutputTokens, rep.opts.SLO)
+			} else {
+				add("per 1M goodput tokens", "n/a (no request met %s)", rep.opts.SLO)
+			}
+		}
+	}
+	return rows
 }
