@@ -3,6 +3,8 @@ package analyze
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"html/template"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -221,4 +223,63 @@ func slicesContains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// TestHTMLByClassAttributionAndGoodput: with --by class the HTML report has
+// what the text and JSON reports have: each class's goodput and its own
+// tail attribution with its diagnosis.
+func TestHTMLByClassAttributionAndGoodput(t *testing.T) {
+	var recs []traces.Record
+	for i := range 200 {
+		r := withServer(rec(int64(i), time.Duration(i)*50*ms, 0, 60*ms+time.Duration(i%10)*ms, 400*ms, 100, 20, 1), 10*ms, 50*ms, 340*ms, 0)
+		r.Class = "interactive"
+		if i%2 == 1 {
+			r.Class = "batch"
+			r = withServer(rec(int64(i), time.Duration(i)*50*ms, 0, 900*ms+time.Duration(i%10)*ms, 4000*ms, 2000, 200, 1), 100*ms, 800*ms, 3100*ms, 0)
+			r.Class = "batch"
+		}
+		recs = append(recs, r)
+	}
+	o := DefaultOptions()
+	o.By = ByClass
+	o.TailMetric = MetricTTFT
+	o.SLO = traces.SLO{TTFT: 500 * ms}
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AttributeGroups(context.Background(), rep, recs); err != nil {
+		t.Fatal(err)
+	}
+	var b, js bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Groups {
+		if g.Attribution == nil || g.Goodput == nil {
+			t.Fatalf("group %s: attribution %v goodput %v", g.Value, g.Attribution, g.Goodput)
+		}
+		for _, want := range []string{
+			"<td>" + g.Value + "</td>",
+			fmt.Sprintf("%.2f req/s (%.1f%%)", *g.Goodput, 100**g.GoodRatio),
+			"<h3>" + g.Value + "</h3>",
+			template.HTMLEscapeString(g.Attribution.Diagnosis[0]),
+		} {
+			if !strings.Contains(page, want) {
+				t.Errorf("class %s: page lacks %q", g.Value, want)
+			}
+		}
+	}
+	for _, want := range []string{"Tail attribution by class", "Where each class&#39;s tail time went: TTFT split"} {
+		if !strings.Contains(page, want) && !strings.Contains(page, strings.ReplaceAll(want, "&#39;", "'")) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if !strings.Contains(js.String(), `"goodput":`) || strings.Count(js.String(), `"attribution": {`) < 3 {
+		t.Errorf("JSON lacks per-class goodput or attribution")
+	}
 }
