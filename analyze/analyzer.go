@@ -116,6 +116,7 @@ type Analyzer struct {
 	rows      rowStore
 	reqIDs    []string // parallel to rows with Options.KeepRequests
 	noOutcome int64
+	otherCls  int64  // rows left out by Options.Class
 	lastSt    string // status and group of the previous row, to skip map lookups
 	lastSID   uint8
 	lastGK    string
@@ -189,6 +190,10 @@ func (a *Analyzer) groupOf(r *traces.Record) int32 {
 func (a *Analyzer) Add(r *traces.Record) {
 	if !r.HasOutcome() {
 		a.noOutcome++
+		return
+	}
+	if a.o.Class != "" && r.Class != a.o.Class {
+		a.otherCls++
 		return
 	}
 	sid, ok := a.lastSID, r.Status == a.lastSt && len(a.statuses) > 0
@@ -388,6 +393,9 @@ func (a *Analyzer) addFile(ctx context.Context, name string) error {
 // outcome (ErrNoOutcomes when there were rows, but none replayed).
 func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if a.rows.n == 0 {
+		if a.otherCls > 0 {
+			return nil, fmt.Errorf("%w: no row of class %q (%d rows of other classes)", ErrNoRequests, a.o.Class, a.otherCls)
+		}
 		if a.noOutcome > 0 {
 			return nil, fmt.Errorf("%d row(s): %w", a.noOutcome, ErrNoOutcomes)
 		}
@@ -396,6 +404,9 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	rep := &Report{opts: a.o, rows: a.rows, reqIDs: a.reqIDs, Sources: a.sources, Warnings: a.warnings}
 	if a.noOutcome > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d row(s) without outcome (not replayed) were ignored", a.noOutcome))
+	}
+	if a.otherCls > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("class %s only: %d row(s) of other classes left out", a.o.Class, a.otherCls))
 	}
 	rep.Summary, rep.samples = a.summarize(nil, &a.itl, &a.itlT)
 	// The 1-s bins start at the run's start, so the last one is partial;

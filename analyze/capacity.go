@@ -266,7 +266,14 @@ func (rep *Report) writeGroupAttributionText(p func(string, ...any)) {
 		return
 	}
 	p("\nTail attribution by %s\n", rep.Groups[0].By)
-	for _, g := range rep.Groups {
+	thr := make([]float64, len(rep.Groups))
+	for i, g := range rep.Groups {
+		if g.Attribution != nil {
+			thr[i] = g.Attribution.TailThresholdMs
+		}
+	}
+	thrs := fmtMsColumn(thr) // one unit down the column
+	for i, g := range rep.Groups {
 		at := g.Attribution
 		if at == nil || at.TailRequests == 0 {
 			continue
@@ -281,7 +288,7 @@ func (rep *Report) writeGroupAttributionText(p func(string, ...any)) {
 			parts = append(parts, fmt.Sprintf("%s %.0f%%", n, 100*sh[k]))
 		}
 		p("  %-14s p%s %s ≥ %s: dominant %s (%s)\n", trunc(v, 14), fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric),
-			fmtMs(at.TailThresholdMs), at.Dominant, strings.Join(parts, ", "))
+			thrs[i], at.Dominant, strings.Join(parts, ", "))
 		for _, d := range at.Diagnosis {
 			p("  %-14s - %s\n", "", d)
 		}

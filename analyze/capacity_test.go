@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"html/template"
 	"math"
 	"strings"
 	"testing"
@@ -170,4 +171,49 @@ func FuzzParseBytes(f *testing.F) {
 			t.Fatalf("ParseBandwidth(%q) = %v without error", s, w)
 		}
 	})
+}
+
+// TestCapacityInHTML: the HTML report has the text report's Capacity block
+// (decode floor, unloaded TPOT, verdict, cost per million output and
+// goodput tokens) with the same values.
+func TestCapacityInHTML(t *testing.T) {
+	o := DefaultOptions()
+	o.ModelBytes, o.Bandwidth = 16e9, 3.35e12
+	o.CostPerHour = 4.50
+	o.SLO = traces.SLO{TTFT: time.Second}
+	rep, err := Analyze(context.Background(), capRecs(20, 50*time.Millisecond, 5*time.Millisecond), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, page strings.Builder
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "<h2>Capacity</h2>") {
+		t.Fatalf("HTML has no Capacity section")
+	}
+	block := text.String()[strings.Index(text.String(), "\nCapacity\n")+10:]
+	n := 0
+	for _, l := range strings.Split(block, "\n") {
+		if !strings.HasPrefix(l, "  ") {
+			break
+		}
+		// every number and the verdict of the text block appears in the HTML
+		for _, f := range strings.Fields(l) {
+			if strings.ContainsAny(f, "0123456789") && !strings.Contains(page.String(), f) {
+				t.Errorf("HTML lacks %q of the text line %q", f, l)
+			}
+		}
+		n++
+	}
+	if n != 6 {
+		t.Errorf("text Capacity block has %d lines, want 6:\n%s", n, text.String())
+	}
+	c := rep.CapacityCheck()
+	if !strings.Contains(page.String(), template.HTMLEscapeString(c.Bandwidth.Verdict)) {
+		t.Errorf("HTML lacks the verdict %q", c.Bandwidth.Verdict)
+	}
 }

@@ -154,8 +154,38 @@ type Comparison struct {
 	// Attribution of each side's tail.
 	AttributionA Attribution `json:"attribution_a"`
 	AttributionB Attribution `json:"attribution_b"`
+	// ByClass compares each class's rows alone when the runs hold more
+	// than one class (a --background run pools batch rows with the
+	// interactive ones above); empty otherwise.
+	ByClass []ClassComparison `json:"by_class,omitempty"`
 
 	a, b *Report
+}
+
+// ClassComparison is one class's rows of both runs compared alone.
+type ClassComparison struct {
+	Class string `json:"class"`
+	// OnlyIn names the run that holds the class when the other has none of
+	// it (no comparison then).
+	OnlyIn string `json:"only_in,omitempty"`
+	*Comparison
+}
+
+// classKeyMetrics are the rows of a class's comparison in the text and
+// HTML reports: the conclusion's metrics and the throughput.
+var classKeyMetrics = append([]string{"requests", "throughput.requests_per_s", "throughput.output_tokens_per_s"}, conclusionMetrics...)
+
+// keyMetrics returns c's metrics named in classKeyMetrics, in that order.
+func (c *Comparison) keyMetrics() []MetricChange {
+	var out []MetricChange
+	for _, n := range classKeyMetrics {
+		for _, m := range c.Metrics {
+			if m.Name == n {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 // Compare compares report b against report a (the baseline): every summary
@@ -490,7 +520,11 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 func (c *Comparison) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
-	p("Conclusion: %s\n\n", c.Conclusion)
+	if len(c.ByClass) > 0 {
+		p("Conclusion (all classes pooled; by class below): %s\n\n", c.Conclusion)
+	} else {
+		p("Conclusion: %s\n\n", c.Conclusion)
+	}
 	if len(c.MetaDiffs) > 0 {
 		p("Metadata differs (%s vs %s)\n", c.LabelA, c.LabelB)
 		for _, d := range c.MetaDiffs {
@@ -501,7 +535,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	lw := max(12, len(c.LabelA), len(c.LabelB)) // labels whole, never cut
 	p("%-34s %*s %*s %12s %9s  %-25s %s\n", "metric", lw, c.LabelA, lw, c.LabelB, "change", "change%",
 		fmt.Sprintf("%.0f%% CI of change", 100*c.Confidence), "verdict")
-	for _, m := range c.Metrics {
+	row := func(indent string, m MetricChange) {
 		pct, ci := "", ""
 		if m.ChangePct != nil {
 			pct = fmt.Sprintf("%+.1f%%", *m.ChangePct)
@@ -509,7 +543,10 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		if m.CILow != nil {
 			ci = fmt.Sprintf("[%+.2f, %+.2f]", *m.CILow, *m.CIHigh)
 		}
-		p("%-34s %*.3f %*.3f %+12.3f %9s  %-25s %s\n", m.Name, lw, m.A, lw, m.B, m.Change, pct, ci, m.Verdict)
+		p("%s%-34s %*.3f %*.3f %+12.3f %9s  %-25s %s\n", indent, m.Name, lw, m.A, lw, m.B, m.Change, pct, ci, m.Verdict)
+	}
+	for _, m := range c.Metrics {
+		row("", m)
 	}
 	a, b := c.AttributionA, c.AttributionB
 	p("\nTail attribution (p%s %s): %s %d requests (%s), %s %d requests (%s)\n", fmtPct(a.TailPercentile), a.TailMetric,
@@ -531,6 +568,20 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			}
 		}
 	}
+	if len(c.ByClass) > 0 {
+		p("\nBy class (each class's rows of both runs compared alone; everything above pools the classes)\n")
+		for _, k := range c.ByClass {
+			if k.Comparison == nil {
+				p("\n%s: only in %s, nothing to compare\n", k.Class, k.OnlyIn)
+				continue
+			}
+			p("\n%s: %s\n", k.Class, k.Conclusion)
+			for _, m := range k.keyMetrics() {
+				row("  ", m)
+			}
+			p("  %-34s %*s %*s\n", "tail dominant", lw, orDash(k.AttributionA.Dominant), lw, orDash(k.AttributionB.Dominant))
+		}
+	}
 	return bw.Flush()
 }
 
@@ -540,3 +591,7 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// KeyMetrics are the metrics a per-class comparison shows (the
+// conclusion's metrics and the throughput).
+func (c *Comparison) KeyMetrics() []MetricChange { return c.keyMetrics() }

@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -161,5 +162,36 @@ func TestCompareFidelity(t *testing.T) {
 		if v := (CompareOptions{Mode: mode}).withDefaults().verdict(&m, false); v != VerdictSame && v != VerdictClose {
 			t.Errorf("%s mode: a 0.02 ms change is %q", mode, v)
 		}
+	}
+}
+
+// Options.Class keeps one class's rows; the others are counted in a
+// warning, and a class with no row is ErrNoRequests naming it.
+func TestOptionsClass(t *testing.T) {
+	var recs []traces.Record
+	for i := range 10 {
+		r := rec(int64(i), time.Duration(i)*100*ms, 0, 50*ms, 100*ms, 10, 5, 1)
+		r.Class = []string{"interactive", "batch"}[i%2]
+		if i%2 == 1 {
+			r.FirstTokenNs += int64(time.Second)
+			r.LastTokenNs += int64(time.Second)
+			for k := range r.ChunkNs {
+				r.ChunkNs[k] += int64(time.Second)
+			}
+		}
+		recs = append(recs, r)
+	}
+	o := DefaultOptions()
+	o.Class = "interactive"
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests != 5 || rep.TTFT.Max != 50 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "5 row(s) of other classes") {
+		t.Errorf("class interactive: %d requests, TTFT max %v, warnings %q", rep.Requests, rep.TTFT.Max, rep.Warnings)
+	}
+	o.Class = "nope"
+	if _, err := Analyze(context.Background(), recs, o); !errors.Is(err, ErrNoRequests) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("class nope: %v", err)
 	}
 }

@@ -81,6 +81,14 @@ func (rep *Report) cause(k int) string {
 		return fmt.Sprintf("Client lateness: the replayer sent tail requests %s late on average (p99 lateness %s over the run) — the client, not the server, fell behind; give the replayer more CPU or connections, or lower the speed.",
 			fmtMs(l.TailLatenessMs), fmtMs(rep.Lateness.P99))
 	case cQueue:
+		if rep.tailLoadLower() {
+			// The evidence says the server was less busy around the tail
+			// than on average: do not call the wait load-driven.
+			return fmt.Sprintf("Queueing without more load: tail requests waited %s on average before prefill against %s overall, yet only %.1f other requests (%.0f prompt tokens) were in flight when they were sent against %.1f (%.0f) overall.",
+				fmtMs(m[cQueue]), fmtMs(all[cQueue]), l.TailInFlight, l.TailPromptTokensInFlight, l.AllInFlight, l.AllPromptTokensInFlight) +
+				rep.serverSentence() +
+				" The wait did not come from load already there when they were sent: look at what arrived while they waited (a burst, or another load such as a batch job starting with them) or at a server stall (warm-up, compilation, preemption)."
+		}
 		kind := "Queueing"
 		if l.TailInFlight > 2*l.AllInFlight && l.TailInFlight >= 2 {
 			kind = "Queueing burst"
@@ -107,10 +115,39 @@ func (rep *Report) cause(k int) string {
 		if long {
 			s += fmt.Sprintf(", and they generated %.0f tokens against %.0f overall (long outputs)", l.TailOutputTokens, l.AllOutputTokens)
 		}
-		return s + fmt.Sprintf("; %.1f requests were in flight when they were sent against %.1f overall.", l.TailInFlight, l.AllInFlight) + rep.serverSentence()
+		s += fmt.Sprintf("; %.1f requests were in flight when they were sent against %.1f overall", l.TailInFlight, l.AllInFlight)
+		if rep.tailLoadLower() {
+			s += " (less load, so the slowdown did not come from load at send time)"
+		}
+		return s + "." + rep.serverSentence()
 	case cOther:
 		return fmt.Sprintf("Other (network, tokenization, detokenization — time the server's own timings do not cover): %s per tail request against %s overall.",
 			fmtMs(m[cOther]), fmtMs(all[cOther]))
 	}
 	return ""
+}
+
+// lowerLoadShare is how far below the run's mean the tail's in-flight count
+// at send must be for the tail to count as sent into less load.
+const lowerLoadShare = 0.8
+
+// tailLoadLower says whether the report's own load evidence puts the tail
+// below the average load: fewer requests in flight when the tail was sent
+// (under lowerLoadShare of the mean), and — when the server's metrics were
+// scraped — neither a longer waiting queue nor a fuller KV cache around the
+// tail. A cause must then not be worded as load-driven.
+func (rep *Report) tailLoadLower() bool {
+	l := rep.Attribution.Load
+	if !(l.AllInFlight > 0) || l.TailInFlight >= lowerLoadShare*l.AllInFlight {
+		return false
+	}
+	if sl := rep.Attribution.ServerLoad; sl != nil {
+		if sl.TailWaiting != nil && sl.AllWaiting != nil && *sl.TailWaiting > *sl.AllWaiting {
+			return false
+		}
+		if sl.TailKVCacheUsage != nil && sl.AllKVCacheUsage != nil && *sl.TailKVCacheUsage > *sl.AllKVCacheUsage {
+			return false
+		}
+	}
+	return true
 }

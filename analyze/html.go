@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/chart"
 	"gonum.org/v1/plot"
@@ -77,6 +78,8 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
 	p.Add(plotter.NewGrid())
+	// no useless decimals on the ticks (gonum labels 1250.00 on a 2.5 step)
+	p.X.Tick.Marker, p.Y.Tick.Marker = chart.Ticks{}, chart.Ticks{}
 	return p
 }
 
@@ -99,7 +102,7 @@ func (rep *Report) charts() ([]template.HTML, error) {
 		out = append(out, s)
 		return nil
 	}
-	for _, f := range []func() (*plot.Plot, error){rep.cdfTTFTE2E, rep.cdfTokens, rep.scatterTTFT, rep.timelineLatency, rep.timelineLoad, rep.attributionBars} {
+	for _, f := range []func() (*plot.Plot, error){rep.cdfTTFTE2E, rep.cdfTokens, rep.scatterTTFT, rep.timelineTTFT, rep.timelineE2E, rep.timelineLoad, rep.attributionBars, rep.groupAttributionBars} {
 		if err := add(f()); err != nil {
 			return nil, err
 		}
@@ -124,24 +127,32 @@ func (rep *Report) cdfTTFTE2E() (*plot.Plot, error) {
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	logX(p, rep.samples.ttft, rep.samples.e2e, rep.samples.ttftSched)
+	latencyX(p, rep.samples.ttft, rep.samples.e2e, rep.samples.ttftSched)
 	return p, nil
 }
 
-// logX puts the x axis on a log scale when every value is positive and
-// they span more than a decade.
-func logX(p *plot.Plot, xs ...[]float64) {
+// latencyX labels the x axis of a CDF of the sorted ns values xs: in ms or
+// s by their largest value, on a log scale when every value is positive
+// and they span more than a decade.
+func latencyX(p *plot.Plot, xs ...[]float64) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, x := range xs {
 		if len(x) > 0 {
 			lo, hi = min(lo, x[0]), max(hi, x[len(x)-1])
 		}
 	}
-	if lo > 0 && hi/lo > 10 {
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-		p.X.Label.Text += ", log scale"
+	chart.MsAxis(&p.X, "latency", hi*msPerNs, lo > 0 && hi/lo > 10)
+}
+
+// maxY is the largest y of the series.
+func maxY(xys ...plotter.XYs) float64 {
+	m := 0.0
+	for _, xy := range xys {
+		for _, v := range xy {
+			m = max(m, v.Y)
+		}
 	}
+	return m
 }
 
 func (rep *Report) cdfTokens() (*plot.Plot, error) {
@@ -156,7 +167,7 @@ func (rep *Report) cdfTokens() (*plot.Plot, error) {
 		return nil, err
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	logX(p, rep.samples.tpot, rep.samples.itl)
+	latencyX(p, rep.samples.tpot, rep.samples.itl)
 	return p, nil
 }
 
@@ -192,7 +203,8 @@ func (rep *Report) scatterTTFT() (*plot.Plot, error) {
 	if len(body)+len(hot) == 0 {
 		return nil, nil
 	}
-	p := newPlot("TTFT against prompt length", "prompt tokens", "TTFT (ms)")
+	p := newPlot("TTFT against prompt length", "prompt tokens", "")
+	chart.MsAxis(&p.Y, "TTFT", maxY(body, hot), false)
 	for _, s := range []struct {
 		name string
 		xy   plotter.XYs
@@ -221,11 +233,37 @@ func (rep *Report) scatterTTFT() (*plot.Plot, error) {
 	return p, nil
 }
 
-func (rep *Report) timelineLatency() (*plot.Plot, error) {
+// timelineSeries is one latency line of a timeline panel.
+type timelineSeries struct {
+	name   string
+	f      func(Window) float64
+	c      color.Color
+	dashed bool
+}
+
+// timelineTTFT and timelineE2E are the latency timeline in two panels, each
+// on its own axis: on one shared axis a TTFT spike the diagnosis points
+// at was a small bump under E2E values ten times larger.
+func (rep *Report) timelineTTFT() (*plot.Plot, error) {
+	return rep.timelinePanel("Timeline: TTFT of requests sent in each window", []timelineSeries{
+		{"TTFT p50", func(w Window) float64 { return w.TTFTP50Ms }, colTTFT, true},
+		{"TTFT p99", func(w Window) float64 { return w.TTFTP99Ms }, colTTFT, false},
+		{"lateness p99", func(w Window) float64 { return w.LatenessP99Ms }, compColors[cLateness], false},
+	})
+}
+
+func (rep *Report) timelineE2E() (*plot.Plot, error) {
+	return rep.timelinePanel("Timeline: E2E of requests sent in each window", []timelineSeries{
+		{"E2E p50", func(w Window) float64 { return w.E2EP50Ms }, colE2E, true},
+		{"E2E p99", func(w Window) float64 { return w.E2EP99Ms }, colE2E, false},
+	})
+}
+
+func (rep *Report) timelinePanel(title string, lines []timelineSeries) (*plot.Plot, error) {
 	if len(rep.Windows) < 2 {
 		return nil, nil
 	}
-	p := newPlot("Timeline: latency of requests sent in each window", "time (s)", "latency (ms)")
+	p := newPlot(title, "time (s)", "")
 	series := func(f func(Window) float64) plotter.XYs {
 		var xy plotter.XYs
 		for _, w := range rep.Windows {
@@ -235,22 +273,16 @@ func (rep *Report) timelineLatency() (*plot.Plot, error) {
 		}
 		return xy
 	}
-	for _, s := range []struct {
-		name   string
-		f      func(Window) float64
-		c      color.Color
-		dashed bool
-	}{
-		{"TTFT p50", func(w Window) float64 { return w.TTFTP50Ms }, colTTFT, true},
-		{"TTFT p99", func(w Window) float64 { return w.TTFTP99Ms }, colTTFT, false},
-		{"E2E p50", func(w Window) float64 { return w.E2EP50Ms }, colE2E, true},
-		{"E2E p99", func(w Window) float64 { return w.E2EP99Ms }, colE2E, false},
-		{"lateness p99", func(w Window) float64 { return w.LatenessP99Ms }, compColors[cLateness], false},
-	} {
-		if err := addLine(p, s.name, series(s.f), s.c, s.dashed); err != nil {
+	hi := 0.0
+	for _, s := range lines {
+		xy := series(s.f)
+		hi = max(hi, maxY(xy))
+		if err := addLine(p, s.name, xy, s.c, s.dashed); err != nil {
 			return nil, err
 		}
 	}
+	chart.MsAxis(&p.Y, "latency", hi, false)
+	p.Y.Min = 0
 	return p, nil
 }
 
@@ -297,10 +329,16 @@ func (rep *Report) attributionBars() (*plot.Plot, error) {
 	if at.TailRequests == 0 {
 		return nil, nil
 	}
-	p := newPlot(fmt.Sprintf("Where the time went (%s attribution)", at.Source), "", "share of latency (%)")
+	// Say what is split: with the TTFT tail, "decode 0 %" read as a
+	// finding rather than as "decode is not part of TTFT".
+	metric := strings.ToUpper(at.TailMetric)
+	p := newPlot(fmt.Sprintf("Where the time went: %s split (%s attribution)", metric, at.Source), "", fmt.Sprintf("share of %s (%%)", metric))
 	tail, all := at.Share.Array(), at.ShareAll.Array()
 	var prev *plotter.BarChart
 	for k := range nComponents {
+		if k == cDecode && at.TailMetric == MetricTTFT {
+			continue // decode starts after the first token: never part of TTFT
+		}
 		b, err := plotter.NewBarChart(plotter.Values{100 * tail[k], 100 * all[k]}, vg.Points(60))
 		if err != nil {
 			return nil, err
@@ -327,6 +365,15 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"nan":   func(v float64) bool { return math.IsNaN(v) },
 	"deref": func(p *float64) float64 { return *p },
 	"dur":   fmtMs,
+	// dv and ddur print a statistic of d, or "-" when d has no value (as
+	// the text report does).
+	"dv": distCell,
+	"ddur": func(d Dist, v float64) string {
+		if d.Count == 0 {
+			return "-"
+		}
+		return fmtMs(v)
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>tokentrace analyze report</title>
@@ -349,27 +396,38 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <div>requests<b>{{.Requests}}</b>{{.Completed}} ok, {{.Failed}} failed</div>
 <div>duration<b>{{f1 .DurationS}} s</b></div>
 <div>throughput<b>{{ms .Throughput.RequestsPerS}} req/s</b>{{f1 .Throughput.OutputTokensPerS}} output tok/s</div>
-<div>peak concurrency<b>{{.PeakConcurrency}}</b></div>
-<div>TTFT p99<b>{{dur .TTFT.P99}}</b>p50 {{dur .TTFT.P50}}</div>
-<div>E2E p99<b>{{dur .E2E.P99}}</b>p50 {{dur .E2E.P50}}</div>
+<div>peak concurrency<b>{{if .Completed}}{{.PeakConcurrency}}{{else}}-{{end}}</b></div>
+<div>TTFT p99<b>{{ddur .TTFT .TTFT.P99}}</b>p50 {{ddur .TTFT .TTFT.P50}}</div>
+<div>E2E p99<b>{{ddur .E2E .E2E.P99}}</b>p50 {{ddur .E2E .E2E.P50}}</div>
 {{if .Goodput}}<div>goodput<b>{{ms (deref .Goodput)}} req/s</b>{{.SLO}}</div>{{end}}
 </div>
 <h2>Diagnosis</h2>
 <div class="diag">{{range .Attribution.Diagnosis}}<p>{{.}}</p>{{else}}<p>No tail to diagnose.</p>{{end}}</div>
 {{if .Attribution.TailRequests}}
+<p>{{.SplitNote}}</p>
 <table><tr><th>component</th><th>tail share</th><th>tail mean</th><th>all share</th><th>all mean</th></tr>
-{{range .Components}}<tr><td>{{.Name}}</td><td>{{pct .Tail}}</td><td>{{dur .TailMs}}</td><td>{{pct .All}}</td><td>{{dur .AllMs}}</td></tr>
+{{range .Components}}<tr><td>{{.Name}}</td><td>{{pct .Tail}}</td><td>{{.TailMs}}</td><td>{{pct .All}}</td><td>{{.AllMs}}</td></tr>
 {{end}}</table>{{end}}
 <h2>Charts</h2>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Latency (ms)</h2>
 <table><tr><th>metric</th><th>count</th><th>mean</th><th>std</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>
-{{range .Dists}}<tr><td>{{.Name}}</td><td>{{.D.Count}}</td><td>{{ms .D.Mean}}</td><td>{{ms .D.Std}}</td><td>{{ms .D.P50}}</td><td>{{ms .D.P90}}</td><td>{{ms .D.P95}}</td><td>{{ms .D.P99}}</td><td>{{ms .D.P999}}</td><td>{{ms .D.Max}}</td></tr>
+{{range .Dists}}<tr><td>{{.Name}}</td><td>{{.D.Count}}</td><td>{{dv .D .D.Mean}}</td><td>{{dv .D .D.Std}}</td><td>{{dv .D .D.P50}}</td><td>{{dv .D .D.P90}}</td><td>{{dv .D .D.P95}}</td><td>{{dv .D .D.P99}}</td><td>{{dv .D .D.P999}}</td><td>{{dv .D .D.Max}}</td></tr>
 {{end}}</table>
-{{if .Groups}}<h2>By {{(index .Groups 0).By}}</h2>
-<table><tr><th>value</th><th>requests</th><th>ok</th><th>failed</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>E2E p50</th><th>E2E p99</th></tr>
-{{range .Groups}}<tr><td>{{if .Value}}{{.Value}}{{else}}(none){{end}}</td><td>{{.Requests}}</td><td>{{.Completed}}</td><td>{{.Failed}}</td><td>{{ms .TTFT.P50}}</td><td>{{ms .TTFT.P99}}</td><td>{{ms .TPOT.P50}}</td><td>{{ms .E2E.P50}}</td><td>{{ms .E2E.P99}}</td></tr>
+{{with .CapacityRows}}<h2>Capacity</h2>
+<table>{{range .}}<tr><td>{{index . 0}}</td><td style="text-align:left">{{index . 1}}</td></tr>
 {{end}}</table>{{end}}
+{{if .Groups}}<h2>By {{(index .Groups 0).By}}</h2>
+<table><tr><th>value</th><th>requests</th><th>ok</th><th>failed</th><th>TTFT p50 (ms)</th><th>TTFT p99 (ms)</th><th>TPOT p50 (ms)</th><th>E2E p50 (ms)</th><th>E2E p99 (ms)</th><th>goodput</th></tr>
+{{range .Groups}}<tr><td>{{if .Value}}{{.Value}}{{else}}(none){{end}}</td><td>{{.Requests}}</td><td>{{.Completed}}</td><td>{{.Failed}}</td><td>{{dv .TTFT .TTFT.P50}}</td><td>{{dv .TTFT .TTFT.P99}}</td><td>{{dv .TPOT .TPOT.P50}}</td><td>{{dv .E2E .E2E.P50}}</td><td>{{dv .E2E .E2E.P99}}</td><td>{{if .Goodput}}{{ms (deref .Goodput)}} req/s ({{pct (deref .GoodRatio)}}){{else}}-{{end}}</td></tr>
+{{end}}</table>{{end}}
+{{with .GroupAttr}}<h2>Tail attribution by {{(index $.Groups 0).By}}</h2>
+<p>Each {{(index $.Groups 0).By}}'s requests analyzed alone: its own tail, split into components.</p>
+<table><tr><th>value</th><th>tail</th><th>tail requests</th><th>at or above</th><th>dominant</th>{{range $.ComponentNames}}<th>{{.}}</th>{{end}}</tr>
+{{range .}}<tr><td>{{.Value}}</td><td>{{.Tail}}</td><td>{{.Requests}}</td><td>{{.Threshold}}</td><td>{{.Dominant}}</td>{{range .Shares}}<td>{{pct .}}</td>{{end}}</tr>
+{{end}}</table>
+{{range .}}<h3>{{.Value}}</h3><div class="diag">{{range .Diagnosis}}<p>{{.}}</p>{{end}}</div>
+{{end}}{{end}}
 {{if .Warnings}}<h2>Warnings</h2>{{range .Warnings}}<p class="warn">{{.}}</p>{{end}}{{end}}
 <p style="color:#888;font-size:.8em">Generated by tokentrace analyze. Self-contained: no network needed to view.</p>
 </body></html>
@@ -386,14 +444,24 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		return fmt.Errorf("render charts: %w", err)
 	}
 	type comp struct {
-		Name                     string
-		Tail, TailMs, All, AllMs float64
+		Name          string
+		Tail, All     float64
+		TailMs, AllMs string
 	}
 	var comps []comp
-	sh, mm, sa, ma := rep.Attribution.Share.Array(), rep.Attribution.MeanMs.Array(), rep.Attribution.ShareAll.Array(), rep.Attribution.MeanAllMs.Array()
+	at := &rep.Attribution
+	sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
+	tm, am := fmtMsColumn(mm[:]), fmtMsColumn(ma[:]) // one unit per column
 	for k, n := range ComponentNames {
-		comps = append(comps, comp{n, sh[k], mm[k], sa[k], ma[k]})
+		comps = append(comps, comp{n, sh[k], sa[k], tm[k], am[k]})
 	}
+	metric := strings.ToUpper(at.TailMetric)
+	note := fmt.Sprintf("How the %s of the p%s %s tail (%d requests at or above %s, counted from the scheduled send, so including client lateness) and of all requests splits into components",
+		metric, fmtPct(at.TailPercentile), metric, at.TailRequests, fmtMs(at.TailThresholdMs))
+	if at.TailMetric == MetricTTFT {
+		note += "; decode starts after the first token, so it is never part of TTFT"
+	}
+	note += "."
 	type nd struct {
 		Name string
 		D    Dist
@@ -402,8 +470,16 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		*Report
 		Charts     []template.HTML
 		Components []comp
-		Dists      []nd
-	}{rep, charts, comps, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
+		SplitNote  string
+		// CapacityRows are the bandwidth and cost checks, as in the text
+		// report (nil when not asked for).
+		CapacityRows [][2]string
+		// GroupAttr is each --by group's own tail attribution
+		// (AttributeGroups), as in the text report.
+		GroupAttr      []groupAttr
+		ComponentNames [nComponents]string
+		Dists          []nd
+	}{rep, charts, comps, note, rep.capacityRows(), rep.groupAttr(), ComponentNames, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
 		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}}
 	return htmlTmpl.Execute(w, data)
 }
@@ -415,4 +491,112 @@ func itlPerTokenLabel(s Summary) string {
 		return fmt.Sprintf("ITL (per token, estimated for %d requests)", s.ITLPerTokenEstimated)
 	}
 	return "ITL (per token)"
+}
+
+// capacityRows are the text report's Capacity block as label and value
+// rows (nil when neither check was asked for).
+func (rep *Report) capacityRows() [][2]string {
+	c := rep.CapacityCheck()
+	if c == nil {
+		return nil
+	}
+	var rows [][2]string
+	add := func(k, format string, a ...any) { rows = append(rows, [2]string{k, fmt.Sprintf(format, a...)}) }
+	if b := c.Bandwidth; b != nil {
+		add("decode floor", "%.2f ms per step (%s of weights at %s/s)", b.DecodeFloorMs, fmtBytes(b.ModelBytes), fmtBytes(b.BandwidthBytesPerS))
+		add("unloaded TPOT", "%.2f ms measured", b.UnloadedTPOTMs)
+		add("bandwidth verdict", "%s", b.Verdict)
+	}
+	if k := c.Cost; k != nil {
+		add("cost", "%.4f for %.1f s at %.2f/hour", k.RunCost, k.DurationS, k.PerHour)
+		add("per 1M output tokens", "%.4f (%d output tokens)", k.PerMillionOutput, k.OutputTokens)
+		if k.GoodOutputTokens != nil {
+			if k.PerMillionGood != nil {
+				add("per 1M goodput tokens", "%.4f (%d output tokens of requests meeting %s)", *k.PerMillionGood, *k.GoodOutputTokens, rep.opts.SLO)
+			} else {
+				add("per 1M goodput tokens", "n/a (no request met %s)", rep.opts.SLO)
+			}
+		}
+	}
+	return rows
+}
+
+// groupAttr is one --by group's tail attribution in the HTML report.
+type groupAttr struct {
+	Value, Tail, Threshold, Dominant string
+	Requests                         int
+	Shares                           [nComponents]float64
+	Diagnosis                        []string
+}
+
+// groupAttr lists the groups that have their own tail attribution, the
+// thresholds in one unit.
+func (rep *Report) groupAttr() []groupAttr {
+	var out []groupAttr
+	var thr []float64
+	for _, g := range rep.Groups {
+		at := g.Attribution
+		if at == nil || at.TailRequests == 0 {
+			continue
+		}
+		v := g.Value
+		if v == "" {
+			v = "(none)"
+		}
+		out = append(out, groupAttr{Value: v, Tail: fmt.Sprintf("p%s %s", fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric)),
+			Dominant: at.Dominant, Requests: at.TailRequests, Shares: at.Share.Array(), Diagnosis: at.Diagnosis})
+		thr = append(thr, at.TailThresholdMs)
+	}
+	for i, s := range fmtMsColumn(thr) {
+		out[i].Threshold = s
+	}
+	return out
+}
+
+// groupAttributionBars stacks each group's own tail split, one bar per
+// group (nil without per-group attribution).
+func (rep *Report) groupAttributionBars() (*plot.Plot, error) {
+	ga := rep.groupAttr()
+	if len(ga) == 0 {
+		return nil, nil
+	}
+	var metric string
+	for _, g := range rep.Groups {
+		if g.Attribution != nil {
+			metric = g.Attribution.TailMetric
+			break
+		}
+	}
+	m := strings.ToUpper(metric)
+	p := newPlot(fmt.Sprintf("Where each %s's tail time went: %s split", rep.Groups[0].By, m), "", fmt.Sprintf("share of %s (%%)", m))
+	var prev *plotter.BarChart
+	for k := range nComponents {
+		if k == cDecode && metric == MetricTTFT {
+			continue // never part of TTFT
+		}
+		vals := make(plotter.Values, len(ga))
+		for i, g := range ga {
+			vals[i] = 100 * g.Shares[k]
+		}
+		b, err := plotter.NewBarChart(vals, vg.Points(40))
+		if err != nil {
+			return nil, err
+		}
+		b.Color = compColors[k]
+		b.LineStyle.Width = 0
+		if prev != nil {
+			b.StackOn(prev)
+		}
+		p.Add(b)
+		p.Legend.Add(ComponentNames[k], b)
+		prev = b
+	}
+	names := make([]string, len(ga))
+	for i, g := range ga {
+		names[i] = fmt.Sprintf("%s (%d)", trunc(g.Value, 16), g.Requests)
+	}
+	p.NominalX(names...)
+	p.Y.Min, p.Y.Max = 0, 100
+	p.X.Min, p.X.Max = -0.7, float64(len(ga))-0.3
+	return p, nil
 }

@@ -3,6 +3,8 @@ package analyze
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"html/template"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -42,8 +44,8 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if n := strings.Count(page, "<svg"); n != 6 {
-		t.Errorf("page has %d charts, want 6", n)
+	if n := strings.Count(page, "<svg"); n != 7 {
+		t.Errorf("page has %d charts, want 7", n)
 	}
 	if strings.Contains(page, "<script") {
 		t.Errorf("page has a script")
@@ -53,7 +55,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 	if ext.MatchString(page) {
 		t.Errorf("page references external resources: %q", ext.FindString(page))
 	}
-	for _, want := range []string{"Diagnosis", "Queueing", "Where the time went", "TTFT against prompt length"} {
+	for _, want := range []string{"Diagnosis", "Queueing", "Where the time went: E2E split", "TTFT against prompt length"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -91,5 +93,193 @@ func TestHTMLDegenerateData(t *testing.T) {
 		if err := rep.WriteHTML(&b); err != nil || !strings.Contains(b.String(), "</html>") {
 			t.Errorf("%s: WriteHTML: %v", name, err)
 		}
+	}
+}
+
+// chartLabels returns the texts of the page's SVG charts.
+func chartLabels(page string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`<text[^>]*>([^<]*)</text>`).FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestHTMLTickLabels: chart ticks carry no useless decimals (gonum labelled
+// a 0–9000 ms axis 1250.00, 2500.00, …) and no exponents.
+func TestHTMLTickLabels(t *testing.T) {
+	var recs []traces.Record
+	for i := range 600 {
+		e2e := 1000*ms + time.Duration(i)*13*ms // up to 8.8 s
+		recs = append(recs, rec(int64(i), time.Duration(i)*100*ms, 0, 50*ms+time.Duration(i%7)*50*ms, e2e, 100, 50, 1))
+	}
+	o := DefaultOptions()
+	o.Window = 5 * time.Second
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	bad := regexp.MustCompile(`^-?[0-9]+\.[0-9]*0$|^[0-9.]+e[-+]?[0-9]+$`)
+	num := 0
+	for _, l := range chartLabels(b.String()) {
+		if bad.MatchString(l) {
+			t.Errorf("tick label %q", l)
+		}
+		if regexp.MustCompile(`^[0-9.]+$`).MatchString(l) {
+			num++
+		}
+	}
+	if num < 20 {
+		t.Errorf("only %d numeric tick labels found", num)
+	}
+}
+
+// TestHTMLTimelineTTFTOwnAxis: a TTFT spike (100 ms → 600 ms) beside E2E
+// of ~9 s fills most of its own panel's height, instead of being a bump at
+// the bottom of one axis shared with E2E.
+func TestHTMLTimelineTTFTOwnAxis(t *testing.T) {
+	var recs []traces.Record
+	for i := range 600 {
+		ttft := 100 * ms
+		if i >= 300 && i < 320 {
+			ttft = 600 * ms // the spike, at 30–32 s
+		}
+		recs = append(recs, rec(int64(i), time.Duration(i)*100*ms, 0, ttft, 9*time.Second, 100, 200, 1))
+	}
+	o := DefaultOptions()
+	o.TailMetric = MetricTTFT
+	o.Window = 2 * time.Second
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{"Timeline: TTFT of requests sent in each window", "Timeline: E2E of requests sent in each window"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks the panel %q", want)
+		}
+	}
+	p, err := rep.timelineTTFT()
+	if err != nil || p == nil {
+		t.Fatalf("TTFT timeline: %v", err)
+	}
+	if p.Y.Max > 1000 {
+		t.Errorf("TTFT panel's axis reaches %.0f ms: the 600 ms spike is a bump (E2E is 9000 ms)", p.Y.Max)
+	}
+}
+
+// TestHTMLSaysWhatIsSplit: the attribution bars and table say which metric
+// they split; with the TTFT tail, decode (never part of TTFT) is not drawn
+// as a 0 % bar and the note says why.
+func TestHTMLSaysWhatIsSplit(t *testing.T) {
+	var recs []traces.Record
+	for i := range 200 {
+		ttft := 50*ms + time.Duration(i%10)*ms
+		if i%50 == 0 {
+			ttft = 900 * ms
+		}
+		recs = append(recs, withServer(rec(int64(i), time.Duration(i)*50*ms, 0, ttft, ttft+500*ms, 100, 20, 1), ttft-40*ms, 40*ms, 500*ms, 0))
+	}
+	for _, metric := range []string{MetricTTFT, MetricE2E} {
+		o := DefaultOptions()
+		o.TailMetric = metric
+		rep, err := Analyze(context.Background(), recs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := rep.WriteHTML(&b); err != nil {
+			t.Fatal(err)
+		}
+		page := b.String()
+		m := strings.ToUpper(metric)
+		for _, want := range []string{"Where the time went: " + m + " split (server attribution)", "share of " + m + " (%)", "How the " + m + " of the p99 " + m + " tail"} {
+			if !strings.Contains(page, want) {
+				t.Errorf("%s: page lacks %q", metric, want)
+			}
+		}
+		drawsDecode := slicesContains(chartLabels(page), "decode")
+		if metric == MetricTTFT && (drawsDecode || !strings.Contains(page, "never part of TTFT")) {
+			t.Errorf("TTFT split: decode drawn %v, or the note does not say decode is not part of TTFT", drawsDecode)
+		}
+		if metric == MetricE2E && !drawsDecode {
+			t.Errorf("E2E split: no decode bar")
+		}
+	}
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHTMLByClassAttributionAndGoodput: with --by class the HTML report has
+// what the text and JSON reports have: each class's goodput and its own
+// tail attribution with its diagnosis.
+func TestHTMLByClassAttributionAndGoodput(t *testing.T) {
+	var recs []traces.Record
+	for i := range 200 {
+		r := withServer(rec(int64(i), time.Duration(i)*50*ms, 0, 60*ms+time.Duration(i%10)*ms, 400*ms, 100, 20, 1), 10*ms, 50*ms, 340*ms, 0)
+		r.Class = "interactive"
+		if i%2 == 1 {
+			r.Class = "batch"
+			r = withServer(rec(int64(i), time.Duration(i)*50*ms, 0, 900*ms+time.Duration(i%10)*ms, 4000*ms, 2000, 200, 1), 100*ms, 800*ms, 3100*ms, 0)
+			r.Class = "batch"
+		}
+		recs = append(recs, r)
+	}
+	o := DefaultOptions()
+	o.By = ByClass
+	o.TailMetric = MetricTTFT
+	o.SLO = traces.SLO{TTFT: 500 * ms}
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := AttributeGroups(context.Background(), rep, recs); err != nil {
+		t.Fatal(err)
+	}
+	var b, js bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rep.Groups {
+		if g.Attribution == nil || g.Goodput == nil {
+			t.Fatalf("group %s: attribution %v goodput %v", g.Value, g.Attribution, g.Goodput)
+		}
+		for _, want := range []string{
+			"<td>" + g.Value + "</td>",
+			fmt.Sprintf("%.2f req/s (%.1f%%)", *g.Goodput, 100**g.GoodRatio),
+			"<h3>" + g.Value + "</h3>",
+			template.HTMLEscapeString(g.Attribution.Diagnosis[0]),
+		} {
+			if !strings.Contains(page, want) {
+				t.Errorf("class %s: page lacks %q", g.Value, want)
+			}
+		}
+	}
+	for _, want := range []string{"Tail attribution by class", "Where each class&#39;s tail time went: TTFT split"} {
+		if !strings.Contains(page, want) && !strings.Contains(page, strings.ReplaceAll(want, "&#39;", "'")) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if !strings.Contains(js.String(), `"goodput":`) || strings.Count(js.String(), `"attribution": {`) < 3 {
+		t.Errorf("JSON lacks per-class goodput or attribution")
 	}
 }

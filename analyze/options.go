@@ -63,6 +63,10 @@ type Options struct {
 	// By groups the summary per "class", "category" or "model" ("" = no
 	// groups). Defaults to "".
 	By string
+	// Class analyzes only the rows of this class (e.g. "interactive" beside
+	// a --background batch load); the others are counted and left out.
+	// Defaults to "" (every row).
+	Class string
 	// SLO enables goodput. Defaults to no SLO (goodput null).
 	SLO traces.SLO
 	// TailPercentile selects the tail: requests at or above this percentile

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -45,8 +47,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 			fmtPct(at.TailPercentile), metric, fmtMs(at.TailThresholdMs), at.TailRequests, at.Source)
 		p("  %-10s %8s %12s   %8s %12s\n", "component", "tail", "tail mean", "all", "all mean")
 		sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
+		tm, am := fmtMsColumn(mm[:]), fmtMsColumn(ma[:])
 		for k, n := range ComponentNames {
-			p("  %-10s %7.1f%% %12s   %7.1f%% %12s\n", n, 100*sh[k], fmtMs(mm[k]), 100*sa[k], fmtMs(ma[k]))
+			p("  %-10s %7.1f%% %12s   %7.1f%% %12s\n", n, 100*sh[k], tm[k], 100*sa[k], am[k])
 		}
 		p("  dominant: %s (the largest component of %.0f%% of tail requests)\n", at.Dominant, 100*at.DominantAgreement)
 	}
@@ -69,8 +72,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 			if g.Goodput != nil {
 				gp = fmt.Sprintf("%.2f/s", *g.Goodput)
 			}
-			p("  %-20s %8d %8d %7d %10.2f %10.2f %10.2f %10.2f %10.2f %10s\n", trunc(v, 20), g.Requests, g.Completed, g.Failed,
-				g.TTFT.P50, g.TTFT.P99, g.TPOT.P50, g.E2E.P50, g.E2E.P99, gp)
+			p("  %-20s %8d %8d %7d %10s %10s %10s %10s %10s %10s\n", trunc(v, 20), g.Requests, g.Completed, g.Failed,
+				distCell(g.TTFT, g.TTFT.P50), distCell(g.TTFT, g.TTFT.P99), distCell(g.TPOT, g.TPOT.P50), distCell(g.E2E, g.E2E.P50), distCell(g.E2E, g.E2E.P99), gp)
 		}
 	}
 	rep.writeGroupAttributionText(p) // capacity.go
@@ -135,4 +138,39 @@ func writeDistTable(w io.Writer, s *Summary) {
 	row("E2E", s.E2E)
 	row("E2E (scheduled)", s.E2EScheduled)
 	row("lateness", s.Lateness)
+}
+
+// fmtMsColumn formats a column of durations (ms) in one unit and precision,
+// chosen by its largest value the way fmtMs chooses for one value, so a
+// column never mixes "16.5 s" with "4210 ms".
+func fmtMsColumn(vals []float64) []string {
+	var top float64
+	for _, v := range vals {
+		if !math.IsNaN(v) {
+			top = max(top, math.Abs(v))
+		}
+	}
+	unit, div, prec := "ms", 1.0, 2
+	switch {
+	case top >= 10000:
+		unit, div, prec = "s", 1000, 1
+	case top >= 100:
+		prec = 0
+	case top >= 10:
+		prec = 1
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = strconv.FormatFloat(v/div, 'f', prec, 64) + " " + unit
+	}
+	return out
+}
+
+// distCell is a statistic of d with two decimals, or "-" when d is empty
+// (a group whose requests all failed has no latency, not 0.00).
+func distCell(d Dist, v float64) string {
+	if d.Count == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }

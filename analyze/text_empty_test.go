@@ -61,3 +61,53 @@ func TestTextShowsNoValueAsDash(t *testing.T) {
 		t.Errorf("window 1.0 s (5 sent, none ok) prints %q; want '-' for its latencies\n%s", row, b.String())
 	}
 }
+
+// TestHTMLShowsNoValueAsDash: the HTML report prints "-" where the text
+// report does (a latency without a value, the peak concurrency of a run
+// where every request failed, the latencies of a group without a
+// success), never 0.00; so does the text report's per-group table.
+func TestHTMLShowsNoValueAsDash(t *testing.T) {
+	var recs []traces.Record
+	for i := range 5 {
+		r := rec(int64(i), time.Duration(i)*100*ms, 0, 0, 0, 10, 2, 1)
+		r.Status, r.HTTPStatus, r.Error = traces.StatusHTTPError, 503, "HTTP 503"
+		r.FirstTokenNs, r.LastTokenNs, r.ChunkNs = -1, -1, nil
+		r.Class = "down"
+		recs = append(recs, r)
+	}
+	o := DefaultOptions()
+	o.By = ByClass
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		"peak concurrency<b>-</b>",
+		"TTFT p99<b>-</b>p50 -",
+		"<tr><td>TTFT</td><td>0</td><td>-</td><td>-</td>",
+		"<tr><td>down</td><td>5</td><td>0</td><td>5</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	for _, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, "<tr><td>TTFT") || strings.HasPrefix(l, "<tr><td>E2E") || strings.HasPrefix(l, "<tr><td>down") {
+			if strings.Contains(l, "0.00") {
+				t.Errorf("HTML prints 0.00 where there is no value: %s", l)
+			}
+		}
+	}
+	b.Reset()
+	rep.WriteText(&b)
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "down" && strings.Contains(l, "0.00") {
+			t.Errorf("text group row prints 0.00 for a group without a success: %q", l)
+		}
+	}
+}

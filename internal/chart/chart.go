@@ -10,6 +10,7 @@ import (
 	"image/color"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
@@ -142,4 +143,65 @@ func Save(p *plot.Plot, w, h vg.Length, name string) error {
 		return fmt.Errorf("chart %s: %w", name, err)
 	}
 	return f.Close()
+}
+
+// Ticks marks an axis like gonum's DefaultTicks (or LogTicks with Log), but
+// labels each tick with no useless decimals ("1250", not "1250.00"; "0.5",
+// not "0.50"; "1000000", not "1e+06"), dividing the values by Div first
+// (1000 to show an axis of milliseconds in seconds; 0 or 1 keeps them).
+type Ticks struct {
+	Div float64
+	Log bool
+}
+
+// Ticks implements plot.Ticker.
+func (t Ticks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	if t.Log {
+		ts = plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	} else {
+		ts = plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	div := t.Div
+	if div == 0 {
+		div = 1
+	}
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = TickLabel(ts[i].Value / div)
+		}
+	}
+	return ts
+}
+
+// TickLabel formats v with the digits it needs and no more: six
+// significant digits at most (so 0.30000000000000004 is "0.3"), no
+// exponent, no trailing zeros.
+func TickLabel(v float64) string {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
+	if err != nil {
+		r = v
+	}
+	if r == 0 {
+		r = 0 // no "-0"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// MsAxis labels an axis of milliseconds whose values reach hiMs: in ms, or
+// in seconds once they reach 10 s ("latency (s)" with ticks 2.5, 5, 7.5
+// rather than "latency (ms)" with 2500.00 …), on a log scale when log is
+// set. The values stay in ms; only the labels change.
+func MsAxis(a *plot.Axis, name string, hiMs float64, log bool) {
+	t := Ticks{Log: log}
+	unit := "ms"
+	if hiMs >= 10000 {
+		t.Div, unit = 1000, "s"
+	}
+	a.Label.Text = name + " (" + unit + ")"
+	if log {
+		a.Scale = plot.LogScale{}
+		a.Label.Text += ", log scale"
+	}
+	a.Tick.Marker = t
 }

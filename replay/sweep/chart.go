@@ -27,6 +27,7 @@ func (res *Result) WriteChart(name string) error {
 	p.Title.Text = fmt.Sprintf("Throughput vs %s latency (knee at %s×)", metricLabel(metric), fmtSpeed(res.Knee))
 	p.X.Label.Text = "achieved output tokens/s"
 	p.Y.Label.Text = metricLabel(metric) + " (ms)"
+	p.X.Tick.Marker, p.Y.Tick.Marker = chart.Ticks{}, chart.Ticks{} // no useless decimals
 	var p50, p99 plotter.XYs
 	var labels []string
 	var lx, ly []float64
@@ -110,7 +111,7 @@ func (res *Result) WriteChart(name string) error {
 	}
 	if maxY > 0 && !math.IsInf(minY, 1) && !math.IsInf(maxY, 1) && allPositive(p50) && allPositive(p99) {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = chart.Ticks{Log: true}
 		p.Y.Min, p.Y.Max = minY/1.5, maxY*1.5
 		p.Y.Label.Text += ", log scale"
 	} else {

@@ -80,11 +80,17 @@ func (res *Result) WriteTable(w io.Writer) {
 	cfg := res.opts
 	names, _ := sloMetrics(cfg.SLO)
 	pct := "p" + strconv.FormatFloat(cfg.Percentile, 'g', -1, 64)
-	fmt.Fprintf(w, "%7s %9s %9s %10s %6s %10s %10s %10s %10s", "speed", "offered", "req/s", "out tok/s", "failed", "ttft p50", "ttft p99", "tpot p50", "tpot p99")
+	// Two header lines: what each column is, then its unit.
+	fmt.Fprintf(w, "%7s %9s %9s %10s %6s %10s %10s %10s %10s", "speed", "offered", "achieved", "output", "failed", "ttft p50", "ttft p99", "tpot p50", "tpot p99")
 	for _, n := range names {
 		fmt.Fprintf(w, " %12s", "slo "+n+"@"+pct)
 	}
 	fmt.Fprintf(w, " %8s  %s\n", "goodput", "verdict")
+	fmt.Fprintf(w, "%6s× %9s %9s %10s %6s %10s %10s %10s %10s", "", "req/s", "req/s", "tok/s", "reqs", "ms", "ms", "ms", "ms")
+	for range names {
+		fmt.Fprintf(w, " %12s", "ms")
+	}
+	fmt.Fprintf(w, " %8s\n", "% of req")
 	for _, s := range res.Steps {
 		mark := ""
 		if s.Speed == res.Knee {

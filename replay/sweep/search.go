@@ -100,3 +100,13 @@ func Search(ctx context.Context, lo, hi, tol float64, eval func(ctx context.Cont
 	}
 	return lo, steps, nil
 }
+
+// maxSearchSteps bounds the speeds Search evaluates on [lo, hi] down to
+// tol: lo, hi, then one per halving of log(hi/lo) until it is within
+// log(1+tol). Used for the progress counter.
+func maxSearchSteps(lo, hi, tol float64) int {
+	if !(lo > 0) || !(hi > lo) || !(tol > 0) {
+		return 2
+	}
+	return 2 + max(0, int(math.Ceil(math.Log2(math.Log(hi/lo)/math.Log1p(tol)))))
+}

@@ -179,9 +179,25 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, opts Optio
 			return nil, fmt.Errorf("sweep: Options.OutDir: %w", err)
 		}
 	}
+	// Progress: a counter line when each point starts and when it ends, so
+	// a sweep whose steps take a minute each is not silent meanwhile.
+	point, total := 0, fmt.Sprint(len(opts.Speeds))
+	if opts.Search {
+		total = fmt.Sprintf("≤%d", maxSearchSteps(opts.Low, opts.High, opts.Tolerance))
+	}
 	eval := func(ctx context.Context, speed float64) (bool, error) {
+		point++
+		counter := fmt.Sprintf("[%d/%s]", point, total)
+		start := time.Now()
 		var runs []*Step
 		for rep := 0; rep < max(opts.Repeat, 1); rep++ {
+			if opts.Log != nil {
+				run := ""
+				if opts.Repeat > 1 {
+					run = fmt.Sprintf(" run %d/%d", rep+1, opts.Repeat)
+				}
+				fmt.Fprintf(opts.Log, "sweep: %s %s×%s: rate %.2f req/s offered, replaying\n", counter, fmtSpeed(speed), run, res.BaseRPS*speed)
+			}
 			one, err := runOne(ctx, opts, recs, meta, speed, rep)
 			if err != nil {
 				return false, err
@@ -202,8 +218,8 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, opts Optio
 			if st.Runs > 1 {
 				verdict += fmt.Sprintf(" (%d of %d runs met it; worst run shown)", st.PassedRuns, st.Runs)
 			}
-			fmt.Fprintf(opts.Log, "sweep: %s×: %d requests, %.2f req/s, TTFT p50 %.1f ms p99 %.1f ms: %s\n",
-				fmtSpeed(speed), st.Requests, st.RPS, st.TTFTP50Ms, st.TTFTP99Ms, verdict)
+			fmt.Fprintf(opts.Log, "sweep: %s %s×: %d requests, %.2f req/s, TTFT p50 %.1f ms p99 %.1f ms: %s (%.0f s)\n",
+				counter, fmtSpeed(speed), st.Requests, st.RPS, st.TTFTP50Ms, st.TTFTP99Ms, verdict, time.Since(start).Seconds())
 		}
 		return st.OK, nil
 	}
