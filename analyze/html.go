@@ -344,6 +344,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 </style></head><body>
 <h1>tokentrace analyze</h1>
 <div>{{range .Sources}}{{.File}} ({{.Rows}} rows{{if .Meta.Source}}, {{.Meta.Source}}{{end}}) {{end}}</div>
+{{if .Sampling}}<p class="warn">Approximate: {{.Sampling.Note}}.</p>{{end}}
 <h2>Summary</h2>
 <div class="kpi">
 <div>requests<b>{{.Requests}}</b>{{.Completed}} ok, {{.Failed}} failed</div>
@@ -364,7 +365,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Latency (ms)</h2>
 <table><tr><th>metric</th><th>count</th><th>mean</th><th>std</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>
-{{range .Dists}}<tr><td>{{.Name}}</td><td>{{.D.Count}}</td><td>{{ms .D.Mean}}</td><td>{{ms .D.Std}}</td><td>{{ms .D.P50}}</td><td>{{ms .D.P90}}</td><td>{{ms .D.P95}}</td><td>{{ms .D.P99}}</td><td>{{ms .D.P999}}</td><td>{{ms .D.Max}}</td></tr>
+{{range .Dists}}<tr><td>{{.Name}}{{if .D.Approx}} ~{{end}}</td><td>{{.D.Count}}</td><td>{{ms .D.Mean}}</td><td>{{ms .D.Std}}</td><td>{{ms .D.P50}}</td><td>{{ms .D.P90}}</td><td>{{ms .D.P95}}</td><td>{{ms .D.P99}}</td><td>{{ms .D.P999}}</td><td>{{ms .D.Max}}</td></tr>
 {{end}}</table>
 {{if .Groups}}<h2>By {{(index .Groups 0).By}}</h2>
 <table><tr><th>value</th><th>requests</th><th>ok</th><th>failed</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>E2E p50</th><th>E2E p99</th></tr>
