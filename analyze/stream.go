@@ -35,7 +35,7 @@ type Sampling struct {
 
 // sampledSections are the sections Sampling.Sampled names; peak
 // concurrency joins them when the rows did not come in send order.
-var sampledSections = []string{"attribution", "windows", "html charts", "compare bootstrap", "vllm latencies"}
+var sampledSections = []string{"attribution", "windows", "html_charts", "compare_bootstrap", "vllm_latencies"}
 
 // peakSweep is the exact peak concurrency of rows that come in send order
 // (results files are written so): a min-heap of the in-flight requests'

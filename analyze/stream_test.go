@@ -126,6 +126,17 @@ func TestExactRowsStreaming(t *testing.T) {
 	if c := rep.CapacityCheck(); c != nil {
 		t.Errorf("capacity without options: %+v", c)
 	}
+	if g, w := rep.goodOutputTokens(), exact.goodOutputTokens(); g != w || g == 0 {
+		t.Errorf("goodput output tokens %d, want %d", g, w)
+	}
+	var vj bytes.Buffer
+	if err := rep.WriteVLLMJSON(&vj, DefaultVLLMOptions()); err != nil || !strings.Contains(vj.String(), `"num_prompts": 20000`) {
+		t.Errorf("vllm JSON past the budget: %v %.200s", err, vj.String())
+	}
+	var ct bytes.Buffer
+	if err := Compare(exact, rep, CompareOptions{Resamples: 50}).WriteText(&ct); err != nil || !strings.Contains(ct.String(), "Approximate B:") || strings.Contains(ct.String(), "Approximate A:") {
+		t.Errorf("compare does not say which run is approximate (%v):\n%.300s", err, ct.String())
+	}
 
 	js := string(jsonOf(t, rep))
 	for _, want := range []string{`"approx": true`, `"sampling": {`, `"one_in": `, `"relative_error": `} {
@@ -344,4 +355,61 @@ func TestAttributeGroupsFiles(t *testing.T) {
 	if !bytes.Equal(a, b) || rep.Groups[0].Attribution == nil {
 		t.Errorf("streamed group attribution differs from the in-memory one")
 	}
+}
+
+// TestDrainAhead: records read a batch ahead keep their own lists (the
+// reader reuses its own), every record once, and a canceled context stops
+// the read.
+func TestDrainAhead(t *testing.T) {
+	recs := streamRun(20000)
+	for _, ext := range []string{"jsonl", "parquet"} {
+		p := t.TempDir() + "/r." + ext
+		if err := traces.WriteAll(p, traces.NewMeta("replay"), recs); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := traces.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// every record intact when fn sees it (Parquet sorts by arrival:
+		// match by seq), each once
+		seen := make([]bool, len(recs))
+		k := 0
+		err = drainAhead(context.Background(), rd, func(r *traces.Record) {
+			w := &recs[r.Seq]
+			if seen[r.Seq] || !slicesEqual(r.ChunkNs, w.ChunkNs) || !slicesEqual(r.ChunkTokens, w.ChunkTokens) || r.Status != w.Status {
+				t.Fatalf("%s: record seq %d differs when added (or twice)", ext, r.Seq)
+			}
+			seen[r.Seq] = true
+			k++
+		})
+		rd.Close()
+		if err != nil || k != len(recs) {
+			t.Fatalf("%s: %v after %d records", ext, err, k)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		rd, _ = traces.Open(p)
+		n := 0
+		err = drainAhead(ctx, rd, func(*traces.Record) {
+			if n++; n == 10 {
+				cancel()
+			}
+		})
+		rd.Close()
+		if err != context.Canceled || n >= len(recs) {
+			t.Errorf("%s: canceled: %v after %d records", ext, err, n)
+		}
+	}
+}
+
+func slicesEqual[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
