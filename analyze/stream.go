@@ -3,6 +3,7 @@ package analyze
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -92,8 +93,12 @@ func (p *peakSweep) add(sent, end int64) {
 
 // note is the one-line statement of the sampling for text and HTML.
 func (s *Sampling) Note() string {
-	return fmt.Sprintf("%d rows passed --exact-rows %d: percentiles (~) from log histograms within %.2g%% (count, mean, std, min, max, tokens, throughput and goodput exact); tail attribution, timeline, peak concurrency and charts from a 1-in-%d sample of %d rows, counts scaled by %d",
-		s.Rows, s.ExactRows, 100*s.RelativeError, s.OneIn, s.Kept, s.OneIn)
+	what := "tail attribution, timeline and charts"
+	if slices.Contains(s.Sampled, "peak_concurrency") {
+		what = "tail attribution, timeline, peak concurrency and charts"
+	}
+	return fmt.Sprintf("%d rows passed --exact-rows %d: percentiles (~) from log histograms within %.2g%% (count, mean, std, min, max, tokens, throughput and goodput exact); %s from a 1-in-%d sample of %d rows, counts scaled by %d",
+		s.Rows, s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
 }
 
 // Metric sketches of an acc.
