@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -135,6 +136,14 @@ type Analyzer struct {
 	sources      []Source
 	warnings     []string
 	samples      []traces.MetricsSample // scraped server metrics
+	// seen counts the rows with an outcome. Past Options.ExactRows of them
+	// the Analyzer streams (stream.go): all and gacc (per group) hold the
+	// exact counters and sketches, rows a 1-in-2^level sample.
+	seen  int64
+	all   *acc
+	gacc  []*acc
+	level uint
+	peak  peakSweep
 }
 
 // New returns an Analyzer with options o (zero fields take their defaults).
@@ -219,10 +228,22 @@ func (a *Analyzer) Add(r *traces.Record) {
 		in: in, out: int32(min(out, math.MaxInt32)), cached: r.ServerCachedTokens,
 		group: a.groupOf(r), status: sid, ok: r.OK(),
 	}
-	if a.o.KeepRequests {
-		a.reqIDs = append(a.reqIDs, r.RequestID)
+	a.seen++
+	if w.ok && w.sent >= 0 && w.end() >= w.sent {
+		a.peak.add(w.sent, w.end())
 	}
-	a.rows.add(w)
+	switch {
+	case a.all != nil:
+		a.addStreaming(&w, r.RequestID)
+	case a.rows.n >= a.o.ExactRows:
+		a.startStreaming()
+		a.addStreaming(&w, r.RequestID)
+	default:
+		if a.o.KeepRequests {
+			a.reqIDs = append(a.reqIDs, r.RequestID)
+		}
+		a.rows.add(w)
+	}
 	if !w.ok {
 		return
 	}
@@ -292,6 +313,16 @@ func (a *Analyzer) Add(r *traces.Record) {
 // AddReader drains a traces.Reader into the Analyzer, checking ctx between
 // batches.
 func (a *Analyzer) AddReader(ctx context.Context, rd traces.Reader) error {
+	return drain(ctx, rd, a.Add)
+}
+
+// drain calls fn with every record of rd, checking ctx between batches; a
+// truncated file's rows before the damage count (the caller warns). With
+// more than one CPU the file is decoded a batch ahead on another goroutine.
+func drain(ctx context.Context, rd traces.Reader, fn func(*traces.Record)) error {
+	if runtime.GOMAXPROCS(0) > 1 {
+		return drainAhead(ctx, rd, fn)
+	}
 	buf := make([]traces.Record, 4096)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -299,7 +330,7 @@ func (a *Analyzer) AddReader(ctx context.Context, rd traces.Reader) error {
 		}
 		n, err := rd.Read(buf)
 		for i := range buf[:n] {
-			a.Add(&buf[i])
+			fn(&buf[i])
 		}
 		if err == io.EOF {
 			return nil
@@ -311,6 +342,88 @@ func (a *Analyzer) AddReader(ctx context.Context, rd traces.Reader) error {
 			return err
 		}
 	}
+}
+
+// drainAhead is drain with rd read on its own goroutine, up to
+// aheadBatches batches ahead of fn. A reader reuses its records' lists on
+// the next Read, so each batch copies them into its own storage.
+func drainAhead(ctx context.Context, rd traces.Reader, fn func(*traces.Record)) error {
+	type batch struct {
+		recs []traces.Record
+		n    int
+		err  error
+	}
+	const aheadBatches = 3
+	free := make(chan *batch, aheadBatches)
+	full := make(chan *batch, aheadBatches)
+	for range aheadBatches {
+		free <- &batch{recs: make([]traces.Record, 4096)}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(full)
+		buf := make([]traces.Record, 4096)
+		for {
+			var b *batch
+			select {
+			case <-done:
+				return
+			case b = <-free:
+			}
+			n, err := rd.Read(buf)
+			for i := range buf[:n] {
+				copyRecord(&b.recs[i], &buf[i])
+			}
+			b.n, b.err = n, err
+			full <- b // never blocks: at most aheadBatches batches exist
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(done)
+		for range full { // wait until the reader no longer touches rd
+		}
+	}()
+	for b := range full {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for i := range b.recs[:b.n] {
+			fn(&b.recs[i])
+		}
+		err := b.err
+		free <- b
+		if err == io.EOF {
+			return nil
+		}
+		if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
+			return nil // the rows before the damage count; the caller warns (Stats().Truncated)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyRecord sets dst to src, copying src's lists into dst's own storage.
+func copyRecord(dst, src *traces.Record) {
+	pb, as, cn, ct := dst.PrefixBlocks, dst.AfterSeqs, dst.ChunkNs, dst.ChunkTokens
+	*dst = *src
+	dst.PrefixBlocks = copyList(pb, src.PrefixBlocks)
+	dst.AfterSeqs = copyList(as, src.AfterSeqs)
+	dst.ChunkNs = copyList(cn, src.ChunkNs)
+	dst.ChunkTokens = copyList(ct, src.ChunkTokens)
+}
+
+// copyList copies src into dst's storage, keeping nil nil.
+func copyList[T any](dst, src []T) []T {
+	if src == nil {
+		return nil
+	}
+	return append(dst[:0], src...)
 }
 
 // Analyze analyzes records already in memory.
@@ -366,7 +479,7 @@ func (a *Analyzer) addFile(ctx context.Context, name string) error {
 		return err // it names the file
 	}
 	defer rd.Close()
-	before := a.rows.n
+	before := a.seen
 	before0 := a.noOutcome
 	if err := a.AddReader(ctx, rd); err != nil {
 		return fmt.Errorf("read results %s: %w", name, err)
@@ -383,7 +496,7 @@ func (a *Analyzer) addFile(ctx context.Context, name string) error {
 	switch {
 	case st.Rows == 0:
 		a.Warnf("%s: no rows", name)
-	case a.rows.n == before && a.noOutcome > before0:
+	case a.seen == before && a.noOutcome > before0:
 		a.Warnf("%s: %d row(s) without outcome (not replayed) were ignored", name, a.noOutcome-before0)
 	}
 	return nil
@@ -392,7 +505,7 @@ func (a *Analyzer) addFile(ctx context.Context, name string) error {
 // Close computes the Report. It returns ErrNoRequests when no row had an
 // outcome (ErrNoOutcomes when there were rows, but none replayed).
 func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
-	if a.rows.n == 0 {
+	if a.seen == 0 {
 		if a.otherCls > 0 {
 			return nil, fmt.Errorf("%w: no row of class %q (%d rows of other classes)", ErrNoRequests, a.o.Class, a.otherCls)
 		}
@@ -401,7 +514,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		}
 		return nil, fmt.Errorf("%w: the input is empty", ErrNoRequests)
 	}
-	rep := &Report{opts: a.o, rows: a.rows, reqIDs: a.reqIDs, Sources: a.sources, Warnings: a.warnings}
+	rep := &Report{opts: a.o, rows: a.rows, reqIDs: a.reqIDs, Sources: a.sources, Warnings: a.warnings, scale: 1}
 	if a.noOutcome > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d row(s) without outcome (not replayed) were ignored", a.noOutcome))
 	}
@@ -409,6 +522,20 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("class %s only: %d row(s) of other classes left out", a.o.Class, a.otherCls))
 	}
 	rep.Summary, rep.samples = a.summarize(nil, &a.itl, &a.itlT)
+	if a.all != nil {
+		// streaming: the Summary from the accumulators, ITL as pooled;
+		// the sample's sorted values stay for Compare and the charts.
+		itl, itlT := rep.ITL, rep.ITLPerToken
+		rep.Summary = a.all.summary(a.statuses, a.o.SLO)
+		rep.ITL, rep.ITLPerToken = itl, itlT
+		rep.acc, rep.itlSk = a.all, a.itl.sk
+		rep.scale = 1 << a.level
+		rep.Sampling = &Sampling{ExactRows: a.o.ExactRows, Rows: a.seen, Kept: a.rows.n, OneIn: 1 << a.level,
+			RelativeError: logHistRelErr, Sampled: sampledSections}
+		if a.peak.broken {
+			rep.Sampling.Sampled = append(slices.Clone(sampledSections), "peak_concurrency")
+		}
+	}
 	// The 1-s bins start at the run's start, so the last one is partial;
 	// a peak below the run's mean would only reflect that.
 	rep.Summary.Throughput.PeakOutputTokensPerS = max(slices.Max(append(a.tokSec, 0)), rep.Summary.Throughput.OutputTokensPerS)
@@ -426,19 +553,31 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		}
 		slices.SortFunc(order, func(x, y int32) int { return cmp.Compare(a.groups[x], a.groups[y]) })
 		members := make([][]int32, len(a.groups))
-		for i := range a.rows.n {
-			g := a.rows.at(i).group
-			members[g] = append(members[g], int32(i))
+		if a.all == nil {
+			for i := range a.rows.n {
+				g := a.rows.at(i).group
+				members[g] = append(members[g], int32(i))
+			}
 		}
 		for _, g := range order {
-			s, _ := a.summarize(members[g], &a.gITL[g][0], &a.gITL[g][1])
+			var s Summary
+			if a.all == nil {
+				s, _ = a.summarize(members[g], &a.gITL[g][0], &a.gITL[g][1])
+			} else {
+				s = a.gacc[g].summary(a.statuses, a.o.SLO)
+				s.ITL, s.ITLPerToken = a.gITL[g][0].dist(), a.gITL[g][1].dist()
+			}
 			members[g] = nil
 			s.Throughput.PeakOutputTokensPerS = 0
 			rep.Groups = append(rep.Groups, Group{By: a.o.By, Value: a.groups[g], Summary: s})
 		}
 	}
 	rep.load = computeLoad(&a.rows)
+	rep.load.scaleBy(rep.scale)
 	rep.Summary.PeakConcurrency = rep.load.peak
+	if a.all != nil && !a.peak.broken {
+		rep.Summary.PeakConcurrency = a.peak.peak
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -554,6 +693,23 @@ type load struct {
 	inflight []int32   // per row index: other requests in flight at send (−1: not counted)
 	prompt   []float64 // per row index: prompt tokens in flight at send
 	peak     int
+}
+
+// scaleBy scales the in-flight counts and tokens of a 1-in-f sample to
+// estimates for the whole run.
+func (l *load) scaleBy(f int64) {
+	if f <= 1 {
+		return
+	}
+	for i, v := range l.inflight {
+		if v >= 0 {
+			l.inflight[i] = int32(min(int64(v)*f, math.MaxInt32))
+		}
+	}
+	for i := range l.prompt {
+		l.prompt[i] *= float64(f)
+	}
+	l.peak = int(min(int64(l.peak)*f, math.MaxInt32))
 }
 
 // computeLoad sweeps the successful requests' [sent, end) intervals.

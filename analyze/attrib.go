@@ -362,7 +362,7 @@ func (rep *Report) attribute() {
 		}
 		own = append(own, argmax(cp))
 	}
-	at.TailRequests = len(rep.tail)
+	at.TailRequests = len(rep.tail) * int(rep.oneIn()) // estimated on a sample
 	switch {
 	case nServer == len(rep.tail):
 		at.Source = SourceServer
@@ -484,6 +484,10 @@ type RequestAttribution struct {
 // input order; it stops at fn's first error. Request ids are empty unless
 // Options.KeepRequests was set.
 func (rep *Report) EachRequest(fn func(RequestAttribution) error) error {
+	if s := rep.Sampling; s != nil {
+		return fmt.Errorf("analyze: per-request attribution needs every row, but the input has %d rows, more than Options.ExactRows (--exact-rows) %d, so only a 1-in-%d sample was kept; raise --exact-rows to at least %d (about 300 bytes of memory per row)",
+			s.Rows, s.ExactRows, s.OneIn, s.Rows)
+	}
 	tail := map[int32]bool{}
 	for _, i := range rep.tail {
 		tail[i] = true

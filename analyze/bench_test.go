@@ -11,8 +11,9 @@ import (
 
 // benchAnalyze streams n synthetic result rows (16 chunks each, server
 // usage, no server timings: the estimator runs) through an Analyzer and
-// reports rows/s and the memory obtained from the OS.
-func benchAnalyze(b *testing.B, n int) {
+// reports rows/s and the memory obtained from the OS. exactRows is
+// Options.ExactRows (0 = the default): past it the analysis streams.
+func benchAnalyze(b *testing.B, n, exactRows int) {
 	r := traces.NewRecord()
 	r.Status, r.HTTPStatus, r.Model, r.Class = traces.StatusOK, 200, "m", "interactive"
 	r.ChunkNs = make([]int64, 16)
@@ -23,7 +24,11 @@ func benchAnalyze(b *testing.B, n int) {
 	b.ReportAllocs()
 	for range b.N {
 		start := time.Now()
-		a, err := New(DefaultOptions())
+		o := DefaultOptions()
+		if exactRows > 0 {
+			o.ExactRows = exactRows
+		}
+		a, err := New(o)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -47,17 +52,42 @@ func benchAnalyze(b *testing.B, n int) {
 		if rep.Completed != n {
 			b.Fatalf("completed %d, want %d", rep.Completed, n)
 		}
+		if (rep.Sampling != nil) != (n > o.ExactRows) || (n > o.ExactRows && !rep.TTFT.Approx) {
+			b.Fatalf("%d rows, budget %d: sampling %+v, approx %v", n, o.ExactRows, rep.Sampling, rep.TTFT.Approx)
+		}
 		el := time.Since(start)
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(n)/el.Seconds(), "rows/s")
 		b.ReportMetric(float64(ms.Sys)/(1<<20), "MiB-sys")
 		b.ReportMetric(el.Seconds(), "s/analysis")
+		if s := rep.Sampling; s != nil {
+			b.ReportMetric(float64(s.OneIn), "one-in")
+			b.ReportMetric(float64(s.Kept), "kept-rows")
+		}
 	}
 }
 
-// BenchmarkAnalyze10M: go test -run '^$' -bench Analyze10M -benchtime 1x ./analyze
-func BenchmarkAnalyze10M(b *testing.B) { benchAnalyze(b, 10_000_000) }
+// BenchmarkAnalyze100M is the streaming target (issue 14): 100 M rows
+// past the default budget. go test -c -o /tmp/analyze.test ./analyze &&
+// /usr/bin/time -v /tmp/analyze.test -test.run '^$' -test.bench Analyze100M -test.benchtime 1x
+func BenchmarkAnalyze100M(b *testing.B) { benchAnalyze(b, 100_000_000, 0) }
 
-// BenchmarkAnalyze100k is the quick version.
-func BenchmarkAnalyze100k(b *testing.B) { benchAnalyze(b, 100_000) }
+// BenchmarkAnalyze10M: go test -run '^$' -bench Analyze10M -benchtime 1x ./analyze
+// (past the default budget of 4 Mi rows: it streams).
+func BenchmarkAnalyze10M(b *testing.B) { benchAnalyze(b, 10_000_000, 0) }
+
+// BenchmarkAnalyze10MExact is 10 M rows all kept exactly (the analysis
+// before the budget existed).
+func BenchmarkAnalyze10MExact(b *testing.B) { benchAnalyze(b, 10_000_000, 10_000_000) }
+
+// BenchmarkAnalyze100k is the quick version (exact).
+func BenchmarkAnalyze100k(b *testing.B) { benchAnalyze(b, 100_000, 0) }
+
+// BenchmarkAnalyze1MStream is a quick look at the streaming path's speed
+// (1 M rows past a 100 k budget).
+func BenchmarkAnalyze1MStream(b *testing.B) { benchAnalyze(b, 1_000_000, 100_000) }
+
+// BenchmarkAnalyzeBudget is the largest exact analysis by default
+// (DefaultExactRows rows): the memory peak of a default analyze of any size.
+func BenchmarkAnalyzeBudget(b *testing.B) { benchAnalyze(b, DefaultExactRows, 0) }

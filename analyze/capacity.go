@@ -161,6 +161,9 @@ func costOf(perHour, durationS float64, outTokens int64, good *int64) *Cost {
 // (the same rule as goodput).
 func (rep *Report) goodOutputTokens() int64 {
 	slo := rep.opts.SLO
+	if rep.acc != nil {
+		return rep.acc.goodOut // streaming: counted on every row
+	}
 	var n int64
 	for i := 0; i < rep.rows.n; i++ {
 		r := rep.rows.at(i)
@@ -246,6 +249,64 @@ func AttributeGroups(ctx context.Context, rep *Report, recs []traces.Record) err
 		g := &rep.Groups[i]
 		sub, err := Analyze(ctx, parts[g.Value], o)
 		if err != nil {
+			continue // a group with no successful request has no attribution
+		}
+		at := sub.Attribution
+		g.Attribution = &at
+	}
+	return nil
+}
+
+// AttributeGroupsFiles is AttributeGroups reading the named results files
+// (the ones rep was made from) again, streaming: one Analyzer per group,
+// so memory stays bounded. When rep passed Options.ExactRows, the groups
+// share that budget (each gets ExactRows / groups rows, sampled past it);
+// otherwise every group fits and is exact.
+func AttributeGroupsFiles(ctx context.Context, rep *Report, names []string) error {
+	if rep.opts.By == "" || len(rep.Groups) == 0 {
+		return nil
+	}
+	o := rep.opts
+	o.By, o.KeepRequests = "", false
+	if rep.Sampling != nil {
+		o.ExactRows = max(o.ExactRows/len(rep.Groups), 1)
+	}
+	subs := make(map[string]*Analyzer, len(rep.Groups))
+	for _, g := range rep.Groups {
+		a, err := New(o)
+		if err != nil {
+			return err
+		}
+		subs[g.Value] = a
+	}
+	by := rep.opts.By
+	add := func(r *traces.Record) {
+		if r.Status == "" {
+			return
+		}
+		if a := subs[groupKey(by, r)]; a != nil {
+			a.Add(r)
+		}
+	}
+	for _, name := range names {
+		rd, err := traces.Open(name)
+		if err != nil {
+			return err
+		}
+		err = drain(ctx, rd, add)
+		rd.Close()
+		if err != nil {
+			return fmt.Errorf("read results %s: %w", name, err)
+		}
+	}
+	for i := range rep.Groups {
+		g := &rep.Groups[i]
+		sub, err := subs[g.Value].Close(ctx)
+		delete(subs, g.Value)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			continue // a group with no successful request has no attribution
 		}
 		at := sub.Attribution

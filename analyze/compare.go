@@ -158,6 +158,11 @@ type Comparison struct {
 	// than one class (a --background run pools batch rows with the
 	// interactive ones above); empty otherwise.
 	ByClass []ClassComparison `json:"by_class,omitempty"`
+	// SamplingA and SamplingB are set for a run that passed
+	// Options.ExactRows: its percentiles are approximate and its bootstrap
+	// intervals and attribution come from a sample (Report.Sampling).
+	SamplingA *Sampling `json:"sampling_a,omitempty"`
+	SamplingB *Sampling `json:"sampling_b,omitempty"`
 
 	a, b *Report
 }
@@ -194,7 +199,8 @@ func (c *Comparison) keyMetrics() []MetricChange {
 // metric, the tails' attribution, and the metadata that differs.
 func Compare(a, b *Report, o CompareOptions) *Comparison {
 	o = o.withDefaults()
-	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b}
+	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b,
+		SamplingA: a.Sampling, SamplingB: b.Sampling}
 	if o.Mode == ModeFidelity {
 		c.PracticalDiff = o.PracticalDiff
 	}
@@ -524,6 +530,14 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		p("Conclusion (all classes pooled; by class below): %s\n\n", c.Conclusion)
 	} else {
 		p("Conclusion: %s\n\n", c.Conclusion)
+	}
+	for _, s := range []struct {
+		label string
+		s     *Sampling
+	}{{c.LabelA, c.SamplingA}, {c.LabelB, c.SamplingB}} {
+		if s.s != nil {
+			p("Approximate %s: %s\n\n", s.label, s.s.Note())
+		}
 	}
 	if len(c.MetaDiffs) > 0 {
 		p("Metadata differs (%s vs %s)\n", c.LabelA, c.LabelB)

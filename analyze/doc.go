@@ -16,4 +16,10 @@
 //	rep.WriteText(os.Stdout)
 //
 // Analyze and AnalyzeFiles wrap that loop; Compare compares two Reports.
+//
+// Memory is bounded by Options.ExactRows: up to that many rows everything
+// is exact; past it the Analyzer streams (stream.go): sums and counts stay
+// exact, latency percentiles come from log histograms (relative error
+// 2^-11, Dist.Approx) and the row-based sections from a deterministic
+// 1-in-2^k sample of at most ExactRows rows (Report.Sampling).
 package analyze

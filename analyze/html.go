@@ -391,6 +391,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 </style></head><body>
 <h1>tokentrace analyze</h1>
 <div>{{range .Sources}}{{.File}} ({{.Rows}} rows{{if .Meta.Source}}, {{.Meta.Source}}{{end}}) {{end}}</div>
+{{if .Sampling}}<p class="warn">Approximate: {{.Sampling.Note}}.</p>{{end}}
 <h2>Summary</h2>
 <div class="kpi">
 <div>requests<b>{{.Requests}}</b>{{.Completed}} ok, {{.Failed}} failed</div>
@@ -412,7 +413,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Latency (ms)</h2>
 <table><tr><th>metric</th><th>count</th><th>mean</th><th>std</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>
-{{range .Dists}}<tr><td>{{.Name}}</td><td>{{.D.Count}}</td><td>{{dv .D .D.Mean}}</td><td>{{dv .D .D.Std}}</td><td>{{dv .D .D.P50}}</td><td>{{dv .D .D.P90}}</td><td>{{dv .D .D.P95}}</td><td>{{dv .D .D.P99}}</td><td>{{dv .D .D.P999}}</td><td>{{dv .D .D.Max}}</td></tr>
+{{range .Dists}}<tr><td>{{.Name}}{{if .D.Approx}} ~{{end}}</td><td>{{.D.Count}}</td><td>{{dv .D .D.Mean}}</td><td>{{dv .D .D.Std}}</td><td>{{dv .D .D.P50}}</td><td>{{dv .D .D.P90}}</td><td>{{dv .D .D.P95}}</td><td>{{dv .D .D.P99}}</td><td>{{dv .D .D.P999}}</td><td>{{dv .D .D.Max}}</td></tr>
 {{end}}</table>
 {{with .CapacityRows}}<h2>Capacity</h2>
 <table>{{range .}}<tr><td>{{index . 0}}</td><td style="text-align:left">{{index . 1}}</td></tr>

@@ -21,6 +21,10 @@ const (
 	// DefaultITLExactLimit is how many pooled ITL values are kept exactly
 	// before switching to a 0.1 % log histogram.
 	DefaultITLExactLimit = 10_000_000
+	// DefaultExactRows is how many result rows are analyzed exactly
+	// (4 Mi, about 1.3 GB at the peak of Close); past it the analysis
+	// streams (see Options.ExactRows).
+	DefaultExactRows = 4 << 20
 	// DefaultSeed seeds the bootstrap in Compare.
 	DefaultSeed = 1
 	// DefaultResamples is the number of bootstrap resamples in Compare.
@@ -87,6 +91,20 @@ type Options struct {
 	// ITLExactLimit bounds the pooled ITL values kept exactly. Defaults to
 	// DefaultITLExactLimit.
 	ITLExactLimit int
+	// ExactRows is the memory budget of an analysis, in result rows
+	// (about 300 bytes each at the peak of Close). Up to ExactRows rows
+	// everything is exact. Past it the analysis streams with bounded
+	// memory: counts, tokens, duration, throughput and goodput stay exact;
+	// every latency distribution comes from a log-histogram sketch (exact
+	// count, mean, std, min and max; percentiles within a relative error
+	// of 2^-11, about 0.05 %; flagged Dist.Approx); the row-based sections
+	// (tail attribution, timeline, in-flight load and peak concurrency,
+	// charts, Compare's bootstrap samples, the vLLM latencies list) are
+	// computed on a deterministic 1-in-2^k sample of at most ExactRows
+	// rows, their counts scaled by 2^k (Report.Sampling says so); and the
+	// per-request attribution (EachRequest, WriteRequests) is refused.
+	// Defaults to DefaultExactRows (4 Mi rows).
+	ExactRows int
 	// ModelBytes is the model's weight size in bytes (--model-bytes); with
 	// Bandwidth it enables the decode-floor check (capacity.go). Defaults to 0 (off).
 	ModelBytes float64
@@ -100,7 +118,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{TailPercentile: DefaultTailPercentile, TailMetric: DefaultTailMetric, ITLExactLimit: DefaultITLExactLimit}
+	return Options{TailPercentile: DefaultTailPercentile, TailMetric: DefaultTailMetric, ITLExactLimit: DefaultITLExactLimit, ExactRows: DefaultExactRows}
 }
 
 // withDefaults fills zero fields.
@@ -113,6 +131,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ITLExactLimit == 0 {
 		o.ITLExactLimit = DefaultITLExactLimit
+	}
+	if o.ExactRows == 0 {
+		o.ExactRows = DefaultExactRows
 	}
 	return o
 }
@@ -128,6 +149,9 @@ func (o Options) Validate() error {
 	}
 	if o.TailPercentile <= 0 || o.TailPercentile >= 100 || math.IsNaN(o.TailPercentile) {
 		return fmt.Errorf("analyze: Options.TailPercentile %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
+	}
+	if o.ExactRows < 0 {
+		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows (--exact-rows)", o.ExactRows)
 	}
 	if o.Window < 0 {
 		return fmt.Errorf("analyze: Options.Window %v: want a positive duration such as 10s", o.Window)

@@ -83,6 +83,10 @@ type Report struct {
 	// Capacity is the bandwidth and cost checks (capacity.go; null unless
 	// asked for in the options).
 	Capacity *Capacity `json:"capacity,omitempty"`
+	// Sampling is set when the input passed Options.ExactRows: the
+	// percentiles are approximate and the row-based sections come from a
+	// sample (stream.go).
+	Sampling *Sampling `json:"sampling,omitempty"`
 
 	opts    Options
 	rows    rowStore
@@ -93,6 +97,12 @@ type Report struct {
 	tail    []int32 // row indices of the tail requests
 
 	windowT0, windowW int64 // timeline origin and width (ns)
+
+	// Streaming (Sampling set): the run's accumulators, the pooled ITL
+	// sketch (nil while exact), and the sample's scale 2^k (1 when exact).
+	acc   *acc
+	itlSk *sketch
+	scale int64
 }
 
 // Options returns the options the report was made with.
@@ -105,6 +115,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
+
+// oneIn is the sample's scale: 1 when every row was kept, else 2^k.
+func (rep *Report) oneIn() int64 { return max(rep.scale, 1) }
 
 func (rep *Report) reqID(i int) string {
 	if i < len(rep.reqIDs) {

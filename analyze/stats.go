@@ -40,9 +40,12 @@ type Dist struct {
 	P99   float64 `json:"p99"`
 	P999  float64 `json:"p999"`
 	Max   float64 `json:"max"`
-	// Approx is set when the percentiles come from a log histogram (0.1 %
-	// relative resolution) because the sample was too large to keep exactly
-	// (pooled ITL over huge runs); mean, std, min and max stay exact.
+	// Approx is set when the percentiles come from a log histogram
+	// (relative error at most 2^-11, about 0.05 %, for values of 1 ns or
+	// more; clamped to the exact min and max) because the sample was too
+	// large to keep exactly: pooled ITL past Options.ITLExactLimit values,
+	// every distribution past Options.ExactRows rows. Count, mean, std, min
+	// and max stay exact.
 	Approx bool `json:"approx,omitempty"`
 }
 
@@ -193,10 +196,17 @@ func (m *moments) std() float64 {
 	return math.Sqrt(max(m.ss/n-(m.s/n)*(m.s/n), 0))
 }
 
-// logHist is a log-bucketed histogram of values ≥ 1 with 2^-10 (about
-// 0.1 %) relative bucket width, bucketed by the float64 bits (exponent and
-// the top 10 mantissa bits, as HDR histograms do); values below 1 share
-// bucket 0.
+// logHist is a log-bucketed histogram (an HDR-style log-linear sketch):
+// a value's bucket is its float64 exponent and top logHistBits mantissa
+// bits, mirrored for negative values; values of magnitude below 1 (ns)
+// share bucket 0, represented by 0. Every bucket of magnitude ≥ 1 spans a
+// relative width of at most 2^-10 and is represented by its middle, so a
+// value read back is within a relative error of logHistRelErr = 2^-11
+// (about 0.05 %) of every value counted in its bucket, and a quantile
+// within that error of the exact one (linear interpolation between two
+// such values keeps the bound for same-sign values). Histograms merge by
+// adding counts. The buckets span only the values seen, at most
+// 2·64·2^10 of them for int64 nanoseconds (1 MiB).
 type logHist struct {
 	base   int     // bucket of counts[0]
 	counts []int64 // buckets base … base+len−1
@@ -209,11 +219,18 @@ const (
 	logHistOffset = 1023 << logHistBits // bits>>shift of 1.0
 )
 
+// logHistRelErr bounds the relative error of a value read back from a
+// logHist (magnitudes ≥ 1).
+const logHistRelErr = 1.0 / (2 << logHistBits)
+
 func (h *logHist) bucket(x float64) int {
-	if !(x >= 1) {
-		return 0
+	switch {
+	case x >= 1:
+		return int(math.Float64bits(x)>>logHistShift) - logHistOffset + 1
+	case x <= -1:
+		return -(int(math.Float64bits(-x)>>logHistShift) - logHistOffset + 1)
 	}
-	return int(math.Float64bits(x)>>logHistShift) - logHistOffset + 1
+	return 0
 }
 
 func (h *logHist) add(x float64) {
@@ -222,7 +239,7 @@ func (h *logHist) add(x float64) {
 	case len(h.counts) == 0:
 		h.base, h.counts = b, make([]int64, 1, 256)
 	case b < h.base:
-		c := make([]int64, len(h.counts)+h.base-b)
+		c := make([]int64, len(h.counts)+h.base-b, len(h.counts)+h.base-b+256)
 		copy(c[h.base-b:], h.counts)
 		h.base, h.counts = b, c
 	case b-h.base >= len(h.counts):
@@ -234,8 +251,11 @@ func (h *logHist) add(x float64) {
 
 // value is the representative value of bucket b (its middle).
 func (h *logHist) value(b int) float64 {
-	if b == 0 {
+	switch {
+	case b == 0:
 		return 0
+	case b < 0:
+		return -h.value(-b)
 	}
 	return math.Float64frombits(uint64(b-1+logHistOffset)<<logHistShift | 1<<(logHistShift-1))
 }
@@ -264,13 +284,42 @@ func (h *logHist) quantile(p float64) float64 {
 	return lerp(a, at(lo+1), rank-float64(lo))
 }
 
+// sketch is a metric's distribution past the exact budget: exact count,
+// mean, std, min and max (moments) and logHist percentiles.
+type sketch struct {
+	mom  moments
+	hist logHist
+}
+
+func (s *sketch) add(x float64) {
+	s.mom.add(x)
+	s.hist.add(x)
+}
+
+// quantile is the histogram's quantile clamped to the exact min and max.
+func (s *sketch) quantile(p float64) float64 {
+	return min(max(s.hist.quantile(p), s.mom.minV), s.mom.maxV)
+}
+
+// dist summarizes the sketch in milliseconds, flagged Approx.
+func (s *sketch) dist() Dist {
+	if s.mom.n == 0 {
+		return Dist{}
+	}
+	return Dist{
+		Count: int(s.mom.n), Mean: s.mom.mean() * msPerNs, Std: s.mom.std() * msPerNs,
+		Min: s.mom.minV * msPerNs, Max: s.mom.maxV * msPerNs,
+		P50: s.quantile(0.5) * msPerNs, P90: s.quantile(0.9) * msPerNs, P95: s.quantile(0.95) * msPerNs,
+		P99: s.quantile(0.99) * msPerNs, P999: s.quantile(0.999) * msPerNs, Approx: true,
+	}
+}
+
 // pooled is a pooled sample (ITL gaps): exact up to limit values, then a
-// logHist with exact moments.
+// sketch (exact moments, logHist percentiles).
 type pooled struct {
 	exact  sample
 	limit  int
-	mom    moments
-	hist   *logHist
+	sk     *sketch
 	approx bool
 }
 
@@ -278,8 +327,7 @@ type pooled struct {
 // minus the values released on switching to the histogram, plus one).
 func (p *pooled) add(x float64) int {
 	if p.approx {
-		p.mom.add(x)
-		p.hist.add(x)
+		p.sk.add(x)
 		return 0
 	}
 	p.exact.v = append(p.exact.v, x)
@@ -290,17 +338,16 @@ func (p *pooled) add(x float64) int {
 	return 1
 }
 
-// toHist moves the exact values into the histogram and returns how many
+// toHist moves the exact values into the sketch and returns how many
 // were released.
 func (p *pooled) toHist() int {
 	if p.approx {
 		return 0
 	}
 	n := len(p.exact.v)
-	p.hist = &logHist{}
+	p.sk = &sketch{}
 	for _, v := range p.exact.v {
-		p.mom.add(v)
-		p.hist.add(v)
+		p.sk.add(v)
 	}
 	p.exact = sample{}
 	p.approx = true
@@ -311,11 +358,5 @@ func (p *pooled) dist() Dist {
 	if !p.approx {
 		return p.exact.dist()
 	}
-	h := p.hist
-	return Dist{
-		Count: int(p.mom.n), Mean: p.mom.mean() * msPerNs, Std: p.mom.std() * msPerNs,
-		Min: p.mom.minV * msPerNs, Max: p.mom.maxV * msPerNs,
-		P50: h.quantile(0.5) * msPerNs, P90: h.quantile(0.9) * msPerNs, P95: h.quantile(0.95) * msPerNs,
-		P99: h.quantile(0.99) * msPerNs, P999: h.quantile(0.999) * msPerNs, Approx: true,
-	}
+	return p.sk.dist()
 }

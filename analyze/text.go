@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,10 +31,16 @@ func (rep *Report) WriteText(w io.Writer) error {
 	t := rep.Throughput
 	p("Throughput    %.2f req/s, %.1f output tok/s (peak %.0f tok/s), %.1f total tok/s\n",
 		t.RequestsPerS, t.OutputTokensPerS, t.PeakOutputTokensPerS, t.TotalTokensPerS)
-	if rep.Completed > 0 {
+	switch {
+	case rep.Completed > 0 && rep.Sampling != nil && slices.Contains(rep.Sampling.Sampled, "peak_concurrency"):
+		p("Concurrency   peak ~%d (estimated on the sample: the rows were not in send order)\n", rep.PeakConcurrency)
+	case rep.Completed > 0:
 		p("Concurrency   peak %d\n", rep.PeakConcurrency)
-	} else {
+	default:
 		p("Concurrency   peak - (measured over successful requests; there are none)\n")
+	}
+	if s := rep.Sampling; s != nil {
+		p("Approximate   %s\n", s.Note())
 	}
 	if rep.Goodput != nil {
 		p("Goodput       %.2f req/s (%d of %d requests, %.1f%%, meet %s)\n", *rep.Goodput, *rep.GoodRequests, rep.Requests, 100**rep.GoodRatio, rep.SLO)

@@ -101,24 +101,36 @@ type vllmMetric struct {
 	key, short, header string
 	data               []float64 // sorted, ns
 	dist               Dist
+	sk                 *sketch // past Options.ExactRows (or pooled ITL's limit)
 }
 
 func (rep *Report) vllmMetric(m string) vllmMetric {
 	switch m {
 	case VLLMTPOT:
-		return vllmMetric{m, "TPOT", "Time per Output Token (excl. 1st token)", rep.samples.tpot, rep.TPOT}
+		return vllmMetric{m, "TPOT", "Time per Output Token (excl. 1st token)", rep.samples.tpot, rep.TPOT, rep.sketchOf(mTPOT)}
 	case VLLMITL:
-		return vllmMetric{m, "ITL", "Inter-token Latency", rep.samples.itl, rep.ITL}
+		return vllmMetric{m, "ITL", "Inter-token Latency", rep.samples.itl, rep.ITL, rep.itlSk}
 	case VLLME2EL:
-		return vllmMetric{m, "E2EL", "End-to-end Latency", rep.samples.e2e, rep.E2E}
+		return vllmMetric{m, "E2EL", "End-to-end Latency", rep.samples.e2e, rep.E2E, rep.sketchOf(mE2E)}
 	}
-	return vllmMetric{VLLMTTFT, "TTFT", "Time to First Token", rep.samples.ttft, rep.TTFT}
+	return vllmMetric{VLLMTTFT, "TTFT", "Time to First Token", rep.samples.ttft, rep.TTFT, rep.sketchOf(mTTFT)}
+}
+
+// sketchOf is the run's sketch of metric m when streaming, else nil.
+func (rep *Report) sketchOf(m int) *sketch {
+	if rep.acc == nil {
+		return nil
+	}
+	return &rep.acc.m[m]
 }
 
 // percentile in ms; 0 for an empty metric (vLLM's "values or 0").
 func (m vllmMetric) percentile(p float64) float64 {
 	if m.dist.Count == 0 {
 		return 0
+	}
+	if m.sk != nil && m.sk.mom.n > 0 {
+		return m.sk.quantile(p/100) * msPerNs
 	}
 	if len(m.data) == 0 { // approximate (huge pooled ITL)
 		if v := m.dist.Percentile(p); !math.IsNaN(v) {

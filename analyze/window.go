@@ -180,6 +180,15 @@ func (rep *Report) windows() {
 		ws[idx(rep.rows.at(int(i)).start())].TailRequests++
 	}
 	rep.windowPeaks(ws, t0, w)
+	if f := rep.oneIn(); f > 1 { // a sample's counts, scaled to the run
+		fi, ff := int(f), float64(f)
+		for k := range ws {
+			x := &ws[k]
+			x.Sent, x.Completed, x.Failed, x.TailRequests = x.Sent*fi, x.Completed*fi, x.Failed*fi, x.TailRequests*fi
+			x.RequestsPerS, x.OutputTokensPerS = x.RequestsPerS*ff, x.OutputTokensPerS*ff
+			x.InFlightMean, x.InFlightMax = x.InFlightMean*ff, x.InFlightMax*fi
+		}
+	}
 	rep.Windows = ws
 	if len(rep.tail) > 0 {
 		wh := &rep.Attribution.When
@@ -196,7 +205,7 @@ func (rep *Report) windows() {
 			}
 		}
 		wh.BusiestStartS, wh.BusiestEndS = ws[best].StartS, ws[best].EndS
-		wh.BusiestShare = float64(ws[best].TailRequests) / float64(len(rep.tail))
+		wh.BusiestShare = float64(ws[best].TailRequests) / float64(len(rep.tail)*int(rep.oneIn()))
 	}
 }
 

@@ -50,6 +50,7 @@ func (f *analyzeFlags) common() []cli.Flag {
 		&cli.BoolFlag{Name: "ignore-server-timings", Usage: "estimate the attribution even where server timings exist", Destination: &f.o.IgnoreServerTimings},
 		&cli.BoolFlag{Name: "json", Usage: "print JSON (same as --format json)", Destination: &f.asJSON},
 		&cli.StringFlag{Name: "class", Usage: "analyze only the rows of this `CLASS` (e.g. interactive, beside a replay --background batch load)", Destination: &f.o.Class},
+		&cli.IntFlag{Name: "exact-rows", Usage: "memory budget in result rows (about 300 bytes each): past it percentiles come from log histograms (within 0.05 %, flagged approx/~) and attribution, timeline and charts from a sample of at most this many rows; --requests-out then fails", Value: analyze.DefaultExactRows, Destination: &f.o.ExactRows},
 	}
 }
 

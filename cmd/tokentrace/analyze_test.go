@@ -73,6 +73,12 @@ func TestAnalyzeCLI(t *testing.T) {
 		{"files", []string{"analyze", "--window", "5s", "--html", html, "--requests-out", reqs, "--vllm-json", vj, a, b}, 0, "Timeline"},
 		// Compare prints the metadata difference first.
 		{"compare", []string{"analyze", "compare", "--resamples", "200", "--html", chtml, a, b}, 0, "Metadata differs"},
+		// Past --exact-rows: approximate percentiles, a sampled attribution.
+		{"exact rows json", []string{"analyze", "--json", "--exact-rows", "50", a}, 0, `"approx": true`},
+		{"exact rows text", []string{"analyze", "--exact-rows", "50", "--by", "class", a}, 0, "Approximate "},
+		// The per-request attribution needs every row: the error says how.
+		{"exact rows requests", []string{"analyze", "--exact-rows", "50", "--requests-out", filepath.Join(dir, "req2.csv"), a}, 1, "--exact-rows"},
+		{"bad exact rows", []string{"analyze", "--exact-rows", "-1", a}, 2, "--exact-rows"},
 		// No arguments.
 		{"no args", []string{"analyze"}, 2, "want at least 1"},
 		// A flag after the arguments is refused.

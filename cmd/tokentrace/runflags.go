@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -81,20 +80,9 @@ func (v *capacityFlagValues) apply(o *analyze.Options) error {
 }
 
 // attributeGroups gives each --by group its own tail attribution (it reads
-// the files again; only with --by).
+// the files again, streaming; only with --by).
 func attributeGroups(ctx context.Context, rep *analyze.Report, names []string) error {
-	if rep.Options().By == "" {
-		return nil
-	}
-	var all []traces.Record
-	for _, n := range names {
-		recs, _, err := traces.ReadAll(n)
-		if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
-			return fmt.Errorf("read %s: %w", n, err)
-		}
-		all = append(all, recs...)
-	}
-	return analyze.AttributeGroups(ctx, rep, all)
+	return analyze.AttributeGroupsFiles(ctx, rep, names)
 }
 
 // runRecordLine is inspect's "run" line: label and --metadata pairs.
