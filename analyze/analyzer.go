@@ -344,86 +344,25 @@ func drain(ctx context.Context, rd traces.Reader, fn func(*traces.Record)) error
 	}
 }
 
-// drainAhead is drain with rd read on its own goroutine, up to
-// aheadBatches batches ahead of fn. A reader reuses its records' lists on
-// the next Read, so each batch copies them into its own storage.
+// drainAhead is drain with rd decoded a few batches ahead on another
+// goroutine (traces.AllAhead).
 func drainAhead(ctx context.Context, rd traces.Reader, fn func(*traces.Record)) error {
-	type batch struct {
-		recs []traces.Record
-		n    int
-		err  error
-	}
-	const aheadBatches = 3
-	free := make(chan *batch, aheadBatches)
-	full := make(chan *batch, aheadBatches)
-	for range aheadBatches {
-		free <- &batch{recs: make([]traces.Record, 4096)}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(full)
-		buf := make([]traces.Record, 4096)
-		for {
-			var b *batch
-			select {
-			case <-done:
-				return
-			case b = <-free:
-			}
-			n, err := rd.Read(buf)
-			for i := range buf[:n] {
-				copyRecord(&b.recs[i], &buf[i])
-			}
-			b.n, b.err = n, err
-			full <- b // never blocks: at most aheadBatches batches exist
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(done)
-		for range full { // wait until the reader no longer touches rd
-		}
-	}()
-	for b := range full {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		for i := range b.recs[:b.n] {
-			fn(&b.recs[i])
-		}
-		err := b.err
-		free <- b
-		if err == io.EOF {
-			return nil
-		}
-		if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
-			return nil // the rows before the damage count; the caller warns (Stats().Truncated)
-		}
+	n := 0
+	for rec, err := range traces.AllAhead(rd) {
 		if err != nil {
+			if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
+				return nil // the rows before the damage count; the caller warns (Stats().Truncated)
+			}
 			return err
 		}
+		if n++; n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		fn(&rec)
 	}
-	return nil
-}
-
-// copyRecord sets dst to src, copying src's lists into dst's own storage.
-func copyRecord(dst, src *traces.Record) {
-	pb, as, cn, ct := dst.PrefixBlocks, dst.AfterSeqs, dst.ChunkNs, dst.ChunkTokens
-	*dst = *src
-	dst.PrefixBlocks = copyList(pb, src.PrefixBlocks)
-	dst.AfterSeqs = copyList(as, src.AfterSeqs)
-	dst.ChunkNs = copyList(cn, src.ChunkNs)
-	dst.ChunkTokens = copyList(ct, src.ChunkTokens)
-}
-
-// copyList copies src into dst's storage, keeping nil nil.
-func copyList[T any](dst, src []T) []T {
-	if src == nil {
-		return nil
-	}
-	return append(dst[:0], src...)
+	return ctx.Err()
 }
 
 // Analyze analyzes records already in memory.
