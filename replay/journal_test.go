@@ -37,6 +37,20 @@ func (f *fullFile) Write(p []byte) (int, error) {
 	return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
 }
 
+// journalOnFullDisk makes the journals of this test land on a disk that
+// fills up after limit bytes.
+func journalOnFullDisk(t *testing.T, limit int) {
+	c := createJournal
+	t.Cleanup(func() { createJournal = c })
+	createJournal = func(path string) (journalFile, error) {
+		of, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		return &fullFile{File: of, limit: limit}, nil
+	}
+}
+
 // TestJournalFailureStopsSending checks what a failed journal write does to
 // a run: sending stops at once (most of the trace is not sent), the notice
 // goes to Options.Log while the run goes on, Run returns a *JournalError
@@ -47,14 +61,7 @@ func TestJournalFailureStopsSending(t *testing.T) {
 	defer f.Close()
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	defer func(c func(string) (journalFile, error)) { createJournal = c }(createJournal)
-	createJournal = func(path string) (journalFile, error) {
-		of, err := os.Create(path)
-		if err != nil {
-			return nil, err
-		}
-		return &fullFile{File: of, limit: 4096}, nil // the header and a few rows
-	}
+	journalOnFullDisk(t, 4096)
 	recs := testTrace(1000, 3*time.Millisecond, 4, 3) // 3 s of trace
 	o := DefaultOptions()
 	o.URL = f.srv.URL
@@ -100,14 +107,7 @@ func TestJournalUnwritableAtStart(t *testing.T) {
 	defer f.Close()
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	defer func(c func(string) (journalFile, error)) { createJournal = c }(createJournal)
-	createJournal = func(path string) (journalFile, error) {
-		of, err := os.Create(path)
-		if err != nil {
-			return nil, err
-		}
-		return &fullFile{File: of, limit: 10}, nil
-	}
+	journalOnFullDisk(t, 10)
 	o := DefaultOptions()
 	o.URL = f.srv.URL
 	o.Model = "m"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -91,14 +90,7 @@ func TestRecordsInJournalFailedWrite(t *testing.T) {
 	defer f.Close()
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	defer func(c func(string) (journalFile, error)) { createJournal = c }(createJournal)
-	createJournal = func(path string) (journalFile, error) {
-		of, err := os.Create(path)
-		if err != nil {
-			return nil, err
-		}
-		return &fullFile{File: of, limit: 8192}, nil
-	}
+	journalOnFullDisk(t, 8192)
 	o := DefaultOptions()
 	o.URL = f.srv.URL
 	o.Model = "m"
