@@ -240,3 +240,27 @@ func TestDurationsHistogram(t *testing.T) {
 		t.Errorf("max %v, want %v", approx.max, exact.max)
 	}
 }
+
+// TestSummaryApprox: past the exact limit the summary says its
+// percentiles come from the histogram, in Summary and in its text.
+func TestSummaryApprox(t *testing.T) {
+	defer func(n int) { exactDurations = n }(exactDurations)
+	exactDurations = 100
+	recs := testTrace(150, time.Millisecond, 4, 2)
+	for i := range recs {
+		r := &recs[i]
+		r.Status, r.ScheduledNs, r.SentNs = traces.StatusOK, r.ArrivalNs, r.ArrivalNs+int64(i)*1000
+		r.FirstTokenNs, r.LastTokenNs = r.SentNs+1e6, r.SentNs+3e6
+	}
+	for _, n := range []int{100, 150} {
+		s := Summarize(recs[:n], time.Second)
+		var b strings.Builder
+		s.WriteText(&b)
+		if want := n > 100; s.Approx != want || strings.Contains(b.String(), "histogram") != want {
+			t.Errorf("%d requests: Approx %v, text %q; want approx %v", n, s.Approx, b.String(), want)
+		}
+		if s.LatenessMax != time.Duration(n-1)*time.Microsecond {
+			t.Errorf("%d requests: lateness max %v", n, s.LatenessMax)
+		}
+	}
+}

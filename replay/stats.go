@@ -159,7 +159,7 @@ type Summary struct {
 	// Sessions counts the closed-session follow-ups (zero when open loop).
 	Sessions SessionStats
 	// Approx is set when the percentiles come from a histogram with a
-	// relative error of at most 0.5 %: past 1 Mi requests, so a long run's
+	// relative error of at most 0.5 %: past 64 Ki requests, so a long run's
 	// memory stays flat.
 	Approx bool
 }
@@ -234,6 +234,9 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", fmtDur(s.TTFTP50), fmtDur(s.TTFTP99))
 	fmt.Fprintf(w, "TPOT       p50 %s  p99 %s\n", fmtDur(s.TPOTP50), fmtDur(s.TPOTP99))
 	fmt.Fprintf(w, "E2E        p50 %s  p99 %s\n", fmtDur(s.E2EP50), fmtDur(s.E2EP99))
+	if s.Approx {
+		fmt.Fprintln(w, "           (percentiles from a histogram, within 0.5 %; analyze the results for exact ones)")
+	}
 	if s.TimingMatched == 0 && s.TimingUnmatched > 0 {
 		// Not a fault: most servers send no per-request timings by default.
 		fmt.Fprintln(w, "server timings  none (no per-request metrics or spans from the server; analyze estimates queue, prefill and decode)")

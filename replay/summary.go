@@ -78,9 +78,10 @@ func maps(m map[string]int) map[string]int {
 	return c
 }
 
-// exactDurations is how many values a durations keeps exactly (8 MiB)
-// before it moves them into its histogram.
-var exactDurations = 1 << 20
+// exactDurations is how many values a durations keeps exactly (512 KiB)
+// before it moves them into its histogram: small enough that a long run's
+// memory is flat from its first minute on.
+var exactDurations = 1 << 16
 
 // histGamma is the histogram's bucket ratio: a bucket's representative
 // value is within (γ−1)/(γ+1) ≈ 0.5 % of every value in it.
@@ -110,7 +111,7 @@ func (d *durations) add(v time.Duration) {
 	if d.hist == nil {
 		d.exact = append(d.exact, v)
 		d.sorted = false
-		if len(d.exact) < exactDurations {
+		if len(d.exact) <= exactDurations {
 			return
 		}
 		d.hist = map[int32]int64{}

@@ -234,8 +234,11 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				}
 			}
 			o.Log = prefixWriter{io.err, "tokentrace "}
-			defer replay.TuneProcess(1)() // process-wide knobs are the CLI's to set
+			// Process-wide knobs are the CLI's to set, for the run only: the
+			// results are written with the collector's usual pace.
+			restore := replay.TuneProcess(1)
 			res, runErr := plan.Run(c.Context, plan.Meta, o)
+			restore()
 			if res == nil {
 				return errors.New(flagNames(runErr, replayFlags))
 			}
