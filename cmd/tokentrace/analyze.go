@@ -3,13 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"github.com/tokentrace/tokentrace/traces"
 	"github.com/urfave/cli/v2"
 )
@@ -264,19 +264,6 @@ run's validity, not the workload.`,
 			if f.practicalPct <= 0 || f.minChangeMs < 0 {
 				return usageErrorf("--practical-pct and --min-change-ms: want positive values")
 			}
-			// Without --class, group by class to see whether the runs hold
-			// several (a --background run does): then each class is also
-			// compared alone, since the pooled numbers mix them.
-			perClass := o.Class == ""
-			if perClass {
-				o.By = analyze.ByClass
-			}
-			var reps [2]*analyze.Report
-			for i, n := range names {
-				if reps[i], err = analyze.AnalyzeFiles(c.Context, strings.Split(n, ","), o); err != nil {
-					return analyzeError(err)
-				}
-			}
 			co := analyze.CompareOptions{Seed: f.seed, Resamples: f.resamples, Confidence: f.confidence, MaxSample: f.compareMaxSample,
 				Threshold: f.compareThresholdPct / 100, LabelA: f.labelA, LabelB: f.labelB,
 				Mode: f.compareMode, PracticalDiff: f.practicalPct / 100, MinChangeMs: f.minChangeMs}
@@ -286,11 +273,9 @@ run's validity, not the workload.`,
 			if co.LabelB == "" {
 				co.LabelB = names[1]
 			}
-			cmp := analyze.Compare(reps[0], reps[1], co)
-			if perClass {
-				if cmp.ByClass, err = compareByClass(c, names, o, co, reps); err != nil {
-					return err
-				}
+			cmp, err := analyze.CompareFiles(c.Context, strings.Split(names[0], ","), strings.Split(names[1], ","), o, co)
+			if err != nil {
+				return analyzeError(err)
 			}
 			s := stdio(c)
 			if f.asJSON {
@@ -310,53 +295,4 @@ run's validity, not the workload.`,
 			return nil
 		},
 	}
-}
-
-// compareByClass compares each class of the runs alone (analyzing every
-// file again with Options.Class) when they hold more than one class
-// between them; a class in one run only is listed as such. Rows without a
-// class are left to the pooled comparison.
-func compareByClass(c *cli.Context, names []string, o analyze.Options, co analyze.CompareOptions, reps [2]*analyze.Report) ([]analyze.ClassComparison, error) {
-	var in [2]map[string]bool
-	var classes []string
-	for i, r := range reps {
-		in[i] = map[string]bool{}
-		for _, g := range r.Groups {
-			if g.Value == "" {
-				continue
-			}
-			in[i][g.Value] = true
-			if !slices.Contains(classes, g.Value) {
-				classes = append(classes, g.Value)
-			}
-		}
-	}
-	if len(classes) < 2 {
-		return nil, nil
-	}
-	slices.Sort(classes)
-	labels := [2]string{co.LabelA, co.LabelB}
-	var out []analyze.ClassComparison
-	for _, k := range classes {
-		if !in[0][k] || !in[1][k] {
-			only := labels[0]
-			if in[1][k] {
-				only = labels[1]
-			}
-			out = append(out, analyze.ClassComparison{Class: k, OnlyIn: only})
-			continue
-		}
-		oc := o
-		oc.By, oc.Class = "", k
-		var side [2]*analyze.Report
-		for i, n := range names {
-			r, err := analyze.AnalyzeFiles(c.Context, strings.Split(n, ","), oc)
-			if err != nil {
-				return nil, fmt.Errorf("class %s: %w", k, analyzeError(err))
-			}
-			side[i] = r
-		}
-		out = append(out, analyze.ClassComparison{Class: k, Comparison: analyze.Compare(side[0], side[1], co)})
-	}
-	return out, nil
 }

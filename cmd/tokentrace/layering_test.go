@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,4 +73,26 @@ func productName(p string) string {
 		return "a package below the products"
 	}
 	return p
+}
+
+// TestCommandFilesAreThin keeps each command file a mapping of flags to
+// options and a library call: none over 300 lines (domain logic belongs in
+// the libraries).
+func TestCommandFilesAreThin(t *testing.T) {
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := bytes.Count(b, []byte("\n")); lines > 300 {
+			t.Errorf("%s has %d lines, over 300: move what is not flag mapping into a library", n, lines)
+		}
+	}
 }

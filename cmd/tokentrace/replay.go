@@ -293,17 +293,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				}
 				return fmt.Errorf("journal write failed, sending stopped: %w; %s holds the %d requests that finished (the incomplete journal was %s)", jerr.Err, out, res.Count, kept)
 			}
-			if sh := res.Summary.FailedShare(); sh > maxFailed {
-				reason := ""
-				if top := res.Summary.TopFailureReasons(1); len(top) > 0 {
-					reason = "; most often " + top[0]
-				}
-				return withCode(exitNotReproduced, fmt.Errorf("%d of %d requests failed (%.0f%% > --max-failed %.0f%%)%s: the run measured failures, not the server's latency", res.Summary.Failed, res.Summary.Sent, 100*sh, 100*maxFailed, reason))
-			}
-			if res.Summary.LatenessP99 > maxLateness {
-				return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use fewer --speed, more replayers with --shard, or a bigger machine)", res.Summary.LatenessP99.Round(time.Microsecond), maxLateness))
-			}
-			return nil
+			return replayValid(&res.Summary, maxFailed, maxLateness)
 		},
 	}
 }
