@@ -524,6 +524,9 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	rep.windows()
 	rep.serverLoad(a.samples)
 	rep.diagnose()
+	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
+		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())
+	}
 	return rep, nil
 }
 

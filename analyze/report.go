@@ -87,6 +87,9 @@ type Report struct {
 	// percentiles are approximate and the row-based sections come from a
 	// sample (stream.go).
 	Sampling *Sampling `json:"sampling,omitempty"`
+	// ClientThrottling is set when the replayer's cgroup was throttled by
+	// its CPU quota during the run (throttle.go).
+	ClientThrottling *ClientThrottling `json:"client_throttling,omitempty"`
 
 	opts    Options
 	rows    rowStore

@@ -159,6 +159,12 @@ type Options struct {
 	// JournalSync is how often the journal is flushed and fsync'd. Defaults
 	// to DefaultJournalSync.
 	JournalSync time.Duration
+	// NoRealtime keeps the dispatcher thread out of the real-time class.
+	// By default it asks for SCHED_FIFO (priority 1) where the process may
+	// (CAP_SYS_NICE, or an RLIMIT_RTPRIO of 1 or more), so that a busy
+	// neighbour cannot delay a send; where it may not, Run says so on Log
+	// and in the results' metadata (MetaRealtime). Defaults to false.
+	NoRealtime bool
 	// RecordsInJournal keeps finished requests out of memory: they go to
 	// the journal (Journal, required) as they finish, in finish order, and
 	// Result.Records is nil; read them back from the journal (traces.Open).

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/cgroup"
 	"github.com/tokentrace/tokentrace/replay/internal/h1"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -251,6 +252,16 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	case <-prepCtx.Done():
 	}
 
+	// The replayer's own CPU: the real-time class for the dispatcher where
+	// the OS permits it, and the cgroup quota that can stall the process.
+	notRealtime := "not asked for (Options.NoRealtime)"
+	if !o.NoRealtime {
+		if notRealtime = probeRealtime(); notRealtime != "" && o.Log != nil {
+			fmt.Fprintf(o.Log, "replay: the dispatcher runs without the real-time class (%s): a busy neighbour on its core can delay sends by a scheduler slice, milliseconds\n", notRealtime)
+		}
+	}
+	cg, _ := cgroup.Self()
+
 	// The clock.
 	if !o.StartAt.IsZero() {
 		if d := time.Until(o.StartAt); d > 0 {
@@ -277,6 +288,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	defer r.stopSend()
 	defer r.abandon()
 	bg := r.startBackground(p.maxSeq+1, p.head) // background.go
+	tw := watchThrottling(cg, r.t0)
 	if o.Duration > 0 {
 		t := time.AfterFunc(time.Until(r.t0.Add(o.Duration)), r.stopSend)
 		defer t.Stop()
@@ -304,7 +316,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	go func() {
 		defer close(ddone)
 		runtime.LockOSThread()
-		tuneDispatcherThread()
+		tuneDispatcherThread(!o.NoRealtime)
 		r.dispatch(ready)
 	}()
 	<-ddone
@@ -349,6 +361,11 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	}
 	res.Summary = sum.summary(end)
 	res.Summary.NotSent = notSent
+	res.Summary.Realtime = notRealtime
+	if cg != nil {
+		res.Summary.CPUQuota = cg.String()
+	}
+	tw.finish(&res.Meta, &res.Summary)
 	if r.graph != nil {
 		res.Summary.Sessions = r.graph.summary()
 	}

@@ -264,3 +264,36 @@ func TestSummaryApprox(t *testing.T) {
 		}
 	}
 }
+
+// TestRealtimeReported: the run says in its metadata whether the
+// dispatcher got the real-time class, and when it did not (or was told not
+// to ask) the reason, with a warning on Options.Log in the first case.
+func TestRealtimeReported(t *testing.T) {
+	f := newFake(0)
+	defer f.Close()
+	for _, no := range []bool{false, true} {
+		o := DefaultOptions()
+		o.URL = f.srv.URL
+		o.Model = "m"
+		o.NoRealtime = no
+		var log syncBuffer
+		o.Log = &log
+		res, err := Run(context.Background(), testTrace(20, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Meta.Get(MetaRealtime)
+		warned := strings.Contains(log.String(), "without the real-time class")
+		switch {
+		case no && (got != "no: not asked for (Options.NoRealtime)" || warned):
+			t.Errorf("NoRealtime: metadata %q, warned %v", got, warned)
+		case !no && got == "SCHED_FIFO 1 (dispatcher thread)" && warned:
+			t.Errorf("got the real-time class but warned: %q", log.String())
+		case !no && strings.HasPrefix(got, "no: ") && !warned:
+			t.Errorf("metadata %q but no warning on Log", got)
+		case !no && got != "SCHED_FIFO 1 (dispatcher thread)" && !strings.HasPrefix(got, "no: "):
+			t.Errorf("metadata %q", got)
+		}
+		t.Logf("NoRealtime %v: %s", no, got)
+	}
+}

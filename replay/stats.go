@@ -158,6 +158,16 @@ type Summary struct {
 	TimingMatched, TimingUnmatched int
 	// Sessions counts the closed-session follow-ups (zero when open loop).
 	Sessions SessionStats
+	// Realtime is "" when the dispatcher ran in the real-time class, else
+	// why it did not.
+	Realtime string
+	// CPUQuota is the replayer's cgroup CPU quota ("none (cgroup v2)",
+	// "1.00 CPU (cgroup v1)", "" when unknown); ThrottledTime and
+	// ThrottledPeriods say how long and in how many periods the cgroup
+	// was throttled during the run.
+	CPUQuota         string
+	ThrottledTime    time.Duration
+	ThrottledPeriods int64
 	// Approx is set when the percentiles come from a histogram with a
 	// relative error of at most 0.5 %: past 64 Ki requests, so a long run's
 	// memory stays flat.
@@ -237,6 +247,10 @@ func (s *Summary) WriteText(w io.Writer) {
 	if s.Approx {
 		fmt.Fprintln(w, "           (percentiles from a histogram, within 0.5 %; analyze the results for exact ones)")
 	}
+	if s.ThrottledTime > 0 {
+		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
+			fmtDur(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
+	}
 	if s.TimingMatched == 0 && s.TimingUnmatched > 0 {
 		// Not a fault: most servers send no per-request timings by default.
 		fmt.Fprintln(w, "server timings  none (no per-request metrics or spans from the server; analyze estimates queue, prefill and decode)")
@@ -296,6 +310,14 @@ func (r *runner) finishMeta(m *traces.Meta, s *Summary) {
 		m.Set(MetaSessions, string(b))
 	}
 	m.Set(MetaLatenessP99, strconv.FormatInt(int64(s.LatenessP99), 10))
+	if s.Realtime == "" {
+		m.Set(MetaRealtime, "SCHED_FIFO 1 (dispatcher thread)")
+	} else {
+		m.Set(MetaRealtime, "no: "+s.Realtime)
+	}
+	if s.CPUQuota != "" {
+		m.Set(MetaCPUQuota, s.CPUQuota)
+	}
 }
 
 func setTimingMeta(m *traces.Meta, s *Summary, src string) {

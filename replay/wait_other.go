@@ -30,4 +30,8 @@ func sleepUntil(t0 time.Time, deadline, spin, hold time.Duration) time.Duration 
 const holdP = 0
 
 // tuneDispatcherThread does nothing off Linux.
-func tuneDispatcherThread() {}
+func tuneDispatcherThread(bool) string { return notRealtimeHere }
+
+const notRealtimeHere = "not available on this OS"
+
+func probeRealtime() string { return notRealtimeHere }
