@@ -337,6 +337,16 @@ type Stats struct {
 	TokensFrom map[string]int64
 	// Categories kept and dropped by the k rule; Sessions found.
 	Categories, CategoriesDropped, Sessions int
+	// ParentLinks counts the calls whose parent_seq names the call that
+	// spawned them (OTLP spans whose parent or ancestor span is another
+	// captured llm_request span). ParentsDropped counts the calls whose
+	// logged parent was not found among the captured calls of the same
+	// session within SessionIdle before them: a span of another kind
+	// exported on another line (the usual case for a call whose parent is
+	// an agent's span, not another call), a call not captured, or one in
+	// another session. A dropped link is never an error, Strict or not: the
+	// call is written without parent_seq.
+	ParentLinks, ParentsDropped int64
 	// KAnonForgotten counts the categories and blocks seen once that the
 	// k-anonymity stage forgot when it reached Options.MaxKAnonEntries.
 	KAnonForgotten int64

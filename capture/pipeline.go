@@ -206,6 +206,7 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 			pl.stats.CategoriesDropped = pl.kanon.dropped()
 			pl.stats.KAnonForgotten = pl.kanon.forgotten
 			pl.stats.Sessions = int(rs.nSess)
+			pl.stats.ParentLinks, pl.stats.ParentsDropped = rs.links, rs.linksDropped
 			pl.stats.TokensFrom = pl.tokensFrom
 			pl.stats.Problems = pl.problems.list()
 			pl.stats.Overlaps = pl.overlaps()
