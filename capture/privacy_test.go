@@ -166,15 +166,29 @@ func canaryOTLP(c *canaries, n int) string {
 		}
 		return map[string]any{"key": k, "value": map[string]any{"stringValue": v}}
 	}
+	// Pairs of calls share a trace id; the second of a pair is spawned by
+	// the first through a tool span (parent links and trace sessions with
+	// canary ids), every fourth names a conversation.
+	var trace, prev string
 	for i := 0; i < n; i++ {
-		spans := []any{
-			map[string]any{"traceId": c.next(), "spanId": c.next(), "name": "llm_request", "startTimeUnixNano": fmt.Sprint(1740823200000000000 + int64(i)*1e8),
-				"attributes": []any{attr("gen_ai.request.id", c.next()), attr("gen_ai.usage.prompt_tokens", 10+i), attr("gen_ai.usage.completion_tokens", 3),
-					attr("gen_ai.latency.time_in_queue", 0.01), attr(c.next(), c.next()), attr("gen_ai.prompt", c.text())},
-				"events": []any{map[string]any{"name": c.next(), "attributes": []any{attr("x", c.text())}}},
-				"status": map[string]any{"code": i % 3, "message": c.text()}},
-			map[string]any{"name": c.next(), "startTimeUnixNano": "1740823200000000000", "attributes": []any{attr("http.url", c.next())}},
+		if i%2 == 0 {
+			trace, prev = c.next(), ""
 		}
+		span, tool := c.next(), c.next()
+		attrs := []any{attr("gen_ai.request.id", c.next()), attr("gen_ai.usage.prompt_tokens", 10+i), attr("gen_ai.usage.completion_tokens", 3),
+			attr("gen_ai.latency.time_in_queue", 0.01), attr(c.next(), c.next()), attr("gen_ai.prompt", c.text())}
+		if i%4 == 3 {
+			attrs = append(attrs, attr("gen_ai.conversation.id", c.next()), attr("session.id", c.next()))
+		}
+		spans := []any{
+			map[string]any{"traceId": trace, "spanId": span, "parentSpanId": tool, "name": "llm_request", "startTimeUnixNano": fmt.Sprint(1740823200000000000 + int64(i)*1e8),
+				"endTimeUnixNano": fmt.Sprint(1740823200050000000 + int64(i)*1e8),
+				"attributes":      attrs,
+				"events":          []any{map[string]any{"name": c.next(), "attributes": []any{attr("x", c.text())}}},
+				"status":          map[string]any{"code": i % 3, "message": c.text()}},
+			map[string]any{"traceId": trace, "spanId": tool, "parentSpanId": prev, "name": c.next(), "startTimeUnixNano": "1740823200000000000", "attributes": []any{attr("http.url", c.next())}},
+		}
+		prev = span
 		doc := map[string]any{"resourceSpans": []any{map[string]any{"resource": map[string]any{"attributes": []any{attr("service.name", c.next()), attr("host.name", c.next())}},
 			"scopeSpans": []any{map[string]any{"scope": map[string]any{"name": c.next()}, "spans": spans}}}}}
 		b, _ := json.Marshal(doc)
