@@ -250,6 +250,9 @@ func printCaptureStats(w io.Writer, s capture.Stats) {
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
 	}
+	if s.ParentLinks > 0 || s.ParentsDropped > 0 {
+		fmt.Fprintf(w, "capture: %d calls linked to the call that spawned them (parent_seq); %d logged parents not found among the captured calls of their session (dropped: a span of another kind, a call not captured, or another session)\n", s.ParentLinks, s.ParentsDropped)
+	}
 	if s.KAnonForgotten > 0 {
 		fmt.Fprintf(w, "capture: k rule forgot %d categories and blocks seen once (--max-kanon-entries reached): any of them seen again counted anew\n", s.KAnonForgotten)
 	}
