@@ -43,8 +43,8 @@ const (
 
 // Session modes of Options.Sessions.
 const (
-	SessionsAuto  = "auto"  // session/user field when present, else chat structure
-	SessionsField = "field" // only the session/user field
+	SessionsAuto  = "auto"  // session/user field (else a trace id) when present, else chat structure
+	SessionsField = "field" // only the session/user field (else a trace id)
 	SessionsChat  = "chat"  // only chat structure
 	SessionsNone  = "none"  // every request single-shot
 )
@@ -98,6 +98,9 @@ type Options struct {
 	// the current UTC year (0 = current).
 	Year int
 	// Sessions chooses how sessions are found: auto, field, chat or none.
+	// A trace id (OTLP, LiteLLM trace_id) counts as a field after session
+	// and user ids. Parent links (OTLP) are kept only within a session, so
+	// chat and none drop them.
 	// Defaults to "auto".
 	Sessions string
 	// Strict fails on the first malformed line instead of counting it.
