@@ -72,7 +72,11 @@ type Options struct {
 	Format string
 	// Fields remaps openai-jsonl field names to dotted JSON paths, e.g.
 	// {"time": "ts", "request": "body.req"}. Names: time, request, response,
-	// session, user, status, ttft_ms, latency_ms. Defaults to none.
+	// session, user, status, ttft_ms, latency_ms, end_time (when the
+	// response ended: finish_ns when latency_ms is absent), trace_id (a
+	// session when session and user are absent), call_id and
+	// parent_call_id (parent_seq: the call whose call_id, in the same trace,
+	// is this one's parent_call_id). Defaults to none.
 	Fields map[string]string
 	// Tokenizer is the tiktoken encoding used where the logs carry neither
 	// usage numbers nor token ids (and for prefix lengths and blocks).
@@ -98,8 +102,8 @@ type Options struct {
 	// the current UTC year (0 = current).
 	Year int
 	// Sessions chooses how sessions are found: auto, field, chat or none.
-	// A trace id (OTLP, LiteLLM trace_id) counts as a field after session
-	// and user ids. Parent links (OTLP) are kept only within a session, so
+	// A trace id (OTLP, LiteLLM and openai-jsonl trace_id) counts as a
+	// field after session and user ids. Parent links are kept only within a session, so
 	// chat and none drop them.
 	// Defaults to "auto".
 	Sessions string
@@ -342,7 +346,7 @@ type Stats struct {
 	Categories, CategoriesDropped, Sessions int
 	// ParentLinks counts the calls whose parent_seq names the call that
 	// spawned them (OTLP spans whose parent or ancestor span is another
-	// captured llm_request span). ParentsDropped counts the calls whose
+	// captured llm_request span, openai-jsonl parent_call_id). ParentsDropped counts the calls whose
 	// logged parent was not found among the captured calls of the same
 	// session within SessionIdle before them: a span of another kind
 	// exported on another line (the usual case for a call whose parent is

@@ -274,3 +274,110 @@ func TestLiteLLMTraceSessions(t *testing.T) {
 		t.Errorf("finish ms %v, want %v", finish, want)
 	}
 }
+
+// TestOpenAIParentLinks: openai-jsonl lines with trace_id, call_id,
+// parent_call_id and end_time (or remapped paths to them) give sessions,
+// parent_seq and finish_ns. Rows are in arrival order.
+func TestOpenAIParentLinks(t *testing.T) {
+	type row struct {
+		trace, call, parent string
+		startMs, endMs      int64
+		latencyMs           int64 // 0 = none
+	}
+	line := func(r row, nested bool) string {
+		ts := func(ms int64) string { return time.UnixMilli(1740823200000 + ms).UTC().Format(time.RFC3339Nano) }
+		m := map[string]any{"time": ts(r.startMs), "request": map[string]any{"model": "m", "prompt": "x"},
+			"response": map[string]any{"usage": map[string]any{"prompt_tokens": 5, "completion_tokens": 1}}}
+		ids := map[string]any{}
+		if r.trace != "" {
+			ids["trace_id"] = r.trace
+		}
+		if r.call != "" {
+			ids["call_id"] = r.call
+		}
+		if r.parent != "" {
+			ids["parent_call_id"] = r.parent
+		}
+		if r.endMs > 0 {
+			ids["end_time"] = ts(r.endMs)
+		}
+		if r.latencyMs > 0 {
+			m["latency_ms"] = r.latencyMs
+		}
+		if nested {
+			m["ctx"] = ids
+		} else {
+			for k, v := range ids {
+				m[k] = v
+			}
+		}
+		b, _ := json.Marshal(m)
+		return string(b) + "\n"
+	}
+	type want struct{ session, parent, finishMs int64 }
+	for _, tc := range []struct {
+		name, why string
+		rows      []row
+		nested    bool
+		want      []want
+		links     int64
+		dropped   int64
+	}{
+		{
+			name: "chain out of order",
+			why:  "a grandchild, child and parent logged in reverse order (a gateway logs at response end): links follow the ids, finish_ns the end_time",
+			rows: []row{{"t", "c", "b", 400, 500, 0}, {"t", "b", "a", 200, 300, 0}, {"t", "a", "", 0, 100, 0}},
+			want: []want{{1, -1, 100}, {1, 0, 300}, {1, 1, 500}}, links: 2,
+		},
+		{
+			name: "remapped fields",
+			why:  "the same chain with its ids and end time under ctx.*, mapped with Fields",
+			rows: []row{{"t", "c", "b", 400, 500, 0}, {"t", "b", "a", 200, 300, 0}, {"t", "a", "", 0, 100, 0}}, nested: true,
+			want: []want{{1, -1, 100}, {1, 0, 300}, {1, 1, 500}}, links: 2,
+		},
+		{
+			name: "missing parent",
+			why:  "a parent_call_id no captured call has: dropped and counted",
+			rows: []row{{"t", "a", "", 0, 100, 0}, {"t", "b", "zz", 200, 300, 0}},
+			want: []want{{1, -1, 100}, {1, -1, 300}}, dropped: 1,
+		},
+		{
+			name: "latency first",
+			why:  "latency_ms (the measured e2e) sets finish_ns when both it and end_time are logged",
+			rows: []row{{"t", "a", "", 0, 100, 40}, {"t", "b", "a", 200, 300, 0}},
+			want: []want{{1, -1, 40}, {1, 0, 300}}, links: 1,
+		},
+		{
+			name: "ids scoped by trace",
+			why:  "the same call id in two traces: each child links within its own trace",
+			rows: []row{{"t1", "a", "", 0, 10, 0}, {"t2", "a", "", 5, 15, 0}, {"t2", "b", "a", 20, 30, 0}, {"t1", "b", "a", 25, 35, 0}},
+			want: []want{{1, -1, 10}, {2, -1, 15}, {2, 1, 30}, {1, 0, 35}}, links: 2,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			for _, r := range tc.rows {
+				log.WriteString(line(r, tc.nested))
+			}
+			o := DefaultOptions()
+			o.Format = FormatOpenAI
+			if tc.nested {
+				o.Fields = map[string]string{"trace_id": "ctx.trace_id", "call_id": "ctx.call_id", "parent_call_id": "ctx.parent_call_id", "end_time": "ctx.end_time"}
+			}
+			res, err := Capture(context.Background(), o, []Input{{Name: "gw.jsonl", R: strings.NewReader(log.String())}})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.why, err)
+			}
+			var got []want
+			for _, r := range res.Records {
+				got = append(got, want{r.Session, r.ParentSeq, r.FinishNs / 1e6})
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("%s:\n got %v\nwant %v (session, parent_seq, finish ms)", tc.why, got, tc.want)
+			}
+			if res.Stats.ParentLinks != tc.links || res.Stats.ParentsDropped != tc.dropped {
+				t.Errorf("%s: links %d dropped %d, want %d and %d", tc.why, res.Stats.ParentLinks, res.Stats.ParentsDropped, tc.links, tc.dropped)
+			}
+		})
+	}
+}

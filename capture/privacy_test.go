@@ -59,6 +59,8 @@ func canaryOpenAI(c *canaries, n int) string {
 	sys := c.text()
 	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": c.next(), "description": c.text(),
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{c.next(): map[string]any{"type": "string", "description": c.text()}}}}}}
+	var prevCall any
+	var trace string
 	for i := 0; i < n; i++ {
 		msgs := []any{
 			map[string]any{"role": "system", "content": sys},
@@ -78,6 +80,23 @@ func canaryOpenAI(c *canaries, n int) string {
 				"metadata": map[string]any{"k": c.next()}, "max_tokens": 50, "stream": i%2 == 0},
 			"status": []any{200, 500, "error", c.next()}[i%4],
 		}
+		// Trace, call and parent ids (a chain of calls per trace of 3) and
+		// a response end time with a canary, on some lines instead of the
+		// session and user fields.
+		if i%5 == 4 {
+			delete(line, "session")
+			delete(line, "user")
+		}
+		if i%3 == 0 {
+			trace = c.next()
+		}
+		line["trace_id"] = trace
+		line["call_id"] = c.next()
+		if i%3 > 0 {
+			line["parent_call_id"] = []any{c.next(), prevCall}[i%2]
+		}
+		prevCall = line["call_id"]
+		line["end_time"] = []any{fmt.Sprintf("2025-03-01T10:00:%02d.%03dZ", i/10+1, i%10*100), c.next()}[i%2]
 		if i%3 == 0 {
 			// no usage: output is tokenized from the response text
 			line["response"] = map[string]any{"id": c.next(), "system_fingerprint": c.next(), "choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": c.text(), "tool_calls": []any{map[string]any{"id": c.next(), "function": map[string]any{"name": c.next(), "arguments": c.next()}}}}}}}

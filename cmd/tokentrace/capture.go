@@ -54,7 +54,7 @@ also on failure and Ctrl-C).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Required: true, Destination: &out},
 			&cli.StringFlag{Name: "format", Usage: "log format: " + strings.Join(capture.Formats, ", "), Value: o.Format, Destination: &o.Format},
-			&cli.StringSliceFlag{Name: "field", Usage: "openai-jsonl: remap NAME=dotted.path (names: time, request, response, session, user, status, ttft_ms, latency_ms)", Destination: &fields},
+			&cli.StringSliceFlag{Name: "field", Usage: "openai-jsonl: remap NAME=dotted.path (names: time, request, response, session, user, status, ttft_ms, latency_ms, end_time, trace_id, call_id, parent_call_id)", Destination: &fields},
 			&cli.StringFlag{Name: "key-file", Usage: "HMAC key file (64 hex chars or >=16 bytes); without one an ephemeral key is used and hashes are not comparable across captures", Destination: &keyFile},
 			&cli.StringFlag{Name: "new-key-file", Usage: "generate a random key, save it at this path (mode 0600, never overwritten) and use it", Destination: &newKeyFile},
 			&cli.StringFlag{Name: "tokenizer", Usage: "tiktoken encoding where logs lack usage numbers and token ids: " + strings.Join(capture.Tokenizers, ", "), Value: o.Tokenizer, Destination: &o.Tokenizer},
