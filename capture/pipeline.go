@@ -40,7 +40,8 @@ import (
 // pipeline drives the stages. What it holds does not grow with the number
 // of requests beyond the spool's budget: per distinct model, category and
 // prefix block (k-anonymity, under a cap), per session under way and per
-// chat request of the last Options.SessionIdle (sessions.go).
+// chat request of the last Options.SessionIdle (sessions.go), and per call
+// with a span or call id of that window (parent links, records.go).
 type pipeline struct {
 	o         Options
 	key       []byte

@@ -10,8 +10,9 @@ import (
 // records is the records stage and the pipeline's one numbering: fed
 // requests in arrival order, it numbers sessions, categories and blocks in
 // order of first appearance and builds traces.Records. Its state is one
-// number per kept category and kept block seen so far, and a number and a
-// turn count per session until its last request.
+// number per kept category and kept block seen so far, a number and a
+// turn count per session until its last request, and the seq of each call
+// with a span id of the last SessionIdle (to resolve parent links).
 type records struct {
 	o     Options
 	sess  *sessions
