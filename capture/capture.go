@@ -43,8 +43,8 @@ const (
 
 // Session modes of Options.Sessions.
 const (
-	SessionsAuto  = "auto"  // session/user field when present, else chat structure
-	SessionsField = "field" // only the session/user field
+	SessionsAuto  = "auto"  // session/user field (else a trace id) when present, else chat structure
+	SessionsField = "field" // only the session/user field (else a trace id)
 	SessionsChat  = "chat"  // only chat structure
 	SessionsNone  = "none"  // every request single-shot
 )
@@ -72,7 +72,11 @@ type Options struct {
 	Format string
 	// Fields remaps openai-jsonl field names to dotted JSON paths, e.g.
 	// {"time": "ts", "request": "body.req"}. Names: time, request, response,
-	// session, user, status, ttft_ms, latency_ms. Defaults to none.
+	// session, user, status, ttft_ms, latency_ms, end_time (when the
+	// response ended: finish_ns when latency_ms is absent), trace_id (a
+	// session when session and user are absent), call_id and
+	// parent_call_id (parent_seq: the call whose call_id, in the same trace,
+	// is this one's parent_call_id). Defaults to none.
 	Fields map[string]string
 	// Tokenizer is the tiktoken encoding used where the logs carry neither
 	// usage numbers nor token ids (and for prefix lengths and blocks).
@@ -98,6 +102,9 @@ type Options struct {
 	// the current UTC year (0 = current).
 	Year int
 	// Sessions chooses how sessions are found: auto, field, chat or none.
+	// A trace id (OTLP, LiteLLM and openai-jsonl trace_id) counts as a
+	// field after session and user ids. Parent links are kept only within a session, so
+	// chat and none drop them.
 	// Defaults to "auto".
 	Sessions string
 	// Strict fails on the first malformed line instead of counting it.
@@ -337,6 +344,16 @@ type Stats struct {
 	TokensFrom map[string]int64
 	// Categories kept and dropped by the k rule; Sessions found.
 	Categories, CategoriesDropped, Sessions int
+	// ParentLinks counts the calls whose parent_seq names the call that
+	// spawned them (OTLP spans whose parent or ancestor span is another
+	// captured llm_request span, openai-jsonl parent_call_id). ParentsDropped counts the calls whose
+	// logged parent was not found among the captured calls of the same
+	// session within SessionIdle before them: a span of another kind
+	// exported on another line (the usual case for a call whose parent is
+	// an agent's span, not another call), a call not captured, or one in
+	// another session. A dropped link is never an error, Strict or not: the
+	// call is written without parent_seq.
+	ParentLinks, ParentsDropped int64
 	// KAnonForgotten counts the categories and blocks seen once that the
 	// k-anonymity stage forgot when it reached Options.MaxKAnonEntries.
 	KAnonForgotten int64

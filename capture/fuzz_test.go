@@ -66,7 +66,7 @@ func fuzzCapture(f *testing.F, format string, seeds ...string) {
 func FuzzOpenAI(f *testing.F)  { fuzzCapture(f, FormatOpenAI, "openai.jsonl") }
 func FuzzLiteLLM(f *testing.F) { fuzzCapture(f, FormatLiteLLM, "litellm.jsonl") }
 func FuzzVLLM(f *testing.F)    { fuzzCapture(f, FormatVLLM, "vllm_old.log", "vllm_new.log") }
-func FuzzOTLP(f *testing.F)    { fuzzCapture(f, FormatOTLP, "otlp.jsonl") }
+func FuzzOTLP(f *testing.F)    { fuzzCapture(f, FormatOTLP, "otlp.jsonl", "otlp_agent.jsonl") }
 func FuzzAuto(f *testing.F) {
 	fuzzCapture(f, FormatAuto, "openai.jsonl", "litellm.jsonl", "vllm_new.log", "otlp.jsonl")
 }

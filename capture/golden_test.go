@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // trace (metadata line included) with testdata/golden/<fixture>.jsonl.
 // Run with -update after an intended change and review the diff.
 func TestGolden(t *testing.T) {
-	for _, f := range []string{"openai.jsonl", "litellm.jsonl", "vllm_old.log", "vllm_new.log", "otlp.jsonl"} {
+	for _, f := range []string{"openai.jsonl", "litellm.jsonl", "vllm_old.log", "vllm_new.log", "otlp.jsonl", "otlp_agent.jsonl"} {
 		t.Run(f, func(t *testing.T) {
 			o := DefaultOptions()
 			o.Key = []byte("golden-test-key-0123456789")

@@ -23,7 +23,10 @@ type litellmPayload struct {
 	Messages            rawValue        `json:"messages"`
 	Response            rawValue        `json:"response"`
 	EndUser             rawValue        `json:"end_user"`
-	ErrorInformation    *struct {
+	// TraceID groups the calls of one overall request (LiteLLM's
+	// litellm_trace_id; a fresh one per call unless the caller passes it).
+	TraceID          rawValue `json:"trace_id"`
+	ErrorInformation *struct {
 		ErrorCode  rawValue `json:"error_code"`
 		ErrorClass string   `json:"error_class"`
 	} `json:"error_information"`
@@ -96,7 +99,11 @@ func (p *litellmParser) parse(line []byte, lineNo int64) (string, string) {
 	default:
 		return KindBadValue, "messages"
 	}
-	q.session("user", rawString(pl.EndUser), rawString(user))
+	// The spec carries no parent call id: calls of one trace are a
+	// session (a chain in a closed-session replay), never a graph.
+	if q.session("user", rawString(pl.EndUser), rawString(user)); q.sessID == "" {
+		q.session("trace", rawString(pl.TraceID))
+	}
 	if v, ok := rawInt(maxCompl); ok {
 		q.maxTok = int32(v)
 	} else if v, ok := rawInt(maxTokens); ok {

@@ -12,7 +12,8 @@ import (
 )
 
 // fieldNames are the openai-jsonl names Options.Fields can remap.
-var fieldNames = []string{"time", "request", "response", "session", "user", "status", "ttft_ms", "latency_ms"}
+var fieldNames = []string{"time", "request", "response", "session", "user", "status", "ttft_ms", "latency_ms",
+	"end_time", "trace_id", "call_id", "parent_call_id"}
 
 type openaiRequest struct {
 	Model               string    `json:"model"`
@@ -34,6 +35,14 @@ type openaiLine struct {
 	Status   rawValue       `json:"status"`
 	TTFT     rawValue       `json:"ttft_ms"`
 	Latency  rawValue       `json:"latency_ms"`
+	// EndTime is when the response ended (formats as Time).
+	EndTime rawValue `json:"end_time"`
+	// TraceID groups calls into a session when there is no session or user
+	// field; CallID names this call and ParentCallID the call that spawned
+	// it (ids within the trace, or the whole log without one).
+	TraceID      rawValue `json:"trace_id"`
+	CallID       rawValue `json:"call_id"`
+	ParentCallID rawValue `json:"parent_call_id"`
 }
 
 type usageJSON struct {
@@ -131,6 +140,16 @@ func (p *openaiParser) parse(line []byte, lineNo int64) (string, string) {
 	} else {
 		q.session("user", rawString(l.User), rawString(req.User))
 	}
+	trace := rawString(l.TraceID)
+	if q.sessID == "" {
+		q.session("trace", trace)
+	}
+	if call, parent := rawString(l.CallID), rawString(l.ParentCallID); call != "" || parent != "" {
+		q.scope, q.spanID, q.parentID = trace, call, parent
+	}
+	if end, ok := parseTime(l.EndTime); ok && end >= t {
+		q.finish = end - t
+	}
 	q.has = true
 	q.status, q.httpStatus = parseStatus(l.Status)
 	if q.status != traces.StatusOK {
@@ -182,6 +201,7 @@ func (p *openaiParser) remap(line []byte, l *openaiLine) (string, string) {
 	}
 	l.Time, l.Response, l.Session, l.User = get("time"), get("response"), get("session"), get("user")
 	l.Status, l.TTFT, l.Latency = get("status"), get("ttft_ms"), get("latency_ms")
+	l.EndTime, l.TraceID, l.CallID, l.ParentCallID = get("end_time"), get("trace_id"), get("call_id"), get("parent_call_id")
 	if r := get("request"); r != nil {
 		l.Request = new(openaiRequest)
 		if err := json.Unmarshal(r, l.Request); err != nil {

@@ -20,8 +20,12 @@ type otlpAttr struct {
 }
 
 type otlpSpan struct {
+	TraceID    string     `json:"traceId"`
+	SpanID     string     `json:"spanId"`
+	ParentID   string     `json:"parentSpanId"`
 	Name       string     `json:"name"`
 	Start      rawValue   `json:"startTimeUnixNano"`
+	End        rawValue   `json:"endTimeUnixNano"`
 	Attributes []otlpAttr `json:"attributes"`
 	Status     struct {
 		Code rawValue `json:"code"`
@@ -56,19 +60,55 @@ func (p *otlpParser) parse(line []byte, lineNo int64) (string, string) {
 		return KindMissing, "resourceSpans"
 	}
 	var kind, field string
+	var spans []*otlpSpan
 	for _, rs := range doc.ResourceSpans {
 		for _, ss := range append(rs.ScopeSpans, rs.InstrumentationLibrarySpans...) {
 			for i := range ss.Spans {
-				if k, f := p.span(&ss.Spans[i], lineNo); k != "" && kind == "" {
-					kind, field = k, f
-				}
+				spans = append(spans, &ss.Spans[i])
 			}
+		}
+	}
+	onLine := map[spanRef]*otlpSpan{}
+	for _, s := range spans {
+		if s.SpanID != "" {
+			onLine[spanRef{s.TraceID, s.SpanID}] = s
+		}
+	}
+	for _, s := range spans {
+		if k, f := p.span(s, lineNo, onLine); k != "" && kind == "" {
+			kind, field = k, f
 		}
 	}
 	return kind, field
 }
 
-func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
+type spanRef struct{ trace, span string }
+
+// maxAncestors bounds the walk from a span up to its nearest llm_request
+// ancestor through the spans of its line.
+const maxAncestors = 64
+
+// parentCall returns the span id of s's nearest ancestor that may be a
+// captured call: up through the spans of the same line (an export batch),
+// the first llm_request span, or the first ancestor not on the line (the
+// records stage finds out whether it is a captured call). "" = none: s is
+// a root, or every ancestor on its line leads to a root.
+func parentCall(s *otlpSpan, line map[spanRef]*otlpSpan) string {
+	id := s.ParentID
+	for range maxAncestors {
+		if id == "" || id == s.SpanID {
+			return ""
+		}
+		a, ok := line[spanRef{s.TraceID, id}]
+		if !ok || a.Name == SpanName {
+			return id
+		}
+		id = a.ParentID
+	}
+	return "" // a cycle among the line's spans: no parent
+}
+
+func (p *otlpParser) span(s *otlpSpan, lineNo int64, line map[spanRef]*otlpSpan) (string, string) {
 	if s.Name != SpanName {
 		p.em.ignored++
 		return "", ""
@@ -79,9 +119,13 @@ func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
 	}
 	in, out := int64(-1), int64(-1)
 	secs := map[string]int64{}
-	model := ""
+	model, conv := "", ""
 	for _, a := range s.Attributes {
 		switch a.Key {
+		case "gen_ai.conversation.id", "session.id":
+			if a.Value.StringValue != nil && conv == "" {
+				conv = *a.Value.StringValue
+			}
 		case "gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens":
 			in, _ = attrInt(&a)
 		case "gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens":
@@ -101,6 +145,17 @@ func (p *otlpParser) span(s *otlpSpan, lineNo int64) (string, string) {
 		return KindMissing, "gen_ai.usage.prompt_tokens"
 	}
 	q := newRequest(lineNo, start, model)
+	// A conversation or session id names the session; else the calls of
+	// one trace (an agent's run) are one.
+	if q.session("session", conv); q.sessID == "" {
+		q.session("trace", s.TraceID)
+	}
+	if s.SpanID != "" {
+		q.scope, q.spanID, q.parentID = s.TraceID, s.SpanID, parentCall(s, line)
+	}
+	if end, ok := rawInt64(s.End); ok && end >= start {
+		q.finish = end - start
+	}
 	q.usageIn, q.srvIn = int32(in), int32(in)
 	if out >= 0 {
 		q.usageOut, q.srvOut = int32(out), int32(out)

@@ -26,8 +26,13 @@ type request struct {
 	maxTok            int32
 	// choices are the response's, read only when usageOut is missing.
 	choices []choice
-	// sessID is a session or user id of kind sessKind ("session", "user").
+	// sessID is a session or user id of kind sessKind ("session", "user",
+	// "trace").
 	sessKind, sessID string
+	// spanID names this call and parentID the call that spawned it, each
+	// within the id space scope (an OTLP trace id); empty = none. They are
+	// hashed by the redact stage and never leave it.
+	scope, spanID, parentID string
 	outcome
 }
 

@@ -40,7 +40,8 @@ import (
 // pipeline drives the stages. What it holds does not grow with the number
 // of requests beyond the spool's budget: per distinct model, category and
 // prefix block (k-anonymity, under a cap), per session under way and per
-// chat request of the last Options.SessionIdle (sessions.go).
+// chat request of the last Options.SessionIdle (sessions.go), and per call
+// with a span or call id of that window (parent links, records.go).
 type pipeline struct {
 	o         Options
 	key       []byte
@@ -206,6 +207,7 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 			pl.stats.CategoriesDropped = pl.kanon.dropped()
 			pl.stats.KAnonForgotten = pl.kanon.forgotten
 			pl.stats.Sessions = int(rs.nSess)
+			pl.stats.ParentLinks, pl.stats.ParentsDropped = rs.links, rs.linksDropped
 			pl.stats.TokensFrom = pl.tokensFrom
 			pl.stats.Problems = pl.problems.list()
 			pl.stats.Overlaps = pl.overlaps()

@@ -59,6 +59,8 @@ func canaryOpenAI(c *canaries, n int) string {
 	sys := c.text()
 	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": c.next(), "description": c.text(),
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{c.next(): map[string]any{"type": "string", "description": c.text()}}}}}}
+	var prevCall any
+	var trace string
 	for i := 0; i < n; i++ {
 		msgs := []any{
 			map[string]any{"role": "system", "content": sys},
@@ -78,6 +80,23 @@ func canaryOpenAI(c *canaries, n int) string {
 				"metadata": map[string]any{"k": c.next()}, "max_tokens": 50, "stream": i%2 == 0},
 			"status": []any{200, 500, "error", c.next()}[i%4],
 		}
+		// Trace, call and parent ids (a chain of calls per trace of 3) and
+		// a response end time with a canary, on some lines instead of the
+		// session and user fields.
+		if i%5 == 4 {
+			delete(line, "session")
+			delete(line, "user")
+		}
+		if i%3 == 0 {
+			trace = c.next()
+		}
+		line["trace_id"] = trace
+		line["call_id"] = c.next()
+		if i%3 > 0 {
+			line["parent_call_id"] = []any{c.next(), prevCall}[i%2]
+		}
+		prevCall = line["call_id"]
+		line["end_time"] = []any{fmt.Sprintf("2025-03-01T10:00:%02d.%03dZ", i/10+1, i%10*100), c.next()}[i%2]
 		if i%3 == 0 {
 			// no usage: output is tokenized from the response text
 			line["response"] = map[string]any{"id": c.next(), "system_fingerprint": c.next(), "choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": c.text(), "tool_calls": []any{map[string]any{"id": c.next(), "function": map[string]any{"name": c.next(), "arguments": c.next()}}}}}}}
@@ -166,15 +185,29 @@ func canaryOTLP(c *canaries, n int) string {
 		}
 		return map[string]any{"key": k, "value": map[string]any{"stringValue": v}}
 	}
+	// Pairs of calls share a trace id; the second of a pair is spawned by
+	// the first through a tool span (parent links and trace sessions with
+	// canary ids), every fourth names a conversation.
+	var trace, prev string
 	for i := 0; i < n; i++ {
-		spans := []any{
-			map[string]any{"traceId": c.next(), "spanId": c.next(), "name": "llm_request", "startTimeUnixNano": fmt.Sprint(1740823200000000000 + int64(i)*1e8),
-				"attributes": []any{attr("gen_ai.request.id", c.next()), attr("gen_ai.usage.prompt_tokens", 10+i), attr("gen_ai.usage.completion_tokens", 3),
-					attr("gen_ai.latency.time_in_queue", 0.01), attr(c.next(), c.next()), attr("gen_ai.prompt", c.text())},
-				"events": []any{map[string]any{"name": c.next(), "attributes": []any{attr("x", c.text())}}},
-				"status": map[string]any{"code": i % 3, "message": c.text()}},
-			map[string]any{"name": c.next(), "startTimeUnixNano": "1740823200000000000", "attributes": []any{attr("http.url", c.next())}},
+		if i%2 == 0 {
+			trace, prev = c.next(), ""
 		}
+		span, tool := c.next(), c.next()
+		attrs := []any{attr("gen_ai.request.id", c.next()), attr("gen_ai.usage.prompt_tokens", 10+i), attr("gen_ai.usage.completion_tokens", 3),
+			attr("gen_ai.latency.time_in_queue", 0.01), attr(c.next(), c.next()), attr("gen_ai.prompt", c.text())}
+		if i%4 == 3 {
+			attrs = append(attrs, attr("gen_ai.conversation.id", c.next()), attr("session.id", c.next()))
+		}
+		spans := []any{
+			map[string]any{"traceId": trace, "spanId": span, "parentSpanId": tool, "name": "llm_request", "startTimeUnixNano": fmt.Sprint(1740823200000000000 + int64(i)*1e8),
+				"endTimeUnixNano": fmt.Sprint(1740823200050000000 + int64(i)*1e8),
+				"attributes":      attrs,
+				"events":          []any{map[string]any{"name": c.next(), "attributes": []any{attr("x", c.text())}}},
+				"status":          map[string]any{"code": i % 3, "message": c.text()}},
+			map[string]any{"traceId": trace, "spanId": tool, "parentSpanId": prev, "name": c.next(), "startTimeUnixNano": "1740823200000000000", "attributes": []any{attr("http.url", c.next())}},
+		}
+		prev = span
 		doc := map[string]any{"resourceSpans": []any{map[string]any{"resource": map[string]any{"attributes": []any{attr("service.name", c.next()), attr("host.name", c.next())}},
 			"scopeSpans": []any{map[string]any{"scope": map[string]any{"name": c.next()}, "spans": spans}}}}}
 		b, _ := json.Marshal(doc)

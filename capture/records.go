@@ -10,8 +10,9 @@ import (
 // records is the records stage and the pipeline's one numbering: fed
 // requests in arrival order, it numbers sessions, categories and blocks in
 // order of first appearance and builds traces.Records. Its state is one
-// number per kept category and kept block seen so far, and a number and a
-// turn count per session until its last request.
+// number per kept category and kept block seen so far, a number and a
+// turn count per session until its last request, and the seq of each call
+// with a span id of the last SessionIdle (to resolve parent links).
 type records struct {
 	o     Options
 	sess  *sessions
@@ -28,6 +29,10 @@ type records struct {
 
 	blockFinal map[uint64]int64
 	nextBlock  int64
+
+	calls *callSeqs
+	// links and linksDropped count the parent links written and dropped.
+	links, linksDropped int64
 }
 
 func newRecords(o Options, sess *sessions, kanon *kAnon) *records {
@@ -35,6 +40,7 @@ func newRecords(o Options, sess *sessions, kanon *kAnon) *records {
 		o: o, sess: sess, kanon: kanon,
 		sessFinal: map[sessionID]int64{}, sessTurns: map[sessionID]int32{},
 		catLabel: map[*category]string{}, blockFinal: map[uint64]int64{},
+		calls: newCallSeqs(int64(o.SessionIdle)),
 	}
 }
 
@@ -60,6 +66,7 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 			delete(rs.sessTurns, sid)
 		}
 	}
+	rs.link(&r, e, sid)
 	if c, ok := rs.kanon.category(e); ok {
 		label, seen := rs.catLabel[c]
 		if !seen {
@@ -87,11 +94,14 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 		if e.ttft >= 0 {
 			r.FirstTokenNs = r.ArrivalNs + e.ttft
 		}
+		// The production finish as a request column: a closed-session
+		// replay takes the think time from it. The engine's e2e first, else
+		// the logged end of the response (a span's or the gateway's).
 		if e.e2e >= 0 {
 			r.LastTokenNs = r.ArrivalNs + e.e2e
-			// The production finish as a request column: a closed-session
-			// replay takes the think time from it.
 			r.FinishNs = r.LastTokenNs
+		} else if e.finish >= 0 {
+			r.FinishNs = r.ArrivalNs + e.finish
 		}
 		r.ServerPromptTokens, r.ServerOutputTokens, r.ServerCachedTokens = e.srvIn, e.srvOut, e.srvCached
 		r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = e.queue, e.prefill, e.decode
@@ -152,3 +162,67 @@ func (rs *records) unique() int64 {
 	}
 	return rs.nextBlock
 }
+
+// link sets r.ParentSeq from e's parent span: the seq of the call whose span
+// it is, when that call came earlier, within SessionIdle, and in the same
+// session (replay follows links only within a session). Any other parent is
+// dropped and counted: a span of another kind, a call not captured (or
+// forgotten past SessionIdle), or a call of another session. Then it
+// remembers e's own span for the calls it spawns.
+func (rs *records) link(r *traces.Record, e *redacted, sid sessionID) {
+	if e.span == 0 && e.parent == 0 {
+		return
+	}
+	rs.calls.sweep(e.t)
+	if e.parent != 0 {
+		if c, ok := rs.calls.get(e.parent, e.t); ok && sid != 0 && c.sid == sid && r.Session != 0 {
+			r.ParentSeq = c.seq
+			rs.links++
+		} else {
+			rs.linksDropped++
+		}
+	}
+	if e.span != 0 {
+		rs.calls.put(e.span, callSeq{seq: r.Seq, sid: sid, t: e.t})
+	}
+}
+
+// callSeqs maps the span hashes of the calls of the last idle ns to their
+// final seqs: the parent of a call arrives before it, so the records stage
+// (which numbers in arrival order) knows the parent's seq when the child
+// comes. Entries older than idle are swept as in sessions, so it holds the
+// calls of one SessionIdle window (about 50 bytes each).
+type callSeqs struct {
+	idle      int64
+	m         map[uint64]callSeq
+	nextSweep int64
+}
+
+type callSeq struct {
+	seq int64
+	sid sessionID
+	t   int64
+}
+
+func newCallSeqs(idle int64) *callSeqs { return &callSeqs{idle: idle, m: map[uint64]callSeq{}} }
+
+func (c *callSeqs) sweep(t int64) {
+	if t < c.nextSweep {
+		return
+	}
+	limit := limitAt(t, c.idle)
+	for k, v := range c.m {
+		if v.t < limit {
+			delete(c.m, k)
+		}
+	}
+	c.nextSweep = t + max(c.idle/4, 1)
+}
+
+// get returns the call of span h if it arrived within idle before t.
+func (c *callSeqs) get(h uint64, t int64) (callSeq, bool) {
+	v, ok := c.m[h]
+	return v, ok && v.t >= limitAt(t, c.idle)
+}
+
+func (c *callSeqs) put(h uint64, v callSeq) { c.m[h] = v }

@@ -47,6 +47,10 @@ type redacted struct {
 	blocks []uint64
 	// sessKey is the in-memory hash of a session or user field (0 none).
 	sessKey uint64
+	// span and parent are in-memory hashes of this call's span id and of
+	// the span id of the call that spawned it (0 none); the records stage
+	// turns parent into a seq.
+	span, parent uint64
 	// prefixes chain the hashes of the chat messages (in memory only); the
 	// first nSys are system messages.
 	prefixes []uint64
@@ -57,8 +61,11 @@ type redacted struct {
 // outcome is what the log says happened to a request. Status and error are
 // words capture chooses, never the server's text.
 type outcome struct {
-	has                      bool
-	ttft, e2e                int64
+	has       bool
+	ttft, e2e int64
+	// finish is when the response ended, as an offset from the arrival
+	// (the gateway's or span's end; -1 = not logged, then e2e).
+	finish                   int64
 	status                   string
 	httpStatus               int32
 	errMsg                   string
@@ -68,7 +75,7 @@ type outcome struct {
 
 // noOutcome is an outcome with every measurement unreported.
 func noOutcome() outcome {
-	return outcome{ttft: -1, e2e: -1, srvIn: -1, srvOut: -1, srvCached: -1, queue: -1, prefill: -1, decode: -1}
+	return outcome{ttft: -1, e2e: -1, finish: -1, srvIn: -1, srvOut: -1, srvCached: -1, queue: -1, prefill: -1, decode: -1}
 }
 
 // redactor holds the key, the tokenizer and caches bounded in size; it
@@ -129,6 +136,12 @@ func (rd *redactor) redact(q *request) (e redacted, ok bool) {
 	}
 	if q.sessID != "" && rd.o.Sessions != SessionsChat && rd.o.Sessions != SessionsNone {
 		e.sessKey = rd.hashString(q.sessKind, q.sessID)
+	}
+	if q.spanID != "" {
+		e.span = rd.hashString("span", q.scope+"\x00"+q.spanID)
+	}
+	if q.parentID != "" {
+		e.parent = rd.hashString("span", q.scope+"\x00"+q.parentID)
 	}
 	rd.output(&e, q)
 	return e, true

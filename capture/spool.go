@@ -290,6 +290,7 @@ func (c *runCursor) close() {
 const (
 	flagCat = 1 << iota
 	flagOutcome
+	flagLinks
 )
 
 func encodeRedacted(b []byte, e *redacted) []byte {
@@ -299,6 +300,9 @@ func encodeRedacted(b []byte, e *redacted) []byte {
 	}
 	if e.has {
 		flags |= flagOutcome
+	}
+	if e.span != 0 || e.parent != 0 {
+		flags |= flagLinks
 	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(e.input))
@@ -317,9 +321,13 @@ func encodeRedacted(b []byte, e *redacted) []byte {
 	b = binary.LittleEndian.AppendUint64(b, e.sessKey)
 	b = appendHashes(b, e.prefixes)
 	b = binary.AppendUvarint(b, uint64(e.nSys))
+	if flags&flagLinks != 0 {
+		b = binary.LittleEndian.AppendUint64(b, e.span)
+		b = binary.LittleEndian.AppendUint64(b, e.parent)
+	}
 	if e.has {
 		o := &e.outcome
-		for _, v := range []int64{o.ttft, o.e2e, int64(o.httpStatus), int64(o.srvIn), int64(o.srvOut), int64(o.srvCached), o.queue, o.prefill, o.decode} {
+		for _, v := range []int64{o.ttft, o.e2e, o.finish, int64(o.httpStatus), int64(o.srvIn), int64(o.srvOut), int64(o.srvCached), o.queue, o.prefill, o.decode} {
 			b = binary.AppendVarint(b, v)
 		}
 		b = appendString(b, o.status)
@@ -434,10 +442,18 @@ func (d *decoder) decode(br *bufio.Reader, e *redacted) error {
 	e.sessKey = binary.LittleEndian.Uint64(w[:])
 	e.prefixes = hashes(prefixes)
 	e.nSys = int(ru())
+	if flags&flagLinks != 0 {
+		for _, h := range []*uint64{&e.span, &e.parent} {
+			if _, rerr := io.ReadFull(br, w[:]); rerr != nil && err == nil {
+				err = rerr
+			}
+			*h = binary.LittleEndian.Uint64(w[:])
+		}
+	}
 	if flags&flagOutcome != 0 {
 		o := &e.outcome
 		o.has = true
-		o.ttft, o.e2e = rv(), rv()
+		o.ttft, o.e2e, o.finish = rv(), rv(), rv()
 		o.httpStatus, o.srvIn, o.srvOut, o.srvCached = int32(rv()), int32(rv()), int32(rv()), int32(rv())
 		o.queue, o.prefill, o.decode = rv(), rv(), rv()
 		o.status = str()

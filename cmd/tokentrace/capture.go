@@ -54,13 +54,13 @@ also on failure and Ctrl-C).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Required: true, Destination: &out},
 			&cli.StringFlag{Name: "format", Usage: "log format: " + strings.Join(capture.Formats, ", "), Value: o.Format, Destination: &o.Format},
-			&cli.StringSliceFlag{Name: "field", Usage: "openai-jsonl: remap NAME=dotted.path (names: time, request, response, session, user, status, ttft_ms, latency_ms)", Destination: &fields},
+			&cli.StringSliceFlag{Name: "field", Usage: "openai-jsonl: remap NAME=dotted.path (names: time, request, response, session, user, status, ttft_ms, latency_ms, end_time, trace_id, call_id, parent_call_id)", Destination: &fields},
 			&cli.StringFlag{Name: "key-file", Usage: "HMAC key file (64 hex chars or >=16 bytes); without one an ephemeral key is used and hashes are not comparable across captures", Destination: &keyFile},
 			&cli.StringFlag{Name: "new-key-file", Usage: "generate a random key, save it at this path (mode 0600, never overwritten) and use it", Destination: &newKeyFile},
 			&cli.StringFlag{Name: "tokenizer", Usage: "tiktoken encoding where logs lack usage numbers and token ids: " + strings.Join(capture.Tokenizers, ", "), Value: o.Tokenizer, Destination: &o.Tokenizer},
 			&cli.IntFlag{Name: "min-category-size", Usage: "k: categories and prefix blocks shared by fewer requests are dropped", Value: o.MinCategorySize, Destination: &o.MinCategorySize},
 			&cli.IntFlag{Name: "block-size", Usage: "prefix block size in tokens (0 = no prefix_blocks)", Value: o.BlockSize, Destination: &o.BlockSize},
-			&cli.StringFlag{Name: "sessions", Usage: "how to find sessions: auto (session/user field, else chat structure), field, chat, none", Value: o.Sessions, Destination: &o.Sessions},
+			&cli.StringFlag{Name: "sessions", Usage: "how to find sessions: auto (session/user field or trace id, else chat structure), field, chat, none", Value: o.Sessions, Destination: &o.Sessions},
 			&cli.IntFlag{Name: "year", Usage: "vllm-log: year of the timestamps, which carry none (0 = current UTC year)", Value: o.Year, Destination: &o.Year},
 			&cli.BoolFlag{Name: "keep-start", Usage: "keep the absolute start time exactly (default: to the hour)", Destination: &o.KeepStart},
 			&cli.BoolFlag{Name: "keep-hashes", Usage: "write keyed digests instead of renumbered category and block ids", Destination: &o.KeepHashes},
@@ -249,6 +249,9 @@ func printCaptureStats(w io.Writer, s capture.Stats) {
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
+	}
+	if s.ParentLinks > 0 || s.ParentsDropped > 0 {
+		fmt.Fprintf(w, "capture: %d calls linked to the call that spawned them (parent_seq); %d logged parents not found among the captured calls of their session (dropped: a span of another kind, a call not captured, or another session)\n", s.ParentLinks, s.ParentsDropped)
 	}
 	if s.KAnonForgotten > 0 {
 		fmt.Fprintf(w, "capture: k rule forgot %d categories and blocks seen once (--max-kanon-entries reached): any of them seen again counted anew\n", s.KAnonForgotten)
