@@ -48,6 +48,7 @@ func (r *runner) complete(it *item, rec *traces.Record) {
 		if end < 0 {
 			end = int64(time.Since(r.t0))
 		}
+		r.observeText(it, rec)
 		grown := it.grow
 		it.grow = nil
 		if grown != nil && !rec.OK() {

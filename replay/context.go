@@ -2,7 +2,9 @@ package replay
 
 import (
 	"bytes"
+	"math"
 	"strconv"
+	"sync"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -98,16 +100,23 @@ func (r *runner) chainChild(rec *traces.Record) *traces.Record {
 // prompt. guessed reports that the server returned no token ids, so the
 // output's place holds as many ids of the run's own (the server's cache
 // then misses the output part).
-func (r *runner) grownPrompt(dst []byte, rec *traces.Record, prev *turnCtx, api string) (b []byte, ok, guessed bool) {
+//
+// On chat the returned text is counted as r.textTokens estimates the
+// server's tokenizer reads it; it.textEst and it.textOut record that
+// estimate, which the turn's prompt_tokens then corrects (observeText).
+func (r *runner) grownPrompt(dst []byte, it *item, prev *turnCtx, api string) (b []byte, ok, guessed bool) {
+	rec := it.rec
 	in := max(int(rec.InputTokens), 1)
 	if api == traces.APIChat {
 		// The template adds about one calibration overhead per new
 		// exchange (the assistant message's end, the user message's
 		// header, the generation prompt), as it did for the first turn.
-		room := in - prev.promptTokens - prev.outTokens - r.chat.overhead
+		text := r.textTokens(prev.outTokens)
+		room := in - prev.promptTokens - text - r.chat.overhead
 		if room < 1 {
 			return dst, false, false
 		}
+		it.textEst, it.textOut = text, prev.outTokens
 		dst = append(dst, prev.prompt[:len(prev.prompt)-1]...)
 		dst = append(dst, `,{"role":"assistant","content":"`...)
 		dst = append(dst, prev.outText...)
@@ -142,6 +151,45 @@ func (r *runner) grownPrompt(dst []byte, rec *traces.Record, prev *turnCtx, api 
 }
 
 const saltOutput = 0x6f75747075740000 // "output"
+
+// textRatio learns, over the run, how many prompt tokens the server makes
+// of the text it returned per output token: a tokenizer need not read its
+// own output back as the same tokens (the built-in simulator's filler
+// words are one output token each but up to three prompt tokens).
+type textRatio struct {
+	mu        sync.Mutex
+	text, out float64
+}
+
+// textTokens estimates the prompt tokens of the text of out output tokens.
+func (r *runner) textTokens(out int) int {
+	t := &r.textRatio
+	t.mu.Lock()
+	ratio := 1.0
+	if t.out > 0 {
+		ratio = t.text / t.out
+	}
+	t.mu.Unlock()
+	return int(math.Round(float64(out) * ratio))
+}
+
+// observeText corrects the estimate from a grown chat turn (it) that came
+// back with the server's prompt_tokens: what the prompt had beyond its
+// input_tokens (or lacked) is put down to the returned text it carried.
+func (r *runner) observeText(it *item, rec *traces.Record) {
+	if it.textOut <= 0 || rec.ServerPromptTokens <= 0 || !rec.OK() {
+		return
+	}
+	text := it.textEst + int(rec.ServerPromptTokens) - max(int(rec.InputTokens), 1)
+	if text < 0 {
+		return
+	}
+	t := &r.textRatio
+	t.mu.Lock()
+	t.text += float64(text)
+	t.out += float64(it.textOut)
+	t.mu.Unlock()
+}
 
 // freshUnits calls emit for n units unique to rec (no prefix blocks, no
 // category prefix), salted by unique.

@@ -98,6 +98,7 @@ func TestContextGrowthHitsPreviousPrompt(t *testing.T) {
 				})
 				prev := prevTurns(res)
 				hit, n := 0, 0
+				var dev []int
 				for i := range res.Records {
 					r := &res.Records[i]
 					p, ok := prev[r.Seq]
@@ -105,6 +106,7 @@ func TestContextGrowthHitsPreviousPrompt(t *testing.T) {
 						continue
 					}
 					n++
+					dev = append(dev, abs(int(r.ServerPromptTokens-r.InputTokens)))
 					ctx := int(p.InputTokens)
 					if tc.api == traces.APIChat {
 						ctx = int(p.ServerPromptTokens)
@@ -117,7 +119,8 @@ func TestContextGrowthHitsPreviousPrompt(t *testing.T) {
 					}
 				}
 				ss := res.Summary.Sessions
-				t.Logf("%s growth=%v: %d of %d follow-ups hit the previous prompt within a block; %+v", tc.name, growth, hit, n, ss)
+				slices.Sort(dev)
+				t.Logf("%s growth=%v: %d of %d follow-ups hit the previous prompt within a block; prompt_tokens − input_tokens: |p50| %d, |max| %d; %+v", tc.name, growth, hit, n, dev[len(dev)/2], dev[len(dev)-1], ss)
 				if n != 120 {
 					t.Fatalf("%d follow-ups, want 120", n)
 				}
@@ -126,6 +129,11 @@ func TestContextGrowthHitsPreviousPrompt(t *testing.T) {
 						t.Errorf("without growth %d of %d follow-ups hit the previous prompt (%d grown): the test would not tell growth from none", hit, n, ss.ContextGrown)
 					}
 					continue
+				}
+				// The server re-tokenizes the returned text; the run learns by
+				// how much, so the median prompt is within 2 tokens of the trace.
+				if d := dev[len(dev)/2]; d > 2 {
+					t.Errorf("median |prompt_tokens − input_tokens| %d, want ≤ 2", d)
 				}
 				if hit*100 < 99*n {
 					t.Errorf("%d of %d follow-ups hit the previous prompt within a block, want ≥ 99 %%", hit, n)
@@ -221,3 +229,59 @@ func TestContextGrowthUsesReturnedTokenIDs(t *testing.T) {
 		}
 	}
 }
+
+// turnCtx.capture keeps what a turn returned: the answer's text on chat,
+// the output's token ids on completions, and marks ids it cannot trust.
+func TestTurnCtxCapture(t *testing.T) {
+	tests := []struct {
+		name   string
+		api    string
+		chunks []string
+		text   string
+		ids    string
+		n      int
+		badIDs bool
+	}{
+		{
+			// Chat text accumulates over chunks, escapes kept as sent.
+			name: "chat text", api: traces.APIChat,
+			chunks: []string{`{"choices":[{"delta":{"role":"assistant","content":""}}]}`, `{"choices":[{"delta":{"content":"a \"b\""}}]}`, `{"choices":[{"delta":{"content":" c\n"}}]}`},
+			text:   `a \"b\" c\n`,
+		},
+		{
+			// Completions ids accumulate over chunks, several per chunk too.
+			name: "completions ids", api: traces.APICompletions,
+			chunks: []string{`{"choices":[{"text":" a","token_ids":[11]}]}`, `{"choices":[{"text":" b c","token_ids":[ 12 , 13 ]}]}`},
+			ids:    "11,12 , 13", n: 3,
+		},
+		{
+			// A completions stream without ids leaves none: the follow-up
+			// then guesses the output's place.
+			name: "completions without ids", api: traces.APICompletions,
+			chunks: []string{`{"choices":[{"text":" a"}]}`},
+		},
+		{
+			// A negative or fractional id is not an id of the vocabulary.
+			name: "bad ids", api: traces.APICompletions,
+			chunks: []string{`{"choices":[{"text":" a","token_ids":[-1]}]}`, `{"choices":[{"text":" a","token_ids":[1.5]}]}`},
+			badIDs: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := &turnCtx{api: tt.api}
+			for _, s := range tt.chunks {
+				var c chunk
+				if err := parseChunk([]byte(s), &c); err != nil {
+					t.Fatalf("parseChunk(%s): %v", s, err)
+				}
+				tc.capture(&c)
+			}
+			if string(tc.outText) != tt.text || string(tc.outIDs) != tt.ids || tc.nOutIDs != tt.n || tc.badIDs != tt.badIDs {
+				t.Errorf("text %q ids %q (%d, bad %v), want %q %q (%d, bad %v)", tc.outText, tc.outIDs, tc.nOutIDs, tc.badIDs, tt.text, tt.ids, tt.n, tt.badIDs)
+			}
+		})
+	}
+}
+
+func abs(x int) int { return max(x, -x) }

@@ -75,6 +75,9 @@ type item struct {
 	// (taken when its body is built), grow this turn's own context while a
 	// follow-up will extend it.
 	prev, grow *turnCtx
+	// textEst is the prompt tokens a grown chat turn counted for the text
+	// it sends back, of textOut output tokens (observeText).
+	textEst, textOut int
 }
 
 type itemHeap []*item
@@ -121,6 +124,8 @@ type runner struct {
 	outstanding atomic.Int64 // follow-up turns not yet queued or dropped
 
 	graph *graph // closed sessions: who waits for whom (sessions.go)
+
+	textRatio textRatio // chat context growth (context.go)
 
 	fast sync.Pool // *fastReq (client.go)
 
@@ -654,7 +659,7 @@ func (r *runner) grownBody(it *item, api string) []byte {
 	b, start, end := r.bodyOf(rec, api, it.model, returnIDs, func(b []byte) []byte {
 		if !fresh {
 			var ok bool
-			if b, ok, guessed = r.grownPrompt(b, rec, prev, api); ok {
+			if b, ok, guessed = r.grownPrompt(b, it, prev, api); ok {
 				return b
 			}
 			fresh = true
