@@ -631,16 +631,20 @@ func (r *runner) build(it *item) {
 
 // body renders the JSON request body.
 func (r *runner) body(rec *traces.Record, api, model string, unique uint64) []byte {
-	b, _, _ := r.bodyOf(rec, api, model, false, func(b []byte) []byte {
-		in := max(int(rec.InputTokens), 1)
-		if api == traces.APIChat {
-			b = append(b, `[{"role":"user","content":"`...)
-			b = r.prompts.appendWords(b, rec, r.chat.words(in), unique)
-			return append(b, `"}]`...)
-		}
-		return r.prompts.appendTokenIDs(b, rec, in, unique)
-	})
+	b, _, _ := r.bodyOf(rec, api, model, false, func(b []byte) []byte { return r.freshPrompt(b, rec, api, unique) })
 	return b
+}
+
+// freshPrompt appends rec's prompt array from the trace alone: its
+// input_tokens of token ids, or one user message of calibrated words.
+func (r *runner) freshPrompt(b []byte, rec *traces.Record, api string, unique uint64) []byte {
+	in := max(int(rec.InputTokens), 1)
+	if api == traces.APIChat {
+		b = append(b, `[{"role":"user","content":"`...)
+		b = r.prompts.appendWords(b, rec, r.chat.words(in), unique)
+		return append(b, `"}]`...)
+	}
+	return r.prompts.appendTokenIDs(b, rec, in, unique)
 }
 
 // grownBody renders it's body from the context it extends (it.prev), or a
@@ -664,13 +668,7 @@ func (r *runner) grownBody(it *item, api string) []byte {
 			}
 			fresh = true
 		}
-		in := max(int(rec.InputTokens), 1)
-		if api == traces.APIChat {
-			b = append(b, `[{"role":"user","content":"`...)
-			b = r.prompts.appendWords(b, rec, r.chat.words(in), 0)
-			return append(b, `"}]`...)
-		}
-		return r.prompts.appendTokenIDs(b, rec, in, 0)
+		return r.freshPrompt(b, rec, api, 0)
 	})
 	r.graph.count(func(s *SessionStats) {
 		switch {
