@@ -184,7 +184,7 @@ func (b *bgRun) worker(spec Background) {
 		now := time.Since(r.t0)
 		rec.ArrivalNs = int64(now)
 		rec.ScheduledNs = int64(now)
-		sendOne(b.ctx, r.tr, "/v1/completions", body, r.headers(), r.o.Timeout, r.t0, r.extras(), &rec)
+		sendOne(b.ctx, r.tr, "/v1/completions", body, r.headers(), r.o.Timeout, r.t0, r.extras(), &rec, nil)
 		if b.stop.Load() && rec.Status == traces.StatusClientError {
 			b.lost.Add(1) // cut off at the end of the run: not a result
 			return

@@ -118,7 +118,7 @@ func BenchmarkSSEStream(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rec := traces.NewRecord()
-		readStream(&chunkedBytes{b: data, n: 4096}, t0, &rec, context.Background(), context.Background())
+		readStream(&chunkedBytes{b: data, n: 4096}, t0, &rec, context.Background(), context.Background(), nil)
 		if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 1000 {
 			b.Fatalf("%s %q %d", rec.Status, rec.Error, len(rec.ChunkNs))
 		}
@@ -188,7 +188,7 @@ func TestFastHandler(t *testing.T) {
 	srv := httptest.NewServer(fastHandler(3))
 	defer srv.Close()
 	rec := traces.NewRecord()
-	sendOne(context.Background(), &transport{base: srv.URL, client: NewHTTPClient()}, "/v1/completions", []byte(`{}`), http.Header{}, time.Second, time.Now(), extras{}, &rec)
+	sendOne(context.Background(), &transport{base: srv.URL, client: NewHTTPClient()}, "/v1/completions", []byte(`{}`), http.Header{}, time.Second, time.Now(), extras{}, &rec, nil)
 	if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 3 || !strings.HasPrefix(rec.Error, "") {
 		t.Fatalf("%+v", rec)
 	}

@@ -48,7 +48,22 @@ func (r *runner) complete(it *item, rec *traces.Record) {
 		if end < 0 {
 			end = int64(time.Since(r.t0))
 		}
-		r.followUp(it.rec, rec, time.Duration(end))
+		r.observeText(it, rec)
+		grown := it.grow
+		it.grow = nil
+		if grown != nil && !rec.OK() {
+			grown = nil // nothing to extend: the follow-up starts afresh
+		}
+		if grown != nil {
+			grown.outTokens = max(int(rec.OutputTokens), 1) // what was asked
+			if rec.ServerOutputTokens > 0 {
+				grown.outTokens = int(rec.ServerOutputTokens)
+			}
+			if grown.api == traces.APIChat && rec.ServerPromptTokens > 0 {
+				grown.promptTokens = int(rec.ServerPromptTokens)
+			}
+		}
+		r.followUp(it.rec, rec, time.Duration(end), grown)
 	}
 }
 
@@ -132,7 +147,7 @@ func (fr *fastReq) complete(resp *h1.Response, err error) {
 	if err != nil {
 		rec.Status, rec.Error = classify(err, r.reqCtx, r.reqCtx)
 	} else {
-		handleResponse(resp.StatusCode(), resp, r.t0, rec, r.reqCtx, r.reqCtx)
+		handleResponse(resp.StatusCode(), resp, r.t0, rec, r.reqCtx, r.reqCtx, fr.it.grow)
 	}
 	r.live.inflight.Add(-1)
 	r.complete(fr.it, rec)
@@ -166,7 +181,7 @@ func (r *runner) do(it *item) {
 		return
 	}
 	r.live.inflight.Add(1)
-	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.extras(), rec)
+	sendOne(r.reqCtx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, r.t0, r.extras(), rec, it.grow)
 	r.live.inflight.Add(-1)
 	r.complete(it, rec)
 }
@@ -211,8 +226,9 @@ type transport struct {
 }
 
 // sendOne sends body to path and fills rec's outcome columns (offsets from
-// t0). ctx cancellation is recorded as client_error "cancelled".
-func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr http.Header, timeout time.Duration, t0 time.Time, ex extras, rec *traces.Record) {
+// t0), and grow (when not nil) with what the server returned. ctx
+// cancellation is recorded as client_error "cancelled".
+func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr http.Header, timeout time.Duration, t0 time.Time, ex extras, rec *traces.Record, grow *turnCtx) {
 	extra := requestExtra(rec, ex)
 	var (
 		status int
@@ -250,7 +266,7 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 		}
 		status, rbody = resp.StatusCode, resp.Body
 	}
-	handleResponse(status, rbody, t0, rec, rctx, ctx)
+	handleResponse(status, rbody, t0, rec, rctx, ctx, grow)
 }
 
 // extras are the per-request headers asked for beside X-Request-Id.
@@ -282,8 +298,8 @@ func requestExtra(rec *traces.Record, ex extras) [][2]string {
 }
 
 // handleResponse reads a response (its header arrived with status) into
-// rec and closes it.
-func handleResponse(status int, rbody io.ReadCloser, t0 time.Time, rec *traces.Record, rctx, ctx context.Context) {
+// rec (and what it returned into grow, when not nil) and closes it.
+func handleResponse(status int, rbody io.ReadCloser, t0 time.Time, rec *traces.Record, rctx, ctx context.Context, grow *turnCtx) {
 	defer rbody.Close()
 	rec.HTTPStatus = int32(status)
 	if status != http.StatusOK {
@@ -296,7 +312,7 @@ func handleResponse(status int, rbody io.ReadCloser, t0 time.Time, rec *traces.R
 		}
 		return
 	}
-	readStream(rbody, t0, rec, rctx, ctx)
+	readStream(rbody, t0, rec, rctx, ctx, grow)
 }
 
 func errSuffix(c *chunk) string {
@@ -310,8 +326,9 @@ func errSuffix(c *chunk) string {
 	return s
 }
 
-// readStream consumes an SSE body into rec.
-func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx context.Context) {
+// readStream consumes an SSE body into rec, and what it returned (text,
+// token ids) into grow when not nil.
+func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx context.Context, grow *turnCtx) {
 	bp := readBufPool.Get().(*[]byte)
 	sr := &sseReader{r: body, buf: *bp, max: 16 << 20}
 	defer func() {
@@ -376,6 +393,9 @@ func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx cont
 		}
 		if c.choices {
 			sawChoices = true
+		}
+		if grow != nil && c.choices {
+			grow.capture(&c)
 		}
 		if c.choices && (c.content || delta > 0) {
 			if rec.FirstTokenNs < 0 {
@@ -584,7 +604,7 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 	it.body = r.body(&src, api, it.model, 0x3a3b0000)
 	rec := traces.NewRecord()
 	rec.RequestID = r.o.Run + "-preflight"
-	sendOne(ctx, r.tr, it.path, it.body, r.headers(), min(r.o.Timeout, time.Minute), time.Now(), extras{}, &rec)
+	sendOne(ctx, r.tr, it.path, it.body, r.headers(), min(r.o.Timeout, time.Minute), time.Now(), extras{}, &rec, nil)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -623,7 +643,7 @@ func (r *runner) warmup(ctx context.Context, sel []*traces.Record) {
 			defer func() { <-lim }()
 			rec := traces.NewRecord()
 			rec.RequestID = r.o.Run + "-warmup-" + strconv.Itoa(i)
-			sendOne(ctx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, time.Now(), extras{}, &rec)
+			sendOne(ctx, r.tr, it.path, it.body, r.headers(), r.o.Timeout, time.Now(), extras{}, &rec, nil)
 		}(i)
 	}
 	wg.Wait()

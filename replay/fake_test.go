@@ -24,9 +24,12 @@ type fakeReq struct {
 	MinTokens  int
 	IgnoreEOS  bool
 	Continuous bool
-	Auth       string
-	Header     http.Header
-	At         time.Time
+	// ReturnTokenIDs: the body asked for vLLM's return_token_ids; the
+	// fake then returns output token k as id 500+k.
+	ReturnTokenIDs bool
+	Auth           string
+	Header         http.Header
+	At             time.Time
 }
 
 // fake is an OpenAI-compatible streaming server for tests: it answers every
@@ -92,11 +95,12 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Messages []struct {
 			Content string `json:"content"`
 		} `json:"messages"`
-		MaxTokens     int  `json:"max_tokens"`
-		MinTokens     int  `json:"min_tokens"`
-		IgnoreEOS     bool `json:"ignore_eos"`
-		Stream        bool `json:"stream"`
-		StreamOptions struct {
+		MaxTokens      int  `json:"max_tokens"`
+		ReturnTokenIDs bool `json:"return_token_ids"`
+		MinTokens      int  `json:"min_tokens"`
+		IgnoreEOS      bool `json:"ignore_eos"`
+		Stream         bool `json:"stream"`
+		StreamOptions  struct {
 			IncludeUsage bool `json:"include_usage"`
 			Continuous   bool `json:"continuous_usage_stats"`
 		} `json:"stream_options"`
@@ -107,7 +111,7 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fr := fakeReq{ID: r.Header.Get("X-Request-Id"), Path: r.URL.Path, Model: body.Model, Prompt: body.Prompt,
 		MaxTokens: body.MaxTokens, MinTokens: body.MinTokens, IgnoreEOS: body.IgnoreEOS,
-		Continuous: body.StreamOptions.Continuous, Auth: r.Header.Get("Authorization"), Header: r.Header.Clone(), At: time.Now()}
+		Continuous: body.StreamOptions.Continuous, ReturnTokenIDs: body.ReturnTokenIDs, Auth: r.Header.Get("Authorization"), Header: r.Header.Clone(), At: time.Now()}
 	prompt := len(body.Prompt)
 	if len(body.Messages) > 0 {
 		fr.Content = body.Messages[0].Content
@@ -187,7 +191,11 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			fmt.Fprintf(bw, `data: {"id":"chatcmpl-x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"tok"},"logprobs":null,"finish_reason":null}]%s}`+"\n\n", usage)
 		} else {
-			fmt.Fprintf(bw, `data: {"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null}]%s}`+"\n\n", usage)
+			ids := ""
+			if body.ReturnTokenIDs {
+				ids = `,"token_ids":[` + strconv.Itoa(500+i) + `]`
+			}
+			fmt.Fprintf(bw, `data: {"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null%s}]%s}`+"\n\n", ids, usage)
 		}
 		bw.Flush()
 		fl.Flush()

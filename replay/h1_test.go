@@ -94,7 +94,7 @@ func TestH1Client(t *testing.T) {
 			for i := 0; i < 3; i++ {
 				rec := traces.NewRecord()
 				rec.RequestID = fmt.Sprint("r-", i)
-				sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{"A": {"b"}}, 2*time.Second, time.Now(), extras{traceParent: true}, &rec)
+				sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{"A": {"b"}}, 2*time.Second, time.Now(), extras{traceParent: true}, &rec, nil)
 				if rec.Status != traces.StatusOK || len(rec.ChunkNs) != 1 || rec.ServerPromptTokens != 3 {
 					t.Fatalf("request %d: %s %q chunks %d prompt %d", i, rec.Status, rec.Error, len(rec.ChunkNs), rec.ServerPromptTokens)
 				}
@@ -117,7 +117,7 @@ func TestH1MalformedResponses(t *testing.T) {
 		url, _ := rawServer(t, 1, func(int) string { return resp })
 		h, _ := h1.New(url)
 		rec := traces.NewRecord()
-		sendOne(context.Background(), &transport{base: url, h1: h}, "/", nil, http.Header{}, time.Second, time.Now(), extras{}, &rec)
+		sendOne(context.Background(), &transport{base: url, h1: h}, "/", nil, http.Header{}, time.Second, time.Now(), extras{}, &rec, nil)
 		if rec.Status == traces.StatusOK {
 			t.Errorf("response %q: status ok, want a failure", resp)
 		}
@@ -141,7 +141,7 @@ func TestH1StaleWithoutPause(t *testing.T) {
 	tr := &transport{base: url, h1: h}
 	for i := 0; i < 200; i++ {
 		rec := traces.NewRecord()
-		sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{}, 2*time.Second, time.Now(), extras{}, &rec)
+		sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{}, 2*time.Second, time.Now(), extras{}, &rec, nil)
 		if rec.Status != traces.StatusOK {
 			t.Fatalf("request %d: %s %q", i, rec.Status, rec.Error)
 		}
@@ -174,7 +174,7 @@ func TestH1CancelInterrupts(t *testing.T) {
 	time.AfterFunc(100*time.Millisecond, cancel)
 	rec := traces.NewRecord()
 	start := time.Now()
-	sendOne(ctx, &transport{base: "http://" + ln.Addr().String(), h1: h}, "/", nil, http.Header{}, time.Minute, time.Now(), extras{}, &rec)
+	sendOne(ctx, &transport{base: "http://" + ln.Addr().String(), h1: h}, "/", nil, http.Header{}, time.Minute, time.Now(), extras{}, &rec, nil)
 	if rec.Status != traces.StatusClientError || rec.Error != "cancelled after drain" {
 		t.Errorf("cancelled request: %s %q, want client_error \"cancelled after drain\"", rec.Status, rec.Error)
 	}

@@ -72,6 +72,13 @@ type item struct {
 	body  []byte
 	path  string
 	model string
+	// Context growth (context.go): prev is the context this turn extends
+	// (taken when its body is built), grow this turn's own context while a
+	// follow-up will extend it.
+	prev, grow *turnCtx
+	// textEst is the prompt tokens a grown chat turn counted for the text
+	// it sends back, of textOut output tokens (observeText).
+	textEst, textOut int
 }
 
 type itemHeap []*item
@@ -118,6 +125,8 @@ type runner struct {
 	outstanding atomic.Int64 // follow-up turns not yet queued or dropped
 
 	graph *graph // closed sessions: who waits for whom (sessions.go)
+
+	textRatio textRatio // chat context growth (context.go)
 
 	fast sync.Pool // *fastReq (client.go)
 
@@ -508,15 +517,27 @@ func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error
 // followUp queues the calls that were waiting for rec (closed sessions),
 // now that it finished; when sending has stopped or a call falls after
 // Duration, it and everything that waits for it are dropped.
-func (r *runner) followUp(rec, res *traces.Record, finished time.Duration) {
+//
+// grown is rec's context when a follow-up extends it (nil when rec failed
+// or no follow-up extends it); it is handed to that follow-up and dropped
+// with it.
+func (r *runner) followUp(rec, res *traces.Record, finished time.Duration, grown *turnCtx) {
 	sent := finished
 	if res.SentNs >= 0 {
 		sent = time.Duration(res.SentNs)
 	}
+	child := r.chainChild(rec)
 	for _, it := range r.graph.finished(rec, doneAt{sent: sent, finished: finished}) {
 		if r.sendCtx.Err() != nil || (r.o.Duration > 0 && it.sched > r.o.Duration) {
 			r.outstanding.Add(-int64(1 + r.graph.dropSelf(it.rec)))
 			continue
+		}
+		if it.rec == child {
+			if grown != nil {
+				it.prev = grown
+			} else {
+				r.graph.count(func(s *SessionStats) { s.ContextLost++ })
+			}
 		}
 		r.build(it)
 		r.hmu.Lock()
@@ -612,7 +633,12 @@ func (r *runner) build(it *item) {
 	if !r.o.ForceAPI && rec.API != "" {
 		api = rec.API
 	}
-	it.body = r.body(rec, api, it.model, 0)
+	if it.prev != nil || r.chainChild(rec) != nil {
+		it.body = r.grownBody(it, api)
+		it.prev = nil
+	} else {
+		it.body = r.body(rec, api, it.model, 0)
+	}
 	if api == traces.APIChat {
 		it.path = "/v1/chat/completions"
 	} else {
@@ -622,25 +648,85 @@ func (r *runner) build(it *item) {
 
 // body renders the JSON request body.
 func (r *runner) body(rec *traces.Record, api, model string, unique uint64) []byte {
-	in := int(rec.InputTokens)
-	if in < 1 {
-		in = 1
+	b, _, _ := r.bodyOf(rec, api, model, false, func(b []byte) []byte { return r.freshPrompt(b, rec, api, unique) })
+	return b
+}
+
+// freshPrompt appends rec's prompt array from the trace alone: its
+// input_tokens of token ids, or one user message of calibrated words.
+func (r *runner) freshPrompt(b []byte, rec *traces.Record, api string, unique uint64) []byte {
+	in := max(int(rec.InputTokens), 1)
+	if api == traces.APIChat {
+		b = append(b, `[{"role":"user","content":"`...)
+		b = r.prompts.appendWords(b, rec, r.chat.words(in), unique)
+		return append(b, `"}]`...)
 	}
+	return r.prompts.appendTokenIDs(b, rec, in, unique)
+}
+
+// grownBody renders it's body from the context it extends (it.prev), or a
+// fresh one when there is none or it is longer than the trace's input, and
+// keeps it's own context when a follow-up will extend it. Called once per
+// item.
+func (r *runner) grownBody(it *item, api string) []byte {
+	rec, prev := it.rec, it.prev
+	fresh := prev == nil || prev.api != api
+	returnIDs := false
+	if r.chainChild(rec) != nil {
+		it.grow = &turnCtx{api: api, promptTokens: max(int(rec.InputTokens), 1)}
+		returnIDs = api != traces.APIChat && !r.o.NoVLLMExtensions
+	}
+	var guessed bool
+	b, start, end := r.bodyOf(rec, api, it.model, returnIDs, func(b []byte) []byte {
+		if !fresh {
+			var ok bool
+			if b, ok, guessed = r.grownPrompt(b, it, prev, api); ok {
+				return b
+			}
+			fresh = true
+		}
+		return r.freshPrompt(b, rec, api, 0)
+	})
+	r.graph.count(func(s *SessionStats) {
+		switch {
+		case prev == nil:
+		case fresh:
+			s.ContextFresh++
+		default:
+			s.ContextGrown++
+			if guessed {
+				s.ContextOutputGuessed++
+			}
+		}
+	})
+	if it.grow != nil {
+		it.grow.prompt = b[start:end:end]
+	}
+	return b
+}
+
+// bodyOf renders a JSON request body whose prompt (the "prompt" array, or
+// the chat "messages") prompt appends; start and end delimit that array in
+// the body. returnIDs asks vLLM to return the output's token ids.
+func (r *runner) bodyOf(rec *traces.Record, api, model string, returnIDs bool, prompt func([]byte) []byte) (b []byte, start, end int) {
+	in := max(int(rec.InputTokens), 1)
 	out := int(rec.OutputTokens)
 	if out < 1 {
 		out = 1
 	}
-	b := make([]byte, 0, 160+in*6)
+	b = make([]byte, 0, 160+in*6)
 	b = append(b, `{"model":`...)
 	b = strconv.AppendQuote(b, model)
 	if api == traces.APIChat {
-		n := r.chat.words(in)
-		b = append(b, `,"messages":[{"role":"user","content":"`...)
-		b = r.prompts.appendWords(b, rec, n, unique)
-		b = append(b, `"}]`...)
+		b = append(b, `,"messages":`...)
 	} else {
 		b = append(b, `,"prompt":`...)
-		b = r.prompts.appendTokenIDs(b, rec, in, unique)
+	}
+	start = len(b)
+	b = prompt(b)
+	end = len(b)
+	if returnIDs {
+		b = append(b, `,"return_token_ids":true`...)
 	}
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
@@ -651,7 +737,7 @@ func (r *runner) body(rec *traces.Record, api, model string, unique uint64) []by
 	b = append(b, `,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":`...)
 	b = strconv.AppendBool(b, r.o.ContinuousUsage)
 	b = append(b, `}}`...)
-	return b
+	return b, start, end
 }
 
 // dispatch sends every item at its deadline.

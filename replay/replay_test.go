@@ -30,7 +30,7 @@ func TestParseChunk(t *testing.T) {
 			// A completions token chunk carries text.
 			name: "completions token",
 			in:   `{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" hi","logprobs":null,"finish_reason":null,"stop_reason":null}]}`,
-			want: chunk{choices: true, content: true},
+			want: chunk{choices: true, content: true, text: []byte(" hi")},
 		},
 		{
 			// The chat role chunk has choices but no content.
@@ -42,7 +42,7 @@ func TestParseChunk(t *testing.T) {
 			// A chat content chunk with an escaped quote in the text.
 			name: "chat content escaped",
 			in:   `{"choices":[{"index":0,"delta":{"content":"a \"b\" \\"}}]}`,
-			want: chunk{choices: true, content: true},
+			want: chunk{choices: true, content: true, text: []byte(`a \"b\" \\`)},
 		},
 		{
 			// The final usage chunk with cached tokens and vLLM's metrics object.
@@ -90,7 +90,27 @@ func TestParseChunk(t *testing.T) {
 			// Token ids count as content even when the text is empty.
 			name: "token ids",
 			in:   `{"choices":[{"text":"","token_ids":[5]}]}`,
+			want: chunk{choices: true, content: true, ids: []byte("[5]")},
+		},
+		{
+			// vLLM's chat token_ids sit beside the delta; the text kept is
+			// the answer's content, still escaped.
+			name: "chat token ids",
+			in:   `{"choices":[{"index":0,"delta":{"content":"x\ny"},"token_ids":[7, 8]}]}`,
+			want: chunk{choices: true, content: true, text: []byte(`x\ny`), ids: []byte("[7, 8]")},
+		},
+		{
+			// Reasoning is content but not the answer: context growth does
+			// not send it back.
+			name: "reasoning only",
+			in:   `{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}`,
 			want: chunk{choices: true, content: true},
+		},
+		{
+			// prompt_token_ids (vLLM's first chunk) are the prompt's, not the output's.
+			name: "prompt token ids",
+			in:   `{"choices":[{"index":0,"text":"","prompt_token_ids":[1,2]}]}`,
+			want: chunk{choices: true},
 		},
 	}
 	for _, tt := range tests {
@@ -134,7 +154,8 @@ func chunkEqual(a, b chunk) bool {
 	return a.choices == b.choices && a.content == b.content && a.promptTokens == b.promptTokens &&
 		a.completionTokens == b.completionTokens && a.cachedTokens == b.cachedTokens &&
 		f(a.queueMs, b.queueMs) && f(a.ttftMs, b.ttftMs) && f(a.genMs, b.genMs) &&
-		a.isError == b.isError && a.errType == b.errType && a.errCode == b.errCode
+		a.isError == b.isError && a.errType == b.errType && a.errCode == b.errCode &&
+		string(a.text) == string(b.text) && string(a.ids) == string(b.ids)
 }
 
 // FuzzParseChunk checks that the hand-written chunk parser never panics and
@@ -145,11 +166,19 @@ func FuzzParseChunk(f *testing.F) {
 	f.Add(`{"error":{"message":"m","type":"T","code":400}}`)
 	f.Add(`{"choices":[{"delta":{"content":"\u00e9\"x"}}]}`)
 	f.Add(`[1,2,{"a":-1.5e3}]`)
+	f.Add(`{"choices":[{"text":"a","token_ids":[1,2]}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var c chunk
 		err := parseChunk([]byte(s), &c)
 		if err != nil {
 			return
+		}
+		// What context growth keeps is a piece of the input: ids an array.
+		if len(c.ids) > 0 && (c.ids[0] != '[' || c.ids[len(c.ids)-1] != ']' || !strings.Contains(s, string(c.ids))) {
+			t.Errorf("token_ids kept as %q", c.ids)
+		}
+		if len(c.text) > 0 && !strings.Contains(s, string(c.text)) {
+			t.Errorf("text kept as %q", c.text)
 		}
 		if !json.Valid([]byte(s)) {
 			// The scanner is lenient about escapes inside strings and number

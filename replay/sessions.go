@@ -36,6 +36,16 @@ type SessionStats struct {
 	// loop at their recorded times instead; Problems names the first rows.
 	SessionsOpenLoop int
 	Problems         []string
+	// Context growth (Options.NoContextGrowth unset): ContextGrown is the
+	// turns sent as the previous turn's prompt, what the server returned
+	// for it and new tokens; ContextOutputGuessed, of those, the ones whose
+	// previous output came back without token ids (/v1/completions without
+	// vLLM's return_token_ids), so ids of the run's own stand in for it
+	// and the server's cache misses that part. ContextFresh is the turns
+	// sent a fresh prompt because the trace's input was shorter than the
+	// context (or the API changed); ContextLost the turns sent a fresh
+	// prompt because the previous turn failed.
+	ContextGrown, ContextOutputGuessed, ContextFresh, ContextLost int
 }
 
 // doneAt is when a call was sent and finished, as offsets of the run.
@@ -298,6 +308,13 @@ func (g *graph) dropSelf(rec *traces.Record) int {
 	g.cut[rec.Session] = true
 	g.mu.Unlock()
 	return g.drop(rec)
+}
+
+// count updates the counts.
+func (g *graph) count(f func(*SessionStats)) {
+	g.mu.Lock()
+	f(&g.stats)
+	g.mu.Unlock()
 }
 
 // summary returns the counts (call after the run).

@@ -105,6 +105,11 @@ type chunk struct {
 	choices bool
 	// content: some choice carried text, content, reasoning or token ids.
 	content bool
+	// text is the raw (still JSON-escaped) "text" or delta "content" of the
+	// last choice that carried one, and ids the raw "token_ids" array of
+	// vLLM's return_token_ids; both alias the payload (valid until the next
+	// read). Context growth keeps them (context.go).
+	text, ids []byte
 	// usage fields; -1 when absent.
 	promptTokens, completionTokens, cachedTokens int64
 	// per-request metrics (vLLM --enable-per-request-metrics), in ms; NaN
@@ -263,12 +268,14 @@ func (p *scanner) choices(c *chunk) bool {
 		return p.Object(func(key []byte) bool {
 			switch string(key) {
 			case "text":
-				return p.contentStr(c)
+				return p.contentStr(c, true)
 			case "delta", "message":
 				return p.Object(func(key []byte) bool {
 					switch string(key) {
-					case "content", "reasoning_content", "reasoning":
-						return p.contentStr(c)
+					case "content":
+						return p.contentStr(c, true)
+					case "reasoning_content", "reasoning":
+						return p.contentStr(c, false)
 					case "token_ids":
 						return p.tokenIDs(c)
 					default:
@@ -284,11 +291,16 @@ func (p *scanner) choices(c *chunk) bool {
 	})
 }
 
-func (p *scanner) contentStr(c *chunk) bool {
+// contentStr reads a choice's text; answer marks the text of the answer
+// (not reasoning), which c.text keeps.
+func (p *scanner) contentStr(c *chunk, answer bool) bool {
 	if p.Peek() == '"' {
 		v, ok := p.RawString()
 		if len(v) > 0 {
 			c.content = true
+			if answer {
+				c.text = v
+			}
 		}
 		return ok
 	}
@@ -303,6 +315,7 @@ func (p *scanner) tokenIDs(c *chunk) bool {
 		}
 		if p.I-start > 2 && bytes.ContainsAny(p.B[start:p.I], "0123456789") {
 			c.content = true
+			c.ids = p.B[start:p.I]
 		}
 		return true
 	}

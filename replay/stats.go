@@ -238,6 +238,19 @@ func (s *Summary) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "; %d sessions replayed open loop (%s)", ss.SessionsOpenLoop, strings.Join(ss.Problems, "; "))
 		}
 		fmt.Fprintln(w)
+		if ss.ContextGrown+ss.ContextFresh+ss.ContextLost > 0 {
+			fmt.Fprintf(w, "context    %d turns grown from the previous turn's prompt and output", ss.ContextGrown)
+			if ss.ContextOutputGuessed > 0 {
+				fmt.Fprintf(w, " (%d without the output's token ids: its place held by ids of the run's own)", ss.ContextOutputGuessed)
+			}
+			if ss.ContextFresh > 0 {
+				fmt.Fprintf(w, "; %d fresh because the trace's input was shorter than the context", ss.ContextFresh)
+			}
+			if ss.ContextLost > 0 {
+				fmt.Fprintf(w, "; %d fresh because the previous turn failed", ss.ContextLost)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", fmtDur(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
 	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", fmtDur(s.LatenessP50), fmtDur(s.LatenessP99), fmtDur(s.LatenessMax))
@@ -371,6 +384,7 @@ type publicOptions struct {
 	Warmup           int      `json:"warmup,omitempty"`
 	Duration         string   `json:"duration,omitempty"`
 	Sessions         string   `json:"sessions"`
+	NoContextGrowth  bool     `json:"no_context_growth,omitempty"`
 	Shard            string   `json:"shard"`
 	StartAt          string   `json:"start_at,omitempty"`
 	Timeout          string   `json:"timeout"`
@@ -386,7 +400,7 @@ type publicOptions struct {
 func (o *Options) public() publicOptions {
 	p := publicOptions{
 		API: o.API, ForceAPI: o.ForceAPI, Speed: o.Speed, MaxConcurrency: o.MaxConcurrency,
-		Warmup: o.Warmup, Sessions: o.Sessions, Shard: fmt.Sprintf("%d/%d", o.ShardIndex, o.ShardCount),
+		Warmup: o.Warmup, Sessions: o.Sessions, NoContextGrowth: o.NoContextGrowth, Shard: fmt.Sprintf("%d/%d", o.ShardIndex, o.ShardCount),
 		Timeout: o.Timeout.String(), Drain: o.Drain.String(), NoVLLMExtensions: o.NoVLLMExtensions,
 		ContinuousUsage: o.ContinuousUsage, APIKey: o.APIKey != "", BlockSize: o.BlockSize,
 		TokenIDs: fmt.Sprintf("%d,%d", o.TokenIDMin, o.TokenIDMax),

@@ -32,6 +32,7 @@ func replayCommand() *cli.Command {
 		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
 		noDescribe, affinity                                  bool
 		sessionHeader                                         = replay.DefaultSessionHeader
+		contextGrowth                                         = true
 		sf                                                    = sortFlags{mib: traces.DefaultSortMemoryBytes >> 20}
 	)
 	api = o.API
@@ -86,6 +87,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.DurationFlag{Name: "max-think", Usage: "--sessions closed: cap each think time (after --speed) at this; 0 = no cap", Destination: &o.MaxThink},
 			&cli.BoolFlag{Name: "session-affinity", Usage: "send each call's session id in --session-header, for session-affine routers (llm-d, gateway inference extension)", Destination: &affinity},
 			&cli.StringFlag{Name: "session-header", Value: sessionHeader, Usage: "--session-affinity: the header name", Destination: &sessionHeader},
+			&cli.BoolFlag{Name: "context-growth", Value: contextGrowth, Usage: "--sessions closed: send a turn that follows exactly one turn as that turn's prompt + the server's output + new tokens (=false: prompts from the trace's lengths and prefix blocks only)", Destination: &contextGrowth},
 			&cli.BoolFlag{Name: "strict-sessions", Usage: "--sessions closed: a session whose dependencies cannot be replayed (cycle, missing call, another session's call) is an error instead of being sent open loop", Destination: &o.StrictSessions},
 			&cli.StringFlag{Name: "shard", Value: "0/1", Usage: "replay shard i of n (i/n)", Destination: &shard},
 			&cli.StringFlag{Name: "start-at", Usage: "start the clock at this RFC3339 wall time (shards start together)", Destination: &startAt},
@@ -161,6 +163,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if affinity {
 				o.SessionHeader = sessionHeader
 			}
+			o.NoContextGrowth = !contextGrowth
 			// Bad values fail before the trace is read or anything starts
 			// (the built-in simulator's URL is not known yet).
 			probe := o

@@ -330,3 +330,54 @@ func TestReplayCommandSpillsResults(t *testing.T) {
 		t.Errorf("--sort-memory-mib 0: exit %d, stderr %q", code, se.String())
 	}
 }
+
+// --sessions closed grows each follow-up's prompt from the previous turn's
+// by default (the summary and replay.sessions count it, and the built-in
+// simulator's cache hits the previous prompt); --context-growth=false
+// builds every prompt from the trace alone.
+func TestReplayCommandContextGrowth(t *testing.T) {
+	var recs []traces.Record
+	for s := 1; s <= 4; s++ {
+		in := int32(0)
+		for k := range 3 {
+			r := traces.NewRecord()
+			r.Seq, r.Session, r.ArrivalNs = int64(len(recs)), int64(s), int64(s)*1e6
+			r.InputTokens, r.OutputTokens = in+100, 8
+			if k > 0 {
+				r.ThinkNs = 1e6
+			}
+			in = r.InputTokens + r.OutputTokens
+			recs = append(recs, r)
+		}
+	}
+	trace := filepath.Join(t.TempDir(), "sessions.jsonl")
+	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
+		t.Fatal(err)
+	}
+	for _, growth := range []bool{true, false} {
+		out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+		args := []string{"tokentrace", "replay", "--sessions", "closed", "--out", out, "--max-lateness", "10s", "--quiet", trace}
+		if !growth {
+			args = append(args[:2], append([]string{"--context-growth=false"}, args[2:]...)...)
+		}
+		var so, se bytes.Buffer
+		if code := Main(context.Background(), args, nil, &so, &se); code != 0 {
+			t.Fatalf("growth %v: exit %d, stderr:\n%s", growth, code, se.String())
+		}
+		res, m, err := traces.ReadAll(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached := 0
+		for _, r := range res {
+			if r.Seq%3 != 0 && r.ServerCachedTokens >= 96 {
+				cached++
+			}
+		}
+		line := strings.Contains(so.String(), "context    8 turns grown")
+		counted := strings.Contains(m.Get(replay.MetaSessions), `"ContextGrown":8`)
+		if growth != line || growth != counted || growth != (cached == 8) {
+			t.Errorf("growth %v: summary line %v, counted %v (%s), %d of 8 follow-ups hit the previous prompt\n%s", growth, line, counted, m.Get(replay.MetaSessions), cached, so.String())
+		}
+	}
+}
