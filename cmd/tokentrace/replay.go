@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -258,44 +257,9 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 				fmt.Fprintf(io.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
 			}
 			res.Meta.Command = replayCommandLine(c, headers.v)
-			// A failed journal write stopped the run: the journal is cut short
-			// and must never be called complete.
-			var jerr *replay.JournalError
-			journalOK := !errors.As(runErr, &jerr)
-			if _, err := res.Write(context.WithoutCancel(c.Context), out, co); err != nil {
-				msg := fmt.Errorf("write results: %w", err)
-				switch {
-				case !journalOK:
-					msg = fmt.Errorf("%w; %w: the run's results were not saved", msg, jerr)
-				case journal != "":
-					msg = fmt.Errorf("%w (the journal %s holds every finished request)", msg, journal)
-				}
-				return msg
-			}
-			switch {
-			case !journalOK:
-				if !keepJournal {
-					os.Remove(jerr.Path) // OUT holds every finished request
-				}
-			case runErr != nil:
-				fmt.Fprintf(io.err, "tokentrace replay: %v\n", runErr)
-			case journal != "" && !keepJournal:
-				os.Remove(journal)
-			}
-			sw := io.out
-			if out == "-" {
-				sw = io.err
-			}
-			res.Summary.WriteText(sw)
-			if c.Context.Err() != nil {
-				fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", res.Count, out)
-			}
-			if !journalOK {
-				kept := "removed"
-				if keepJournal {
-					kept = "kept as " + jerr.Path
-				}
-				return fmt.Errorf("journal write failed, sending stopped: %w; %s holds the %d requests that finished (the incomplete journal was %s)", jerr.Err, out, res.Count, kept)
+			w := replayWrite{out: out, journal: journal, keepJournal: keepJournal, co: co}
+			if err := w.write(c, res, runErr); err != nil {
+				return err
 			}
 			return replayValid(&res.Summary, maxFailed, maxLateness)
 		},
