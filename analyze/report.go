@@ -87,6 +87,12 @@ type Report struct {
 	// percentiles are approximate and the row-based sections come from a
 	// sample (stream.go).
 	Sampling *Sampling `json:"sampling,omitempty"`
+	// Sessions is latency by turn and per session (sessions.go; null when
+	// no row has a session).
+	Sessions *Sessions `json:"sessions,omitempty"`
+	// PrefixCache is the prefix-cache hit rate the trace implies beside
+	// the server's (prefixcache.go; null when no row has prefix blocks).
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
 
 	opts    Options
 	rows    rowStore
