@@ -159,7 +159,7 @@ func New(o Options) (*Analyzer, error) {
 	}
 	a := &Analyzer{o: o, statusIDs: map[string]uint8{}, groupIDs: map[string]int32{}}
 	a.sess = newSessionAcc(o.SessionIdle, DefaultMaxOpenSessions)
-	a.pfx = prefixAcc{cache: newBlockCache(o.KVBlocks), blockSize: o.BlockSize}
+	a.pfx = prefixAcc{cache: newBlockCache(o.KVBlocks), blockSize: o.BlockSize, window: reorderRows}
 	a.itl.limit, a.itlT.limit = o.ITLExactLimit, o.ITLExactLimit
 	return a, nil
 }

@@ -1,15 +1,17 @@
 package analyze
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
 
 // The prefix-cache hit rate a trace implies: every replayed request's
-// PrefixBlocks go, in the order the rows come (results are written in send
-// order), through a cache of Options.KVBlocks blocks (0 = unbounded) with
+// PrefixBlocks go, in send order (rows are held back in a buffer of
+// reorderRows to undo a results file's completion order), through a cache of Options.KVBlocks blocks (0 = unbounded) with
 // vLLM's lookup and eviction rules: a request reuses the longest run of its
 // leading blocks that are all cached (a block id stands for its whole
 // prefix), never its last prompt token (the server computes at least one),
@@ -174,47 +176,91 @@ type prefixAcc struct {
 	any       bool  // some row had prefix blocks
 	noSize    int64 // rows with blocks but no block size known
 	lastSent  int64
-	unordered int64 // rows sent before the row above them
+	unordered int64 // rows fed after a row sent later
+	pending   pendingHeap
+	window    int // rows held back (reorderRows)
 	pc        PrefixCache
 	repImpl   int64 // implied tokens over the reported rows
 }
 
-// add runs r through the implied cache; count says whether r is one of the
+// reorderRows is how many rows the implied cache holds back to feed them
+// in send order: a results file written from replay's journal is in
+// completion order, at most the requests in flight out of send order.
+const reorderRows = 1 << 16
+
+// pendingRow is a row waiting in the reorder buffer.
+type pendingRow struct {
+	seq, sent            int64
+	input                int32
+	serverPrompt, cached int32
+	blocks               []int64
+	count                bool
+}
+
+// pendingHeap is a min-heap of rows by send time (then seq).
+type pendingHeap []pendingRow
+
+func (h pendingHeap) Len() int { return len(h) }
+func (h pendingHeap) Less(i, j int) bool {
+	return h[i].sent < h[j].sent || h[i].sent == h[j].sent && h[i].seq < h[j].seq
+}
+func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pendingRow)) }
+func (h *pendingHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = pendingRow{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+// add queues r for the implied cache; count says whether r is one of the
 // analyzed rows (Options.Class) whose tokens the rates count. Every
 // replayed row uses the cache, whatever its class: the server saw it.
 func (p *prefixAcc) add(r *traces.Record, count bool) {
 	if r.SentNs < 0 {
 		return // never reached the server
 	}
-	if r.SentNs < p.lastSent {
-		p.unordered++
-	}
-	p.lastSent = max(p.lastSent, r.SentNs)
-	prompt := int64(r.InputTokens)
-	if r.ServerPromptTokens >= 0 {
-		prompt = int64(r.ServerPromptTokens)
-	}
-	var implied int64
 	if len(r.PrefixBlocks) > 0 {
 		p.any = true
+	}
+	heap.Push(&p.pending, pendingRow{seq: r.Seq, sent: r.SentNs, input: r.InputTokens, serverPrompt: r.ServerPromptTokens,
+		cached: r.ServerCachedTokens, blocks: slices.Clone(r.PrefixBlocks), count: count})
+	if len(p.pending) > p.window {
+		p.process(heap.Pop(&p.pending).(pendingRow))
+	}
+}
+
+// process runs one row, in send order, through the implied cache.
+func (p *prefixAcc) process(r pendingRow) {
+	if r.sent < p.lastSent {
+		p.unordered++
+	}
+	p.lastSent = max(p.lastSent, r.sent)
+	prompt := int64(r.input)
+	if r.serverPrompt >= 0 {
+		prompt = int64(r.serverPrompt)
+	}
+	var implied int64
+	if len(r.blocks) > 0 {
 		if p.blockSize <= 0 {
 			p.noSize++
 			return
 		}
-		h := p.cache.hits(r.PrefixBlocks)
+		h := p.cache.hits(r.blocks)
 		implied = max(min(int64(h)*int64(p.blockSize), prompt-1), 0)
-		p.cache.use(r.PrefixBlocks)
+		p.cache.use(r.blocks)
 	}
-	if !count {
+	if !r.count {
 		return
 	}
 	p.pc.Requests++
 	p.pc.PromptTokens += prompt
 	p.pc.ImpliedTokens += implied
-	if r.ServerCachedTokens >= 0 && r.ServerPromptTokens >= 0 {
+	if r.cached >= 0 && r.serverPrompt >= 0 {
 		p.pc.ReportedRequests++
-		p.pc.ReportedPromptTokens += int64(r.ServerPromptTokens)
-		p.pc.ReportedCachedTokens += int64(r.ServerCachedTokens)
+		p.pc.ReportedPromptTokens += int64(r.serverPrompt)
+		p.pc.ReportedCachedTokens += int64(r.cached)
 		p.repImpl += implied
 	}
 }
@@ -222,6 +268,9 @@ func (p *prefixAcc) add(r *traces.Record, count bool) {
 // result is the PrefixCache section (nil without prefix blocks) and the
 // warnings it comes with.
 func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
+	for len(p.pending) > 0 {
+		p.process(heap.Pop(&p.pending).(pendingRow))
+	}
 	if !p.any {
 		return nil, nil
 	}
@@ -230,7 +279,7 @@ func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 		return nil, []string{fmt.Sprintf("%d row(s) carry prefix_blocks but the results have no block size (metadata block_size): no implied prefix-cache hit rate", p.noSize)}
 	}
 	if p.unordered > 0 {
-		warn = append(warn, fmt.Sprintf("%d row(s) were sent before the row above them: the implied prefix-cache hit rate takes the rows in file order", p.unordered))
+		warn = append(warn, fmt.Sprintf("%d row(s) came more than %d rows after rows sent later: the implied prefix-cache hit rate took them late", p.unordered, p.window))
 	}
 	pc := p.pc
 	pc.KVBlocks, pc.BlockSize, pc.Evictions = kvBlocks, p.blockSize, p.cache.evictions

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -155,5 +156,44 @@ func TestPrefixCacheBlockSize(t *testing.T) {
 	}
 	if pc := rep.PrefixCache; pc == nil || pc.BlockSize != 10 || pc.ImpliedTokens != 30 {
 		t.Errorf("block size from the metadata: %+v", pc)
+	}
+}
+
+// TestPrefixCacheSendOrder: a results file in completion order (here the
+// rows reversed) is fed to the cache in send order; past the reorder
+// buffer the rows are taken late and a warning says so.
+func TestPrefixCacheSendOrder(t *testing.T) {
+	cases := []struct {
+		doc     string
+		window  int
+		implied int64
+		warn    bool
+	}{
+		{"Within the reorder buffer the reversed rows give the in-order answer (30 tokens through an LRU of 3).", reorderRows, 30, false},
+		{"With a buffer of one row the rows are taken out of send order, and a warning says so.", 1, -1, true},
+	}
+	for _, c := range cases {
+		t.Run(c.doc, func(t *testing.T) {
+			recs := cacheRows()
+			slices.Reverse(recs)
+			o := DefaultOptions()
+			o.KVBlocks, o.BlockSize = 3, 10
+			a, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.pfx.window = c.window
+			for i := range recs {
+				a.Add(&recs[i])
+			}
+			rep, err := a.Close(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := strings.Contains(strings.Join(rep.Warnings, "\n"), "took them late")
+			if c.implied >= 0 && rep.PrefixCache.ImpliedTokens != c.implied || warned != c.warn {
+				t.Errorf("implied %d tokens, warned %v (%q); want %d, %v", rep.PrefixCache.ImpliedTokens, warned, rep.Warnings, c.implied, c.warn)
+			}
+		})
 	}
 }
