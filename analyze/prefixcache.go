@@ -41,11 +41,15 @@ type PrefixCache struct {
 	// Evictions is how many blocks the implied cache evicted (0 when
 	// unbounded).
 	Evictions int64 `json:"evictions"`
-	// ReportedRequests is the requests whose server reported cached prompt
-	// tokens (server_cached_tokens ≥ 0); over them ReportedPromptTokens,
+	// ReportedRequests is the requests with the server's usage
+	// (server_prompt_tokens ≥ 0) once it reported cached prompt tokens
+	// (server_cached_tokens ≥ 0) on any request: vLLM leaves the cached
+	// count out when it is 0, so a request with usage but without one
+	// counts as 0 cached. Over them ReportedPromptTokens,
 	// ReportedCachedTokens, RealisedRate (cached / prompt, the server's
 	// rate) and ImpliedRateReported (the implied rate over the same
-	// requests, which the gap compares with). All zero when none reported.
+	// requests, which the gap compares with). All zero when no request
+	// reported cached tokens.
 	ReportedRequests     int64   `json:"reported_requests"`
 	ReportedPromptTokens int64   `json:"reported_prompt_tokens"`
 	ReportedCachedTokens int64   `json:"reported_cached_tokens"`
@@ -180,7 +184,8 @@ type prefixAcc struct {
 	pending   pendingHeap
 	window    int // rows held back (reorderRows)
 	pc        PrefixCache
-	repImpl   int64 // implied tokens over the reported rows
+	repImpl   int64 // implied tokens over the rows with the server's usage
+	anyCached bool  // some row reported cached tokens
 }
 
 // reorderRows is how many rows the implied cache holds back to feed them
@@ -257,11 +262,12 @@ func (p *prefixAcc) process(r pendingRow) {
 	p.pc.Requests++
 	p.pc.PromptTokens += prompt
 	p.pc.ImpliedTokens += implied
-	if r.cached >= 0 && r.serverPrompt >= 0 {
+	if r.serverPrompt >= 0 {
 		p.pc.ReportedRequests++
 		p.pc.ReportedPromptTokens += int64(r.serverPrompt)
-		p.pc.ReportedCachedTokens += int64(r.cached)
+		p.pc.ReportedCachedTokens += int64(max(r.cached, 0))
 		p.repImpl += implied
+		p.anyCached = p.anyCached || r.cached >= 0
 	}
 }
 
@@ -282,6 +288,9 @@ func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 		warn = append(warn, fmt.Sprintf("%d row(s) came more than %d rows after rows sent later: the implied prefix-cache hit rate took them late", p.unordered, p.window))
 	}
 	pc := p.pc
+	if !p.anyCached {
+		pc.ReportedRequests, pc.ReportedPromptTokens, pc.ReportedCachedTokens, p.repImpl = 0, 0, 0, 0
+	}
 	pc.KVBlocks, pc.BlockSize, pc.Evictions = kvBlocks, p.blockSize, p.cache.evictions
 	pc.ImpliedRate = tokRatio(pc.ImpliedTokens, pc.PromptTokens)
 	pc.RealisedRate = tokRatio(pc.ReportedCachedTokens, pc.ReportedPromptTokens)

@@ -29,17 +29,19 @@ func cacheRow(i int, in int32, cached int32, ids ...int64) traces.Record {
 //
 // 30 of 125 prompt tokens (24 %), 7 evictions. An unbounded cache: 0, 20,
 // 0, 29 (a prompt made only of cached blocks still computes its last
-// token), 19: 68 of 125 (54.4 %). The server reports 0, 16, 0, 16 and
-// nothing on the last row: 32 of 105 (30.5 %), where the LRU implies 30 of
+// token), 19: 68 of 125 (54.4 %). The server reports 0 (by leaving the
+// count out), 16, 0, 16 and no usage on the last row: 32 of 105 (30.5 %), where the LRU implies 30 of
 // 105 (28.6 %) and the unbounded cache 49 of 105 (46.7 %).
 func cacheRows() []traces.Record {
-	return []traces.Record{
-		cacheRow(0, 25, 0, 1, 2),
+	rs := []traces.Record{
+		cacheRow(0, 25, -1, 1, 2), // no cached count beside usage: vLLM's way of saying 0
 		cacheRow(1, 30, 16, 1, 2, 3),
 		cacheRow(2, 20, 0, 4, 5),
 		cacheRow(3, 30, 16, 1, 2, 3),
 		cacheRow(4, 20, -1, 4, 5),
 	}
+	rs[4].ServerPromptTokens = -1 // no usage at all
+	return rs
 }
 
 func TestPrefixCache(t *testing.T) {
