@@ -326,7 +326,7 @@ func (pc *PrefixCache) explain() string {
 	if pc.KVBlocks == 0 {
 		larger = ""
 	}
-	return fmt.Sprintf("the server cached %.1f points more than %s implies: %sprompts sharing tokens beyond the trace's blocks (a common system prompt), or prefixes cached before the run", g, cache, larger)
+	return fmt.Sprintf("the server cached %.1f points more than %s implies: %sprompts not rebuilt from the trace's blocks or sharing tokens beyond them (a common system prompt), or prefixes cached before the run", g, cache, larger)
 }
 
 // cacheName names the implied cache.

@@ -82,7 +82,7 @@ func TestPrefixCache(t *testing.T) {
 				cacheRow(1, 100, 50, 2),
 			},
 			kv: 0, implied: 0, rate: 0, realised: 0.5, implRep: 0, gap: 50,
-			explain: "the server cached 50.0 points more than an unbounded cache (--kv-blocks 0) implies: prompts sharing tokens",
+			explain: "the server cached 50.0 points more than an unbounded cache (--kv-blocks 0) implies: prompts not rebuilt",
 		},
 		{
 			doc: "A server that reports no cached tokens has no realised rate, and the line says so.",
