@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -229,11 +228,14 @@ func (p *prefixAcc) add(r *traces.Record, count bool) {
 	if len(r.PrefixBlocks) > 0 {
 		p.any = true
 	}
-	heap.Push(&p.pending, pendingRow{seq: r.Seq, sent: r.SentNs, input: r.InputTokens, serverPrompt: r.ServerPromptTokens,
-		cached: r.ServerCachedTokens, blocks: slices.Clone(r.PrefixBlocks), count: count})
-	if len(p.pending) > p.window {
-		p.process(heap.Pop(&p.pending).(pendingRow))
+	var buf []int64
+	if len(p.pending) >= p.window {
+		old := heap.Pop(&p.pending).(pendingRow)
+		p.process(old)
+		buf = old.blocks[:0] // reused: the buffer allocates only while it fills
 	}
+	heap.Push(&p.pending, pendingRow{seq: r.Seq, sent: r.SentNs, input: r.InputTokens, serverPrompt: r.ServerPromptTokens,
+		cached: r.ServerCachedTokens, blocks: append(buf, r.PrefixBlocks...), count: count})
 }
 
 // process runs one row, in send order, through the implied cache.
