@@ -341,7 +341,7 @@ func (pc *PrefixCache) cacheName() string {
 
 // Summary is the prefix-cache comparison in one line (text and HTML).
 func (pc *PrefixCache) Summary() string {
-	s := fmt.Sprintf("implied %.1f%% of prompt tokens (%s of %d-token blocks, %d evictions)", 100*pc.ImpliedRate, pc.cacheName(), pc.BlockSize, pc.Evictions)
+	s := fmt.Sprintf("implied %.1f%% of prompt tokens (%s, %d-token blocks, %d evictions)", 100*pc.ImpliedRate, pc.cacheName(), pc.BlockSize, pc.Evictions)
 	if pc.ReportedRequests == 0 {
 		return s + "; server: not reported"
 	}
