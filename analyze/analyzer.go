@@ -144,6 +144,11 @@ type Analyzer struct {
 	gacc  []*acc
 	level uint
 	peak  peakSweep
+	// sess and pfx are the session and prefix-cache sections (sessions.go,
+	// prefixcache.go); bsWarned notes a second block size among the inputs.
+	sess     *sessionAcc
+	pfx      prefixAcc
+	bsWarned bool
 }
 
 // New returns an Analyzer with options o (zero fields take their defaults).
@@ -153,6 +158,8 @@ func New(o Options) (*Analyzer, error) {
 		return nil, err
 	}
 	a := &Analyzer{o: o, statusIDs: map[string]uint8{}, groupIDs: map[string]int32{}}
+	a.sess = newSessionAcc(o.SessionIdle, DefaultMaxOpenSessions)
+	a.pfx = prefixAcc{cache: newBlockCache(o.KVBlocks), blockSize: o.BlockSize, window: reorderRows}
 	a.itl.limit, a.itlT.limit = o.ITLExactLimit, o.ITLExactLimit
 	return a, nil
 }
@@ -201,7 +208,9 @@ func (a *Analyzer) Add(r *traces.Record) {
 		a.noOutcome++
 		return
 	}
-	if a.o.Class != "" && r.Class != a.o.Class {
+	inClass := a.o.Class == "" || r.Class == a.o.Class
+	a.pfx.add(r, inClass) // every row sent fills the server's cache
+	if !inClass {
 		a.otherCls++
 		return
 	}
@@ -229,6 +238,7 @@ func (a *Analyzer) Add(r *traces.Record) {
 		group: a.groupOf(r), status: sid, ok: r.OK(),
 	}
 	a.seen++
+	a.sess.add(r, &w)
 	if w.ok && w.sent >= 0 && w.end() >= w.sent {
 		a.peak.add(w.sent, w.end())
 	}
@@ -313,7 +323,22 @@ func (a *Analyzer) Add(r *traces.Record) {
 // AddReader drains a traces.Reader into the Analyzer, checking ctx between
 // batches.
 func (a *Analyzer) AddReader(ctx context.Context, rd traces.Reader) error {
+	a.setBlockSize(rd.Meta().BlockSize)
 	return drain(ctx, rd, a.Add)
+}
+
+// setBlockSize takes an input's block size (Meta.BlockSize) for the
+// implied prefix-cache rate unless Options.BlockSize gives one; the first
+// input's wins.
+func (a *Analyzer) setBlockSize(bs int) {
+	switch {
+	case bs <= 0 || a.o.BlockSize > 0 || bs == a.pfx.blockSize:
+	case a.pfx.blockSize == 0:
+		a.pfx.blockSize = bs
+	case !a.bsWarned:
+		a.bsWarned = true
+		a.Warnf("inputs have different block sizes (%d, %d): the implied prefix-cache rate counts %d tokens per block", a.pfx.blockSize, bs, a.pfx.blockSize)
+	}
 }
 
 // drain calls fn with every record of rd, checking ctx between batches; a
@@ -520,6 +545,10 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	rep.Sessions = a.sess.result()
+	var pw []string
+	rep.PrefixCache, pw = a.pfx.result(a.o.KVBlocks)
+	rep.Warnings = append(rep.Warnings, pw...)
 	rep.attribute()
 	rep.windows()
 	rep.serverLoad(a.samples)

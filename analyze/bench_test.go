@@ -91,3 +91,49 @@ func BenchmarkAnalyze1MStream(b *testing.B) { benchAnalyze(b, 1_000_000, 100_000
 // BenchmarkAnalyzeBudget is the largest exact analysis by default
 // (DefaultExactRows rows): the memory peak of a default analyze of any size.
 func BenchmarkAnalyzeBudget(b *testing.B) { benchAnalyze(b, DefaultExactRows, 0) }
+
+// BenchmarkSessionsPrefixCache is the cost per row of the session and
+// prefix-cache sections: 1 M agentic rows (8 turns per session, 64
+// sessions interleaved, a shared block and up to 8 session blocks each)
+// through an LRU of 4096 blocks, streaming past 100 k rows; "off" is the
+// same rows without session or blocks.
+func BenchmarkSessionsPrefixCache(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) { benchSessions(b, on) })
+	}
+}
+
+func benchSessions(b *testing.B, on bool) {
+	const n = 1_000_000
+	for b.Loop() {
+		o := DefaultOptions()
+		o.ExactRows, o.KVBlocks, o.BlockSize = 100_000, 4096, 512
+		a, err := New(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := rec(0, 0, 0, 50*ms, 500*ms, 4096, 16, 4)
+		blocks := make([]int64, 0, 9)
+		for i := range n {
+			s, turn := int64(i/512*64+i%64), int32(i/64%8+1)
+			sent := int64(i) * int64(ms)
+			r.Seq, r.ScheduledNs, r.SentNs, r.FirstTokenNs, r.LastTokenNs = int64(i), sent, sent, sent+int64(50*ms), sent+int64(500*ms)
+			if on {
+				blocks = append(blocks[:0], 1)
+				for j := range turn {
+					blocks = append(blocks, s<<4|int64(j))
+				}
+				r.Session, r.Turn, r.PrefixBlocks, r.ServerCachedTokens = s+1, turn, blocks, 512
+			}
+			a.Add(&r)
+		}
+		if _, err := a.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+}

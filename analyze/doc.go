@@ -1,8 +1,10 @@
 // Package analyze turns results files (traces.Record rows with outcome
 // columns) into a Report: summaries with numpy-compatible percentiles,
 // goodput, per-request latency attribution (lateness, queue, prefill, decode,
-// other), a diagnosis of the tail in plain words, a windowed timeline, and
-// comparisons of two runs. Reports render as text, JSON, the exact block
+// other), a diagnosis of the tail in plain words, a windowed timeline,
+// agentic sessions (latency by turn, session makespan; sessions.go), the
+// prefix-cache hit rate the trace implies beside the server's
+// (prefixcache.go), and comparisons of two runs. Reports render as text, JSON, the exact block
 // layout and --save-result JSON of `vllm bench serve`, and a self-contained
 // HTML page with charts.
 //

@@ -418,6 +418,14 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 {{with .CapacityRows}}<h2>Capacity</h2>
 <table>{{range .}}<tr><td>{{index . 0}}</td><td style="text-align:left">{{index . 1}}</td></tr>
 {{end}}</table>{{end}}
+{{with .Sessions}}<h2>Sessions</h2>
+<p>{{.Sessions}} sessions, {{.Calls}} calls; calls per session p50 {{printf "%.0f" .CallsPerSession.P50}}, p90 {{printf "%.0f" .CallsPerSession.P90}}, max {{printf "%.0f" .CallsPerSession.Max}}; {{.Note}}.</p>
+<table><tr><th>turn</th><th>calls</th><th>TTFT p50 (ms)</th><th>TTFT p90 (ms)</th><th>TTFT p99 (ms)</th><th>E2E p50 (ms)</th><th>E2E p90 (ms)</th><th>E2E p99 (ms)</th></tr>
+{{range .ByTurn}}<tr><td>{{.Label}}</td><td>{{.Calls}}</td><td>{{dv .TTFT .TTFT.P50}}</td><td>{{dv .TTFT .TTFT.P90}}</td><td>{{dv .TTFT .TTFT.P99}}</td><td>{{dv .E2E .E2E.P50}}</td><td>{{dv .E2E .E2E.P90}}</td><td>{{dv .E2E .E2E.P99}}</td></tr>
+{{end}}</table>
+{{if .Makespan.Count}}<p>Session makespan{{if .Makespan.Approx}} ~{{end}} (first send to the last token of the session's last call, {{.Makespan.Count}} sessions): p50 {{ddur .Makespan .Makespan.P50}}, p90 {{ddur .Makespan .Makespan.P90}}, p99 {{ddur .Makespan .Makespan.P99}}, max {{ddur .Makespan .Makespan.Max}}.</p>{{end}}{{end}}
+{{with .PrefixCache}}<h2>Prefix cache</h2>
+<p>{{.Summary}}.</p><div class="diag"><p>{{.Explanation}}</p></div>{{end}}
 {{if .Groups}}<h2>By {{(index .Groups 0).By}}</h2>
 <table><tr><th>value</th><th>requests</th><th>ok</th><th>failed</th><th>TTFT p50 (ms)</th><th>TTFT p99 (ms)</th><th>TPOT p50 (ms)</th><th>E2E p50 (ms)</th><th>E2E p99 (ms)</th><th>goodput</th></tr>
 {{range .Groups}}<tr><td>{{if .Value}}{{.Value}}{{else}}(none){{end}}</td><td>{{.Requests}}</td><td>{{.Completed}}</td><td>{{.Failed}}</td><td>{{dv .TTFT .TTFT.P50}}</td><td>{{dv .TTFT .TTFT.P99}}</td><td>{{dv .TPOT .TPOT.P50}}</td><td>{{dv .E2E .E2E.P50}}</td><td>{{dv .E2E .E2E.P99}}</td><td>{{if .Goodput}}{{ms (deref .Goodput)}} req/s ({{pct (deref .GoodRatio)}}){{else}}-{{end}}</td></tr>

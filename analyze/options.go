@@ -31,6 +31,9 @@ const (
 	DefaultResamples = 1000
 	// DefaultConfidence is the bootstrap confidence level in Compare.
 	DefaultConfidence = 0.95
+	// DefaultSessionIdle is how long after its last activity a session
+	// ends (capture's session idle window).
+	DefaultSessionIdle = time.Hour
 )
 
 // Tail metrics.
@@ -114,11 +117,24 @@ type Options struct {
 	// CostPerHour is the deployment's price per hour (--cost-per-hour) for
 	// the cost per million output and goodput tokens. Defaults to 0 (off).
 	CostPerHour float64
+	// KVBlocks is the capacity, in prefix blocks (BlockSize tokens each),
+	// of the cache that gives the prefix-cache hit rate the trace implies
+	// (PrefixCache): an LRU over the rows' prefix_blocks ids in send order.
+	// 0 is an unbounded, ideal cache that never evicts (its memory follows
+	// the distinct block ids, about 50 bytes each). Defaults to 0.
+	KVBlocks int
+	// BlockSize is the tokens per prefix_blocks entry. 0 takes the results'
+	// metadata (Meta.BlockSize, which replay writes). Defaults to 0.
+	BlockSize int
+	// SessionIdle is how long after its last send or token a session ends
+	// (its makespan is then final and its state dropped); a later call of
+	// it starts a new part. Defaults to DefaultSessionIdle (1 h).
+	SessionIdle time.Duration
 }
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{TailPercentile: DefaultTailPercentile, TailMetric: DefaultTailMetric, ITLExactLimit: DefaultITLExactLimit, ExactRows: DefaultExactRows}
+	return Options{TailPercentile: DefaultTailPercentile, TailMetric: DefaultTailMetric, ITLExactLimit: DefaultITLExactLimit, ExactRows: DefaultExactRows, SessionIdle: DefaultSessionIdle}
 }
 
 // withDefaults fills zero fields.
@@ -134,6 +150,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ExactRows == 0 {
 		o.ExactRows = DefaultExactRows
+	}
+	if o.SessionIdle == 0 {
+		o.SessionIdle = DefaultSessionIdle
 	}
 	return o
 }
@@ -152,6 +171,15 @@ func (o Options) Validate() error {
 	}
 	if o.ExactRows < 0 {
 		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows (--exact-rows)", o.ExactRows)
+	}
+	if o.KVBlocks < 0 {
+		return fmt.Errorf("analyze: Options.KVBlocks %d: want a number of blocks, or 0 for an unbounded cache", o.KVBlocks)
+	}
+	if o.BlockSize < 0 {
+		return fmt.Errorf("analyze: Options.BlockSize %d: want tokens per block, or 0 for the results' metadata", o.BlockSize)
+	}
+	if o.SessionIdle < 0 {
+		return fmt.Errorf("analyze: Options.SessionIdle %v: want a positive duration such as 30m", o.SessionIdle)
 	}
 	if o.Window < 0 {
 		return fmt.Errorf("analyze: Options.Window %v: want a positive duration such as 10s", o.Window)

@@ -90,6 +90,12 @@ type Report struct {
 	// ClientThrottling is set when the replayer's cgroup was throttled by
 	// its CPU quota during the run (throttle.go).
 	ClientThrottling *ClientThrottling `json:"client_throttling,omitempty"`
+	// Sessions is latency by turn and per session (sessions.go; null when
+	// no row has a session).
+	Sessions *Sessions `json:"sessions,omitempty"`
+	// PrefixCache is the prefix-cache hit rate the trace implies beside
+	// the server's (prefixcache.go; null when no row has prefix blocks).
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
 
 	opts    Options
 	rows    rowStore

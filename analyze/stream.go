@@ -222,6 +222,7 @@ func inSample(r *row, k uint) bool { return sampleHash(r)&(1<<k-1) == 0 }
 // feed the accumulators, then the sample is thinned to level 1.
 func (a *Analyzer) startStreaming() {
 	a.all = newAcc()
+	a.sess.approx()
 	for i := range a.rows.n {
 		a.accumulate(a.rows.at(i))
 	}

@@ -84,6 +84,8 @@ func analyzeCommand() *cli.Command {
 		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},
 		&cli.StringFlag{Name: "metric-percentiles", Usage: "--format vllm / --vllm-json: percentiles, e.g. 50,90,99", Value: "99", Destination: &f.metricPercentiles},
 		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Destination: &f.maxConc},
+		&cli.IntFlag{Name: "kv-blocks", Usage: "capacity in prefix blocks (the results' block size) of the LRU cache that gives the prefix-cache hit rate the trace implies, beside the server's (0 = unbounded)", Destination: &f.o.KVBlocks},
+		&cli.DurationFlag{Name: "session-idle", Usage: "a session ends this long after its last send or token (its makespan is then final)", Value: analyze.DefaultSessionIdle, Destination: &f.o.SessionIdle},
 		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
 	)
 	flags = append(flags, capacityFlags(&capFlags)...) // sweep.go (issue 9)
