@@ -22,6 +22,9 @@ const (
 	MetaThrottledWindows = "replay.throttled_windows"
 )
 
+// RealtimeNotAsked is Summary.Realtime when Options.NoRealtime was set.
+const RealtimeNotAsked = "not asked for (Options.NoRealtime)"
+
 // throttleWindow is how often the cgroup's throttling is sampled.
 var throttleWindow = time.Second
 

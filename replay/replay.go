@@ -263,7 +263,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 
 	// The replayer's own CPU: the real-time class for the dispatcher where
 	// the OS permits it, and the cgroup quota that can stall the process.
-	notRealtime := "not asked for (Options.NoRealtime)"
+	notRealtime := RealtimeNotAsked
 	if !o.NoRealtime {
 		if notRealtime = probeRealtime(); notRealtime != "" && o.Log != nil {
 			fmt.Fprintf(o.Log, "replay: the dispatcher runs without the real-time class (%s): a busy neighbour on its core can delay sends by a scheduler slice, milliseconds\n", notRealtime)

@@ -47,7 +47,7 @@ type schedAttr struct {
 // It returns "" when it got the real-time class, else why not.
 func tuneDispatcherThread(realtime bool) (notRealtime string) {
 	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
-	notRealtime = "not asked for (Options.NoRealtime)"
+	notRealtime = RealtimeNotAsked
 	if realtime {
 		if notRealtime = setFIFO(); notRealtime == "" {
 			return ""

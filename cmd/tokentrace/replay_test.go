@@ -381,3 +381,34 @@ func TestReplayCommandContextGrowth(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayValidSaysWhyLate: a run over --max-lateness names what its own
+// CPU went through (no real-time class, a throttling CPU quota), the first
+// suspects; a run that was not told to skip the class and got it says
+// nothing more.
+func TestReplayValidSaysWhyLate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    replay.Summary
+		want []string
+		not  string
+	}{
+		{"real-time class refused and a throttled quota", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond, Realtime: "not permitted (needs CAP_SYS_NICE or ulimit -r 1)", ThrottledTime: 1500 * time.Millisecond, CPUQuota: "0.50 CPU (cgroup v2)"},
+			[]string{"without the real-time class (not permitted", "throttled for 1.5s by its CPU quota (0.50 CPU (cgroup v2))"}, ""},
+		{"real-time class held, no quota", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond}, []string{"exceeds --max-lateness"}, "real-time"},
+		{"told not to ask", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond, Realtime: replay.RealtimeNotAsked}, []string{"exceeds --max-lateness"}, "real-time"},
+	} {
+		err := replayValid(&tc.s, 0.5, 5*time.Millisecond)
+		if err == nil {
+			t.Fatalf("%s: no error", tc.name)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, w)
+			}
+		}
+		if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+			t.Errorf("%s: %q says %q", tc.name, err, tc.not)
+		}
+	}
+}

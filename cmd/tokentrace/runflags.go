@@ -287,7 +287,15 @@ func replayValid(s *replay.Summary, maxFailed float64, maxLateness time.Duration
 		return withCode(exitNotReproduced, fmt.Errorf("%d of %d requests failed (%.0f%% > --max-failed %.0f%%)%s: the run measured failures, not the server's latency", s.Failed, s.Sent, 100*sh, 100*maxFailed, reason))
 	}
 	if s.LatenessP99 > maxLateness {
-		return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use fewer --speed, more replayers with --shard, or a bigger machine)", s.LatenessP99.Round(time.Microsecond), maxLateness))
+		// What the replayer's own CPU went through is the first suspect.
+		var why string
+		if s.Realtime != "" && s.Realtime != replay.RealtimeNotAsked {
+			why += fmt.Sprintf("; the dispatcher ran without the real-time class (%s)", s.Realtime)
+		}
+		if s.ThrottledTime > 0 {
+			why += fmt.Sprintf("; the replayer's cgroup was throttled for %v by its CPU quota (%s)", s.ThrottledTime.Round(time.Millisecond), s.CPUQuota)
+		}
+		return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use fewer --speed, more replayers with --shard, or a bigger machine)%s", s.LatenessP99.Round(time.Microsecond), maxLateness, why))
 	}
 	return nil
 }
