@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
@@ -273,29 +272,4 @@ func replayCommandLine(c *cli.Context, headers []string) string {
 		parts = append(parts, strconvQuote(a))
 	}
 	return strings.Join(parts, " ")
-}
-
-// replayValid is exit 3 for a run that measured failures, not latency
-// (more than maxFailed of the sent requests failed), or that did not keep
-// the trace's timing (lateness p99 over maxLateness).
-func replayValid(s *replay.Summary, maxFailed float64, maxLateness time.Duration) error {
-	if sh := s.FailedShare(); sh > maxFailed {
-		reason := ""
-		if top := s.TopFailureReasons(1); len(top) > 0 {
-			reason = "; most often " + top[0]
-		}
-		return withCode(exitNotReproduced, fmt.Errorf("%d of %d requests failed (%.0f%% > --max-failed %.0f%%)%s: the run measured failures, not the server's latency", s.Failed, s.Sent, 100*sh, 100*maxFailed, reason))
-	}
-	if s.LatenessP99 > maxLateness {
-		// What the replayer's own CPU went through is the first suspect.
-		var why string
-		if s.Realtime != "" && s.Realtime != replay.RealtimeNotAsked {
-			why += fmt.Sprintf("; the dispatcher ran without the real-time class (%s)", s.Realtime)
-		}
-		if s.ThrottledTime > 0 {
-			why += fmt.Sprintf("; the replayer's cgroup was throttled for %v by its CPU quota (%s)", s.ThrottledTime.Round(time.Millisecond), s.CPUQuota)
-		}
-		return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use fewer --speed, more replayers with --shard, or a bigger machine)%s", s.LatenessP99.Round(time.Microsecond), maxLateness, why))
-	}
-	return nil
 }
