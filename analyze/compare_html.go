@@ -42,18 +42,10 @@ func (c *Comparison) compareBars() (*plot.Plot, error) {
 		if k == cDecode && a.TailMetric == MetricTTFT {
 			continue // never part of TTFT
 		}
-		bc, err := plotter.NewBarChart(plotter.Values{100 * sa[k], 100 * sb[k]}, vg.Points(60))
-		if err != nil {
+		var err error
+		if prev, err = stackComponent(p, prev, k, plotter.Values{100 * sa[k], 100 * sb[k]}, vg.Points(60)); err != nil {
 			return nil, err
 		}
-		bc.Color = compColors[k]
-		bc.LineStyle.Width = 0
-		if prev != nil {
-			bc.StackOn(prev)
-		}
-		p.Add(bc)
-		p.Legend.Add(ComponentNames[k], bc)
-		prev = bc
 	}
 	p.NominalX(fmt.Sprintf("%s (%s)", c.LabelA, orDash(a.Source)), fmt.Sprintf("%s (%s)", c.LabelB, orDash(b.Source)))
 	p.Y.Min, p.Y.Max = 0, 100

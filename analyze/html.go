@@ -339,18 +339,10 @@ func (rep *Report) attributionBars() (*plot.Plot, error) {
 		if k == cDecode && at.TailMetric == MetricTTFT {
 			continue // decode starts after the first token: never part of TTFT
 		}
-		b, err := plotter.NewBarChart(plotter.Values{100 * tail[k], 100 * all[k]}, vg.Points(60))
-		if err != nil {
+		var err error
+		if prev, err = stackComponent(p, prev, k, plotter.Values{100 * tail[k], 100 * all[k]}, vg.Points(60)); err != nil {
 			return nil, err
 		}
-		b.Color = compColors[k]
-		b.LineStyle.Width = 0
-		if prev != nil {
-			b.StackOn(prev)
-		}
-		p.Add(b)
-		p.Legend.Add(ComponentNames[k], b)
-		prev = b
 	}
 	p.NominalX(fmt.Sprintf("p%s tail (%d)", fmtPct(at.TailPercentile), at.TailRequests), "all requests")
 	p.Y.Min, p.Y.Max = 0, 100
@@ -587,18 +579,10 @@ func (rep *Report) groupAttributionBars() (*plot.Plot, error) {
 		for i, g := range ga {
 			vals[i] = 100 * g.Shares[k]
 		}
-		b, err := plotter.NewBarChart(vals, vg.Points(40))
-		if err != nil {
+		var err error
+		if prev, err = stackComponent(p, prev, k, vals, vg.Points(40)); err != nil {
 			return nil, err
 		}
-		b.Color = compColors[k]
-		b.LineStyle.Width = 0
-		if prev != nil {
-			b.StackOn(prev)
-		}
-		p.Add(b)
-		p.Legend.Add(ComponentNames[k], b)
-		prev = b
 	}
 	names := make([]string, len(ga))
 	for i, g := range ga {
@@ -608,4 +592,21 @@ func (rep *Report) groupAttributionBars() (*plot.Plot, error) {
 	p.Y.Min, p.Y.Max = 0, 100
 	p.X.Min, p.X.Max = -0.7, float64(len(ga))-0.3
 	return p, nil
+}
+
+// stackComponent adds component k's bars (vals, one per bar) to p on top
+// of prev, with the component's colour and legend entry, and returns them.
+func stackComponent(p *plot.Plot, prev *plotter.BarChart, k int, vals plotter.Values, width vg.Length) (*plotter.BarChart, error) {
+	b, err := plotter.NewBarChart(vals, width)
+	if err != nil {
+		return nil, err
+	}
+	b.Color = compColors[k]
+	b.LineStyle.Width = 0
+	if prev != nil {
+		b.StackOn(prev)
+	}
+	p.Add(b)
+	p.Legend.Add(ComponentNames[k], b)
+	return b, nil
 }

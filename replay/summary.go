@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -60,22 +61,14 @@ func (m *summarizer) add(rec *traces.Record) {
 func (m *summarizer) summary(d time.Duration) Summary {
 	s := m.s
 	s.Duration = d
-	s.FailedBy = maps(m.s.FailedBy)
-	s.FailureReasons = maps(m.s.FailureReasons)
+	s.FailedBy = maps.Clone(m.s.FailedBy)
+	s.FailureReasons = maps.Clone(m.s.FailureReasons)
 	s.LatenessP50, s.LatenessP99, s.LatenessMax = m.late.percentile(50), m.late.percentile(99), m.late.max
 	s.TTFTP50, s.TTFTP99 = m.ttft.percentile(50), m.ttft.percentile(99)
 	s.TPOTP50, s.TPOTP99 = m.tpot.percentile(50), m.tpot.percentile(99)
 	s.E2EP50, s.E2EP99 = m.e2e.percentile(50), m.e2e.percentile(99)
 	s.Approx = m.late.hist != nil || m.ttft.hist != nil || m.tpot.hist != nil || m.e2e.hist != nil
 	return s
-}
-
-func maps(m map[string]int) map[string]int {
-	c := make(map[string]int, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // exactDurations is how many values a durations keeps exactly (512 KiB)
