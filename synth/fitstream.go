@@ -95,6 +95,16 @@ func (a *approx) runs(s *multiset) []run {
 	return r
 }
 
+// insert merges o's approximations into a as if they had been noted when
+// a had its first at notes.
+func (a *approx) insert(at int, o *approx) {
+	if o.bits != 0 && (a.bits == 0 || o.bits < a.bits) {
+		a.bits = o.bits
+	}
+	a.truncated += o.truncated
+	a.notes = slices.Insert(a.notes, at, o.notes...)
+}
+
 // list is FittedOn.Approximations.
 func (a *approx) list() []string {
 	out := slices.Clone(a.notes)
@@ -814,11 +824,33 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 			GapS:  newHistRuns(gaps, opts.GapBins, opts.MinBinCount, false),
 		}
 	}
-	arr, err := fitArrival(m, &c.starts, opts, f.lim, &f.approx, rng)
-	if err != nil {
-		return cl, err
+	// The arrival process (a second pass over the starts log) and the
+	// length model (a pass over the joint log) are independent: fit them
+	// on two cores. fitArrival notes its approximations apart, and they
+	// are put where a sequential fit would have put them.
+	var (
+		arrAp  approx
+		arrErr error
+		done   = make(chan struct{})
+		at     = len(f.approx.notes)
+	)
+	go func() {
+		defer close(done)
+		cl.Arrival, arrErr = fitArrival(m, &c.starts, opts, f.lim, &arrAp, rng)
+	}()
+	defer func() { <-done }() // never leave it running on an early return
+	err := f.fitLengths(&cl, c)
+	<-done
+	f.approx.insert(at, &arrAp)
+	if arrErr != nil {
+		return cl, arrErr
 	}
-	cl.Arrival = arr
+	return cl, err
+}
+
+// fitLengths fits a class's length, reuse and group model.
+func (f *fitter) fitLengths(cl *Class, c *classFit) error {
+	opts := f.opts
 
 	if c.hasBlocks > 0 {
 		bestN, bestR := int64(0), int32(0)
@@ -835,7 +867,7 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	cl.CategoriesFromBlocks = c.hasBlocks > 0 && blocksShare >= 0.5 && float64(c.derivedOK) >= 0.99*float64(c.hasBlocks)
 	if c.collapsed && !cl.CategoriesFromBlocks {
 		// Pooled while streaming, the categories cannot be told apart now.
-		return cl, fmt.Errorf("its categories looked derived from prefix blocks when it reached %d of them, so the fitter pooled them, but by the end fewer than 99%% of its rows with blocks carry their derived label: fit the trace in parts", f.lim.categories)
+		return fmt.Errorf("its categories looked derived from prefix blocks when it reached %d of them, so the fitter pooled them, but by the end fewer than 99%% of its rows with blocks carry their derived label: fit the trace in parts", f.lim.categories)
 	}
 
 	// Groups: categories (small ones pooled), or one group when categories
@@ -897,7 +929,7 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 		joints[gi] = fitGroup(&cl.Groups[gi], groups[gi], c.n, opts, f.lim, &f.approx)
 	}
 	if err := c.replayJoint(groupOf, joints, cl.SharedPrefixBlocks); err != nil {
-		return cl, err
+		return err
 	}
 	for gi := range cl.Groups {
 		joints[gi].finish(&cl.Groups[gi], opts, &f.approx)
@@ -908,7 +940,7 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	if n := c.untracked.count(); n > 0 && !cl.CategoriesFromBlocks {
 		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: %d categories first seen after %d others were pooled into tail whatever their size", c.name, n, f.lim.categories))
 	}
-	return cl, nil
+	return nil
 }
 
 // groupJoint is a group's joint model while the joint log is replayed:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -514,6 +515,46 @@ type parquetReader struct {
 	// salvaged is the truncation error of a footer-less file whose complete
 	// row groups are being read; returned after the last of them.
 	salvaged error
+	// sorted: the file promises its rows in (arrival_ns, seq) order.
+	sorted bool
+}
+
+// sortedByArrival reports whether pf is a file tokentrace's writer made
+// (which sorts every file whole, stable by arrival_ns then seq) and says
+// so in every row group's sorting columns. Sorting columns alone promise
+// order only within a row group, so another writer's file is not taken
+// as sorted.
+func sortedByArrival(pf *parquet.File) bool {
+	md := pf.Metadata()
+	if !strings.HasPrefix(md.CreatedBy, "tokentrace ") || len(md.RowGroups) == 0 {
+		return false
+	}
+	arr, ok1 := pf.Schema().Lookup("arrival_ns")
+	seq, ok2 := pf.Schema().Lookup("seq")
+	if !ok1 || !ok2 {
+		return false
+	}
+	for _, rg := range md.RowGroups {
+		sc := rg.SortingColumns
+		if len(sc) < 2 || int(sc[0].ColumnIdx) != arr.ColumnIndex || int(sc[1].ColumnIdx) != seq.ColumnIndex || sc[0].Descending || sc[1].Descending {
+			return false
+		}
+	}
+	return true
+}
+
+// SortedByArrival is implemented by readers that can promise their rows in
+// (arrival_ns, seq) order.
+type SortedByArrival interface {
+	SortedByArrival() bool
+}
+
+// IsSorted reports whether r promises its rows in (arrival_ns, seq) order
+// (a Parquet file tokentrace wrote): a consumer may then skip its reorder
+// window. Other readers, JSONL and CSV among them, promise nothing.
+func IsSorted(r Reader) bool {
+	s, ok := r.(SortedByArrival)
+	return ok && s.SortedByArrival()
 }
 
 // newParquetFileReader opens a Parquet file; closeF says whether Close
@@ -573,7 +614,7 @@ func newParquetReaderAt(f *os.File, size int64, name string, o OpenOptions, clos
 	if meta.SchemaVersion == "" {
 		meta.SchemaVersion = SchemaVersion
 	}
-	r = &parquetReader{name: displayName(name), f: f, closeF: closeF, meta: meta, strict: o.Strict}
+	r = &parquetReader{name: displayName(name), f: f, closeF: closeF, meta: meta, strict: o.Strict, sorted: sortedByArrival(pf)}
 	if salvaged != nil {
 		r.salvaged = salvaged
 		r.stats.Truncated = true
@@ -626,6 +667,9 @@ func spoolParquet(src io.Reader, name string, o OpenOptions) (Reader, error) {
 }
 
 func (r *parquetReader) Meta() Meta       { return r.meta }
+
+// SortedByArrival implements the interface of that name.
+func (r *parquetReader) SortedByArrival() bool { return r.sorted }
 func (r *parquetReader) Stats() ReadStats { return r.stats }
 
 func (r *parquetReader) Close() error {

@@ -163,6 +163,31 @@ func (c *colCursor) fillList(recs []Record, in *interner) error {
 			l32 = sc.list32p(r)
 			*l32 = (*l32)[:0]
 		}
+		// Fast path: a row that starts and ends inside the current page
+		// is one scan of its levels and one copy of its values (prefix
+		// block lists are most of a trace's decoding).
+		if s := c.lpos; s < len(c.rep) && len(c.def) == len(c.rep) && c.rep[s] == 0 {
+			e := s + 1
+			for e < len(c.rep) && c.rep[e] != 0 {
+				e++
+			}
+			n := e - s
+			if c.def[s] == 0 {
+				n = 0
+			}
+			// Anything unusual (a row running on into the next page, an
+			// empty element, too few values) takes the general path.
+			if e < len(c.rep) && (c.def[s] != 0 || e == s+1) && c.pos+n <= c.nval && allSet(c.def[s:s+n]) {
+				if l64 != nil {
+					*l64 = append(*l64, c.i64[c.pos:c.pos+n]...)
+				} else {
+					*l32 = append(*l32, c.i32[c.pos:c.pos+n]...)
+				}
+				c.pos += n
+				c.lpos = e
+				continue
+			}
+		}
 		first := true
 		for {
 			for c.lpos >= len(c.rep) {
@@ -213,6 +238,16 @@ func (c *colCursor) fillList(recs []Record, in *interner) error {
 	done:
 	}
 	return nil
+}
+
+// allSet reports whether every definition level is set (no empty element).
+func allSet(def []byte) bool {
+	for _, d := range def {
+		if d == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // fastParquet reads row groups column by column.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,9 +133,8 @@ func TestParquetFastPathLarge(t *testing.T) {
 			want := recs[i]
 			want.normalizeLists()
 			if got.Seq != want.Seq || got.Model != want.Model || got.RequestID != want.RequestID ||
-				len(got.PrefixBlocks) != 2 || got.PrefixBlocks[1] != want.PrefixBlocks[1] ||
-				len(got.ChunkNs) != len(want.ChunkNs) || len(got.ChunkTokens) != len(want.ChunkTokens) ||
-				(len(got.ChunkNs) > 0 && got.ChunkNs[len(got.ChunkNs)-1] != want.ChunkNs[len(want.ChunkNs)-1]) {
+				!slices.Equal(got.PrefixBlocks, want.PrefixBlocks) ||
+				!slices.Equal(got.ChunkNs, want.ChunkNs) || !slices.Equal(got.ChunkTokens, want.ChunkTokens) {
 				t.Fatalf("row %d: got %+v", i, got)
 			}
 			i++
@@ -152,6 +152,51 @@ func TestParquetFastPathLarge(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestIsSorted: only a Parquet file tokentrace's writer made promises
+// arrival order (its writer sorts every file); a file another writer made
+// with the same sorting columns, and JSON lines, promise nothing.
+func TestIsSorted(t *testing.T) {
+	dir := t.TempDir()
+	recs := []Record{NewRecord(), NewRecord()}
+	recs[0].Seq, recs[0].ArrivalNs = 1, 20
+	recs[1].Seq, recs[1].ArrivalNs = 0, 10
+	ours := filepath.Join(dir, "ours.parquet")
+	if err := WriteAll(ours, NewMeta("t"), recs); err != nil {
+		t.Fatal(err)
+	}
+	jsonl := filepath.Join(dir, "t.jsonl")
+	if err := WriteAll(jsonl, NewMeta("t"), recs); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.parquet")
+	f, err := os.Create(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := parquet.NewGenericWriter[Record](f, parquet.CreatedBy("someone-else", "1", ""),
+		parquet.SortingWriterConfig(parquet.SortingColumns(parquet.Ascending("arrival_ns"), parquet.Ascending("seq"))))
+	if _, err := pw.Write(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, c := range []struct {
+		name string
+		want bool
+	}{{ours, true}, {jsonl, false}, {other, false}} {
+		r, err := Open(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := IsSorted(r); got != c.want {
+			t.Errorf("IsSorted(%s) = %v, want %v", filepath.Base(c.name), got, c.want)
+		}
+		r.Close()
+	}
+}
 
 // FuzzParquetCheck: the bounds-checking thrift scanner never panics and never
 // reads past its input; checkParquetFooter and checkParquetPages on a file of

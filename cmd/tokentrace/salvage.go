@@ -72,3 +72,6 @@ func (s *salvaging) Read(buf []traces.Record) (int, error) {
 	}
 	return n, err
 }
+
+// SortedByArrival passes on the wrapped reader's promise of arrival order.
+func (s *salvaging) SortedByArrival() bool { return traces.IsSorted(s.Reader) }
