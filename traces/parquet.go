@@ -667,10 +667,10 @@ func spoolParquet(src io.Reader, name string, o OpenOptions) (Reader, error) {
 }
 
 func (r *parquetReader) Meta() Meta       { return r.meta }
+func (r *parquetReader) Stats() ReadStats { return r.stats }
 
 // SortedByArrival implements the interface of that name.
 func (r *parquetReader) SortedByArrival() bool { return r.sorted }
-func (r *parquetReader) Stats() ReadStats { return r.stats }
 
 func (r *parquetReader) Close() error {
 	var err error
