@@ -410,6 +410,8 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 {{end}}</table>{{end}}
 <h2>Incident timeline</h2>
 {{with .Incident}}<div class="wide">{{.}}</div>{{end}}<p>{{.IncidentNote}}</p>
+{{if .WaterfallNote}}<h2>Tail waterfall</h2>
+{{with .Waterfall}}<div class="wide">{{.}}</div>{{end}}<p>{{.WaterfallNote}}</p>{{end}}
 <h2>Charts</h2>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Latency (ms)</h2>
@@ -458,6 +460,10 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// degenerate data: leave the chart out, say so on the page
 		incident, incidentNote = "", "Incident timeline not drawn: "+err.Error()
 	}
+	waterfall, waterfallNote, err := rep.tailWaterfall()
+	if err != nil {
+		waterfall, waterfallNote = "", "Tail waterfall not drawn: "+err.Error()
+	}
 	type comp struct {
 		Name          string
 		Tail, All     float64
@@ -498,8 +504,12 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// series) and IncidentNote what it shows or why it is absent.
 		Incident     template.HTML
 		IncidentNote string
+		// Waterfall is the tail's requests as bars on one time axis
+		// (empty without a tail) and WaterfallNote what it shows.
+		Waterfall     template.HTML
+		WaterfallNote string
 	}{rep, charts, comps, note, rep.capacityRows(), rep.groupAttr(), ComponentNames, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
-		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}, incident, incidentNote}
+		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}, incident, incidentNote, waterfall, waterfallNote}
 	return htmlTmpl.Execute(w, data)
 }
 

@@ -15,14 +15,19 @@ import (
 )
 
 // incidentRecords is a 300 s run at 4 req/s with a burst of 120 requests
-// at 150 s that queue behind each other (one prefill lane), and the server
+// at 150 s that queue behind each other (one prefill lane; the requests
+// of 150–160 s are sent 30 ms late), and the server
 // series a 1 s scraper would have seen: requests waiting (sent, not yet
 // prefilling), running (prefilling or decoding), KV-cache usage growing
 // with the running ones.
 func incidentRecords() ([]traces.Record, []traces.MetricsSample) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	arr := poisson(rng, 0, 300*time.Second, 4, func(at time.Duration) arrival {
-		return arrival{at: at, in: 100 + rng.Int32N(2000), out: 20 + rng.Int32N(200), cached: rng.Int32N(100)}
+		a := arrival{at: at, in: 100 + rng.Int32N(2000), out: 20 + rng.Int32N(200), cached: rng.Int32N(100)}
+		if at >= 150*time.Second && at < 160*time.Second {
+			a.lateness = 30 * ms
+		}
+		return a
 	})
 	for i := range 120 {
 		arr = append(arr, arrival{at: 150*time.Second + time.Duration(i)*8*ms, in: 100 + rng.Int32N(500), out: 20 + rng.Int32N(40)})
