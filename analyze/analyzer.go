@@ -552,6 +552,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	rep.attribute()
 	rep.windows()
 	rep.serverLoad(a.samples)
+	rep.series = a.samples // sorted by serverLoad; the HTML incident timeline draws them
 	rep.diagnose()
 	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
 		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())

@@ -44,8 +44,8 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	if n := strings.Count(page, "<svg"); n != 7 {
-		t.Errorf("page has %d charts, want 7", n)
+	if n := strings.Count(page, "<svg"); n != 8 {
+		t.Errorf("page has %d charts, want 8 (the tail waterfall and 7 in the grid)", n)
 	}
 	if strings.Contains(page, "<script") {
 		t.Errorf("page has a script")

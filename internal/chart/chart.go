@@ -102,7 +102,25 @@ func Draw(dc draw.Canvas, p *plot.Plot) (err error) {
 		area = draw.Crop(area, 0, 0, 0, -(p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding))
 	}
 	leg.Draw(area)
+	frameLegend(dc, &leg, area)
 	return nil
+}
+
+// LegendFrame is the colour of the thin box drawn around every legend, so
+// a reader (and a test parsing the SVG) sees where the legend sits.
+var LegendFrame = color.RGBA{R: 0xbb, G: 0xbb, B: 0xbb, A: 0xff}
+
+// frameLegend strokes a box around leg as Legend.Draw lays it out in area
+// (Top and Left set): entries from the top-left corner down.
+func frameLegend(dc draw.Canvas, leg *plot.Legend, area draw.Canvas) {
+	r := leg.Rectangle(area)
+	w, h := r.Size().X, r.Size().Y
+	pad := vg.Points(2)
+	x0, y1 := area.Min.X-pad, area.Max.Y+pad
+	x1, y0 := area.Min.X+w+pad, area.Max.Y-h-leg.TextStyle.FontExtents().Descent-pad
+	dc.StrokeLines(draw.LineStyle{Color: LegendFrame, Width: vg.Points(0.5)}, []vg.Point{
+		{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}, {X: x0, Y: y0},
+	})
 }
 
 // SVG renders p as an SVG document whose plot area is w × h.
