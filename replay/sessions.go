@@ -37,14 +37,15 @@ type SessionStats struct {
 	SessionsOpenLoop int
 	Problems         []string
 	// Context growth (Options.NoContextGrowth unset): ContextGrown is the
-	// turns sent as the previous turn's prompt, what the server returned
-	// for it and new tokens; ContextOutputGuessed, of those, the ones whose
+	// calls sent as the prompt of the call they continue (the previous
+	// turn, a fan-out's parent, a join's parent_seq), what the server
+	// returned for it and new tokens; ContextOutputGuessed, of those, the ones whose
 	// previous output came back without token ids (/v1/completions without
 	// vLLM's return_token_ids), so ids of the run's own stand in for it
 	// and the server's cache misses that part. ContextFresh is the turns
 	// sent a fresh prompt because the trace's input was shorter than the
-	// context (or the API changed); ContextLost the turns sent a fresh
-	// prompt because the previous turn failed.
+	// context (or the API changed); ContextLost the calls sent a fresh
+	// prompt because the call they continue failed.
 	ContextGrown, ContextOutputGuessed, ContextFresh, ContextLost int
 }
 
@@ -57,6 +58,11 @@ type doneAt struct{ sent, finished time.Duration }
 type graph struct {
 	deps     map[*traces.Record][]*traces.Record
 	children map[*traces.Record][]*traces.Record
+	// from is the dependency whose context a follow-up continues
+	// (contextFrom); continued counts, per call, the follow-ups that
+	// continue it.
+	from      map[*traces.Record]*traces.Record
+	continued map[*traces.Record]int
 
 	mu       sync.Mutex
 	waiting  map[*traces.Record]int
@@ -162,11 +168,16 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 		return nil, fmt.Errorf("%w: %s", ErrSessionGraph, strings.Join(firstN(problems, 5), "; "))
 	}
 	g.stats.Problems = firstN(problems, 5)
+	g.from = make(map[*traces.Record]*traces.Record, len(g.deps))
+	g.continued = make(map[*traces.Record]int, len(g.deps))
 	for rec, ds := range g.deps {
 		g.waiting[rec] = len(ds)
 		for _, d := range ds {
 			g.children[d] = append(g.children[d], rec)
 		}
+		f := contextFrom(rec, ds)
+		g.from[rec] = f
+		g.continued[f]++
 	}
 	return g, nil
 }
