@@ -231,6 +231,12 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	if ss := s.Sessions; ss.FollowUps > 0 || ss.SessionsOpenLoop > 0 || ss.SessionsCut > 0 {
 		fmt.Fprintf(w, "sessions   %d follow-ups sent after their dependencies (think time recorded %d, estimated %d, capped %d)", ss.FollowUps, ss.ThinkRecorded, ss.ThinkEstimated, ss.ThinkCapped)
+		if ss.TopLevelChained+ss.TopLevelOverlapped > 0 {
+			fmt.Fprintf(w, "; %d top-level calls chained to the previous one", ss.TopLevelChained)
+			if ss.TopLevelOverlapped > 0 {
+				fmt.Fprintf(w, " (%d sent at their recorded times: they overlapped it in production)", ss.TopLevelOverlapped)
+			}
+		}
 		if ss.SessionsCut > 0 {
 			fmt.Fprintf(w, "; %d sessions cut short when sending stopped", ss.SessionsCut)
 		}
