@@ -135,3 +135,32 @@ func TestContextFrom(t *testing.T) {
 		}
 	}
 }
+
+// When the call a fan-out continues fails, every follow-up continuing it
+// (both subagents and the main call's join) is sent a fresh prompt and
+// counted as lost; the calls below a subagent still grow from it.
+func TestContextGrowthParentFailed(t *testing.T) {
+	f := newFakeMode(time.Millisecond, func(id string) string {
+		if strings.HasSuffix(id, "-0") {
+			return "500"
+		}
+		return ""
+	})
+	defer f.Close()
+	o := DefaultOptions()
+	o.URL, o.Model, o.Sessions, o.NoPreflight = f.srv.URL, "fake-model", SessionsClosed, true
+	res, err := Run(t.Context(), dagTrace(), traces.NewMeta("t"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, r := range res.Records {
+		if !r.OK() {
+			failed++
+		}
+	}
+	ss := res.Summary.Sessions
+	if failed != 1 || ss.ContextLost != 3 || ss.ContextGrown != 3 || ss.ContextFresh != 0 {
+		t.Errorf("%d failed, counts %+v; want the main call failed, 3 lost (A, B, the main join), 3 grown (A's subagent's two calls, A's join)", failed, ss)
+	}
+}

@@ -245,7 +245,7 @@ func (s *Summary) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		if ss.ContextGrown+ss.ContextFresh+ss.ContextLost > 0 {
-			fmt.Fprintf(w, "context    %d turns grown from the previous turn's prompt and output", ss.ContextGrown)
+			fmt.Fprintf(w, "context    %d turns grown from the prompt and output of the call they continue", ss.ContextGrown)
 			if ss.ContextOutputGuessed > 0 {
 				fmt.Fprintf(w, " (%d without the output's token ids: its place held by ids of the run's own)", ss.ContextOutputGuessed)
 			}
@@ -253,7 +253,7 @@ func (s *Summary) WriteText(w io.Writer) {
 				fmt.Fprintf(w, "; %d fresh because the trace's input was shorter than the context", ss.ContextFresh)
 			}
 			if ss.ContextLost > 0 {
-				fmt.Fprintf(w, "; %d fresh because the previous turn failed", ss.ContextLost)
+				fmt.Fprintf(w, "; %d fresh because the call they continue failed", ss.ContextLost)
 			}
 			fmt.Fprintln(w)
 		}
