@@ -164,3 +164,29 @@ func TestContextGrowthParentFailed(t *testing.T) {
 		t.Errorf("%d failed, counts %+v; want the main call failed, 3 lost (A, B, the main join), 3 grown (A's subagent's two calls, A's join)", failed, ss)
 	}
 }
+
+// Against the simulator (prefix caching on, uncontended) every grown call
+// of the depth-3 graph, fan-out children and joins included, hits the
+// cache for the context it continues (prompt + output, to a whole block,
+// within one block); B, sent a fresh prompt, hits less than a block.
+func TestContextGrowthFanOutHitsParentCache(t *testing.T) {
+	const bs = 16
+	srv := growthSim(t)
+	recs := dagTrace()
+	res := closedRun(t, srv.URL, recs, func(o *Options) { o.Run = "dagsim" })
+	out := map[int64]traces.Record{}
+	for _, r := range res.Records {
+		out[r.Seq] = r
+	}
+	from := map[int64]int64{1: 0, 3: 1, 4: 3, 5: 1, 6: 0}
+	for seq, f := range from {
+		p := out[f]
+		want := int(p.InputTokens+p.ServerOutputTokens) / bs * bs
+		if got := int(out[seq].ServerCachedTokens); got < want-bs || got > want {
+			t.Errorf("seq %d cached %d tokens, want %d (seq %d's prompt %d + output %d) within a block", seq, got, want, f, p.InputTokens, p.ServerOutputTokens)
+		}
+	}
+	if got := out[2].ServerCachedTokens; got >= bs {
+		t.Errorf("B (fresh prompt) cached %d tokens, want under a block", got)
+	}
+}
