@@ -9,16 +9,19 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// Context growth (closed sessions): a turn that waits for exactly the turn
-// before it, which nothing else waits for, is sent as that turn's prompt,
-// then what the server returned for it, then new tokens that bring the
-// total to the trace's input_tokens. The server's prefix cache then sees
-// the context production's did, not the trace's prefix blocks alone.
+// Context growth (closed sessions): a follow-up is sent as the prompt of
+// the call whose context it continues (contextFrom), then what the server
+// returned for that call, then new tokens that bring the total to the
+// trace's input_tokens. The server's prefix cache then sees the context
+// production's did, not the trace's prefix blocks alone. A fan-out's
+// children all continue their parent's context, so their prompts share it
+// as a prefix.
 //
-// State lives only while a session is open: the item of a turn with a
-// follow-up keeps its prompt (a slice of its own request body) and what
-// came back (turnCtx); the follow-up's item takes it when its body is
-// built, at its dependency's finish, and the session's last turn keeps
+// State lives only while a session is open: the item of a call that a
+// follow-up continues keeps its prompt (a slice of its own request body)
+// and what came back (turnCtx); each follow-up's item that continues it
+// takes it (read only, shared by a fan-out's children) when its body is
+// built, at its dependencies' finish, and a call nothing continues keeps
 // none.
 
 // turnCtx is one turn's context as its follow-up extends it.
@@ -79,22 +82,78 @@ func (t *turnCtx) capture(c *chunk) {
 	t.nOutIDs += n
 }
 
-// chainChild is the turn that extends rec's context (nil when none): in a
-// closed-session replay with context growth on, the only call waiting for
-// rec, and it waits for nothing else.
-func (r *runner) chainChild(rec *traces.Record) *traces.Record {
+// contextFrom is the dependency whose context c continues, of deps (c's
+// dependencies in the selection): the only one; for a join, its
+// parent_seq, or without one the dependency sent first (the call that
+// spawned the others is sent before them). The others' work reaches c as
+// new tokens (tool results), not as its conversation.
+func contextFrom(c *traces.Record, deps []*traces.Record) *traces.Record {
+	if len(deps) == 1 {
+		return deps[0]
+	}
+	var first *traces.Record
+	for _, d := range deps {
+		if d.Seq == c.ParentSeq {
+			return d
+		}
+		if first == nil || d.ArrivalNs < first.ArrivalNs || d.ArrivalNs == first.ArrivalNs && d.Seq < first.Seq {
+			first = d
+		}
+	}
+	return first
+}
+
+// grownFrom is the call whose context c continues (nil when context growth
+// is off or c is not a follow-up).
+func (r *runner) grownFrom(c *traces.Record) *traces.Record {
 	if r.graph == nil || r.o.NoContextGrowth {
 		return nil
 	}
-	kids := r.graph.children[rec]
-	if len(kids) != 1 || len(r.graph.deps[kids[0]]) != 1 {
-		return nil
-	}
-	return kids[0]
+	return r.graph.from[c]
 }
 
-// grownPrompt appends the prompt array of rec, the turn after prev, as
-// prev's prompt, what the server returned for prev and new units
+// keepsContext says some follow-up continues rec's context, so rec's item
+// keeps its prompt and what the server returned.
+func (r *runner) keepsContext(rec *traces.Record) bool {
+	return r.graph != nil && !r.o.NoContextGrowth && r.graph.continued[rec] > 0
+}
+
+// heldCtx is a finished call's context while follow-ups that continue it
+// have not taken it: ctx (nil when the call failed) and how many are left.
+type heldCtx struct {
+	ctx  *turnCtx
+	left int
+}
+
+// holdContext keeps rec's context (nil when rec failed) for the follow-ups
+// that continue it.
+func (r *runner) holdContext(rec *traces.Record, c *turnCtx) {
+	r.ctxMu.Lock()
+	r.ctxOf[rec] = &heldCtx{ctx: c, left: r.graph.continued[rec]}
+	r.ctxMu.Unlock()
+}
+
+// releaseContext hands c the context it continues (nil when none or its
+// call failed); the last follow-up to take it frees it.
+func (r *runner) releaseContext(c *traces.Record) *turnCtx {
+	from := r.grownFrom(c)
+	if from == nil {
+		return nil
+	}
+	r.ctxMu.Lock()
+	defer r.ctxMu.Unlock()
+	h := r.ctxOf[from]
+	if h == nil {
+		return nil
+	}
+	if h.left--; h.left <= 0 {
+		delete(r.ctxOf, from)
+	}
+	return h.ctx
+}
+
+// grownPrompt appends the prompt array of rec, which continues prev's
+// context, as prev's prompt, what the server returned for prev and new units
 // making rec's input_tokens. ok is false (nothing appended) when the
 // context is already longer than rec's input; the caller then sends a fresh
 // prompt. guessed reports that the server returned no token ids, so the

@@ -114,16 +114,21 @@ type Options struct {
 	// counted. Defaults to false.
 	StrictSessions bool
 	// NoContextGrowth turns context growth off: in a closed-session replay
-	// a turn that waits for exactly the turn before it (and is the only
-	// one waiting for it) is by default sent as that turn's prompt, the
-	// output the server returned for it (its token ids on /v1/completions,
-	// asked for with vLLM's return_token_ids; its text as an assistant
-	// message on chat) and new tokens up to the trace's input_tokens, so
-	// the server's prefix cache sees the context production's saw. When
-	// the trace's input is shorter than that context the turn is sent a
-	// fresh prompt and counted (Summary.Sessions). Defaults to false
-	// (growth on): the trace's prefix blocks alone do not carry a
-	// conversation's outputs, so without growth the cache misses them.
+	// every follow-up is by default sent as the prompt of the call whose
+	// context it continues, the output the server returned for that call
+	// (its token ids on /v1/completions, asked for with vLLM's
+	// return_token_ids; its text as an assistant message on chat) and new
+	// tokens up to the trace's input_tokens, so the server's prefix cache
+	// sees the context production's saw. The call it continues is its one
+	// dependency (a chain's previous turn, a fan-out's parent: every child
+	// starts from it); a join continues its parent_seq, or without one its
+	// dependency sent first (the call that spawned the others), because
+	// the other dependencies' work comes back to it as new tokens (tool
+	// results), not as its conversation. When the trace's input is
+	// shorter than that context the call is sent a fresh prompt and
+	// counted (Summary.Sessions). Defaults to false (growth on): the
+	// trace's prefix blocks alone do not carry a conversation's outputs,
+	// so without growth the cache misses them.
 	NoContextGrowth bool
 	// ShardIndex and ShardCount select the records of one shard of n
 	// (deterministic by session, or by seq for single-shot records).

@@ -127,6 +127,10 @@ type runner struct {
 	graph *graph // closed sessions: who waits for whom (sessions.go)
 
 	textRatio textRatio // chat context growth (context.go)
+	// ctxOf holds finished calls' contexts for the follow-ups that
+	// continue them (context.go).
+	ctxMu sync.Mutex
+	ctxOf map[*traces.Record]*heldCtx
 
 	fast sync.Pool // *fastReq (client.go)
 
@@ -504,6 +508,7 @@ func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error
 		return nil, err
 	}
 	r.graph = g
+	r.ctxOf = map[*traces.Record]*heldCtx{}
 	for _, rec := range sel {
 		if g.isFollowUp(rec) {
 			r.outstanding.Add(1)
@@ -518,24 +523,26 @@ func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error
 // now that it finished; when sending has stopped or a call falls after
 // Duration, it and everything that waits for it are dropped.
 //
-// grown is rec's context when a follow-up extends it (nil when rec failed
-// or no follow-up extends it); it is handed to that follow-up and dropped
-// with it.
+// grown is rec's context when a follow-up continues it (nil when rec
+// failed or nothing continues it); rec keeps it until it is handed to
+// each follow-up that continues it, which may come ready only at another
+// dependency's finish (a join).
 func (r *runner) followUp(rec, res *traces.Record, finished time.Duration, grown *turnCtx) {
 	sent := finished
 	if res.SentNs >= 0 {
 		sent = time.Duration(res.SentNs)
 	}
-	child := r.chainChild(rec)
+	if r.keepsContext(rec) {
+		r.holdContext(rec, grown)
+	}
 	for _, it := range r.graph.finished(rec, doneAt{sent: sent, finished: finished}) {
 		if r.sendCtx.Err() != nil || (r.o.Duration > 0 && it.sched > r.o.Duration) {
 			r.outstanding.Add(-int64(1 + r.graph.dropSelf(it.rec)))
+			r.releaseContext(it.rec)
 			continue
 		}
-		if it.rec == child {
-			if grown != nil {
-				it.prev = grown
-			} else {
+		if r.grownFrom(it.rec) != nil {
+			if it.prev = r.releaseContext(it.rec); it.prev == nil {
 				r.graph.count(func(s *SessionStats) { s.ContextLost++ })
 			}
 		}
@@ -633,7 +640,7 @@ func (r *runner) build(it *item) {
 	if !r.o.ForceAPI && rec.API != "" {
 		api = rec.API
 	}
-	if it.prev != nil || r.chainChild(rec) != nil {
+	if it.prev != nil || r.keepsContext(rec) {
 		it.body = r.grownBody(it, api)
 		it.prev = nil
 	} else {
@@ -672,7 +679,7 @@ func (r *runner) grownBody(it *item, api string) []byte {
 	rec, prev := it.rec, it.prev
 	fresh := prev == nil || prev.api != api
 	returnIDs := false
-	if r.chainChild(rec) != nil {
+	if r.keepsContext(rec) {
 		it.grow = &turnCtx{api: api, promptTokens: max(int(rec.InputTokens), 1)}
 		returnIDs = api != traces.APIChat && !r.o.NoVLLMExtensions
 	}

@@ -28,6 +28,12 @@ type SessionStats struct {
 	ThinkRecorded, ThinkEstimated int
 	// ThinkCapped is the think times cut to Options.MaxThink.
 	ThinkCapped int
+	// TopLevelChained is the calls without parent_seq or after_seqs, in a
+	// session where other calls carry them (an agent's top-level calls),
+	// that wait for the previous top-level call; TopLevelOverlapped the
+	// ones left at their recorded times because production sent them
+	// before the previous one finished (finish_ns).
+	TopLevelChained, TopLevelOverlapped int
 	// SessionsCut is the sessions with calls not sent because sending
 	// stopped first (Options.Duration, cancellation).
 	SessionsCut int
@@ -37,14 +43,15 @@ type SessionStats struct {
 	SessionsOpenLoop int
 	Problems         []string
 	// Context growth (Options.NoContextGrowth unset): ContextGrown is the
-	// turns sent as the previous turn's prompt, what the server returned
-	// for it and new tokens; ContextOutputGuessed, of those, the ones whose
+	// calls sent as the prompt of the call they continue (the previous
+	// turn, a fan-out's parent, a join's parent_seq), what the server
+	// returned for it and new tokens; ContextOutputGuessed, of those, the ones whose
 	// previous output came back without token ids (/v1/completions without
 	// vLLM's return_token_ids), so ids of the run's own stand in for it
 	// and the server's cache misses that part. ContextFresh is the turns
 	// sent a fresh prompt because the trace's input was shorter than the
-	// context (or the API changed); ContextLost the turns sent a fresh
-	// prompt because the previous turn failed.
+	// context (or the API changed); ContextLost the calls sent a fresh
+	// prompt because the call they continue failed.
 	ContextGrown, ContextOutputGuessed, ContextFresh, ContextLost int
 }
 
@@ -57,6 +64,11 @@ type doneAt struct{ sent, finished time.Duration }
 type graph struct {
 	deps     map[*traces.Record][]*traces.Record
 	children map[*traces.Record][]*traces.Record
+	// from is the dependency whose context a follow-up continues
+	// (contextFrom); continued counts, per call, the follow-ups that
+	// continue it.
+	from      map[*traces.Record]*traces.Record
+	continued map[*traces.Record]int
 
 	mu       sync.Mutex
 	waiting  map[*traces.Record]int
@@ -69,11 +81,12 @@ type graph struct {
 }
 
 // buildGraph finds every selected call's dependencies. A session whose
-// calls carry parent_seq or after_seqs is replayed as the graph they draw;
-// any other session is a chain (each turn waits for the one before). A
-// dependency outside the selection (window, shard) is dropped: the call is
-// not held for something that will never be sent. all is the whole trace,
-// to tell "outside the selection" from "not in the trace".
+// calls carry parent_seq or after_seqs is replayed as the graph they draw,
+// its top-level calls chained (chainTopLevel); any other session is a
+// chain (each turn waits for the one before). A dependency outside the
+// selection (window, shard) is dropped: the call is not held for
+// something that will never be sent. all is the whole trace, to tell
+// "outside the selection" from "not in the trace".
 func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, error) {
 	g := &graph{
 		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
@@ -123,6 +136,7 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 		}
 		var bad []string
 		deps := map[*traces.Record][]*traces.Record{}
+		chained, overlapped := chainTopLevel(recs, deps)
 		for _, rec := range recs {
 			want := slices.Clone(rec.AfterSeqs)
 			if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
@@ -154,6 +168,8 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 			problems = append(problems, bad...)
 			continue // replayed open loop: no dependencies
 		}
+		g.stats.TopLevelChained += chained
+		g.stats.TopLevelOverlapped += overlapped
 		for rec, d := range deps {
 			g.deps[rec] = d
 		}
@@ -162,13 +178,45 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 		return nil, fmt.Errorf("%w: %s", ErrSessionGraph, strings.Join(firstN(problems, 5), "; "))
 	}
 	g.stats.Problems = firstN(problems, 5)
+	g.from = make(map[*traces.Record]*traces.Record, len(g.deps))
+	g.continued = make(map[*traces.Record]int, len(g.deps))
 	for rec, ds := range g.deps {
 		g.waiting[rec] = len(ds)
 		for _, d := range ds {
 			g.children[d] = append(g.children[d], rec)
 		}
+		f := contextFrom(rec, ds)
+		g.from[rec] = f
+		g.continued[f]++
 	}
 	return g, nil
+}
+
+// chainTopLevel makes each top-level call of a graph session (no
+// parent_seq), when it waits for nothing else, wait for the previous
+// top-level call in arrival order (recs' order): an agent's own turns
+// follow one another, and its subagents' calls hang off them by
+// parent_seq. A join (after_seqs) keeps its own dependencies but is the
+// top-level call the next one waits for. A call that production sent
+// before the previous top-level call finished (its finish_ns after this
+// arrival) did not wait for it and keeps its recorded time.
+func chainTopLevel(recs []*traces.Record, deps map[*traces.Record][]*traces.Record) (chained, overlapped int) {
+	var prev *traces.Record
+	for _, rec := range recs {
+		if rec.ParentSeq >= 0 {
+			continue
+		}
+		switch {
+		case prev == nil || len(rec.AfterSeqs) > 0:
+		case prev.FinishNs >= 0 && prev.FinishNs > rec.ArrivalNs:
+			overlapped++
+		default:
+			deps[rec] = append(deps[rec], prev)
+			chained++
+		}
+		prev = rec
+	}
+	return chained, overlapped
 }
 
 func firstN(s []string, n int) []string {

@@ -231,6 +231,12 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	if ss := s.Sessions; ss.FollowUps > 0 || ss.SessionsOpenLoop > 0 || ss.SessionsCut > 0 {
 		fmt.Fprintf(w, "sessions   %d follow-ups sent after their dependencies (think time recorded %d, estimated %d, capped %d)", ss.FollowUps, ss.ThinkRecorded, ss.ThinkEstimated, ss.ThinkCapped)
+		if ss.TopLevelChained+ss.TopLevelOverlapped > 0 {
+			fmt.Fprintf(w, "; %d top-level calls chained to the previous one", ss.TopLevelChained)
+			if ss.TopLevelOverlapped > 0 {
+				fmt.Fprintf(w, " (%d sent at their recorded times: they overlapped it in production)", ss.TopLevelOverlapped)
+			}
+		}
 		if ss.SessionsCut > 0 {
 			fmt.Fprintf(w, "; %d sessions cut short when sending stopped", ss.SessionsCut)
 		}
@@ -239,7 +245,7 @@ func (s *Summary) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		if ss.ContextGrown+ss.ContextFresh+ss.ContextLost > 0 {
-			fmt.Fprintf(w, "context    %d turns grown from the previous turn's prompt and output", ss.ContextGrown)
+			fmt.Fprintf(w, "context    %d turns grown from the prompt and output of the call they continue", ss.ContextGrown)
 			if ss.ContextOutputGuessed > 0 {
 				fmt.Fprintf(w, " (%d without the output's token ids: its place held by ids of the run's own)", ss.ContextOutputGuessed)
 			}
@@ -247,7 +253,7 @@ func (s *Summary) WriteText(w io.Writer) {
 				fmt.Fprintf(w, "; %d fresh because the trace's input was shorter than the context", ss.ContextFresh)
 			}
 			if ss.ContextLost > 0 {
-				fmt.Fprintf(w, "; %d fresh because the previous turn failed", ss.ContextLost)
+				fmt.Fprintf(w, "; %d fresh because the call they continue failed", ss.ContextLost)
 			}
 			fmt.Fprintln(w)
 		}

@@ -139,6 +139,9 @@ type genBody struct {
 	Priority  int    `json:"priority"`
 	RequestID string `json:"request_id"`
 	CacheSalt string `json:"cache_salt"`
+	// ReturnTokenIDs is vLLM's return_token_ids: each choice carries the
+	// ids of the tokens it generated ("token_ids").
+	ReturnTokenIDs bool `json:"return_token_ids"`
 }
 
 // genRequest is a parsed, validated generation request.
@@ -150,6 +153,7 @@ type genRequest struct {
 	usage      bool
 	continuous bool
 	salt       string
+	returnIDs  bool
 }
 
 func missing(field string) *apiError {
@@ -166,7 +170,7 @@ func (s *Server) parseGen(body []byte, api string) (*genRequest, *apiError) {
 	if b.Model != nil && *b.Model != s.o.Model {
 		return nil, &apiError{status: http.StatusNotFound, typ: "NotFoundError", msg: fmt.Sprintf("The model `%s` does not exist.", *b.Model)}
 	}
-	g := &genRequest{api: api, stream: b.Stream, salt: b.CacheSalt}
+	g := &genRequest{api: api, stream: b.Stream, salt: b.CacheSalt, returnIDs: b.ReturnTokenIDs}
 	var err *apiError
 	if api == traces.APIChat {
 		if len(b.Messages) == 0 || string(b.Messages) == "null" {
@@ -604,12 +608,14 @@ func (c *call) appendContentChunk(dst []byte, i int, r *request, from, to int, r
 		dst = appendFillerEscaped(dst, from, to)
 		dst = append(dst, `"},"logprobs":null,"finish_reason":`...)
 		if reason == "" {
-			dst = append(dst, `null}]`...)
+			dst = append(dst, `null`...)
 		} else {
 			dst = append(dst, '"')
 			dst = append(dst, reason...)
-			dst = append(dst, `","stop_reason":null}]`...)
+			dst = append(dst, `","stop_reason":null`...)
 		}
+		dst = c.appendTokenIDs(dst, from, to)
+		dst = append(dst, `}]`...)
 		if c.g.continuous {
 			dst = append(dst, `,"usage":`...)
 			dst = c.appendUsage(dst, r.promptLen, to, 0, false)
@@ -628,13 +634,26 @@ func (c *call) appendContentChunk(dst []byte, i int, r *request, from, to int, r
 		dst = append(dst, reason...)
 		dst = append(dst, '"')
 	}
-	dst = append(dst, `,"stop_reason":null}],"usage":`...)
+	dst = append(dst, `,"stop_reason":null`...)
+	dst = c.appendTokenIDs(dst, from, to)
+	dst = append(dst, `}],"usage":`...)
 	if c.g.continuous {
 		dst = c.appendUsage(dst, r.promptLen, to, 0, true)
 	} else {
 		dst = append(dst, "null"...)
 	}
 	return append(dst, "}\n\n"...)
+}
+
+// appendTokenIDs appends a choice's "token_ids" field (the ids of output
+// tokens [from, to)) when the request asked for return_token_ids.
+func (c *call) appendTokenIDs(dst []byte, from, to int) []byte {
+	if !c.g.returnIDs {
+		return dst
+	}
+	dst = append(dst, `,"token_ids":[`...)
+	dst = appendOutputIDs(dst, from, to)
+	return append(dst, ']')
 }
 
 // appendFillerEscaped appends filler text inside a JSON string (the filler
@@ -842,7 +861,9 @@ func (c *call) complete(ctx context.Context, w http.ResponseWriter) {
 			b = appendFillerEscaped(b, 0, r.fin.outTokens)
 			b = append(b, `","tool_calls":[]},"logprobs":null,"finish_reason":"`...)
 			b = append(b, r.fin.finishReason...)
-			b = append(b, `","stop_reason":null}`...)
+			b = append(b, `","stop_reason":null`...)
+			b = c.appendTokenIDs(b, 0, r.fin.outTokens)
+			b = append(b, '}')
 		} else {
 			b = append(b, `{"index":`...)
 			b = strconv.AppendInt(b, int64(i), 10)
@@ -850,7 +871,9 @@ func (c *call) complete(ctx context.Context, w http.ResponseWriter) {
 			b = appendFillerEscaped(b, 0, r.fin.outTokens)
 			b = append(b, `","logprobs":null,"finish_reason":"`...)
 			b = append(b, r.fin.finishReason...)
-			b = append(b, `","stop_reason":null,"prompt_logprobs":null}`...)
+			b = append(b, `","stop_reason":null,"prompt_logprobs":null`...)
+			b = c.appendTokenIDs(b, 0, r.fin.outTokens)
+			b = append(b, '}')
 		}
 	}
 	prompt, out, cached := c.totals()

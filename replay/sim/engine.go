@@ -20,12 +20,19 @@ type request struct {
 	api                 string
 	model               string
 	promptLen           int
-	hashes              []uint64 // chained hashes of the full prompt blocks
-	maxOut              int      // tokens this request will generate
-	stopByEOS           bool     // finish_reason "stop" (an EOS draw) rather than "length"
-	priority            int
-	maxTokens           int // the max_tokens parameter (for the histogram)
-	arrival             int64
+	// hashes is the chained hashes of the sequence's full blocks: the
+	// prompt's, then, as they are computed, those that hold generated
+	// tokens (commit appends them); seed starts the chain and tail is the
+	// prompt's tokens after its last full block, which the first block
+	// with output begins with.
+	hashes    []uint64
+	seed      uint64
+	tail      []int32
+	maxOut    int  // tokens this request will generate
+	stopByEOS bool // finish_reason "stop" (an EOS draw) rather than "length"
+	priority  int
+	maxTokens int // the max_tokens parameter (for the histogram)
+	arrival   int64
 
 	// engine-owned
 	numComputed int
@@ -71,6 +78,26 @@ func newRequest() *request {
 }
 
 func (r *request) total() int { return r.promptLen + r.numOut }
+
+// blockHash is the chained hash of full block i past the prompt's full
+// blocks (i == len(r.hashes)): the prompt's tail, then generated tokens,
+// whose ids (OutputTokenID) are known up to the tokens computed.
+func (r *request) blockHash(i, bs int) uint64 {
+	prev := r.seed
+	if i > 0 {
+		prev = r.hashes[i-1]
+	}
+	var buf [64]int32
+	toks := buf[:0]
+	for p := i * bs; p < (i+1)*bs; p++ {
+		if k := p - r.promptLen; k >= 0 {
+			toks = append(toks, OutputTokenID(k))
+		} else {
+			toks = append(toks, r.tail[p-(r.promptLen-len(r.tail))])
+		}
+	}
+	return hashBlock(prev, toks)
+}
 
 // published is what the handler may stream: the output tokens published so
 // far and whether the request ended (then n is final).
@@ -303,8 +330,11 @@ func (e *engine) commit(end int64) {
 	for _, it := range e.sched {
 		r := it.r
 		r.numComputed += it.n
-		if full := min(r.numComputed, r.promptLen) / bs; full > r.hashed {
-			for i := r.hashed; i < full && i < len(r.hashes); i++ {
+		if full := r.numComputed / bs; full > r.hashed {
+			for i := r.hashed; i < full && !e.o.DisablePrefixCaching; i++ {
+				if i == len(r.hashes) {
+					r.hashes = append(r.hashes, r.blockHash(i, bs))
+				}
 				e.kv.commit(r.blocks[i], r.hashes[i])
 			}
 			r.hashed = full

@@ -1,8 +1,10 @@
 package sim
 
 // kvCache is vLLM V1's block pool with prefix caching, reduced to its
-// accounting: blocks have a reference count and, once a full prompt block has
-// been computed, the chained hash of its tokens. Blocks with no references sit
+// accounting: blocks have a reference count and, once a full block has been
+// computed, the chained hash of its tokens (prompt and generated tokens alike,
+// as vLLM hashes the whole sequence, so a follow-up whose prompt carries a
+// finished request's output hits it too). Blocks with no references sit
 // in a free queue in eviction order (LRU; a finished request's blocks go in
 // tail first, so its last blocks are evicted first). Allocating takes blocks
 // from the front of that queue and evicts their hashes; a prefix lookup walks
@@ -129,7 +131,7 @@ func (c *kvCache) allocate(dst []int32, n int) []int32 {
 	return dst
 }
 
-// commit records that block b holds the full prompt block with hash h.
+// commit records that block b holds the full block with hash h.
 func (c *kvCache) commit(b int32, h uint64) {
 	if !c.caching || c.hash[b] != 0 {
 		return
@@ -160,20 +162,34 @@ func blockHashes(tokens []int32, blockSize int, salt string) []uint64 {
 		return nil
 	}
 	hs := make([]uint64, nb)
+	h := hashSeed(salt)
+	for i := range nb {
+		h = hashBlock(h, tokens[i*blockSize:(i+1)*blockSize])
+		hs[i] = h
+	}
+	return hs
+}
+
+// hashSeed is the chain's start: h(−1), from the cache salt.
+func hashSeed(salt string) uint64 {
 	h := uint64(0x9E3779B97F4A7C15)
 	for i := 0; i < len(salt); i++ {
 		h = mix64(h ^ uint64(salt[i]))
 	}
-	for i := range nb {
-		for _, t := range tokens[i*blockSize : (i+1)*blockSize] {
-			h = mix64(h ^ uint64(uint32(t)))
-		}
-		if h == 0 {
-			h = 1
-		}
-		hs[i] = h
+	return h
+}
+
+// hashBlock chains one block's tokens onto prev (never 0, which marks an
+// uncached block).
+func hashBlock(prev uint64, tokens []int32) uint64 {
+	h := prev
+	for _, t := range tokens {
+		h = mix64(h ^ uint64(uint32(t)))
 	}
-	return hs
+	if h == 0 {
+		h = 1
+	}
+	return h
 }
 
 // mix64 is splitmix64's finalizer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -130,7 +131,7 @@ type errContextLength struct{ msg string }
 func (e *errContextLength) Error() string { return e.msg }
 
 // buildRequest makes an engine request: checks the context length like
-// vLLM, hashes the prompt blocks and draws the output length.
+// vLLM, hashes the prompt blocks (keeping what output blocks chain on) and draws the output length.
 func buildRequest(o Options, id string, seq int64, api string, prompt []int32, salt string, p genParams) (*request, error) {
 	r := newRequest()
 	r.id, r.seq, r.api, r.model, r.priority = id, seq, api, o.Model, p.priority
@@ -165,6 +166,8 @@ func buildRequest(o Options, id string, seq int64, api string, prompt []int32, s
 	}
 	if !o.DisablePrefixCaching {
 		r.hashes = blockHashes(prompt, o.BlockSize, salt)
+		r.seed = hashSeed(salt)
+		r.tail = slices.Clone(prompt[len(r.hashes)*o.BlockSize:])
 	}
 	return r, nil
 }

@@ -140,6 +140,24 @@ func appendFiller(dst []byte, from, to int) []byte {
 	return dst
 }
 
+// OutputTokenID is the id of output token k of every request: the piece id
+// of its filler word taken whole (Tokenize may split a long word into
+// several pieces, so reading the output text back gives other ids). These
+// are the ids return_token_ids returns and the ids the prefix cache hashes
+// for generated tokens.
+func OutputTokenID(k int) int32 { return pieceID(fillerWords[k%len(fillerWords)]) }
+
+// appendOutputIDs appends the ids of output tokens [from, to), comma-separated.
+func appendOutputIDs(dst []byte, from, to int) []byte {
+	for k := from; k < to; k++ {
+		if k > from {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(OutputTokenID(k)), 10)
+	}
+	return dst
+}
+
 // FillerText is the text of the first n output tokens.
 func FillerText(n int) string { return string(appendFiller(nil, 0, n)) }
 
