@@ -122,3 +122,12 @@ func FuzzImportSplitwise(f *testing.F) {
 		"num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "splitwise", data) })
 }
+
+func FuzzImportBailian(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/bailian.jsonl"},
+		`{"chat_id": 1, "parent_chat_id": 1, "timestamp": 0, "input_length": 1, "output_length": 1}`,
+		`{"chat_id": 1, "timestamp": "0.5", "input_length": 1, "output_length": 1}`+"\n"+`{"chat_id": 1, "timestamp": 1, "input_length": 1, "output_length": 1}`+"\n"+fuzzSecret+"\n",
+		`{"chat_id": 2, "parent_chat_id": 1, "timestamp": 1e2, "input_length": 3, "output_length": 0, "type": "`+fuzzSecret+`", "turn": 9, "hash_ids": null}`,
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "bailian", data) })
+}
