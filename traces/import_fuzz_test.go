@@ -131,3 +131,12 @@ func FuzzImportBailian(f *testing.F) {
 		"\n\n{}\n[1,2]\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "bailian", data) })
 }
+
+func FuzzImportWeka(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/weka.json"},
+		`{"requests":[{"t":0,"in":1,"out":1}]}{"requests":[{"t":1,"type":"subagent","requests":[{"t":0,"in":1,"out":1}]}]}`,
+		`{"block_size":16,"requests":[{"t":"0.5","in":1,"out":1,"hash_ids":[4294967296]}]}`+"\n"+fuzzSecret+"\n",
+		`{"hash_id_scope":"global","requests":[{"t":2,"in":1,"out":1},{"t":1,"in":1,"out":1,"api_time":1e3,"think_time":-1}]}`,
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "weka", data) })
+}
