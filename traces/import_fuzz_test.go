@@ -140,3 +140,11 @@ func FuzzImportWeka(f *testing.F) {
 		"\n\n{}\n[1,2]\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "weka", data) })
 }
+
+func FuzzImportTraceLab(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/tracelab.jsonl"},
+		`{"session_id":"s","round_index":"3","input_tokens_total":1e2,"output_tokens":0,"timing_events":[{"event_type":"tool_result","timestamp":"2026-01-01T00:00:00.5+02:00"}]}`,
+		`{"session_id":"s","input_tokens_total":1,"output_tokens":1,"timing_events":[{"timestamp":"2026-01-01T00:00:01Z"}]}`+"\n"+`{"session_id":"s","input_tokens_total":1,"output_tokens":1,"timing_events":[{"timestamp":"2025-01-01T00:00:01Z"}]}`+"\n"+fuzzSecret+"\n",
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
+}
