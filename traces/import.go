@@ -17,9 +17,12 @@ import (
 
 // Importers turn public LLM request traces into Records. Each format has a
 // constructor with the ImportFunc signature (NewMooncakeReader,
-// NewAzureReader, NewBurstGPTReader, NewSplitwiseReader) and Import picks one
-// by name. Importers stream: they hold one row at a time (plus, for
-// Mooncake, the set of block ids seen so far), never the whole file.
+// NewAzureReader, NewBurstGPTReader, NewSplitwiseReader, NewBailianReader,
+// NewWekaReader, NewTraceLabReader) and Import picks one by name. Importers
+// stream: they hold one row at a time (plus, for Mooncake, the set of block
+// ids seen so far, for Bailian a small entry per request so that later turns
+// find their parent, for WEKA traces one conversation, for TraceLab a small
+// entry per session), never the whole file.
 //
 // Every importer validates each row. A malformed row (a missing column, a
 // negative or non-integer token count, a line that is not JSON, an
@@ -32,7 +35,7 @@ import (
 // Seq numbers the kept rows from 0 in file order.
 
 // ImportFormats lists the public trace formats Import reads.
-var ImportFormats = []string{"azure", "burstgpt", "mooncake", "splitwise"}
+var ImportFormats = []string{"azure", "bailian", "burstgpt", "mooncake", "splitwise", "tracelab", "weka"}
 
 // An ImportFunc returns a Reader of Records decoded from r in one public
 // trace format. name is the file name used in Meta.Source and in error
@@ -50,6 +53,12 @@ func Importer(format string) (ImportFunc, error) {
 		return NewBurstGPTReader, nil
 	case "splitwise":
 		return NewSplitwiseReader, nil
+	case "bailian":
+		return NewBailianReader, nil
+	case "weka":
+		return NewWekaReader, nil
+	case "tracelab":
+		return NewTraceLabReader, nil
 	}
 	return nil, fmt.Errorf("%w %q: import formats are %s", ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }

@@ -122,3 +122,29 @@ func FuzzImportSplitwise(f *testing.F) {
 		"num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "splitwise", data) })
 }
+
+func FuzzImportBailian(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/bailian.jsonl"},
+		`{"chat_id": 1, "parent_chat_id": 1, "timestamp": 0, "input_length": 1, "output_length": 1}`,
+		`{"chat_id": 1, "timestamp": "0.5", "input_length": 1, "output_length": 1}`+"\n"+`{"chat_id": 1, "timestamp": 1, "input_length": 1, "output_length": 1}`+"\n"+fuzzSecret+"\n",
+		`{"chat_id": 2, "parent_chat_id": 1, "timestamp": 1e2, "input_length": 3, "output_length": 0, "type": "`+fuzzSecret+`", "turn": 9, "hash_ids": null}`,
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "bailian", data) })
+}
+
+func FuzzImportWeka(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/weka.json"},
+		`{"requests":[{"t":0,"in":1,"out":1}]}{"requests":[{"t":1,"type":"subagent","requests":[{"t":0,"in":1,"out":1}]}]}`,
+		`{"block_size":16,"requests":[{"t":"0.5","in":1,"out":1,"hash_ids":[4294967296]}]}`+"\n"+fuzzSecret+"\n",
+		`{"hash_id_scope":"global","requests":[{"t":2,"in":1,"out":1},{"t":1,"in":1,"out":1,"api_time":1e3,"think_time":-1}]}`,
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "weka", data) })
+}
+
+func FuzzImportTraceLab(f *testing.F) {
+	fuzzSeeds(f, []string{"testdata/import/tracelab.jsonl"},
+		`{"session_id":"s","round_index":"3","input_tokens_total":1e2,"output_tokens":0,"timing_events":[{"event_type":"tool_result","timestamp":"2026-01-01T00:00:00.5+02:00"}]}`,
+		`{"session_id":"s","input_tokens_total":1,"output_tokens":1,"timing_events":[{"timestamp":"2026-01-01T00:00:01Z"}]}`+"\n"+`{"session_id":"s","input_tokens_total":1,"output_tokens":1,"timing_events":[{"timestamp":"2025-01-01T00:00:01Z"}]}`+"\n"+fuzzSecret+"\n",
+		"\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
+}

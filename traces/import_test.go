@@ -102,6 +102,9 @@ func TestImportMooncakeSharedTraces(t *testing.T) {
 	}{
 		{"mooncake/conversation_trace.jsonl", 12031},
 		{"mooncake/synthetic_trace.jsonl", 3993},
+		// The tool-and-agent trace: same keys and block size, 23,608 requests
+		// (FAST25-release/README.md @ 3b5a5941).
+		{"mooncake/toolagent_trace.jsonl", 23608},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {
 			path := importSharedTrace(t, tc.file)
