@@ -551,7 +551,9 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	rep.Warnings = append(rep.Warnings, pw...)
 	rep.attribute()
 	rep.windows()
-	rep.serverLoad(a.samples)
+	pooled, byInstance := splitSamples(a.samples)
+	rep.serverLoad(pooled)
+	rep.instanceLoad(byInstance) // instances.go
 	rep.diagnose()
 	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
 		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())

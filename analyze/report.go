@@ -96,6 +96,9 @@ type Report struct {
 	// PrefixCache is the prefix-cache hit rate the trace implies beside
 	// the server's (prefixcache.go; null when no row has prefix blocks).
 	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+	// Instances is each server instance's state around the tail, when the
+	// metrics series has per-instance rows (instances.go; null otherwise).
+	Instances []InstanceLoad `json:"instances,omitempty"`
 
 	opts    Options
 	rows    rowStore

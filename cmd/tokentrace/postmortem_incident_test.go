@@ -217,6 +217,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 			When      analyze.When       `json:"when"`
 			Diagnosis []string           `json:"diagnosis"`
 		} `json:"attribution"`
+		Instances []analyze.InstanceLoad `json:"instances"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
@@ -239,6 +240,26 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	if !strings.Contains(diag, w) {
 		t.Errorf("diagnosis does not name the burst window %s:\n%s", w, diag)
+	}
+
+	// The overloaded instance: its own rows in the stored series show the
+	// queue, and the diagnosis names it and not the other.
+	samples, _, err := traces.ReadSamples(traces.SamplesPathFor(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := map[string]int64{}
+	for _, x := range samples {
+		peak[x.Instance] = max(peak[x.Instance], x.Waiting)
+	}
+	if peak[run.hostA] < 10 || peak[run.hostB] >= peak[run.hostA]/2 {
+		t.Errorf("peak waiting per instance in the stored series %v: want A (%s) ≥ 10 and B (%s) well below", peak, run.hostA, run.hostB)
+	}
+	if !strings.Contains(diag, "Uneven load: instance "+run.hostA) || strings.Contains(diag, run.hostB) {
+		t.Errorf("diagnosis does not name the overloaded instance %s alone (the other is %s):\n%s", run.hostA, run.hostB, diag)
+	}
+	if len(rep.Instances) != 2 {
+		t.Errorf("report instances %+v, want both", rep.Instances)
 	}
 
 	// Accuracy against the truth, per tail request, on the same analysis
