@@ -44,6 +44,9 @@ func (rep *Report) diagnose() {
 	if s := rep.instanceSentence(); s != "" { // instances.go
 		d = append(d, s)
 	}
+	if s := rep.crossCheckSentence(); s != "" { // crosscheck.go
+		d = append(d, s)
+	}
 	wh := at.When
 	if wh.LastS-wh.FirstS < 0.05 {
 		d = append(d, fmt.Sprintf("The tail requests were sent at %.1f s.", wh.FirstS))

@@ -99,6 +99,10 @@ type Report struct {
 	// Instances is each server instance's state around the tail, when the
 	// metrics series has per-instance rows (instances.go; null otherwise).
 	Instances []InstanceLoad `json:"instances,omitempty"`
+	// CrossCheck compares the attribution of every request with the
+	// server's own queue/prefill/decode histograms (crosscheck.go; null
+	// without a metrics series).
+	CrossCheck *CrossCheck `json:"cross_check,omitempty"`
 
 	opts    Options
 	rows    rowStore

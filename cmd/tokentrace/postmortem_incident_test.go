@@ -186,7 +186,8 @@ func runIncident(t *testing.T) *incidentRun {
 // against the simulators' truth: the p90 E2E tail's shares within 10
 // points, the dominant cause right for at least 90 % of the tail
 // requests, the burst window and the overloaded instance named in the
-// diagnosis (the other instance not).
+// diagnosis (the other instance not), and the cross-check of every
+// request's estimated split against the simulators' histograms agreeing.
 func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and two simulators, replays in real time (~20 s)")
@@ -217,7 +218,8 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 			When      analyze.When       `json:"when"`
 			Diagnosis []string           `json:"diagnosis"`
 		} `json:"attribution"`
-		Instances []analyze.InstanceLoad `json:"instances"`
+		Instances  []analyze.InstanceLoad `json:"instances"`
+		CrossCheck *analyze.CrossCheck    `json:"cross_check"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
@@ -260,6 +262,15 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	if len(rep.Instances) != 2 {
 		t.Errorf("report instances %+v, want both", rep.Instances)
+	}
+
+	// The cross-check against the simulators' own histograms: the
+	// estimated attribution of every request against them.
+	if cc := rep.CrossCheck; cc == nil || cc.Requests < len(run.pooled)*9/10 || len(cc.Missing) > 0 {
+		t.Errorf("cross-check %+v: want most of the %d requests compared, no histogram missing", cc, len(run.pooled))
+	} else {
+		t.Logf("cross-check: %d requests against %d finished; attribution %+v, server %+v, max %.1f points on %s",
+			cc.Requests, cc.ServerRequests, cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
 	}
 
 	// Accuracy against the truth, per tail request, on the same analysis
@@ -318,6 +329,9 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	if errPP > attribShareTolPP {
 		t.Errorf("tail shares off by %.1f pp (> %.0f)", errPP, attribShareTolPP)
+	}
+	if cc := rep.CrossCheck; cc != nil && cc.Disagree {
+		t.Errorf("the estimated attribution of all requests disagrees with the simulators' histograms by %.1f points on %s", cc.MaxDiffPoints, cc.Worst)
 	}
 	if rate < attribDominantRate {
 		t.Errorf("dominant cause right for %d/%d tail requests (%.0f%% < %.0f%%)", agree, tail, rate*100, attribDominantRate*100)
