@@ -555,6 +555,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	rep.serverLoad(pooled)
 	rep.instanceLoad(byInstance) // instances.go
 	rep.crossCheck(pooled)       // crosscheck.go
+	rep.missingSeries(pooled)    // seriesmissing.go
 	rep.diagnose()
 	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
 		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())

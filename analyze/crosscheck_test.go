@@ -3,6 +3,7 @@ package analyze
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,11 @@ func TestCrossCheck(t *testing.T) {
 		if c.missing != "" {
 			if !strings.Contains(strings.Join(cc.Missing, ","), c.missing) || !strings.Contains(diag, "No cross-check") || !strings.Contains(diag, c.missing) {
 				t.Errorf("%s: missing %v, diagnosis:\n%s", c.why, cc.Missing, diag)
+			}
+			// The report names the empty column, and only the empty ones.
+			if !slices.Contains(rep.MissingMetrics, c.missing) || slices.Contains(rep.MissingMetrics, "prefill_time_mean_ns") ||
+				!strings.Contains(strings.Join(rep.Warnings, "\n"), "no values for") {
+				t.Errorf("%s: missing metrics %v, warnings %v", c.why, rep.MissingMetrics, rep.Warnings)
 			}
 			continue
 		}

@@ -103,6 +103,9 @@ type Report struct {
 	// server's own queue/prefill/decode histograms (crosscheck.go; null
 	// without a metrics series).
 	CrossCheck *CrossCheck `json:"cross_check,omitempty"`
+	// MissingMetrics lists the metrics series columns with no value at
+	// all (seriesmissing.go; also a warning).
+	MissingMetrics []string `json:"missing_metrics,omitempty"`
 
 	opts    Options
 	rows    rowStore

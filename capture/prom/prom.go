@@ -28,6 +28,10 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// ErrNoSeries is returned when none of the vLLM metrics has a series in
+// the window.
+var ErrNoSeries = errors.New("no vLLM series")
+
 // Defaults of Options.
 const (
 	DefaultStep    = 5 * time.Second
@@ -309,6 +313,14 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 	}
+	if len(res.Missing) == len(columns()) {
+		sel := "no selector"
+		if o.Selector != "" {
+			sel = "selector " + o.Selector
+		}
+		return nil, fmt.Errorf("prom: %w at %s for %s–%s (%s): the window is outside Prometheus' retention, or the selector or job matches no vLLM server",
+			ErrNoSeries, redactURL(o.URL), r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), sel)
+	}
 	res.Samples = rows[""]
 	if perInstance {
 		for _, in := range res.Instances {
@@ -467,6 +479,10 @@ func (o *Options) queryRange(ctx context.Context, papi v1.API, q string, r v1.Ra
 		var perr *v1.Error
 		if errors.As(err, &perr) && (perr.Type == v1.ErrBadData || perr.Type == v1.ErrBadResponse) {
 			break // the query or the window is wrong: retrying will not help
+		}
+		if errors.As(err, &perr) && perr.Type == v1.ErrClient {
+			// a 4xx: the server answered, but not as Prometheus' API
+			return nil, fmt.Errorf("prom: query %s at %s: %w (the server answered but not as Prometheus' HTTP API: a wrong URL or path, or missing credentials?)", q, redactURL(o.URL), err)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -25,6 +25,19 @@ import (
 // test ends.
 func Start(t testing.TB, targets ...string) string {
 	t.Helper()
+	return start(t, "", targets)
+}
+
+// StartDropping is Start with the metrics whose names match the regular
+// expression drop left out at scrape time (metric_relabel_configs), as if
+// the servers did not export them (an older or newer vLLM).
+func StartDropping(t testing.TB, drop string, targets ...string) string {
+	t.Helper()
+	return start(t, drop, targets)
+}
+
+func start(t testing.TB, drop string, targets []string) string {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus is not installed (Debian package prometheus; .ci/run installs it)")
@@ -36,6 +49,9 @@ func Start(t testing.TB, targets ...string) string {
 		quoted[i] = strconv.Quote(tg)
 	}
 	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
+	if drop != "" {
+		conf += fmt.Sprintf("    metric_relabel_configs:\n      - source_labels: [__name__]\n        regex: %s\n        action: drop\n", strconv.Quote(drop))
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
