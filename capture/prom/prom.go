@@ -67,9 +67,11 @@ type Options struct {
 
 // Result is the fetched series.
 type Result struct {
-	// Samples has one point per step of the window; TimeNs is the offset
+	// Samples has one point per step of the window (Steps of them), then
+	// with several instances Steps more per instance; TimeNs is the offset
 	// from Options.Start, as in a replay's metrics file.
 	Samples []traces.MetricsSample
+	Steps   int
 	// Missing lists the metrics that had no series in the window.
 	Missing []string
 	// Gaps counts steps where a metric that has series had no point.
@@ -240,7 +242,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	}
 	papi := v1.NewAPI(client)
 	n := int(o.Duration/o.Step) + 1
-	res := &Result{}
+	res := &Result{Steps: n}
 	newRows := func(instance string) []traces.MetricsSample {
 		rows := make([]traces.MetricsSample, n)
 		for i := range rows {

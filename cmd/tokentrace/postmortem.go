@@ -107,7 +107,7 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				return err
 			}
 			s := stdio(c)
-			fmt.Fprintf(s.err, "postmortem: %d samples every %v from %s; instances %v", len(res.Samples), o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
+			fmt.Fprintf(s.err, "postmortem: %d steps of %v from %s; instances %v", res.Steps, o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
 			if len(res.Missing) > 0 {
 				fmt.Fprintf(s.err, "; no series for %v (shown as not reported)", res.Missing)
 			}
