@@ -37,11 +37,15 @@ type InstanceLoad struct {
 // Uneven load: the fewest instances that hold at least unevenShare of the
 // waiting requests around the tail are named, when they are fewer than
 // all instances and hold at least 1.5× their fair share; a tail with less
-// than minTailWaiting waiting requests on average names none (no queue to
+// than minTailWaiting waiting requests on average, or one that spent less
+// than minQueueShare of its time queueing, names none (no queue to
 // explain it).
 const (
 	unevenShare    = 0.75
 	minTailWaiting = 1.0
+	// minQueueShare is the least share of the tail's time spent queueing
+	// for a queue to explain the tail at all.
+	minQueueShare = 0.25
 )
 
 // splitSamples separates the pooled rows (Instance "") from each
@@ -120,6 +124,9 @@ func (rep *Report) instanceLoad(byInstance map[string][]traces.MetricsSample) {
 	n := len(rep.Instances)
 	if k >= n || share < 1.5*float64(k)/float64(n) {
 		return // even enough: no instance stands out
+	}
+	if rep.Attribution.Share.Queue < minQueueShare {
+		return // a queue, but not what made the tail slow
 	}
 	for _, j := range order[:k] {
 		rep.Instances[j].ExplainsTail = true

@@ -10,13 +10,14 @@ import (
 )
 
 // queueBurstRun is 100 requests, one every 100 ms, of which the ten sent
-// at 5.0–5.9 s wait a second in the queue (the p90 TTFT tail), with a
-// metrics series of one row per 500 ms: the pooled rows, and for each
-// instance its rows with waiting(instance, t) requests waiting.
-func queueBurstRun(t *testing.T, instances []string, waiting func(instance string, t time.Duration) int64) *Report {
+// at 5.0–5.9 s wait a second in the queue (the p90 E2E tail; with
+// slowDecode they wait 100 ms but decode for 3 s instead), with a metrics
+// series of one row per 500 ms: the pooled rows, and for each instance its
+// rows with waiting(instance, t) requests waiting.
+func queueBurstRun(t *testing.T, instances []string, waiting func(instance string, t time.Duration) int64, slowDecode bool) *Report {
 	t.Helper()
 	o := DefaultOptions()
-	o.TailMetric, o.TailPercentile = MetricTTFT, 90
+	o.TailMetric, o.TailPercentile = MetricE2E, 90
 	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -37,11 +38,14 @@ func queueBurstRun(t *testing.T, instances []string, waiting func(instance strin
 	a.AddSamples(s)
 	for i := range 100 {
 		sent := time.Duration(i) * 100 * ms
-		queue := 10 * ms
+		queue, decode := 10*ms, 200*ms
 		if sent >= 5000*ms && sent < 6000*ms {
 			queue = 1000 * ms
+			if slowDecode {
+				queue, decode = 100*ms, 3000*ms
+			}
 		}
-		r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+250*ms, 200, 20, 1), queue, 50*ms, 200*ms, 0)
+		r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+50*ms+decode, 200, 20, 1), queue, 50*ms, decode, 0)
 		a.Add(&r)
 	}
 	rep, err := a.Close(context.Background())
@@ -58,10 +62,11 @@ func queueBurstRun(t *testing.T, instances []string, waiting func(instance strin
 func TestInstancesNamedWhenUneven(t *testing.T) {
 	burst := func(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
 	for _, c := range []struct {
-		why       string
-		instances []string
-		waiting   func(in string, t time.Duration) int64
-		named     []string // instances the diagnosis must name ("" none)
+		why        string
+		instances  []string
+		waiting    func(in string, t time.Duration) int64
+		slowDecode bool
+		named      []string // instances the diagnosis must name ("" none)
 	}{
 		{"a burst queued on one of two instances names that one", []string{"a:8000", "b:8000"},
 			func(in string, t time.Duration) int64 {
@@ -69,32 +74,39 @@ func TestInstancesNamedWhenUneven(t *testing.T) {
 					return 30
 				}
 				return 1
-			}, []string{"a:8000"}},
+			}, false, []string{"a:8000"}},
+		{"an uneven queue beside a tail made slow by decoding, not queueing, names none", []string{"a:8000", "b:8000"},
+			func(in string, t time.Duration) int64 {
+				if in == "a:8000" && burst(t) {
+					return 30
+				}
+				return 1
+			}, true, nil},
 		{"the same queue spread evenly over both instances names none", []string{"a:8000", "b:8000"},
 			func(in string, t time.Duration) int64 {
 				if burst(t) {
 					return 15
 				}
 				return 1
-			}, nil},
+			}, false, nil},
 		{"two of four instances holding the queue are both named", []string{"a:8000", "b:8000", "c:8000", "d:8000"},
 			func(in string, t time.Duration) int64 {
 				if (in == "b:8000" || in == "d:8000") && burst(t) {
 					return 20
 				}
 				return 0
-			}, []string{"b:8000", "d:8000"}},
+			}, false, []string{"b:8000", "d:8000"}},
 		{"no queue anywhere names none, however uneven the crumbs", []string{"a:8000", "b:8000"},
 			func(in string, t time.Duration) int64 {
 				if in == "a:8000" && burst(t) && t < 5000*ms {
 					return 1
 				}
 				return 0
-			}, nil},
+			}, false, nil},
 		{"a series without per-instance rows (replay's scrape) has no instances", nil,
-			func(string, time.Duration) int64 { return 0 }, nil},
+			func(string, time.Duration) int64 { return 0 }, false, nil},
 	} {
-		rep := queueBurstRun(t, c.instances, c.waiting)
+		rep := queueBurstRun(t, c.instances, c.waiting, c.slowDecode)
 		diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 		if len(rep.Instances) != len(c.instances) {
 			t.Errorf("%s: %d instances in the report, want %d", c.why, len(rep.Instances), len(c.instances))

@@ -146,6 +146,15 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 		t.Logf("%s: %v", c.why, err)
 	}
 
+	// A Prometheus that went away: the error names it and what failed.
+	promtest.Stop(partialURL)
+	if _, err := Fetch(ctx, Options{URL: partialURL, Start: start, Duration: 8 * time.Second, Step: time.Second, Retries: 1, Timeout: time.Second}); err == nil ||
+		!strings.Contains(err.Error(), strings.TrimPrefix(partialURL, "http://")) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("stopped Prometheus: error %v, want one naming %s and the refused connection", err, partialURL)
+	} else {
+		t.Logf("stopped Prometheus: %v", err)
+	}
+
 	// A wrong URL fails with a message naming the server; a token never
 	// appears in it.
 	tok := filepath.Join(t.TempDir(), "token")

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -68,14 +69,14 @@ func start(t testing.TB, drop string, targets []string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	url := "http://" + addr
+	running.Store(url, cmd)
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		Stop(url)
 		if t.Failed() {
 			t.Logf("prometheus log:\n%s", logs.String())
 		}
 	})
-	url := "http://" + addr
 	for i := 0; ; i++ {
 		resp, err := http.Get(url + "/-/ready")
 		if err == nil {
@@ -88,6 +89,19 @@ func start(t testing.TB, drop string, targets []string) string {
 			t.Fatalf("prometheus not ready after 10 s: %v\n%s", err, logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// running maps a started Prometheus' URL to its process.
+var running sync.Map
+
+// Stop stops the Prometheus that Start returned url for (a test of a
+// Prometheus that went away); stopping it again does nothing.
+func Stop(url string) {
+	if c, ok := running.LoadAndDelete(url); ok {
+		cmd := c.(*exec.Cmd)
+		cmd.Process.Kill()
+		cmd.Wait()
 	}
 }
 
