@@ -20,7 +20,8 @@ type CrossCheck struct {
 	// "server" (exact timings), "estimated" or "mixed".
 	Source string `json:"source"`
 	// Requests is how many of the trace's requests finished in the
-	// window; ServerRequests how many the server counted finishing in it
+	// window (estimated from the sample past Options.ExactRows);
+	// ServerRequests how many the server counted finishing in it
 	// (requests_finished; more when other clients used the server too).
 	Requests       int   `json:"requests"`
 	ServerRequests int64 `json:"server_requests"`
@@ -164,6 +165,7 @@ rows:
 		}
 	}
 	cc.Attribution, cc.Server = splitOf(attSh), splitOf(srvSh)
+	cc.Requests *= int(rep.oneIn()) // a sample's count, scaled to the run
 	cc.AttributionMeanMs, cc.ServerMeanMs = splitOf(attMs), splitOf(srvMs)
 	cc.Disagree = cc.MaxDiffPoints > CrossCheckTolerancePoints
 }
