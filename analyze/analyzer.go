@@ -551,8 +551,12 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	rep.Warnings = append(rep.Warnings, pw...)
 	rep.attribute()
 	rep.windows()
-	rep.serverLoad(a.samples)
-	rep.series = a.samples // sorted by serverLoad; the HTML incident timeline draws them
+	pooled, byInstance := splitSamples(a.samples)
+	rep.serverLoad(pooled)
+	rep.series = pooled          // sorted by serverLoad; the HTML incident timeline draws them
+	rep.instanceLoad(byInstance) // instances.go
+	rep.crossCheck(pooled)       // crosscheck.go
+	rep.missingSeries(pooled)    // seriesmissing.go
 	rep.diagnose()
 	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
 		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())

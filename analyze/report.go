@@ -96,6 +96,16 @@ type Report struct {
 	// PrefixCache is the prefix-cache hit rate the trace implies beside
 	// the server's (prefixcache.go; null when no row has prefix blocks).
 	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+	// Instances is each server instance's state around the tail, when the
+	// metrics series has per-instance rows (instances.go; null otherwise).
+	Instances []InstanceLoad `json:"instances,omitempty"`
+	// CrossCheck compares the attribution of every request with the
+	// server's own queue/prefill/decode histograms (crosscheck.go; null
+	// without a metrics series).
+	CrossCheck *CrossCheck `json:"cross_check,omitempty"`
+	// MissingMetrics lists the metrics series columns with no value at
+	// all (seriesmissing.go; also a warning).
+	MissingMetrics []string `json:"missing_metrics,omitempty"`
 
 	opts    Options
 	rows    rowStore

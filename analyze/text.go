@@ -87,6 +87,8 @@ func (rep *Report) WriteText(w io.Writer) error {
 	rep.writeCapacityText(p)         // capacity.go
 	rep.writeSessionsText(p)         // sessions.go
 	rep.writePrefixCacheText(p)      // prefixcache.go
+	rep.writeInstancesText(p)        // instances.go
+	rep.writeCrossCheckText(p)       // crosscheck.go
 	if rep.opts.Window > 0 && len(rep.Windows) > 0 {
 		p("\nTimeline (%.3gs windows; latency ms of requests sent in the window)\n", rep.Windows[0].EndS-rep.Windows[0].StartS)
 		p("  %8s %6s %5s %5s %9s %9s %9s %9s %8s %9s %8s %8s %9s %5s\n", "start s", "sent", "ok", "fail",

@@ -63,6 +63,13 @@ type MetricsSample struct {
 	// ScrapeError is a short message when this scrape failed ("" = ok); the
 	// other columns are then NotReported.
 	ScrapeError string `parquet:"scrape_error,dict" json:"scrape_error"`
+	// Instance is the server instance (Prometheus' instance label) the row
+	// describes; "" for a row over every instance (replay's scrape of one
+	// server, or the pooled series of several). A series read from
+	// Prometheus with several instances has the pooled rows and then each
+	// instance's rows at the same times. Files written before this column
+	// read as "".
+	Instance string `parquet:"instance,dict" json:"instance,omitempty"`
 }
 
 // NewMetricsSample returns a sample at timeNs with every value NotReported.
@@ -87,7 +94,7 @@ func NewMetricsSample(timeNs int64) MetricsSample {
 var SampleColumns = []string{
 	"time_ns", "interval_ns", "waiting", "running", "kv_cache_usage", "prefix_hit_rate",
 	"preemptions", "queue_time_mean_ns", "prefill_time_mean_ns", "decode_time_mean_ns",
-	"requests_finished", "prompt_tokens", "generation_tokens", "scrape_error",
+	"requests_finished", "prompt_tokens", "generation_tokens", "scrape_error", "instance",
 }
 
 // SamplesPathFor returns where the metrics series of a results file goes:
@@ -228,6 +235,7 @@ func samplesToRow(s *MetricsSample, row []string) {
 	row[4], row[5], row[6] = f64(s.KVCacheUsage), f64(s.PrefixHitRate), i64(s.Preemptions)
 	row[7], row[8], row[9] = i64(s.QueueTimeMeanNs), i64(s.PrefillTimeMeanNs), i64(s.DecodeTimeMeanNs)
 	row[10], row[11], row[12], row[13] = i64(s.RequestsFinished), i64(s.PromptTokens), i64(s.GenerationTokens), s.ScrapeError
+	row[14] = s.Instance
 }
 
 // samplesFromRow fills s from a CSV row whose columns are named by header.
@@ -269,6 +277,8 @@ func samplesFromRow(header, row []string, s *MetricsSample) error {
 			i64(&s.GenerationTokens)
 		case "scrape_error":
 			s.ScrapeError = v
+		case "instance":
+			s.Instance = v
 		}
 		if err != nil {
 			return fmt.Errorf("column %s: not a number", col)

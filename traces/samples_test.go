@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,9 +20,47 @@ func sampleSeries() []traces.MetricsSample {
 	b.Waiting, b.Running, b.KVCacheUsage, b.PrefixHitRate = 7, 16, 0.98, 0.5
 	b.Preemptions, b.RequestsFinished, b.PromptTokens, b.GenerationTokens = 3, 4, 4096, 512
 	b.QueueTimeMeanNs, b.PrefillTimeMeanNs, b.DecodeTimeMeanNs = 1_800_000_000, 300_000_000, 2_100_000_000
+	d := b
+	d.Instance, d.Waiting = "10.0.0.7:8000", 5
 	c := traces.NewMetricsSample(500_000_000)
 	c.ScrapeError = `GET /metrics: status 503, "quoted", comma`
-	return []traces.MetricsSample{a, b, c}
+	return []traces.MetricsSample{a, b, c, d}
+}
+
+// TestSamplesWithoutInstanceColumn reads a Parquet series written before
+// the instance column existed: every row is a pooled row (instance "").
+func TestSamplesWithoutInstanceColumn(t *testing.T) {
+	type oldSample struct {
+		TimeNs      int64  `parquet:"time_ns,delta"`
+		Waiting     int64  `parquet:"waiting,delta"`
+		ScrapeError string `parquet:"scrape_error,dict"`
+	}
+	name := filepath.Join(t.TempDir(), "old.metrics.parquet")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []parquet.WriterOption
+	m := traces.NewMeta("replay:metrics")
+	m.SchemaVersion = traces.SchemaVersion
+	for _, kv := range m.KeyValues() {
+		opts = append(opts, parquet.KeyValueMetadata(kv[0], kv[1]))
+	}
+	w := parquet.NewGenericWriter[oldSample](f, opts...)
+	if _, err := w.Write([]oldSample{{TimeNs: 0, Waiting: 3}, {TimeNs: 1e9, Waiting: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, _, err := traces.ReadSamples(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Waiting != 9 || got[0].Instance != "" || got[1].Instance != "" {
+		t.Errorf("old series read as %+v", got)
+	}
 }
 
 func TestSamplesRoundTrip(t *testing.T) {

@@ -28,6 +28,10 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// ErrNoSeries is returned when none of the vLLM metrics has a series in
+// the window.
+var ErrNoSeries = errors.New("no vLLM series")
+
 // Defaults of Options.
 const (
 	DefaultStep    = 5 * time.Second
@@ -63,9 +67,11 @@ type Options struct {
 
 // Result is the fetched series.
 type Result struct {
-	// Samples has one point per step of the window; TimeNs is the offset
+	// Samples has one point per step of the window (Steps of them), then
+	// with several instances Steps more per instance; TimeNs is the offset
 	// from Options.Start, as in a replay's metrics file.
 	Samples []traces.MetricsSample
+	Steps   int
 	// Missing lists the metrics that had no series in the window.
 	Missing []string
 	// Gaps counts steps where a metric that has series had no point.
@@ -80,14 +86,16 @@ type Result struct {
 }
 
 // column is how one sample column is read. Gauges are aggregated by
-// Prometheus; counters are fetched raw, per series, and differenced here
-// between consecutive steps (a drop is a counter reset: the new value is
-// the increase), which is exact whatever the scrape interval, unlike
-// increase() over a step shorter than two scrapes. vLLM renamed a few
-// metrics over time, so each column lists alternatives tried in order.
+// Prometheus (over everything, and by instance); counters are fetched raw,
+// per series, and differenced here between consecutive steps (a drop is a
+// counter reset: the new value is the increase), which is exact whatever
+// the scrape interval, unlike increase() over a step shorter than two
+// scrapes. vLLM renamed a few metrics over time, so each column lists
+// alternatives tried in order.
 type column struct {
 	name  string
-	gauge []string // PromQL aggregations (%s = selector)
+	agg   string   // the gauges' aggregation: sum or avg
+	gauge []string // gauge names
 	num   []string // counter names whose increase is the value ...
 	den   []string // ... divided by the increase of these, if set
 	scale float64  // applied to the value (seconds → ns)
@@ -103,9 +111,9 @@ func columns() []column {
 	pn, pd := hist("vllm:request_prefill_time_seconds")
 	dn, dd := hist("vllm:request_decode_time_seconds")
 	return []column{
-		{name: "waiting", gauge: []string{"sum(vllm:num_requests_waiting{%s})"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Waiting })},
-		{name: "running", gauge: []string{"sum(vllm:num_requests_running{%s})"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Running })},
-		{name: "kv_cache_usage", gauge: []string{"avg(vllm:kv_cache_usage_perc{%s})", "avg(vllm:gpu_cache_usage_perc{%s})"}, set: func(s *traces.MetricsSample, v float64) { s.KVCacheUsage = v }},
+		{name: "waiting", agg: "sum", gauge: []string{"vllm:num_requests_waiting"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Waiting })},
+		{name: "running", agg: "sum", gauge: []string{"vllm:num_requests_running"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Running })},
+		{name: "kv_cache_usage", agg: "avg", gauge: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, set: func(s *traces.MetricsSample, v float64) { s.KVCacheUsage = v }},
 		{name: "prefix_hit_rate", num: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}, den: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}, set: func(s *traces.MetricsSample, v float64) { s.PrefixHitRate = v }},
 		{name: "preemptions", num: []string{"vllm:num_preemptions_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Preemptions })},
 		{name: "queue_time_mean_ns", num: qn, den: qd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.QueueTimeMeanNs })},
@@ -116,9 +124,6 @@ func columns() []column {
 		{name: "generation_tokens", num: []string{"vllm:generation_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.GenerationTokens })},
 	}
 }
-
-// render fills an expression's selector (%s).
-func render(expr, sel string) string { return strings.ReplaceAll(expr, "%s", sel) }
 
 func (o *Options) defaults() {
 	if o.Step == 0 {
@@ -219,7 +224,9 @@ func (o *Options) transport() (http.RoundTripper, error) {
 	return rt, nil
 }
 
-// Fetch reads the window's series from Prometheus.
+// Fetch reads the window's series from Prometheus. With several instances
+// the result holds the pooled rows (Instance "") and then each instance's
+// rows; missing metrics, gaps and resets are counted on the pooled series.
 func Fetch(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
 	if err := o.Validate(); err != nil {
@@ -235,45 +242,50 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	}
 	papi := v1.NewAPI(client)
 	n := int(o.Duration/o.Step) + 1
-	res := &Result{Samples: make([]traces.MetricsSample, n)}
-	for i := range res.Samples {
-		s := traces.NewMetricsSample(int64(i) * int64(o.Step))
-		if i > 0 {
-			s.IntervalNs = int64(o.Step)
+	res := &Result{Steps: n}
+	newRows := func(instance string) []traces.MetricsSample {
+		rows := make([]traces.MetricsSample, n)
+		for i := range rows {
+			s := traces.NewMetricsSample(int64(i) * int64(o.Step))
+			if i > 0 {
+				s.IntervalNs = int64(o.Step)
+			}
+			s.Instance = instance
+			rows[i] = s
 		}
-		res.Samples[i] = s
+		return rows
 	}
 	r := v1.Range{Start: o.Start, End: o.Start.Add(time.Duration(n-1) * o.Step), Step: o.Step}
-	instances := map[string]bool{}
 	// Which instances served: one query for the whole window.
-	if m, err := o.queryRange(ctx, papi, "sum by (instance) (vllm:num_requests_running{"+o.Selector+"})", r, res); err != nil {
+	m, err := o.queryRange(ctx, papi, "sum by (instance) (vllm:num_requests_running{"+o.Selector+"})", r, res)
+	if err != nil {
 		return nil, err
-	} else {
-		for _, ss := range m {
-			if in := string(ss.Metric["instance"]); in != "" {
-				instances[in] = true
-			}
+	}
+	for _, ss := range m {
+		if in := string(ss.Metric["instance"]); in != "" {
+			res.Instances = append(res.Instances, in)
+		}
+	}
+	sort.Strings(res.Instances)
+	rows := map[string][]traces.MetricsSample{"": newRows("")}
+	perInstance := len(res.Instances) > 1
+	if perInstance {
+		for _, in := range res.Instances {
+			rows[in] = newRows(in)
 		}
 	}
 	for _, c := range columns() {
-		var vals []float64 // per step; NaN = no data
+		var vals map[string][]float64 // by instance ("" pooled), per step; NaN = no data
 		var err error
 		if c.gauge != nil {
-			vals, err = o.gaugeValues(ctx, papi, c.gauge, r, n, res)
+			vals, err = o.gaugeValues(ctx, papi, c.agg, c.gauge, perInstance, r, n, res)
 		} else {
 			vals, err = o.counterValues(ctx, papi, c.num, r, n, res)
 			if err == nil && vals != nil && c.den != nil {
-				var den []float64
+				var den map[string][]float64
 				if den, err = o.counterValues(ctx, papi, c.den, r, n, res); err == nil {
-					for i := range vals {
-						switch {
-						case den == nil || math.IsNaN(den[i]):
-							vals[i] = math.NaN()
-						case den[i] == 0:
-							vals[i] = math.Inf(1) // no events: no mean, not a gap
-						default:
-							vals[i] /= den[i]
-						}
+					for k, v := range vals {
+						divide(v, den[k])
 					}
 				}
 			}
@@ -281,31 +293,58 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if vals == nil {
+		if vals[""] == nil {
 			res.Missing = append(res.Missing, c.name)
 			continue
 		}
-		for i, v := range vals {
-			switch {
-			case math.IsNaN(v):
-				if i > 0 || c.gauge != nil { // a counter has no increase at the first step
-					res.Gaps++
+		for key, rs := range rows {
+			for i, v := range vals[key] {
+				switch {
+				case math.IsNaN(v):
+					if key == "" && (i > 0 || c.gauge != nil) { // a counter has no increase at the first step
+						res.Gaps++
+					}
+				case math.IsInf(v, 0):
+					// a ratio over zero events stays NotReported
+				default:
+					if c.scale != 0 {
+						v *= c.scale
+					}
+					c.set(&rs[i], v)
 				}
-			case math.IsInf(v, 0):
-				// a ratio over zero events stays NotReported
-			default:
-				if c.scale != 0 {
-					v *= c.scale
-				}
-				c.set(&res.Samples[i], v)
 			}
 		}
 	}
-	for in := range instances {
-		res.Instances = append(res.Instances, in)
+	if len(res.Missing) == len(columns()) {
+		sel := "no selector"
+		if o.Selector != "" {
+			sel = "selector " + o.Selector
+		}
+		return nil, fmt.Errorf("prom: %w at %s for %s–%s (%s): the window is outside Prometheus' retention, or the selector or job matches no vLLM server",
+			ErrNoSeries, redactURL(o.URL), r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), sel)
 	}
-	sort.Strings(res.Instances)
+	res.Samples = rows[""]
+	if perInstance {
+		for _, in := range res.Instances {
+			res.Samples = append(res.Samples, rows[in]...)
+		}
+	}
 	return res, nil
+}
+
+// divide turns num into num/den step by step: NaN where den has no data,
+// +Inf where den did not grow (no events: no mean, not a gap).
+func divide(num, den []float64) {
+	for i := range num {
+		switch {
+		case den == nil || math.IsNaN(den[i]):
+			num[i] = math.NaN()
+		case den[i] == 0:
+			num[i] = math.Inf(1)
+		default:
+			num[i] /= den[i]
+		}
+	}
 }
 
 // stepOf is the index of the step nearest to t (−1 outside the window).
@@ -317,33 +356,50 @@ func stepOf(t model.Time, r v1.Range, n int) int {
 	return i
 }
 
-// gaugeValues is the first of exprs that has data, one value per step.
-func (o *Options) gaugeValues(ctx context.Context, papi v1.API, exprs []string, r v1.Range, n int, res *Result) ([]float64, error) {
-	for _, e := range exprs {
-		m, err := o.queryRange(ctx, papi, render(e, o.Selector), r, res)
+// gaugeValues is the first of names that has data, aggregated with agg
+// over every series (key "") and, with perInstance, by instance; one
+// value per step.
+func (o *Options) gaugeValues(ctx context.Context, papi v1.API, agg string, names []string, perInstance bool, r v1.Range, n int, res *Result) (map[string][]float64, error) {
+	fill := func(m model.Matrix, key func(*model.SampleStream) string, out map[string][]float64) {
+		for _, ss := range m {
+			k := key(ss)
+			if out[k] == nil {
+				out[k] = nanSlice(n)
+			}
+			for _, p := range ss.Values {
+				if i := stepOf(p.Timestamp, r, n); i >= 0 {
+					out[k][i] = float64(p.Value)
+				}
+			}
+		}
+	}
+	for _, name := range names {
+		sel := name + "{" + o.Selector + "}"
+		m, err := o.queryRange(ctx, papi, agg+"("+sel+")", r, res)
 		if err != nil {
 			return nil, err
 		}
 		if len(m) == 0 {
 			continue
 		}
-		vals := nanSlice(n)
-		for _, ss := range m {
-			for _, p := range ss.Values {
-				if i := stepOf(p.Timestamp, r, n); i >= 0 {
-					vals[i] = float64(p.Value)
-				}
+		out := map[string][]float64{}
+		fill(m, func(*model.SampleStream) string { return "" }, out)
+		if perInstance {
+			m, err := o.queryRange(ctx, papi, agg+" by (instance) ("+sel+")", r, res)
+			if err != nil {
+				return nil, err
 			}
+			fill(m, func(ss *model.SampleStream) string { return string(ss.Metric["instance"]) }, out)
 		}
-		return vals, nil
+		return out, nil
 	}
 	return nil, nil
 }
 
 // counterValues is the increase per step of the first of names that has
-// series, summed over them; a counter that drops was reset and counts its
-// new value. Steps no series covers are NaN.
-func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, r v1.Range, n int, res *Result) ([]float64, error) {
+// series, summed over them (key "") and by instance label; a counter that
+// drops was reset and counts its new value. Steps no series covers are NaN.
+func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, r v1.Range, n int, res *Result) (map[string][]float64, error) {
 	for _, name := range names {
 		m, err := o.queryRange(ctx, papi, name+"{"+o.Selector+"}", r, res)
 		if err != nil {
@@ -352,8 +408,14 @@ func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string
 		if len(m) == 0 {
 			continue
 		}
-		vals := nanSlice(n)
+		out := map[string][]float64{}
 		for _, ss := range m {
+			in := string(ss.Metric["instance"])
+			for _, k := range []string{"", in} {
+				if out[k] == nil {
+					out[k] = nanSlice(n)
+				}
+			}
 			prev, prevOK := 0.0, false
 			for _, p := range ss.Values {
 				i, v := stepOf(p.Timestamp, r, n), float64(p.Value)
@@ -366,15 +428,20 @@ func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string
 						d = v
 						res.Resets++
 					}
-					if math.IsNaN(vals[i]) {
-						vals[i] = 0
+					for _, k := range []string{"", in} {
+						if math.IsNaN(out[k][i]) {
+							out[k][i] = 0
+						}
+						out[k][i] += d
+						if in == "" {
+							break // the pooled key once
+						}
 					}
-					vals[i] += d
 				}
 				prev, prevOK = v, true
 			}
 		}
-		return vals, nil
+		return out, nil
 	}
 	return nil, nil
 }
@@ -414,6 +481,10 @@ func (o *Options) queryRange(ctx context.Context, papi v1.API, q string, r v1.Ra
 		var perr *v1.Error
 		if errors.As(err, &perr) && (perr.Type == v1.ErrBadData || perr.Type == v1.ErrBadResponse) {
 			break // the query or the window is wrong: retrying will not help
+		}
+		if errors.As(err, &perr) && perr.Type == v1.ErrClient {
+			// a 4xx: the server answered, but not as Prometheus' API
+			return nil, fmt.Errorf("prom: query %s at %s: %w (the server answered but not as Prometheus' HTTP API: a wrong URL or path, or missing credentials?)", q, redactURL(o.URL), err)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

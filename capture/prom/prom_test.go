@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // load sends n completions to the simulator over about d.
@@ -53,7 +55,11 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 	}
 	defer srv.Close()
 	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	// A second Prometheus drops the queue-time histogram at scrape time,
+	// as if the server did not export it.
+	partialURL := promtest.StartDropping(t, "vllm:request_queue_time_seconds.*", strings.TrimPrefix(srv.URL, "http://"))
 	promtest.WaitScrapes(t, promURL, 3) // the load must start inside scraped history
+	promtest.WaitScrapes(t, partialURL, 3)
 	start := time.Now().Truncate(time.Second)
 	const n = 60
 	load(t, srv.URL, n, 4*time.Second)
@@ -90,6 +96,64 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 		t.Errorf("instances %v, want the one simulator", res.Instances)
 	}
 	t.Logf("%d samples, %.0f finished, max running %d, gaps %d, missing %v", len(res.Samples), finished, maxRunning, res.Gaps, res.Missing)
+
+	// With one metric absent, the rest still comes back and the absent
+	// one is named, its column not reported (never zero).
+	part, err := Fetch(ctx, Options{URL: partialURL, Start: start, Duration: 8 * time.Second, Step: time.Second})
+	if err != nil {
+		t.Fatalf("partial series: %v", err)
+	}
+	if !slices.Contains(part.Missing, "queue_time_mean_ns") || slices.Contains(part.Missing, "waiting") || slices.Contains(part.Missing, "prefill_time_mean_ns") {
+		t.Errorf("partial series: missing %v, want queue_time_mean_ns and not waiting or prefill_time_mean_ns", part.Missing)
+	}
+	prefill := false
+	for _, s := range part.Samples {
+		if s.QueueTimeMeanNs != traces.NotReported {
+			t.Fatalf("partial series: queue time %d at %d, want not reported", s.QueueTimeMeanNs, s.TimeNs)
+		}
+		prefill = prefill || s.PrefillTimeMeanNs > 0
+	}
+	if !prefill {
+		t.Errorf("partial series: no prefill time means, though the histogram is there")
+	}
+
+	// Failures are errors that say what failed.
+	for _, c := range []struct {
+		why  string
+		o    Options
+		want []string
+	}{
+		{"a window outside the retention (before this Prometheus existed) names the window and the likely reasons",
+			Options{URL: promURL, Start: start.Add(-2 * time.Hour), Duration: time.Minute, Step: time.Second},
+			[]string{"no vLLM series", start.Add(-2 * time.Hour).UTC().Format(time.RFC3339), "retention"}},
+		{"a selector that matches nothing is named",
+			Options{URL: promURL, Start: start, Duration: 8 * time.Second, Step: time.Second, Selector: `job="nope"`},
+			[]string{"no vLLM series", `job="nope"`}},
+		{"a URL that is not a Prometheus (the simulator) names the server and the query",
+			Options{URL: srv.URL, Start: start, Duration: 8 * time.Second, Step: time.Second, Retries: 1, Timeout: time.Second},
+			[]string{strings.TrimPrefix(srv.URL, "http://"), "query", "not as Prometheus' HTTP API"}},
+	} {
+		_, err := Fetch(ctx, c.o)
+		if err == nil {
+			t.Errorf("%s: no error", c.why)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", c.why, err, w)
+			}
+		}
+		t.Logf("%s: %v", c.why, err)
+	}
+
+	// A Prometheus that went away: the error names it and what failed.
+	promtest.Stop(partialURL)
+	if _, err := Fetch(ctx, Options{URL: partialURL, Start: start, Duration: 8 * time.Second, Step: time.Second, Retries: 1, Timeout: time.Second}); err == nil ||
+		!strings.Contains(err.Error(), strings.TrimPrefix(partialURL, "http://")) || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("stopped Prometheus: error %v, want one naming %s and the refused connection", err, partialURL)
+	} else {
+		t.Logf("stopped Prometheus: %v", err)
+	}
 
 	// A wrong URL fails with a message naming the server; a token never
 	// appears in it.

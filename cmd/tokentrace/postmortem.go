@@ -26,6 +26,7 @@ func postmortemCommand() *cli.Command {
 		o                   prom.Options
 		start, slo, html    string
 		metricsOut, tailMet string
+		tail, jsonOut       string
 	)
 	o.Step, o.Timeout, o.Retries = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries
 	return &cli.Command{
@@ -57,7 +58,9 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			&cli.StringFlag{Name: "metrics-out", Usage: "where to store the series (default: beside TRACE, e.g. incident.metrics.parquet)", Destination: &metricsOut},
 			&cli.StringFlag{Name: "slo", Usage: "SLOs for goodput, e.g. ttft=500ms,tpot=50ms", Destination: &slo},
 			&cli.StringFlag{Name: "tail-metric", Value: analyze.MetricTTFT, Usage: "latency whose tail is explained: ttft or e2e", Destination: &tailMet},
+			&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &tail},
 			&cli.StringFlag{Name: "html", Usage: "also write the HTML report here", Destination: &html},
+			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON here", Destination: &jsonOut},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
@@ -104,7 +107,7 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				return err
 			}
 			s := stdio(c)
-			fmt.Fprintf(s.err, "postmortem: %d samples every %v from %s; instances %v", len(res.Samples), o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
+			fmt.Fprintf(s.err, "postmortem: %d steps of %v from %s; instances %v", res.Steps, o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
 			if len(res.Missing) > 0 {
 				fmt.Fprintf(s.err, "; no series for %v (shown as not reported)", res.Missing)
 			}
@@ -124,6 +127,9 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			}
 			ao := analyze.DefaultOptions()
 			ao.TailMetric = tailMet
+			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
+				return usageErrorf("--tail: %v", err)
+			}
 			if ao.SLO, err = traces.ParseSLO(slo); err != nil {
 				return usageErrorf("--slo: %v", err)
 			}
@@ -136,6 +142,11 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			}
 			if err := rep.WriteText(s.out); err != nil {
 				return fmt.Errorf("write report: %w", err)
+			}
+			if jsonOut != "" {
+				if err := atomicfile.WriteFile(jsonOut, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
+					return err
+				}
 			}
 			if html != "" {
 				if err := atomicfile.WriteFile(html, func(w io.Writer) error { return rep.WriteHTML(w) }); err != nil {

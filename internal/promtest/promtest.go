@@ -1,5 +1,5 @@
 // Package promtest runs a real Prometheus server for tests: the Debian
-// prometheus binary as a plain process on loopback, scraping one target
+// prometheus binary as a plain process on loopback, scraping its targets
 // every second, stopped when the test ends. Tests skip when the binary is
 // not installed (.ci/run installs it).
 package promtest
@@ -15,13 +15,29 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// Start runs the prometheus binary scraping target every second,
-// on loopback, and stops it when the test ends.
-func Start(t testing.TB, target string) string {
+// Start runs the prometheus binary scraping the targets (host:port, each
+// its own instance label) every second, on loopback, and stops it when the
+// test ends.
+func Start(t testing.TB, targets ...string) string {
+	t.Helper()
+	return start(t, "", targets)
+}
+
+// StartDropping is Start with the metrics whose names match the regular
+// expression drop left out at scrape time (metric_relabel_configs), as if
+// the servers did not export them (an older or newer vLLM).
+func StartDropping(t testing.TB, drop string, targets ...string) string {
+	t.Helper()
+	return start(t, drop, targets)
+}
+
+func start(t testing.TB, drop string, targets []string) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -29,7 +45,14 @@ func Start(t testing.TB, target string) string {
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
-	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%q]\n", target)
+	quoted := make([]string, len(targets))
+	for i, tg := range targets {
+		quoted[i] = strconv.Quote(tg)
+	}
+	conf := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
+	if drop != "" {
+		conf += fmt.Sprintf("    metric_relabel_configs:\n      - source_labels: [__name__]\n        regex: %s\n        action: drop\n", strconv.Quote(drop))
+	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +69,14 @@ func Start(t testing.TB, target string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	url := "http://" + addr
+	running.Store(url, cmd)
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		Stop(url)
 		if t.Failed() {
 			t.Logf("prometheus log:\n%s", logs.String())
 		}
 	})
-	url := "http://" + addr
 	for i := 0; ; i++ {
 		resp, err := http.Get(url + "/-/ready")
 		if err == nil {
@@ -69,10 +92,23 @@ func Start(t testing.TB, target string) string {
 	}
 }
 
-// WaitScrapes waits until Prometheus has scraped the target n times.
+// running maps a started Prometheus' URL to its process.
+var running sync.Map
+
+// Stop stops the Prometheus that Start returned url for (a test of a
+// Prometheus that went away); stopping it again does nothing.
+func Stop(url string) {
+	if c, ok := running.LoadAndDelete(url); ok {
+		cmd := c.(*exec.Cmd)
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+// WaitScrapes waits until Prometheus has scraped every target n times.
 func WaitScrapes(t testing.TB, promURL string, n int) {
 	t.Helper()
-	q := promURL + "/api/v1/query?query=" + url.QueryEscape(`count_over_time(up{job="vllm"}[5m])`)
+	q := promURL + "/api/v1/query?query=" + url.QueryEscape(`min(count_over_time(up{job="vllm"}[5m]))`)
 	for i := 0; i < 300; i++ {
 		resp, err := http.Get(q)
 		if err == nil {

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A worked postmortem in one command: Prometheus (if installed) scrapes two
+# built-in simulators every second; a burst overflows the batch of one of
+# them (bench/pmdemo replays both servers' parts at once and pools the
+# results as a gateway would have logged them, without server timings);
+# then `tokentrace postmortem` reads Prometheus and writes the report.
+# Everything it starts is stopped on exit.
+#
+#   bench/postmortem-demo.sh                  # writes postmortem-demo/incident.{parquet,txt,html,json}
+#   OUT=/tmp/pm bench/postmortem-demo.sh
+#
+# Environment: OUT (default postmortem-demo), SIM_A, SIM_B, PROM (loopback
+# addresses, defaults 127.0.0.1:18431, :18432, :19431).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-postmortem-demo}
+SIM_A=${SIM_A:-127.0.0.1:18431}
+SIM_B=${SIM_B:-127.0.0.1:18432}
+PROM=${PROM:-127.0.0.1:19431}
+if ! command -v prometheus >/dev/null; then
+	echo "postmortem-demo: prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)" >&2
+	exit 2
+fi
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tokentrace-pmdemo.XXXXXX")
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# wait_port HOST:PORT: until something listens there (10 s at most).
+wait_port() {
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "postmortem-demo: nothing listens on $1" >&2
+	return 1
+}
+
+go build -o "$WORK/tokentrace" ./cmd/tokentrace
+go build -o "$WORK/pmdemo" ./bench/pmdemo
+mkdir -p "$OUT"
+for addr in "$SIM_A" "$SIM_B"; do
+	"$WORK/tokentrace" sim --listen "$addr" --max-num-seqs 16 --max-num-batched-tokens 512 >>"$WORK/sim.log" 2>&1 &
+	PIDS+=($!)
+done
+cat >"$WORK/prometheus.yml" <<YAML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: vllm
+    static_configs:
+      - targets: ["$SIM_A", "$SIM_B"]
+YAML
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/data" \
+	--web.listen-address="$PROM" --log.level=warn 2>>"$WORK/prometheus.log" &
+PIDS+=($!)
+wait_port "$SIM_A"
+wait_port "$SIM_B"
+wait_port "$PROM"
+# pmdemo waits for three scrapes of both servers, so the incident starts
+# inside Prometheus' history.
+"$WORK/pmdemo" --prometheus "http://$PROM" --a "http://$SIM_A" --b "http://$SIM_B" --out "$OUT/incident.parquet"
+"$WORK/tokentrace" postmortem --prometheus "http://$PROM" --step 1s --tail p90 --tail-metric e2e \
+	--html "$OUT/incident.html" --json "$OUT/incident.json" "$OUT/incident.parquet" | tee "$OUT/incident.txt"
+echo "postmortem-demo: wrote $OUT/incident.txt, $OUT/incident.html, $OUT/incident.json (series in $OUT/incident.metrics.parquet)" >&2
