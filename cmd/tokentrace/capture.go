@@ -106,7 +106,7 @@ also on failure and Ctrl-C).`,
 			if keyFile != "" && newKeyFile != "" {
 				return usageErrorf("--key-file and --new-key-file: give one")
 			}
-			if part >= 0 && keyFile == "" {
+			if part >= 0 && keyFile == "" && newKeyFile == "" {
 				return usageErrorf("--part needs --key-file: every part must be captured with the same key")
 			}
 			o.PartIndex = max(part, 0)
