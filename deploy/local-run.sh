@@ -86,7 +86,7 @@ echo "== single-process replay"
 kill "${pids[@]}" 2>/dev/null || true
 start_sim shards
 echo "== $shards replay shards as separate processes"
-start=$(date -u -d '+3 sec' +%Y-%m-%dT%H:%M:%SZ)
+start=$(date -u -d '+15 sec' +%Y-%m-%dT%H:%M:%SZ)  # room for 12 clock probes
 spids=()
 for i in $(seq 0 $((shards - 1))); do
   "$bin" replay --quiet --url "$url" --model sim-llama3-8b --shard "$i/$shards" --start-at "$start" \
@@ -110,6 +110,9 @@ for m in ("ttft_ms", "tpot_ms", "e2e_ms", "lateness_ms"):
     for q in ("p50", "p99"):
         if m in s and m in p:
             print(f"{m + ' ' + q:22}{s[m][q]:>12.2f}{p[m][q]:>20.2f}")
+c = p.get("shard_clocks")
+if c:
+    print(f"shard clocks: offsets spread {c['offset_spread_ms']:.2f} ms (each ±{c['offset_error_ms']:.2f} ms at most), start errors spread {c['start_error_spread_ms']:.2f} ms")
 if s["requests"] != p["requests"] or s["completed"] != p["completed"]:
     sys.exit("pooled shards and the single replay disagree on request counts")
 print("request counts agree")
