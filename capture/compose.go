@@ -124,7 +124,7 @@ func Compose(ctx context.Context, o ComposeOptions, names []string, command stri
 	meta.KThreshold = k
 	meta.Command = command
 	meta.Set("capture.composed_parts", strconv.Itoa(len(parts)))
-	meta.Set("capture.sessions_idle", idle.String())
+	meta.Set(metaPartIdle, idle.String())
 	if o.KeepHashes {
 		meta.Set("capture.keep_hashes", "true")
 	}

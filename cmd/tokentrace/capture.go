@@ -157,6 +157,9 @@ also on failure and Ctrl-C).`,
 			}
 			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
 			printCaptureStats(s.err, stats)
+			if o.Part {
+				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
+			}
 			if errors.Is(err, capture.ErrNoRequests) {
 				return fmt.Errorf("%w; %s", err, noRequestsHint(names))
 			}
