@@ -275,3 +275,47 @@ func mkdir(t *testing.T, dir string) string {
 	}
 	return dir
 }
+
+// TestComposerSessions is a table of one session id's rows across parts
+// and the sessions compose makes of them (idle 1 h).
+func TestComposerSessions(t *testing.T) {
+	h := int64(time.Hour)
+	tests := []struct {
+		name   string
+		at     []int64 // arrivals of rows with session id 7
+		turns  []int32
+		sameAs []int // index of the row whose session each row shares (-1 none)
+	}{
+		{"rows within the idle time are one session with turns from 1", []int64{0, h / 2, h}, []int32{1, 2, 3}, []int{0, 0, 0}},
+		{"a gap longer than the idle time starts a second session with an id of its own", []int64{0, h / 6, 2 * h, 2*h + h/6}, []int32{1, 2, 1, 2}, []int{0, 0, 2, 2}},
+		{"a row alone in its session is single-shot", []int64{0, 2 * h, 2*h + h/6}, []int32{0, 1, 2}, []int{-1, 1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newComposer(1, time.Hour, false)
+			rows := make([]traces.Record, len(tc.at))
+			for i, a := range tc.at {
+				rows[i] = traces.NewRecord()
+				rows[i].ArrivalNs, rows[i].Session = a, 7
+				c.count(&rows[i])
+			}
+			c.endCount()
+			for i := range rows {
+				c.rewrite(&rows[i])
+			}
+			for i, r := range rows {
+				if r.Turn != tc.turns[i] {
+					t.Errorf("row %d: turn %d, want %d", i, r.Turn, tc.turns[i])
+				}
+				switch j := tc.sameAs[i]; {
+				case j < 0 && r.Session != 0:
+					t.Errorf("row %d: session %d, want none", i, r.Session)
+				case j >= 0 && r.Session != rows[j].Session:
+					t.Errorf("row %d: session %d, want row %d's %d", i, r.Session, j, rows[j].Session)
+				case j >= 0 && j != tc.sameAs[0] && tc.sameAs[0] >= 0 && r.Session == rows[0].Session:
+					t.Errorf("row %d: shares the first session's id %d after the idle gap", i, r.Session)
+				}
+			}
+		})
+	}
+}
