@@ -549,6 +549,9 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	var pw []string
 	rep.PrefixCache, pw = a.pfx.result(a.o.KVBlocks)
 	rep.Warnings = append(rep.Warnings, pw...)
+	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
+		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)
+	}
 	rep.attribute()
 	rep.windows()
 	pooled, byInstance := splitSamples(a.samples)

@@ -80,6 +80,9 @@ type Report struct {
 	Windows     []Window    `json:"windows"`
 	Sources     []Source    `json:"sources,omitempty"`
 	Warnings    []string    `json:"warnings,omitempty"`
+	// ShardClocks is the clock agreement of pooled replay shards
+	// (shardclock.go; null unless two or more files recorded one).
+	ShardClocks *ShardClocks `json:"shard_clocks,omitempty"`
 	// Capacity is the bandwidth and cost checks (capacity.go; null unless
 	// asked for in the options).
 	Capacity *Capacity `json:"capacity,omitempty"`

@@ -109,6 +109,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 				lat(x.TTFTP50Ms), lat(x.TTFTP99Ms), lat(x.E2EP50Ms), lat(x.E2EP99Ms), x.RequestsPerS, x.OutputTokensPerS, x.InFlightMean, x.InFlightMax, late, x.TailRequests)
 		}
 	}
+	if rep.ShardClocks != nil {
+		p("\n%s\n", rep.ShardClocks.line())
+	}
 	if len(rep.Warnings) > 0 {
 		p("\nWarnings\n")
 		for _, s := range rep.Warnings {

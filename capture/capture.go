@@ -60,6 +60,11 @@ const (
 	DefaultSortMemoryBytes = 64 << 20
 	DefaultSessionIdle     = time.Hour
 	DefaultMaxKAnonEntries = 2 << 20
+	// PartSeqBits is the number of low seq bits that number the requests
+	// of one part (Options.Part); the part index sits above them.
+	PartSeqBits = 40
+	// MaxPartIndex is the largest Options.PartIndex.
+	MaxPartIndex = 1<<(62-PartSeqBits) - 1
 	// RunLabel is the Record.Run of captured rows that carry outcomes.
 	RunLabel = "production"
 )
@@ -139,6 +144,22 @@ type Options struct {
 	// category or block, never keep one shared by fewer than k. Defaults to
 	// 2 Mi entries (0 = the default).
 	MaxKAnonEntries int
+	// Part makes this capture one part of a trace captured in several
+	// (one process per input shard, e.g. a Kubernetes Indexed Job). A part
+	// is not a finished trace: k-anonymity is deferred (every category and
+	// block is written as its keyed digest, the metadata says
+	// capture.kanon=deferred, and readers refuse it) until Compose reads all
+	// the parts and applies it where every request is seen. Session ids are
+	// keyed 63-bit digests of the session key (the session or user field,
+	// or a chat's system and first user message), the same in every part;
+	// Compose splits them at SessionIdle and numbers the turns. Arrivals
+	// are Unix ns and seq carries PartIndex in its top bits, so that parts
+	// never collide. Requires Key. Defaults to false.
+	Part bool
+	// PartIndex is this part's index, 0 to MaxPartIndex (seq =
+	// PartIndex<<PartSeqBits | the request's number in the part).
+	// Defaults to 0.
+	PartIndex int
 	// Progress, when set, is called about every ProgressEvery while a
 	// capture runs (on the capture's goroutine). Defaults to none.
 	Progress func(Progress)
@@ -262,6 +283,12 @@ func (o *Options) Validate() error {
 	}
 	if o.SessionIdle <= 0 {
 		return bad("SessionIdle", o.SessionIdle, "want a positive duration")
+	}
+	if o.Part && len(o.Key) == 0 {
+		return &OptionError{Option: "Key", Want: "a part (Part) needs the capture key shared by every part"}
+	}
+	if o.PartIndex < 0 || o.PartIndex > MaxPartIndex {
+		return bad("PartIndex", o.PartIndex, "want 0 to "+strconv.Itoa(MaxPartIndex))
 	}
 	if o.Year < 0 || o.Year > 9999 {
 		return bad("Year", o.Year, "out of range")

@@ -72,7 +72,7 @@ func newPipeline(o Options) (*pipeline, error) {
 		o: o, key: o.Key, seed: maphash.MakeSeed(),
 		problems: problems{strict: o.Strict}, models: map[string]string{},
 		tokensFrom: map[string]int64{},
-		kanon:      newKAnon(o.MinCategorySize, o.maxKAnon()),
+		kanon:      newKAnon(o.kNow(), o.maxKAnon()),
 		spool:      newSpool(o),
 	}
 	if len(pl.key) == 0 {
@@ -244,7 +244,14 @@ func (pl *pipeline) meta() traces.Meta {
 	m := traces.NewMeta("capture:" + strings.Join(uniq(pl.formats), "+"))
 	m.Tokenizer = strings.Join(byCount(pl.tokensFrom), "+")
 	m.BlockSize = o.BlockSize
-	m.KThreshold = o.MinCategorySize
+	m.KThreshold = o.kNow()
+	if o.Part {
+		m.Set(traces.MetaKAnon, traces.KAnonDeferred)
+		m.Set(metaPartK, strconv.Itoa(o.MinCategorySize))
+		m.Set(metaPart, strconv.Itoa(o.PartIndex))
+		m.Set(metaPartIdle, o.SessionIdle.String())
+		m.Set(metaPartArrivals, "unix_ns")
+	}
 	if pl.ephemeral {
 		m.KeyFingerprint = EphemeralFingerprint
 	} else {

@@ -46,11 +46,14 @@ func newRecords(o Options, sess *sessions, kanon *kAnon) *records {
 
 // next returns the record of e, whose session is sid.
 func (rs *records) next(e *redacted, sid sessionID) traces.Record {
-	if rs.seq == 0 {
-		rs.t0 = e.t
+	if rs.seq == 0 && !rs.o.Part {
+		rs.t0 = e.t // a part keeps Unix ns: Compose subtracts the first
 	}
 	r := traces.NewRecord()
 	r.Seq = rs.seq
+	if rs.o.Part {
+		r.Seq |= int64(rs.o.PartIndex) << PartSeqBits
+	}
 	rs.seq++
 	r.ArrivalNs = e.t - rs.t0
 	if rs.sess.kept(sid) {
@@ -66,12 +69,20 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 			delete(rs.sessTurns, sid)
 		}
 	}
+	if rs.o.Part {
+		// Every request with a session key carries its digest: only
+		// Compose, which sees every part, knows which are sessions.
+		r.Session, r.Turn = 0, 0
+		if sid != 0 {
+			r.Session = int64(e.sessDigest)
+		}
+	}
 	rs.link(&r, e, sid)
 	if c, ok := rs.kanon.category(e); ok {
 		label, seen := rs.catLabel[c]
 		if !seen {
 			rs.nCat++
-			if rs.o.KeepHashes {
+			if rs.o.KeepHashes || rs.o.Part {
 				label = hex.EncodeToString(e.cat[:16])
 			} else {
 				label = "c" + strconv.Itoa(rs.nCat)
@@ -138,7 +149,7 @@ func (rs *records) blocks(e *redacted) []int64 {
 		}
 		id, ok := rs.blockFinal[b]
 		if !ok {
-			if rs.o.KeepHashes {
+			if rs.o.KeepHashes || rs.o.Part {
 				id = int64(b >> 1)
 			} else {
 				rs.nextBlock++
@@ -157,7 +168,7 @@ func (rs *records) blocks(e *redacted) []int64 {
 // unique is a block id no other block has.
 func (rs *records) unique() int64 {
 	rs.nextBlock++
-	if rs.o.KeepHashes {
+	if rs.o.KeepHashes || rs.o.Part {
 		return -rs.nextBlock // never collides with a (non-negative) digest prefix
 	}
 	return rs.nextBlock

@@ -47,6 +47,11 @@ type redacted struct {
 	blocks []uint64
 	// sessKey is the in-memory hash of a session or user field (0 none).
 	sessKey uint64
+	// sessDigest (Options.Part only) is the keyed 63-bit digest of the
+	// session key: the session or user field, else the chat's messages up
+	// to its first non-system one (0 none). It leaves capture as the
+	// session id of a part.
+	sessDigest uint64
 	// span and parent are in-memory hashes of this call's span id and of
 	// the span id of the call that spawned it (0 none); the records stage
 	// turns parent into a seq.
@@ -136,6 +141,9 @@ func (rd *redactor) redact(q *request) (e redacted, ok bool) {
 	}
 	if q.sessID != "" && rd.o.Sessions != SessionsChat && rd.o.Sessions != SessionsNone {
 		e.sessKey = rd.hashString(q.sessKind, q.sessID)
+		if rd.o.Part {
+			e.sessDigest = digest63(rd.keyedDigest("session", q.sessKind, q.sessID))
+		}
 	}
 	if q.spanID != "" {
 		e.span = rd.hashString("span", q.scope+"\x00"+q.spanID)
@@ -226,6 +234,11 @@ func (rd *redactor) keyedDigest(domain string, parts ...string) [32]byte {
 	var d [32]byte
 	rd.mac.Sum(d[:0])
 	return d
+}
+
+// digest63 is the first 63 bits of d, never 0: a session id of a part.
+func digest63(d [32]byte) uint64 {
+	return max(binary.BigEndian.Uint64(d[:8])>>1, 1)
 }
 
 // hashString is an in-memory hash of s (never 0).
@@ -371,6 +384,14 @@ func (rd *redactor) chatPrompt(e *redacted, msgs []chatMsg, toolsRaw rawValue, u
 	wantChat := rd.o.Sessions == SessionsAuto || rd.o.Sessions == SessionsChat
 	if wantChat {
 		e.prefixes = make([]uint64, len(msgs))
+		if rd.o.Part && nSys < len(msgs) {
+			// A conversation's root: every turn repeats it.
+			root := make([]string, 0, 2*nSys+2)
+			for i := 0; i <= nSys; i++ {
+				root = append(root, msgs[i].Role, contentText(msgs[i].Content))
+			}
+			e.sessDigest = digest63(rd.keyedDigest("session-chat", root...))
+		}
 	}
 	var hs [64]uint64
 	hashes := hs[:0]

@@ -321,6 +321,7 @@ func encodeRedacted(b []byte, e *redacted) []byte {
 	b = binary.LittleEndian.AppendUint64(b, e.sessKey)
 	b = appendHashes(b, e.prefixes)
 	b = binary.AppendUvarint(b, uint64(e.nSys))
+	b = binary.AppendUvarint(b, e.sessDigest)
 	if flags&flagLinks != 0 {
 		b = binary.LittleEndian.AppendUint64(b, e.span)
 		b = binary.LittleEndian.AppendUint64(b, e.parent)
@@ -442,6 +443,7 @@ func (d *decoder) decode(br *bufio.Reader, e *redacted) error {
 	e.sessKey = binary.LittleEndian.Uint64(w[:])
 	e.prefixes = hashes(prefixes)
 	e.nSys = int(ru())
+	e.sessDigest = ru()
 	if flags&flagLinks != 0 {
 		for _, h := range []*uint64{&e.span, &e.parent} {
 			if _, rerr := io.ReadFull(br, w[:]); rerr != nil && err == nil {

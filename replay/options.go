@@ -137,6 +137,11 @@ type Options struct {
 	// StartAt is the wall-clock time the run starts (zero = now), so shards
 	// on many machines start together. Defaults to zero.
 	StartAt time.Time
+	// ClockProbes bounds the GET requests that bracket the target's clock
+	// offset from its HTTP Date header while the run waits for StartAt
+	// (at most one a second, none after StartAt − 50 ms; see clock.go).
+	// Defaults to 0: DefaultClockProbes; negative: none.
+	ClockProbes int
 	// Timeout bounds one request from send to its last byte. Defaults to
 	// DefaultTimeout.
 	Timeout time.Duration

@@ -104,6 +104,7 @@ type runner struct {
 	model   string
 	chat    chatCalibration
 	t0      time.Time
+	clock   *ClockOffset // measured while waiting for StartAt (clock.go)
 
 	stopPrep context.CancelFunc
 	sendCtx  context.Context // cancelled when sending stops
@@ -277,6 +278,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 
 	// The clock.
 	if !o.StartAt.IsZero() {
+		r.clock = r.probeClock(ctx) // clock.go: while waiting for StartAt
 		if d := time.Until(o.StartAt); d > 0 {
 			select {
 			case <-time.After(d - min(d, 5*time.Millisecond)):

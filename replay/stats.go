@@ -148,9 +148,14 @@ type Summary struct {
 	Duration       time.Duration
 	// Lateness (sent − scheduled) percentiles and maximum.
 	LatenessP50, LatenessP99, LatenessMax time.Duration
-	TTFTP50, TTFTP99                      time.Duration
-	TPOTP50, TPOTP99                      time.Duration
-	E2EP50, E2EP99                        time.Duration
+	// StartError is the lateness of the first request due (the first
+	// dispatch minus the instant it was due: with Options.StartAt, StartAt
+	// plus its offset); valid when a request was sent.
+	StartError       time.Duration
+	firstSent        bool
+	TTFTP50, TTFTP99 time.Duration
+	TPOTP50, TPOTP99 time.Duration
+	E2EP50, E2EP99   time.Duration
 	// OutputTokens is the sum of received output tokens.
 	OutputTokens int64
 	// TimingMatched is how many successful requests carried server timings;
@@ -337,6 +342,7 @@ func (r *runner) finishMeta(m *traces.Meta, s *Summary) {
 	if s.CPUQuota != "" {
 		m.Set(MetaCPUQuota, s.CPUQuota)
 	}
+	clockMeta(m, r.clock, s, r.o.StartAt) // clock.go
 }
 
 func setTimingMeta(m *traces.Meta, s *Summary, src string) {

@@ -14,6 +14,7 @@ import (
 type summarizer struct {
 	s                     Summary
 	records               int64 // every record added, sent or not
+	firstSched            int64 // scheduled_ns of the first request due
 	late, ttft, tpot, e2e durations
 }
 
@@ -28,6 +29,10 @@ func (m *summarizer) add(rec *traces.Record) {
 	}
 	s := &m.s
 	s.Sent++
+	if !s.firstSent || rec.ScheduledNs < m.firstSched {
+		m.firstSched, s.firstSent = rec.ScheduledNs, true
+		s.StartError = time.Duration(rec.SentNs - rec.ScheduledNs)
+	}
 	if l, ok := rec.Lateness(); ok {
 		m.late.add(l)
 	}

@@ -68,6 +68,11 @@ type OpenOptions struct {
 	Strict bool
 	// Stdin is what the name "-" reads. Defaults to os.Stdin.
 	Stdin io.Reader
+	// AllowDeferred opens a capture part whose k-anonymity is deferred
+	// (Meta.KAnonDeferred) instead of failing with ErrKAnonDeferred: only
+	// the step that finishes such parts (capture.Compose) and inspection
+	// should. Defaults to false.
+	AllowDeferred bool
 }
 
 // CreateOptions tunes Create.

@@ -21,6 +21,20 @@ const SchemaMajor = 1
 // SchemaMajor.
 var ErrSchemaVersion = errors.New("unsupported trace schema version")
 
+// ErrKAnonDeferred is returned when a file is a capture part whose
+// k-anonymity was deferred (Meta.KAnonDeferred): not a finished trace until
+// capture.Compose has read all the parts and applied it.
+var ErrKAnonDeferred = errors.New("capture part with k-anonymity deferred (not a finished trace: compose all the parts first)")
+
+// Extra keys of a capture part (capture.Options.Part).
+const (
+	// MetaKAnon is "deferred" in a capture part whose categories and
+	// blocks are not yet thresholded.
+	MetaKAnon = "capture.kanon"
+	// KAnonDeferred is MetaKAnon's value in such a part.
+	KAnonDeferred = "deferred"
+)
+
 // Meta is a file's metadata. In Parquet it lives in the key/value metadata
 // under "tokentrace.<key>"; in JSONL it is the first line ({"tokentrace_meta":
 // {...}}); in CSV it is a leading "#tokentrace " comment line holding the same
@@ -57,6 +71,10 @@ func (m *Meta) Set(key, value string) {
 	}
 	m.Extra[key] = value
 }
+
+// KAnonDeferred reports whether m is a capture part whose k-anonymity is
+// deferred to capture.Compose (see ErrKAnonDeferred).
+func (m *Meta) KAnonDeferred() bool { return m.Get(MetaKAnon) == KAnonDeferred }
 
 // Get returns a free key/value from Extra.
 func (m *Meta) Get(key string) string { return m.Extra[key] }

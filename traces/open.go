@@ -79,6 +79,18 @@ func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
 // stdin is spooled to a temporary file first, because Parquet needs random
 // access.
 func OpenWith(name string, o OpenOptions) (Reader, error) {
+	r, err := openWith(name, o)
+	if err != nil || o.AllowDeferred {
+		return r, err
+	}
+	if m := r.Meta(); m.KAnonDeferred() {
+		r.Close()
+		return nil, fmt.Errorf("open trace %s: %w", displayName(name), ErrKAnonDeferred)
+	}
+	return r, nil
+}
+
+func openWith(name string, o OpenOptions) (Reader, error) {
 	if name == "-" {
 		var in io.Reader = os.Stdin
 		if o.Stdin != nil {

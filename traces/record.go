@@ -52,12 +52,13 @@ const NotReported = -1
 type Record struct {
 	// Request columns (capture, synth, import).
 
-	// Seq is the row's order in the trace.
+	// Seq is the row's order in the trace (in a trace captured in parts,
+	// the part index sits in the top bits: increasing, not dense).
 	Seq int64 `parquet:"seq,delta" json:"seq" trace:"request,always"`
 	// ArrivalNs is the arrival offset from the trace start.
 	ArrivalNs int64 `parquet:"arrival_ns,delta" json:"arrival_ns" trace:"request,always"`
 	// Session is an opaque session number (0 = none), renumbered in order of
-	// first appearance.
+	// first appearance (in a trace captured in parts, a keyed digest).
 	Session int64 `parquet:"session,delta" json:"session" trace:"request"`
 	// Turn is the turn within the session (0 = single-shot).
 	Turn int32 `parquet:"turn,delta" json:"turn" trace:"request"`

@@ -24,6 +24,7 @@ func captureCommand() *cli.Command {
 		fields                   cli.StringSlice
 		sortMiB                  int
 		memLimitMiB              = defaultCaptureMemLimitMiB
+		part                     = -1
 	)
 	return &cli.Command{
 		Name:  "capture",
@@ -71,6 +72,7 @@ also on failure and Ctrl-C).`,
 			&cli.StringFlag{Name: "temp-dir", Usage: "where sorted runs spill (removed at the end; default: $TMPDIR or /tmp)", Destination: &o.TempDir},
 			&cli.IntFlag{Name: "memory-limit-mib", Usage: "soft memory limit for the Go runtime (the collector works harder near it; GOMEMLIMIT overrides; 0 = none)", Value: memLimitMiB, Destination: &memLimitMiB},
 			&cli.IntFlag{Name: "max-kanon-entries", Usage: "categories and prefix blocks the k rule counts at once; when full, those seen once are forgotten (they can then only be dropped)", Value: capture.DefaultMaxKAnonEntries, Destination: &o.MaxKAnonEntries},
+			&cli.IntFlag{Name: "part", Usage: "write part N (0, 1, ...) of a trace captured in parts: k-anonymity deferred to 'tokentrace compose' over all the parts; needs --key-file (-1 = a whole trace)", Value: part, Destination: &part},
 			&cli.DurationFlag{Name: "session-idle", Usage: "a session (field or chat conversation) idle for longer has ended; a later request starts a new one (bounds memory to the sessions of this window)", Value: o.SessionIdle, Destination: &o.SessionIdle},
 		},
 		Action: func(c *cli.Context) error {
@@ -104,6 +106,10 @@ also on failure and Ctrl-C).`,
 			if keyFile != "" && newKeyFile != "" {
 				return usageErrorf("--key-file and --new-key-file: give one")
 			}
+			if part >= 0 && keyFile == "" && newKeyFile == "" {
+				return usageErrorf("--part needs --key-file: every part must be captured with the same key")
+			}
+			o.PartIndex = max(part, 0)
 			if err := o.Validate(); err != nil {
 				return usageErrorf("capture: %v", captureFlagError(err))
 			}
@@ -121,6 +127,7 @@ also on failure and Ctrl-C).`,
 					return err
 				}
 			}
+			o.Part = part >= 0
 			s := stdio(c)
 			stdinUsed := 0
 			for _, n := range names {
@@ -150,6 +157,9 @@ also on failure and Ctrl-C).`,
 			}
 			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
 			printCaptureStats(s.err, stats)
+			if o.Part {
+				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
+			}
 			if errors.Is(err, capture.ErrNoRequests) {
 				return fmt.Errorf("%w; %s", err, noRequestsHint(names))
 			}
@@ -188,7 +198,7 @@ var captureFlags = map[string]string{
 	"Format": "format", "Tokenizer": "tokenizer", "MinCategorySize": "min-category-size",
 	"BlockSize": "block-size", "Sessions": "sessions", "MaxLineBytes": "max-line-bytes",
 	"Key": "key-file", "Fields": "field", "Workers": "workers", "Year": "year",
-	"SortMemoryBytes": "sort-memory-mib", "TempDir": "temp-dir", "SessionIdle": "session-idle", "MaxKAnonEntries": "max-kanon-entries",
+	"SortMemoryBytes": "sort-memory-mib", "TempDir": "temp-dir", "SessionIdle": "session-idle", "MaxKAnonEntries": "max-kanon-entries", "PartIndex": "part",
 }
 
 // captureFlagError restates an invalid option as its flag.

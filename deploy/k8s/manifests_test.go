@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,7 +101,7 @@ func check(dir string) []error {
 			jobs[j.Name] = j
 		}
 	}
-	for _, name := range []string{"tokentrace-capture", "tokentrace-replay", "tokentrace-analyze"} {
+	for _, name := range []string{"tokentrace-capture", "tokentrace-compose", "tokentrace-replay", "tokentrace-analyze"} {
 		if jobs[name] == nil {
 			bad("job %s missing", name)
 		}
@@ -146,6 +147,11 @@ func check(dir string) []error {
 				bad("job %s: no INDEX env from the job-completion-index annotation", name)
 			}
 		}
+	}
+	if c := jobs["tokentrace-capture"]; c != nil && !slices.Contains(c.Spec.Template.Spec.Containers[0].Args, "--part=$(INDEX)") {
+		// Without --part each pod writes a finished trace of its own:
+		// k-anonymity per pod, session ids that collide across parts.
+		bad("job tokentrace-capture: each pod must write part $(INDEX) (--part=$(INDEX)) for the compose Job")
 	}
 	if r := jobs["tokentrace-replay"]; r != nil && r.Spec.Completions != nil {
 		n := int(*r.Spec.Completions)
@@ -210,6 +216,7 @@ func TestManifestsCatchMistakes(t *testing.T) {
 		{"a shard count that disagrees with completions is caught", "replay-job.yaml", "--shard=$(INDEX)/4", "--shard=$(INDEX)/8", "must name N = completions"},
 		{"parallelism that disagrees with completions is caught", "capture-job.yaml", "parallelism: 4", "parallelism: 2", "completions and parallelism"},
 		{"a writable root filesystem is caught", "capture-job.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem"},
+		{"a capture pod that writes a finished trace instead of a part is caught", "capture-job.yaml", "- --part=$(INDEX)", "- --keep-hashes", "--part=$(INDEX)"},
 		{"an image not set by the kustomization is caught", "replay-job.yaml", "image: tokentrace", "image: busybox", "want the kustomization's"},
 	}
 	for _, c := range cases {
