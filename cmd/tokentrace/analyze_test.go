@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,13 +9,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-func analyzeCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(""), &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 // analyzeResults writes n successful results rows (TTFT slowed by f).
 func analyzeResults(t *testing.T, name string, n int, f float64) string {
@@ -100,7 +91,7 @@ func TestAnalyzeCLI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out, errs := analyzeCLI(t, tt.args...)
+			code, out, errs := runCLI(nil, tt.args...)
 			if code != tt.code || !strings.Contains(out+errs, tt.contains) {
 				t.Errorf("tokentrace %s: exit %d, want %d, output containing %q\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.code, tt.contains, out, errs)
 			}

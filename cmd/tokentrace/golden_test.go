@@ -49,7 +49,7 @@ func TestGoldenPipeline(t *testing.T) {
 
 	run := func(args ...string) string {
 		t.Helper()
-		code, stdout, stderr := analyzeCLI(t, args...)
+		code, stdout, stderr := runCLI(nil, args...)
 		if code != 0 {
 			t.Fatalf("tokentrace %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
 		}

@@ -13,13 +13,6 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-func inspectCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace", "inspect"}, args...), strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 // inspectTrace writes a small results file: 4 rows at 0, 1, 2, 4 s, two of
 // them replayed.
 func inspectTrace(t *testing.T, name string) {
@@ -45,7 +38,7 @@ func inspectTrace(t *testing.T, name string) {
 func TestInspectText(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "r.parquet")
 	inspectTrace(t, name)
-	code, out, errs := inspectCLI(t, "", name)
+	code, out, errs := runCLI(nil, "inspect", name)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -66,7 +59,7 @@ func TestInspectJSON(t *testing.T) {
 	a, b := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.csv")
 	inspectTrace(t, a)
 	inspectTrace(t, b)
-	code, out, errs := inspectCLI(t, "", "--json", a, b)
+	code, out, errs := runCLI(nil, "inspect", "--json", a, b)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -101,7 +94,7 @@ func TestInspectStdin(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "r.jsonl")
 	inspectTrace(t, name)
 	data, _ := os.ReadFile(name)
-	code, out, errs := inspectCLI(t, string(data), "-")
+	code, out, errs := runCLI(bytes.NewReader(data), "inspect", "-")
 	if code != 0 || !strings.Contains(out, "stdin\n") || !strings.Contains(out, "rows           4") {
 		t.Errorf("exit %d, out %q, err %q", code, out, errs)
 	}
@@ -135,7 +128,7 @@ func TestInspectErrors(t *testing.T) {
 		{"no args", nil, 2, "argument"},
 	}
 	for _, tc := range cases {
-		code, _, errs := inspectCLI(t, "", tc.args...)
+		code, _, errs := runCLI(nil, append([]string{"inspect"}, tc.args...)...)
 		if code != tc.wantCode || !strings.Contains(errs, tc.wantErr) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d mentioning %q", tc.name, code, errs, tc.wantCode, tc.wantErr)
 		}
@@ -143,10 +136,8 @@ func TestInspectErrors(t *testing.T) {
 }
 
 func TestInspectHelpHasExample(t *testing.T) {
-	var out, errb bytes.Buffer
-	Main(context.Background(), []string{"tokentrace", "inspect", "--help"}, strings.NewReader(""), &out, &errb)
-	if !strings.Contains(out.String(), "tokentrace inspect --json results.parquet") {
-		t.Errorf("--help lacks an example:\n%s", out.String())
+	if _, out, _ := runCLI(nil, "inspect", "--help"); !strings.Contains(out, "tokentrace inspect --json results.parquet") {
+		t.Errorf("--help lacks an example:\n%s", out)
 	}
 }
 
@@ -161,7 +152,7 @@ func TestInspectAzure(t *testing.T) {
 	if err := traces.WriteAll(name, m, recs); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := inspectCLI(t, "", "--json", name)
+	code, out, errs := runCLI(nil, "inspect", "--json", name)
 	var got traces.Summary
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("exit %d: %s %s", code, out, errs)

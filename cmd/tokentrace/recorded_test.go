@@ -37,10 +37,7 @@ func TestRecordedCommandsKeepBaseNames(t *testing.T) {
 		{"synth", "fit", "--out", model, trace},
 		{"synth", "gen", "--out", synth, model},
 	} {
-		var o, e bytes.Buffer
-		if code := Main(context.Background(), append([]string{"tokentrace"}, args...), nil, &o, &e); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, e.String())
-		}
+		runMain(t, args...)
 	}
 	for _, f := range []string{trace, synth} {
 		_, m, err := traces.ReadAll(f)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,15 +9,6 @@ import (
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-func runMain(t *testing.T, args ...string) (string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if code := Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(""), &out, &errb); code != 0 {
-		t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, out.String(), errb.String())
-	}
-	return out.String(), errb.String()
-}
 
 func TestRunRecordRoundTripAndModelMap(t *testing.T) {
 	dir := t.TempDir()

@@ -50,7 +50,7 @@ func TestWrongInputIsAnError(t *testing.T) {
 		{"replay of an empty trace",
 			[]string{"replay", "--out", out, empty}, []string{"no records to send", "the trace is empty"}},
 	} {
-		code, se := runCLI(c.args, nil)
+		code, _, se := runCLI(nil, c.args...)
 		if code != exitFailure {
 			t.Errorf("%s: exit %d, want 1 (stderr %q)", c.why, code, se)
 		}
@@ -73,7 +73,7 @@ func TestDamagedTraceSameEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	trace := toParquet(t, writeReplayTrace(t, 40), filepath.Join(dir, "trace.parquet"))
 	results := filepath.Join(dir, "res.parquet")
-	if code, se := runCLI([]string{"replay", "--quiet", "--max-lateness", "10s", "--out", results, trace}, nil); code != 0 {
+	if code, _, se := runCLI(nil, "replay", "--quiet", "--max-lateness", "10s", "--out", results, trace); code != 0 {
 		t.Fatal(se)
 	}
 	cut := func(name string) string {
@@ -98,9 +98,8 @@ func TestDamagedTraceSameEverywhere(t *testing.T) {
 		{"analyze", []string{"analyze", cr}, cr},
 	} {
 		// analyze puts the note among the report's warnings, on stdout
-		var out bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), nil, &out, &out)
-		se := out.String()
+		code, so, se := runCLI(nil, c.args...)
+		se = so + se
 		if c.cmd != "synth check" && code != 0 {
 			t.Errorf("%s on a damaged file: exit %d: %s", c.cmd, code, se)
 		}
@@ -141,7 +140,7 @@ func TestKeyFileErrorsPointAtEachOther(t *testing.T) {
 		{"a missing --key-file", []string{"capture", "--key-file", missing, "--out", out, logs}, "--new-key-file " + missing},
 		{"--new-key-file on an existing file", []string{"capture", "--new-key-file", existing, "--out", out, logs}, "--key-file " + existing},
 	} {
-		code, se := runCLI(c.args, nil)
+		code, _, se := runCLI(nil, c.args...)
 		if code != exitFailure || !strings.Contains(se, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 1 pointing at %q", c.why, code, se, c.want)
 		}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,10 +53,9 @@ func TestSweepUsageErrors(t *testing.T) {
 		{"a bandwidth must parse", []string{"analyze", "--model-bytes", "16GB", "--bandwidth", "fast", trace}, "--bandwidth"},
 		{"a cost must be positive", []string{"analyze", "--cost-per-hour", "-1", trace}, "--cost-per-hour"},
 	} {
-		var out, errb bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), strings.NewReader(""), &out, &errb)
-		if code != exitUsage || !strings.Contains(errb.String(), c.flag) {
-			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %s", c.why, code, errb.String(), c.flag)
+		code, _, errs := runCLI(nil, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.flag) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %s", c.why, code, errs, c.flag)
 		}
 	}
 }
