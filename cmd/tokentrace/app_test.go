@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // runCLI runs one tokentrace command line in-process: args are the words
@@ -31,6 +33,16 @@ func runMain(t *testing.T, args ...string) (stdout, stderr string) {
 		t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, stdout, stderr)
 	}
 	return stdout, stderr
+}
+
+// writeTrace writes recs with meta m to path (its format from the
+// extension) and returns path.
+func writeTrace(t *testing.T, path string, m traces.Meta, recs []traces.Record) string {
+	t.Helper()
+	if err := traces.WriteAll(path, m, recs); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestCPUProfileFlag checks the global --cpuprofile flag: a gzip'd pprof

@@ -24,27 +24,17 @@ func classResults(t *testing.T, dir, name string, batchTTFT time.Duration, onlyI
 		}
 		r := traces.NewRecord()
 		r.Seq, r.InputTokens, r.OutputTokens, r.Class = int64(i), 200, 10, cls
-		r.Status, r.HTTPStatus, r.RequestID = traces.StatusOK, 200, name+"-"+string(rune('a'+i%26))
+		r.RequestID = name + "-" + string(rune('a'+i%26))
 		r.ScheduledNs = int64(time.Duration(i) * 50 * time.Millisecond)
 		r.SentNs = r.ScheduledNs
 		ttft := 30*time.Millisecond + time.Duration(i%17)*5*time.Millisecond
 		if cls == "batch" {
 			ttft = batchTTFT + time.Duration(i%13)*time.Millisecond
 		}
-		r.FirstTokenNs = r.SentNs + int64(ttft)
-		for k := range 10 {
-			r.ChunkNs = append(r.ChunkNs, r.FirstTokenNs+int64(k)*int64(10*time.Millisecond))
-			r.ChunkTokens = append(r.ChunkTokens, 1)
-		}
-		r.LastTokenNs = r.ChunkNs[9]
-		r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, 10
+		answered(&r, ttft)
 		recs = append(recs, r)
 	}
-	p := filepath.Join(dir, name)
-	if err := traces.WriteAll(p, traces.NewMeta("replay"), recs); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeTrace(t, filepath.Join(dir, name), traces.NewMeta("replay"), recs)
 }
 
 // TestCompareByClass: compare of two runs holding batch and interactive

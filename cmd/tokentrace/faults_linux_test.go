@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -40,15 +38,8 @@ func prepareFaultInputs(t *testing.T) faultInputs {
 		model:   filepath.Join(src, "model.json"),
 		results: filepath.Join(src, "results.parquet"),
 	}
-	so := capture.DefaultSampleOptions()
-	so.Duration = 30 * time.Second // about 1,400 requests: a trace well over 16 KiB in every format
-	var b bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(in.logs, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// about 1,400 requests: a trace well over 16 KiB in every format
+	writeTestFile(t, in.logs, sampleLogs(t, 30*time.Second, 0))
 	var err error
 	// The Mooncake sample's prefix blocks make a trace well over 16 KiB in every format.
 	if in.mooncake, err = filepath.Abs("../../testdata/publictraces/mooncake_conversation_head500.jsonl"); err != nil {
@@ -371,12 +362,7 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("signals a child process")
 	}
-	var logs bytes.Buffer
-	so := capture.DefaultSampleOptions()
-	so.Duration = 120 * time.Second
-	if err := capture.WriteSampleLogs(context.Background(), &logs, 1, so); err != nil {
-		t.Fatal(err)
-	}
+	logs := sampleLogs(t, 120*time.Second, 0)
 	tmp, dir := t.TempDir(), t.TempDir()
 	out := filepath.Join(dir, "trace.parquet")
 	cmd := exec.Command(os.Args[0])
@@ -396,7 +382,7 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 	}
 	// Write until a run is spilled, then stop feeding and interrupt.
 	go func() {
-		b := logs.Bytes()
+		b := logs
 		for len(b) > 0 && len(runs()) == 0 {
 			n := min(len(b), 256<<10)
 			if _, err := stdin.Write(b[:n]); err != nil {

@@ -30,9 +30,7 @@ func inspectTrace(t *testing.T, name string) {
 	recs[1].Status, recs[1].ScheduledNs, recs[1].SentNs = traces.StatusTimeout, 1e9, 1e9
 	m := traces.NewMeta("test")
 	m.BlockSize = 512
-	if err := traces.WriteAll(name, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, name, m, recs)
 }
 
 func TestInspectText(t *testing.T) {
@@ -148,10 +146,7 @@ func TestInspectAzure(t *testing.T) {
 	if err != nil {
 		t.Skipf("azure importer not available: %v", err)
 	}
-	name := filepath.Join(t.TempDir(), "azure.parquet")
-	if err := traces.WriteAll(name, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	name := writeTrace(t, filepath.Join(t.TempDir(), "azure.parquet"), m, recs)
 	code, out, errs := runCLI(nil, "inspect", "--json", name)
 	var got traces.Summary
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {

@@ -32,9 +32,7 @@ func writeReplayTrace(t *testing.T, n int) string {
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	m := traces.NewMeta("test")
 	m.BlockSize = 32
-	if err := traces.WriteAll(path, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, path, m, recs)
 	return path
 }
 
@@ -170,10 +168,7 @@ func TestReplaySIGKILLKeepsJournal(t *testing.T) {
 		r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens = int64(i), int64(i)*2e6, 64, 4
 		recs[i] = r
 	}
-	trace := filepath.Join(dir, "trace.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("t"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("t"), recs)
 	out := filepath.Join(dir, "res.parquet")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReplaySIGKILLKeepsJournal$")
 	cmd.Env = append(os.Environ(), "TOKENTRACE_REPLAY_CHILD="+strings.Join([]string{"--url", srv.URL, "--quiet", "--no-preflight", "--out", out, trace}, "\x1f"))
@@ -227,10 +222,7 @@ func TestReplayCommandBuiltinSimServesTraceModel(t *testing.T) {
 		recs[i] = r
 	}
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "trace.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("test"), recs)
 	out := filepath.Join(dir, "res.jsonl")
 	_, se := runMain(t, "replay", "--out", out, "--max-lateness", "10s", trace)
 	res, _, err := traces.ReadAll(out)
@@ -326,10 +318,7 @@ func TestReplayCommandContextGrowth(t *testing.T) {
 			recs = append(recs, r)
 		}
 	}
-	trace := filepath.Join(t.TempDir(), "sessions.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(t.TempDir(), "sessions.jsonl"), traces.NewMeta("test"), recs)
 	for _, growth := range []bool{true, false} {
 		out := filepath.Join(filepath.Dir(trace), "res.jsonl")
 		args := []string{"replay", "--sessions", "closed", "--out", out, "--max-lateness", "10s", "--quiet", trace}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,18 +16,9 @@ import (
 func TestWrongInputIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "gateway.jsonl")
-	so := capture.DefaultSampleOptions()
-	so.Duration = 5 * time.Second
-	var b bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(logs, b.Bytes(), 0o644)
+	writeTestFile(t, logs, sampleLogs(t, 5*time.Second, 0))
 	trace := writeReplayTrace(t, 20) // 40 ms of trace
-	empty := filepath.Join(dir, "empty.jsonl")
-	if err := traces.WriteAll(empty, traces.NewMeta("t"), nil); err != nil {
-		t.Fatal(err)
-	}
+	empty := writeTrace(t, filepath.Join(dir, "empty.jsonl"), traces.NewMeta("t"), nil)
 	parquetTrace := toParquet(t, trace, filepath.Join(dir, "trace.parquet"))
 	azure, _ := filepath.Abs("../../testdata/publictraces/azure2023_conv_head1000.csv")
 	out := filepath.Join(dir, "out.parquet")
@@ -116,9 +104,7 @@ func toParquet(t *testing.T, src, dst string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := traces.WriteAll(dst, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, dst, m, recs)
 	return dst
 }
 

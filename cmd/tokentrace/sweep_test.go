@@ -27,10 +27,7 @@ func constantTrace(n int, rate float64, in, out int32) []traces.Record {
 
 func TestSweepUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "t.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(3, 10, 8, 2)); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(3, 10, 8, 2))
 	for _, c := range []struct {
 		why  string
 		args []string
@@ -62,10 +59,7 @@ func TestSweepUsageErrors(t *testing.T) {
 
 func TestSweepCLI(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "t.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(20, 20, 32, 4)); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(20, 20, 32, 4))
 	outDir := filepath.Join(dir, "sweep")
 	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s,tpot=1s", "--speeds", "4,1", "--sim-preset", "tiny",
 		"--label", "cli-test", "--metadata", "gpu=none", "--out-dir", outDir, "--ext", ".jsonl", "--chart", filepath.Join(outDir, "c.svg")+","+filepath.Join(outDir, "c.png"), trace)
@@ -90,10 +84,7 @@ func TestSweepCLI(t *testing.T) {
 // file per run, and the table says how many runs met the SLOs.
 func TestSweepRepeat(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "t.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(20, 20, 32, 4)); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(20, 20, 32, 4))
 	outDir := filepath.Join(dir, "sweep")
 	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s", "--speeds", "2", "--repeat", "2", "--sim-preset", "tiny",
 		"--out-dir", outDir, "--ext", ".jsonl", "--chart", "none", trace)

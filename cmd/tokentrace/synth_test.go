@@ -31,9 +31,7 @@ func synthTrace(t *testing.T, path string, n int) {
 		}
 		recs = append(recs, r)
 	}
-	if err := traces.WriteAll(path, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, path, traces.NewMeta("test"), recs)
 }
 
 func TestSynthCLI(t *testing.T) {
@@ -48,9 +46,7 @@ func TestSynthCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Reverse(recs)
-	if err := traces.WriteAll(p("reversed.jsonl"), traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, p("reversed.jsonl"), traces.NewMeta("test"), recs)
 
 	for _, tc := range []struct {
 		name    string

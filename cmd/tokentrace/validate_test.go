@@ -30,10 +30,7 @@ func validateTraces(t *testing.T, dir string) (real, syn string) {
 			}
 			recs = append(recs, r)
 		}
-		name := filepath.Join(dir, []string{"real.parquet", "synth.parquet"}[k])
-		if err := traces.WriteAll(name, traces.Meta{}, recs); err != nil {
-			t.Fatal(err)
-		}
+		name := writeTrace(t, filepath.Join(dir, []string{"real.parquet", "synth.parquet"}[k]), traces.Meta{}, recs)
 		if shared {
 			real = name
 		} else {
