@@ -56,9 +56,7 @@ func tool(trace, id, parent string, startMs int64) otlpTestSpan {
 // parent_seq and finish_ns, and the links counted. Rows are in arrival
 // order; seq i is the i-th call to arrive.
 func TestOTLPParentLinks(t *testing.T) {
-	type want struct {
-		session, parent, finishMs int64
-	}
+	type want = linkWant
 	for _, tc := range []struct {
 		name, why string
 		lines     []string
@@ -179,29 +177,41 @@ func TestOTLPParentLinks(t *testing.T) {
 			if tc.mod != nil {
 				tc.mod(&o)
 			}
-			log := strings.Join(tc.lines, "")
-			res, err := Capture(context.Background(), o, []Input{{Name: "spans.jsonl", R: strings.NewReader(log)}})
-			if err != nil {
-				t.Fatalf("%s: %v", tc.why, err)
-			}
-			// finish_ns is on the arrival clock, whose 0 is the first call
-			// (every case starts one at 0 ms).
-			var got []want
-			for _, r := range res.Records {
-				got = append(got, want{r.Session, r.ParentSeq, r.FinishNs / 1e6})
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("%s:\n got %v\nwant %v (session, parent_seq, finish ms)", tc.why, got, tc.want)
-			}
-			if res.Stats.ParentLinks != tc.links || res.Stats.ParentsDropped != tc.dropped {
-				t.Errorf("%s: links %d dropped %d, want %d and %d", tc.why, res.Stats.ParentLinks, res.Stats.ParentsDropped, tc.links, tc.dropped)
-			}
-			for _, r := range res.Records {
-				if err := r.Validate(); err != nil {
-					t.Errorf("seq %d: %v", r.Seq, err)
-				}
-			}
+			checkLinks(t, tc.why, o, "spans.jsonl", strings.Join(tc.lines, ""), tc.want, tc.links, tc.dropped)
 		})
+	}
+}
+
+// linkWant is what a links test checks of one captured record, in arrival
+// order.
+type linkWant struct {
+	session, parent, finishMs int64
+}
+
+// checkLinks captures log (named name) with o and checks each record's
+// session, parent_seq and finish_ns (in ms on the arrival clock, whose 0 is
+// the first call), the links counted and dropped, and that every record is
+// valid.
+func checkLinks(t *testing.T, why string, o Options, name, log string, want []linkWant, links, dropped int64) {
+	t.Helper()
+	res, err := Capture(context.Background(), o, []Input{{Name: name, R: strings.NewReader(log)}})
+	if err != nil {
+		t.Fatalf("%s: %v", why, err)
+	}
+	var got []linkWant
+	for _, r := range res.Records {
+		got = append(got, linkWant{r.Session, r.ParentSeq, r.FinishNs / 1e6})
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %v\nwant %v (session, parent_seq, finish ms)", why, got, want)
+	}
+	if res.Stats.ParentLinks != links || res.Stats.ParentsDropped != dropped {
+		t.Errorf("%s: links %d dropped %d, want %d and %d", why, res.Stats.ParentLinks, res.Stats.ParentsDropped, links, dropped)
+	}
+	for _, r := range res.Records {
+		if err := r.Validate(); err != nil {
+			t.Errorf("%s: seq %d: %v", why, r.Seq, err)
+		}
 	}
 }
 
@@ -314,7 +324,7 @@ func TestOpenAIParentLinks(t *testing.T) {
 		b, _ := json.Marshal(m)
 		return string(b) + "\n"
 	}
-	type want struct{ session, parent, finishMs int64 }
+	type want = linkWant
 	for _, tc := range []struct {
 		name, why string
 		rows      []row
@@ -364,20 +374,7 @@ func TestOpenAIParentLinks(t *testing.T) {
 			if tc.nested {
 				o.Fields = map[string]string{"trace_id": "ctx.trace_id", "call_id": "ctx.call_id", "parent_call_id": "ctx.parent_call_id", "end_time": "ctx.end_time"}
 			}
-			res, err := Capture(context.Background(), o, []Input{{Name: "gw.jsonl", R: strings.NewReader(log.String())}})
-			if err != nil {
-				t.Fatalf("%s: %v", tc.why, err)
-			}
-			var got []want
-			for _, r := range res.Records {
-				got = append(got, want{r.Session, r.ParentSeq, r.FinishNs / 1e6})
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("%s:\n got %v\nwant %v (session, parent_seq, finish ms)", tc.why, got, tc.want)
-			}
-			if res.Stats.ParentLinks != tc.links || res.Stats.ParentsDropped != tc.dropped {
-				t.Errorf("%s: links %d dropped %d, want %d and %d", tc.why, res.Stats.ParentLinks, res.Stats.ParentsDropped, tc.links, tc.dropped)
-			}
+			checkLinks(t, tc.why, o, "gw.jsonl", log.String(), tc.want, tc.links, tc.dropped)
 		})
 	}
 }

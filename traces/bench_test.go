@@ -37,18 +37,7 @@ func requireShared(tb testing.TB) {
 
 // parquetSize writes recs as Parquet in memory and returns the byte count.
 func parquetSize(tb testing.TB, m traces.Meta, recs []traces.Record) int {
-	var buf bytes.Buffer
-	w, err := traces.NewWriter(&buf, traces.FormatParquet, m, traces.CreateOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := w.Write(recs); err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Len()
+	return len(encodeAll(tb, traces.FormatParquet, m, traces.CreateOptions{}, recs))
 }
 
 // compactness imports one shared trace and returns its source size, rows and
@@ -123,21 +112,8 @@ func azureRecords(b *testing.B) []traces.Record {
 	return recs
 }
 
-func encode(b *testing.B, f traces.Format, recs []traces.Record) []byte {
-	var buf bytes.Buffer
-	w, err := traces.NewWriter(&buf, f, traces.NewMeta("bench"), traces.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	w.Write(recs)
-	if err := w.Close(); err != nil {
-		b.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func benchRead(b *testing.B, f traces.Format, recs []traces.Record) {
-	data := encode(b, f, recs)
+	data := encodeAll(b, f, traces.NewMeta("bench"), traces.CreateOptions{}, recs)
 	var src io.Reader
 	path := ""
 	if f == traces.FormatParquet {

@@ -61,6 +61,43 @@ func (s *ReadStats) malformed(rerr error, strict bool) error {
 	return nil
 }
 
+// textReader is what the JSON-lines and CSV readers share: the file's name
+// for errors, its metadata and counts, strictness, the sticky error and the
+// label interner.
+type textReader struct {
+	name   string
+	closer io.Closer
+	meta   Meta
+	stats  ReadStats
+	strict bool
+	err    error // sticky: Read returns it from then on
+	intern interner
+}
+
+func (r *textReader) Meta() Meta       { return r.meta }
+func (r *textReader) Stats() ReadStats { return r.stats }
+func (r *textReader) Close() error {
+	if r.closer != nil {
+		return r.closer.Close()
+	}
+	return nil
+}
+
+// row accounts for the row at line that decoded with err. A good row (err
+// nil) is counted and kept (true). A malformed one is not kept: skipped and
+// counted, or in strict mode it becomes r.err, which the next turn of the
+// read loop returns.
+func (r *textReader) row(line int64, err error) bool {
+	if err == nil {
+		r.stats.Rows++
+		return true
+	}
+	if stop := r.stats.malformed(&RowError{File: r.name, Line: line, Err: err}, r.strict); stop != nil {
+		r.err = stop
+	}
+	return false
+}
+
 // OpenOptions tunes Open.
 type OpenOptions struct {
 	// Strict fails on the first malformed row instead of skipping and

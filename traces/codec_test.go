@@ -25,6 +25,24 @@ var extOf = map[traces.Format]string{
 	traces.FormatCSVZstd:   ".csv.zst",
 }
 
+// encodeAll writes recs with meta m in format f to memory (Parquet's
+// writer then sorts through runs spilled as o allows) and returns the bytes.
+func encodeAll(tb testing.TB, f traces.Format, m traces.Meta, o traces.CreateOptions, recs []traces.Record) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	w, err := traces.NewWriter(&buf, f, m, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := w.Write(recs); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 // labels exercise quoting and escaping in every text codec.
 var labels = []string{"", "llama-3-8b", "a,b", `say "hi"`, "tab\there", "line\nbreak", `back\slash`, "ünïcødé ✓", "#hash", " lead", "x;y z"}
 
@@ -232,18 +250,8 @@ func TestStreams(t *testing.T) {
 	want := randRecords(5, 100, true)
 	for _, f := range traces.Formats {
 		t.Run(string(f), func(t *testing.T) {
-			var buf bytes.Buffer
-			w, err := traces.NewWriter(&buf, f, traces.NewMeta("stream"), traces.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write(want); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			r, err := traces.NewReader(io.NopCloser(&buf), "-", traces.OpenOptions{})
+			data := encodeAll(t, f, traces.NewMeta("stream"), traces.CreateOptions{}, want)
+			r, err := traces.NewReader(io.NopCloser(bytes.NewReader(data)), "-", traces.OpenOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -118,25 +118,19 @@ func (t *eofTracker) Read(p []byte) (int, error) {
 }
 
 type csvReader struct {
-	name    string
+	textReader
 	cr      *csv.Reader
 	src     *eofTracker
-	closer  io.Closer
-	meta    Meta
-	stats   ReadStats
-	strict  bool
 	cols    []int // column index per header field, -1 = ignored
 	ncols   int
 	lineOff int64 // lines consumed before csv.Reader started
 	pending []string
 	pendErr error
 	pendLn  int64
-	err     error
-	intern  interner
 }
 
 func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, zst bool) (*csvReader, error) {
-	r := &csvReader{name: displayName(name), closer: closer, strict: o.Strict}
+	r := &csvReader{textReader: textReader{name: displayName(name), closer: closer, strict: o.Strict}}
 	r.meta.SchemaVersion = SchemaVersion
 	if head, _ := br.Peek(len(csvMetaPrefix)); string(head) == csvMetaPrefix {
 		line, err := br.ReadSlice('\n')
@@ -194,15 +188,6 @@ func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions
 		return nil, fmt.Errorf("%w: CSV header names none of the tokentrace columns (%s, ...)", ErrUnknownFormat, strings.Join(Columns[:4], ", "))
 	}
 	return r, nil
-}
-
-func (r *csvReader) Meta() Meta       { return r.meta }
-func (r *csvReader) Stats() ReadStats { return r.stats }
-func (r *csvReader) Close() error {
-	if r.closer != nil {
-		return r.closer.Close()
-	}
-	return nil
 }
 
 // next returns the next CSV record with its 1-based file line.
@@ -271,23 +256,17 @@ func (r *csvReader) Read(recs []Record) (int, error) {
 		} else {
 			err = fmt.Errorf("%w: %v", ErrMalformed, unwrapParseError(err))
 		}
-		if err != nil {
-			if r.atTruncatedEnd() {
-				r.stats.Truncated = true
-				r.err = &RowError{File: r.name, Line: line, Err: fmt.Errorf("%w: last row is incomplete", ErrTruncated)}
-				if r.src.err != nil {
-					r.err = &RowError{File: r.name, Line: line, Err: fmt.Errorf("%w: %w", ErrTruncated, truncErr(r.src.err))}
-				}
-				return n, r.err
+		if err != nil && r.atTruncatedEnd() {
+			r.stats.Truncated = true
+			r.err = &RowError{File: r.name, Line: line, Err: fmt.Errorf("%w: last row is incomplete", ErrTruncated)}
+			if r.src.err != nil {
+				r.err = &RowError{File: r.name, Line: line, Err: fmt.Errorf("%w: %w", ErrTruncated, truncErr(r.src.err))}
 			}
-			if err := r.stats.malformed(&RowError{File: r.name, Line: line, Err: err}, r.strict); err != nil {
-				r.err = err
-				return n, err
-			}
-			continue
+			return n, r.err
 		}
-		n++
-		r.stats.Rows++
+		if r.row(line, err) {
+			n++
+		}
 	}
 	return n, nil
 }

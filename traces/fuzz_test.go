@@ -26,18 +26,8 @@ func FuzzRoundTrip(f *testing.F) {
 			r.Run, r.Status, r.Error, r.RequestID = label, label, label, label
 		}
 		for _, format := range traces.Formats {
-			var buf bytes.Buffer
-			w, err := traces.NewWriter(&buf, format, traces.NewMeta(label), traces.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write(recs); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			r, err := traces.NewReader(&buf, "fuzz", traces.OpenOptions{Strict: true})
+			data := encodeAll(t, format, traces.NewMeta(label), traces.CreateOptions{}, recs)
+			r, err := traces.NewReader(bytes.NewReader(data), "fuzz", traces.OpenOptions{Strict: true})
 			if err != nil {
 				t.Fatalf("%s: open: %v", format, err)
 			}
@@ -63,12 +53,9 @@ func FuzzRoundTrip(f *testing.F) {
 func FuzzOpen(f *testing.F) {
 	recs := randRecords(11, 5, true)
 	for _, format := range traces.Formats {
-		var buf bytes.Buffer
-		w, _ := traces.NewWriter(&buf, format, traces.NewMeta("seed"), traces.CreateOptions{})
-		w.Write(recs)
-		w.Close()
-		f.Add(buf.Bytes())
-		f.Add(buf.Bytes()[:buf.Len()/2])
+		data := encodeAll(f, format, traces.NewMeta("seed"), traces.CreateOptions{}, recs)
+		f.Add(data)
+		f.Add(data[:len(data)/2])
 	}
 	f.Add([]byte(`{"seq":1,"arrival_ns":"x"}`))
 	f.Add([]byte("seq,arrival_ns\n1,2,3\n\"4"))

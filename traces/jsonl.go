@@ -171,15 +171,9 @@ func (l *lineReader) next() ([]byte, error) {
 }
 
 type jsonlReader struct {
-	name   string
+	textReader
 	lr     lineReader
-	closer io.Closer
-	meta   Meta
-	stats  ReadStats
-	strict bool
 	peeked []byte
-	err    error // sticky
-	intern interner
 }
 
 // NewJSONLReader reads JSON lines from r; name is used in error messages.
@@ -197,7 +191,7 @@ func NewJSONLReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 }
 
 func newJSONLReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, zst bool) (*jsonlReader, error) {
-	jr := &jsonlReader{name: displayName(name), lr: lineReader{br: br}, strict: o.Strict, closer: closer}
+	jr := &jsonlReader{textReader: textReader{name: displayName(name), closer: closer, strict: o.Strict}, lr: lineReader{br: br}}
 	jr.meta.SchemaVersion = SchemaVersion
 	line, err := jr.lr.next()
 	if err != nil && err != io.EOF {
@@ -243,15 +237,6 @@ func (r *jsonlReader) truncated(err error) error {
 	return &RowError{File: r.name, Line: r.lr.line, Err: err}
 }
 
-func (r *jsonlReader) Meta() Meta       { return r.meta }
-func (r *jsonlReader) Stats() ReadStats { return r.stats }
-func (r *jsonlReader) Close() error {
-	if r.closer != nil {
-		return r.closer.Close()
-	}
-	return nil
-}
-
 func (r *jsonlReader) Read(recs []Record) (int, error) {
 	n := 0
 	for n < len(recs) {
@@ -287,23 +272,18 @@ func (r *jsonlReader) Read(recs []Record) (int, error) {
 		}
 		rec := &recs[n]
 		rec.resetForDecode()
-		if err := decodeJSONRecord(line, rec, &r.intern); err != nil {
-			if err == errMetaLine {
-				continue
-			}
-			if r.lr.partial && r.err == nil {
-				// The last line, cut short: the file was truncated.
-				r.err = r.truncated(fmt.Errorf("%w: last line is incomplete", ErrTruncated))
-				return n, r.err
-			}
-			if err := r.stats.malformed(&RowError{File: r.name, Line: r.lr.line, Err: err}, r.strict); err != nil {
-				r.err = err
-				return n, err
-			}
+		err := decodeJSONRecord(line, rec, &r.intern)
+		if err == errMetaLine {
 			continue
 		}
-		n++
-		r.stats.Rows++
+		if err != nil && r.lr.partial && r.err == nil {
+			// The last line, cut short: the file was truncated.
+			r.err = r.truncated(fmt.Errorf("%w: last line is incomplete", ErrTruncated))
+			return n, r.err
+		}
+		if r.row(r.lr.line, err) {
+			n++
+		}
 	}
 	return n, nil
 }

@@ -163,10 +163,10 @@ func (w *parquetWriter) Write(recs []Record) (int, error) {
 	}
 	for i := done; i < len(recs); i++ {
 		r := recs[i]
-		r.PrefixBlocks = w.copy64(r.PrefixBlocks)
-		r.AfterSeqs = w.copy64(r.AfterSeqs)
-		r.ChunkNs = w.copy64(r.ChunkNs)
-		r.ChunkTokens = w.copy32(r.ChunkTokens)
+		r.PrefixBlocks = arenaCopy(&w.arena, r.PrefixBlocks)
+		r.AfterSeqs = arenaCopy(&w.arena, r.AfterSeqs)
+		r.ChunkNs = arenaCopy(&w.arena, r.ChunkNs)
+		r.ChunkTokens = arenaCopy(&w.arena32, r.ChunkTokens)
 		w.recs = append(w.recs, r)
 		w.bytes += recordBytes + 8*int64(len(r.PrefixBlocks)+len(r.AfterSeqs)+len(r.ChunkNs)) + 4*int64(len(r.ChunkTokens))
 		if w.bytes >= w.o.SortMemoryBytes {
@@ -179,28 +179,19 @@ func (w *parquetWriter) Write(recs []Record) (int, error) {
 	return len(recs), nil
 }
 
-func (w *parquetWriter) copy64(v []int64) []int64 {
+// arenaCopy copies v into *arena (a fresh block of at least 64Ki values
+// when it is full) and returns the copy, capped so that appending to it
+// cannot overwrite the next one; an empty v is nil.
+func arenaCopy[T int32 | int64](arena *[]T, v []T) []T {
 	if len(v) == 0 {
 		return nil
 	}
-	if cap(w.arena)-len(w.arena) < len(v) {
-		w.arena = make([]int64, 0, max(64<<10, len(v)))
+	if cap(*arena)-len(*arena) < len(v) {
+		*arena = make([]T, 0, max(64<<10, len(v)))
 	}
-	start := len(w.arena)
-	w.arena = append(w.arena, v...)
-	return w.arena[start:len(w.arena):len(w.arena)]
-}
-
-func (w *parquetWriter) copy32(v []int32) []int32 {
-	if len(v) == 0 {
-		return nil
-	}
-	if cap(w.arena32)-len(w.arena32) < len(v) {
-		w.arena32 = make([]int32, 0, max(64<<10, len(v)))
-	}
-	start := len(w.arena32)
-	w.arena32 = append(w.arena32, v...)
-	return w.arena32[start:len(w.arena32):len(w.arena32)]
+	start := len(*arena)
+	*arena = append(*arena, v...)
+	return (*arena)[start:len(*arena):len(*arena)]
 }
 
 func compareRecords(a, b *Record) int {
@@ -228,14 +219,7 @@ func (w *parquetWriter) spill() error {
 		return fmt.Errorf("spill sorted run: %w", err)
 	}
 	w.runs = append(w.runs, name)
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = writeParquetRows(bw, w.recs, runOptions()...)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = writeRunFile(f, func(out io.Writer) error { return writeParquetRows(out, w.recs, runOptions()...) })
 	if err != nil {
 		return fmt.Errorf("spill sorted run to %s: %w", w.tmpDir, err)
 	}
@@ -357,6 +341,20 @@ func (w *parquetWriter) Close() (err error) {
 	return bw.Flush()
 }
 
+// writeRunFile writes the run file f with write, through a 1 MiB buffer,
+// and closes it; the first error wins.
+func writeRunFile(f *os.File, write func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err := write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // maxOpenRuns bounds the runs merged at once: each open run holds a page
 // per column, so more runs are first merged into one, sixteen at a time.
 const maxOpenRuns = 16
@@ -373,14 +371,7 @@ func (w *parquetWriter) compact() error {
 	if err != nil {
 		return fmt.Errorf("merge sorted runs: %w", err)
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	err = mergeRuns(w.runs, bw, runOptions())
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = writeRunFile(f, func(out io.Writer) error { return mergeRuns(w.runs, out, runOptions()) })
 	if err != nil {
 		return fmt.Errorf("merge sorted runs in %s: %w", w.tmpDir, err)
 	}

@@ -14,22 +14,32 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
-func TestRowGroupsBounded(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "rg.parquet")
-	w, err := CreateWith(name, NewMeta("test"), CreateOptions{RowGroupRows: 100})
+// writeRowGroups writes recs as the Parquet file name in a temporary
+// directory, in row groups of rows, and returns its path.
+func writeRowGroups(t *testing.T, name string, rows int, recs []Record) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	w, err := CreateWith(path, NewMeta("test"), CreateOptions{RowGroupRows: rows})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := w.Write(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRowGroupsBounded(t *testing.T) {
 	recs := make([]Record, 350)
 	for i := range recs {
 		recs[i] = NewRecord()
 		recs[i].Seq = int64(i)
 		recs[i].ArrivalNs = int64((i * 7919) % 350) // out of order on purpose
 	}
-	w.Write(recs)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	name := writeRowGroups(t, "rg.parquet", 100, recs)
 	f, err := os.Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -108,15 +118,7 @@ func TestParquetFastPathLarge(t *testing.T) {
 		big[i] = int64(i)
 	}
 	recs[12345].ChunkNs = big
-	name := filepath.Join(t.TempDir(), "big.parquet")
-	w, err := CreateWith(name, NewMeta("t"), CreateOptions{RowGroupRows: 7000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(recs)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	name := writeRowGroups(t, "big.parquet", 7000, recs)
 	r, err := Open(name)
 	if err != nil {
 		t.Fatal(err)
@@ -246,16 +248,8 @@ func TestParquetSalvage(t *testing.T) {
 		}
 		recs[i] = r
 	}
-	name := filepath.Join(t.TempDir(), "s.parquet")
 	// Groups of 300, 300, 300 and a last, smaller one of 100.
-	w, err := CreateWith(name, NewMeta("t"), CreateOptions{RowGroupRows: 300})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(recs)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	name := writeRowGroups(t, "s.parquet", 300, recs)
 	data, _ := os.ReadFile(name)
 	var salvaged []int
 	for _, frac := range []float64{0.1, 0.2, 0.3, 0.6, 0.95} {

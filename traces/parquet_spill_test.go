@@ -1,7 +1,6 @@
 package traces_test
 
 import (
-	"bytes"
 	"cmp"
 	"math/rand/v2"
 	"os"
@@ -171,19 +170,8 @@ func inMemory(t *testing.T, recs []traces.Record) []traces.Record {
 // and reads them back.
 func viaStream(t *testing.T, recs []traces.Record, o traces.CreateOptions) []traces.Record {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := traces.NewWriter(&buf, traces.FormatParquet, traces.NewMeta("test"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(recs); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	name := filepath.Join(t.TempDir(), "streamed.parquet")
-	if err := os.WriteFile(name, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(name, encodeAll(t, traces.FormatParquet, traces.NewMeta("test"), o, recs), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return readParquet(t, name)

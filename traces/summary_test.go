@@ -26,14 +26,7 @@ func TestSummarize(t *testing.T) {
 	recs[0].Status, recs[0].ScheduledNs, recs[0].SentNs = traces.StatusOK, 0, 5e6
 	recs[0].FirstTokenNs, recs[0].LastTokenNs = 55e6, 205e6
 	recs[1].Status, recs[1].ScheduledNs, recs[1].SentNs = traces.StatusTimeout, 1e9, 1e9
-	name := filepath.Join(t.TempDir(), "s.parquet")
-	writeFile(t, name, traces.NewMeta("test"), recs)
-	r, err := traces.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	s, err := traces.Summarize(context.Background(), r)
+	s, err := summarizeFile(t, "s.parquet", recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,15 +53,22 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestSummarizeEmpty(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "e.jsonl")
-	writeFile(t, name, traces.NewMeta("test"), nil)
-	r, err := traces.Open(name)
+	s, err := summarizeFile(t, "e.jsonl", nil)
+	if err != nil || s.Rows != 0 || s.Outcome != nil || s.RateRPS != 0 {
+		t.Errorf("Summarize(empty) = %+v, %v", s, err)
+	}
+}
+
+// summarizeFile writes recs to a file named name (its format from the
+// extension) and summarizes it as read back.
+func summarizeFile(t *testing.T, name string, recs []traces.Record) (traces.Summary, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	writeFile(t, path, traces.NewMeta("test"), recs)
+	r, err := traces.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	s, err := traces.Summarize(context.Background(), r)
-	if err != nil || s.Rows != 0 || s.Outcome != nil || s.RateRPS != 0 {
-		t.Errorf("Summarize(empty) = %+v, %v", s, err)
-	}
+	return traces.Summarize(context.Background(), r)
 }

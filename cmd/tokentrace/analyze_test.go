@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +10,18 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-func analyzeCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(""), &out, &errb)
-	return code, out.String(), errb.String()
+// answered makes r, sent at r.SentNs, a request answered in full: its first
+// token ttft later, then its r.OutputTokens tokens one a chunk 10 ms apart,
+// and the server reporting the prompt and output it saw.
+func answered(r *traces.Record, ttft time.Duration) {
+	r.Status, r.HTTPStatus = traces.StatusOK, 200
+	r.FirstTokenNs = r.SentNs + int64(ttft)
+	for k := range r.OutputTokens {
+		r.ChunkNs = append(r.ChunkNs, r.FirstTokenNs+int64(k)*int64(10*time.Millisecond))
+		r.ChunkTokens = append(r.ChunkTokens, 1)
+	}
+	r.LastTokenNs = r.ChunkNs[len(r.ChunkNs)-1]
+	r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, r.OutputTokens
 }
 
 // analyzeResults writes n successful results rows (TTFT slowed by f).
@@ -26,36 +31,22 @@ func analyzeResults(t *testing.T, name string, n int, f float64) string {
 	for i := range n {
 		r := traces.NewRecord()
 		r.Seq, r.InputTokens, r.OutputTokens, r.Class = int64(i), int32(100+i%400), 20, []string{"interactive", "batch"}[i%2]
-		r.Status, r.HTTPStatus, r.RequestID = traces.StatusOK, 200, "r"+string(rune('a'+i%26))
+		r.RequestID = "r" + string(rune('a'+i%26))
 		r.ScheduledNs = int64(time.Duration(i) * 100 * time.Millisecond)
 		r.SentNs = r.ScheduledNs + int64(i%3)*int64(time.Millisecond)
-		ttft := time.Duration(f * float64(30*time.Millisecond+time.Duration(i%17)*5*time.Millisecond))
-		r.FirstTokenNs = r.SentNs + int64(ttft)
-		for k := range 20 {
-			r.ChunkNs = append(r.ChunkNs, r.FirstTokenNs+int64(k)*int64(10*time.Millisecond))
-			r.ChunkTokens = append(r.ChunkTokens, 1)
-		}
-		r.LastTokenNs = r.ChunkNs[19]
-		r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, 20
+		answered(&r, time.Duration(f*float64(30*time.Millisecond+time.Duration(i%17)*5*time.Millisecond)))
 		recs = append(recs, r)
 	}
-	p := filepath.Join(t.TempDir(), name)
 	m := traces.NewMeta("replay")
 	m.Set("target", name)
-	if err := traces.WriteAll(p, m, recs); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeTrace(t, filepath.Join(t.TempDir(), name), m, recs)
 }
 
 func TestAnalyzeCLI(t *testing.T) {
 	a := analyzeResults(t, "a.jsonl", 300, 1)
 	b := analyzeResults(t, "b.jsonl", 300, 2)
 	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty.jsonl")
-	if err := traces.WriteAll(empty, traces.NewMeta("replay"), nil); err != nil {
-		t.Fatal(err)
-	}
+	empty := writeTrace(t, filepath.Join(dir, "empty.jsonl"), traces.NewMeta("replay"), nil)
 	html, reqs, vj, chtml := filepath.Join(dir, "r.html"), filepath.Join(dir, "req.csv"), filepath.Join(dir, "v.json"), filepath.Join(dir, "c.html")
 	tests := []struct {
 		name     string
@@ -100,7 +91,7 @@ func TestAnalyzeCLI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, out, errs := analyzeCLI(t, tt.args...)
+			code, out, errs := runCLI(nil, tt.args...)
 			if code != tt.code || !strings.Contains(out+errs, tt.contains) {
 				t.Errorf("tokentrace %s: exit %d, want %d, output containing %q\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.code, tt.contains, out, errs)
 			}

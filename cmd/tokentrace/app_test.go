@@ -3,29 +3,61 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
+
+// runCLI runs one tokentrace command line in-process: args are the words
+// after the program name, stdin (nil for none) is its standard input. It
+// returns the exit code and what the command wrote to stdout and stderr.
+func runCLI(stdin io.Reader, args ...string) (code int, stdout, stderr string) {
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), append([]string{"tokentrace"}, args...), stdin, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// runMain runs one command line that must succeed (the test stops
+// otherwise) and returns its stdout and stderr.
+func runMain(t *testing.T, args ...string) (stdout, stderr string) {
+	t.Helper()
+	code, stdout, stderr := runCLI(nil, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, stdout, stderr)
+	}
+	return stdout, stderr
+}
+
+// writeTrace writes recs with meta m to path (its format from the
+// extension) and returns path.
+func writeTrace(t *testing.T, path string, m traces.Meta, recs []traces.Record) string {
+	t.Helper()
+	if err := traces.WriteAll(path, m, recs); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // TestCPUProfileFlag checks the global --cpuprofile flag: a gzip'd pprof
 // profile is written for a command that succeeds, and an unwritable path is
 // a usage error that names the flag.
 func TestCPUProfileFlag(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cpu.prof")
-	var out, errb bytes.Buffer
-	if code := Main(context.Background(), []string{"tokentrace", "--cpuprofile", path, "version"}, strings.NewReader(""), &out, &errb); code != exitOK {
-		t.Fatalf("exit %d: %s", code, errb.String())
-	}
+	runMain(t, "--cpuprofile", path, "version")
 	b, err := os.ReadFile(path)
 	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
 		t.Errorf("profile %s: %d bytes, err %v; want a gzip'd pprof profile", path, len(b), err)
 	}
-	errb.Reset()
-	code := Main(context.Background(), []string{"tokentrace", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"), "version"}, strings.NewReader(""), &out, &errb)
-	if code != exitUsage || !strings.Contains(errb.String(), "--cpuprofile") {
-		t.Errorf("unwritable profile path: exit %d, %q; want 2 naming --cpuprofile", code, errb.String())
+	code, _, se := runCLI(nil, "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"), "version")
+	if code != exitUsage || !strings.Contains(se, "--cpuprofile") {
+		t.Errorf("unwritable profile path: exit %d, %q; want 2 naming --cpuprofile", code, se)
 	}
 }
 
@@ -43,15 +75,13 @@ func TestUsageErrorsAreShortAndSuggest(t *testing.T) {
 		{"a subcommand's flag names the full command", []string{"synth", "fit", "--outt", "x", "y"}, "synth fit: unknown flag --outt; did you mean --out?"},
 		{"an unrelated flag gets no suggestion", []string{"inspect", "--zzzzzzzz", "x"}, "inspect: unknown flag --zzzzzzzz (see"},
 	} {
-		var so, se bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), strings.NewReader(""), &so, &se)
-		if code != exitUsage || !strings.Contains(se.String(), c.want) || strings.Count(se.String(), "\n") > 1 {
-			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line containing %q", c.why, code, se.String(), c.want)
+		code, _, se := runCLI(nil, c.args...)
+		if code != exitUsage || !strings.Contains(se, c.want) || strings.Count(se, "\n") > 1 {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line containing %q", c.why, code, se, c.want)
 		}
 	}
-	var so, se bytes.Buffer
-	if code := Main(context.Background(), []string{"tokentrace", "--version"}, nil, &so, &se); code != 0 || !strings.HasPrefix(so.String(), "tokentrace version ") {
-		t.Errorf("--version: exit %d, %q %q", code, so.String(), se.String())
+	if code, so, se := runCLI(nil, "--version"); code != 0 || !strings.HasPrefix(so, "tokentrace version ") {
+		t.Errorf("--version: exit %d, %q %q", code, so, se)
 	}
 }
 

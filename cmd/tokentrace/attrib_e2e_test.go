@@ -71,6 +71,15 @@ func logUniform(rng *rand.Rand, lo, hi int) int32 {
 // uniform draws an integer uniformly from [lo, hi].
 func uniform(rng *rand.Rand, lo, hi int) int32 { return int32(lo + rng.IntN(hi-lo+1)) }
 
+// attribRequest is a request arriving at at, with in prompt and out output
+// tokens.
+func attribRequest(at time.Duration, in, out int32) traces.Record {
+	r := traces.NewRecord()
+	r.ArrivalNs = int64(at)
+	r.InputTokens, r.OutputTokens = in, out
+	return r
+}
+
 // attribWarmup is the light-load start every scenario shares (a run that is
 // not overloaded from its first second): 24 requests 100 ms apart with
 // prompts of 16–1024 tokens and short outputs. The estimator fits its
@@ -78,11 +87,7 @@ func uniform(rng *rand.Rand, lo, hi int) int32 { return int32(lo + rng.IntN(hi-l
 func attribWarmup(rng *rand.Rand) (recs []traces.Record, end time.Duration) {
 	const n, gap = attribWarmupN, 100 * time.Millisecond
 	for i := range n {
-		r := traces.NewRecord()
-		r.ArrivalNs = int64(time.Duration(i) * gap)
-		r.InputTokens = logUniform(rng, 16, 1024)
-		r.OutputTokens = uniform(rng, 4, 12)
-		recs = append(recs, r)
+		recs = append(recs, attribRequest(time.Duration(i)*gap, logUniform(rng, 16, 1024), uniform(rng, 4, 12)))
 	}
 	return recs, n * gap
 }
@@ -103,11 +108,8 @@ func attribScenarios() []attribScenario {
 		trace: func(rng *rand.Rand) []traces.Record {
 			recs, t0 := attribWarmup(rng)
 			for range 64 {
-				r := traces.NewRecord()
-				r.ArrivalNs = int64(t0 + time.Duration(rng.Int64N(int64(150*time.Millisecond))))
-				r.InputTokens = logUniform(rng, 64, 512)
-				r.OutputTokens = uniform(rng, 16, 32)
-				recs = append(recs, r)
+				at := t0 + time.Duration(rng.Int64N(int64(150*time.Millisecond)))
+				recs = append(recs, attribRequest(at, logUniform(rng, 64, 512), uniform(rng, 16, 32)))
 			}
 			return recs
 		},
@@ -123,18 +125,12 @@ func attribScenarios() []attribScenario {
 		trace: func(rng *rand.Rand) []traces.Record {
 			recs, t0 := attribWarmup(rng)
 			for range 60 {
-				r := traces.NewRecord()
-				r.ArrivalNs = int64(t0 + time.Duration(rng.Int64N(int64(3*time.Second))))
-				r.InputTokens = logUniform(rng, 32, 256)
-				r.OutputTokens = uniform(rng, 2, 6)
-				recs = append(recs, r)
+				at := t0 + time.Duration(rng.Int64N(int64(3*time.Second)))
+				recs = append(recs, attribRequest(at, logUniform(rng, 32, 256), uniform(rng, 2, 6)))
 			}
 			for i := range 8 {
-				r := traces.NewRecord()
-				r.ArrivalNs = int64(t0 + time.Duration(i)*375*time.Millisecond + time.Duration(rng.Int64N(int64(20*time.Millisecond))))
-				r.InputTokens = uniform(rng, 1500, 1800)
-				r.OutputTokens = uniform(rng, 2, 6)
-				recs = append(recs, r)
+				at := t0 + time.Duration(i)*375*time.Millisecond + time.Duration(rng.Int64N(int64(20*time.Millisecond)))
+				recs = append(recs, attribRequest(at, uniform(rng, 1500, 1800), uniform(rng, 2, 6)))
 			}
 			return recs
 		},
@@ -147,11 +143,8 @@ func attribScenarios() []attribScenario {
 		trace: func(rng *rand.Rand) []traces.Record {
 			recs, t0 := attribWarmup(rng)
 			for range 64 {
-				r := traces.NewRecord()
-				r.ArrivalNs = int64(t0 + time.Duration(rng.Int64N(int64(300*time.Millisecond))))
-				r.InputTokens = logUniform(rng, 128, 512)
-				r.OutputTokens = uniform(rng, 150, 250)
-				recs = append(recs, r)
+				at := t0 + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
+				recs = append(recs, attribRequest(at, logUniform(rng, 128, 512), uniform(rng, 150, 250)))
 			}
 			return recs
 		},

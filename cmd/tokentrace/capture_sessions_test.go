@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,12 +21,8 @@ import (
 func TestCaptureOTLPParentReplayClosed(t *testing.T) {
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "agent.jsonl")
-	var so, se bytes.Buffer
-	if code := Main(context.Background(), []string{"tokentrace", "capture", "--out", trace, filepath.Join("testdata", "agent_otlp.jsonl")}, nil, &so, &se); code != 0 {
-		t.Fatalf("capture: exit %d: %s", code, se.String())
-	}
-	if !strings.Contains(se.String(), "1 calls linked to the call that spawned them") {
-		t.Errorf("capture stats do not report the link:\n%s", se.String())
+	if _, se := runMain(t, "capture", "--out", trace, filepath.Join("testdata", "agent_otlp.jsonl")); !strings.Contains(se, "1 calls linked to the call that spawned them") {
+		t.Errorf("capture stats do not report the link:\n%s", se)
 	}
 	recs, _, err := traces.ReadAll(trace)
 	if err != nil {
@@ -43,11 +37,7 @@ func TestCaptureOTLPParentReplayClosed(t *testing.T) {
 	replayed := func(mode string) (a, c, b traces.Record) {
 		t.Helper()
 		out := filepath.Join(dir, mode+".jsonl")
-		so.Reset()
-		se.Reset()
-		if code := Main(context.Background(), []string{"tokentrace", "replay", "--sessions", mode, "--max-lateness", "10s", "--out", out, trace}, nil, &so, &se); code != 0 {
-			t.Fatalf("replay --sessions %s: exit %d: %s", mode, code, se.String())
-		}
+		runMain(t, "replay", "--sessions", mode, "--max-lateness", "10s", "--out", out, trace)
 		res, _, err := traces.ReadAll(out)
 		if err != nil {
 			t.Fatal(err)

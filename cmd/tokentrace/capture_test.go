@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,11 +21,7 @@ func TestCaptureCommand(t *testing.T) {
 	}
 	keyPath := filepath.Join(dir, "capture.key")
 	outPath := filepath.Join(dir, "trace.jsonl")
-	var stdout, stderr bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "capture", "--new-key-file", keyPath, "--out", outPath, logPath}, strings.NewReader(""), &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
+	stdout, stderr := runMain(t, "capture", "--new-key-file", keyPath, "--out", outPath, logPath)
 	key, err := os.ReadFile(keyPath)
 	if err != nil {
 		t.Fatal(err)
@@ -39,15 +33,15 @@ func TestCaptureCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := stdout.String() + stderr.String() + string(out)
+	all := stdout + stderr + string(out)
 	if strings.Contains(all, "qzsecret") {
 		t.Errorf("content leaked:\n%s", all)
 	}
 	if strings.Contains(all, strings.TrimSpace(string(key))) {
 		t.Errorf("key leaked")
 	}
-	if !strings.Contains(stderr.String(), "bad_json; first at "+logPath+":2") {
-		t.Errorf("stderr %q does not report the bad line", stderr.String())
+	if !strings.Contains(stderr, "bad_json; first at "+logPath+":2") {
+		t.Errorf("stderr %q does not report the bad line", stderr)
 	}
 	recs, meta, err := traces.ReadAll(outPath)
 	if err != nil || len(recs) != 1 || recs[0].InputTokens != 9 {
@@ -58,26 +52,22 @@ func TestCaptureCommand(t *testing.T) {
 	}
 
 	// Same key again, stdin, JSONL to stdout: same fingerprint.
-	stdout.Reset()
-	stderr.Reset()
-	code = Main(context.Background(), []string{"tokentrace", "capture", "--key-file", keyPath, "--out", "-", "-"}, strings.NewReader(captureLog), &stdout, &stderr)
+	code, stdout, stderr := runCLI(strings.NewReader(captureLog), "capture", "--key-file", keyPath, "--out", "-", "-")
 	if code != 0 {
-		t.Fatalf("stdin run exit %d: %s", code, stderr.String())
+		t.Fatalf("stdin run exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stdout.String(), meta.KeyFingerprint) || strings.Contains(stdout.String()+stderr.String(), "qzsecret") {
-		t.Errorf("stdout %s", stdout.String())
+	if !strings.Contains(stdout, meta.KeyFingerprint) || strings.Contains(stdout+stderr, "qzsecret") {
+		t.Errorf("stdout %s", stdout)
 	}
 
 	// --new-key-file never overwrites.
-	code = Main(context.Background(), []string{"tokentrace", "capture", "--new-key-file", keyPath, "--out", outPath, logPath}, strings.NewReader(""), &stdout, &stderr)
-	if code == 0 {
+	if code, _, _ = runCLI(nil, "capture", "--new-key-file", keyPath, "--out", outPath, logPath); code == 0 {
 		t.Errorf("overwrote an existing key file")
 	}
 	// --strict fails with the line number, no content.
-	stderr.Reset()
-	code = Main(context.Background(), []string{"tokentrace", "capture", "--strict", "--out", outPath, logPath}, strings.NewReader(""), &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), logPath+":2") || strings.Contains(stderr.String(), "qzsecret") {
-		t.Errorf("strict: exit %d, %q", code, stderr.String())
+	code, _, stderr = runCLI(nil, "capture", "--strict", "--out", outPath, logPath)
+	if code != 1 || !strings.Contains(stderr, logPath+":2") || strings.Contains(stderr, "qzsecret") {
+		t.Errorf("strict: exit %d, %q", code, stderr)
 	}
 }
 
@@ -93,10 +83,9 @@ func TestCaptureUsage(t *testing.T) {
 		{"no logs", []string{"--out", "x.jsonl"}},
 		{"both keys", []string{"--key-file", "a", "--new-key-file", "b", "--out", "x.jsonl", "a.log"}},
 	} {
-		var stdout, stderr bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace", "capture"}, c.args...), strings.NewReader(""), &stdout, &stderr)
+		code, _, stderr := runCLI(nil, append([]string{"capture"}, c.args...)...)
 		if code != 2 {
-			t.Errorf("%s: exit %d (%s), want 2", c.name, code, stderr.String())
+			t.Errorf("%s: exit %d (%s), want 2", c.name, code, stderr)
 		}
 	}
 }
@@ -114,11 +103,10 @@ func TestCaptureCommandFormats(t *testing.T) {
 		{"litellm", []string{"--format", "litellm", "--block-size", "0", "--out", out, "../../capture/testdata/litellm.jsonl"}, 4},
 		{"field remap", []string{"--field", "time=ts", "--field", "request=body", "--out", out, "-"}, 1},
 	} {
-		var stdout, stderr bytes.Buffer
 		in := `{"ts":1740823200.5,"body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}` + "\n"
-		code := Main(context.Background(), append([]string{"tokentrace", "capture"}, c.args...), strings.NewReader(in), &stdout, &stderr)
+		code, _, stderr := runCLI(strings.NewReader(in), append([]string{"capture"}, c.args...)...)
 		if code != 0 {
-			t.Errorf("%s: exit %d: %s", c.name, code, stderr.String())
+			t.Errorf("%s: exit %d: %s", c.name, code, stderr)
 			continue
 		}
 		recs, meta, err := traces.ReadAll(out)

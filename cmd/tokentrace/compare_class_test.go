@@ -24,27 +24,17 @@ func classResults(t *testing.T, dir, name string, batchTTFT time.Duration, onlyI
 		}
 		r := traces.NewRecord()
 		r.Seq, r.InputTokens, r.OutputTokens, r.Class = int64(i), 200, 10, cls
-		r.Status, r.HTTPStatus, r.RequestID = traces.StatusOK, 200, name+"-"+string(rune('a'+i%26))
+		r.RequestID = name + "-" + string(rune('a'+i%26))
 		r.ScheduledNs = int64(time.Duration(i) * 50 * time.Millisecond)
 		r.SentNs = r.ScheduledNs
 		ttft := 30*time.Millisecond + time.Duration(i%17)*5*time.Millisecond
 		if cls == "batch" {
 			ttft = batchTTFT + time.Duration(i%13)*time.Millisecond
 		}
-		r.FirstTokenNs = r.SentNs + int64(ttft)
-		for k := range 10 {
-			r.ChunkNs = append(r.ChunkNs, r.FirstTokenNs+int64(k)*int64(10*time.Millisecond))
-			r.ChunkTokens = append(r.ChunkTokens, 1)
-		}
-		r.LastTokenNs = r.ChunkNs[9]
-		r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, 10
+		answered(&r, ttft)
 		recs = append(recs, r)
 	}
-	p := filepath.Join(dir, name)
-	if err := traces.WriteAll(p, traces.NewMeta("replay"), recs); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeTrace(t, filepath.Join(dir, name), traces.NewMeta("replay"), recs)
 }
 
 // TestCompareByClass: compare of two runs holding batch and interactive
@@ -56,7 +46,7 @@ func TestCompareByClass(t *testing.T) {
 	a := classResults(t, dir, "a.jsonl", 500*time.Millisecond, false)
 	b := classResults(t, dir, "b.jsonl", 2000*time.Millisecond, false)
 	html := filepath.Join(dir, "c.html")
-	code, out, errs := analyzeCLI(t, "analyze", "compare", "--resamples", "200", "--label-a", "before", "--label-b", "after", "--html", html, a, b)
+	code, out, errs := runCLI(nil, "analyze", "compare", "--resamples", "200", "--label-a", "before", "--label-b", "after", "--html", html, a, b)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -81,7 +71,7 @@ func TestCompareByClass(t *testing.T) {
 		t.Errorf("HTML lacks the per-class comparison")
 	}
 
-	code, out, errs = analyzeCLI(t, "analyze", "compare", "--json", "--resamples", "200", a, b)
+	code, out, errs = runCLI(nil, "analyze", "compare", "--json", "--resamples", "200", a, b)
 	if code != 0 {
 		t.Fatalf("json: exit %d: %s", code, errs)
 	}
@@ -105,20 +95,20 @@ func TestCompareByClass(t *testing.T) {
 	}
 
 	// --class: one class only, no per-class section.
-	code, out, _ = analyzeCLI(t, "analyze", "compare", "--class", "interactive", "--resamples", "200", a, b)
+	code, out, _ = runCLI(nil, "analyze", "compare", "--class", "interactive", "--resamples", "200", a, b)
 	if code != 0 || !strings.HasPrefix(out, "Conclusion: ") || strings.Contains(out, "By class") || !strings.Contains(out, "no significant change on the key metrics") {
 		t.Errorf("--class interactive: exit %d\n%s", code, out)
 	}
 	// a class in one run only is named, not compared
 	c := classResults(t, dir, "c.jsonl", 0, true)
-	if code, out, _ = analyzeCLI(t, "analyze", "compare", "--resamples", "200", "--label-b", "alone", a, c); code != 0 || !strings.Contains(out, "batch: only in "+a) {
+	if code, out, _ = runCLI(nil, "analyze", "compare", "--resamples", "200", "--label-b", "alone", a, c); code != 0 || !strings.Contains(out, "batch: only in "+a) {
 		t.Errorf("batch only in A: exit %d\n%s", code, out)
 	}
 	// analyze --class, and a class that is not there
-	if code, out, _ = analyzeCLI(t, "analyze", "--class", "batch", a); code != 0 || !strings.Contains(out, "Requests      200 ") || !strings.Contains(out, "class batch only: 200 row(s) of other classes left out") {
+	if code, out, _ = runCLI(nil, "analyze", "--class", "batch", a); code != 0 || !strings.Contains(out, "Requests      200 ") || !strings.Contains(out, "class batch only: 200 row(s) of other classes left out") {
 		t.Errorf("analyze --class batch: exit %d\n%s", code, out)
 	}
-	if code, out, errs = analyzeCLI(t, "analyze", "--class", "nope", a); code != 1 || !strings.Contains(out+errs, `no row of class "nope"`) {
+	if code, out, errs = runCLI(nil, "analyze", "--class", "nope", a); code != 1 || !strings.Contains(out+errs, `no row of class "nope"`) {
 		t.Errorf("analyze --class nope: exit %d\n%s%s", code, out, errs)
 	}
 }

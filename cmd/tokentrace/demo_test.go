@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +14,7 @@ import (
 // every artifact readable and every request answered.
 func TestDemoEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	var out, errb bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "demo", "--out", dir, "--duration", "6s", "--speed", "3"}, strings.NewReader(""), &out, &errb)
-	if code != 0 {
-		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
-	}
+	out, _ := runMain(t, "demo", "--out", dir, "--duration", "6s", "--speed", "3")
 	for _, f := range []string{"gateway-logs.jsonl.gz", "trace.parquet", "model.json", "synth.parquet",
 		"real.results.parquet", "synth.results.parquet", "report.html", "compare.html", "report.txt", "compare.txt"} {
 		st, err := os.Stat(filepath.Join(dir, f))
@@ -53,8 +48,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !bytes.Contains(html, []byte("<svg")) || bytes.Contains(html, []byte("<script src=")) {
 		t.Error("report.html is not a self-contained page with charts")
 	}
-	if !strings.Contains(out.String(), "Tail attribution") || !strings.Contains(out.String(), "Open the report") {
-		t.Errorf("demo output lacks the attribution or the report path:\n%s", out.String())
+	if !strings.Contains(out, "Tail attribution") || !strings.Contains(out, "Open the report") {
+		t.Errorf("demo output lacks the attribution or the report path:\n%s", out)
 	}
 }
 
@@ -64,11 +59,7 @@ func TestDemoEndToEnd(t *testing.T) {
 // Its steps print in order.
 func TestDemoPrintedCommandsReproduce(t *testing.T) {
 	dir := t.TempDir()
-	var out, errb bytes.Buffer
-	if code := Main(context.Background(), []string{"tokentrace", "demo", "--out", dir, "--duration", "6s", "--speed", "3"}, strings.NewReader(""), &out, &errb); code != 0 {
-		t.Fatalf("demo exit %d\n%s", code, errb.String())
-	}
-	text := out.String()
+	text, _ := runMain(t, "demo", "--out", dir, "--duration", "6s", "--speed", "3")
 	if i4, i5 := strings.Index(text, "[4/6"), strings.Index(text, "[5/6"); i4 < 0 || i5 < 0 || i5 < i4 {
 		t.Errorf("steps out of order:\n%s", text)
 	}
@@ -84,20 +75,14 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 		return cmd, body
 	}
 	cmd, body := block("== the real trace's replay (")
-	var so, se bytes.Buffer
-	if code := Main(context.Background(), strings.Fields(cmd), nil, &so, &se); code != 0 {
-		t.Fatalf("%s: exit %d: %s", cmd, code, se.String())
-	}
-	if strings.TrimSpace(so.String()) != strings.TrimSpace(body) {
-		t.Errorf("%s prints a different report than the demo showed:\n--- demo\n%s\n--- command\n%s", cmd, body, so.String())
+	so, _ := runMain(t, strings.Fields(cmd)[1:]...)
+	if strings.TrimSpace(so) != strings.TrimSpace(body) {
+		t.Errorf("%s prints a different report than the demo showed:\n--- demo\n%s\n--- command\n%s", cmd, body, so)
 	}
 	cmd, _ = block("== synthetic vs real (")
-	so.Reset()
-	if code := Main(context.Background(), strings.Fields(cmd), nil, &so, &se); code != 0 {
-		t.Fatalf("%s: exit %d: %s", cmd, code, se.String())
-	}
+	so, _ = runMain(t, strings.Fields(cmd)[1:]...)
 	saved, _ := os.ReadFile(filepath.Join(dir, "compare.txt"))
-	if so.String() != string(saved) {
-		t.Errorf("%s prints a different comparison than the demo saved:\n--- demo\n%s\n--- command\n%s", cmd, saved, so.String())
+	if so != string(saved) {
+		t.Errorf("%s prints a different comparison than the demo saved:\n--- demo\n%s\n--- command\n%s", cmd, saved, so)
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -34,17 +32,10 @@ func TestDuckDBReadsDatasets(t *testing.T) {
 	var parts []string
 	for _, shard := range []string{"0/2", "1/2"} {
 		part := filepath.Join(out, "results-"+shard[:1]+".parquet")
-		var so, se bytes.Buffer
-		args := []string{"tokentrace", "replay", "--quiet", "--speed", "4", "--max-lateness", "10s", "--shard", shard, "--out", part, trace}
-		if code := Main(context.Background(), args, nil, &so, &se); code != 0 {
-			t.Fatalf("replay shard %s: exit %d\n%s", shard, code, se.String())
-		}
+		runMain(t, "replay", "--quiet", "--speed", "4", "--max-lateness", "10s", "--shard", shard, "--out", part, trace)
 		parts = append(parts, part)
 	}
-	var so, se bytes.Buffer
-	if code := Main(context.Background(), append([]string{"tokentrace", "analyze", "--json"}, parts...), nil, &so, &se); code != 0 {
-		t.Fatalf("analyze: exit %d\n%s", code, se.String())
-	}
+	so, _ := runMain(t, append([]string{"analyze", "--json"}, parts...)...)
 	var ours struct {
 		Requests     int64 `json:"requests"`
 		Completed    int64 `json:"completed"`
@@ -54,7 +45,7 @@ func TestDuckDBReadsDatasets(t *testing.T) {
 			P99 float64 `json:"p99"`
 		} `json:"ttft_ms"`
 	}
-	if err := json.Unmarshal(so.Bytes(), &ours); err != nil {
+	if err := json.Unmarshal([]byte(so), &ours); err != nil {
 		t.Fatalf("analyze JSON: %v", err)
 	}
 	cmd := exec.Command(node, "query.mjs", filepath.Join(out, "results-?.parquet") /* not the .metrics.parquet beside them */)

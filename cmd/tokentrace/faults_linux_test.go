@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -40,15 +38,8 @@ func prepareFaultInputs(t *testing.T) faultInputs {
 		model:   filepath.Join(src, "model.json"),
 		results: filepath.Join(src, "results.parquet"),
 	}
-	so := capture.DefaultSampleOptions()
-	so.Duration = 30 * time.Second // about 1,400 requests: a trace well over 16 KiB in every format
-	var b bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(in.logs, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// about 1,400 requests: a trace well over 16 KiB in every format
+	writeTestFile(t, in.logs, sampleLogs(t, 30*time.Second, 0))
 	var err error
 	// The Mooncake sample's prefix blocks make a trace well over 16 KiB in every format.
 	if in.mooncake, err = filepath.Abs("../../testdata/publictraces/mooncake_conversation_head500.jsonl"); err != nil {
@@ -60,10 +51,7 @@ func prepareFaultInputs(t *testing.T) faultInputs {
 		{"synth", "fit", "--out", in.model, in.trace},
 		{"replay", "--quiet", "--max-lateness", "10s", "--out", in.results, in.replayTrace},
 	} {
-		var so, se bytes.Buffer
-		if code := Main(context.Background(), append([]string{"tokentrace"}, args...), nil, &so, &se); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, se.String())
-		}
+		runMain(t, args...)
 	}
 	return in
 }
@@ -106,13 +94,6 @@ func faultWriters(in faultInputs) []faultWriter {
 			return []string{"replay", "--quiet", "--max-lateness", "10s", "--out", at(d, "res.parquet"), in.replayTrace}
 		}, "res.parquet", false},
 	}
-}
-
-// runCLI runs one command line in-process.
-func runCLI(args []string, stdin io.Reader) (code int, stderr string) {
-	var so, se bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace"}, args...), stdin, &so, &se)
-	return code, se.String()
 }
 
 // checkLeftovers reads every file left in dir: a file under an ordinary name
@@ -184,7 +165,7 @@ func TestFaultFullDisk(t *testing.T) {
 		if w.small {
 			fill(t, filepath.Join(full, "fill"))
 		}
-		code, se := runCLI(w.args(full), nil)
+		code, _, se := runCLI(nil, w.args(full)...)
 		os.Remove(filepath.Join(full, "fill"))
 		if code != exitFailure || !strings.Contains(se, "no space left on device") {
 			t.Errorf("%s onto a full disk: exit %d, stderr %q; want exit 1 saying no space left", w.why, code, se)
@@ -209,7 +190,7 @@ func TestFaultFullDiskJournalOnly(t *testing.T) {
 	trace := writeReplayTrace(t, 2000) // 4 s of trace, a journal far over 16 KiB
 	out := filepath.Join(t.TempDir(), "res.parquet")
 	journal := filepath.Join(full, "j.jsonl")
-	code, se := runCLI([]string{"replay", "--quiet", "--max-lateness", "10s", "--journal", journal, "--out", out, trace}, nil)
+	code, _, se := runCLI(nil, "replay", "--quiet", "--max-lateness", "10s", "--journal", journal, "--out", out, trace)
 	if code != exitFailure || !strings.Contains(se, "journal write failed") || !strings.Contains(se, "sending stopped") {
 		t.Errorf("exit %d, stderr %q; want exit 1 saying the journal failed and sending stopped", code, se)
 	}
@@ -242,7 +223,7 @@ func TestFaultNotWritable(t *testing.T) {
 	}
 	in := prepareFaultInputs(t)
 	for _, w := range faultWriters(in) {
-		code, se := runCLI(w.args(dir), nil)
+		code, _, se := runCLI(nil, w.args(dir)...)
 		denied := strings.Contains(se, "permission denied") || strings.Contains(se, "read-only file system")
 		if code != exitFailure || !denied || !strings.Contains(se, w.out) {
 			t.Errorf("%s into a directory it may not write: exit %d, stderr %q; want exit 1 naming %s and the cause", w.why, code, se, w.out)
@@ -259,7 +240,7 @@ func TestFaultMissingDirectory(t *testing.T) {
 	in := prepareFaultInputs(t)
 	gone := filepath.Join(t.TempDir(), "gone")
 	for _, w := range faultWriters(in) {
-		code, se := runCLI(w.args(gone), nil)
+		code, _, se := runCLI(nil, w.args(gone)...)
 		if code != exitFailure || !strings.Contains(se, "no such file or directory") || !strings.Contains(se, w.out) {
 			t.Errorf("%s into a missing directory: exit %d, stderr %q; want exit 1 naming %s", w.why, code, se, w.out)
 		}
@@ -289,7 +270,7 @@ func TestFaultDirectoryDisappearsMidWrite(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			code, se := runCLI([]string{"import", "--format", "mooncake", "--out", filepath.Join(dir, "a.jsonl"), "-"}, pr)
+			code, _, se := runCLI(pr, "import", "--format", "mooncake", "--out", filepath.Join(dir, "a.jsonl"), "-")
 			done <- result{code, se}
 		}()
 		half := bytes.Index(rows[len(rows)/2:], []byte("\n")) + len(rows)/2 + 1
@@ -317,7 +298,7 @@ func TestFaultDirectoryDisappearsMidWrite(t *testing.T) {
 		done := make(chan result, 1)
 		start := time.Now()
 		go func() {
-			code, se := runCLI([]string{"replay", "--quiet", "--max-lateness", "10s", "--out", out, trace}, nil)
+			code, _, se := runCLI(nil, "replay", "--quiet", "--max-lateness", "10s", "--out", out, trace)
 			done <- result{code, se}
 		}()
 		waitFor(t, func() bool { // the header and a first batch: the run is going
@@ -381,12 +362,7 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("signals a child process")
 	}
-	var logs bytes.Buffer
-	so := capture.DefaultSampleOptions()
-	so.Duration = 120 * time.Second
-	if err := capture.WriteSampleLogs(context.Background(), &logs, 1, so); err != nil {
-		t.Fatal(err)
-	}
+	logs := sampleLogs(t, 120*time.Second, 0)
 	tmp, dir := t.TempDir(), t.TempDir()
 	out := filepath.Join(dir, "trace.parquet")
 	cmd := exec.Command(os.Args[0])
@@ -406,7 +382,7 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 	}
 	// Write until a run is spilled, then stop feeding and interrupt.
 	go func() {
-		b := logs.Bytes()
+		b := logs
 		for len(b) > 0 && len(runs()) == 0 {
 			n := min(len(b), 256<<10)
 			if _, err := stdin.Write(b[:n]); err != nil {

@@ -139,7 +139,7 @@ func TestFaultReplayServers(t *testing.T) {
 			trace := writeReplayTrace(t, c.n)
 			out := filepath.Join(t.TempDir(), "res.jsonl")
 			args := append([]string{"replay", "--url", url, "--quiet", "--max-lateness", "10s", "--out", out}, c.flags...)
-			code, se := runCLI(append(args, trace), nil)
+			code, _, se := runCLI(nil, append(args, trace)...)
 			if code != c.code || (c.stderr != "" && !strings.Contains(se, c.stderr)) {
 				t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", c.why, code, se, c.code, c.stderr)
 			}

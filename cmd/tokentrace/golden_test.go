@@ -38,18 +38,12 @@ func TestGoldenPipeline(t *testing.T) {
 	t.Chdir(t.TempDir())
 	p := func(n string) string { return n }
 
-	so := capture.DefaultSampleOptions()
-	so.Duration, so.Rate = 20*time.Second, 3
-	var logs bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &logs, 1, so); err != nil {
-		t.Fatal(err)
-	}
-	writeTestFile(t, p("gateway.jsonl"), logs.Bytes())
+	writeTestFile(t, p("gateway.jsonl"), sampleLogs(t, 20*time.Second, 3))
 	writeTestFile(t, p("capture.key"), []byte(goldenKey+"\n"))
 
 	run := func(args ...string) string {
 		t.Helper()
-		code, stdout, stderr := analyzeCLI(t, args...)
+		code, stdout, stderr := runCLI(nil, args...)
 		if code != 0 {
 			t.Fatalf("tokentrace %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
 		}
@@ -94,9 +88,7 @@ func TestGoldenPipeline(t *testing.T) {
 		out[i] = r
 	}
 	meta.Source = "replay"
-	if err := traces.WriteAll(p("results.jsonl"), meta, out); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, p("results.jsonl"), meta, out)
 	goldenFile(t, golden, "results.jsonl", readFile(t, p("results.jsonl")))
 
 	for _, n := range []string{"trace.jsonl", "synth.jsonl", "model.json"} {
@@ -111,6 +103,22 @@ func TestGoldenPipeline(t *testing.T) {
 	goldenFile(t, golden, "analyze.txt", []byte(run("analyze", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
 	goldenFile(t, golden, "analyze.json", []byte(run("analyze", "--json", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
 	goldenFile(t, golden, "analyze.vllm.txt", []byte(run("analyze", "--format", "vllm", p("results.jsonl"))))
+}
+
+// sampleLogs are capture's sample gateway logs of seed 1 over d, at rate
+// new conversations a second (the sample's default when 0).
+func sampleLogs(t *testing.T, d time.Duration, rate float64) []byte {
+	t.Helper()
+	so := capture.DefaultSampleOptions()
+	so.Duration = d
+	if rate > 0 {
+		so.Rate = rate
+	}
+	var b bytes.Buffer
+	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 func writeTestFile(t *testing.T, name string, b []byte) {

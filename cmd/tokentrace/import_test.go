@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,13 +8,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-func importCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 const importFixtures = "../../traces/testdata/import/"
 
@@ -152,12 +143,12 @@ func TestImportExportCLI(t *testing.T) {
 		},
 	} {
 		if tc.name == "export mooncake of an imported Mooncake trace is the original file" {
-			if code, _, stderr := importCLI(t, "", "import", "--format", "mooncake", "--out", filepath.Join(dir, "m.parquet"), importFixtures+"mooncake.jsonl"); code != 0 {
+			if code, _, stderr := runCLI(nil, "import", "--format", "mooncake", "--out", filepath.Join(dir, "m.parquet"), importFixtures+"mooncake.jsonl"); code != 0 {
 				t.Fatalf("import mooncake: exit %d: %s", code, stderr)
 			}
 		}
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := importCLI(t, tc.stdin, tc.args...)
+			code, stdout, stderr := runCLI(strings.NewReader(tc.stdin), tc.args...)
 			if code != tc.code {
 				t.Fatalf("exit code %d, want %d; stderr: %s", code, tc.code, stderr)
 			}
@@ -190,7 +181,7 @@ func TestImportExportCLI(t *testing.T) {
 // Every command's --help shows an example.
 func TestImportExportHelp(t *testing.T) {
 	for _, cmd := range []string{"import", "export"} {
-		code, stdout, _ := importCLI(t, "", cmd, "--help")
+		code, stdout, _ := runCLI(nil, cmd, "--help")
 		if code != 0 || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "tokentrace "+cmd+" --format") {
 			t.Errorf("%s --help: exit %d, output lacks an example:\n%s", cmd, code, stdout)
 		}

@@ -13,13 +13,6 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-func inspectCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace", "inspect"}, args...), strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
-}
-
 // inspectTrace writes a small results file: 4 rows at 0, 1, 2, 4 s, two of
 // them replayed.
 func inspectTrace(t *testing.T, name string) {
@@ -37,15 +30,13 @@ func inspectTrace(t *testing.T, name string) {
 	recs[1].Status, recs[1].ScheduledNs, recs[1].SentNs = traces.StatusTimeout, 1e9, 1e9
 	m := traces.NewMeta("test")
 	m.BlockSize = 512
-	if err := traces.WriteAll(name, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, name, m, recs)
 }
 
 func TestInspectText(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "r.parquet")
 	inspectTrace(t, name)
-	code, out, errs := inspectCLI(t, "", name)
+	code, out, errs := runCLI(nil, "inspect", name)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -66,7 +57,7 @@ func TestInspectJSON(t *testing.T) {
 	a, b := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.csv")
 	inspectTrace(t, a)
 	inspectTrace(t, b)
-	code, out, errs := inspectCLI(t, "", "--json", a, b)
+	code, out, errs := runCLI(nil, "inspect", "--json", a, b)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -101,7 +92,7 @@ func TestInspectStdin(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "r.jsonl")
 	inspectTrace(t, name)
 	data, _ := os.ReadFile(name)
-	code, out, errs := inspectCLI(t, string(data), "-")
+	code, out, errs := runCLI(bytes.NewReader(data), "inspect", "-")
 	if code != 0 || !strings.Contains(out, "stdin\n") || !strings.Contains(out, "rows           4") {
 		t.Errorf("exit %d, out %q, err %q", code, out, errs)
 	}
@@ -135,7 +126,7 @@ func TestInspectErrors(t *testing.T) {
 		{"no args", nil, 2, "argument"},
 	}
 	for _, tc := range cases {
-		code, _, errs := inspectCLI(t, "", tc.args...)
+		code, _, errs := runCLI(nil, append([]string{"inspect"}, tc.args...)...)
 		if code != tc.wantCode || !strings.Contains(errs, tc.wantErr) {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d mentioning %q", tc.name, code, errs, tc.wantCode, tc.wantErr)
 		}
@@ -143,10 +134,8 @@ func TestInspectErrors(t *testing.T) {
 }
 
 func TestInspectHelpHasExample(t *testing.T) {
-	var out, errb bytes.Buffer
-	Main(context.Background(), []string{"tokentrace", "inspect", "--help"}, strings.NewReader(""), &out, &errb)
-	if !strings.Contains(out.String(), "tokentrace inspect --json results.parquet") {
-		t.Errorf("--help lacks an example:\n%s", out.String())
+	if _, out, _ := runCLI(nil, "inspect", "--help"); !strings.Contains(out, "tokentrace inspect --json results.parquet") {
+		t.Errorf("--help lacks an example:\n%s", out)
 	}
 }
 
@@ -157,11 +146,8 @@ func TestInspectAzure(t *testing.T) {
 	if err != nil {
 		t.Skipf("azure importer not available: %v", err)
 	}
-	name := filepath.Join(t.TempDir(), "azure.parquet")
-	if err := traces.WriteAll(name, m, recs); err != nil {
-		t.Fatal(err)
-	}
-	code, out, errs := inspectCLI(t, "", "--json", name)
+	name := writeTrace(t, filepath.Join(t.TempDir(), "azure.parquet"), m, recs)
+	code, out, errs := runCLI(nil, "inspect", "--json", name)
 	var got traces.Summary
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("exit %d: %s %s", code, out, errs)

@@ -63,9 +63,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	m := res.Meta
 	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
 	m.Set("capture.start_precision", "exact")
-	if err := traces.WriteAll(trace, m, res.Records); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, trace, m, res.Records)
 	var so2, se bytes.Buffer
 	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s", "--html", filepath.Join(dir, "pm.html"), trace}, nil, &so2, &se)
 	if code != 0 {
@@ -126,10 +124,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q", c.why, got, e.String())
 		}
 	}
-	noStart := filepath.Join(dir, "nostart.jsonl")
-	if err := traces.WriteAll(noStart, traces.NewMeta("test"), res.Records); err != nil {
-		t.Fatal(err)
-	}
+	noStart := writeTrace(t, filepath.Join(dir, "nostart.jsonl"), traces.NewMeta("test"), res.Records)
 	var o, e bytes.Buffer
 	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, noStart}, nil, &o, &e); got != exitUsage || !strings.Contains(e.String(), "--keep-start") {
 		t.Errorf("trace without an exact start: exit %d, %q", got, e.String())

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -22,13 +19,7 @@ func TestRecordedCommandsKeepBaseNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := filepath.Join(dir, "gateway.jsonl")
-	so := capture.DefaultSampleOptions()
-	so.Duration, so.Rate = 5*time.Second, 3
-	var b bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(logs, b.Bytes(), 0o644)
+	writeTestFile(t, logs, sampleLogs(t, 5*time.Second, 3))
 	trace := filepath.Join(dir, "trace.jsonl")
 	synth := filepath.Join(dir, "synth.jsonl")
 	model := filepath.Join(dir, "model.json")
@@ -37,10 +28,7 @@ func TestRecordedCommandsKeepBaseNames(t *testing.T) {
 		{"synth", "fit", "--out", model, trace},
 		{"synth", "gen", "--out", synth, model},
 	} {
-		var o, e bytes.Buffer
-		if code := Main(context.Background(), append([]string{"tokentrace"}, args...), nil, &o, &e); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, e.String())
-		}
+		runMain(t, args...)
 	}
 	for _, f := range []string{trace, synth} {
 		_, m, err := traces.ReadAll(f)

@@ -32,20 +32,14 @@ func writeReplayTrace(t *testing.T, n int) string {
 	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	m := traces.NewMeta("test")
 	m.BlockSize = 32
-	if err := traces.WriteAll(path, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, path, m, recs)
 	return path
 }
 
 func TestReplayCommandBuiltinSim(t *testing.T) {
 	trace := writeReplayTrace(t, 20)
 	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--speed", "4", "--max-lateness", "10s", "--header", "X-A: 1,2", trace}, nil, &so, &se)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
-	}
+	so, _ := runMain(t, "replay", "--out", out, "--speed", "4", "--max-lateness", "10s", "--header", "X-A: 1,2", trace)
 	recs, m, err := traces.ReadAll(out)
 	if err != nil {
 		t.Fatal(err)
@@ -64,18 +58,17 @@ func TestReplayCommandBuiltinSim(t *testing.T) {
 	if _, err := os.Stat(out + ".journal.jsonl"); !os.IsNotExist(err) {
 		t.Errorf("journal left behind: %v", err)
 	}
-	if !strings.Contains(so.String(), "lateness") || !strings.Contains(so.String(), "TTFT") {
-		t.Errorf("summary missing:\n%s", so.String())
+	if !strings.Contains(so, "lateness") || !strings.Contains(so, "TTFT") {
+		t.Errorf("summary missing:\n%s", so)
 	}
 }
 
 func TestReplayCommandLatenessExit3(t *testing.T) {
 	trace := writeReplayTrace(t, 5)
 	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--max-lateness", "1ns", trace}, nil, &so, &se)
-	if code != exitNotReproduced || !strings.Contains(se.String(), "did not reproduce") {
-		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
+	code, _, se := runCLI(nil, "replay", "--out", out, "--max-lateness", "1ns", trace)
+	if code != exitNotReproduced || !strings.Contains(se, "did not reproduce") {
+		t.Fatalf("exit %d, stderr:\n%s", code, se)
 	}
 	if recs, _, err := traces.ReadAll(out); err != nil || len(recs) != 5 {
 		t.Errorf("results not written on exit 3: %d, %v", len(recs), err)
@@ -96,10 +89,9 @@ func TestReplayCommandUsageErrors(t *testing.T) {
 		{[]string{"--api-key-file", "/nonexistent/key", trace}, "--api-key-file"},
 		{[]string{trace, "--speed", "2"}, "after an argument"},
 	} {
-		var so, se bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace", "replay"}, tc.args...), nil, &so, &se)
-		if code != exitUsage || !strings.Contains(se.String(), tc.want) {
-			t.Errorf("replay %v: exit %d, stderr %q; want 2 naming %s", tc.args, code, se.String(), tc.want)
+		code, _, se := runCLI(nil, append([]string{"replay"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(se, tc.want) {
+			t.Errorf("replay %v: exit %d, stderr %q; want 2 naming %s", tc.args, code, se, tc.want)
 		}
 	}
 }
@@ -110,11 +102,7 @@ func TestReplayCommandAPIKeyNotStored(t *testing.T) {
 	key := filepath.Join(dir, "key")
 	os.WriteFile(key, []byte("sk-very-secret\n"), 0o600)
 	out := filepath.Join(dir, "res.jsonl")
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--api-key-file", key, "--keep-journal", "--max-lateness", "10s", "--out", out, trace}, nil, &so, &se)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, se.String())
-	}
+	so, se := runMain(t, "replay", "--api-key-file", key, "--keep-journal", "--max-lateness", "10s", "--out", out, trace)
 	for _, f := range []string{out, out + ".journal.jsonl"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -124,7 +112,7 @@ func TestReplayCommandAPIKeyNotStored(t *testing.T) {
 			t.Errorf("%s contains the API key", f)
 		}
 	}
-	if strings.Contains(so.String()+se.String(), "very-secret") {
+	if strings.Contains(so+se, "very-secret") {
 		t.Errorf("output contains the API key")
 	}
 }
@@ -133,13 +121,9 @@ func TestReplayCommandOTLPAndMetrics(t *testing.T) {
 	trace := writeReplayTrace(t, 10)
 	dir := filepath.Dir(trace)
 	out := filepath.Join(dir, "res.parquet")
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--speed", "4", "--max-lateness", "10s",
+	runMain(t, "replay", "--out", out, "--speed", "4", "--max-lateness", "10s",
 		"--sim-per-request-metrics=false", "--otlp-listen", "127.0.0.1:0", "--otlp-grace", "5s",
-		"--metrics-out", filepath.Join(dir, "m.jsonl"), "--metrics-interval", "20ms", trace}, nil, &so, &se)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
-	}
+		"--metrics-out", filepath.Join(dir, "m.jsonl"), "--metrics-interval", "20ms", trace)
 	recs, m, err := traces.ReadAll(out)
 	if err != nil {
 		t.Fatal(err)
@@ -184,10 +168,7 @@ func TestReplaySIGKILLKeepsJournal(t *testing.T) {
 		r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens = int64(i), int64(i)*2e6, 64, 4
 		recs[i] = r
 	}
-	trace := filepath.Join(dir, "trace.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("t"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("t"), recs)
 	out := filepath.Join(dir, "res.parquet")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestReplaySIGKILLKeepsJournal$")
 	cmd.Env = append(os.Environ(), "TOKENTRACE_REPLAY_CHILD="+strings.Join([]string{"--url", srv.URL, "--quiet", "--no-preflight", "--out", out, trace}, "\x1f"))
@@ -241,15 +222,9 @@ func TestReplayCommandBuiltinSimServesTraceModel(t *testing.T) {
 		recs[i] = r
 	}
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "trace.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("test"), recs)
 	out := filepath.Join(dir, "res.jsonl")
-	var so, se bytes.Buffer
-	if code := Main(context.Background(), []string{"tokentrace", "replay", "--out", out, "--max-lateness", "10s", trace}, nil, &so, &se); code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
-	}
+	_, se := runMain(t, "replay", "--out", out, "--max-lateness", "10s", trace)
 	res, _, err := traces.ReadAll(out)
 	if err != nil {
 		t.Fatal(err)
@@ -259,18 +234,17 @@ func TestReplayCommandBuiltinSimServesTraceModel(t *testing.T) {
 			t.Errorf("seq %d: %s %q", r.Seq, r.Status, r.Error)
 		}
 	}
-	if !strings.Contains(se.String(), "(model "+sim.DefaultModel+")") {
-		t.Errorf("stderr does not name the simulator's model:\n%s", se.String())
+	if !strings.Contains(se, "(model "+sim.DefaultModel+")") {
+		t.Errorf("stderr does not name the simulator's model:\n%s", se)
 	}
 }
 
 // TestReplayRejectsBadValuesFirst checks that an invalid value is a usage
 // error naming its flag before the trace is even read.
 func TestReplayRejectsBadValuesFirst(t *testing.T) {
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--speed", "-2", "does-not-exist.parquet"}, nil, &so, &se)
-	if code != exitUsage || !strings.Contains(se.String(), "--speed: must be > 0") || strings.Contains(se.String(), "does-not-exist") {
-		t.Errorf("exit %d, stderr %q; want exit 2 naming --speed, before opening the trace", code, se.String())
+	code, _, se := runCLI(nil, "replay", "--speed", "-2", "does-not-exist.parquet")
+	if code != exitUsage || !strings.Contains(se, "--speed: must be > 0") || strings.Contains(se, "does-not-exist") {
+		t.Errorf("exit %d, stderr %q; want exit 2 naming --speed, before opening the trace", code, se)
 	}
 }
 
@@ -282,20 +256,19 @@ func TestReplayRejectsBadValuesFirst(t *testing.T) {
 func TestReplayTotalFailureIsNotSuccess(t *testing.T) {
 	trace := writeReplayTrace(t, 4)
 	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
-	code, se0 := runCLI([]string{"replay", "--url", "http://127.0.0.1:1", "--model", "m", "--out", out, trace}, nil)
+	code, _, se0 := runCLI(nil, "replay", "--url", "http://127.0.0.1:1", "--model", "m", "--out", out, trace)
 	if code != exitFailure || !strings.Contains(se0, "preflight") || !strings.Contains(se0, "connection refused") {
 		t.Errorf("exit %d, stderr %q; want exit 1 from the preflight naming the refused connection", code, se0)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a results file after the preflight failed (%v)", err)
 	}
-	var so, se bytes.Buffer
-	code = Main(context.Background(), []string{"tokentrace", "replay", "--url", "http://127.0.0.1:1", "--no-preflight", "--model", "m", "--out", out, trace}, nil, &so, &se)
-	if code != exitNotReproduced || !strings.Contains(se.String(), "4 of 4 requests failed") || !strings.Contains(se.String(), "connection refused") {
-		t.Errorf("exit %d, stderr %q; want exit 3 naming the failures and their reason", code, se.String())
+	code, so, se := runCLI(nil, "replay", "--url", "http://127.0.0.1:1", "--no-preflight", "--model", "m", "--out", out, trace)
+	if code != exitNotReproduced || !strings.Contains(se, "4 of 4 requests failed") || !strings.Contains(se, "connection refused") {
+		t.Errorf("exit %d, stderr %q; want exit 3 naming the failures and their reason", code, se)
 	}
-	if !strings.Contains(so.String(), "× disconnect: connection refused") {
-		t.Errorf("summary lacks the top failure reason:\n%s", so.String())
+	if !strings.Contains(so, "× disconnect: connection refused") {
+		t.Errorf("summary lacks the top failure reason:\n%s", so)
 	}
 }
 
@@ -308,11 +281,7 @@ func TestReplayCommandSpillsResults(t *testing.T) {
 	dir := filepath.Dir(trace)
 	tmp := t.TempDir()
 	out := filepath.Join(dir, "res.parquet")
-	var so, se bytes.Buffer
-	code := Main(context.Background(), []string{"tokentrace", "replay", "--quiet", "--speed", "4", "--max-lateness", "10s", "--sort-memory-mib", "1", "--temp-dir", tmp, "--out", out, trace}, nil, &so, &se)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, se.String())
-	}
+	runMain(t, "replay", "--quiet", "--speed", "4", "--max-lateness", "10s", "--sort-memory-mib", "1", "--temp-dir", tmp, "--out", out, trace)
 	recs, _, err := traces.ReadAll(out)
 	if err != nil || len(recs) != 300 {
 		t.Fatalf("%d results (%v), want 300", len(recs), err)
@@ -325,9 +294,8 @@ func TestReplayCommandSpillsResults(t *testing.T) {
 	if es, _ := os.ReadDir(tmp); len(es) != 0 {
 		t.Errorf("left in --temp-dir: %s", es[0].Name())
 	}
-	code = Main(context.Background(), []string{"tokentrace", "replay", "--sort-memory-mib", "0", "--out", out, trace}, nil, &so, &se)
-	if code != exitUsage || !strings.Contains(se.String(), "--sort-memory-mib 0") {
-		t.Errorf("--sort-memory-mib 0: exit %d, stderr %q", code, se.String())
+	if code, _, se := runCLI(nil, "replay", "--sort-memory-mib", "0", "--out", out, trace); code != exitUsage || !strings.Contains(se, "--sort-memory-mib 0") {
+		t.Errorf("--sort-memory-mib 0: exit %d, stderr %q", code, se)
 	}
 }
 
@@ -350,20 +318,14 @@ func TestReplayCommandContextGrowth(t *testing.T) {
 			recs = append(recs, r)
 		}
 	}
-	trace := filepath.Join(t.TempDir(), "sessions.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(t.TempDir(), "sessions.jsonl"), traces.NewMeta("test"), recs)
 	for _, growth := range []bool{true, false} {
 		out := filepath.Join(filepath.Dir(trace), "res.jsonl")
-		args := []string{"tokentrace", "replay", "--sessions", "closed", "--out", out, "--max-lateness", "10s", "--quiet", trace}
+		args := []string{"replay", "--sessions", "closed", "--out", out, "--max-lateness", "10s", "--quiet", trace}
 		if !growth {
-			args = append(args[:2], append([]string{"--context-growth=false"}, args[2:]...)...)
+			args = append(args[:1], append([]string{"--context-growth=false"}, args[1:]...)...)
 		}
-		var so, se bytes.Buffer
-		if code := Main(context.Background(), args, nil, &so, &se); code != 0 {
-			t.Fatalf("growth %v: exit %d, stderr:\n%s", growth, code, se.String())
-		}
+		so, _ := runMain(t, args...)
 		res, m, err := traces.ReadAll(out)
 		if err != nil {
 			t.Fatal(err)
@@ -374,10 +336,10 @@ func TestReplayCommandContextGrowth(t *testing.T) {
 				cached++
 			}
 		}
-		line := strings.Contains(so.String(), "context    8 turns grown")
+		line := strings.Contains(so, "context    8 turns grown")
 		counted := strings.Contains(m.Get(replay.MetaSessions), `"ContextGrown":8`)
 		if growth != line || growth != counted || growth != (cached == 8) {
-			t.Errorf("growth %v: summary line %v, counted %v (%s), %d of 8 follow-ups hit the previous prompt\n%s", growth, line, counted, m.Get(replay.MetaSessions), cached, so.String())
+			t.Errorf("growth %v: summary line %v, counted %v (%s), %d of 8 follow-ups hit the previous prompt\n%s", growth, line, counted, m.Get(replay.MetaSessions), cached, so)
 		}
 	}
 }

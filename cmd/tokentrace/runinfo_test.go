@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,15 +9,6 @@ import (
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-func runMain(t *testing.T, args ...string) (string, string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	if code := Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(""), &out, &errb); code != 0 {
-		t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, out.String(), errb.String())
-	}
-	return out.String(), errb.String()
-}
 
 func TestRunRecordRoundTripAndModelMap(t *testing.T) {
 	dir := t.TempDir()
@@ -31,10 +20,7 @@ func TestRunRecordRoundTripAndModelMap(t *testing.T) {
 			recs[i].Model = "something-else" // unmapped: uses --model
 		}
 	}
-	trace := filepath.Join(dir, "trace.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("test"), recs)
 	resA, resB := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
 	for _, r := range []struct{ out, label string }{{resA, "baseline"}, {resB, "candidate"}} {
 		runMain(t, "replay", "--quiet", "--max-lateness", "1m", "--label", r.label, "--metadata", "gpu=h100",
@@ -107,10 +93,7 @@ func TestBackgroundUsesMappedModel(t *testing.T) {
 	for i := range recs {
 		recs[i].Model = "prod-llama-lora"
 	}
-	trace := filepath.Join(dir, "trace.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("test"), recs)
 	res := filepath.Join(dir, "r.jsonl")
 	runMain(t, "replay", "--quiet", "--max-lateness", "1m", "--model-map", "prod-llama-lora="+sim.DefaultModel,
 		"--background", "class=batch,concurrency=2,input=32,output=4", "--out", res, trace)

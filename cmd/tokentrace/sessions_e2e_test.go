@@ -45,9 +45,7 @@ func TestAnalyzeSessionsAgainstSim(t *testing.T) {
 	trace, res := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "res.jsonl")
 	m := traces.NewMeta("test")
 	m.BlockSize = 64
-	if err := traces.WriteAll(trace, m, agenticCacheTrace(4, 4)); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, trace, m, agenticCacheTrace(4, 4))
 	runMain(t, "replay", "--quiet", "--max-lateness", "1m", "--out", res, trace)
 	out, _ := runMain(t, "analyze", res)
 	for _, want := range []string{"\nSessions      4 (16 calls; calls per session p50 4, p90 4, max 4;", "\n  4               4 ", "\n  makespan  p50 ", "\nPrefix cache  implied "} {

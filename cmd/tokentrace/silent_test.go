@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,18 +16,9 @@ import (
 func TestWrongInputIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "gateway.jsonl")
-	so := capture.DefaultSampleOptions()
-	so.Duration = 5 * time.Second
-	var b bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &b, 1, so); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(logs, b.Bytes(), 0o644)
+	writeTestFile(t, logs, sampleLogs(t, 5*time.Second, 0))
 	trace := writeReplayTrace(t, 20) // 40 ms of trace
-	empty := filepath.Join(dir, "empty.jsonl")
-	if err := traces.WriteAll(empty, traces.NewMeta("t"), nil); err != nil {
-		t.Fatal(err)
-	}
+	empty := writeTrace(t, filepath.Join(dir, "empty.jsonl"), traces.NewMeta("t"), nil)
 	parquetTrace := toParquet(t, trace, filepath.Join(dir, "trace.parquet"))
 	azure, _ := filepath.Abs("../../testdata/publictraces/azure2023_conv_head1000.csv")
 	out := filepath.Join(dir, "out.parquet")
@@ -50,7 +38,7 @@ func TestWrongInputIsAnError(t *testing.T) {
 		{"replay of an empty trace",
 			[]string{"replay", "--out", out, empty}, []string{"no records to send", "the trace is empty"}},
 	} {
-		code, se := runCLI(c.args, nil)
+		code, _, se := runCLI(nil, c.args...)
 		if code != exitFailure {
 			t.Errorf("%s: exit %d, want 1 (stderr %q)", c.why, code, se)
 		}
@@ -73,7 +61,7 @@ func TestDamagedTraceSameEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	trace := toParquet(t, writeReplayTrace(t, 40), filepath.Join(dir, "trace.parquet"))
 	results := filepath.Join(dir, "res.parquet")
-	if code, se := runCLI([]string{"replay", "--quiet", "--max-lateness", "10s", "--out", results, trace}, nil); code != 0 {
+	if code, _, se := runCLI(nil, "replay", "--quiet", "--max-lateness", "10s", "--out", results, trace); code != 0 {
 		t.Fatal(se)
 	}
 	cut := func(name string) string {
@@ -98,9 +86,8 @@ func TestDamagedTraceSameEverywhere(t *testing.T) {
 		{"analyze", []string{"analyze", cr}, cr},
 	} {
 		// analyze puts the note among the report's warnings, on stdout
-		var out bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), nil, &out, &out)
-		se := out.String()
+		code, so, se := runCLI(nil, c.args...)
+		se = so + se
 		if c.cmd != "synth check" && code != 0 {
 			t.Errorf("%s on a damaged file: exit %d: %s", c.cmd, code, se)
 		}
@@ -117,9 +104,7 @@ func toParquet(t *testing.T, src, dst string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := traces.WriteAll(dst, m, recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, dst, m, recs)
 	return dst
 }
 
@@ -141,7 +126,7 @@ func TestKeyFileErrorsPointAtEachOther(t *testing.T) {
 		{"a missing --key-file", []string{"capture", "--key-file", missing, "--out", out, logs}, "--new-key-file " + missing},
 		{"--new-key-file on an existing file", []string{"capture", "--new-key-file", existing, "--out", out, logs}, "--key-file " + existing},
 	} {
-		code, se := runCLI(c.args, nil)
+		code, _, se := runCLI(nil, c.args...)
 		if code != exitFailure || !strings.Contains(se, c.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 1 pointing at %q", c.why, code, se, c.want)
 		}

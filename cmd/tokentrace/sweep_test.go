@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,10 +27,7 @@ func constantTrace(n int, rate float64, in, out int32) []traces.Record {
 
 func TestSweepUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "t.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(3, 10, 8, 2)); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(3, 10, 8, 2))
 	for _, c := range []struct {
 		why  string
 		args []string
@@ -55,20 +50,16 @@ func TestSweepUsageErrors(t *testing.T) {
 		{"a bandwidth must parse", []string{"analyze", "--model-bytes", "16GB", "--bandwidth", "fast", trace}, "--bandwidth"},
 		{"a cost must be positive", []string{"analyze", "--cost-per-hour", "-1", trace}, "--cost-per-hour"},
 	} {
-		var out, errb bytes.Buffer
-		code := Main(context.Background(), append([]string{"tokentrace"}, c.args...), strings.NewReader(""), &out, &errb)
-		if code != exitUsage || !strings.Contains(errb.String(), c.flag) {
-			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %s", c.why, code, errb.String(), c.flag)
+		code, _, errs := runCLI(nil, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.flag) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %s", c.why, code, errs, c.flag)
 		}
 	}
 }
 
 func TestSweepCLI(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "t.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(20, 20, 32, 4)); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(20, 20, 32, 4))
 	outDir := filepath.Join(dir, "sweep")
 	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s,tpot=1s", "--speeds", "4,1", "--sim-preset", "tiny",
 		"--label", "cli-test", "--metadata", "gpu=none", "--out-dir", outDir, "--ext", ".jsonl", "--chart", filepath.Join(outDir, "c.svg")+","+filepath.Join(outDir, "c.png"), trace)
@@ -93,10 +84,7 @@ func TestSweepCLI(t *testing.T) {
 // file per run, and the table says how many runs met the SLOs.
 func TestSweepRepeat(t *testing.T) {
 	dir := t.TempDir()
-	trace := filepath.Join(dir, "t.jsonl")
-	if err := traces.WriteAll(trace, traces.NewMeta("test"), constantTrace(20, 20, 32, 4)); err != nil {
-		t.Fatal(err)
-	}
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(20, 20, 32, 4))
 	outDir := filepath.Join(dir, "sweep")
 	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s", "--speeds", "2", "--repeat", "2", "--sim-preset", "tiny",
 		"--out-dir", outDir, "--ext", ".jsonl", "--chart", "none", trace)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"os"
@@ -14,13 +13,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-func synthCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Main(context.Background(), append([]string{"tokentrace"}, args...), strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 // synthTrace writes a small Poisson trace with two categories.
 func synthTrace(t *testing.T, path string, n int) {
@@ -39,9 +31,7 @@ func synthTrace(t *testing.T, path string, n int) {
 		}
 		recs = append(recs, r)
 	}
-	if err := traces.WriteAll(path, traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, path, traces.NewMeta("test"), recs)
 }
 
 func TestSynthCLI(t *testing.T) {
@@ -56,9 +46,7 @@ func TestSynthCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Reverse(recs)
-	if err := traces.WriteAll(p("reversed.jsonl"), traces.NewMeta("test"), recs); err != nil {
-		t.Fatal(err)
-	}
+	writeTrace(t, p("reversed.jsonl"), traces.NewMeta("test"), recs)
 
 	for _, tc := range []struct {
 		name    string
@@ -87,7 +75,7 @@ func TestSynthCLI(t *testing.T) {
 		{name: "check wants two arguments", args: []string{"synth", "check", trace}, code: 2, wantErr: "REAL SYNTH"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errs := synthCLI(t, "", tc.args...)
+			code, out, errs := runCLI(nil, tc.args...)
 			if code != tc.code {
 				t.Fatalf("%v: exit %d, want %d; stderr %s\n%s", tc.args, code, tc.code, errs, out)
 			}
@@ -119,7 +107,7 @@ func TestSynthCLI(t *testing.T) {
 	if len(a) == 0 || !bytes.Equal(a, b) {
 		t.Error("synth gen with the same seed and flags wrote different bytes")
 	}
-	_, out, _ := synthCLI(t, "", "synth", "check", "--json", trace, p("a.jsonl"))
+	_, out, _ := runCLI(nil, "synth", "check", "--json", trace, p("a.jsonl"))
 	var rep map[string]any
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("check --json is not JSON: %v", err)
@@ -135,11 +123,11 @@ func TestSynthCLI(t *testing.T) {
 	// A truncated model file is a clear error.
 	m, _ := os.ReadFile(model)
 	os.WriteFile(p("trunc.json"), m[:len(m)/3], 0o644)
-	if code, _, errs := synthCLI(t, "", "synth", "gen", p("trunc.json")); code != 1 || !strings.Contains(errs, "truncated") {
+	if code, _, errs := runCLI(nil, "synth", "gen", p("trunc.json")); code != 1 || !strings.Contains(errs, "truncated") {
 		t.Errorf("gen of a truncated model: exit %d, stderr %s; want 1 and 'truncated'", code, errs)
 	}
 	os.WriteFile(p("v9.json"), bytes.Replace(m, []byte(`"version": 1`), []byte(`"version": 9`), 1), 0o644)
-	if code, _, errs := synthCLI(t, "", "synth", "gen", p("v9.json")); code != 1 || !strings.Contains(errs, "version 9") {
+	if code, _, errs := runCLI(nil, "synth", "gen", p("v9.json")); code != 1 || !strings.Contains(errs, "version 9") {
 		t.Errorf("gen of a version-9 model: exit %d, stderr %s", code, errs)
 	}
 	// The generated trace says how it was made.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -69,10 +68,7 @@ func TestReplayUnderCPUQuota(t *testing.T) {
 	if q := m.Get(replay.MetaCPUQuota); q != "0.20 CPU (cgroup v1)" || ns <= 0 || m.Get(replay.MetaThrottledWindows) == "" {
 		t.Fatalf("metadata: quota %q, throttled %d ns, windows %q; want the quota and some throttling", q, ns, m.Get(replay.MetaThrottledWindows))
 	}
-	var so, se bytes.Buffer
-	if code := Main(context.Background(), []string{"tokentrace", "analyze", "--json", out}, nil, &so, &se); code != 0 {
-		t.Fatalf("analyze: exit %d: %s", code, se.String())
-	}
+	so, _ := runMain(t, "analyze", "--json", out)
 	var rep struct {
 		ClientThrottling *struct {
 			ThrottledMs     float64 `json:"throttled_ms"`
@@ -83,7 +79,7 @@ func TestReplayUnderCPUQuota(t *testing.T) {
 			Diagnosis []string `json:"diagnosis"`
 		} `json:"attribution"`
 	}
-	if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal([]byte(so), &rep); err != nil {
 		t.Fatal(err)
 	}
 	ct := rep.ClientThrottling

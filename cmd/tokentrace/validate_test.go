@@ -30,10 +30,7 @@ func validateTraces(t *testing.T, dir string) (real, syn string) {
 			}
 			recs = append(recs, r)
 		}
-		name := filepath.Join(dir, []string{"real.parquet", "synth.parquet"}[k])
-		if err := traces.WriteAll(name, traces.Meta{}, recs); err != nil {
-			t.Fatal(err)
-		}
+		name := writeTrace(t, filepath.Join(dir, []string{"real.parquet", "synth.parquet"}[k]), traces.Meta{}, recs)
 		if shared {
 			real = name
 		} else {
@@ -49,7 +46,7 @@ func TestValidateCommand(t *testing.T) {
 	change := []string{"validate", "--target", "a=sim", "--target", "b=sim:prefix-caching=false,prefill-per-token=30us"}
 
 	html, out := filepath.Join(dir, "v.html"), filepath.Join(dir, "runs")
-	code, stdout, stderr := analyzeCLI(t, append(change, "--html", html, "--out-dir", out, real, syn)...)
+	code, stdout, stderr := runCLI(nil, append(change, "--html", html, "--out-dir", out, real, syn)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -65,7 +62,7 @@ func TestValidateCommand(t *testing.T) {
 		t.Errorf("out-dir holds %v, want 4 results files", runs)
 	}
 
-	if code, _, stderr := analyzeCLI(t, append(change, "-q", "--fail-if-broken", real, syn)...); code != 1 || !strings.Contains(stderr, "does not hold") {
+	if code, _, stderr := runCLI(nil, append(change, "-q", "--fail-if-broken", real, syn)...); code != 1 || !strings.Contains(stderr, "does not hold") {
 		t.Errorf("--fail-if-broken: exit %d, %s; want 1", code, stderr)
 	}
 
@@ -83,7 +80,7 @@ func TestValidateCommand(t *testing.T) {
 	if err := synth.WriteModelFile(model, m); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = analyzeCLI(t, "validate", "-q", "--json", "--target", "a=sim", "--target", "b=sim:step-fixed=3ms", real, model)
+	code, stdout, stderr = runCLI(nil, "validate", "-q", "--json", "--target", "a=sim", "--target", "b=sim:step-fixed=3ms", real, model)
 	if code != 0 || !strings.Contains(stdout, `"verdict"`) {
 		t.Errorf("model as SYNTHETIC: exit %d, %s", code, stderr)
 	}
@@ -104,7 +101,7 @@ func TestValidateUsageErrors(t *testing.T) {
 		{"an unknown metric", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "itl_p99"}, "--metrics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, stdout, stderr := analyzeCLI(t, append(append([]string{"validate"}, tc.args...), real, syn)...)
+			code, stdout, stderr := runCLI(nil, append(append([]string{"validate"}, tc.args...), real, syn)...)
 			if code != 2 || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Errorf("exit %d, stderr %q, stdout %q; want 2 and %q", code, stderr, stdout, tc.want)
 			}

@@ -23,15 +23,23 @@ func leftovers(t *testing.T, dir string) []string {
 	return names
 }
 
-// TestCommitRenames checks that a successful Close gives the file its final
-// name with every byte, and leaves no temporary file.
-func TestCommitRenames(t *testing.T) {
-	dir := t.TempDir()
-	name := filepath.Join(dir, "out.jsonl")
+// createIn creates the file base in a new temporary directory dir; name
+// is its final path.
+func createIn(t *testing.T, base string) (f *File, dir, name string) {
+	t.Helper()
+	dir = t.TempDir()
+	name = filepath.Join(dir, base)
 	f, err := Create(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, dir, name
+}
+
+// TestCommitRenames checks that a successful Close gives the file its final
+// name with every byte, and leaves no temporary file.
+func TestCommitRenames(t *testing.T) {
+	f, dir, name := createIn(t, "out.jsonl")
 	if _, err := os.Stat(name); !os.IsNotExist(err) {
 		t.Fatalf("final name exists before Close: %v", err)
 	}
@@ -60,14 +68,10 @@ func TestAbortAndFailedWriteLeaveNothing(t *testing.T) {
 		{"an aborted file is removed", func(f *File) { f.Abort() }},
 		{"a failed write removes the file on Close", func(f *File) { f.f.Close(); f.Write([]byte("x")) }},
 	} {
-		dir := t.TempDir()
-		f, err := Create(filepath.Join(dir, "out.parquet"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, dir, _ := createIn(t, "out.parquet")
 		f.Write([]byte("partial"))
 		c.spoil(f)
-		err = f.Close()
+		err := f.Close()
 		if got := leftovers(t, dir); len(got) != 0 {
 			t.Errorf("%s: files left %v (Close: %v)", c.why, got, err)
 		}
@@ -103,12 +107,7 @@ func TestWriteFile(t *testing.T) {
 // SetAside moves what was written to a file of its own and starts afresh:
 // the final name gets only what was written after it.
 func TestSetAside(t *testing.T) {
-	dir := t.TempDir()
-	name := filepath.Join(dir, "out")
-	f, err := Create(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, dir, name := createIn(t, "out")
 	f.Write([]byte("first try"))
 	aside, err := f.SetAside()
 	if err != nil {
