@@ -73,7 +73,7 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "an unknown format is a usage error",
 			args: []string{"import", "--format", "sharegpt", importFixtures + "mooncake.jsonl"},
-			code: 2, wantErr: "want one of azure, burstgpt, mooncake, splitwise",
+			code: 2, wantErr: "want one of azure, bailian, burstgpt, mooncake, splitwise, tracelab, weka",
 		},
 		{
 			name: "--format is required",
