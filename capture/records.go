@@ -227,7 +227,7 @@ func (c *callSeqs) sweep(t int64) {
 			delete(c.m, k)
 		}
 	}
-	c.nextSweep = t + max(c.idle/4, 1)
+	c.nextSweep = t + sweepEvery(c.idle)
 }
 
 // get returns the call of span h if it arrived within idle before t.

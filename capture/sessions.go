@@ -64,7 +64,7 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 	if e.t >= s.nextSweep {
 		sweep(s.convEnd, limit)
 		sweep(s.field, limit)
-		s.nextSweep = e.t + max(s.idle/4, 1)
+		s.nextSweep = e.t + sweepEvery(s.idle)
 	}
 	var id sessionID
 	switch {
@@ -92,9 +92,15 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 	return id
 }
 
+// sweepEvery is how much arrival time passes between sweeps: a sixteenth
+// of the idle limit, so an ended entry is kept at most 1/16 longer than the
+// idle limit (memory is the sessions of the last SessionIdle + 6 %), at
+// the cost of a pass over the map 16 times per SessionIdle of arrivals.
+func sweepEvery(idle int64) int64 { return max(idle/16, 1) }
+
 // sweep forgets the entries idle since before limit. Sweeps run every
-// SessionIdle/4 of arrival time, and lookups ignore what a sweep has not
-// yet removed, so the result does not depend on when they run.
+// sweepEvery of arrival time, and lookups ignore what a sweep has not yet
+// removed, so the result does not depend on when they run.
 func sweep(m map[uint64]convEnd, limit int64) {
 	for k, v := range m {
 		if v.t < limit {
@@ -153,7 +159,7 @@ func (c *sessionCounter) add(id sessionID, t int64) error {
 				}
 			}
 		}
-		c.nextSweep = t + max(c.idle/4, 1)
+		c.nextSweep = t + sweepEvery(c.idle)
 	}
 	ls := c.live[id]
 	ls.count++
