@@ -107,6 +107,7 @@ func (a *approx) list() []string {
 // fitRow is what fitting reads of a record.
 type fitRow struct {
 	arrival, seq, session       int64
+	finish, think               int64 // FinishNs, ThinkNs
 	class, category, model, api string
 	input, output, prefix       int32
 	blocks                      []int64
@@ -115,6 +116,7 @@ type fitRow struct {
 func (r *fitRow) set(rec *traces.Record) {
 	*r = fitRow{
 		arrival: rec.ArrivalNs, seq: rec.Seq, session: rec.Session,
+		finish: rec.FinishNs, think: rec.ThinkNs,
 		class: rec.Class, category: rec.Category, model: rec.Model, api: rec.API,
 		input: rec.InputTokens, output: rec.OutputTokens, prefix: rec.PrefixTokens,
 		blocks: rec.PrefixBlocks,
@@ -217,10 +219,13 @@ func (c *counter) counts() map[string]int64 {
 	return out
 }
 
-// sessState is one session: rows so far and the last one's arrival.
+// sessState is one session: rows so far and the last one's arrival,
+// finish (traces.NotReported = unknown), input and output.
 type sessState struct {
-	turns int64
-	last  int64
+	turns   int64
+	last    int64
+	finish  int64
+	in, out int32
 }
 
 // classFit is the streaming state of one traffic class.
@@ -232,7 +237,8 @@ type classFit struct {
 
 	sess      map[int64]sessState
 	turnGaps  multiset
-	starts    varintLog // session-start arrivals, as deltas
+	follow    followState // follow-up turns (followup.go)
+	starts    varintLog   // session-start arrivals, as deltas
 	lastStart int64
 	// Per row: category id (0 = pooled), input and output tokens, and for
 	// rows with blocks after the class's first, reused blocks + 1 and
@@ -289,13 +295,14 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
+		next := sessState{turns: 1, last: r.arrival, finish: r.finish, in: r.input, out: r.output}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			c.sess[r.session] = sessState{turns: s.turns + 1, last: r.arrival}
+			c.follow.add(f, r, &s)
+			next.turns = s.turns + 1
 			start = false
-		} else {
-			c.sess[r.session] = sessState{turns: 1, last: r.arrival}
 		}
+		c.sess[r.session] = next
 	}
 	if start {
 		c.starts.put(uint64(r.arrival - c.lastStart))
@@ -701,6 +708,12 @@ func (f *fitter) model(ctx context.Context) (*Model, error) {
 		m.Classes = append(m.Classes, c)
 	}
 	m.FittedOn.Approximations = f.approx.list()
+	m.Version = modelVersionNoFollowUps
+	for _, c := range m.Classes {
+		if s := c.Sessions; s != nil && s.FollowUps > 0 {
+			m.Version = ModelVersion
+		}
+	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("fit produced an invalid model (bug): %w", err)
 	}
@@ -902,6 +915,7 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	for gi := range cl.Groups {
 		joints[gi].finish(&cl.Groups[gi], opts, &f.approx)
 	}
+	f.fitFollowUps(&cl, c, groups, groupOf)
 	if c.seen.dropped > 0 {
 		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: %d prefix blocks not seen within %d distinct blocks were forgotten (a later reuse of them counts as fresh)", c.name, c.seen.dropped, c.seen.gen))
 	}

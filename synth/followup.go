@@ -1,0 +1,205 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Follow-up turns (model version 2). A session's rows after its first are
+// fitted per category from what the session's previous row left in its
+// sessState (input, output, arrival, finish): the tokens a turn adds to the
+// context it resends, the turns whose input did not grow (fresh prompts),
+// the think time before the turn and the follow-ups' outputs. The state is
+// per category, up to fitLimits.categories per class (the rest pooled into
+// the tail group), in multisets like the rest of the fit: memory does not
+// grow with the number of rows.
+
+// followFit is the follow-up turns of one category (or of the pooled rest).
+type followFit struct {
+	n, fresh int64
+	newIn    multiset // input − previous input − previous output, when ≥ 0
+	in, out  multiset // the follow-ups' input and output lengths
+	think    multiset // seconds
+}
+
+func newFollowFit(lim fitLimits) *followFit {
+	return &followFit{newIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
+}
+
+func (a *followFit) merge(b *followFit) {
+	a.n += b.n
+	a.fresh += b.fresh
+	a.newIn.merge(&b.newIn)
+	a.in.merge(&b.in)
+	a.out.merge(&b.out)
+	a.think.merge(&b.think)
+}
+
+// followPooled keys the follow-ups of categories past the per-class limit.
+const followPooled = "\x00pooled"
+
+// followState is a class's follow-up turns while streaming.
+type followState struct {
+	cats                      map[string]*followFit
+	recorded, finish, gap     int64    // think-time sources
+	response                  multiset // seconds from a turn's arrival to its finish, before a follow-up
+	responseInit, anyNegative bool
+}
+
+// add fits follow-up row r of a session whose previous row left s.
+func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
+	if st.cats == nil {
+		st.cats = map[string]*followFit{}
+	}
+	ff := st.cats[r.category]
+	if ff == nil {
+		name := r.category
+		if len(st.cats) >= f.lim.categories {
+			name = followPooled
+			ff = st.cats[name]
+		}
+		if ff == nil {
+			ff = newFollowFit(f.lim)
+			st.cats[name] = ff
+		}
+	}
+	ff.n++
+	addFloat(&ff.in, float64(r.input))
+	addFloat(&ff.out, float64(r.output))
+	if grow := int64(r.input) - int64(s.in) - int64(s.out); grow >= 0 {
+		addFloat(&ff.newIn, float64(grow))
+	} else {
+		ff.fresh++
+	}
+	// A finish before the turn's own arrival is no finish (a zero value).
+	finished := s.finish >= s.last
+	var think int64
+	switch {
+	case r.think >= 0:
+		think = r.think
+		st.recorded++
+	case finished:
+		think = r.arrival - s.finish
+		st.finish++
+	default:
+		think = r.arrival - s.last
+		st.gap++
+	}
+	addFloat(&ff.think, float64(max(think, 0))/1e9)
+	if finished {
+		if !st.responseInit {
+			st.response, st.responseInit = newValues(f.lim.values), true
+		}
+		addFloat(&st.response, float64(s.finish-s.last)/1e9)
+	}
+}
+
+// fitFollowUps sets cl's follow-up model: each category's follow-ups go to
+// the group its rows went to (groups[i] holds group i's rows, groupOf maps
+// a category id to its group).
+func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupOf []int) {
+	st := &c.follow
+	if len(st.cats) == 0 || cl.Sessions == nil {
+		return
+	}
+	opts := f.opts
+	names := make([]string, 0, len(st.cats))
+	for n := range st.cats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	byGroup := make([]*followFit, len(cl.Groups))
+	for _, n := range names {
+		gi := len(cl.Groups) - 1 // pooled: the tail group, which comes last
+		if cl.CategoriesFromBlocks {
+			gi = 0
+		} else if ct := c.cats[n]; ct != nil {
+			gi = groupOf[ct.id]
+		}
+		if byGroup[gi] == nil {
+			byGroup[gi] = newFollowFit(f.lim)
+		}
+		byGroup[gi].merge(st.cats[n])
+	}
+	s := cl.Sessions
+	clamped := false
+	model := func(ff *followFit) *FollowUp {
+		s.FollowUps += ff.n
+		return &FollowUp{
+			Turns:            ff.n,
+			FreshPrompts:     ff.fresh,
+			NewInputTokens:   newHistRuns(f.approx.runs(&ff.newIn), opts.LengthBins, opts.MinBinCount, true),
+			OutputTokens:     newHistRuns(f.approx.runs(&ff.out), opts.OutputBins, opts.MinBinCount, true),
+			ThinkS:           newHistRuns(f.approx.runs(&ff.think), opts.GapBins, opts.MinBinCount, false),
+			FirstInputTokens: Hist{Integer: true, Bins: []Bin{}},
+		}
+	}
+	var pooled *followFit
+	for gi, ff := range byGroup {
+		if ff == nil {
+			continue
+		}
+		if ff.n < int64(opts.MinCategoryRecords) {
+			if pooled == nil {
+				pooled = newFollowFit(f.lim)
+			}
+			pooled.merge(ff)
+			continue
+		}
+		first, short := withoutValues(&groups[gi].input, &ff.in, &f.approx)
+		clamped = clamped || short
+		fu := model(ff)
+		fu.FirstInputTokens = newHistRuns(first, opts.LengthBins, opts.MinBinCount, true)
+		cl.Groups[gi].FollowUp = fu
+	}
+	if pooled != nil {
+		s.PooledFollowUp = model(pooled)
+	}
+	if clamped {
+		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: some follow-up turns' categories were pooled differently from their rows, so first-turn input lengths are approximate", c.name))
+	}
+	s.ThinkRecorded, s.ThinkFromFinishCount, s.ThinkFromGapCount = st.recorded, st.finish, st.gap
+	switch {
+	case st.recorded == s.FollowUps:
+		s.ThinkFrom = ThinkFromRecorded
+	case st.finish == s.FollowUps:
+		s.ThinkFrom = ThinkFromFinish
+	case st.gap == s.FollowUps:
+		s.ThinkFrom = ThinkFromArrivalGap
+	default:
+		s.ThinkFrom = ThinkFromMixed
+	}
+	if st.responseInit {
+		h := newHistRuns(f.approx.runs(&st.response), opts.GapBins, opts.MinBinCount, false)
+		s.ResponseS = &h
+	}
+}
+
+// withoutValues is the runs of all's values less sub's (sub's values are
+// a part of all's), both at the coarser of their precisions. short says a
+// value of sub was not in all (then it is left out).
+func withoutValues(all, sub *multiset, ap *approx) (runs []run, short bool) {
+	if finer(all.sig, sub.sig) {
+		all.coarsen(sub.sig)
+	} else if finer(sub.sig, all.sig) {
+		sub.coarsen(all.sig)
+	}
+	less := map[uint64]int64{}
+	sub.each(func(k uint64, n int64) { less[k] += n })
+	ap.note(all.sig)
+	rs, _ := runsOf(all)
+	out := rs[:0]
+	for _, r := range rs {
+		k := math.Float64bits(r.v)
+		d := min(less[k], r.n)
+		if d < less[k] {
+			short = true
+		}
+		delete(less, k)
+		if r.n > d {
+			out = append(out, run{r.v, r.n - d})
+		}
+	}
+	return out, short || len(less) > 0
+}
