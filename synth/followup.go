@@ -1,9 +1,14 @@
 package synth
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
+	"strconv"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Follow-up turns (model version 2). A session's rows after its first are
@@ -19,18 +24,20 @@ import (
 type followFit struct {
 	n, fresh int64
 	newIn    multiset // input − previous input − previous output, when ≥ 0
+	freshIn  multiset // input of the others (fresh prompts)
 	in, out  multiset // the follow-ups' input and output lengths
 	think    multiset // seconds
 }
 
 func newFollowFit(lim fitLimits) *followFit {
-	return &followFit{newIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
+	return &followFit{newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
 }
 
 func (a *followFit) merge(b *followFit) {
 	a.n += b.n
 	a.fresh += b.fresh
 	a.newIn.merge(&b.newIn)
+	a.freshIn.merge(&b.freshIn)
 	a.in.merge(&b.in)
 	a.out.merge(&b.out)
 	a.think.merge(&b.think)
@@ -71,6 +78,7 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
 		addFloat(&ff.newIn, float64(grow))
 	} else {
 		ff.fresh++
+		addFloat(&ff.freshIn, float64(r.input))
 	}
 	// A finish before the turn's own arrival is no finish (a zero value).
 	finished := s.finish >= s.last
@@ -130,6 +138,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			Turns:            ff.n,
 			FreshPrompts:     ff.fresh,
 			NewInputTokens:   newHistRuns(f.approx.runs(&ff.newIn), opts.LengthBins, opts.MinBinCount, true),
+			FreshInputTokens: newHistRuns(f.approx.runs(&ff.freshIn), opts.LengthBins, opts.MinBinCount, true),
 			OutputTokens:     newHistRuns(f.approx.runs(&ff.out), opts.OutputBins, opts.MinBinCount, true),
 			ThinkS:           newHistRuns(f.approx.runs(&ff.think), opts.GapBins, opts.MinBinCount, false),
 			FirstInputTokens: Hist{Integer: true, Bins: []Bin{}},
@@ -202,4 +211,135 @@ func withoutValues(all, sub *multiset, ap *approx) (runs []run, short bool) {
 		}
 	}
 	return out, short || len(less) > 0
+}
+
+// prepareFollowUps readies a version-2 class's follow-up samplers.
+func (gc *genClass) prepareFollowUps(opts GenOptions) {
+	s := gc.c.Sessions
+	if s.FollowUps == 0 {
+		return
+	}
+	gc.followUps = true
+	if s.PooledFollowUp != nil {
+		gc.pooled = newGenFollow(s.PooledFollowUp)
+	}
+	if s.ResponseS != nil {
+		gc.responseNs = int64(s.ResponseS.Mean() * 1e9)
+	}
+	longest := 0.0
+	for _, gg := range gc.groups {
+		if n := len(gg.g.InputTokens.Bins); n > 0 {
+			longest = max(longest, gg.g.InputTokens.Bins[n-1].Hi)
+		}
+		if fu := gg.g.FollowUp; fu != nil {
+			gg.follow = newGenFollow(fu)
+			if len(fu.FirstInputTokens.Bins) > 0 {
+				gg.first = newSampler(&fu.FirstInputTokens)
+			}
+		}
+	}
+	gc.maxContext = max(1, scaleLen(longest, opts.LengthScale))
+	if opts.MaxContextTokens > 0 {
+		gc.maxContext = int32(min(opts.MaxContextTokens, math.MaxInt32))
+	}
+}
+
+// followOf is the follow-up model of group gi (nil: none).
+func (gc *genClass) followOf(gi int) *genFollow {
+	if f := gc.groups[gi].follow; f != nil {
+		return f
+	}
+	return gc.pooled
+}
+
+// scheduleFollowUps draws a version-2 session's group and puts its turns
+// 2..turns in the pending heap: each arrives at the previous turn's
+// arrival + the mean recorded response time (Sessions.ResponseS; 0 without
+// finish_ns, when the think time is the whole arrival gap) + a think time
+// drawn from the group's ThinkS, which the row carries as think_ns.
+func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *pendingHeap, order *int64) {
+	info.group = pickIndex(rng, gc.groupCum)
+	fu := gc.followOf(info.group)
+	ft := first.t
+	for k := 2; k <= turns; k++ {
+		think := 0.0
+		if fu != nil && !fu.think.empty() {
+			think, _ = fu.think.sample(rng)
+		}
+		thinkNs := int64(think * 1e9)
+		ft = m.quantize(ft + gc.responseNs + thinkNs)
+		if ft >= dur {
+			break
+		}
+		heap.Push(pend, pending{t: ft, order: *order, class: first.class, sess: first.sess, turn: int32(k), think: thinkNs})
+		*order++
+		info.last = int32(k)
+	}
+}
+
+// fillFollowUp draws a version-2 follow-up turn: its input is the previous
+// turn's input + output + new tokens drawn from the category's
+// NewInputTokens (capped at the class's maximum context), or, with the
+// category's share of fresh prompts, an input drawn from FreshInputTokens;
+// its output comes from the follow-ups' OutputTokens. It keeps the
+// session's category and prefix, and its prefix blocks extend the
+// previous turn's chain. It returns the row's block chain.
+func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, info *sessInfo, nextBlock *int64) []int64 {
+	gg := gc.groups[info.group]
+	fu := gc.followOf(info.group)
+	if fu == nil {
+		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
+	}
+	fresh := rng.Float64() < fu.freshShare
+	var in int64
+	if fresh {
+		s := fu.freshIn
+		if s.empty() && gg.first != nil {
+			s = gg.first
+		} else if s.empty() {
+			s = gg.input
+		}
+		v, _ := s.sample(rng)
+		in = int64(scaleLen(v, opts.LengthScale))
+	} else {
+		v, _ := fu.newIn.sample(rng)
+		in = int64(info.prevIn) + int64(info.prevOut)
+		if v > 0 {
+			in += int64(scaleLen(v, opts.LengthScale))
+		}
+	}
+	out, _ := fu.out.sample(rng)
+	rec.InputTokens = int32(max(1, min(in, int64(gc.maxContext))))
+	rec.OutputTokens = scaleLen(out, opts.LengthScale)
+	rec.PrefixTokens = min(info.prefix, rec.InputTokens)
+	rec.Category = info.category
+	if !gg.blocks {
+		return nil
+	}
+	bs := int64(m.BlockSize)
+	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
+	r := min(len(info.chain), nb)
+	if fresh {
+		r = min(r, int(int64(info.prefix)/bs))
+	}
+	if len(gc.arena) < nb {
+		gc.arena = make([]int64, max(nb, arenaChunk))
+	}
+	chain := gc.arena[:nb:nb]
+	gc.arena = gc.arena[nb:]
+	copy(chain, info.chain[:r])
+	for i := r; i < nb; i++ {
+		chain[i] = *nextBlock
+		*nextBlock++
+	}
+	rec.PrefixBlocks = chain
+	if gc.c.CategoriesFromBlocks {
+		rec.Category, rec.PrefixTokens = "", 0
+		if r > 0 {
+			rec.Category = blockCategoryPrefix + strconv.FormatInt(chain[r-1], 10)
+			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
+		}
+	}
+	gc.remember(chain)
+	return chain
 }

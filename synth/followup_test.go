@@ -1,7 +1,12 @@
 package synth
 
 import (
+	"cmp"
 	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,4 +92,153 @@ func TestFitFollowUps(t *testing.T) {
 			t.Errorf("%s: follow-up outputs %+v, want the 20 outputs of turns 2 and 3", c.why, fu.OutputTokens.Bins)
 		}
 	}
+}
+
+// agentic is a multi-turn trace whose context grows: sessions start at
+// about 0.5/s with 2 to 10 turns; a turn resends the previous input and
+// output plus 20–600 new tokens (one follow-up in ten is a fresh prompt);
+// each call is served in 0.2 s + 20 ms per output token and the next turn
+// comes a think time later (exponential, mean 2 s for "plan", 8 s for
+// "code").
+func agentic(sessions int, seed uint64) []traces.Record {
+	rng := rand.New(rand.NewPCG(seed, 18))
+	var recs []traces.Record
+	start := int64(0)
+	for s := range sessions {
+		start += int64(rng.ExpFloat64() * 2e9)
+		cat, thinkMean := "plan", 2.0
+		if s%3 == 0 {
+			cat, thinkMean = "code", 8.0
+		}
+		t := start
+		in := int32(500 + rng.IntN(2500))
+		turns := 2 + rng.IntN(9)
+		for k := 1; k <= turns; k++ {
+			out := int32(20 + rng.IntN(380))
+			r := traces.NewRecord()
+			r.ArrivalNs, r.Session, r.Turn, r.Category = t, int64(s+1), int32(k), cat
+			r.InputTokens, r.OutputTokens, r.Model, r.API = in, out, "m", traces.APIChat
+			r.FinishNs = t + int64((0.2+0.02*float64(out))*1e9)
+			recs = append(recs, r)
+			t = r.FinishNs + int64(rng.ExpFloat64()*thinkMean*1e9)
+			if rng.IntN(10) == 0 {
+				in = int32(100 + rng.IntN(900))
+			} else {
+				in += out + int32(20+rng.IntN(580))
+			}
+		}
+	}
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+	for i := range recs {
+		recs[i].Seq = int64(i)
+	}
+	return recs
+}
+
+// firstTurnDraw is m as a version-1 model: follow-up turns drawn like
+// first turns, as before follow-ups were modelled.
+func firstTurnDraw(t *testing.T, m *Model) *Model {
+	t.Helper()
+	old, err := LoadModel(strings.NewReader(refView(t, m)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return old
+}
+
+func TestGenerateFollowUpsGrowContext(t *testing.T) {
+	real := agentic(1500, 1)
+	m := fitModel(t, real)
+	syn := gen(t, m, GenOptions{Seed: 5})
+	rep := Check(real, syn, Thresholds{})
+	old := Check(real, gen(t, firstTurnDraw(t, m), GenOptions{Seed: 5}), Thresholds{})
+	for _, r := range []*Report{&rep, &old} {
+		var b strings.Builder
+		r.WriteText(&b)
+		t.Logf("\n%s", b.String())
+	}
+	// The synthetic input-by-turn curve (median and p90, turns 1–8) stays
+	// within 15% of the real one; drawing follow-ups like first turns is
+	// more than 50% off.
+	if len(rep.InputByTurn) < 6 {
+		t.Fatalf("only %d turn indexes compared, want at least 6", len(rep.InputByTurn))
+	}
+	if rep.ContextGrowth > 0.15 {
+		t.Errorf("context growth error %.3f, want ≤ 0.15", rep.ContextGrowth)
+	}
+	if old.ContextGrowth < 0.5 {
+		t.Errorf("the first-turn draw's context growth error is %.3f; the test trace should show it far off (≥ 0.5)", old.ContextGrowth)
+	}
+	// Think times: the real ones are arrival − previous finish; the
+	// synthetic rows carry theirs in think_ns.
+	if rep.KS.Think > 0.05 || math.Abs(rep.Synth.MedianThinkS/rep.Real.MedianThinkS-1) > 0.1 {
+		t.Errorf("think time: KS %.3f, median %.2f s vs %.2f s real; want KS ≤ 0.05 and the median within 10%%", rep.KS.Think, rep.Synth.MedianThinkS, rep.Real.MedianThinkS)
+	}
+	for _, c := range rep.Checks {
+		if (c.Name == "context_growth" || c.Name == "ks.think") && !c.Pass {
+			t.Errorf("check %s should pass: %+v", c.Name, c)
+		}
+	}
+	for _, c := range old.Checks {
+		if c.Name == "context_growth" && c.Pass {
+			t.Errorf("check %s should fail on the first-turn draw: %+v", c.Name, c)
+		}
+	}
+
+	// Structure: each follow-up names the previous turn as its parent,
+	// carries its think time, and arrives after it by the mean response
+	// time plus that think time; most resend the previous context.
+	resp := int64(m.Classes[0].Sessions.ResponseS.Mean() * 1e9)
+	last := map[int64]*traces.Record{}
+	var follow, grown int
+	for i := range syn {
+		r := &syn[i]
+		p := last[r.Session]
+		last[r.Session] = r
+		if p == nil {
+			if r.ParentSeq != traces.NotReported || r.ThinkNs != traces.NotReported {
+				t.Fatalf("first turn seq %d has parent %d, think %d", r.Seq, r.ParentSeq, r.ThinkNs)
+			}
+			continue
+		}
+		follow++
+		if r.ParentSeq != p.Seq || r.ThinkNs < 0 || r.ArrivalNs != p.ArrivalNs+resp+r.ThinkNs || r.Category != p.Category {
+			t.Fatalf("follow-up seq %d: parent %d (want %d), think %d, arrival %d (want %d), category %q (want %q)",
+				r.Seq, r.ParentSeq, p.Seq, r.ThinkNs, r.ArrivalNs, p.ArrivalNs+resp+r.ThinkNs, r.Category, p.Category)
+		}
+		if r.InputTokens >= p.InputTokens+p.OutputTokens {
+			grown++
+		}
+	}
+	if share := float64(grown) / float64(follow); math.Abs(share-0.9) > 0.03 {
+		t.Errorf("%.3f of %d follow-ups resend the previous context, want 0.9 ± 0.03 (one in ten is a fresh prompt)", share, follow)
+	}
+}
+
+func TestMaxContextTokens(t *testing.T) {
+	m := fitModel(t, agentic(300, 2))
+	for _, c := range []struct {
+		why  string
+		max  int
+		want int32
+	}{
+		{"by default the cap is the longest input the model saw", 0, int32(longestInput(m))},
+		{"an explicit cap cuts longer contexts to it", 4000, 4000},
+	} {
+		var top int32
+		for _, r := range gen(t, m, GenOptions{Seed: 1, MaxContextTokens: c.max}) {
+			top = max(top, r.InputTokens)
+		}
+		if top != c.want {
+			t.Errorf("%s: longest input %d, want %d", c.why, top, c.want)
+		}
+	}
+}
+
+func longestInput(m *Model) float64 {
+	v := 0.0
+	for _, g := range m.Classes[0].Groups {
+		v = max(v, g.InputTokens.Bins[len(g.InputTokens.Bins)-1].Hi)
+	}
+	return v
 }

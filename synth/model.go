@@ -245,9 +245,11 @@ type FollowUp struct {
 	// Turns is the number of follow-up rows of the category.
 	Turns int64 `json:"turns"`
 	// FreshPrompts counts those whose input is shorter than the previous
-	// turn's input + output (the context did not grow: a fresh prompt);
-	// Generate draws their input like a first turn's.
+	// turn's input + output (the context did not grow: a fresh prompt).
 	FreshPrompts int64 `json:"fresh_prompts"`
+	// FreshInputTokens is the distribution of the fresh prompts' input
+	// lengths.
+	FreshInputTokens Hist `json:"fresh_input_tokens"`
 	// NewInputTokens is the distribution of input − previous input −
 	// previous output of the others (the tokens a turn adds).
 	NewInputTokens Hist `json:"new_input_tokens"`
@@ -600,7 +602,7 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	for _, h := range []struct {
 		h    *Hist
 		name string
-	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
+	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
 		if err := h.h.validate(where + "." + h.name); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadModel, err)
 		}
