@@ -242,3 +242,42 @@ func longestInput(m *Model) float64 {
 	}
 	return v
 }
+
+// TestFollowUpsPublicTraces: on each shared public trace with multi-turn
+// sessions, the synthetic input-by-turn curve is within 25% of the real
+// one (the context_growth default), and closer than drawing follow-ups
+// like first turns; both are logged. Traces without sessions are skipped
+// with a message, absent ones by testtraces.
+func TestFollowUpsPublicTraces(t *testing.T) {
+	for _, p := range publicTraces {
+		t.Run(p.name, func(t *testing.T) {
+			recs, meta := loadPublic(t, p)
+			m, syn := fitGen(t, recs, meta, GenOptions{Seed: 7})
+			if m.Version < 2 {
+				t.Skipf("%s has no follow-up turns (its importer gives no sessions): nothing to compare", p.name)
+			}
+			rep := Check(recs, syn, DefaultThresholds())
+			var oldSyn memWriter
+			if _, err := firstTurnDraw(t, m).Generate(context.Background(), GenOptions{Seed: 7}, &oldSyn); err != nil {
+				t.Fatal(err)
+			}
+			old := Check(recs, oldSyn.recs, DefaultThresholds())
+			if len(rep.InputByTurn) < 2 {
+				t.Skipf("%s: fewer than two turn indexes with %d rows", p.name, minTurnRows)
+			}
+			for i, tu := range rep.InputByTurn {
+				o := TurnInput{}
+				if i < len(old.InputByTurn) {
+					o = old.InputByTurn[i]
+				}
+				t.Logf("%s turn %d (%d rows): median real %.0f synth %.0f first-turn draw %.0f; p90 real %.0f synth %.0f first-turn draw %.0f",
+					p.name, tu.Turn, tu.RealRows, tu.RealMedian, tu.SynthMedian, o.SynthMedian, tu.RealP90, tu.SynthP90, o.SynthP90)
+			}
+			t.Logf("%s: context_growth %.3f (first-turn draw %.3f), think median real %.2f s synth %.2f s, ks.think %.3f",
+				p.name, rep.ContextGrowth, old.ContextGrowth, rep.Real.MedianThinkS, rep.Synth.MedianThinkS, rep.KS.Think)
+			if rep.ContextGrowth > DefaultContextGrowthError || rep.ContextGrowth >= old.ContextGrowth {
+				t.Errorf("%s: context_growth %.3f, want ≤ %.2f and below the first-turn draw's %.3f", p.name, rep.ContextGrowth, DefaultContextGrowthError, old.ContextGrowth)
+			}
+		})
+	}
+}
