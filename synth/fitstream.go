@@ -25,9 +25,11 @@ import (
 // 1 MiB a log and then in a temporary file. In memory it keeps:
 //
 //   - per class: model and API counts, the inter-turn gap multiset;
-//   - per session: its turn count and last arrival, for the whole fit (a
-//     later turn may come at any time), about 40 bytes: memory grows with
-//     the number of sessions;
+//   - per session: its turn count and its last row's arrival, finish,
+//     input and output, for the whole fit (a later turn may come at any
+//     time), about 60 bytes: memory grows with the number of sessions;
+//   - per class, per category up to fitLimits.categories: the follow-up
+//     turns' multisets (followup.go);
 //   - per prefix block: the last row that used it, for at most 2 ×
 //     fitLimits.blocks blocks per class (blockTable);
 //   - per category, up to fitLimits.categories per class: its record count
