@@ -48,10 +48,8 @@ const followPooled = "\x00pooled"
 
 // followState is a class's follow-up turns while streaming.
 type followState struct {
-	cats                      map[string]*followFit
-	recorded, finish, gap     int64    // think-time sources
-	response                  multiset // seconds from a turn's arrival to its finish, before a follow-up
-	responseInit, anyNegative bool
+	cats                  map[string]*followFit
+	recorded, finish, gap int64 // think-time sources
 }
 
 // add fits follow-up row r of a session whose previous row left s.
@@ -95,12 +93,6 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
-	if finished {
-		if !st.responseInit {
-			st.response, st.responseInit = newValues(f.lim.values), true
-		}
-		addFloat(&st.response, float64(s.finish-s.last)/1e9)
-	}
 }
 
 // fitFollowUps sets cl's follow-up model: each category's follow-ups go to
@@ -179,10 +171,6 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 	default:
 		s.ThinkFrom = ThinkFromMixed
 	}
-	if st.responseInit {
-		h := newHistRuns(f.approx.runs(&st.response), opts.GapBins, opts.MinBinCount, false)
-		s.ResponseS = &h
-	}
 }
 
 // withoutValues is the runs of all's values less sub's (sub's values are
@@ -223,9 +211,6 @@ func (gc *genClass) prepareFollowUps(opts GenOptions) {
 	if s.PooledFollowUp != nil {
 		gc.pooled = newGenFollow(s.PooledFollowUp)
 	}
-	if s.ResponseS != nil {
-		gc.responseNs = int64(s.ResponseS.Mean() * 1e9)
-	}
 	longest := 0.0
 	for _, gg := range gc.groups {
 		if n := len(gg.g.InputTokens.Bins); n > 0 {
@@ -253,10 +238,13 @@ func (gc *genClass) followOf(gi int) *genFollow {
 }
 
 // scheduleFollowUps draws a version-2 session's group and puts its turns
-// 2..turns in the pending heap: each arrives at the previous turn's
-// arrival + the mean recorded response time (Sessions.ResponseS; 0 without
-// finish_ns, when the think time is the whole arrival gap) + a think time
-// drawn from the group's ThinkS, which the row carries as think_ns.
+// 2..turns in the pending heap. Each arrives at the previous turn's
+// arrival + a gap drawn from Sessions.GapS (the recorded arrival-to-arrival
+// spacing, which open-loop replay reproduces) and carries a think time
+// drawn from the group's ThinkS as think_ns (what a closed-session replay
+// waits after the previous turn finishes). The two are drawn
+// independently: a recorded gap is a service time plus a think time, and
+// the server replayed against decides the first.
 func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *pendingHeap, order *int64) {
 	info.group = pickIndex(rng, gc.groupCum)
 	fu := gc.followOf(info.group)
@@ -267,7 +255,11 @@ func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, 
 			think, _ = fu.think.sample(rng)
 		}
 		thinkNs := int64(think * 1e9)
-		ft = m.quantize(ft + gc.responseNs + thinkNs)
+		g := 0.0
+		if !gc.turnGap.empty() {
+			g, _ = gc.turnGap.sample(rng)
+		}
+		ft = m.quantize(ft + int64(g*1e9))
 		if ft >= dur {
 			break
 		}

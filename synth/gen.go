@@ -214,7 +214,6 @@ type genClass struct {
 	// Follow-up turns (version 2): drawn per the session's category.
 	followUps  bool
 	pooled     *genFollow
-	responseNs int64 // mean recorded response time, added to arrivals
 	maxContext int32
 	history    [][]int64 // recent block chains, ring
 	histPos    int

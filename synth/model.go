@@ -202,8 +202,9 @@ type Sessions struct {
 	GapS Hist `json:"inter_turn_gap_s"`
 
 	// The fields below are version 2 (absent in version 1, where Generate
-	// places follow-up turns at GapS and draws their lengths like first
-	// turns).
+	// draws follow-up turns' lengths like first turns). In both, a
+	// follow-up's arrival_ns is the previous turn's plus a draw from GapS:
+	// open-loop replay keeps the recorded spacing.
 
 	// FollowUps is the number of follow-up turns (a session's rows after
 	// its first); each category's are modelled in Group.FollowUp.
@@ -218,11 +219,6 @@ type Sessions struct {
 	ThinkRecorded        int64  `json:"think_recorded,omitempty"`
 	ThinkFromFinishCount int64  `json:"think_from_finish,omitempty"`
 	ThinkFromGapCount    int64  `json:"think_from_arrival_gap,omitempty"`
-	// ResponseS is the distribution of seconds from a turn's arrival to
-	// its recorded finish, for turns followed by another (nil when the
-	// trace has no finish_ns). Generate puts a follow-up's arrival at the
-	// previous turn's arrival + ResponseS's mean + the drawn think time.
-	ResponseS *Hist `json:"response_s,omitempty"`
 	// PooledFollowUp pools the follow-ups of categories with fewer than
 	// FitOptions.MinCategoryRecords of them (so no histogram pins down a
 	// few rows); Generate uses it for categories without a FollowUp of
@@ -493,14 +489,6 @@ func (m *Model) Validate() error {
 			}
 			if err := s.GapS.validate(where + ".sessions.inter_turn_gap_s"); err != nil {
 				return bad("%v", err)
-			}
-			if s.ResponseS != nil {
-				if err := s.ResponseS.validate(where + ".sessions.response_s"); err != nil {
-					return bad("%v", err)
-				}
-				if len(s.ResponseS.Bins) > 0 && s.ResponseS.Bins[0].Lo < 0 {
-					return bad("%s.sessions.response_s has negative times", where)
-				}
 			}
 			if err := m.validateFollowUp(s.PooledFollowUp, where+".sessions.pooled_follow_up"); err != nil {
 				return err
