@@ -46,7 +46,8 @@ func refView(t testing.TB, m *Model) string {
 			*s = Sessions{Share: s.Share, Turns: s.Turns, GapS: s.GapS}
 		}
 		for gi := range c.Classes[ci].Groups {
-			c.Classes[ci].Groups[gi].FollowUp = nil
+			g := &c.Classes[ci].Groups[gi]
+			g.FollowUp, g.SessionStarts, g.FollowUps = nil, 0, 0
 		}
 	}
 	return modelJSON(t, c)

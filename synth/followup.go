@@ -23,6 +23,7 @@ import (
 // followFit is the follow-up turns of one category (or of the pooled rest).
 type followFit struct {
 	n, fresh int64
+	starts   int64    // second turns: sessions that went on (attributed to this category)
 	newIn    multiset // input − previous input − previous output, when ≥ 0
 	freshIn  multiset // input of the others (fresh prompts)
 	in, out  multiset // the follow-ups' input and output lengths
@@ -36,6 +37,7 @@ func newFollowFit(lim fitLimits) *followFit {
 func (a *followFit) merge(b *followFit) {
 	a.n += b.n
 	a.fresh += b.fresh
+	a.starts += b.starts
 	a.newIn.merge(&b.newIn)
 	a.freshIn.merge(&b.freshIn)
 	a.in.merge(&b.in)
@@ -70,6 +72,9 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
 		}
 	}
 	ff.n++
+	if s.turns == 1 {
+		ff.starts++
+	}
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
 	if grow := int64(r.input) - int64(s.in) - int64(s.out); grow >= 0 {
@@ -141,6 +146,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 		if ff == nil {
 			continue
 		}
+		cl.Groups[gi].SessionStarts, cl.Groups[gi].FollowUps = ff.starts, ff.n
 		if ff.n < int64(opts.MinCategoryRecords) {
 			if pooled == nil {
 				pooled = newFollowFit(f.lim)
@@ -208,6 +214,23 @@ func (gc *genClass) prepareFollowUps(opts GenOptions) {
 		return
 	}
 	gc.followUps = true
+	if len(opts.Mix) == 0 {
+		// A session's category by its sessions, a single-shot row's by
+		// its other rows (counts of version-2 models; the mix override
+		// keeps one share per category).
+		var sess, single []float64
+		for _, gg := range gc.groups {
+			g := gg.g
+			sess = append(sess, cumLast(sess)+float64(g.SessionStarts))
+			single = append(single, cumLast(single)+float64(max(0, g.Records-g.SessionStarts-g.FollowUps)))
+		}
+		if cumLast(sess) > 0 {
+			gc.sessCum = sess
+		}
+		if cumLast(single) > 0 {
+			gc.singleCum = single
+		}
+	}
 	if s.PooledFollowUp != nil {
 		gc.pooled = newGenFollow(s.PooledFollowUp)
 	}
@@ -246,7 +269,11 @@ func (gc *genClass) followOf(gi int) *genFollow {
 // independently: a recorded gap is a service time plus a think time, and
 // the server replayed against decides the first.
 func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *pendingHeap, order *int64) {
-	info.group = pickIndex(rng, gc.groupCum)
+	cum := gc.groupCum
+	if gc.sessCum != nil {
+		cum = gc.sessCum
+	}
+	info.group = pickIndex(rng, cum)
 	fu := gc.followOf(info.group)
 	ft := first.t
 	for k := 2; k <= turns; k++ {

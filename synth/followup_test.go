@@ -297,3 +297,37 @@ func TestFollowUpsPublicTraces(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionCategoryDraw: sessions start in the categories whose sessions
+// went on, single-shot rows in the categories of the other rows. Here
+// every session is in "c" and every single-shot row in "x" (half the rows
+// each); drawing both by the categories' share of all rows would put half
+// the sessions in "x".
+func TestSessionCategoryDraw(t *testing.T) {
+	recs := threeTurns(200, true, false)
+	for i := range 600 {
+		r := traces.NewRecord()
+		r.ArrivalNs, r.Category = int64(i)*int64(20*time.Second), "x"
+		r.InputTokens, r.OutputTokens, r.Model, r.API = 300, 30, "m", traces.APIChat
+		recs = append(recs, r)
+	}
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+	for i := range recs {
+		recs[i].Seq = int64(i)
+	}
+	syn := gen(t, fitModel(t, recs), GenOptions{Seed: 2})
+	rows := map[int64]int{}
+	for _, r := range syn {
+		rows[r.Session]++
+	}
+	bad := 0
+	for _, r := range syn {
+		multi := r.Session != 0 && rows[r.Session] > 1
+		if multi != (r.Category == "c") {
+			bad++
+		}
+	}
+	if bad > 0 || len(syn) == 0 {
+		t.Errorf("%d of %d rows: a multi-turn session's row outside category c or a single-shot row inside it", bad, len(syn))
+	}
+}

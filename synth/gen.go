@@ -212,15 +212,18 @@ type genClass struct {
 	turns      *sampler
 	turnGap    *sampler
 	// Follow-up turns (version 2): drawn per the session's category.
-	followUps  bool
-	pooled     *genFollow
-	maxContext int32
-	history    [][]int64 // recent block chains, ring
-	histPos    int
-	histLen    int
-	tailLabels []string
-	nextTail   int
-	arena      []int64 // block ids are carved from here (never reused)
+	followUps bool
+	// Category draws of version-2 models: sessions by SessionStarts,
+	// single-shot rows by the rest (nil: groupCum for both).
+	sessCum, singleCum []float64
+	pooled             *genFollow
+	maxContext         int32
+	history            [][]int64 // recent block chains, ring
+	histPos            int
+	histLen            int
+	tailLabels         []string
+	nextTail           int
+	arena              []int64 // block ids are carved from here (never reused)
 }
 
 // arenaChunk is the size of a block-id allocation.
@@ -759,7 +762,11 @@ func scaleLen(v float64, s float64) int32 {
 // model. It returns the row's block chain.
 func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, gi int, prev []int64, nextBlock *int64) []int64 {
 	if gi < 0 {
-		gi = pickIndex(rng, gc.groupCum)
+		cum := gc.groupCum
+		if gc.singleCum != nil {
+			cum = gc.singleCum
+		}
+		gi = pickIndex(rng, cum)
 	}
 	gg := gc.groups[gi]
 	g := gg.g

@@ -288,8 +288,16 @@ type Group struct {
 	// class) the request whose prefix blocks a row reuses was.
 	ReuseDistance *Hist `json:"reuse_distance,omitempty"`
 	// FollowUp models the category's follow-up turns (version 2; nil when
-	// it has none).
+	// it has none, or fewer than MinCategoryRecords: Sessions.PooledFollowUp).
 	FollowUp *FollowUp `json:"follow_up,omitempty"`
+	// SessionStarts counts the sessions whose second turn is in the
+	// category, FollowUps its follow-up rows (version 2). Without a
+	// category mix override, Generate draws a session's category by
+	// SessionStarts and a single-shot row's by Records − SessionStarts −
+	// FollowUps, so categories whose sessions run longer keep their
+	// follow-ups.
+	SessionStarts int64 `json:"session_starts,omitempty"`
+	FollowUps     int64 `json:"follow_ups,omitempty"`
 }
 
 // Cond is the conditional model for one range of input bins.
@@ -570,6 +578,12 @@ func (m *Model) Validate() error {
 			}
 			if err := m.validateFollowUp(gr.FollowUp, gw+".follow_up"); err != nil {
 				return err
+			}
+			if gr.SessionStarts < 0 || gr.FollowUps < 0 || gr.SessionStarts > gr.FollowUps || gr.FollowUps > gr.Records {
+				return bad("%s: session_starts and follow_ups must satisfy 0 ≤ session_starts ≤ follow_ups ≤ records", gw)
+			}
+			if (gr.SessionStarts > 0 || gr.FollowUps > 0) && m.Version < 2 {
+				return bad("%s.follow_ups needs model version 2, the file says %d", gw, m.Version)
 			}
 		}
 	}
