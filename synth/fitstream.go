@@ -222,12 +222,15 @@ func (c *counter) counts() map[string]int64 {
 }
 
 // sessState is one session: rows so far and the last one's arrival,
-// finish (traces.NotReported = unknown), input and output.
+// finish (traces.NotReported = unknown), input and output, and the
+// follow-up category of its second turn (followState.list index + 1; 0 =
+// none yet).
 type sessState struct {
 	turns   int64
 	last    int64
 	finish  int64
 	in, out int32
+	follow  int32
 }
 
 // classFit is the streaming state of one traffic class.
@@ -300,7 +303,7 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 		next := sessState{turns: 1, last: r.arrival, finish: r.finish, in: r.input, out: r.output}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			c.follow.add(f, r, &s)
+			next.follow = c.follow.add(f, r, &s)
 			next.turns = s.turns + 1
 			start = false
 		}

@@ -24,6 +24,8 @@ import (
 type followFit struct {
 	n, fresh int64
 	starts   int64    // second turns: sessions that went on (attributed to this category)
+	turns    multiset // turns per session of those sessions (filled at the end)
+	id       int32    // followState.list index + 1
 	newIn    multiset // input − previous input − previous output, when ≥ 0
 	freshIn  multiset // input of the others (fresh prompts)
 	in, out  multiset // the follow-ups' input and output lengths
@@ -31,13 +33,14 @@ type followFit struct {
 }
 
 func newFollowFit(lim fitLimits) *followFit {
-	return &followFit{newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
+	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
 }
 
 func (a *followFit) merge(b *followFit) {
 	a.n += b.n
 	a.fresh += b.fresh
 	a.starts += b.starts
+	a.turns.merge(&b.turns)
 	a.newIn.merge(&b.newIn)
 	a.freshIn.merge(&b.freshIn)
 	a.in.merge(&b.in)
@@ -51,11 +54,13 @@ const followPooled = "\x00pooled"
 // followState is a class's follow-up turns while streaming.
 type followState struct {
 	cats                  map[string]*followFit
-	recorded, finish, gap int64 // think-time sources
+	list                  []*followFit // by id − 1
+	recorded, finish, gap int64        // think-time sources
 }
 
-// add fits follow-up row r of a session whose previous row left s.
-func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
+// add fits follow-up row r of a session whose previous row left s and
+// returns the session's sessState.follow.
+func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
 	if st.cats == nil {
 		st.cats = map[string]*followFit{}
 	}
@@ -68,12 +73,16 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
 		}
 		if ff == nil {
 			ff = newFollowFit(f.lim)
+			st.list = append(st.list, ff)
+			ff.id = int32(len(st.list))
 			st.cats[name] = ff
 		}
 	}
 	ff.n++
+	sf := s.follow
 	if s.turns == 1 {
 		ff.starts++
+		sf = ff.id
 	}
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
@@ -98,6 +107,7 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) {
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
+	return sf
 }
 
 // fitFollowUps sets cl's follow-up model: each category's follow-ups go to
@@ -109,6 +119,11 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 		return
 	}
 	opts := f.opts
+	for _, s := range c.sess {
+		if s.follow > 0 {
+			addFloat(&st.list[s.follow-1].turns, float64(s.turns))
+		}
+	}
 	names := make([]string, 0, len(st.cats))
 	for n := range st.cats {
 		names = append(names, n)
@@ -138,6 +153,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			FreshInputTokens: newHistRuns(f.approx.runs(&ff.freshIn), opts.LengthBins, opts.MinBinCount, true),
 			OutputTokens:     newHistRuns(f.approx.runs(&ff.out), opts.OutputBins, opts.MinBinCount, true),
 			ThinkS:           newHistRuns(f.approx.runs(&ff.think), opts.GapBins, opts.MinBinCount, false),
+			TurnsPerSession:  newHistRuns(f.approx.runs(&ff.turns), opts.LengthBins, opts.MinBinCount, true),
 			FirstInputTokens: Hist{Integer: true, Bins: []Bin{}},
 		}
 	}
@@ -260,8 +276,10 @@ func (gc *genClass) followOf(gi int) *genFollow {
 	return gc.pooled
 }
 
-// scheduleFollowUps draws a version-2 session's group and puts its turns
-// 2..turns in the pending heap. Each arrives at the previous turn's
+// scheduleFollowUps draws a version-2 multi-turn session's group (a
+// session of one row, turns < 2, keeps group −1: its row's category is
+// drawn like a single-shot row's), its turns from the group's
+// TurnsPerSession, and puts turns 2.. in the pending heap. Each arrives at the previous turn's
 // arrival + a gap drawn from Sessions.GapS (the recorded arrival-to-arrival
 // spacing, which open-loop replay reproduces) and carries a think time
 // drawn from the group's ThinkS as think_ns (what a closed-session replay
@@ -269,12 +287,19 @@ func (gc *genClass) followOf(gi int) *genFollow {
 // independently: a recorded gap is a service time plus a think time, and
 // the server replayed against decides the first.
 func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *pendingHeap, order *int64) {
+	if turns < 2 {
+		return
+	}
 	cum := gc.groupCum
 	if gc.sessCum != nil {
 		cum = gc.sessCum
 	}
 	info.group = pickIndex(rng, cum)
 	fu := gc.followOf(info.group)
+	if fu != nil && !fu.turns.empty() {
+		v, _ := fu.turns.sample(rng)
+		turns = max(2, int(v))
+	}
 	ft := first.t
 	for k := 2; k <= turns; k++ {
 		think := 0.0

@@ -331,3 +331,36 @@ func TestSessionCategoryDraw(t *testing.T) {
 		t.Errorf("%d of %d rows: a multi-turn session's row outside category c or a single-shot row inside it", bad, len(syn))
 	}
 }
+
+// TestTurnsPerCategory: a category whose sessions run longer keeps its
+// longer sessions. "short" has 1200 sessions of 2 turns, "long" 400 of 8
+// (0.43 and 0.57 of the rows); drawing every session's turns from the
+// class's distribution would give "long" about a quarter of the rows.
+// The limit, 0.03, is about two standard errors of the long sessions'
+// binomial count.
+func TestTurnsPerCategory(t *testing.T) {
+	var recs []traces.Record
+	for s := range 1600 {
+		cat, turns := "short", 2
+		if s%4 == 0 {
+			cat, turns = "long", 8
+		}
+		at := int64(s) * int64(3*time.Second)
+		for k := 1; k <= turns; k++ {
+			r := traces.NewRecord()
+			r.ArrivalNs, r.Session, r.Turn, r.Category = at, int64(s+1), int32(k), cat
+			r.InputTokens, r.OutputTokens, r.Model, r.API = int32(100*k), 20, "m", traces.APIChat
+			recs = append(recs, r)
+			at += int64(time.Second)
+		}
+	}
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+	for i := range recs {
+		recs[i].Seq = int64(i)
+	}
+	syn := gen(t, fitModel(t, recs), GenOptions{Seed: 3})
+	rep := Check(recs, syn, Thresholds{})
+	if rep.CategoryShareMaxDiff > 0.03 {
+		t.Errorf("category shares real %v synthetic %v: largest difference %.3f, want ≤ 0.03", rep.Real.CategoryShares, rep.Synth.CategoryShares, rep.CategoryShareMaxDiff)
+	}
+}

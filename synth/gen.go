@@ -188,12 +188,12 @@ type genGroup struct {
 
 // genFollow is a FollowUp ready to sample.
 type genFollow struct {
-	newIn, freshIn, out, think *sampler
-	freshShare                 float64
+	newIn, freshIn, out, think, turns *sampler
+	freshShare                        float64
 }
 
 func newGenFollow(fu *FollowUp) *genFollow {
-	g := &genFollow{newIn: newSampler(&fu.NewInputTokens), freshIn: newSampler(&fu.FreshInputTokens), out: newSampler(&fu.OutputTokens), think: newSampler(&fu.ThinkS)}
+	g := &genFollow{newIn: newSampler(&fu.NewInputTokens), freshIn: newSampler(&fu.FreshInputTokens), turns: newSampler(&fu.TurnsPerSession), out: newSampler(&fu.OutputTokens), think: newSampler(&fu.ThinkS)}
 	if fu.Turns > 0 {
 		g.freshShare = float64(fu.FreshPrompts) / float64(fu.Turns)
 	}

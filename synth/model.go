@@ -254,6 +254,9 @@ type FollowUp struct {
 	// ThinkS is the distribution of think time in seconds before a
 	// follow-up (see Sessions.ThinkFrom).
 	ThinkS Hist `json:"think_s"`
+	// TurnsPerSession is the distribution of turns (≥ 2) of the sessions
+	// whose second turn is in the category.
+	TurnsPerSession Hist `json:"turns_per_session"`
 	// FirstInputTokens is the distribution of the input lengths of the
 	// category's other rows (single-shot and first turns); Generate draws
 	// those rows' input from it, not from Group.InputTokens (all rows).
@@ -292,10 +295,11 @@ type Group struct {
 	FollowUp *FollowUp `json:"follow_up,omitempty"`
 	// SessionStarts counts the sessions whose second turn is in the
 	// category, FollowUps its follow-up rows (version 2). Without a
-	// category mix override, Generate draws a session's category by
-	// SessionStarts and a single-shot row's by Records − SessionStarts −
-	// FollowUps, so categories whose sessions run longer keep their
-	// follow-ups.
+	// category mix override, Generate draws a multi-turn session's
+	// category by SessionStarts (and its turns from the category's
+	// FollowUp.TurnsPerSession) and a single-shot row's by Records −
+	// SessionStarts − FollowUps, so categories whose sessions run longer
+	// keep their follow-ups.
 	SessionStarts int64 `json:"session_starts,omitempty"`
 	FollowUps     int64 `json:"follow_ups,omitempty"`
 }
@@ -604,7 +608,7 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	for _, h := range []struct {
 		h    *Hist
 		name string
-	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
+	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
 		if err := h.h.validate(where + "." + h.name); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadModel, err)
 		}
