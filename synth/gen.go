@@ -285,7 +285,11 @@ func (h *pendingHeap) Pop() any {
 // models put arrivals back on their grid. Multi-turn sessions add follow-up
 // turns at fitted inter-turn gaps. Lengths: category by share, input from
 // its histogram, output from the histogram of the input's range, prefix
-// blocks by the fitted reuse.
+// blocks by the fitted reuse. In a version-2 model's sessions, follow-ups
+// keep the session's category, resend the previous turn's input and output
+// plus new tokens, and carry parent_seq and a drawn think_ns
+// (scheduleFollowUps, fillFollowUp); a version-1 model's follow-ups draw
+// their lengths like first turns.
 func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) (int64, error) {
 	if err := opts.Validate(); err != nil {
 		return 0, err
