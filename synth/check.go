@@ -54,6 +54,13 @@ type Thresholds struct {
 	// Turns bounds turns (relative error of mean turns per session).
 	// Defaults to 0.10.
 	Turns float64 `json:"turns"`
+	// ContextGrowth bounds context_growth (the largest relative error of
+	// the median and p90 input length by turn index), checked when both
+	// traces have at least two turn indexes to compare. Defaults to 0.25.
+	ContextGrowth float64 `json:"context_growth"`
+	// KSThink bounds ks.think (think times before follow-up turns),
+	// checked when both traces have follow-ups. Defaults to 0.10.
+	KSThink float64 `json:"ks_think"`
 }
 
 // DefaultThresholds returns the documented thresholds.
@@ -62,6 +69,7 @@ func DefaultThresholds() Thresholds {
 		KSLengths: DefaultKSLengths, KSGaps: DefaultKSGaps, RateError: DefaultRateError,
 		Dispersion: DefaultDispersionError, CV: DefaultCVError, CategoryShare: DefaultShareDiff,
 		PrefixReuse: DefaultPrefixReuseDiff, Sessions: DefaultSessionsError, Turns: DefaultTurnsError,
+		ContextGrowth: DefaultContextGrowthError, KSThink: DefaultKSThink,
 	}
 }
 
@@ -81,6 +89,8 @@ func (t Thresholds) withDefaults() Thresholds {
 	f(&t.PrefixReuse, d.PrefixReuse)
 	f(&t.Sessions, d.Sessions)
 	f(&t.Turns, d.Turns)
+	f(&t.ContextGrowth, d.ContextGrowth)
+	f(&t.KSThink, d.KSThink)
 	return t
 }
 
@@ -119,6 +129,13 @@ type Report struct {
 	// the mean turns per session.
 	Sessions float64 `json:"sessions"`
 	Turns    float64 `json:"turns"`
+	// InputByTurn compares the input length by turn index (a session's
+	// n-th row), turns 1 to 8 while both traces have at least 20 rows of
+	// the turn: how context grows across turns. ContextGrowth is the
+	// largest relative error of its medians and p90s. Absent without
+	// sessions.
+	InputByTurn   []TurnInput `json:"input_by_turn,omitempty"`
+	ContextGrowth float64     `json:"context_growth,omitempty"`
 	// Checks lists each thresholded figure.
 	Checks []CheckResult `json:"checks"`
 	// Pass is true when every check passes.
@@ -131,6 +148,9 @@ type Distances struct {
 	OutputTokens  float64 `json:"output_tokens"`
 	Interarrival  float64 `json:"interarrival"`
 	RatePerMinute float64 `json:"rate_per_minute"`
+	// Think is between the think times before follow-up turns (absent
+	// without them).
+	Think float64 `json:"think,omitempty"`
 }
 
 // WDistances are the Wasserstein distances.
@@ -139,6 +159,7 @@ type WDistances struct {
 	OutputTokens  float64 `json:"output_tokens"`
 	InterarrivalS float64 `json:"interarrival_s"`
 	RatePerMinute float64 `json:"rate_per_minute"`
+	ThinkS        float64 `json:"think_s,omitempty"`
 }
 
 // CheckResult is one thresholded figure.
@@ -166,6 +187,11 @@ type Summary struct {
 	TurnsPerSess   float64            `json:"turns_per_session"`
 	CategoryShares map[string]float64 `json:"category_shares,omitempty"`
 	Categories     int                `json:"categories"`
+	// FollowUps are the rows after a session's first; MedianThinkS the
+	// median think time before them (think_ns, else arrival − the previous
+	// row's finish_ns, else the arrival gap).
+	FollowUps    int64   `json:"follow_ups,omitempty"`
+	MedianThinkS float64 `json:"median_think_s,omitempty"`
 }
 
 type traceStats struct {
@@ -175,6 +201,7 @@ type traceStats struct {
 	gaps     []float64 // seconds
 	arrivals []int64   // sorted
 	shares   map[string]float64
+	turns    turnStats
 }
 
 func windowLabel(w time.Duration) string { return fmt.Sprintf("%ds", int(w.Seconds())) }
@@ -260,6 +287,7 @@ func statsOf(recs []traces.Record) traceStats {
 	} else if tokens > 0 {
 		s.sum.PrefixReuse = float64(reusedTokens) / float64(tokens)
 	}
+	s.turns = sessionTurns(recs, order)
 	s.sum.Sessions = int64(len(sess))
 	if len(sess) > 0 {
 		t := 0
@@ -438,6 +466,7 @@ func Check(real, synth []traces.Record, th Thresholds) Report {
 	rep.PrefixReuse = math.Abs(ss.sum.PrefixReuse - rs.sum.PrefixReuse)
 	rep.Sessions = relErr(float64(ss.sum.Sessions), float64(rs.sum.Sessions))
 	rep.Turns = relErr(ss.sum.TurnsPerSess, rs.sum.TurnsPerSess)
+	growth, think := rep.compareTurns(rs.turns, ss.turns)
 
 	add := func(name string, v, limit float64) {
 		if limit < 0 {
@@ -458,6 +487,12 @@ func Check(real, synth []traces.Record, th Thresholds) Report {
 	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse)
 	add("sessions", rep.Sessions, th.Sessions)
 	add("turns", rep.Turns, th.Turns)
+	if growth {
+		add("context_growth", rep.ContextGrowth, th.ContextGrowth)
+	}
+	if think {
+		add("ks.think", rep.KS.Think, th.KSThink)
+	}
 	rep.Pass = true
 	for _, c := range rep.Checks {
 		if !c.Pass {
@@ -495,6 +530,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%-28s %14.3f %14.3f\n", "prefix_reuse", r.Real.PrefixReuse, r.Synth.PrefixReuse)
 	fmt.Fprintf(&b, "%-28s %14d %14d\n", "sessions", r.Real.Sessions, r.Synth.Sessions)
 	fmt.Fprintf(&b, "%-28s %14d %14d\n", "categories", r.Real.Categories, r.Synth.Categories)
+	r.writeTurns(&b)
 	fmt.Fprintf(&b, "\n%-28s %10s %10s  %s\n", "check", "value", "limit", "result")
 	for _, c := range r.Checks {
 		res := "ok"

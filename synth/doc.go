@@ -9,7 +9,8 @@
 //     exponential/gamma/Weibull maximum-likelihood fits); per prefix
 //     category, histograms of prefix, input and output lengths with output
 //     conditioned on input ranges (their joint shape), block reuse, and the
-//     session structure. A Model is versioned JSON (LoadModel,
+//     session structure, with follow-up turns' context growth and think
+//     time per category (followup.go). A Model is versioned JSON (LoadModel,
 //     ReadModelFile, WriteTo) with no raw records. Fitting streams
 //     (FitSeq): records are seen once, in arrival order, and memory does
 //     not grow with their number (fitstream.go).
@@ -20,7 +21,8 @@
 //     saturation, warm shared prefixes, ...) as one trace with a class per
 //     row.
 //   - Check compares two traces (KS and Wasserstein distances, rate over
-//     time, burstiness, categories, prefix reuse, sessions) against
+//     time, burstiness, categories, prefix reuse, sessions, input length by
+//     turn index and think time) against
 //     Thresholds.
 //
 // synth imports only traces; randomness always comes from an explicit seed.

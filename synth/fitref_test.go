@@ -55,7 +55,7 @@ func refFit(ctx context.Context, recs []traces.Record, opts FitOptions) (*Model,
 
 	m := &Model{
 		Format:    ModelFormat,
-		Version:   ModelVersion,
+		Version:   modelVersionNoFollowUps, // it predates follow-up turns (refView)
 		Fit:       opts,
 		BlockSize: opts.Meta.BlockSize,
 		Tokenizer: opts.Meta.Tokenizer,

@@ -25,9 +25,11 @@ import (
 // 1 MiB a log and then in a temporary file. In memory it keeps:
 //
 //   - per class: model and API counts, the inter-turn gap multiset;
-//   - per session: its turn count and last arrival, for the whole fit (a
-//     later turn may come at any time), about 40 bytes: memory grows with
-//     the number of sessions;
+//   - per session: its turn count and its last row's arrival, finish,
+//     input and output, for the whole fit (a later turn may come at any
+//     time), about 60 bytes: memory grows with the number of sessions;
+//   - per class, per category up to fitLimits.categories: the follow-up
+//     turns' multisets (followup.go);
 //   - per prefix block: the last row that used it, for at most 2 ×
 //     fitLimits.blocks blocks per class (blockTable);
 //   - per category, up to fitLimits.categories per class: its record count
@@ -117,6 +119,7 @@ func (a *approx) list() []string {
 // fitRow is what fitting reads of a record.
 type fitRow struct {
 	arrival, seq, session       int64
+	finish, think               int64 // FinishNs, ThinkNs
 	class, category, model, api string
 	input, output, prefix       int32
 	blocks                      []int64
@@ -125,6 +128,7 @@ type fitRow struct {
 func (r *fitRow) set(rec *traces.Record) {
 	*r = fitRow{
 		arrival: rec.ArrivalNs, seq: rec.Seq, session: rec.Session,
+		finish: rec.FinishNs, think: rec.ThinkNs,
 		class: rec.Class, category: rec.Category, model: rec.Model, api: rec.API,
 		input: rec.InputTokens, output: rec.OutputTokens, prefix: rec.PrefixTokens,
 		blocks: rec.PrefixBlocks,
@@ -227,10 +231,16 @@ func (c *counter) counts() map[string]int64 {
 	return out
 }
 
-// sessState is one session: rows so far and the last one's arrival.
+// sessState is one session: rows so far and the last one's arrival,
+// finish (traces.NotReported = unknown), input and output, and the
+// follow-up category of its second turn (followState.list index + 1; 0 =
+// none yet).
 type sessState struct {
-	turns int64
-	last  int64
+	turns   int64
+	last    int64
+	finish  int64
+	in, out int32
+	follow  int32
 }
 
 // classFit is the streaming state of one traffic class.
@@ -242,7 +252,8 @@ type classFit struct {
 
 	sess      map[int64]sessState
 	turnGaps  multiset
-	starts    varintLog // session-start arrivals, as deltas
+	follow    followState // follow-up turns (followup.go)
+	starts    varintLog   // session-start arrivals, as deltas
 	lastStart int64
 	// Per row: category id (0 = pooled), input and output tokens, and for
 	// rows with blocks after the class's first, reused blocks + 1 and
@@ -299,13 +310,14 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
+		next := sessState{turns: 1, last: r.arrival, finish: r.finish, in: r.input, out: r.output}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			c.sess[r.session] = sessState{turns: s.turns + 1, last: r.arrival}
+			next.follow = c.follow.add(f, r, &s)
+			next.turns = s.turns + 1
 			start = false
-		} else {
-			c.sess[r.session] = sessState{turns: 1, last: r.arrival}
 		}
+		c.sess[r.session] = next
 	}
 	if start {
 		c.starts.put(uint64(r.arrival - c.lastStart))
@@ -711,6 +723,12 @@ func (f *fitter) model(ctx context.Context) (*Model, error) {
 		m.Classes = append(m.Classes, c)
 	}
 	m.FittedOn.Approximations = f.approx.list()
+	m.Version = modelVersionNoFollowUps
+	for _, c := range m.Classes {
+		if s := c.Sessions; s != nil && s.FollowUps > 0 {
+			m.Version = ModelVersion
+		}
+	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("fit produced an invalid model (bug): %w", err)
 	}
@@ -934,6 +952,7 @@ func (f *fitter) fitLengths(cl *Class, c *classFit) error {
 	for gi := range cl.Groups {
 		joints[gi].finish(&cl.Groups[gi], opts, &f.approx)
 	}
+	f.fitFollowUps(cl, c, groups, groupOf)
 	if c.seen.dropped > 0 {
 		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: %d prefix blocks not seen within %d distinct blocks were forgotten (a later reuse of them counts as fresh)", c.name, c.seen.dropped, c.seen.gen))
 	}

@@ -54,6 +54,11 @@ type GenOptions struct {
 	// histogram) or GapsFitted (the best parametric fit). Defaults to
 	// DefaultGaps (empirical).
 	Gaps string
+	// MaxContextTokens caps a follow-up turn's input (the previous turn's
+	// input + output + new tokens, version-2 models); a longer context is
+	// cut to it, as a client trims its history. Defaults to the longest
+	// input of the class's fitted histograms, times LengthScale (0).
+	MaxContextTokens int
 }
 
 func (o GenOptions) withDefaults(m *Model) GenOptions {
@@ -84,6 +89,8 @@ func (o GenOptions) Validate() error {
 		return fmt.Errorf("synth: Options.RateScale must be > 0, got %g", o.RateScale)
 	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):
 		return fmt.Errorf("synth: Options.LengthScale must be > 0, got %g", o.LengthScale)
+	case o.MaxContextTokens < 0:
+		return fmt.Errorf("synth: Options.MaxContextTokens must be >= 0, got %d", o.MaxContextTokens)
 	case o.Gaps != "" && !slices.Contains(GapsModes, o.Gaps):
 		return fmt.Errorf("synth: Options.Gaps must be one of %s, got %q", strings.Join(GapsModes, ", "), o.Gaps)
 	}
@@ -175,6 +182,22 @@ type genGroup struct {
 	dist    *sampler
 	blocks  bool
 	tailNew float64
+	follow  *genFollow // nil: the class's pooled one, if any
+	first   *sampler   // input of rows that are not follow-ups; nil = input
+}
+
+// genFollow is a FollowUp ready to sample.
+type genFollow struct {
+	newIn, freshIn, out, think, turns *sampler
+	freshShare                        float64
+}
+
+func newGenFollow(fu *FollowUp) *genFollow {
+	g := &genFollow{newIn: newSampler(&fu.NewInputTokens), freshIn: newSampler(&fu.FreshInputTokens), turns: newSampler(&fu.TurnsPerSession), out: newSampler(&fu.OutputTokens), think: newSampler(&fu.ThinkS)}
+	if fu.Turns > 0 {
+		g.freshShare = float64(fu.FreshPrompts) / float64(fu.Turns)
+	}
+	return g
 }
 
 type genClass struct {
@@ -188,12 +211,19 @@ type genClass struct {
 	levels     []*genLevel
 	turns      *sampler
 	turnGap    *sampler
-	history    [][]int64 // recent block chains, ring
-	histPos    int
-	histLen    int
-	tailLabels []string
-	nextTail   int
-	arena      []int64 // block ids are carved from here (never reused)
+	// Follow-up turns (version 2): drawn per the session's category.
+	followUps bool
+	// Category draws of version-2 models: sessions by SessionStarts,
+	// single-shot rows by the rest (nil: groupCum for both).
+	sessCum, singleCum []float64
+	pooled             *genFollow
+	maxContext         int32
+	history            [][]int64 // recent block chains, ring
+	histPos            int
+	histLen            int
+	tailLabels         []string
+	nextTail           int
+	arena              []int64 // block ids are carved from here (never reused)
 }
 
 // arenaChunk is the size of a block-id allocation.
@@ -206,6 +236,12 @@ type sessInfo struct {
 	out   int64   // output session number (0 until its first row is written)
 	last  int32   // its last scheduled turn
 	chain []int64 // the previous turn's prefix blocks
+	// Version-2 follow-ups: the session's group and its previous row.
+	group           int
+	prevSeq         int64
+	prevIn, prevOut int32
+	prefix          int32
+	category        string
 }
 
 // pending is a request due in the current window before its lengths are drawn.
@@ -215,6 +251,7 @@ type pending struct {
 	class int
 	sess  int64 // internal session id, 0 = single-shot
 	turn  int32
+	think int64 // drawn think time of a version-2 follow-up (ns)
 }
 
 type pendingHeap []pending
@@ -248,7 +285,11 @@ func (h *pendingHeap) Pop() any {
 // models put arrivals back on their grid. Multi-turn sessions add follow-up
 // turns at fitted inter-turn gaps. Lengths: category by share, input from
 // its histogram, output from the histogram of the input's range, prefix
-// blocks by the fitted reuse.
+// blocks by the fitted reuse. In a version-2 model's sessions, follow-ups
+// keep the session's category, resend the previous turn's input and output
+// plus new tokens, and carry parent_seq and a drawn think_ns
+// (scheduleFollowUps, fillFollowUp); a version-1 model's follow-ups draw
+// their lengths like first turns.
 func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) (int64, error) {
 	if err := opts.Validate(); err != nil {
 		return 0, err
@@ -319,9 +360,13 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 						v, _ := gc.turns.sample(rng)
 						turns = max(1, int(v))
 					}
-					info := &sessInfo{last: 1}
+					info := &sessInfo{last: 1, group: -1}
 					sessions[p.sess] = info
 					ft := t
+					if gc.followUps {
+						gc.scheduleFollowUps(m, rng, info, p, turns, dur, &pend, &order)
+						turns = 0
+					}
 					for k := 2; k <= turns; k++ {
 						g := 0.0
 						if !gc.turnGap.empty() {
@@ -364,7 +409,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 			rec.API = pickShare(rng, gc.apiNames, gc.apiCum)
 			info := sessions[p.sess]
 			if info == nil {
-				gc.fill(rec, rng, m, opts, nil, &nextBlock)
+				gc.fill(rec, rng, m, opts, -1, nil, &nextBlock)
 				continue
 			}
 			if info.out == 0 {
@@ -372,9 +417,21 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 				info.out = nextOut
 			}
 			rec.Session, rec.Turn = info.out, p.turn
-			if chain := gc.fill(rec, rng, m, opts, info.chain, &nextBlock); chain != nil {
+			var chain []int64
+			switch {
+			case !gc.followUps:
+				chain = gc.fill(rec, rng, m, opts, -1, info.chain, &nextBlock)
+			case p.turn == 1:
+				chain = gc.fill(rec, rng, m, opts, info.group, nil, &nextBlock)
+			default:
+				chain = gc.fillFollowUp(rec, rng, m, opts, info, &nextBlock)
+				rec.ParentSeq, rec.ThinkNs = info.prevSeq, p.think
+			}
+			if chain != nil {
 				info.chain = chain
 			}
+			info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, rec.OutputTokens
+			info.prefix, info.category = rec.PrefixTokens, rec.Category
 			if p.turn >= info.last {
 				delete(sessions, p.sess)
 			}
@@ -583,6 +640,7 @@ func (m *Model) prepare(opts GenOptions) ([]*genClass, error) {
 		if s := c.Sessions; s != nil {
 			gc.turns = newSampler(&s.Turns)
 			gc.turnGap = newSampler(&s.GapS)
+			gc.prepareFollowUps(opts)
 		}
 		out = append(out, gc)
 	}
@@ -703,13 +761,27 @@ func scaleLen(v float64, s float64) int32 {
 	return int32(min(x, math.MaxInt32))
 }
 
-// fill draws the request columns of rec; prev is the previous turn's block
-// chain for a follow-up turn. It returns the row's block chain.
-func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, prev []int64, nextBlock *int64) []int64 {
-	gi := pickIndex(rng, gc.groupCum)
+// fill draws the request columns of rec from group gi (-1: draw one); prev
+// is the previous turn's block chain for a follow-up turn of a version-1
+// model. It returns the row's block chain.
+func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, gi int, prev []int64, nextBlock *int64) []int64 {
+	if gi < 0 {
+		cum := gc.groupCum
+		if gc.singleCum != nil {
+			cum = gc.singleCum
+		}
+		gi = pickIndex(rng, cum)
+	}
 	gg := gc.groups[gi]
 	g := gg.g
-	in, bin := gg.input.sample(rng)
+	var in float64
+	var bin int
+	if gg.first != nil {
+		in, _ = gg.first.sample(rng)
+		bin = binOf(&g.InputTokens, in)
+	} else {
+		in, bin = gg.input.sample(rng)
+	}
 	k := 0
 	if bin < len(gg.rangeOf) {
 		k = gg.rangeOf[bin]
@@ -791,6 +863,12 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
 		}
 	}
+	gc.remember(chain)
+	return chain
+}
+
+// remember adds a block chain to the class's recent chains.
+func (gc *genClass) remember(chain []int64) {
 	if len(gc.history) < historyCap {
 		gc.history = append(gc.history, chain)
 	} else {
@@ -798,7 +876,6 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 	}
 	gc.histPos = (gc.histPos + 1) % historyCap
 	gc.histLen = min(gc.histLen+1, historyCap)
-	return chain
 }
 
 // findChain returns a recent chain about d requests back with at least r

@@ -14,9 +14,15 @@ import (
 // ModelFormat is the "format" field of every model file.
 const ModelFormat = "tokentrace-synth-model"
 
-// ModelVersion is the model file version this package reads and writes.
-// LoadModel rejects any other version with ErrModelVersion.
-const ModelVersion = 1
+// ModelVersion is the newest model file version this package reads and
+// writes. Version 2 adds follow-up turns (Group.FollowUp and the think-time
+// fields of Sessions); a model with none of them is written as version 1,
+// byte for byte what earlier releases wrote. LoadModel reads versions 1 to
+// ModelVersion and rejects any other with ErrModelVersion.
+const ModelVersion = 2
+
+// modelVersionNoFollowUps is the version of a model without follow-up turns.
+const modelVersionNoFollowUps = 1
 
 // ErrModelVersion is returned for a model file of another format version.
 var ErrModelVersion = errors.New("unsupported synth model version")
@@ -194,6 +200,67 @@ type Sessions struct {
 	Turns Hist `json:"turns"`
 	// GapS is the distribution of seconds between consecutive turns.
 	GapS Hist `json:"inter_turn_gap_s"`
+
+	// The fields below are version 2 (absent in version 1, where Generate
+	// draws follow-up turns' lengths like first turns). In both, a
+	// follow-up's arrival_ns is the previous turn's plus a draw from GapS:
+	// open-loop replay keeps the recorded spacing.
+
+	// FollowUps is the number of follow-up turns (a session's rows after
+	// its first); each category's are modelled in Group.FollowUp.
+	FollowUps int64 `json:"follow_ups,omitempty"`
+	// ThinkFrom says how the think times (Group.FollowUp.ThinkS) were
+	// measured: ThinkFromRecorded (the row's think_ns), ThinkFromFinish
+	// (arrival − the previous turn's finish_ns), ThinkFromArrivalGap
+	// (arrival − the previous turn's arrival, which includes the previous
+	// turn's service time: the trace has no finish_ns) or ThinkFromMixed;
+	// the counts say how many follow-ups each source gave.
+	ThinkFrom            string `json:"think_from,omitempty"`
+	ThinkRecorded        int64  `json:"think_recorded,omitempty"`
+	ThinkFromFinishCount int64  `json:"think_from_finish,omitempty"`
+	ThinkFromGapCount    int64  `json:"think_from_arrival_gap,omitempty"`
+	// PooledFollowUp pools the follow-ups of categories with fewer than
+	// FitOptions.MinCategoryRecords of them (so no histogram pins down a
+	// few rows); Generate uses it for categories without a FollowUp of
+	// their own. Its FirstInputTokens is empty.
+	PooledFollowUp *FollowUp `json:"pooled_follow_up,omitempty"`
+}
+
+// Values of Sessions.ThinkFrom.
+const (
+	ThinkFromRecorded   = "think_ns"
+	ThinkFromFinish     = "finish_ns"
+	ThinkFromArrivalGap = "arrival_gap"
+	ThinkFromMixed      = "mixed"
+)
+
+// FollowUp models a category's follow-up turns (version 2): a turn's input
+// is the previous turn's input + its output + new tokens, as an agent or a
+// chat resends its context.
+type FollowUp struct {
+	// Turns is the number of follow-up rows of the category.
+	Turns int64 `json:"turns"`
+	// FreshPrompts counts those whose input is shorter than the previous
+	// turn's input + output (the context did not grow: a fresh prompt).
+	FreshPrompts int64 `json:"fresh_prompts"`
+	// FreshInputTokens is the distribution of the fresh prompts' input
+	// lengths.
+	FreshInputTokens Hist `json:"fresh_input_tokens"`
+	// NewInputTokens is the distribution of input − previous input −
+	// previous output of the others (the tokens a turn adds).
+	NewInputTokens Hist `json:"new_input_tokens"`
+	// OutputTokens is the distribution of the follow-ups' output lengths.
+	OutputTokens Hist `json:"output_tokens"`
+	// ThinkS is the distribution of think time in seconds before a
+	// follow-up (see Sessions.ThinkFrom).
+	ThinkS Hist `json:"think_s"`
+	// TurnsPerSession is the distribution of turns (≥ 2) of the sessions
+	// whose second turn is in the category.
+	TurnsPerSession Hist `json:"turns_per_session"`
+	// FirstInputTokens is the distribution of the input lengths of the
+	// category's other rows (single-shot and first turns); Generate draws
+	// those rows' input from it, not from Group.InputTokens (all rows).
+	FirstInputTokens Hist `json:"first_input_tokens"`
 }
 
 // Group is a prefix category (or the pooled tail of small categories) and
@@ -223,6 +290,18 @@ type Group struct {
 	// ReuseDistance is the distribution of how many requests back (in the
 	// class) the request whose prefix blocks a row reuses was.
 	ReuseDistance *Hist `json:"reuse_distance,omitempty"`
+	// FollowUp models the category's follow-up turns (version 2; nil when
+	// it has none, or fewer than MinCategoryRecords: Sessions.PooledFollowUp).
+	FollowUp *FollowUp `json:"follow_up,omitempty"`
+	// SessionStarts counts the sessions whose second turn is in the
+	// category, FollowUps its follow-up rows (version 2). Without a
+	// category mix override, Generate draws a multi-turn session's
+	// category by SessionStarts (and its turns from the category's
+	// FollowUp.TurnsPerSession) and a single-shot row's by Records −
+	// SessionStarts − FollowUps, so categories whose sessions run longer
+	// keep their follow-ups.
+	SessionStarts int64 `json:"session_starts,omitempty"`
+	FollowUps     int64 `json:"follow_ups,omitempty"`
 }
 
 // Cond is the conditional model for one range of input bins.
@@ -301,8 +380,8 @@ func parseModel(data []byte) (*Model, error) {
 	if hdr.Version == nil {
 		return nil, fmt.Errorf("%w: no version field", ErrBadModel)
 	}
-	if *hdr.Version != ModelVersion {
-		return nil, fmt.Errorf("%w %d (this tokentrace reads version %d; refit with synth fit)", ErrModelVersion, *hdr.Version, ModelVersion)
+	if *hdr.Version < modelVersionNoFollowUps || *hdr.Version > ModelVersion {
+		return nil, fmt.Errorf("%w %d (this tokentrace reads versions %d to %d; refit with synth fit)", ErrModelVersion, *hdr.Version, modelVersionNoFollowUps, ModelVersion)
 	}
 	var m Model
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -332,7 +411,7 @@ func (m *Model) Validate() error {
 	if m.Format != ModelFormat {
 		return bad("format is %q, want %q", m.Format, ModelFormat)
 	}
-	if m.Version != ModelVersion {
+	if m.Version < modelVersionNoFollowUps || m.Version > ModelVersion {
 		return fmt.Errorf("%w %d", ErrModelVersion, m.Version)
 	}
 	if m.BinNs <= 0 {
@@ -423,6 +502,12 @@ func (m *Model) Validate() error {
 			if err := s.GapS.validate(where + ".sessions.inter_turn_gap_s"); err != nil {
 				return bad("%v", err)
 			}
+			if err := m.validateFollowUp(s.PooledFollowUp, where+".sessions.pooled_follow_up"); err != nil {
+				return err
+			}
+			if s.FollowUps < 0 || s.ThinkRecorded < 0 || s.ThinkFromFinishCount < 0 || s.ThinkFromGapCount < 0 {
+				return bad("%s.sessions has a negative follow-up count", where)
+			}
 		}
 		if c.SharedPrefixBlocks < 0 {
 			return bad("%s.shared_prefix_blocks is negative", where)
@@ -495,6 +580,40 @@ func (m *Model) Validate() error {
 			if sum != nb {
 				return bad("%s.output_given_input covers %d input bins, input_tokens has %d", gw, sum, nb)
 			}
+			if err := m.validateFollowUp(gr.FollowUp, gw+".follow_up"); err != nil {
+				return err
+			}
+			if gr.SessionStarts < 0 || gr.FollowUps < 0 || gr.SessionStarts > gr.FollowUps || gr.FollowUps > gr.Records {
+				return bad("%s: session_starts and follow_ups must satisfy 0 ≤ session_starts ≤ follow_ups ≤ records", gw)
+			}
+			if (gr.SessionStarts > 0 || gr.FollowUps > 0) && m.Version < 2 {
+				return bad("%s.follow_ups needs model version 2, the file says %d", gw, m.Version)
+			}
+		}
+	}
+	return nil
+}
+
+// validateFollowUp checks a follow-up model (nil is fine); where names it.
+func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
+	if fu == nil {
+		return nil
+	}
+	if m.Version < 2 {
+		return fmt.Errorf("%w: %s needs model version 2, the file says %d", ErrBadModel, where, m.Version)
+	}
+	if fu.Turns < 0 || fu.FreshPrompts < 0 || fu.FreshPrompts > fu.Turns {
+		return fmt.Errorf("%w: %s.fresh_prompts must be in [0, turns]", ErrBadModel, where)
+	}
+	for _, h := range []struct {
+		h    *Hist
+		name string
+	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
+		if err := h.h.validate(where + "." + h.name); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadModel, err)
+		}
+		if n := len(h.h.Bins); n > 0 && (h.h.Bins[0].Lo < 0 || h.h.Bins[n-1].Hi > math.MaxInt32) {
+			return fmt.Errorf("%w: %s.%s must be in [0, %d]", ErrBadModel, where, h.name, math.MaxInt32)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -151,6 +152,7 @@ func TestLoadModelErrors(t *testing.T) {
 	var buf bytes.Buffer
 	m.WriteTo(&buf)
 	good := buf.String()
+	ver := fmt.Sprintf(`"version": %d`, m.Version)
 	cases := []struct {
 		name string // what the file is
 		data string
@@ -160,13 +162,14 @@ func TestLoadModelErrors(t *testing.T) {
 		{"an empty file", "", "empty file", ErrBadModel},
 		{"a file truncated in the middle", good[:len(good)/2], "truncated", ErrBadModel},
 		{"a file truncated at the last brace", good[:strings.LastIndex(good, "}")], "truncated", ErrBadModel},
-		{"another version", strings.Replace(good, `"version": 1`, `"version": 2`, 1), "version 2", ErrModelVersion},
-		{"no version", strings.Replace(good, `"version": 1,`, ``, 1), "no version", ErrBadModel},
+		{"another version", strings.Replace(good, ver, `"version": 3`, 1), "version 3", ErrModelVersion},
+		{"no version", strings.Replace(good, ver+",", ``, 1), "no version", ErrBadModel},
+		{"follow-up turns in a version-1 file", strings.Replace(good, ver, `"version": 1`, 1), "needs model version 2", ErrBadModel},
 		{"another format", strings.Replace(good, ModelFormat, "something-else", 1), "format", ErrBadModel},
 		{"a trace instead of a model", `{"tokentrace_meta":{"schema_version":"1.0"}}`, "format", ErrBadModel},
 		{"a negative histogram count", negBin(good), "negative count", ErrBadModel},
 		{"a negative arrival count", strings.Replace(good, `"counts_per_bin": [`, `"counts_per_bin": [-3, `, 1), "negative", ErrBadModel},
-		{"an unknown field", strings.Replace(good, `"version": 1,`, `"version": 1, "bogus": 1,`, 1), "bogus", ErrBadModel},
+		{"an unknown field", strings.Replace(good, ver+",", ver+`, "bogus": 1,`, 1), "bogus", ErrBadModel},
 	}
 	for _, c := range cases {
 		_, err := LoadModel(strings.NewReader(c.data))

@@ -163,6 +163,7 @@ Example:
 			&cli.Float64Flag{Name: "length-scale", Value: synth.DefaultLengthScale, Usage: "multiply input, output and prefix lengths", Destination: &o.LengthScale},
 			&cli.StringFlag{Name: "mix", Usage: "category shares, e.g. sys-a=0.5,none=0.2", Destination: &mix},
 			&cli.StringFlag{Name: "gaps", Value: synth.DefaultGaps, Usage: "within-bin gaps: " + strings.Join(synth.GapsModes, " or "), Destination: &o.Gaps},
+			&cli.IntFlag{Name: "max-context-tokens", Usage: "cap of a follow-up turn's input (0 = the longest fitted input)", Destination: &o.MaxContextTokens},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "MODEL")

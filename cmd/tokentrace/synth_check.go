@@ -19,11 +19,13 @@ func synthCheckCommand() *cli.Command {
 		Description: `check compares SYNTH with REAL: two-sample KS and Wasserstein distances
 of input tokens, output tokens, inter-arrival gaps and per-minute rate;
 per-minute rate error; burstiness (CV, index of dispersion at 1s/10s/60s);
-category shares; prefix reuse; session and turn counts. Each thresholded
-figure passes or fails; the exit code is 1 when any fails. JSON keys are
-stable: ks.input_tokens, ks.output_tokens, ks.interarrival,
+category shares; prefix reuse; session and turn counts; with follow-up
+turns, input length by turn index (context growth) and think time. Each
+thresholded figure passes or fails; the exit code is 1 when any fails.
+JSON keys are stable: ks.input_tokens, ks.output_tokens, ks.interarrival,
 wasserstein.*, rate_error, dispersion.1s/10s/60s, cv,
-category_share_max_diff, prefix_reuse, sessions, turns, pass.
+category_share_max_diff, prefix_reuse, sessions, turns, pass, and with
+follow-ups input_by_turn, context_growth, ks.think.
 
 Example:
   tokentrace synth check --json trace.parquet synth.parquet`,
@@ -36,6 +38,8 @@ Example:
 			&cli.Float64Flag{Name: "max-cv-error", Value: th.CV, Usage: "limit of the cv relative error", Destination: &th.CV},
 			&cli.Float64Flag{Name: "max-share-diff", Value: th.CategoryShare, Usage: "limit of category_share_max_diff", Destination: &th.CategoryShare},
 			&cli.Float64Flag{Name: "max-prefix-reuse-diff", Value: th.PrefixReuse, Usage: "limit of prefix_reuse", Destination: &th.PrefixReuse},
+			&cli.Float64Flag{Name: "max-context-growth", Value: th.ContextGrowth, Usage: "limit of context_growth (input by turn index)", Destination: &th.ContextGrowth},
+			&cli.Float64Flag{Name: "max-ks-think", Value: th.KSThink, Usage: "limit of ks.think (think time before follow-ups)", Destination: &th.KSThink},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 2, 2, "REAL SYNTH")

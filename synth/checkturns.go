@@ -1,0 +1,145 @@
+package synth
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Context growth and think time in fidelity checks: for traces with
+// follow-up turns, Check compares the input length by turn index (how
+// context grows across a session's turns) and the think time before
+// follow-ups.
+
+// Defaults of the follow-up checks (see Thresholds).
+const (
+	DefaultContextGrowthError = 0.25
+	DefaultKSThink            = 0.10
+)
+
+// Turn indexes compared: 1 to maxTurnIndex, each with at least
+// minTurnRows rows in both traces.
+const (
+	maxTurnIndex = 8
+	minTurnRows  = 20
+)
+
+// TurnInput compares the input lengths of one turn index.
+type TurnInput struct {
+	Turn        int     `json:"turn"`
+	RealRows    int     `json:"real_rows"`
+	SynthRows   int     `json:"synth_rows"`
+	RealMedian  float64 `json:"real_median"`
+	SynthMedian float64 `json:"synth_median"`
+	RealP90     float64 `json:"real_p90"`
+	SynthP90    float64 `json:"synth_p90"`
+}
+
+// turnStats is what Check reads of a trace's sessions: input lengths by
+// turn index (a session's n-th row in arrival order) and the think times
+// before follow-ups (think_ns, else arrival − the previous row's finish_ns,
+// else the arrival gap: as Fit measures them), sorted.
+type turnStats struct {
+	input [][]float64 // by turn index − 1, up to maxTurnIndex
+	think []float64   // seconds
+}
+
+// sessionTurns reads recs in arrival order (order indexes recs).
+func sessionTurns(recs []traces.Record, order []int) turnStats {
+	var st turnStats
+	type prev struct {
+		n              int
+		arrival, finsh int64
+	}
+	open := map[int64]prev{}
+	for _, i := range order {
+		r := &recs[i]
+		if r.Session == 0 {
+			continue
+		}
+		p, ok := open[r.Session]
+		if ok {
+			var think int64
+			switch {
+			case r.ThinkNs >= 0:
+				think = r.ThinkNs
+			case p.finsh >= p.arrival:
+				think = r.ArrivalNs - p.finsh
+			default:
+				think = r.ArrivalNs - p.arrival
+			}
+			st.think = append(st.think, float64(max(think, 0))/1e9)
+		}
+		p.n++
+		p.arrival, p.finsh = r.ArrivalNs, r.FinishNs
+		open[r.Session] = p
+		if p.n <= maxTurnIndex {
+			for len(st.input) < p.n {
+				st.input = append(st.input, nil)
+			}
+			st.input[p.n-1] = append(st.input[p.n-1], float64(r.InputTokens))
+		}
+	}
+	for _, in := range st.input {
+		slices.Sort(in)
+	}
+	slices.Sort(st.think)
+	return st
+}
+
+// nearestRank is the q-quantile of sorted values (nearest rank).
+func nearestRank(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// compareTurns fills the report's follow-up figures and returns whether
+// there were follow-ups to compare in both traces.
+func (rep *Report) compareTurns(real, synth turnStats) (growth, think bool) {
+	for t := 1; t <= min(len(real.input), len(synth.input)); t++ {
+		r, s := real.input[t-1], synth.input[t-1]
+		if len(r) < minTurnRows || len(s) < minTurnRows {
+			break
+		}
+		ti := TurnInput{Turn: t, RealRows: len(r), SynthRows: len(s),
+			RealMedian: nearestRank(r, 0.5), SynthMedian: nearestRank(s, 0.5),
+			RealP90: nearestRank(r, 0.9), SynthP90: nearestRank(s, 0.9)}
+		rep.InputByTurn = append(rep.InputByTurn, ti)
+		rep.ContextGrowth = max(rep.ContextGrowth, relErr(ti.SynthMedian, ti.RealMedian), relErr(ti.SynthP90, ti.RealP90))
+	}
+	rep.Real.FollowUps, rep.Synth.FollowUps = int64(len(real.think)), int64(len(synth.think))
+	if len(real.think) > 0 {
+		rep.Real.MedianThinkS = nearestRank(real.think, 0.5)
+	}
+	if len(synth.think) > 0 {
+		rep.Synth.MedianThinkS = nearestRank(synth.think, 0.5)
+	}
+	think = len(real.think) >= minTurnRows && len(synth.think) >= minTurnRows
+	if think {
+		rep.KS.Think = ks(real.think, synth.think)
+		rep.Wasserstein.ThinkS = wasserstein1(real.think, synth.think)
+	}
+	return len(rep.InputByTurn) >= 2, think
+}
+
+// writeTurns adds the input-by-turn table to a text report.
+func (rep *Report) writeTurns(b *strings.Builder) {
+	if len(rep.InputByTurn) == 0 && rep.Real.FollowUps == 0 && rep.Synth.FollowUps == 0 {
+		return
+	}
+	fmt.Fprintf(b, "%-28s %14d %14d\n", "follow_ups", rep.Real.FollowUps, rep.Synth.FollowUps)
+	fmt.Fprintf(b, "%-28s %14.3f %14.3f\n", "median_think_s", rep.Real.MedianThinkS, rep.Synth.MedianThinkS)
+	if len(rep.InputByTurn) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%-6s %10s %10s %12s %12s %12s %12s\n", "turn", "real_rows", "synth_rows", "real_median", "synth_median", "real_p90", "synth_p90")
+	for _, t := range rep.InputByTurn {
+		fmt.Fprintf(b, "%-6d %10d %10d %12.0f %12.0f %12.0f %12.0f\n", t.Turn, t.RealRows, t.SynthRows, t.RealMedian, t.SynthMedian, t.RealP90, t.SynthP90)
+	}
+}

@@ -1,0 +1,389 @@
+package synth
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// Follow-up turns (model version 2). A session's rows after its first are
+// fitted per category from what the session's previous row left in its
+// sessState (input, output, arrival, finish): the tokens a turn adds to the
+// context it resends, the turns whose input did not grow (fresh prompts),
+// the think time before the turn and the follow-ups' outputs. The state is
+// per category, up to fitLimits.categories per class (the rest pooled into
+// the tail group), in multisets like the rest of the fit: memory does not
+// grow with the number of rows.
+
+// followFit is the follow-up turns of one category (or of the pooled rest).
+type followFit struct {
+	n, fresh int64
+	starts   int64    // second turns: sessions that went on (attributed to this category)
+	turns    multiset // turns per session of those sessions (filled at the end)
+	id       int32    // followState.list index + 1
+	newIn    multiset // input − previous input − previous output, when ≥ 0
+	freshIn  multiset // input of the others (fresh prompts)
+	in, out  multiset // the follow-ups' input and output lengths
+	think    multiset // seconds
+}
+
+func newFollowFit(lim fitLimits) *followFit {
+	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
+}
+
+func (a *followFit) merge(b *followFit) {
+	a.n += b.n
+	a.fresh += b.fresh
+	a.starts += b.starts
+	a.turns.merge(&b.turns)
+	a.newIn.merge(&b.newIn)
+	a.freshIn.merge(&b.freshIn)
+	a.in.merge(&b.in)
+	a.out.merge(&b.out)
+	a.think.merge(&b.think)
+}
+
+// followPooled keys the follow-ups of categories past the per-class limit.
+const followPooled = "\x00pooled"
+
+// followState is a class's follow-up turns while streaming.
+type followState struct {
+	cats                  map[string]*followFit
+	list                  []*followFit // by id − 1
+	recorded, finish, gap int64        // think-time sources
+}
+
+// add fits follow-up row r of a session whose previous row left s and
+// returns the session's sessState.follow.
+func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
+	if st.cats == nil {
+		st.cats = map[string]*followFit{}
+	}
+	ff := st.cats[r.category]
+	if ff == nil {
+		name := r.category
+		if len(st.cats) >= f.lim.categories {
+			name = followPooled
+			ff = st.cats[name]
+		}
+		if ff == nil {
+			ff = newFollowFit(f.lim)
+			st.list = append(st.list, ff)
+			ff.id = int32(len(st.list))
+			st.cats[name] = ff
+		}
+	}
+	ff.n++
+	sf := s.follow
+	if s.turns == 1 {
+		ff.starts++
+		sf = ff.id
+	}
+	addFloat(&ff.in, float64(r.input))
+	addFloat(&ff.out, float64(r.output))
+	if grow := int64(r.input) - int64(s.in) - int64(s.out); grow >= 0 {
+		addFloat(&ff.newIn, float64(grow))
+	} else {
+		ff.fresh++
+		addFloat(&ff.freshIn, float64(r.input))
+	}
+	// A finish before the turn's own arrival is no finish (a zero value).
+	finished := s.finish >= s.last
+	var think int64
+	switch {
+	case r.think >= 0:
+		think = r.think
+		st.recorded++
+	case finished:
+		think = r.arrival - s.finish
+		st.finish++
+	default:
+		think = r.arrival - s.last
+		st.gap++
+	}
+	addFloat(&ff.think, float64(max(think, 0))/1e9)
+	return sf
+}
+
+// fitFollowUps sets cl's follow-up model: each category's follow-ups go to
+// the group its rows went to (groups[i] holds group i's rows, groupOf maps
+// a category id to its group).
+func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupOf []int) {
+	st := &c.follow
+	if len(st.cats) == 0 || cl.Sessions == nil {
+		return
+	}
+	opts := f.opts
+	for _, s := range c.sess {
+		if s.follow > 0 {
+			addFloat(&st.list[s.follow-1].turns, float64(s.turns))
+		}
+	}
+	names := make([]string, 0, len(st.cats))
+	for n := range st.cats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	byGroup := make([]*followFit, len(cl.Groups))
+	for _, n := range names {
+		gi := len(cl.Groups) - 1 // pooled: the tail group, which comes last
+		if cl.CategoriesFromBlocks {
+			gi = 0
+		} else if ct := c.cats[n]; ct != nil {
+			gi = groupOf[ct.id]
+		}
+		if byGroup[gi] == nil {
+			byGroup[gi] = newFollowFit(f.lim)
+		}
+		byGroup[gi].merge(st.cats[n])
+	}
+	s := cl.Sessions
+	clamped := false
+	model := func(ff *followFit) *FollowUp {
+		s.FollowUps += ff.n
+		return &FollowUp{
+			Turns:            ff.n,
+			FreshPrompts:     ff.fresh,
+			NewInputTokens:   newHistRuns(f.approx.runs(&ff.newIn), opts.LengthBins, opts.MinBinCount, true),
+			FreshInputTokens: newHistRuns(f.approx.runs(&ff.freshIn), opts.LengthBins, opts.MinBinCount, true),
+			OutputTokens:     newHistRuns(f.approx.runs(&ff.out), opts.OutputBins, opts.MinBinCount, true),
+			ThinkS:           newHistRuns(f.approx.runs(&ff.think), opts.GapBins, opts.MinBinCount, false),
+			TurnsPerSession:  newHistRuns(f.approx.runs(&ff.turns), opts.LengthBins, opts.MinBinCount, true),
+			FirstInputTokens: Hist{Integer: true, Bins: []Bin{}},
+		}
+	}
+	var pooled *followFit
+	for gi, ff := range byGroup {
+		if ff == nil {
+			continue
+		}
+		cl.Groups[gi].SessionStarts, cl.Groups[gi].FollowUps = ff.starts, ff.n
+		if ff.n < int64(opts.MinCategoryRecords) {
+			if pooled == nil {
+				pooled = newFollowFit(f.lim)
+			}
+			pooled.merge(ff)
+			continue
+		}
+		first, short := withoutValues(&groups[gi].input, &ff.in, &f.approx)
+		clamped = clamped || short
+		fu := model(ff)
+		fu.FirstInputTokens = newHistRuns(first, opts.LengthBins, opts.MinBinCount, true)
+		cl.Groups[gi].FollowUp = fu
+	}
+	if pooled != nil {
+		s.PooledFollowUp = model(pooled)
+	}
+	if clamped {
+		f.approx.notes = append(f.approx.notes, fmt.Sprintf("class %q: some follow-up turns' categories were pooled differently from their rows, so first-turn input lengths are approximate", c.name))
+	}
+	s.ThinkRecorded, s.ThinkFromFinishCount, s.ThinkFromGapCount = st.recorded, st.finish, st.gap
+	switch {
+	case st.recorded == s.FollowUps:
+		s.ThinkFrom = ThinkFromRecorded
+	case st.finish == s.FollowUps:
+		s.ThinkFrom = ThinkFromFinish
+	case st.gap == s.FollowUps:
+		s.ThinkFrom = ThinkFromArrivalGap
+	default:
+		s.ThinkFrom = ThinkFromMixed
+	}
+}
+
+// withoutValues is the runs of all's values less sub's (sub's values are
+// a part of all's), both at the coarser of their precisions. short says a
+// value of sub was not in all (then it is left out).
+func withoutValues(all, sub *multiset, ap *approx) (runs []run, short bool) {
+	if finer(all.sig, sub.sig) {
+		all.coarsen(sub.sig)
+	} else if finer(sub.sig, all.sig) {
+		sub.coarsen(all.sig)
+	}
+	less := map[uint64]int64{}
+	sub.each(func(k uint64, n int64) { less[k] += n })
+	ap.note(all.sig)
+	rs, _ := runsOf(all)
+	out := rs[:0]
+	for _, r := range rs {
+		k := math.Float64bits(r.v)
+		d := min(less[k], r.n)
+		if d < less[k] {
+			short = true
+		}
+		delete(less, k)
+		if r.n > d {
+			out = append(out, run{r.v, r.n - d})
+		}
+	}
+	return out, short || len(less) > 0
+}
+
+// prepareFollowUps readies a version-2 class's follow-up samplers.
+func (gc *genClass) prepareFollowUps(opts GenOptions) {
+	s := gc.c.Sessions
+	if s.FollowUps == 0 {
+		return
+	}
+	gc.followUps = true
+	if len(opts.Mix) == 0 {
+		// A session's category by its sessions, a single-shot row's by
+		// its other rows (counts of version-2 models; the mix override
+		// keeps one share per category).
+		var sess, single []float64
+		for _, gg := range gc.groups {
+			g := gg.g
+			sess = append(sess, cumLast(sess)+float64(g.SessionStarts))
+			single = append(single, cumLast(single)+float64(max(0, g.Records-g.SessionStarts-g.FollowUps)))
+		}
+		if cumLast(sess) > 0 {
+			gc.sessCum = sess
+		}
+		if cumLast(single) > 0 {
+			gc.singleCum = single
+		}
+	}
+	if s.PooledFollowUp != nil {
+		gc.pooled = newGenFollow(s.PooledFollowUp)
+	}
+	longest := 0.0
+	for _, gg := range gc.groups {
+		if n := len(gg.g.InputTokens.Bins); n > 0 {
+			longest = max(longest, gg.g.InputTokens.Bins[n-1].Hi)
+		}
+		if fu := gg.g.FollowUp; fu != nil {
+			gg.follow = newGenFollow(fu)
+			if len(fu.FirstInputTokens.Bins) > 0 {
+				gg.first = newSampler(&fu.FirstInputTokens)
+			}
+		}
+	}
+	gc.maxContext = max(1, scaleLen(longest, opts.LengthScale))
+	if opts.MaxContextTokens > 0 {
+		gc.maxContext = int32(min(opts.MaxContextTokens, math.MaxInt32))
+	}
+}
+
+// followOf is the follow-up model of group gi (nil: none).
+func (gc *genClass) followOf(gi int) *genFollow {
+	if f := gc.groups[gi].follow; f != nil {
+		return f
+	}
+	return gc.pooled
+}
+
+// scheduleFollowUps draws a version-2 multi-turn session's group (a
+// session of one row, turns < 2, keeps group −1: its row's category is
+// drawn like a single-shot row's), its turns from the group's
+// TurnsPerSession, and puts turns 2.. in the pending heap. Each arrives at the previous turn's
+// arrival + a gap drawn from Sessions.GapS (the recorded arrival-to-arrival
+// spacing, which open-loop replay reproduces) and carries a think time
+// drawn from the group's ThinkS as think_ns (what a closed-session replay
+// waits after the previous turn finishes). The two are drawn
+// independently: a recorded gap is a service time plus a think time, and
+// the server replayed against decides the first.
+func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *pendingHeap, order *int64) {
+	if turns < 2 {
+		return
+	}
+	cum := gc.groupCum
+	if gc.sessCum != nil {
+		cum = gc.sessCum
+	}
+	info.group = pickIndex(rng, cum)
+	fu := gc.followOf(info.group)
+	if fu != nil && !fu.turns.empty() {
+		v, _ := fu.turns.sample(rng)
+		turns = max(2, int(v))
+	}
+	ft := first.t
+	for k := 2; k <= turns; k++ {
+		think := 0.0
+		if fu != nil && !fu.think.empty() {
+			think, _ = fu.think.sample(rng)
+		}
+		thinkNs := int64(think * 1e9)
+		g := 0.0
+		if !gc.turnGap.empty() {
+			g, _ = gc.turnGap.sample(rng)
+		}
+		ft = m.quantize(ft + int64(g*1e9))
+		if ft >= dur {
+			break
+		}
+		heap.Push(pend, pending{t: ft, order: *order, class: first.class, sess: first.sess, turn: int32(k), think: thinkNs})
+		*order++
+		info.last = int32(k)
+	}
+}
+
+// fillFollowUp draws a version-2 follow-up turn: its input is the previous
+// turn's input + output + new tokens drawn from the category's
+// NewInputTokens (capped at the class's maximum context), or, with the
+// category's share of fresh prompts, an input drawn from FreshInputTokens;
+// its output comes from the follow-ups' OutputTokens. It keeps the
+// session's category and prefix, and its prefix blocks extend the
+// previous turn's chain. It returns the row's block chain.
+func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, info *sessInfo, nextBlock *int64) []int64 {
+	gg := gc.groups[info.group]
+	fu := gc.followOf(info.group)
+	if fu == nil {
+		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
+	}
+	fresh := rng.Float64() < fu.freshShare
+	var in int64
+	if fresh {
+		s := fu.freshIn
+		if s.empty() && gg.first != nil {
+			s = gg.first
+		} else if s.empty() {
+			s = gg.input
+		}
+		v, _ := s.sample(rng)
+		in = int64(scaleLen(v, opts.LengthScale))
+	} else {
+		v, _ := fu.newIn.sample(rng)
+		in = int64(info.prevIn) + int64(info.prevOut)
+		if v > 0 {
+			in += int64(scaleLen(v, opts.LengthScale))
+		}
+	}
+	out, _ := fu.out.sample(rng)
+	rec.InputTokens = int32(max(1, min(in, int64(gc.maxContext))))
+	rec.OutputTokens = scaleLen(out, opts.LengthScale)
+	rec.PrefixTokens = min(info.prefix, rec.InputTokens)
+	rec.Category = info.category
+	if !gg.blocks {
+		return nil
+	}
+	bs := int64(m.BlockSize)
+	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
+	r := min(len(info.chain), nb)
+	if fresh {
+		r = min(r, int(int64(info.prefix)/bs))
+	}
+	if len(gc.arena) < nb {
+		gc.arena = make([]int64, max(nb, arenaChunk))
+	}
+	chain := gc.arena[:nb:nb]
+	gc.arena = gc.arena[nb:]
+	copy(chain, info.chain[:r])
+	for i := r; i < nb; i++ {
+		chain[i] = *nextBlock
+		*nextBlock++
+	}
+	rec.PrefixBlocks = chain
+	if gc.c.CategoriesFromBlocks {
+		rec.Category, rec.PrefixTokens = "", 0
+		if r > 0 {
+			rec.Category = blockCategoryPrefix + strconv.FormatInt(chain[r-1], 10)
+			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
+		}
+	}
+	gc.remember(chain)
+	return chain
+}
