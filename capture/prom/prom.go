@@ -1,8 +1,9 @@
-// Package prom reads a vLLM server's history from Prometheus (the HTTP API's
-// query_range) for a trace's time window and turns it into the same
-// metrics series replay scrapes live (traces.MetricsSample), so analyze can
-// put a production incident's tail beside the server's queue, KV cache and
-// token rates without a replay.
+// Package prom reads a vLLM or SGLang server's history from Prometheus (the
+// HTTP API's query_range) for a trace's time window and turns it into the
+// same metrics series replay scrapes live (traces.MetricsSample), so analyze
+// can put a production incident's tail beside the server's queue, KV cache
+// and token rates without a replay. llm-d serves through vLLM, so its model
+// servers export vLLM's names.
 //
 // Missing data is reported, never turned into zeros: a metric with no
 // series in the window is listed in Result.Missing and its column holds
@@ -28,9 +29,9 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// ErrNoSeries is returned when none of the vLLM metrics has a series in
-// the window.
-var ErrNoSeries = errors.New("no vLLM series")
+// ErrNoSeries is returned when none of the vLLM or SGLang metrics has a
+// series in the window.
+var ErrNoSeries = errors.New("no vLLM or SGLang series")
 
 // Defaults of Options.
 const (
@@ -90,39 +91,90 @@ type Result struct {
 // per series, and differenced here between consecutive steps (a drop is a
 // counter reset: the new value is the increase), which is exact whatever
 // the scrape interval, unlike increase() over a step shorter than two
-// scrapes. vLLM renamed a few metrics over time, so each column lists
-// alternatives tried in order.
+// scrapes. vLLM renamed a few metrics over time and SGLang names its own,
+// so each column lists alternatives tried in order; for a ratio, num[i]
+// goes with den[i] (never one engine's numerator over another's
+// denominator).
 type column struct {
 	name  string
 	agg   string   // the gauges' aggregation: sum or avg
 	gauge []string // gauge names
 	num   []string // counter names whose increase is the value ...
-	den   []string // ... divided by the increase of these, if set
+	den   []string // ... divided by the increase of den[i] when num[i] answered, if set
 	scale float64  // applied to the value (seconds → ns)
 	set   func(s *traces.MetricsSample, v float64)
 }
 
+// SGLang's names, from sgl-project/sglang python/sglang/srt/metrics/collector.py
+// (commit 93d04878cfb9b08645fae7b11bd340ee33b34acf) and
+// python/sglang/srt/managers/scheduler_metrics_mixin.py, mapped only where
+// the meaning is vLLM's:
+//
+//   - sglang:num_queue_reqs, sglang:num_running_reqs (gauges): requests in
+//     the waiting queue and in the running batch.
+//   - sglang:token_usage (gauge): used KV-pool tokens over the pool's size,
+//     a fraction in [0, 1]; cached tokens no request holds count as free, as
+//     in vLLM's block usage (with SGLang's default page size of 1 token,
+//     tokens and blocks are the same thing).
+//   - sglang:cached_tokens_total / sglang:prompt_tokens_total (counters):
+//     prompt tokens served from the prefix cache over prompt tokens, vLLM's
+//     hits/queries in tokens. The sglang:cache_hit_rate gauge (the last
+//     prefill batch's rate, 0 after a decode batch) is not used.
+//   - sglang:queue_time_seconds (histogram): time from entering the waiting
+//     queue to the first forward pass, vLLM's queue time; SGLang observes it
+//     when a request leaves the queue, vLLM when it finishes.
+//   - sglang:num_requests_total, sglang:e2e_request_latency_seconds_count
+//     (counters): finished requests, every finish reason.
+//   - sglang:prompt_tokens_total, sglang:generation_tokens_total (counters):
+//     counted when a request finishes, where vLLM counts per engine step, so
+//     they lag by a request's duration.
+//
+// Unmapped, so reported missing for an SGLang server: preemptions
+// (sglang:num_retracted_reqs is a gauge of the last batch, not a count),
+// prefill and decode time (SGLang has no per-request prefill/decode
+// histograms in that collector). SGLang's scheduler gauges carry tp_rank and
+// pp_rank labels; when more than one scheduler of a server exports them
+// (--enable-metrics-for-all-schedulers, pipeline stages) they repeat the
+// same state, so they are collapsed with max before the sum (sglangGauge).
 func columns() []column {
 	i64 := func(dst func(s *traces.MetricsSample) *int64) func(s *traces.MetricsSample, v float64) {
 		return func(s *traces.MetricsSample, v float64) { *dst(s) = int64(math.Round(v)) }
 	}
-	hist := func(name string) ([]string, []string) { return []string{name + "_sum"}, []string{name + "_count"} }
-	qn, qd := hist("vllm:request_queue_time_seconds")
+	hist := func(names ...string) (sums, counts []string) {
+		for _, n := range names {
+			sums, counts = append(sums, n+"_sum"), append(counts, n+"_count")
+		}
+		return sums, counts
+	}
+	qn, qd := hist("vllm:request_queue_time_seconds", "sglang:queue_time_seconds")
 	pn, pd := hist("vllm:request_prefill_time_seconds")
 	dn, dd := hist("vllm:request_decode_time_seconds")
 	return []column{
-		{name: "waiting", agg: "sum", gauge: []string{"vllm:num_requests_waiting"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Waiting })},
-		{name: "running", agg: "sum", gauge: []string{"vllm:num_requests_running"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Running })},
-		{name: "kv_cache_usage", agg: "avg", gauge: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, set: func(s *traces.MetricsSample, v float64) { s.KVCacheUsage = v }},
-		{name: "prefix_hit_rate", num: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}, den: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}, set: func(s *traces.MetricsSample, v float64) { s.PrefixHitRate = v }},
+		{name: "waiting", agg: "sum", gauge: []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Waiting })},
+		{name: "running", agg: "sum", gauge: []string{"vllm:num_requests_running", "sglang:num_running_reqs"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Running })},
+		{name: "kv_cache_usage", agg: "avg", gauge: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}, set: func(s *traces.MetricsSample, v float64) { s.KVCacheUsage = v }},
+		{name: "prefix_hit_rate",
+			num: []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "sglang:cached_tokens_total"},
+			den: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "sglang:prompt_tokens_total"},
+			set: func(s *traces.MetricsSample, v float64) { s.PrefixHitRate = v }},
 		{name: "preemptions", num: []string{"vllm:num_preemptions_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Preemptions })},
 		{name: "queue_time_mean_ns", num: qn, den: qd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.QueueTimeMeanNs })},
 		{name: "prefill_time_mean_ns", num: pn, den: pd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PrefillTimeMeanNs })},
 		{name: "decode_time_mean_ns", num: dn, den: dd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.DecodeTimeMeanNs })},
-		{name: "requests_finished", num: []string{"vllm:request_success_total", "vllm:e2e_request_latency_seconds_count"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.RequestsFinished })},
-		{name: "prompt_tokens", num: []string{"vllm:prompt_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PromptTokens })},
-		{name: "generation_tokens", num: []string{"vllm:generation_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.GenerationTokens })},
+		{name: "requests_finished", num: []string{"vllm:request_success_total", "vllm:e2e_request_latency_seconds_count", "sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.RequestsFinished })},
+		{name: "prompt_tokens", num: []string{"vllm:prompt_tokens_total", "sglang:prompt_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PromptTokens })},
+		{name: "generation_tokens", num: []string{"vllm:generation_tokens_total", "sglang:generation_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.GenerationTokens })},
 	}
+}
+
+// sglangGauge is the PromQL for one gauge's series matching sel: SGLang's
+// scheduler gauges are collapsed over tp_rank and pp_rank (several
+// schedulers of one server report the same queue), other names are as is.
+func sglangGauge(name, sel string) string {
+	if strings.HasPrefix(name, "sglang:") {
+		return "max without (tp_rank, pp_rank) (" + name + "{" + sel + "})"
+	}
+	return name + "{" + sel + "}"
 }
 
 func (o *Options) defaults() {
@@ -256,8 +308,9 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		return rows
 	}
 	r := v1.Range{Start: o.Start, End: o.Start.Add(time.Duration(n-1) * o.Step), Step: o.Step}
-	// Which instances served: one query for the whole window.
-	m, err := o.queryRange(ctx, papi, "sum by (instance) (vllm:num_requests_running{"+o.Selector+"})", r, res)
+	// Which instances served: one query for the whole window, over both
+	// engines' running gauge.
+	m, err := o.queryRange(ctx, papi, "count by (instance) (vllm:num_requests_running{"+o.Selector+"} or sglang:num_running_reqs{"+o.Selector+"})", r, res)
 	if err != nil {
 		return nil, err
 	}
@@ -280,10 +333,11 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		if c.gauge != nil {
 			vals, err = o.gaugeValues(ctx, papi, c.agg, c.gauge, perInstance, r, n, res)
 		} else {
-			vals, err = o.counterValues(ctx, papi, c.num, r, n, res)
+			var idx int
+			vals, idx, err = o.counterValues(ctx, papi, c.num, r, n, res)
 			if err == nil && vals != nil && c.den != nil {
 				var den map[string][]float64
-				if den, err = o.counterValues(ctx, papi, c.den, r, n, res); err == nil {
+				if den, _, err = o.counterValues(ctx, papi, c.den[idx:idx+1], r, n, res); err == nil {
 					for k, v := range vals {
 						divide(v, den[k])
 					}
@@ -320,7 +374,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		if o.Selector != "" {
 			sel = "selector " + o.Selector
 		}
-		return nil, fmt.Errorf("prom: %w at %s for %s–%s (%s): the window is outside Prometheus' retention, or the selector or job matches no vLLM server",
+		return nil, fmt.Errorf("prom: %w at %s for %s–%s (%s): the window is outside Prometheus' retention, or the selector or job matches no vLLM or SGLang server",
 			ErrNoSeries, redactURL(o.URL), r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), sel)
 	}
 	res.Samples = rows[""]
@@ -374,7 +428,7 @@ func (o *Options) gaugeValues(ctx context.Context, papi v1.API, agg string, name
 		}
 	}
 	for _, name := range names {
-		sel := name + "{" + o.Selector + "}"
+		sel := sglangGauge(name, o.Selector)
 		m, err := o.queryRange(ctx, papi, agg+"("+sel+")", r, res)
 		if err != nil {
 			return nil, err
@@ -397,13 +451,14 @@ func (o *Options) gaugeValues(ctx context.Context, papi v1.API, agg string, name
 }
 
 // counterValues is the increase per step of the first of names that has
-// series, summed over them (key "") and by instance label; a counter that
-// drops was reset and counts its new value. Steps no series covers are NaN.
-func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, r v1.Range, n int, res *Result) (map[string][]float64, error) {
-	for _, name := range names {
+// series, summed over them (key "") and by instance label, and that name's
+// index; a counter that drops was reset and counts its new value. Steps no
+// series covers are NaN.
+func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, r v1.Range, n int, res *Result) (map[string][]float64, int, error) {
+	for idx, name := range names {
 		m, err := o.queryRange(ctx, papi, name+"{"+o.Selector+"}", r, res)
 		if err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		if len(m) == 0 {
 			continue
@@ -441,9 +496,9 @@ func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string
 				prev, prevOK = v, true
 			}
 		}
-		return out, nil
+		return out, idx, nil
 	}
-	return nil, nil
+	return nil, -1, nil
 }
 
 func nanSlice(n int) []float64 {

@@ -3,7 +3,10 @@ package prom
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,10 +128,10 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 	}{
 		{"a window outside the retention (before this Prometheus existed) names the window and the likely reasons",
 			Options{URL: promURL, Start: start.Add(-2 * time.Hour), Duration: time.Minute, Step: time.Second},
-			[]string{"no vLLM series", start.Add(-2 * time.Hour).UTC().Format(time.RFC3339), "retention"}},
+			[]string{"no vLLM or SGLang series", start.Add(-2 * time.Hour).UTC().Format(time.RFC3339), "retention"}},
 		{"a selector that matches nothing is named",
 			Options{URL: promURL, Start: start, Duration: 8 * time.Second, Step: time.Second, Selector: `job="nope"`},
-			[]string{"no vLLM series", `job="nope"`}},
+			[]string{"no vLLM or SGLang series", `job="nope"`}},
 		{"a URL that is not a Prometheus (the simulator) names the server and the query",
 			Options{URL: srv.URL, Start: start, Duration: 8 * time.Second, Step: time.Second, Retries: 1, Timeout: time.Second},
 			[]string{strings.TrimPrefix(srv.URL, "http://"), "query", "not as Prometheus' HTTP API"}},
@@ -189,4 +192,130 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid options: %v", err)
 	}
+}
+
+// sglangExporter serves SGLang's metric names (as its collector exports
+// them) on /metrics: gauges fixed, and repeated for two tensor-parallel
+// ranks as with --enable-metrics-for-all-schedulers; counters growing with
+// time since start, in fixed proportions so the ratios are exact whatever
+// the scrape times.
+func sglangExporter(t *testing.T) *httptest.Server {
+	t.Helper()
+	t0 := time.Now()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		s := time.Since(t0).Seconds()
+		var b strings.Builder
+		gauge := func(name string, v float64) {
+			fmt.Fprintf(&b, "# TYPE %s gauge\n", name)
+			for _, rank := range []string{"0", "1"} {
+				fmt.Fprintf(&b, "%s{model_name=\"m\",engine_type=\"unified\",tp_rank=%q,pp_rank=\"0\"} %g\n", name, rank, v)
+			}
+		}
+		counter := func(name string, v float64) {
+			fmt.Fprintf(&b, "# TYPE %s counter\n%s{model_name=\"m\"} %g\n", name, name, v)
+		}
+		gauge("sglang:num_queue_reqs", 3)
+		gauge("sglang:num_running_reqs", 5)
+		gauge("sglang:token_usage", 0.25)
+		gauge("sglang:cache_hit_rate", 0.9)   // a batch's rate: must not become prefix_hit_rate
+		gauge("sglang:num_retracted_reqs", 2) // a batch's count: must not become preemptions
+		gauge("sglang:gen_throughput", 1234)  // no column
+		counter("sglang:prompt_tokens_total", 100*s)
+		counter("sglang:cached_tokens_total", 40*s)
+		counter("sglang:generation_tokens_total", 20*s)
+		counter("sglang:num_requests_total", 2*s)
+		fmt.Fprintf(&b, "# TYPE sglang:queue_time_seconds histogram\n")
+		fmt.Fprintf(&b, "sglang:queue_time_seconds_bucket{model_name=\"m\",tp_rank=\"0\",pp_rank=\"0\",le=\"+Inf\"} %g\n", 4*s)
+		fmt.Fprintf(&b, "sglang:queue_time_seconds_sum{model_name=\"m\",tp_rank=\"0\",pp_rank=\"0\"} %g\n", 0.5*s)
+		fmt.Fprintf(&b, "sglang:queue_time_seconds_count{model_name=\"m\",tp_rank=\"0\",pp_rank=\"0\"} %g\n", 4*s)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		io.WriteString(w, b.String())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestFetchSGLangNames has a real Prometheus scrape an exporter that speaks
+// SGLang's names and checks each column: the equivalents fill it, the
+// gauges of several schedulers of one server are not added up, and the
+// columns SGLang has no equivalent for are reported missing and hold
+// NotReported, never zero.
+func TestFetchSGLangNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and waits for scrapes (~10 s)")
+	}
+	ctx := context.Background()
+	exp := sglangExporter(t)
+	promURL := promtest.Start(t, strings.TrimPrefix(exp.URL, "http://"))
+	promtest.WaitScrapes(t, promURL, 3)
+	start := time.Now().Truncate(time.Second)
+	time.Sleep(6 * time.Second)
+	res, err := Fetch(ctx, Options{URL: promURL, Start: start, Duration: 4 * time.Second, Step: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 1 {
+		t.Errorf("instances %v, want the one exporter", res.Instances)
+	}
+	pooled := res.Samples[:res.Steps]
+	nr := float64(traces.NotReported)
+	for _, c := range []struct {
+		why     string
+		col     string
+		get     func(s traces.MetricsSample) float64
+		counter bool    // no value at the first step
+		want    float64 // exact, or with tol the per-step value within tol
+		tol     float64
+		missing bool
+	}{
+		{"the waiting queue is sglang:num_queue_reqs, one scheduler's value though two ranks export it",
+			"waiting", func(s traces.MetricsSample) float64 { return float64(s.Waiting) }, false, 3, 0, false},
+		{"running requests are sglang:num_running_reqs, not doubled by the second rank",
+			"running", func(s traces.MetricsSample) float64 { return float64(s.Running) }, false, 5, 0, false},
+		{"KV-cache usage is sglang:token_usage, a fraction",
+			"kv_cache_usage", func(s traces.MetricsSample) float64 { return s.KVCacheUsage }, false, 0.25, 1e-9, false},
+		{"the prefix hit rate is Δcached_tokens/Δprompt_tokens, not the last batch's cache_hit_rate gauge",
+			"prefix_hit_rate", func(s traces.MetricsSample) float64 { return s.PrefixHitRate }, true, 0.4, 1e-6, false},
+		{"the queue-time mean is Δsum/Δcount of sglang:queue_time_seconds, in ns",
+			"queue_time_mean_ns", func(s traces.MetricsSample) float64 { return float64(s.QueueTimeMeanNs) }, true, 125e6, 1, false},
+		{"finished requests are the increase of sglang:num_requests_total (about 2 a second)",
+			"requests_finished", func(s traces.MetricsSample) float64 { return float64(s.RequestsFinished) }, true, 2, 1, false},
+		{"prompt tokens are the increase of sglang:prompt_tokens_total (about 100 a second)",
+			"prompt_tokens", func(s traces.MetricsSample) float64 { return float64(s.PromptTokens) }, true, 100, 30, false},
+		{"generation tokens are the increase of sglang:generation_tokens_total (about 20 a second)",
+			"generation_tokens", func(s traces.MetricsSample) float64 { return float64(s.GenerationTokens) }, true, 20, 6, false},
+		{"preemptions have no SGLang counter (num_retracted_reqs is a gauge), so they are missing, not zero",
+			"preemptions", func(s traces.MetricsSample) float64 { return float64(s.Preemptions) }, false, nr, 0, true},
+		{"prefill time has no SGLang histogram, so it is missing, not zero",
+			"prefill_time_mean_ns", func(s traces.MetricsSample) float64 { return float64(s.PrefillTimeMeanNs) }, false, nr, 0, true},
+		{"decode time has no SGLang histogram, so it is missing, not zero",
+			"decode_time_mean_ns", func(s traces.MetricsSample) float64 { return float64(s.DecodeTimeMeanNs) }, false, nr, 0, true},
+	} {
+		if got := slices.Contains(res.Missing, c.col); got != c.missing {
+			t.Errorf("%s: %s in Missing %v: %v, want %v", c.why, c.col, res.Missing, got, c.missing)
+		}
+		for i, s := range pooled {
+			v := c.get(s)
+			if c.counter && i == 0 {
+				if v != nr {
+					t.Errorf("%s: step 0 has %v, want not reported (a counter has no increase yet)", c.why, v)
+				}
+				continue
+			}
+			if v == nr && !c.missing {
+				continue // a gap, counted in res.Gaps
+			}
+			if math.Abs(v-c.want) > c.tol {
+				t.Errorf("%s: step %d has %v, want %v ± %v", c.why, i, v, c.want, c.tol)
+			}
+		}
+	}
+	if res.Gaps > 2 {
+		t.Errorf("%d gaps in %d steps of a series scraped every second", res.Gaps, res.Steps)
+	}
+	t.Logf("missing %v, gaps %d, first rows %+v", res.Missing, res.Gaps, pooled[1])
 }

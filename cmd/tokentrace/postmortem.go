@@ -37,11 +37,11 @@ func postmortemCommand() *cli.Command {
 Examples:
   tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
   tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet`,
-		Description: `postmortem reads vLLM's series (running and waiting requests, KV-cache
-usage, preemptions, prefix-cache hits, queue/prefill/decode time means,
-prompt and generation tokens) from Prometheus' query_range API for the
-trace's window, stores them beside the trace (TRACE.metrics.parquet, the
-format replay's scraper writes), and analyzes the trace with them: the tail,
+		Description: `postmortem reads vLLM's series, or SGLang's where they mean the same
+(running and waiting requests, KV-cache usage, preemptions, prefix-cache
+hits, queue/prefill/decode time means, prompt and generation tokens) from
+Prometheus' query_range API for the trace's window, stores them beside the
+trace (TRACE.metrics.parquet, the format replay's scraper writes), and analyzes the trace with them: the tail,
 its attribution, and what the server was doing around it. Metrics with no
 series, gaps and counter resets are reported, never read as zeros.
 
