@@ -225,30 +225,23 @@ func shareList(sh []traces.Share, empty string) string {
 	return fmt.Sprintf("%d: %s", len(sh), strings.Join(parts, ", "))
 }
 
+// metaLine is m's Parquet key/values (traces.Meta.KeyValues) without their
+// prefixes, with "schema" and "k" for short and empty extras left out.
 func metaLine(m traces.Meta) string {
-	parts := []string{"schema " + m.SchemaVersion}
-	add := func(k, v string) {
-		if v != "" {
-			parts = append(parts, k+" "+v)
+	var parts []string
+	for _, kv := range m.KeyValues() {
+		k, v := strings.TrimPrefix(kv[0], "tokentrace."), kv[1]
+		if x, ok := strings.CutPrefix(k, "extra."); ok {
+			if v == "" {
+				continue
+			}
+			k = x
+		} else if k == "schema_version" {
+			k = "schema"
+		} else if k == "k_threshold" {
+			k = "k"
 		}
-	}
-	add("source", m.Source)
-	add("tokenizer", m.Tokenizer)
-	if m.BlockSize != 0 {
-		add("block_size", fmt.Sprint(m.BlockSize))
-	}
-	add("key_fingerprint", m.KeyFingerprint)
-	if m.KThreshold != 0 {
-		add("k", fmt.Sprint(m.KThreshold))
-	}
-	add("command", m.Command)
-	keys := make([]string, 0, len(m.Extra))
-	for k := range m.Extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		add(k, m.Extra[k])
+		parts = append(parts, k+" "+v)
 	}
 	return strings.Join(parts, ", ")
 }
