@@ -1,10 +1,8 @@
 package analyze
 
 import (
-	"bytes"
 	"context"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -73,20 +71,6 @@ func incidentReport(t *testing.T, withSeries bool) *Report {
 		t.Fatal(err)
 	}
 	return rep
-}
-
-func htmlOf(t *testing.T, rep *Report) string {
-	t.Helper()
-	var b bytes.Buffer
-	if err := rep.WriteHTML(&b); err != nil {
-		t.Fatal(err)
-	}
-	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
-		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b.String()
 }
 
 // incidentSVG is the incident timeline's SVG element of page ("" when

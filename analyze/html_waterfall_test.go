@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"slices"
@@ -91,10 +90,7 @@ func TestHTMLTailWaterfallCap(t *testing.T) {
 	recs, _ := incidentRecords()
 	o := DefaultOptions()
 	o.TailPercentile = 80
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	bars, n := rep.waterfallBars()
 	if n <= MaxWaterfallBars || len(bars) != MaxWaterfallBars {
 		t.Fatalf("%d bars of %d tail requests, want %d of more than %d", len(bars), n, MaxWaterfallBars, MaxWaterfallBars)

@@ -1,8 +1,6 @@
 package analyze
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +20,9 @@ func TestTextShowsNoValueAsDash(t *testing.T) {
 		r.FirstTokenNs, r.LastTokenNs, r.ChunkNs = -1, -1, nil
 		failed = append(failed, r)
 	}
-	rep, err := Analyze(context.Background(), failed, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	rep.WriteText(&b)
-	if !strings.Contains(b.String(), "Concurrency   peak -") {
-		t.Errorf("every request failed, yet:\n%s", b.String())
+	rep := mustAnalyze(t, failed, DefaultOptions())
+	if text := textOf(t, rep); !strings.Contains(text, "Concurrency   peak -") {
+		t.Errorf("every request failed, yet:\n%s", text)
 	}
 
 	// Successes in the first and last second, only failures in between.
@@ -45,20 +38,16 @@ func TestTextShowsNoValueAsDash(t *testing.T) {
 	recs = append(recs, rec(15, 2500*ms, 0, 20*ms, 80*ms, 10, 4, 1))
 	o := DefaultOptions()
 	o.Window = time.Second
-	rep, err = Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Reset()
-	rep.WriteText(&b)
+	rep = mustAnalyze(t, recs, o)
+	text := textOf(t, rep)
 	var row string
-	for _, l := range strings.Split(b.String(), "\n") {
+	for _, l := range strings.Split(text, "\n") {
 		if f := strings.Fields(l); len(f) > 4 && f[0] == "1.0" {
 			row = l
 		}
 	}
 	if f := strings.Fields(row); len(f) < 8 || f[4] != "-" || f[7] != "-" {
-		t.Errorf("window 1.0 s (5 sent, none ok) prints %q; want '-' for its latencies\n%s", row, b.String())
+		t.Errorf("window 1.0 s (5 sent, none ok) prints %q; want '-' for its latencies\n%s", row, text)
 	}
 }
 
@@ -77,15 +66,8 @@ func TestHTMLShowsNoValueAsDash(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.By = ByClass
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := rep.WriteHTML(&b); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	rep := mustAnalyze(t, recs, o)
+	page := htmlOf(t, rep)
 	for _, want := range []string{
 		"peak concurrency<b>-</b>",
 		"TTFT p99<b>-</b>p50 -",
@@ -103,9 +85,7 @@ func TestHTMLShowsNoValueAsDash(t *testing.T) {
 			}
 		}
 	}
-	b.Reset()
-	rep.WriteText(&b)
-	for _, l := range strings.Split(b.String(), "\n") {
+	for _, l := range strings.Split(textOf(t, rep), "\n") {
 		if f := strings.Fields(l); len(f) > 0 && f[0] == "down" && strings.Contains(l, "0.00") {
 			t.Errorf("text group row prints 0.00 for a group without a success: %q", l)
 		}
