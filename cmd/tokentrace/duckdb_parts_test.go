@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,17 +20,7 @@ import (
 // count and the sum of input tokens with tokentrace's own reading of the
 // same parts, and with the trace compose makes of them.
 func TestDuckDBReadsCaptureParts(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
-	}
-	ddir, err := filepath.Abs("../../deploy/duckdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(ddir, "node_modules", "@duckdb", "node-api")); err != nil {
-		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
-	}
+	duckQuery := duckDB(t)
 	dir := t.TempDir()
 	so := capture.DefaultSampleOptions()
 	so.Duration, so.Rate = 15*time.Second, 3
@@ -86,19 +74,11 @@ func TestDuckDBReadsCaptureParts(t *testing.T) {
 	}
 	crows, cin := sums(composed, traces.OpenOptions{})
 
-	cmd := exec.Command(node, "query.mjs", filepath.Join(parts, "*.parquet"))
-	cmd.Dir = ddir
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("duckdb query: %v (%s)", err, errOutput(err))
-	}
 	var duck struct {
 		Requests    int64 `json:"requests"`
 		InputTokens int64 `json:"input_tokens"`
 	}
-	if err := json.Unmarshal(b, &duck); err != nil {
-		t.Fatalf("duckdb output %q: %v", b, err)
-	}
+	duckQuery(filepath.Join(parts, "*.parquet"), &duck)
 	if rows != int64(len(lines)) || duck.Requests != rows || duck.InputTokens != in || crows != rows || cin != in {
 		t.Errorf("DuckDB on the parts: %d rows, %d input tokens; tokentrace on the parts %d, %d; composed trace %d, %d; %d log lines",
 			duck.Requests, duck.InputTokens, rows, in, crows, cin, len(lines))
