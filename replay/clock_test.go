@@ -60,9 +60,7 @@ func TestReplayRecordsClockAndStartError(t *testing.T) {
 	f := &fake{}
 	f.srv = httptest.NewServer(skewed(skew, f))
 	defer f.Close()
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.StartAt = time.Now().Add(2500 * time.Millisecond)
 	res, err := Run(context.Background(), testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
 	if err != nil {

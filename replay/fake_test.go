@@ -48,6 +48,13 @@ type fake struct {
 
 func newFake(delay time.Duration) *fake { return newFakeMode(delay, nil) }
 
+// options are the default options aimed at f, model "m".
+func (f *fake) options() Options {
+	o := DefaultOptions()
+	o.URL, o.Model = f.srv.URL, "m"
+	return o
+}
+
 // newFakeMode sets Mode before the server starts (the race detector does
 // not see the happens-before edge a socket gives).
 func newFakeMode(delay time.Duration, mode func(id string) string) *fake {

@@ -63,9 +63,7 @@ func TestJournalFailureStopsSending(t *testing.T) {
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
 	journalOnFullDisk(t, 4096)
 	recs := testTrace(1000, 3*time.Millisecond, 4, 3) // 3 s of trace
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Journal = jpath
 	o.JournalSync = 20 * time.Millisecond
 	o.Drain = 2 * time.Second
@@ -108,9 +106,7 @@ func TestJournalUnwritableAtStart(t *testing.T) {
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
 	journalOnFullDisk(t, 10)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Journal = jpath
 	o.Warmup = 0
 	res, err := Run(context.Background(), testTrace(10, time.Millisecond, 4, 2), traces.NewMeta("t"), o)

@@ -452,9 +452,7 @@ func TestFaults(t *testing.T) {
 	})
 	defer f.Close()
 	recs := testTrace(2*len(modes), time.Millisecond, 16, 8)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Run = "f"
 	o.Timeout = 500 * time.Millisecond
 	res, err := Run(context.Background(), recs, traces.NewMeta("test"), o)
@@ -633,9 +631,7 @@ func TestClosedSessions(t *testing.T) {
 			recs = append(recs, r)
 		}
 	}
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Sessions = SessionsClosed
 	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
 	if err != nil {
@@ -665,9 +661,7 @@ func TestMaxConcurrencyShowsAsLateness(t *testing.T) {
 	f := newFake(5 * time.Millisecond)
 	defer f.Close()
 	recs := testTrace(6, 0, 4, 4) // all due at 0, each takes ~20 ms
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.MaxConcurrency = 1
 	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
 	if err != nil {
@@ -684,9 +678,7 @@ func TestStopDrainAndJournal(t *testing.T) {
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
 	recs := testTrace(1000, 5*time.Millisecond, 4, 3) // 5 s of trace
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Journal = jpath
 	o.JournalSync = 20 * time.Millisecond
 	o.Drain = 2 * time.Second
@@ -747,9 +739,7 @@ func TestProgressLine(t *testing.T) {
 			return ""
 		})
 		var buf syncBuffer
-		o := DefaultOptions()
-		o.URL = f.srv.URL
-		o.Model = "m"
+		o := f.options()
 		o.Progress = &buf
 		o.ProgressLines = lines
 		o.ProgressPeriod = 10 * time.Millisecond
@@ -795,9 +785,7 @@ func (s *syncBuffer) String() string {
 func TestStartAt(t *testing.T) {
 	f := newFake(0)
 	defer f.Close()
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.StartAt = time.Now().Add(300 * time.Millisecond)
 	called := time.Now()
 	res, err := Run(context.Background(), testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
@@ -819,9 +807,7 @@ func TestWarmupDurationExtensionsPerRecordAPI(t *testing.T) {
 	defer f.Close()
 	recs := testTrace(40, 10*time.Millisecond, 12, 2) // 400 ms of trace
 	recs[1].API = traces.APIChat
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Run = "w"
 	o.Warmup = 3
 	o.Duration = 95 * time.Millisecond

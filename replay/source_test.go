@@ -44,9 +44,7 @@ func TestRecordsInJournalSameResults(t *testing.T) {
 	f := newFake(time.Millisecond)
 	defer f.Close()
 	recs := testTrace(400, 500*time.Microsecond, 8, 4)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Warmup = 0
 	o.JournalSync = 10 * time.Millisecond
 	mem, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
@@ -91,9 +89,7 @@ func TestRecordsInJournalFailedWrite(t *testing.T) {
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
 	journalOnFullDisk(t, 8192)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Journal = jpath
 	o.RecordsInJournal = true
 	o.JournalSync = 20 * time.Millisecond
@@ -161,9 +157,7 @@ func TestStreamReadErrorStopsRun(t *testing.T) {
 		}
 		return &failingReader{Reader: rd, left: 100}, nil
 	}
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Warmup = 0
 	var log syncBuffer
 	o.Log = &log
@@ -272,9 +266,7 @@ func TestRealtimeReported(t *testing.T) {
 	f := newFake(0)
 	defer f.Close()
 	for _, no := range []bool{false, true} {
-		o := DefaultOptions()
-		o.URL = f.srv.URL
-		o.Model = "m"
+		o := f.options()
 		o.NoRealtime = no
 		var log syncBuffer
 		o.Log = &log
