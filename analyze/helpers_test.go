@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,6 +46,18 @@ func htmlOf(t *testing.T, rep *Report) string {
 		}
 	}
 	return b.String()
+}
+
+// chartSVG is the SVG element of page whose title starts with title ("" when
+// the page has none).
+func chartSVG(page, title string) string {
+	i := strings.Index(page, title)
+	if i < 0 {
+		return ""
+	}
+	s := strings.LastIndex(page[:i], "<svg")
+	e := strings.Index(page[i:], "</svg>")
+	return page[s : i+e+len("</svg>")]
 }
 
 // rec builds a successful result row: sent at sent (scheduled late by

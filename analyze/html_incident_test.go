@@ -73,18 +73,6 @@ func incidentReport(t *testing.T, withSeries bool) *Report {
 	return rep
 }
 
-// incidentSVG is the incident timeline's SVG element of page ("" when
-// the page has none).
-func incidentSVG(page string) string {
-	i := strings.Index(page, "Incident timeline: latency")
-	if i < 0 {
-		return ""
-	}
-	s := strings.LastIndex(page[:i], "<svg")
-	e := strings.Index(page[i:], "</svg>")
-	return page[s : i+e+len("</svg>")]
-}
-
 // TestHTMLIncidentTimeline: with the server's series the report draws one
 // stacked chart on one time axis: TTFT and E2E per window, running and
 // waiting requests, KV-cache usage, the tail's sends as ticks and the
@@ -92,7 +80,7 @@ func incidentSVG(page string) string {
 // series are absent and draws no timeline.
 func TestHTMLIncidentTimeline(t *testing.T) {
 	page := htmlOf(t, incidentReport(t, true))
-	svg := incidentSVG(page)
+	svg := chartSVG(page, "Incident timeline: latency")
 	if svg == "" {
 		t.Fatal("no incident timeline on the page")
 	}
@@ -125,7 +113,7 @@ func TestHTMLIncidentTimeline(t *testing.T) {
 	}
 
 	page = htmlOf(t, incidentReport(t, false))
-	if incidentSVG(page) != "" {
+	if chartSVG(page, "Incident timeline: latency") != "" {
 		t.Errorf("incident timeline drawn without server series")
 	}
 	if !strings.Contains(page, "The server&#39;s metrics series are absent") {

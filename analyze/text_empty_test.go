@@ -8,18 +8,26 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// refused is n requests of class, 100 ms apart, that the server refused
+// (HTTP 503): no token, no latency.
+func refused(n int, class string) []traces.Record {
+	var recs []traces.Record
+	for i := range n {
+		r := rec(int64(i), time.Duration(i)*100*ms, 0, 0, 0, 10, 2, 1)
+		r.Status, r.HTTPStatus, r.Error = traces.StatusHTTPError, 503, "HTTP 503"
+		r.FirstTokenNs, r.LastTokenNs, r.ChunkNs = -1, -1, nil
+		r.Class = class
+		recs = append(recs, r)
+	}
+	return recs
+}
+
 // TestTextShowsNoValueAsDash checks that the text report never prints a
 // number where there is none: the peak concurrency of a run where every
 // request failed, and the latencies of a timeline window in which no
 // request succeeded, read "-", not 0.
 func TestTextShowsNoValueAsDash(t *testing.T) {
-	var failed []traces.Record
-	for i := range 5 {
-		r := rec(int64(i), time.Duration(i)*100*ms, 0, 0, 0, 10, 2, 1)
-		r.Status, r.HTTPStatus, r.Error = traces.StatusHTTPError, 503, "HTTP 503"
-		r.FirstTokenNs, r.LastTokenNs, r.ChunkNs = -1, -1, nil
-		failed = append(failed, r)
-	}
+	failed := refused(5, "")
 	rep := mustAnalyze(t, failed, DefaultOptions())
 	if text := textOf(t, rep); !strings.Contains(text, "Concurrency   peak -") {
 		t.Errorf("every request failed, yet:\n%s", text)
@@ -56,14 +64,7 @@ func TestTextShowsNoValueAsDash(t *testing.T) {
 // where every request failed, the latencies of a group without a
 // success), never 0.00; so does the text report's per-group table.
 func TestHTMLShowsNoValueAsDash(t *testing.T) {
-	var recs []traces.Record
-	for i := range 5 {
-		r := rec(int64(i), time.Duration(i)*100*ms, 0, 0, 0, 10, 2, 1)
-		r.Status, r.HTTPStatus, r.Error = traces.StatusHTTPError, 503, "HTTP 503"
-		r.FirstTokenNs, r.LastTokenNs, r.ChunkNs = -1, -1, nil
-		r.Class = "down"
-		recs = append(recs, r)
-	}
+	recs := refused(5, "down")
 	o := DefaultOptions()
 	o.By = ByClass
 	rep := mustAnalyze(t, recs, o)
