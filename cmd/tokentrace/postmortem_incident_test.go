@@ -208,9 +208,8 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 			onA++
 		}
 		tc := ar.truthOf(t, ra.RequestID, false)
-		ec := [5]float64{float64(ra.Lateness), float64(ra.Queue), float64(ra.Prefill), float64(ra.Decode), float64(ra.Other)}
+		ec := attribEstimate(ra)
 		for k := range ec {
-			ec[k] = max(ec[k], 0)
 			sumT[k] += tc[k]
 			sumE[k] += ec[k]
 		}
