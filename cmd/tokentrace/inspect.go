@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -177,12 +178,7 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	}
 	if o := s.Outcome; o != nil {
 		var st []string
-		keys := make([]string, 0, len(o.ByStatus))
-		for k := range o.ByStatus {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(o.ByStatus)) {
 			st = append(st, fmt.Sprintf("%s %d", k, o.ByStatus[k]))
 		}
 		p("outcome", "%d requests: ok %d, failed %d (%s)", o.Requests, o.OK, o.Failed, strings.Join(st, ", "))
