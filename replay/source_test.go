@@ -86,9 +86,8 @@ func TestRecordsInJournalSameResults(t *testing.T) {
 func TestRecordsInJournalFailedWrite(t *testing.T) {
 	f := newFake(time.Millisecond)
 	defer f.Close()
-	dir := t.TempDir()
-	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	journalOnFullDisk(t, 8192)
+	jpath := journalOnFullDisk(t, 8192)
+	dir := filepath.Dir(jpath)
 	o := f.options()
 	o.Journal = jpath
 	o.RecordsInJournal = true
