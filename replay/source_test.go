@@ -269,10 +269,7 @@ func TestRealtimeReported(t *testing.T) {
 		o.NoRealtime = no
 		var log syncBuffer
 		o.Log = &log
-		res, err := Run(context.Background(), testTrace(20, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, testTrace(20, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
 		got := res.Meta.Get(MetaRealtime)
 		warned := strings.Contains(log.String(), "without the real-time class")
 		switch {
