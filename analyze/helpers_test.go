@@ -21,6 +21,25 @@ func mustAnalyze(t *testing.T, recs []traces.Record, o Options) *Report {
 	return rep
 }
 
+// analyzeWithSamples is an Analyzer's report of recs and the metrics
+// series samples, with o; an error fails the test.
+func analyzeWithSamples(t *testing.T, recs []traces.Record, samples []traces.MetricsSample, o Options) *Report {
+	t.Helper()
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		a.Add(&recs[i])
+	}
+	a.AddSamples(samples)
+	rep, err := a.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // textOf is rep's text report.
 func textOf(t *testing.T, rep *Report) string {
 	t.Helper()

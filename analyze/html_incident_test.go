@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -56,21 +55,10 @@ func incidentReport(t *testing.T, withSeries bool) *Report {
 	recs, samples := incidentRecords()
 	o := DefaultOptions()
 	o.IgnoreServerTimings = true
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
+	if !withSeries {
+		samples = nil
 	}
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	if withSeries {
-		a.AddSamples(samples)
-	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return analyzeWithSamples(t, recs, samples, o)
 }
 
 // TestHTMLIncidentTimeline: with the server's series the report draws one
