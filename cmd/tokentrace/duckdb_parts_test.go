@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -22,24 +20,14 @@ import (
 func TestDuckDBReadsCaptureParts(t *testing.T) {
 	duckQuery := duckDB(t)
 	dir := t.TempDir()
-	so := capture.DefaultSampleOptions()
-	so.Duration, so.Rate = 15*time.Second, 3
-	var logs bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &logs, 5, so); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(strings.TrimSuffix(logs.String(), "\n"), "\n")
+	const n = 3
+	logs, lines := sampleLogParts(t, dir, 5, 15*time.Second, 3, n)
 	key := filepath.Join(dir, "capture.key")
 	parts := filepath.Join(dir, "parts")
 	if err := os.Mkdir(parts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	const n = 3
-	for i := range n {
-		log := filepath.Join(dir, "logs-"+strconv.Itoa(i)+".jsonl")
-		if err := os.WriteFile(log, []byte(strings.Join(lines[i*len(lines)/n:(i+1)*len(lines)/n], "")), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	for i, log := range logs {
 		args := []string{"tokentrace", "capture", "--key-file", key, "--part", strconv.Itoa(i), "--out", filepath.Join(parts, "trace-part-"+strconv.Itoa(i)+".parquet"), log}
 		if i == 0 {
 			args[2] = "--new-key-file"
@@ -79,9 +67,9 @@ func TestDuckDBReadsCaptureParts(t *testing.T) {
 		InputTokens int64 `json:"input_tokens"`
 	}
 	duckQuery(filepath.Join(parts, "*.parquet"), &duck)
-	if rows != int64(len(lines)) || duck.Requests != rows || duck.InputTokens != in || crows != rows || cin != in {
+	if rows != int64(lines) || duck.Requests != rows || duck.InputTokens != in || crows != rows || cin != in {
 		t.Errorf("DuckDB on the parts: %d rows, %d input tokens; tokentrace on the parts %d, %d; composed trace %d, %d; %d log lines",
-			duck.Requests, duck.InputTokens, rows, in, crows, cin, len(lines))
+			duck.Requests, duck.InputTokens, rows, in, crows, cin, lines)
 	}
 	t.Logf("%d rows, %d input tokens in %d parts", rows, in, n)
 }
