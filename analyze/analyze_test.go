@@ -36,10 +36,7 @@ func small() []traces.Record {
 func TestSummaryOfSmallRun(t *testing.T) {
 	o := DefaultOptions()
 	o.SLO = traces.SLO{TTFT: 250 * ms}
-	rep, err := Analyze(context.Background(), small(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, small(), o)
 	check := func(what string, got, want float64) {
 		t.Helper()
 		if math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
@@ -91,10 +88,7 @@ func TestServerAttributionIsExact(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.KeepRequests = true
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	want := []RequestAttribution{
 		{Seq: 0, RequestID: recs[0].RequestID, Lateness: int64(5 * ms), Queue: int64(20 * ms), Prefill: int64(70 * ms), Decode: int64(880 * ms), Other: int64(30 * ms), Source: SourceServer},
 		{Seq: 1, RequestID: recs[1].RequestID, Queue: int64(350 * ms), Prefill: int64(40 * ms), Decode: int64(490 * ms), Other: int64(20 * ms), Source: SourceServer},
@@ -117,10 +111,7 @@ func TestServerAttributionIsExact(t *testing.T) {
 	}
 	// TTFT tail: request 1 (400 ms) is the tail, dominated by its queue.
 	o.TailMetric = MetricTTFT
-	rep, err = Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = mustAnalyze(t, recs, o)
 	if a := rep.Attribution; a.Dominant != "queue" || math.Abs(a.Share.Queue-350.0/400) > 1e-9 {
 		t.Errorf("ttft attribution = %s share %+v, want queue 87.5%%", a.Dominant, a.Share)
 	}
@@ -251,10 +242,7 @@ func golden(t *testing.T, name string, got []byte) {
 func TestVLLMFormatGolden(t *testing.T) {
 	o := DefaultOptions()
 	o.SLO = traces.SLO{TTFT: 250 * ms, E2E: 2 * time.Second}
-	rep, err := Analyze(context.Background(), small(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, small(), o)
 	var b bytes.Buffer
 	if err := rep.WriteVLLM(&b, VLLMOptions{}); err != nil {
 		t.Fatal(err)
@@ -293,10 +281,7 @@ func TestVLLMFormatGolden(t *testing.T) {
 func TestJSONKeysAreStable(t *testing.T) {
 	o := DefaultOptions()
 	o.SLO = traces.SLO{TTFT: 250 * ms}
-	rep, err := Analyze(context.Background(), small(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, small(), o)
 	var b bytes.Buffer
 	if err := rep.WriteJSON(&b); err != nil {
 		t.Fatal(err)
@@ -332,10 +317,7 @@ func TestTextGolden(t *testing.T) {
 	o.SLO = traces.SLO{TTFT: 250 * ms}
 	o.By = ByModel
 	o.Window = time.Second
-	rep, err := Analyze(context.Background(), small(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, small(), o)
 	var b bytes.Buffer
 	if err := rep.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -363,10 +345,7 @@ func TestAttributionSource(t *testing.T) {
 		{"ignored", Options{TailPercentile: 50, IgnoreServerTimings: true}, recs, SourceEstimated},
 		{"server", Options{TailPercentile: 90}, recs, SourceServer},
 	} {
-		rep, err := Analyze(context.Background(), tt.recs, tt.o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := mustAnalyze(t, tt.recs, tt.o)
 		if rep.Attribution.Source != tt.source {
 			t.Errorf("%s: source = %s, want %s", tt.name, rep.Attribution.Source, tt.source)
 		}
@@ -385,10 +364,7 @@ func TestManyGroups(t *testing.T) {
 	o := DefaultOptions()
 	o.By = ByCategory
 	o.ITLExactLimit = 50000
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	if len(rep.Groups) != 4000 {
 		t.Fatalf("groups = %d, want 4000", len(rep.Groups))
 	}

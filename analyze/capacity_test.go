@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"html/template"
 	"math"
 	"strings"
@@ -69,10 +68,7 @@ func TestCostArithmetic(t *testing.T) {
 	o := DefaultOptions()
 	o.CostPerHour = 4.50
 	o.SLO = traces.SLO{TTFT: time.Second}
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	c := rep.CapacityCheck()
 	if c == nil || c.Cost == nil {
 		t.Fatal("no cost")
@@ -110,10 +106,7 @@ func TestBandwidthCheck(t *testing.T) {
 	} {
 		o := DefaultOptions()
 		o.ModelBytes, o.Bandwidth = 16e9, 3.35e12
-		rep, err := Analyze(context.Background(), capRecs(20, 50*time.Millisecond, c.tpot), o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := mustAnalyze(t, capRecs(20, 50*time.Millisecond, c.tpot), o)
 		b := rep.CapacityCheck().Bandwidth
 		floor := 16e9 / 3.35e12 * 1e3
 		if math.Abs(b.DecodeFloorMs-floor) > 1e-9 {
@@ -181,10 +174,7 @@ func TestCapacityInHTML(t *testing.T) {
 	o.ModelBytes, o.Bandwidth = 16e9, 3.35e12
 	o.CostPerHour = 4.50
 	o.SLO = traces.SLO{TTFT: time.Second}
-	rep, err := Analyze(context.Background(), capRecs(20, 50*time.Millisecond, 5*time.Millisecond), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, capRecs(20, 50*time.Millisecond, 5*time.Millisecond), o)
 	var text, page strings.Builder
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)

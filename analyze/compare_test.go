@@ -183,10 +183,7 @@ func TestOptionsClass(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.Class = "interactive"
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	if rep.Requests != 5 || rep.TTFT.Max != 50 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "5 row(s) of other classes") {
 		t.Errorf("class interactive: %d requests, TTFT max %v, warnings %q", rep.Requests, rep.TTFT.Max, rep.Warnings)
 	}

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"math"
 	"slices"
 	"strings"
@@ -20,10 +19,6 @@ func crossCheckRun(t *testing.T, ignoreServer bool, hist func(x *traces.MetricsS
 	t.Helper()
 	o := DefaultOptions()
 	o.IgnoreServerTimings = ignoreServer
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var recs []traces.Record
 	finished := make([]int64, 12)
 	for i := range 100 {
@@ -46,15 +41,7 @@ func crossCheckRun(t *testing.T, ignoreServer bool, hist func(x *traces.MetricsS
 		hist(&x)
 		s = append(s, x)
 	}
-	a.AddSamples(s)
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return analyzeWithSamples(t, recs, s, o)
 }
 
 // TestCrossCheck compares the attribution of every request with the

@@ -106,10 +106,7 @@ func TestDiagnosisQueueUnderLoad(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.TailMetric = MetricTTFT
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	if rep.Attribution.Dominant != "queue" {
 		t.Fatalf("dominant %s, want queue", rep.Attribution.Dominant)
 	}

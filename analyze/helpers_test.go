@@ -1,10 +1,83 @@
 package analyze
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
+
+// mustAnalyze is Analyze of recs with o; an error fails the test.
+func mustAnalyze(t *testing.T, recs []traces.Record, o Options) *Report {
+	t.Helper()
+	rep, err := Analyze(context.Background(), recs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// analyzeWithSamples is an Analyzer's report of recs and the metrics
+// series samples, with o; an error fails the test.
+func analyzeWithSamples(t *testing.T, recs []traces.Record, samples []traces.MetricsSample, o Options) *Report {
+	t.Helper()
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range recs {
+		a.Add(&recs[i])
+	}
+	a.AddSamples(samples)
+	rep, err := a.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// textOf is rep's text report.
+func textOf(t *testing.T, rep *Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rep.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// htmlOf is rep's HTML report, also written to the file
+// TOKENTRACE_HTML_OUT names, if set, to look at in a browser (run the one
+// test with it).
+func htmlOf(t *testing.T, rep *Report) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := rep.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// chartSVG is the SVG element of page whose title starts with title ("" when
+// the page has none).
+func chartSVG(page, title string) string {
+	i := strings.Index(page, title)
+	if i < 0 {
+		return ""
+	}
+	s := strings.LastIndex(page[:i], "<svg")
+	e := strings.Index(page[i:], "</svg>")
+	return page[s : i+e+len("</svg>")]
+}
 
 // rec builds a successful result row: sent at sent (scheduled late by
 // lateness), first token after ttft, last token after e2e, out output tokens

@@ -265,23 +265,26 @@ func (rep *Report) timelineE2E() (*plot.Plot, error) {
 	})
 }
 
+// windowXYs is f of each window with a completed request, at the window's
+// middle.
+func (rep *Report) windowXYs(f func(Window) float64) plotter.XYs {
+	var xy plotter.XYs
+	for _, w := range rep.Windows {
+		if w.Completed > 0 {
+			xy = append(xy, plotter.XY{X: (w.StartS + w.EndS) / 2, Y: f(w)})
+		}
+	}
+	return xy
+}
+
 func (rep *Report) timelinePanel(title string, lines []timelineSeries) (*plot.Plot, error) {
 	if len(rep.Windows) < 2 {
 		return nil, nil
 	}
 	p := newPlot(title, "time (s)", "")
-	series := func(f func(Window) float64) plotter.XYs {
-		var xy plotter.XYs
-		for _, w := range rep.Windows {
-			if w.Completed > 0 {
-				xy = append(xy, plotter.XY{X: (w.StartS + w.EndS) / 2, Y: f(w)})
-			}
-		}
-		return xy
-	}
 	hi := 0.0
 	for _, s := range lines {
-		xy := series(s.f)
+		xy := rep.windowXYs(s.f)
 		hi = max(hi, maxY(xy))
 		if err := addLine(p, s.name, xy, s.c, s.dashed); err != nil {
 			return nil, err

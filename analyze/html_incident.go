@@ -155,15 +155,6 @@ func (rep *Report) incidentTimeline() (template.HTML, string, error) {
 		p.Y.Min = 0
 		return p
 	}
-	perWindow := func(f func(Window) float64) plotter.XYs {
-		var xy plotter.XYs
-		for _, w := range rep.Windows {
-			if w.Completed > 0 {
-				xy = append(xy, plotter.XY{X: (w.StartS + w.EndS) / 2, Y: f(w)})
-			}
-		}
-		return xy
-	}
 	var panels []*plot.Plot
 	for i, m := range []struct {
 		name     string
@@ -174,7 +165,7 @@ func (rep *Report) incidentTimeline() (template.HTML, string, error) {
 		{"E2E", func(w Window) float64 { return w.E2EP50Ms }, func(w Window) float64 { return w.E2EP99Ms }, colE2E},
 	} {
 		p := panel("", i == 0)
-		lo, hi := perWindow(m.p50), perWindow(m.p99)
+		lo, hi := rep.windowXYs(m.p50), rep.windowXYs(m.p99)
 		if err := addLine(p, m.name+" p50", lo, m.c, true); err != nil {
 			return "", "", err
 		}

@@ -1,10 +1,7 @@
 package analyze
 
 import (
-	"bytes"
-	"context"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -58,47 +55,10 @@ func incidentReport(t *testing.T, withSeries bool) *Report {
 	recs, samples := incidentRecords()
 	o := DefaultOptions()
 	o.IgnoreServerTimings = true
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
+	if !withSeries {
+		samples = nil
 	}
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	if withSeries {
-		a.AddSamples(samples)
-	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
-}
-
-func htmlOf(t *testing.T, rep *Report) string {
-	t.Helper()
-	var b bytes.Buffer
-	if err := rep.WriteHTML(&b); err != nil {
-		t.Fatal(err)
-	}
-	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
-		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b.String()
-}
-
-// incidentSVG is the incident timeline's SVG element of page ("" when
-// the page has none).
-func incidentSVG(page string) string {
-	i := strings.Index(page, "Incident timeline: latency")
-	if i < 0 {
-		return ""
-	}
-	s := strings.LastIndex(page[:i], "<svg")
-	e := strings.Index(page[i:], "</svg>")
-	return page[s : i+e+len("</svg>")]
+	return analyzeWithSamples(t, recs, samples, o)
 }
 
 // TestHTMLIncidentTimeline: with the server's series the report draws one
@@ -108,7 +68,7 @@ func incidentSVG(page string) string {
 // series are absent and draws no timeline.
 func TestHTMLIncidentTimeline(t *testing.T) {
 	page := htmlOf(t, incidentReport(t, true))
-	svg := incidentSVG(page)
+	svg := chartSVG(page, "Incident timeline: latency")
 	if svg == "" {
 		t.Fatal("no incident timeline on the page")
 	}
@@ -141,7 +101,7 @@ func TestHTMLIncidentTimeline(t *testing.T) {
 	}
 
 	page = htmlOf(t, incidentReport(t, false))
-	if incidentSVG(page) != "" {
+	if chartSVG(page, "Incident timeline: latency") != "" {
 		t.Errorf("incident timeline drawn without server series")
 	}
 	if !strings.Contains(page, "The server&#39;s metrics series are absent") {

@@ -142,18 +142,7 @@ func TestHTMLLegendsBesidePlots(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.By = ByClass
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	a.AddSamples(samples)
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := analyzeWithSamples(t, recs, samples, o)
 	if err := AttributeGroups(context.Background(), rep, recs); err != nil {
 		t.Fatal(err)
 	}

@@ -35,15 +35,8 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 	o := DefaultOptions()
 	o.IgnoreServerTimings = true
 	o.SLO = traces.SLO{TTFT: 500 * ms, E2E: 5 * time.Second}
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := rep.WriteHTML(&b); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	rep := mustAnalyze(t, recs, o)
+	page := htmlOf(t, rep)
 	if n := strings.Count(page, "<svg"); n != 8 {
 		t.Errorf("page has %d charts, want 8 (the tail waterfall and 7 in the grid)", n)
 	}
@@ -60,10 +53,7 @@ func TestHTMLReportIsSelfContained(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" {
-		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if p := os.Getenv("TOKENTRACE_HTML_OUT"); p != "" { // htmlOf wrote the page there
 		var tb bytes.Buffer
 		o.Window = 10 * time.Second
 		rep2, _ := Analyze(context.Background(), recs, o)
@@ -115,10 +105,7 @@ func TestHTMLTickLabels(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.Window = 5 * time.Second
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	var b bytes.Buffer
 	if err := rep.WriteHTML(&b); err != nil {
 		t.Fatal(err)
@@ -153,15 +140,8 @@ func TestHTMLTimelineTTFTOwnAxis(t *testing.T) {
 	o := DefaultOptions()
 	o.TailMetric = MetricTTFT
 	o.Window = 2 * time.Second
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	if err := rep.WriteHTML(&b); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	rep := mustAnalyze(t, recs, o)
+	page := htmlOf(t, rep)
 	for _, want := range []string{"Timeline: TTFT of requests sent in each window", "Timeline: E2E of requests sent in each window"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks the panel %q", want)
@@ -191,15 +171,8 @@ func TestHTMLSaysWhatIsSplit(t *testing.T) {
 	for _, metric := range []string{MetricTTFT, MetricE2E} {
 		o := DefaultOptions()
 		o.TailMetric = metric
-		rep, err := Analyze(context.Background(), recs, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		if err := rep.WriteHTML(&b); err != nil {
-			t.Fatal(err)
-		}
-		page := b.String()
+		rep := mustAnalyze(t, recs, o)
+		page := htmlOf(t, rep)
 		m := strings.ToUpper(metric)
 		for _, want := range []string{"Where the time went: " + m + " split (server attribution)", "share of " + m + " (%)", "How the " + m + " of the p99 " + m + " tail"} {
 			if !strings.Contains(page, want) {
@@ -244,10 +217,7 @@ func TestHTMLByClassAttributionAndGoodput(t *testing.T) {
 	o.By = ByClass
 	o.TailMetric = MetricTTFT
 	o.SLO = traces.SLO{TTFT: 500 * ms}
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	if err := AttributeGroups(context.Background(), rep, recs); err != nil {
 		t.Fatal(err)
 	}

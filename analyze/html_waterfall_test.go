@@ -1,24 +1,12 @@
 package analyze
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// waterfallSVG is the tail waterfall's SVG element of page ("" without).
-func waterfallSVG(page string) string {
-	i := strings.Index(page, "Tail waterfall: each")
-	if i < 0 {
-		return ""
-	}
-	s := strings.LastIndex(page[:i], "<svg")
-	e := strings.Index(page[i:], "</svg>")
-	return page[s : i+e+len("</svg>")]
-}
 
 // TestHTMLTailWaterfall: every tail request of the incident run is a bar
 // from its scheduled send to its last token, split into the attribution's
@@ -49,7 +37,7 @@ func TestHTMLTailWaterfall(t *testing.T) {
 		}
 	}
 	page := htmlOf(t, rep)
-	svg := waterfallSVG(page)
+	svg := chartSVG(page, "Tail waterfall: each")
 	if svg == "" {
 		t.Fatal("no tail waterfall on the page")
 	}
@@ -91,10 +79,7 @@ func TestHTMLTailWaterfallCap(t *testing.T) {
 	recs, _ := incidentRecords()
 	o := DefaultOptions()
 	o.TailPercentile = 80
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	bars, n := rep.waterfallBars()
 	if n <= MaxWaterfallBars || len(bars) != MaxWaterfallBars {
 		t.Fatalf("%d bars of %d tail requests, want %d of more than %d", len(bars), n, MaxWaterfallBars, MaxWaterfallBars)
@@ -137,7 +122,7 @@ func TestHTMLTailWaterfallCap(t *testing.T) {
 		t.Errorf("page lacks %q", want)
 	}
 	// with server timings, nothing is marked estimated
-	if l := chartLabels(waterfallSVG(page)); !slicesContains(l, "queue") || slicesContains(l, "queue (estimated)") {
+	if l := chartLabels(chartSVG(page, "Tail waterfall: each")); !slicesContains(l, "queue") || slicesContains(l, "queue (estimated)") {
 		t.Errorf("server-timed waterfall legend %q: want plain queue", l)
 	}
 }

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"math"
 	"testing"
 	"time"
@@ -42,10 +41,7 @@ func TestITLPerTokenEstimatedFromUsage(t *testing.T) {
 			sent := time.Duration(i) * 200 * time.Millisecond
 			recs = append(recs, streamed(int64(i), sent, sent+30*time.Millisecond, step, 97, n))
 		}
-		rep, err := Analyze(context.Background(), recs, DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := mustAnalyze(t, recs, DefaultOptions())
 		if rep.ITLPerToken.Count == 0 || math.Abs(rep.ITLPerToken.P50-10) > 1 {
 			t.Errorf("stream interval %d: per-token ITL p50 %.3f ms over %d gaps, want 10 ± 1", n, rep.ITLPerToken.P50, rep.ITLPerToken.Count)
 		}
@@ -66,10 +62,7 @@ func TestITLPerTokenEstimatedFromUsage(t *testing.T) {
 func TestITLPerTokenExactWinsOverEstimate(t *testing.T) {
 	r := streamed(0, 0, 30*time.Millisecond, 10*time.Millisecond, 9, 4) // chunks 1, 4, 4
 	r.ChunkTokens = []int32{1, 4, 4}
-	rep, err := Analyze(context.Background(), []traces.Record{r}, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, []traces.Record{r}, DefaultOptions())
 	if rep.ITLPerTokenEstimated != 0 || rep.ITLPerToken.Count != 2 || math.Abs(rep.ITLPerToken.P50-10) > 1e-9 {
 		t.Errorf("estimated %d, per-token ITL %+v", rep.ITLPerTokenEstimated, rep.ITLPerToken)
 	}
@@ -88,10 +81,7 @@ func TestPeakNotBelowMeanWithoutChunks(t *testing.T) {
 		r.InputTokens, r.OutputTokens, r.ServerOutputTokens = 10, 50, 50
 		recs = append(recs, r)
 	}
-	rep, err := Analyze(context.Background(), recs, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, DefaultOptions())
 	if th := rep.Throughput; th.PeakOutputTokensPerS < th.OutputTokensPerS || th.PeakOutputTokensPerS < 50 {
 		t.Errorf("peak %.1f tok/s, mean %.1f", th.PeakOutputTokensPerS, th.OutputTokensPerS)
 	}

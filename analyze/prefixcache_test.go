@@ -97,10 +97,7 @@ func TestPrefixCache(t *testing.T) {
 		t.Run(c.doc, func(t *testing.T) {
 			o := DefaultOptions()
 			o.KVBlocks, o.BlockSize = c.kv, 10
-			rep, err := Analyze(context.Background(), c.recs, o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := mustAnalyze(t, c.recs, o)
 			pc := rep.PrefixCache
 			if pc == nil {
 				t.Fatal("no PrefixCache section")
@@ -125,10 +122,7 @@ func TestPrefixCacheCountsOtherClasses(t *testing.T) {
 	recs[0].Class, recs[1].Class = "batch", "interactive"
 	o := DefaultOptions()
 	o.BlockSize, o.Class = 10, "interactive"
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	if pc := rep.PrefixCache; pc.Requests != 1 || pc.ImpliedTokens != 20 || pc.PromptTokens != 30 {
 		t.Errorf("got %d request(s), %d of %d tokens implied; want 1, 20 of 30", pc.Requests, pc.ImpliedTokens, pc.PromptTokens)
 	}
@@ -137,10 +131,7 @@ func TestPrefixCacheCountsOtherClasses(t *testing.T) {
 // TestPrefixCacheBlockSize: without a block size there is no implied
 // rate, only a warning; a results file's metadata gives it.
 func TestPrefixCacheBlockSize(t *testing.T) {
-	rep, err := Analyze(context.Background(), cacheRows(), DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, cacheRows(), DefaultOptions())
 	if rep.PrefixCache != nil || !strings.Contains(strings.Join(rep.Warnings, "\n"), "no block size") {
 		t.Errorf("without a block size: section %+v, warnings %q", rep.PrefixCache, rep.Warnings)
 	}
@@ -152,7 +143,7 @@ func TestPrefixCacheBlockSize(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.KVBlocks = 3
-	rep, err = AnalyzeFiles(context.Background(), []string{path}, o)
+	rep, err := AnalyzeFiles(context.Background(), []string{path}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,10 +175,7 @@ func TestSessions(t *testing.T) {
 // TestSessionsE2EByTurn checks the E2E column of the first case by hand:
 // turn 1 has 1000, 1000 and 500 ms.
 func TestSessionsE2EByTurn(t *testing.T) {
-	rep, err := Analyze(context.Background(), agentic(), DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, agentic(), DefaultOptions())
 	e := rep.Sessions.ByTurn[0].E2E
 	if !near(e.P50, 1000) || !near(e.P90, 1000) || !near(e.Min, 500) {
 		t.Errorf("turn 1 E2E p50 %v p90 %v min %v, want 1000, 1000, 500", e.P50, e.P90, e.Min)
@@ -186,19 +183,12 @@ func TestSessionsE2EByTurn(t *testing.T) {
 }
 
 func TestNoSessionsNoSection(t *testing.T) {
-	rep, err := Analyze(context.Background(), small(), DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, small(), DefaultOptions())
 	if rep.Sessions != nil || rep.PrefixCache != nil {
 		t.Errorf("a run without sessions or prefix blocks has sections: %+v %+v", rep.Sessions, rep.PrefixCache)
 	}
-	var b bytes.Buffer
-	if err := rep.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(b.String(), "Sessions") || strings.Contains(b.String(), "Prefix cache") {
-		t.Errorf("text has a session or prefix-cache block:\n%s", b.String())
+	if text := textOf(t, rep); strings.Contains(text, "Sessions") || strings.Contains(text, "Prefix cache") {
+		t.Errorf("text has a session or prefix-cache block:\n%s", text)
 	}
 }
 
@@ -211,10 +201,7 @@ func TestSessionsInTextJSONHTML(t *testing.T) {
 	recs[0].ServerCachedTokens = 0
 	o := DefaultOptions()
 	o.BlockSize = 10
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	var txt, js, html bytes.Buffer
 	if err := rep.WriteText(&txt); err != nil {
 		t.Fatal(err)

@@ -45,10 +45,7 @@ func analyzeWith(t *testing.T, recs []traces.Record, exactRows int) *Report {
 	o.SLO = traces.SLO{TTFT: 40 * ms, E2E: 900 * ms}
 	o.By = ByClass
 	o.ExactRows = exactRows
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	return rep
 }
 
@@ -265,10 +262,7 @@ func TestExactRowsSampleBounded(t *testing.T) {
 	shuf := append([]traces.Record(nil), recs...)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuf), func(i, j int) { shuf[i], shuf[j] = shuf[j], shuf[i] })
 	o.KeepRequests = false
-	rep2, err := Analyze(context.Background(), shuf, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep2 := mustAnalyze(t, shuf, o)
 	if rep2.Sampling.Kept != rep.Sampling.Kept || rep2.Sampling.OneIn != rep.Sampling.OneIn {
 		t.Errorf("shuffled: kept %d of 1 in %d, want %d of 1 in %d", rep2.Sampling.Kept, rep2.Sampling.OneIn, rep.Sampling.Kept, rep.Sampling.OneIn)
 	}

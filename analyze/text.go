@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -18,12 +18,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
 	var st []string
-	keys := make([]string, 0, len(rep.ByStatus))
-	for k := range rep.ByStatus {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(rep.ByStatus)) {
 		st = append(st, fmt.Sprintf("%s %d", k, rep.ByStatus[k]))
 	}
 	p("Requests      %d (%s)\n", rep.Requests, strings.Join(st, ", "))

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -33,18 +32,11 @@ func TestTextColumnsOneUnit(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.By = ByClass
-	rep, err := Analyze(context.Background(), recs, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyze(t, recs, o)
 	if err := AttributeGroups(context.Background(), rep, recs); err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := rep.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
+	out := textOf(t, rep)
 	var tailMean, allMean, thr []string
 	section := ""
 	for _, l := range strings.Split(out, "\n") {

@@ -60,14 +60,9 @@ func TestReplayRecordsClockAndStartError(t *testing.T) {
 	f := &fake{}
 	f.srv = httptest.NewServer(skewed(skew, f))
 	defer f.Close()
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.StartAt = time.Now().Add(2500 * time.Millisecond)
-	res, err := Run(context.Background(), testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
 	m := res.Meta
 	off, err1 := strconv.ParseInt(m.Get(MetaClockOffset), 10, 64)
 	bound, err2 := strconv.ParseInt(m.Get(MetaClockOffsetError), 10, 64)
@@ -82,10 +77,7 @@ func TestReplayRecordsClockAndStartError(t *testing.T) {
 		t.Errorf("start error %v (summary %v): the first request cannot go before it is due", time.Duration(start), res.Summary.StartError)
 	}
 	o.StartAt = time.Time{}
-	res, err = Run(context.Background(), testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = mustRun(t, testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
 	if res.Meta.Get(MetaClockOffset) != "" || res.Meta.Get(MetaStartError) != "" {
 		t.Errorf("without StartAt: metadata %v", res.Meta.Extra)
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // fakeReq is what the fake server saw of one request.
@@ -47,6 +51,23 @@ type fake struct {
 }
 
 func newFake(delay time.Duration) *fake { return newFakeMode(delay, nil) }
+
+// mustRun is Run of recs with meta m and o; an error fails the test.
+func mustRun(t *testing.T, recs []traces.Record, m traces.Meta, o Options) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), recs, m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// options are the default options aimed at f, model "m".
+func (f *fake) options() Options {
+	o := DefaultOptions()
+	o.URL, o.Model = f.srv.URL, "m"
+	return o
+}
 
 // newFakeMode sets Mode before the server starts (the race detector does
 // not see the happens-before edge a socket gives).

@@ -193,10 +193,7 @@ func TestFastPathReusesConnections(t *testing.T) {
 	o := DefaultOptions()
 	o.URL = url
 	o.Model = "m"
-	res, err := Run(context.Background(), testTrace(300, 2*time.Millisecond, 3, 1), traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, testTrace(300, 2*time.Millisecond, 3, 1), traces.NewMeta("t"), o)
 	if res.Summary.OK != 300 {
 		t.Fatalf("%d of 300 ok: %v", res.Summary.OK, res.Summary.FailedBy)
 	}

@@ -38,8 +38,9 @@ func (f *fullFile) Write(p []byte) (int, error) {
 }
 
 // journalOnFullDisk makes the journals of this test land on a disk that
-// fills up after limit bytes.
-func journalOnFullDisk(t *testing.T, limit int) {
+// fills up after limit bytes, and returns the journal path of a results
+// file res.parquet in a fresh folder.
+func journalOnFullDisk(t *testing.T, limit int) (jpath string) {
 	c := createJournal
 	t.Cleanup(func() { createJournal = c })
 	createJournal = func(path string) (journalFile, error) {
@@ -49,6 +50,7 @@ func journalOnFullDisk(t *testing.T, limit int) {
 		}
 		return &fullFile{File: of, limit: limit}, nil
 	}
+	return JournalPath(filepath.Join(t.TempDir(), "res.parquet"))
 }
 
 // TestJournalFailureStopsSending checks what a failed journal write does to
@@ -59,13 +61,9 @@ func journalOnFullDisk(t *testing.T, limit int) {
 func TestJournalFailureStopsSending(t *testing.T) {
 	f := newFake(time.Millisecond)
 	defer f.Close()
-	dir := t.TempDir()
-	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	journalOnFullDisk(t, 4096)
+	jpath := journalOnFullDisk(t, 4096)
 	recs := testTrace(1000, 3*time.Millisecond, 4, 3) // 3 s of trace
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Journal = jpath
 	o.JournalSync = 20 * time.Millisecond
 	o.Drain = 2 * time.Second
@@ -105,12 +103,9 @@ func TestJournalFailureStopsSending(t *testing.T) {
 func TestJournalUnwritableAtStart(t *testing.T) {
 	f := newFake(0)
 	defer f.Close()
-	dir := t.TempDir()
-	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	journalOnFullDisk(t, 10)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	jpath := journalOnFullDisk(t, 10)
+	dir := filepath.Dir(jpath)
+	o := f.options()
 	o.Journal = jpath
 	o.Warmup = 0
 	res, err := Run(context.Background(), testTrace(10, time.Millisecond, 4, 2), traces.NewMeta("t"), o)

@@ -43,10 +43,7 @@ func TestPreflight(t *testing.T) {
 		o.URL, o.Model = f.srv.URL, "m"
 		var log syncBuffer
 		o.Log = &log
-		res, err := Run(context.Background(), testTrace(5, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, testTrace(5, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
 		if res.Summary.Sent != 5 || res.Summary.Failed != 5 {
 			t.Errorf("sent %d failed %d, want the run to go on and count 5 failures", res.Summary.Sent, res.Summary.Failed)
 		}

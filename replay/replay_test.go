@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -224,7 +223,7 @@ func FuzzSSEReader(f *testing.F) {
 		if chunkSize < 1 || chunkSize > 64 {
 			chunkSize = 7
 		}
-		sr := &sseReader{r: &slowReader{s: s, n: chunkSize}, buf: make([]byte, 8), max: 1 << 20}
+		sr := &sseReader{r: &chunkedBytes{b: []byte(s), n: chunkSize}, buf: make([]byte, 8), max: 1 << 20}
 		var got []string
 		for i := 0; i < 1e5; i++ {
 			p, _, err := sr.next()
@@ -244,20 +243,6 @@ func FuzzSSEReader(f *testing.F) {
 			t.Errorf("payloads = %q, want %q", got, want)
 		}
 	})
-}
-
-type slowReader struct {
-	s string
-	n int
-}
-
-func (r *slowReader) Read(p []byte) (int, error) {
-	if len(r.s) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), r.n)], r.s)
-	r.s = r.s[n:]
-	return n, nil
 }
 
 func TestPromptsExactAndShared(t *testing.T) {
@@ -330,10 +315,7 @@ func TestRunAgainstFake(t *testing.T) {
 	o.APIKey = "sk-secret-key"
 	o.Headers = map[string][]string{"X-Tenant": {"a"}}
 	o.ContinuousUsage = true
-	res, err := Run(context.Background(), recs, traces.NewMeta("test"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("test"), o)
 	if len(res.Records) != 50 {
 		t.Fatalf("got %d records, want 50", len(res.Records))
 	}
@@ -397,10 +379,7 @@ func TestRunChatCalibrated(t *testing.T) {
 	o.URL = f.srv.URL
 	o.API = traces.APIChat
 	o.Model = "m"
-	res, err := Run(context.Background(), recs, traces.NewMeta("test"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("test"), o)
 	for _, rec := range res.Records {
 		if rec.Status != traces.StatusOK || rec.ServerPromptTokens != 120 || len(rec.ChunkNs) != 3 {
 			t.Errorf("chat record %d: %s %q prompt %d chunks %d", rec.Seq, rec.Status, rec.Error, rec.ServerPromptTokens, len(rec.ChunkNs))
@@ -452,15 +431,10 @@ func TestFaults(t *testing.T) {
 	})
 	defer f.Close()
 	recs := testTrace(2*len(modes), time.Millisecond, 16, 8)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Run = "f"
 	o.Timeout = 500 * time.Millisecond
-	res, err := Run(context.Background(), recs, traces.NewMeta("test"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("test"), o)
 	if len(res.Records) != len(recs) {
 		t.Fatalf("got %d records, want %d", len(res.Records), len(recs))
 	}
@@ -499,10 +473,7 @@ func TestConnectionRefused(t *testing.T) {
 		t.Fatalf("Run = %v, %v; want no result and a preflight error naming the refused connection", res, err)
 	}
 	o.NoPreflight = true
-	res, err = Run(context.Background(), testTrace(3, 0, 4, 2), traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = mustRun(t, testTrace(3, 0, 4, 2), traces.NewMeta("t"), o)
 	for _, rec := range res.Records {
 		if rec.Status != traces.StatusDisconnect || rec.Error != "connection refused" {
 			t.Errorf("status %q error %q, want disconnect/connection refused", rec.Status, rec.Error)
@@ -633,14 +604,9 @@ func TestClosedSessions(t *testing.T) {
 			recs = append(recs, r)
 		}
 	}
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Sessions = SessionsClosed
-	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("t"), o)
 	if len(res.Records) != 6 {
 		t.Fatalf("got %d records", len(res.Records))
 	}
@@ -665,14 +631,9 @@ func TestMaxConcurrencyShowsAsLateness(t *testing.T) {
 	f := newFake(5 * time.Millisecond)
 	defer f.Close()
 	recs := testTrace(6, 0, 4, 4) // all due at 0, each takes ~20 ms
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.MaxConcurrency = 1
-	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("t"), o)
 	if res.Summary.LatenessMax < 50*time.Millisecond {
 		t.Errorf("lateness max %v with a cap of 1, want the cap's delay (>= 50ms)", res.Summary.LatenessMax)
 	}
@@ -684,9 +645,7 @@ func TestStopDrainAndJournal(t *testing.T) {
 	dir := t.TempDir()
 	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
 	recs := testTrace(1000, 5*time.Millisecond, 4, 3) // 5 s of trace
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Journal = jpath
 	o.JournalSync = 20 * time.Millisecond
 	o.Drain = 2 * time.Second
@@ -747,9 +706,7 @@ func TestProgressLine(t *testing.T) {
 			return ""
 		})
 		var buf syncBuffer
-		o := DefaultOptions()
-		o.URL = f.srv.URL
-		o.Model = "m"
+		o := f.options()
 		o.Progress = &buf
 		o.ProgressLines = lines
 		o.ProgressPeriod = 10 * time.Millisecond
@@ -795,15 +752,10 @@ func (s *syncBuffer) String() string {
 func TestStartAt(t *testing.T) {
 	f := newFake(0)
 	defer f.Close()
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.StartAt = time.Now().Add(300 * time.Millisecond)
 	called := time.Now()
-	res, err := Run(context.Background(), testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, testTrace(2, 0, 4, 2), traces.NewMeta("t"), o)
 	reqs := f.requests()
 	if len(reqs) != 2 || reqs[0].At.Before(o.StartAt) {
 		t.Fatalf("requests sent at %v, before --start-at %v (called %v)", reqs[0].At, o.StartAt, called)
@@ -819,17 +771,12 @@ func TestWarmupDurationExtensionsPerRecordAPI(t *testing.T) {
 	defer f.Close()
 	recs := testTrace(40, 10*time.Millisecond, 12, 2) // 400 ms of trace
 	recs[1].API = traces.APIChat
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Run = "w"
 	o.Warmup = 3
 	o.Duration = 95 * time.Millisecond
 	o.NoVLLMExtensions = true
-	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("t"), o)
 	// Records due at 0..90 ms are sent; warm-ups are not recorded.
 	if len(res.Records) != 10 {
 		t.Fatalf("got %d records, want the 10 due within --duration", len(res.Records))

@@ -88,10 +88,7 @@ func closedRun(t *testing.T, url string, recs []traces.Record, mut func(*Options
 	if mut != nil {
 		mut(&o)
 	}
-	res, err := Run(context.Background(), recs, traces.NewMeta("agentic"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("agentic"), o)
 	for _, r := range res.Records {
 		if !r.OK() {
 			t.Fatalf("seq %d failed: %s %s", r.Seq, r.Status, r.Error)
@@ -210,10 +207,7 @@ func TestSessionGraphDepth3(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.URL, o.Model, o.Sessions = f.srv.URL, "m", SessionsClosed
-	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("t"), o)
 	out := map[int64]traces.Record{}
 	for _, r := range res.Records {
 		out[r.Seq] = r
@@ -268,10 +262,7 @@ func TestSessionGraphBadInput(t *testing.T) {
 				t.Fatalf("strict: %v, want ErrSessionGraph naming %q", err, tc.want)
 			}
 			o.StrictSessions = false
-			res, err := Run(context.Background(), tc.recs, traces.NewMeta("t"), o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustRun(t, tc.recs, traces.NewMeta("t"), o)
 			s := res.Summary.Sessions
 			if len(res.Records) != 3 || s.SessionsOpenLoop != 1 || len(s.Problems) == 0 || !strings.Contains(s.Problems[0], tc.want) {
 				t.Errorf("not strict: %d of 3 sent, stats %+v; want every call sent and the session counted open loop", len(res.Records), s)
@@ -301,18 +292,12 @@ func TestMaxThinkAndCutSessions(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.URL, o.Model, o.Sessions, o.MaxThink = f.srv.URL, "m", SessionsClosed, 20*time.Millisecond
-	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("t"), o)
 	if s := res.Summary.Sessions; len(res.Records) != 3 || s.ThinkCapped != 2 {
 		t.Errorf("%d sent, stats %+v; want 3 sent with 2 think times capped", len(res.Records), s)
 	}
 	o.MaxThink, o.Duration = 0, 200*time.Millisecond
-	res, err = Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = mustRun(t, recs, traces.NewMeta("t"), o)
 	if s := res.Summary.Sessions; len(res.Records) != 1 || s.SessionsCut != 1 || res.Summary.NotSent != 2 {
 		t.Errorf("%d sent, %d not sent, stats %+v; want 1 sent and the session counted as cut", len(res.Records), res.Summary.NotSent, s)
 	}

@@ -73,10 +73,7 @@ func TestSimMooncakeSlice(t *testing.T) {
 	o.URL = s.URL
 	o.Run = "mc"
 	o.Speed = 40
-	res, err := Run(context.Background(), recs, meta, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, meta, o)
 	s.Close()
 	truth := map[string]traces.Record{}
 	for _, tr := range s.Truth() {
@@ -162,10 +159,7 @@ func TestSimMetricsOffNotInvented(t *testing.T) {
 	o := DefaultOptions()
 	o.URL = s.URL
 	o.Speed = 50
-	res, err := Run(context.Background(), recs, meta, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, meta, o)
 	for _, rec := range res.Records {
 		if rec.Status != traces.StatusOK {
 			t.Fatalf("seq %d: %s %q", rec.Seq, rec.Status, rec.Error)
@@ -187,10 +181,7 @@ func TestSimChatCalibration(t *testing.T) {
 	o := DefaultOptions()
 	o.URL = s.URL
 	o.API = traces.APIChat
-	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, recs, traces.NewMeta("t"), o)
 	for _, rec := range res.Records {
 		if rec.Status != traces.StatusOK || rec.ServerPromptTokens != rec.InputTokens {
 			t.Errorf("chat seq %d: %s %q prompt %d want %d (calibration %q)", rec.Seq, rec.Status, rec.Error, rec.ServerPromptTokens, rec.InputTokens, res.Meta.Get(MetaChatCalibration))
@@ -208,10 +199,7 @@ func TestSimInjectedFaults(t *testing.T) {
 	defer s.Close()
 	o := DefaultOptions()
 	o.URL = s.URL
-	res, err := Run(context.Background(), testTrace(60, time.Millisecond, 64, 8), traces.NewMeta("t"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, testTrace(60, time.Millisecond, 64, 8), traces.NewMeta("t"), o)
 	by := map[string]int{}
 	for _, rec := range res.Records {
 		by[rec.Status]++

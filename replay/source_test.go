@@ -44,9 +44,7 @@ func TestRecordsInJournalSameResults(t *testing.T) {
 	f := newFake(time.Millisecond)
 	defer f.Close()
 	recs := testTrace(400, 500*time.Microsecond, 8, 4)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Warmup = 0
 	o.JournalSync = 10 * time.Millisecond
 	mem, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
@@ -88,12 +86,9 @@ func TestRecordsInJournalSameResults(t *testing.T) {
 func TestRecordsInJournalFailedWrite(t *testing.T) {
 	f := newFake(time.Millisecond)
 	defer f.Close()
-	dir := t.TempDir()
-	jpath := JournalPath(filepath.Join(dir, "res.parquet"))
-	journalOnFullDisk(t, 8192)
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	jpath := journalOnFullDisk(t, 8192)
+	dir := filepath.Dir(jpath)
+	o := f.options()
 	o.Journal = jpath
 	o.RecordsInJournal = true
 	o.JournalSync = 20 * time.Millisecond
@@ -161,9 +156,7 @@ func TestStreamReadErrorStopsRun(t *testing.T) {
 		}
 		return &failingReader{Reader: rd, left: 100}, nil
 	}
-	o := DefaultOptions()
-	o.URL = f.srv.URL
-	o.Model = "m"
+	o := f.options()
 	o.Warmup = 0
 	var log syncBuffer
 	o.Log = &log
@@ -272,16 +265,11 @@ func TestRealtimeReported(t *testing.T) {
 	f := newFake(0)
 	defer f.Close()
 	for _, no := range []bool{false, true} {
-		o := DefaultOptions()
-		o.URL = f.srv.URL
-		o.Model = "m"
+		o := f.options()
 		o.NoRealtime = no
 		var log syncBuffer
 		o.Log = &log
-		res, err := Run(context.Background(), testTrace(20, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, testTrace(20, time.Millisecond, 4, 2), traces.NewMeta("t"), o)
 		got := res.Meta.Get(MetaRealtime)
 		warned := strings.Contains(log.String(), "without the real-time class")
 		switch {

@@ -355,31 +355,25 @@ func writeRunFile(f *os.File, write func(io.Writer) error) error {
 	return err
 }
 
-// maxOpenRuns bounds the runs merged at once: each open run holds a page
-// per column, so more runs are first merged into one, sixteen at a time.
-const maxOpenRuns = 16
-
-// compact merges the runs into one when there are maxOpenRuns of them, so
-// that a merge never holds more open.
-func (w *parquetWriter) compact() error {
-	if len(w.runs) < maxOpenRuns {
+// compact merges the runs into one when there are kmerge.MaxRuns of them
+// (each open run holds a page per column).
+func (w *parquetWriter) compact() (err error) {
+	name := func() string {
+		w.merged++
+		return filepath.Join(w.tmpDir, fmt.Sprintf("merged-%05d.parquet", w.merged-1))
+	}
+	w.runs, err = kmerge.Compact(w.runs, name, func(name string, runs []string) error {
+		f, err := os.Create(name)
+		if err != nil {
+			return fmt.Errorf("merge sorted runs: %w", err)
+		}
+		err = writeRunFile(f, func(out io.Writer) error { return mergeRuns(runs, out, runOptions()) })
+		if err != nil {
+			return fmt.Errorf("merge sorted runs in %s: %w", w.tmpDir, err)
+		}
 		return nil
-	}
-	name := filepath.Join(w.tmpDir, fmt.Sprintf("merged-%05d.parquet", w.merged))
-	w.merged++
-	f, err := os.Create(name)
-	if err != nil {
-		return fmt.Errorf("merge sorted runs: %w", err)
-	}
-	err = writeRunFile(f, func(out io.Writer) error { return mergeRuns(w.runs, out, runOptions()) })
-	if err != nil {
-		return fmt.Errorf("merge sorted runs in %s: %w", w.tmpDir, err)
-	}
-	for _, r := range w.runs {
-		os.Remove(r)
-	}
-	w.runs = append(w.runs[:0], name)
-	return nil
+	})
+	return err
 }
 
 // mergeRuns writes the runs to out in (arrival_ns, seq) order; ties go to

@@ -172,6 +172,16 @@ type attribResult struct {
 // componentIdx maps analyze.ComponentNames to indices.
 func componentIdx(name string) int { return slices.Index(analyze.ComponentNames[:], name) }
 
+// attribEstimate is ra's split in the order of analyze.ComponentNames,
+// negative parts as 0 (as the truth has none).
+func attribEstimate(ra analyze.RequestAttribution) [5]float64 {
+	ec := [5]float64{float64(ra.Lateness), float64(ra.Queue), float64(ra.Prefill), float64(ra.Decode), float64(ra.Other)}
+	for k := range ec {
+		ec[k] = max(ec[k], 0)
+	}
+	return ec
+}
+
 func attribArgmax(c [5]float64) int {
 	best := 0
 	for i := 1; i < len(c); i++ {
@@ -389,9 +399,8 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 		}
 		out.tail++
 		tc := run.truthOf(t, ra.RequestID, isTTFT)
-		ec := [5]float64{float64(ra.Lateness), float64(ra.Queue), float64(ra.Prefill), float64(ra.Decode), float64(ra.Other)}
+		ec := attribEstimate(ra)
 		for k := range ec {
-			ec[k] = max(ec[k], 0)
 			sumT[k] += tc[k]
 			sumE[k] += ec[k]
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
@@ -55,7 +56,7 @@ func group(rep *analyze.Report, v string) *analyze.Group {
 }
 
 func TestBackgroundBatchRaisesInteractiveTail(t *testing.T) {
-	recs := constantTrace(40, 20, 256, 16) // 2 s of interactive traffic
+	recs := testtraces.Constant(40, 20, 256, 16) // 2 s of interactive traffic
 	quiet, _ := replayWithBackground(t, recs, nil)
 	loaded, out := replayWithBackground(t, recs, []replay.Background{{Class: "batch", Concurrency: 16, Input: 1024, Output: 64}})
 

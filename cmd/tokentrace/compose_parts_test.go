@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,25 +14,35 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// sampleLogParts writes seeded sample gateway logs (capture.WriteSampleLogs
+// over dur at rate) as n files dir/logs-I.jsonl of consecutive lines, and
+// returns their paths and how many lines they hold.
+func sampleLogParts(t *testing.T, dir string, seed int64, dur time.Duration, rate float64, n int) (paths []string, lines int) {
+	t.Helper()
+	so := capture.DefaultSampleOptions()
+	so.Duration, so.Rate = dur, rate
+	var logs bytes.Buffer
+	if err := capture.WriteSampleLogs(context.Background(), &logs, seed, so); err != nil {
+		t.Fatal(err)
+	}
+	ls := strings.SplitAfter(strings.TrimSuffix(logs.String(), "\n"), "\n")
+	for i := range n {
+		p := filepath.Join(dir, "logs-"+strconv.Itoa(i)+".jsonl")
+		if err := os.WriteFile(p, []byte(strings.Join(ls[i*len(ls)/n:(i+1)*len(ls)/n], "")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, len(ls)
+}
+
 // TestCapturePartsCompose runs what the capture and compose Jobs run: two
 // capture processes writing parts (--part), which inspect and replay
 // refuse as unfinished, then compose, whose trace they read, with as many
 // rows as a single capture of both logs.
 func TestCapturePartsCompose(t *testing.T) {
 	dir := t.TempDir()
-	so := capture.DefaultSampleOptions()
-	so.Duration, so.Rate = 10*time.Second, 2
-	var logs bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &logs, 3, so); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(logs.String(), "\n")
-	half := len(lines) / 2
-	for i, part := range []string{strings.Join(lines[:half], ""), strings.Join(lines[half:], "")} {
-		if err := os.WriteFile(filepath.Join(dir, "logs-"+string(rune('0'+i))+".jsonl"), []byte(part), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sampleLogParts(t, dir, 3, 10*time.Second, 2, 2)
 	run := func(args ...string) (int, string) {
 		var so, se bytes.Buffer
 		code := Main(context.Background(), append([]string{"tokentrace"}, args...), nil, &so, &se)

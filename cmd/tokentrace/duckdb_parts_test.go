@@ -3,16 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -22,36 +18,16 @@ import (
 // count and the sum of input tokens with tokentrace's own reading of the
 // same parts, and with the trace compose makes of them.
 func TestDuckDBReadsCaptureParts(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
-	}
-	ddir, err := filepath.Abs("../../deploy/duckdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(ddir, "node_modules", "@duckdb", "node-api")); err != nil {
-		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
-	}
+	duckQuery := duckDB(t)
 	dir := t.TempDir()
-	so := capture.DefaultSampleOptions()
-	so.Duration, so.Rate = 15*time.Second, 3
-	var logs bytes.Buffer
-	if err := capture.WriteSampleLogs(context.Background(), &logs, 5, so); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(strings.TrimSuffix(logs.String(), "\n"), "\n")
+	const n = 3
+	logs, lines := sampleLogParts(t, dir, 5, 15*time.Second, 3, n)
 	key := filepath.Join(dir, "capture.key")
 	parts := filepath.Join(dir, "parts")
 	if err := os.Mkdir(parts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	const n = 3
-	for i := range n {
-		log := filepath.Join(dir, "logs-"+strconv.Itoa(i)+".jsonl")
-		if err := os.WriteFile(log, []byte(strings.Join(lines[i*len(lines)/n:(i+1)*len(lines)/n], "")), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	for i, log := range logs {
 		args := []string{"tokentrace", "capture", "--key-file", key, "--part", strconv.Itoa(i), "--out", filepath.Join(parts, "trace-part-"+strconv.Itoa(i)+".parquet"), log}
 		if i == 0 {
 			args[2] = "--new-key-file"
@@ -86,22 +62,14 @@ func TestDuckDBReadsCaptureParts(t *testing.T) {
 	}
 	crows, cin := sums(composed, traces.OpenOptions{})
 
-	cmd := exec.Command(node, "query.mjs", filepath.Join(parts, "*.parquet"))
-	cmd.Dir = ddir
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("duckdb query: %v (%s)", err, errOutput(err))
-	}
 	var duck struct {
 		Requests    int64 `json:"requests"`
 		InputTokens int64 `json:"input_tokens"`
 	}
-	if err := json.Unmarshal(b, &duck); err != nil {
-		t.Fatalf("duckdb output %q: %v", b, err)
-	}
-	if rows != int64(len(lines)) || duck.Requests != rows || duck.InputTokens != in || crows != rows || cin != in {
+	duckQuery(filepath.Join(parts, "*.parquet"), &duck)
+	if rows != int64(lines) || duck.Requests != rows || duck.InputTokens != in || crows != rows || cin != in {
 		t.Errorf("DuckDB on the parts: %d rows, %d input tokens; tokentrace on the parts %d, %d; composed trace %d, %d; %d log lines",
-			duck.Requests, duck.InputTokens, rows, in, crows, cin, len(lines))
+			duck.Requests, duck.InputTokens, rows, in, crows, cin, lines)
 	}
 	t.Logf("%d rows, %d input tokens in %d parts", rows, in, n)
 }

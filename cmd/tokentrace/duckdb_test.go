@@ -16,17 +16,7 @@ import (
 // interpolate linearly between order statistics: DuckDB's quantile_cont,
 // numpy's default).
 func TestDuckDBReadsDatasets(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
-	}
-	dir, err := filepath.Abs("../../deploy/duckdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil {
-		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
-	}
+	duckQuery := duckDB(t)
 	trace := writeReplayTrace(t, 40)
 	out := t.TempDir()
 	var parts []string
@@ -48,12 +38,6 @@ func TestDuckDBReadsDatasets(t *testing.T) {
 	if err := json.Unmarshal([]byte(so), &ours); err != nil {
 		t.Fatalf("analyze JSON: %v", err)
 	}
-	cmd := exec.Command(node, "query.mjs", filepath.Join(out, "results-?.parquet") /* not the .metrics.parquet beside them */)
-	cmd.Dir = dir
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("duckdb query: %v (%s)", err, errOutput(err))
-	}
 	var duck struct {
 		Requests     int64   `json:"requests"`
 		InputTokens  int64   `json:"input_tokens"`
@@ -61,9 +45,7 @@ func TestDuckDBReadsDatasets(t *testing.T) {
 		OK           int64   `json:"ok"`
 		TTFTP99      float64 `json:"ttft_p99_ms"`
 	}
-	if err := json.Unmarshal(b, &duck); err != nil {
-		t.Fatalf("duckdb output %q: %v", b, err)
-	}
+	duckQuery(filepath.Join(out, "results-?.parquet") /* not the .metrics.parquet beside them */, &duck)
 	if duck.Requests != 40 || duck.Requests != ours.Requests || duck.OK != ours.Completed ||
 		duck.InputTokens != ours.InputTokens || duck.OutputTokens != ours.OutputTokens {
 		t.Errorf("DuckDB %+v, analyze %+v", duck, ours)
@@ -73,9 +55,36 @@ func TestDuckDBReadsDatasets(t *testing.T) {
 	}
 }
 
-func errOutput(err error) string {
-	if ee, ok := err.(*exec.ExitError); ok {
-		return string(ee.Stderr)
+// duckDB returns a query by a real DuckDB: deploy/duckdb/query.mjs over
+// the Parquet files that glob matches, its JSON decoded into v. It skips
+// the test where node or @duckdb/node-api is not installed.
+func duckDB(t *testing.T) func(glob string, v any) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
 	}
-	return ""
+	dir, err := filepath.Abs("../../deploy/duckdb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil {
+		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
+	}
+	return func(glob string, v any) {
+		t.Helper()
+		cmd := exec.Command(node, "query.mjs", glob)
+		cmd.Dir = dir
+		b, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("duckdb query: %v (%s)", err, stderr)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("duckdb output %q: %v", b, err)
+		}
+	}
 }

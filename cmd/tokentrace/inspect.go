@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -177,12 +178,7 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	}
 	if o := s.Outcome; o != nil {
 		var st []string
-		keys := make([]string, 0, len(o.ByStatus))
-		for k := range o.ByStatus {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(o.ByStatus)) {
 			st = append(st, fmt.Sprintf("%s %d", k, o.ByStatus[k]))
 		}
 		p("outcome", "%d requests: ok %d, failed %d (%s)", o.Requests, o.OK, o.Failed, strings.Join(st, ", "))
@@ -225,30 +221,23 @@ func shareList(sh []traces.Share, empty string) string {
 	return fmt.Sprintf("%d: %s", len(sh), strings.Join(parts, ", "))
 }
 
+// metaLine is m's Parquet key/values (traces.Meta.KeyValues) without their
+// prefixes, with "schema" and "k" for short and empty extras left out.
 func metaLine(m traces.Meta) string {
-	parts := []string{"schema " + m.SchemaVersion}
-	add := func(k, v string) {
-		if v != "" {
-			parts = append(parts, k+" "+v)
+	var parts []string
+	for _, kv := range m.KeyValues() {
+		k, v := strings.TrimPrefix(kv[0], "tokentrace."), kv[1]
+		if x, ok := strings.CutPrefix(k, "extra."); ok {
+			if v == "" {
+				continue
+			}
+			k = x
+		} else if k == "schema_version" {
+			k = "schema"
+		} else if k == "k_threshold" {
+			k = "k"
 		}
-	}
-	add("source", m.Source)
-	add("tokenizer", m.Tokenizer)
-	if m.BlockSize != 0 {
-		add("block_size", fmt.Sprint(m.BlockSize))
-	}
-	add("key_fingerprint", m.KeyFingerprint)
-	if m.KThreshold != 0 {
-		add("k", fmt.Sprint(m.KThreshold))
-	}
-	add("command", m.Command)
-	keys := make([]string, 0, len(m.Extra))
-	for k := range m.Extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		add(k, m.Extra[k])
+		parts = append(parts, k+" "+v)
 	}
 	return strings.Join(parts, ", ")
 }

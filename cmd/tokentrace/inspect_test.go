@@ -157,3 +157,15 @@ func TestInspectAzure(t *testing.T) {
 	}
 	t.Logf("azure code: %d rows, %.0f s, %.2f req/s, CV %.2f", got.Rows, got.DurationS, got.RateRPS, got.BurstinessCV)
 }
+
+func TestInspectMetaLine(t *testing.T) {
+	m := traces.Meta{SchemaVersion: "3", Source: "vllm", Tokenizer: "tok", BlockSize: 16, KeyFingerprint: "fp", KThreshold: 5, Command: "capture",
+		Extra: map[string]string{"zeta": "z", "alpha": "a", "empty": ""}}
+	want := "schema 3, source vllm, tokenizer tok, block_size 16, key_fingerprint fp, k 5, command capture, alpha a, zeta z"
+	if got := metaLine(m); got != want {
+		t.Errorf("metaLine = %q, want %q", got, want)
+	}
+	if got, want := metaLine(traces.Meta{}), "schema "; got != want {
+		t.Errorf("metaLine(empty) = %q, want %q", got, want)
+	}
+}

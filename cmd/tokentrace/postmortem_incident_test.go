@@ -6,79 +6,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/bench/pmdemo/incident"
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// The incident scenario of issue 16 ("Must show"): two simulators behind
-// an imaginary gateway, both scraped every second by one real Prometheus
-// (two targets, two instance labels). A light load reaches both; at
-// incidentBurstAt a burst of 64 requests within 150 ms reaches instance A
-// only and overflows its 16-sequence batch. Each instance's part of the
-// trace is replayed against its own simulator at the same time, and the
-// results are pooled into one trace the way the gateway would have logged
-// it: one time origin, no server timing columns (so the attribution is
-// estimated) and no record of which instance served a request. The
-// postmortem then reads Prometheus and explains the tail.
+// The incident scenario of issue 16 ("Must show"), as the postmortem demo
+// plays it (package incident): two simulators behind an imaginary gateway,
+// both scraped every second by one real Prometheus (two targets, two
+// instance labels), a burst at incident.BurstAt overflowing instance A's
+// 16-sequence batch, and the results pooled into one trace the way the
+// gateway would have logged it: one time origin, no server timing columns
+// (so the attribution is estimated) and no record of which instance served
+// a request. The postmortem then reads Prometheus and explains the tail.
 //
 // The truth is each simulator's own queue/prefill/decode per request (the
 // results before the columns were stripped).
-
-const (
-	incidentBurstAt  = 2400 * time.Millisecond
-	incidentBurstLen = 150 * time.Millisecond
-)
-
-// incidentParts builds the two instances' parts of the trace: 24 warm-up
-// requests 100 ms apart alternating between the instances, the burst on
-// A, and 16 light requests on B over the 1.6 s after the burst starts.
-// Seqs are unique over both parts.
-func incidentParts() (a, b []traces.Record) {
-	rng := rand.New(rand.NewPCG(16, 29))
-	warm, _ := attribWarmup(rng)
-	for i, r := range warm {
-		if i%2 == 0 {
-			a = append(a, r)
-		} else {
-			b = append(b, r)
-		}
-	}
-	for range 64 {
-		r := traces.NewRecord()
-		r.ArrivalNs = int64(incidentBurstAt + time.Duration(rng.Int64N(int64(incidentBurstLen))))
-		r.InputTokens = logUniform(rng, 64, 512)
-		r.OutputTokens = uniform(rng, 16, 32)
-		a = append(a, r)
-	}
-	for i := range 16 {
-		r := traces.NewRecord()
-		r.ArrivalNs = int64(incidentBurstAt + time.Duration(i)*100*time.Millisecond)
-		r.InputTokens = logUniform(rng, 64, 512)
-		r.OutputTokens = uniform(rng, 16, 32)
-		b = append(b, r)
-	}
-	seq := int64(0)
-	for _, p := range [][]traces.Record{a, b} {
-		slices.SortStableFunc(p, func(x, y traces.Record) int { return int(x.ArrivalNs - y.ArrivalNs) })
-		for i := range p {
-			p[i].Seq = seq
-			seq++
-		}
-	}
-	return a, b
-}
 
 // incidentRun is the replayed scenario.
 type incidentRun struct {
@@ -114,70 +66,30 @@ func runIncident(t *testing.T) *incidentRun {
 	run.promURL = promtest.Start(t, run.hostA, run.hostB)
 	promtest.WaitScrapes(t, run.promURL, 3) // the load starts inside scraped history
 
-	partA, partB := incidentParts()
-	parts := [2][]traces.Record{partA, partB}
-	var res [2]*replay.Result
-	var errs [2]error
-	var wg sync.WaitGroup
-	for i := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ro := replay.DefaultOptions()
-			ro.NoPreflight = true
-			ro.URL, ro.Model = srv[i].URL, so.Model
-			ro.Run = []string{"a", "b"}[i]
-			res[i], errs[i] = replay.Run(ctx, parts[i], traces.NewMeta("incident"), ro)
-		}()
+	parts := incident.Parts(16)
+	ro := replay.DefaultOptions()
+	ro.NoPreflight = true
+	ro.Model = so.Model
+	pl, err := incident.Play(ctx, [2]string{srv[0].URL, srv[1].URL}, parts, traces.NewMeta("incident"), ro)
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
-	var starts [2]time.Time
-	var last int64
-	for i := range res {
-		if errs[i] != nil {
-			t.Fatalf("replay of part %d: %v", i, errs[i])
-		}
-		var err error
-		if starts[i], err = time.Parse(time.RFC3339Nano, res[i].Meta.Get(replay.MetaStartedAt)); err != nil {
-			t.Fatalf("part %d: started_at: %v", i, err)
-		}
-	}
-	run.origin = starts[0]
-	if starts[1].Before(run.origin) {
-		run.origin = starts[1]
-	}
-	for i := range res {
-		shift := int64(starts[i].Sub(run.origin))
-		for _, r := range res[i].Records {
+	for _, res := range pl.Results {
+		for _, r := range res.Records {
 			if r.Status != traces.StatusOK {
 				t.Fatalf("request %s: status %s (%s)", r.RequestID, r.Status, r.Error)
 			}
 			run.truth[r.RequestID] = r
-			g := r
-			g.ChunkNs = slices.Clone(r.ChunkNs)
-			for _, p := range []*int64{&g.ScheduledNs, &g.SentNs, &g.FirstTokenNs, &g.LastTokenNs} {
-				if *p >= 0 {
-					*p += shift
-				}
-			}
-			for k := range g.ChunkNs {
-				g.ChunkNs[k] += shift
-			}
-			g.ServerQueueNs, g.ServerPrefillNs, g.ServerDecodeNs = traces.NotReported, traces.NotReported, traces.NotReported
-			g.Run = "production"
-			last = max(last, g.LastTokenNs)
-			run.pooled = append(run.pooled, g)
 		}
 	}
-	if n := len(partA) + len(partB); len(run.pooled) != n {
-		t.Fatalf("pooled %d results, want %d", len(run.pooled), n)
+	if n := len(parts[0]) + len(parts[1]); len(pl.Pooled) != n {
+		t.Fatalf("pooled %d results, want %d", len(pl.Pooled), n)
 	}
-	slices.SortStableFunc(run.pooled, func(x, y traces.Record) int { return int(x.ArrivalNs - y.ArrivalNs) })
-	run.meta = res[0].Meta
-	run.meta.Set("capture.start", run.origin.UTC().Format(time.RFC3339Nano))
-	run.meta.Set("capture.start_precision", "exact")
+	run.pooled, run.origin = pl.Pooled, pl.Origin
+	run.meta = pl.Results[0].Meta
+	pl.StartMeta(&run.meta)
 	// Scrapes past the last token, so the window's end is in Prometheus.
-	time.Sleep(time.Until(run.origin.Add(time.Duration(last) + 3*time.Second)))
+	time.Sleep(time.Until(run.origin.Add(pl.Last + 3*time.Second)))
 	return run
 }
 
@@ -232,7 +144,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	// The burst window: every tail request was sent during the burst,
 	// and the diagnosis names the window that holds most of them.
 	wh := rep.Attribution.When
-	lo, hi := incidentBurstAt.Seconds()-0.1, (incidentBurstAt+incidentBurstLen).Seconds()+0.1
+	lo, hi := incident.BurstAt.Seconds()-0.1, (incident.BurstAt+incident.BurstLen).Seconds()+0.1
 	if wh.FirstS < lo || wh.LastS > hi || wh.BusiestStartS > hi || wh.BusiestEndS < lo {
 		t.Errorf("tail sent %.2f–%.2f s, busiest window %.2f–%.2f s; want inside the burst %.2f–%.2f s", wh.FirstS, wh.LastS, wh.BusiestStartS, wh.BusiestEndS, lo, hi)
 	}
@@ -296,9 +208,8 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 			onA++
 		}
 		tc := ar.truthOf(t, ra.RequestID, false)
-		ec := [5]float64{float64(ra.Lateness), float64(ra.Queue), float64(ra.Prefill), float64(ra.Decode), float64(ra.Other)}
+		ec := attribEstimate(ra)
 		for k := range ec {
-			ec[k] = max(ec[k], 0)
 			sumT[k] += tc[k]
 			sumE[k] += ec[k]
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
@@ -12,7 +13,7 @@ import (
 
 func TestRunRecordRoundTripAndModelMap(t *testing.T) {
 	dir := t.TempDir()
-	recs := constantTrace(6, 50, 16, 4)
+	recs := testtraces.Constant(6, 50, 16, 4)
 	for i := range recs {
 		if i%2 == 0 {
 			recs[i].Model = "prod-llama-lora" // mapped
@@ -89,7 +90,7 @@ func TestModelMapWithoutMappingFails(t *testing.T) {
 
 func TestBackgroundUsesMappedModel(t *testing.T) {
 	dir := t.TempDir()
-	recs := constantTrace(10, 20, 16, 4)
+	recs := testtraces.Constant(10, 20, 16, 4)
 	for i := range recs {
 		recs[i].Model = "prod-llama-lora"
 	}

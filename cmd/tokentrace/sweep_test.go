@@ -7,27 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// constantTrace is n requests of in prompt and out output tokens at rate
-// requests per second.
-func constantTrace(n int, rate float64, in, out int32) []traces.Record {
-	recs := make([]traces.Record, n)
-	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq = int64(i)
-		r.ArrivalNs = int64(float64(i) / rate * 1e9)
-		r.InputTokens, r.OutputTokens = in, out
-		recs[i] = r
-	}
-	return recs
-}
-
 func TestSweepUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(3, 10, 8, 2))
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), testtraces.Constant(3, 10, 8, 2))
 	for _, c := range []struct {
 		why  string
 		args []string
@@ -59,7 +46,7 @@ func TestSweepUsageErrors(t *testing.T) {
 
 func TestSweepCLI(t *testing.T) {
 	dir := t.TempDir()
-	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(20, 20, 32, 4))
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), testtraces.Constant(20, 20, 32, 4))
 	outDir := filepath.Join(dir, "sweep")
 	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s,tpot=1s", "--speeds", "4,1", "--sim-preset", "tiny",
 		"--label", "cli-test", "--metadata", "gpu=none", "--out-dir", outDir, "--ext", ".jsonl", "--chart", filepath.Join(outDir, "c.svg")+","+filepath.Join(outDir, "c.png"), trace)
@@ -84,7 +71,7 @@ func TestSweepCLI(t *testing.T) {
 // file per run, and the table says how many runs met the SLOs.
 func TestSweepRepeat(t *testing.T) {
 	dir := t.TempDir()
-	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), constantTrace(20, 20, 32, 4))
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), testtraces.Constant(20, 20, 32, 4))
 	outDir := filepath.Join(dir, "sweep")
 	out, errs := runMain(t, "sweep", "--quiet", "--slo", "ttft=5s", "--speeds", "2", "--repeat", "2", "--sim-preset", "tiny",
 		"--out-dir", outDir, "--ext", ".jsonl", "--chart", "none", trace)

@@ -1,6 +1,7 @@
 // Package kmerge merges sorted streams into one sorted stream: the merge
 // step of the external sorts in capture (spilled requests, session counts)
-// and traces (the Parquet writer's spilled runs).
+// and traces (the Parquet writer's spilled runs), and the step that keeps
+// those sorts' open run files at most MaxRuns (Compact).
 package kmerge
 
 import "container/heap"

@@ -1,7 +1,8 @@
 // Package promtest runs a real Prometheus server for tests: the Debian
 // prometheus binary as a plain process on loopback, scraping its targets
 // every second, stopped when the test ends. Tests skip when the binary is
-// not installed (.ci/run installs it).
+// not installed (.ci/run installs it). AwaitScrapes also serves the
+// postmortem demo (bench/pmdemo), which runs against a Prometheus of its own.
 package promtest
 
 import (
@@ -108,10 +109,17 @@ func Stop(url string) {
 // WaitScrapes waits until Prometheus has scraped every target n times.
 func WaitScrapes(t testing.TB, promURL string, n int) {
 	t.Helper()
+	if err := AwaitScrapes(promURL, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AwaitScrapes waits (30 s at most) until the Prometheus at promURL has
+// scraped every target of job vllm n times.
+func AwaitScrapes(promURL string, n int) error {
 	q := promURL + "/api/v1/query?query=" + url.QueryEscape(`min(count_over_time(up{job="vllm"}[5m]))`)
-	for i := 0; i < 300; i++ {
-		resp, err := http.Get(q)
-		if err == nil {
+	for range 300 {
+		if resp, err := http.Get(q); err == nil {
 			var body struct {
 				Data struct {
 					Result []struct {
@@ -124,11 +132,11 @@ func WaitScrapes(t testing.TB, promURL string, n int) {
 			if len(body.Data.Result) > 0 {
 				v, _ := body.Data.Result[0].Value[1].(string)
 				if got, err := strconv.Atoi(v); err == nil && got >= n {
-					return
+					return nil
 				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("prometheus did not scrape the simulator %d times in 30 s", n)
+	return fmt.Errorf("prometheus at %s did not scrape its targets %d times in 30 s", promURL, n)
 }

@@ -1,4 +1,5 @@
-// Package testtraces finds the full public traces for tests that need them.
+// Package testtraces finds the full public traces for tests that need them,
+// and builds the small synthetic traces that tests of several packages share.
 //
 // The traces are not part of the repository (see docs/traces.md for where to
 // download them). Tests read them from the folder named by the environment
@@ -10,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // EnvVar names the folder that holds the public traces, laid out as in
@@ -64,4 +67,18 @@ func moduleRoot() string {
 		}
 		d = parent
 	}
+}
+
+// Constant is n requests of in prompt and out output tokens at rate requests
+// per second, numbered from 0.
+func Constant(n int, rate float64, in, out int32) []traces.Record {
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq = int64(i)
+		r.ArrivalNs = int64(float64(i) / rate * 1e9)
+		r.InputTokens, r.OutputTokens = in, out
+		recs[i] = r
+	}
+	return recs
 }

@@ -59,30 +59,15 @@ func BenchmarkEmitSSE(b *testing.B) {
 	}
 	defer s.Close()
 	h := s.Handler()
-	const streams, tokens = 256, 256
-	var events atomic.Int64
-	b.ResetTimer()
-	t0, c0 := time.Now(), cpuSeconds()
-	for range b.N {
-		var wg sync.WaitGroup
-		for i := range streams {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				body := fmt.Sprintf(`{"prompt":[%d,1000,1001,1002],"max_tokens":%d,"ignore_eos":true,"stream":true}`, 300+i, tokens)
-				req, _ := http.NewRequest("POST", "/v1/completions", strings.NewReader(body))
-				w := &discardWriter{h: http.Header{}}
-				h.ServeHTTP(w, req)
-				events.Add(w.events)
-			}()
-		}
-		wg.Wait()
-	}
-	el, cpu := time.Since(t0).Seconds(), cpuSeconds()-c0
-	tok := float64(b.N * streams * tokens)
+	tok, el, cpu, events := emitStreams(b, func(body string) int64 {
+		req, _ := http.NewRequest("POST", "/v1/completions", strings.NewReader(body))
+		w := &discardWriter{h: http.Header{}}
+		h.ServeHTTP(w, req)
+		return w.events
+	})
 	b.ReportMetric(tok/cpu, "tokens/cpu-s")
 	b.ReportMetric(tok/el, "tokens/s")
-	b.ReportMetric(float64(events.Load())/el, "events/s")
+	b.ReportMetric(events/el, "events/s")
 	b.ReportMetric(float64(s.lockstepTimeouts.Load()), "lockstep_timeouts")
 	b.ReportMetric(0, "ns/op")
 }
@@ -102,38 +87,50 @@ func BenchmarkEmitSSELoopback(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	const streams, tokens = 256, 256
-	var events atomic.Int64
-	tr := &http.Transport{MaxIdleConnsPerHost: streams}
+	tr := &http.Transport{MaxIdleConnsPerHost: emitStreamsN}
 	cl := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
+	tok, el, cpu, events := emitStreams(b, func(body string) int64 {
+		resp, err := cl.Post(s.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return 0
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return int64(strings.Count(string(got), "data: "))
+	})
+	b.ReportMetric(tok/cpu, "tokens/cpu-s")
+	b.ReportMetric(tok/el, "tokens/s")
+	b.ReportMetric(events/el, "events/s")
+	b.ReportMetric(events/cpu, "events/cpu-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// emitStreamsN streams of emitStreamsTokens tokens each make one round of
+// emitStreams.
+const emitStreamsN, emitStreamsTokens = 256, 256
+
+// emitStreams runs b.N rounds of emitStreamsN concurrent streamed
+// completions, each request body passed to stream, which returns the SSE
+// events it read. It returns the tokens asked for, the wall-clock and CPU
+// seconds the rounds took and the events read.
+func emitStreams(b *testing.B, stream func(body string) int64) (tokens, elapsed, cpu, events float64) {
+	var n atomic.Int64
 	b.ResetTimer()
 	t0, c0 := time.Now(), cpuSeconds()
 	for range b.N {
 		var wg sync.WaitGroup
-		for i := range streams {
+		for i := range emitStreamsN {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				body := fmt.Sprintf(`{"prompt":[%d,1000,1001,1002],"max_tokens":%d,"ignore_eos":true,"stream":true}`, 300+i, tokens)
-				resp, err := cl.Post(s.URL+"/v1/completions", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				got, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				events.Add(int64(strings.Count(string(got), "data: ")))
+				n.Add(stream(fmt.Sprintf(`{"prompt":[%d,1000,1001,1002],"max_tokens":%d,"ignore_eos":true,"stream":true}`, 300+i, emitStreamsTokens)))
 			}()
 		}
 		wg.Wait()
 	}
-	el, cpu := time.Since(t0).Seconds(), cpuSeconds()-c0
-	b.ReportMetric(float64(b.N*streams*tokens)/cpu, "tokens/cpu-s")
-	b.ReportMetric(float64(b.N*streams*tokens)/el, "tokens/s")
-	b.ReportMetric(float64(events.Load())/el, "events/s")
-	b.ReportMetric(float64(events.Load())/cpu, "events/cpu-s")
-	b.ReportMetric(0, "ns/op")
+	return float64(b.N * emitStreamsN * emitStreamsTokens), time.Since(t0).Seconds(), cpuSeconds() - c0, float64(n.Load())
 }
 
 // childEnv makes the test binary act as a bare simulator server (see

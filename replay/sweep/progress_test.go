@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -23,7 +24,7 @@ func TestProgressLines(t *testing.T) {
 		SLO: traces.SLO{TTFT: 5 * time.Second}, Percentile: 99,
 		Speeds: []float64{0.5, 1, 2}, Repeat: 2, Log: &log,
 	}
-	if _, err := Run(context.Background(), constantTrace(10, 100, 8, 2), traces.NewMeta("test"), cfg); err != nil {
+	if _, err := Run(context.Background(), testtraces.Constant(10, 100, 8, 2), traces.NewMeta("test"), cfg); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")

@@ -10,24 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-// constantTrace is n requests of in prompt and out output tokens at rate
-// requests per second.
-func constantTrace(n int, rate float64, in, out int32) []traces.Record {
-	recs := make([]traces.Record, n)
-	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq = int64(i)
-		r.ArrivalNs = int64(float64(i) / rate * 1e9)
-		r.InputTokens, r.OutputTokens = in, out
-		recs[i] = r
-	}
-	return recs
-}
 
 // kneeSim is a simulator whose capacity follows from its step model alone:
 // every step costs StepFixed (no per-token costs), a request holds one of
@@ -64,7 +51,7 @@ func TestSweepSearchFindsKnee(t *testing.T) {
 	)
 	capacity := float64(seqs) / (out * step.Seconds()) // 200 req/s
 	want := capacity / base                            // knee at 2×
-	recs := constantTrace(500, base, 8, out)
+	recs := testtraces.Constant(500, base, 8, out)
 	cfg := Options{
 		Replay: replay.DefaultOptions(), Sim: kneeSim(seqs, step),
 		SLO: traces.SLO{TTFT: 250 * time.Millisecond}, Percentile: 99,
@@ -99,7 +86,7 @@ func TestSweepSearchFindsKnee(t *testing.T) {
 }
 
 func TestJudgeCountsFailuresAsInfinite(t *testing.T) {
-	recs := constantTrace(100, 10, 8, 4)
+	recs := testtraces.Constant(100, 10, 8, 4)
 	for i := range recs {
 		r := &recs[i]
 		r.Status, r.SentNs, r.FirstTokenNs, r.LastTokenNs = traces.StatusOK, 0, int64(10*time.Millisecond), int64(40*time.Millisecond)
