@@ -12,7 +12,8 @@ import "math/bits"
 // entries back, so there are no tombstones. The table is split into
 // shards that grow one at a time, so a growth briefly holds two copies of
 // one shard, not of the whole table, and the fill averages over shards at
-// different points between growths.
+// different points between growths (uniform keys would keep shards of one
+// size growing in step, so they start at staggered sizes).
 type idleTable struct {
 	shards [idleShards]idleShard
 	// Key 0 marks an empty slot, so its entry, if any, lives here.
@@ -39,8 +40,9 @@ const maxLoad = 9
 // slots: the top bits pick the shard, the rest the home slot.
 func mix(k uint64) uint64 { return k * 0x9E3779B97F4A7C15 }
 
-func (tb *idleTable) shard(k uint64) *idleShard {
-	return &tb.shards[mix(k)>>(64-6)]
+func (tb *idleTable) shard(k uint64) (*idleShard, int) {
+	i := int(mix(k) >> (64 - 6))
+	return &tb.shards[i], i
 }
 
 func (sh *idleShard) home(k uint64) int {
@@ -78,7 +80,8 @@ func (tb *idleTable) find(k uint64) *idleSlot {
 		}
 		return nil
 	}
-	return tb.shard(k).find(k)
+	sh, _ := tb.shard(k)
+	return sh.find(k)
 }
 
 func (sh *idleShard) find(k uint64) *idleSlot {
@@ -107,10 +110,14 @@ func (tb *idleTable) put(k, v uint64, t int64) {
 		tb.zero, tb.hasZero = idleSlot{k, v, t}, true
 		return
 	}
-	sh := tb.shard(k)
+	sh, i := tb.shard(k)
 	if s := sh.find(k); s != nil {
 		s.v, s.t = v, t
 		return
+	}
+	if sh.slots == nil {
+		// 64 to 79 slots: sizes spread over one growth's ratio.
+		sh.slots = make([]idleSlot, 64+i%16)
 	}
 	if (sh.n+1)*10 > len(sh.slots)*maxLoad {
 		sh.grow()
@@ -143,7 +150,7 @@ func (sh *idleShard) insert(c idleSlot) {
 // empty, and these tables are the largest thing capture holds.
 func (sh *idleShard) grow() {
 	old := sh.slots
-	sh.slots = make([]idleSlot, max(8, len(old)+len(old)/4))
+	sh.slots = make([]idleSlot, len(old)+len(old)/4)
 	sh.n = 0
 	for _, s := range old {
 		if s.k != 0 {
