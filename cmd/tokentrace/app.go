@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
-	"runtime/pprof"
 	"sort"
 	"strings"
 
@@ -104,11 +102,9 @@ Flags go before arguments.`,
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
 			return usageErrorf("%v (see --help)", err)
 		},
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the command to `FILE` (for performance work; default: none)"},
-		},
-		Before:  startCPUProfile,
-		After:   stopCPUProfile,
+		Flags:   profileFlags,
+		Before:  startProfiles,
+		After:   stopProfiles,
 		Version: versionString(),
 	}
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
@@ -211,39 +207,6 @@ func args(c *cli.Context, min, max int, what string) ([]string, error) {
 		}
 	}
 	return a, nil
-}
-
-// cpuProfile is the open --cpuprofile file, if any.
-var cpuProfile *os.File
-
-func startCPUProfile(c *cli.Context) error {
-	path := c.String("cpuprofile")
-	if path == "" {
-		return nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return usageErrorf("--cpuprofile: %v", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return fmt.Errorf("--cpuprofile %s: %w", path, err)
-	}
-	cpuProfile = f
-	return nil
-}
-
-func stopCPUProfile(*cli.Context) error {
-	if cpuProfile == nil {
-		return nil
-	}
-	pprof.StopCPUProfile()
-	err := cpuProfile.Close()
-	cpuProfile = nil
-	if err != nil {
-		return fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return nil
 }
 
 // prefixWriter starts every write with prefix: the library's one-line

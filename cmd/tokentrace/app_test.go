@@ -61,6 +61,22 @@ func TestCPUProfileFlag(t *testing.T) {
 	}
 }
 
+// TestExecTraceFlag checks the global --exectrace flag: a Go execution
+// trace is written for a command that succeeds, and an unwritable path is a
+// usage error that names the flag.
+func TestExecTraceFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.trace")
+	runMain(t, "--exectrace", path, "version")
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Errorf("trace %s: %d bytes, err %v; want a Go execution trace", path, len(b), err)
+	}
+	code, _, se := runCLI(nil, "--exectrace", filepath.Join(t.TempDir(), "no", "such", "dir", "t"), "version")
+	if code != exitUsage || !strings.Contains(se, "--exectrace") {
+		t.Errorf("unwritable trace path: exit %d, %q; want 2 naming --exectrace", code, se)
+	}
+}
+
 // TestUsageErrorsAreShortAndSuggest checks that a mistyped command or flag
 // gives exit 2 and one short line naming it, with the nearest known name,
 // instead of a screen of help.

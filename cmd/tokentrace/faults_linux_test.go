@@ -410,13 +410,13 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 // TestOutputsAreAtomic checks the rule behind the suite in the source: no
 // product or command creates a file by name except through
 // internal/atomicfile, besides the files that are appended in place on
-// purpose (replay's journal, capture's new key file, --cpuprofile) and
+// purpose (replay's journal, capture's new key file, the profiles) and
 // Parquet's spill file in the temporary directory.
 func TestOutputsAreAtomic(t *testing.T) {
 	allowed := map[string]string{
 		"replay/journal.go":             "the journal is appended in place so that it survives a crash",
 		"capture/capture.go":            "a new key file is created with O_EXCL and removed if cut short",
-		"cmd/tokentrace/app.go":         "--cpuprofile",
+		"cmd/tokentrace/profile.go":     "--cpuprofile and --exectrace, written as the command runs",
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
 		"capture/spool.go":              "capture's sorted runs in their temporary directory",
 		"capture/sessions.go":           "capture's spilled session counts in the same directory",

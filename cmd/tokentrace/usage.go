@@ -75,7 +75,7 @@ func editDistance(a, b string) int {
 func unknownCommand(app *cli.App, args []string) string {
 	for i := 1; i < len(args); i++ {
 		a := args[i]
-		if a == "--cpuprofile" || a == "-cpuprofile" {
+		if a == "--cpuprofile" || a == "-cpuprofile" || a == "--exectrace" || a == "-exectrace" {
 			i++
 			continue
 		}
