@@ -137,7 +137,7 @@ type cancelSet struct {
 
 // add registers c; false when the context is already cancelled.
 func (s *cancelSet) add(c *conn) bool {
-	s.mu.Lock()
+	lockNoPark(&s.mu)
 	defer s.mu.Unlock()
 	if s.done {
 		return false
@@ -170,7 +170,7 @@ func (h *Client) cancelSet(ctx context.Context) *cancelSet {
 	if done == nil {
 		return nil
 	}
-	h.smu.Lock()
+	lockNoPark(&h.smu)
 	defer h.smu.Unlock()
 	s := h.sets[done]
 	if s == nil {
@@ -198,7 +198,7 @@ func New(base string) (*Client, error) {
 }
 
 func (h *Client) get() *conn {
-	h.mu.Lock()
+	lockNoPark(&h.mu)
 	defer h.mu.Unlock()
 	if n := len(h.idle); n > 0 {
 		c := h.idle[n-1]
