@@ -26,25 +26,22 @@ func firstOf(pos int) sessionID { return sessionID(2 * (uint64(pos) + 1)) }
 // request's). A session ends when it has been idle for Options.SessionIdle:
 // a later request with the same field, or extending the same conversation,
 // starts a new one. So its state is what the last SessionIdle brought: per
-// live field session and per chat request, one map entry (about 40 bytes).
+// live field session and per chat request, one idleTable entry (about 30
+// bytes).
 // count holds the number of requests of the sessions the records stage has
 // under way (see sessionCounter); done drops them after their last.
 type sessions struct {
-	mode      string
-	idle      int64
-	convEnd   map[uint64]convEnd // chat: hash of a whole message list → its session
-	field     map[uint64]convEnd // field: session/user hash → its session
+	mode string
+	idle int64
+	// v is the session (a sessionID), t the arrival of the last request.
+	convEnd   idleTable // chat: hash of a whole message list → its session
+	field     idleTable // field: session/user hash → its session
 	nextSweep int64
 	count     map[sessionID]int32
 }
 
-type convEnd struct {
-	id sessionID
-	t  int64
-}
-
 func newSessions(o Options) *sessions {
-	return &sessions{mode: o.Sessions, idle: int64(o.SessionIdle), convEnd: map[uint64]convEnd{}, field: map[uint64]convEnd{}, count: map[sessionID]int32{}}
+	return &sessions{mode: o.Sessions, idle: int64(o.SessionIdle), count: map[sessionID]int32{}}
 }
 
 // limit is the earliest time whose entries are still live at t.
@@ -62,32 +59,32 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 	}
 	limit := limitAt(e.t, s.idle)
 	if e.t >= s.nextSweep {
-		sweep(s.convEnd, limit)
-		sweep(s.field, limit)
+		s.convEnd.sweep(limit, nil)
+		s.field.sweep(limit, nil)
 		s.nextSweep = e.t + sweepEvery(s.idle)
 	}
 	var id sessionID
 	switch {
 	case e.sessKey != 0:
-		if f, ok := s.field[e.sessKey]; ok && f.t >= limit {
-			id = f.id
+		if f := s.field.find(e.sessKey); f != nil && f.t >= limit {
+			id = sessionID(f.v)
 		} else {
 			id = firstOf(pos)
 		}
-		s.field[e.sessKey] = convEnd{id: id, t: e.t}
+		s.field.put(e.sessKey, uint64(id), e.t)
 	case len(e.prefixes) > 0:
 		// The longest earlier conversation this request extends, looking
 		// no shorter than its system messages.
 		for j := len(e.prefixes) - 2; j >= e.nSys && j >= 0; j-- {
-			if p, ok := s.convEnd[e.prefixes[j]]; ok && p.t >= limit {
-				id = p.id
+			if p := s.convEnd.find(e.prefixes[j]); p != nil && p.t >= limit {
+				id = sessionID(p.v)
 				break
 			}
 		}
 		if id == 0 {
 			id = firstOf(pos)
 		}
-		s.convEnd[e.prefixes[len(e.prefixes)-1]] = convEnd{id: id, t: e.t}
+		s.convEnd.put(e.prefixes[len(e.prefixes)-1], uint64(id), e.t)
 	}
 	return id
 }
@@ -95,19 +92,10 @@ func (s *sessions) find(e *redacted, pos int) sessionID {
 // sweepEvery is how much arrival time passes between sweeps: a sixteenth
 // of the idle limit, so an ended entry is kept at most 1/16 longer than the
 // idle limit (memory is the sessions of the last SessionIdle + 6 %), at
-// the cost of a pass over the map 16 times per SessionIdle of arrivals.
+// the cost of a pass over the table 16 times per SessionIdle of arrivals.
+// Lookups ignore what a sweep has not yet removed, so the result does not
+// depend on when sweeps run.
 func sweepEvery(idle int64) int64 { return max(idle/16, 1) }
-
-// sweep forgets the entries idle since before limit. Sweeps run every
-// sweepEvery of arrival time, and lookups ignore what a sweep has not yet
-// removed, so the result does not depend on when they run.
-func sweep(m map[uint64]convEnd, limit int64) {
-	for k, v := range m {
-		if v.t < limit {
-			delete(m, k)
-		}
-	}
-}
 
 // kept reports whether session id has two or more requests: a single
 // request is no session.
@@ -125,24 +113,19 @@ func (s *sessions) done(id sessionID, turns int32) bool {
 // sessionCounter counts the requests of every session in a first pass, so
 // that the second knows at a session's first request whether it will have
 // more than one, and when its last has come. It holds the sessions under
-// way (about 40 bytes each; ended once idle for SessionIdle, as in
+// way (about 30 bytes each; ended once idle for SessionIdle, as in
 // sessions) and writes each
 // ended session with two or more requests to an ends store, which the
 // second pass reads back in order of first request.
 type sessionCounter struct {
 	idle      int64
-	live      map[sessionID]liveSession
+	live      idleTable // session → its count (v) and last arrival (t)
 	nextSweep int64
 	ends      *endsStore
 }
 
-type liveSession struct {
-	count int32
-	last  int64
-}
-
 func newSessionCounter(o Options, ends *endsStore) *sessionCounter {
-	return &sessionCounter{idle: int64(o.SessionIdle), live: map[sessionID]liveSession{}, ends: ends}
+	return &sessionCounter{idle: int64(o.SessionIdle), ends: ends}
 }
 
 // add counts a request of session id (not 0) at time t.
@@ -150,39 +133,34 @@ func (c *sessionCounter) add(id sessionID, t int64) error {
 	if t >= c.nextSweep {
 		// Sessions idle since before the limit have ended: no request can
 		// join them any more (sessions.find ignores such entries).
-		limit := limitAt(t, c.idle)
-		for id, ls := range c.live {
-			if ls.last < limit {
-				delete(c.live, id)
-				if err := c.end(id, ls.count); err != nil {
-					return err
-				}
-			}
+		if err := c.live.sweep(limitAt(t, c.idle), c.end); err != nil {
+			return err
 		}
 		c.nextSweep = t + sweepEvery(c.idle)
 	}
-	ls := c.live[id]
-	ls.count++
-	ls.last = t
-	c.live[id] = ls
+	if ls := c.live.find(uint64(id)); ls != nil {
+		ls.v++
+		ls.t = t
+	} else {
+		c.live.put(uint64(id), 1, t)
+	}
 	return nil
 }
 
-func (c *sessionCounter) end(id sessionID, n int32) error {
+// end keeps the count n of the ended session id.
+func (c *sessionCounter) end(id, n uint64) error {
 	if n < 2 {
 		return nil // not a session: nothing for the second pass
 	}
-	return c.ends.add(sessionEnd{id: id, count: n})
+	return c.ends.add(sessionEnd{id: sessionID(id), count: int32(n)})
 }
 
 // finish ends every session still under way.
 func (c *sessionCounter) finish() error {
-	for id, ls := range c.live {
-		if err := c.end(id, ls.count); err != nil {
-			return err
-		}
+	if err := c.live.each(c.end); err != nil {
+		return err
 	}
-	clear(c.live)
+	c.live.reset()
 	return c.ends.finish()
 }
 

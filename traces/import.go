@@ -336,3 +336,27 @@ func (c *importCSV) wrap(err error) error {
 	}
 	return fmt.Errorf("read %s: %w", importDisplay(c.name), err)
 }
+
+// nextObjectLine returns the next non-blank line of a JSON-lines import,
+// counting lines in *line; a line that does not start an object is an
+// error naming it, the end of the input io.EOF.
+func nextObjectLine(sc *bufio.Scanner, name string, line *int64) ([]byte, error) {
+	for {
+		if !sc.Scan() {
+			if err := sc.Err(); err != nil {
+				if err == bufio.ErrTooLong {
+					return nil, importRowError(name, *line+1, "line longer than 64 MiB")
+				}
+				return nil, err
+			}
+			return nil, io.EOF
+		}
+		*line++
+		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
+			if l[0] != '{' {
+				return nil, importRowError(name, *line, "not a JSON object")
+			}
+			return l, nil
+		}
+	}
+}

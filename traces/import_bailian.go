@@ -2,7 +2,6 @@ package traces
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -100,25 +99,9 @@ func bailianID(n json.Number) (int64, bool) {
 }
 
 func (d *bailianDecoder) next(rec *Record) error {
-	var line []byte
-	for {
-		if !d.sc.Scan() {
-			if err := d.sc.Err(); err != nil {
-				if err == bufio.ErrTooLong {
-					return importRowError(d.name, d.line+1, "line longer than 64 MiB")
-				}
-				return err
-			}
-			return io.EOF
-		}
-		d.line++
-		line = bytes.TrimSpace(d.sc.Bytes())
-		if len(line) > 0 {
-			break
-		}
-	}
-	if line[0] != '{' {
-		return importRowError(d.name, d.line, "not a JSON object")
+	line, err := nextObjectLine(d.sc, d.name, &d.line)
+	if err != nil {
+		return err
 	}
 	var row bailianRow
 	if err := json.Unmarshal(line, &row); err != nil {

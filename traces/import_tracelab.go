@@ -2,7 +2,6 @@ package traces
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"io"
 	"strings"
@@ -92,27 +91,11 @@ func (d *tracelabDecoder) intern(s string) string {
 }
 
 func (d *tracelabDecoder) next(rec *Record) error {
-	var line []byte
-	for {
-		if !d.sc.Scan() {
-			if err := d.sc.Err(); err != nil {
-				if err == bufio.ErrTooLong {
-					return importRowError(d.name, d.line+1, "line longer than 64 MiB")
-				}
-				return err
-			}
-			return io.EOF
-		}
-		d.line++
-		line = bytes.TrimSpace(d.sc.Bytes())
-		if len(line) > 0 {
-			break
-		}
+	line, err := nextObjectLine(d.sc, d.name, &d.line)
+	if err != nil {
+		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	if line[0] != '{' {
-		return bad("not a JSON object")
-	}
 	var row tracelabRow
 	if err := json.Unmarshal(line, &row); err != nil {
 		if _, ok := err.(*json.UnmarshalTypeError); ok {
