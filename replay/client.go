@@ -188,8 +188,8 @@ func (r *runner) do(it *item) {
 
 func (r *runner) notSent(it *item) {
 	if r.graph != nil {
-		r.outstanding.Add(-int64(r.graph.drop(it.rec)))
-		r.poke()
+		r.sched.outstanding.Add(-int64(r.graph.drop(it.rec)))
+		r.sched.poke()
 	}
 }
 

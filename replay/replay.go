@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/cgroup"
@@ -79,19 +77,7 @@ type item struct {
 	// textEst is the prompt tokens a grown chat turn counted for the text
 	// it sends back, of textOut output tokens (observeText).
 	textEst, textOut int
-}
-
-type itemHeap []*item
-
-func (h itemHeap) Len() int           { return len(h) }
-func (h itemHeap) Less(i, j int) bool { return h[i].sched < h[j].sched }
-func (h itemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *itemHeap) Push(x any)        { *h = append(*h, x.(*item)) }
-func (h *itemHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
+	seq              uint64 // a follow-up's place in push order (itemHeap)
 }
 
 // runner is one replay in progress.
@@ -119,11 +105,7 @@ type runner struct {
 	ack chan struct{}
 	wg  sync.WaitGroup
 
-	// closed-session follow-ups
-	hmu         sync.Mutex
-	dyn         itemHeap
-	notify      chan struct{}
-	outstanding atomic.Int64 // follow-up turns not yet queued or dropped
+	sched *scheduler // what to send next and when (schedule.go)
 
 	graph *graph // closed sessions: who waits for whom (sessions.go)
 
@@ -180,7 +162,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	if o.RecordsInJournal && o.Journal == "" {
 		return nil, errors.New("replay: Options.RecordsInJournal needs Options.Journal")
 	}
-	r := &runner{o: o, notify: make(chan struct{}, 1)}
+	r := &runner{o: o, sched: newScheduler(o.Sessions == SessionsClosed, o.Spin)}
 	r.base = baseURL(o.URL)
 	r.client = o.Client
 	if r.client == nil {
@@ -332,7 +314,8 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		defer close(ddone)
 		runtime.LockOSThread()
 		tuneDispatcherThread(!o.NoRealtime)
-		r.dispatch(ready)
+		r.sched.start(r.sendCtx, ready, runClock{r.t0})
+		r.dispatch()
 	}()
 	<-ddone
 
@@ -513,7 +496,7 @@ func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error
 	r.ctxOf = map[*traces.Record]*heldCtx{}
 	for _, rec := range sel {
 		if g.isFollowUp(rec) {
-			r.outstanding.Add(1)
+			r.sched.outstanding.Add(1)
 			continue
 		}
 		static = append(static, &item{rec: rec, sched: at(rec)})
@@ -539,7 +522,7 @@ func (r *runner) followUp(rec, res *traces.Record, finished time.Duration, grown
 	}
 	for _, it := range r.graph.finished(rec, doneAt{sent: sent, finished: finished}) {
 		if r.sendCtx.Err() != nil || (r.o.Duration > 0 && it.sched > r.o.Duration) {
-			r.outstanding.Add(-int64(1 + r.graph.dropSelf(it.rec)))
+			r.sched.outstanding.Add(-int64(1 + r.graph.dropSelf(it.rec)))
 			r.releaseContext(it.rec)
 			continue
 		}
@@ -549,19 +532,10 @@ func (r *runner) followUp(rec, res *traces.Record, finished time.Duration, grown
 			}
 		}
 		r.build(it)
-		r.hmu.Lock()
-		heap.Push(&r.dyn, it)
-		r.hmu.Unlock()
-		r.outstanding.Add(-1)
+		r.sched.push(it)
+		r.sched.outstanding.Add(-1)
 	}
-	r.poke()
-}
-
-func (r *runner) poke() {
-	select {
-	case r.notify <- struct{}{}:
-	default:
-	}
+	r.sched.poke()
 }
 
 // prepare hands items to the dispatcher in batches of prepBatch, at most
@@ -749,100 +723,13 @@ func (r *runner) bodyOf(rec *traces.Record, api, model string, returnIDs bool, p
 	return b, start, end
 }
 
-// dispatch sends every item at its deadline.
-func (r *runner) dispatch(batches <-chan []*item) {
-	closed := r.o.Sessions == SessionsClosed
-	var next *item
-	staticDone := false
-	var batch []*item // the rest of the current batch
-	const slice = 250 * time.Microsecond
+// dispatch sends every item the scheduler releases, at its deadline,
+// until it releases none.
+func (r *runner) dispatch() {
 	for {
-		if r.sendCtx.Err() != nil {
+		pick := r.sched.next()
+		if pick == nil {
 			return
-		}
-		if next == nil && !staticDone {
-			if len(batch) == 0 {
-				if closed {
-					select {
-					case b, ok := <-batches:
-						staticDone = !ok
-						batch = b
-					default:
-						// prep lagging or done: fall through to the heap
-						if r.dynLen() == 0 {
-							select {
-							case b, ok := <-batches:
-								staticDone = !ok
-								batch = b
-							case <-r.notify:
-							case <-r.sendCtx.Done():
-								return
-							}
-						}
-					}
-				} else {
-					select {
-					case b, ok := <-batches:
-						if !ok {
-							return
-						}
-						batch = b
-					case <-r.sendCtx.Done():
-						return
-					}
-				}
-			}
-			if len(batch) > 0 {
-				next, batch = batch[0], batch[1:]
-			}
-		}
-		pick := next
-		fromDyn := false
-		if closed {
-			r.hmu.Lock()
-			if len(r.dyn) > 0 && (pick == nil || r.dyn[0].sched < pick.sched) {
-				pick = r.dyn[0]
-				fromDyn = true
-			}
-			r.hmu.Unlock()
-			if pick == nil {
-				if staticDone && r.outstanding.Load() == 0 && r.dynLen() == 0 {
-					return
-				}
-				select {
-				case <-r.notify:
-				case <-r.sendCtx.Done():
-					return
-				case <-time.After(10 * time.Millisecond):
-				}
-				continue
-			}
-		}
-		// Wait for the deadline. Long waits go in slices so a stop (and, in
-		// closed mode, an earlier follow-up) is noticed.
-		rem := pick.sched - time.Since(r.t0)
-		maxSlice := 50 * time.Millisecond
-		if closed {
-			maxSlice = slice
-		}
-		if rem > maxSlice+2*time.Millisecond {
-			sleepUntil(r.t0, time.Since(r.t0)+maxSlice, 0, 0)
-			continue
-		}
-		sleepUntil(r.t0, pick.sched, r.o.Spin, holdP)
-		if fromDyn {
-			// An earlier follow-up may have been pushed meanwhile: remove
-			// exactly the item picked.
-			r.hmu.Lock()
-			for i, x := range r.dyn {
-				if x == pick {
-					heap.Remove(&r.dyn, i)
-					break
-				}
-			}
-			r.hmu.Unlock()
-		} else {
-			next = nil
 		}
 		r.live.scheduled.Add(1)
 		r.wg.Add(1)
@@ -864,12 +751,6 @@ func (r *runner) dispatch(batches <-chan []*item) {
 		// grows without bound and every later request is late.
 		<-r.ack
 	}
-}
-
-func (r *runner) dynLen() int {
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	return len(r.dyn)
 }
 
 func (r *runner) worker(it *item) {
