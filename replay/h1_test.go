@@ -183,6 +183,47 @@ func TestH1CancelInterrupts(t *testing.T) {
 	}
 }
 
+// TestKeepSpareDialsAhead checks that a client keeping spares has idle
+// connections ready before the first request and after requests took
+// them, and that CloseIdle stops the dialer and closes them.
+func TestKeepSpareDialsAhead(t *testing.T) {
+	url, conns := rawServer(t, 1<<30, func(int) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(sseBody), sseBody)
+	})
+	h, err := h1.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConns := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); conns.Load() < want; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections dialed, want %d", conns.Load(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	h.KeepSpare(2)
+	// Nothing is dialed until a request looks into the pool.
+	tr := &transport{base: url, h1: h}
+	for range 3 {
+		rec := traces.NewRecord()
+		sendOne(context.Background(), tr, "/", nil, http.Header{}, time.Minute, time.Now(), extras{}, &rec, nil)
+		if rec.Status != traces.StatusOK {
+			t.Fatalf("request: %s %q", rec.Status, rec.Error)
+		}
+	}
+	// The first request found the pool empty: the dialer fills it to twice
+	// the spares while requests run one at a time on pooled connections.
+	waitConns(4)
+	time.Sleep(50 * time.Millisecond)
+	if got := conns.Load(); got > 6 {
+		t.Errorf("%d connections for 3 sequential requests with 2 spares, want at most 6", got)
+	}
+	h.CloseIdle()
+	h.CloseIdle() // twice is harmless
+}
+
 // TestFastPathReusesConnections replays requests one at a time (each
 // answered before the next is due) on the dispatcher's fast path: they all
 // succeed on a handful of pooled connections instead of one each.

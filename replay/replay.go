@@ -172,6 +172,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	if o.Client == nil && !o.NetHTTP && !proxied(r.base) {
 		if h, err := h1.New(r.base); err == nil {
 			r.tr.h1 = h
+			h.KeepSpare(spareConns)
 			defer h.CloseIdle()
 		}
 	}
@@ -765,6 +766,11 @@ func (r *runner) worker(it *item) {
 		}
 	}
 }
+
+// spareConns is how many idle connections the plain-http client keeps
+// ready (h1.Client.KeepSpare), so that the dispatcher rarely finds the pool
+// empty and has to hand a request to a worker to dial.
+const spareConns = 8
 
 // extraProcs is how many Ps TuneProcess adds to GOMAXPROCS per concurrent
 // run: the dispatcher sleeps in nanosleep system calls and must find a free

@@ -48,6 +48,11 @@ type Client struct {
 	smu   sync.Mutex
 	sets  map[<-chan struct{}]*cancelSet
 	unset []func() bool // stops the sets' AfterFuncs (closeIdle)
+
+	// spare idle connections are kept ready by a dialer goroutine (see
+	// KeepSpare); want wakes it, quit ends it.
+	spare      int
+	want, quit chan struct{}
 }
 
 type conn struct {
@@ -200,12 +205,73 @@ func New(base string) (*Client, error) {
 func (h *Client) get() *conn {
 	lockNoPark(&h.mu)
 	defer h.mu.Unlock()
-	if n := len(h.idle); n > 0 {
+	n := len(h.idle)
+	if n <= h.spare && h.want != nil {
+		select {
+		case h.want <- struct{}{}:
+		default:
+		}
+	}
+	if n > 0 {
 		c := h.idle[n-1]
 		h.idle = h.idle[:n-1]
 		return c
 	}
 	return nil
+}
+
+// KeepSpare keeps at least n idle connections ready, dialed by a goroutine
+// of their own whenever a request leaves n or fewer in the pool, until
+// CloseIdle. Without spares, a request that finds the pool empty dials on
+// the caller's path: at 10k req/s one stall of the dispatcher put more
+// requests in flight than the pool held, and each new connection cost the
+// dispatcher a hand-off to a worker (up to 1.8 ms in an execution trace).
+// The dialer gives up until the next request when a dial fails.
+func (h *Client) KeepSpare(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n <= 0 || h.want != nil {
+		return
+	}
+	h.spare = n
+	h.want, h.quit = make(chan struct{}, 1), make(chan struct{})
+	go h.dialSpares(h.want, h.quit)
+}
+
+func (h *Client) dialSpares(want, quit <-chan struct{}) {
+	for {
+		select {
+		case <-want:
+		case <-quit:
+			return
+		}
+		for {
+			h.mu.Lock()
+			enough := len(h.idle) >= 2*h.spare
+			h.mu.Unlock()
+			if enough {
+				break
+			}
+			d := h.dial
+			d.Deadline = time.Now().Add(5 * time.Second)
+			nc, err := d.Dial("tcp", h.host)
+			if err != nil {
+				break
+			}
+			c := &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+			h.mu.Lock()
+			closed := h.quit == nil // CloseIdle ran meanwhile
+			if !closed {
+				h.idle = append(h.idle, c)
+			}
+			h.mu.Unlock()
+			if closed {
+				nc.Close()
+				return
+			}
+			go c.loop()
+		}
+	}
 }
 
 func (h *Client) put(c *conn) {
@@ -231,6 +297,12 @@ func (h *Client) remove(c *conn) {
 // CloseIdle closes the idle connections and detaches the client from the
 // contexts it watched (a long-lived parent context must not keep it).
 func (h *Client) CloseIdle() {
+	h.mu.Lock()
+	if h.quit != nil {
+		close(h.quit)
+		h.quit, h.want = nil, nil
+	}
+	h.mu.Unlock()
 	h.smu.Lock()
 	for _, stop := range h.unset {
 		stop()
