@@ -50,10 +50,7 @@ func NewBurstGPTReader(r io.Reader, name string, o OpenOptions) (Reader, error) 
 	if d.ts, err = c.require("Timestamp"); err != nil {
 		return nil, err
 	}
-	if d.in, err = c.require("Request tokens"); err != nil {
-		return nil, err
-	}
-	if d.out, err = c.require("Response tokens"); err != nil {
+	if d.lengths, err = c.requireLengths("Request tokens", "Response tokens"); err != nil {
 		return nil, err
 	}
 	d.model = c.col("Model")
@@ -73,15 +70,15 @@ type burstgptSession struct {
 }
 
 type burstgptDecoder struct {
-	c                           *importCSV
-	ts, in, out, model, logType int
-	session, elapsed            int
-	t0                          int64
-	started                     bool
-	sessions                    map[string]*burstgptSession
-	nextSession                 int64
-	lastModel, lastModelIn      string // interned
-	lastClass, lastClassIn      string
+	c                      *importCSV
+	ts, model, logType     int
+	lengths                importLengths
+	session, elapsed       int
+	clock                  importClock
+	sessions               map[string]*burstgptSession
+	nextSession            int64
+	lastModel, lastModelIn string // interned
+	lastClass, lastClassIn string
 }
 
 func (d *burstgptDecoder) next(rec *Record) error {
@@ -94,13 +91,9 @@ func (d *burstgptDecoder) next(rec *Record) error {
 	if err != nil {
 		return importRowError(name, line, "Timestamp: %v", err)
 	}
-	in, err := parseCount(row[d.in])
+	in, out, err := d.lengths.parse(row)
 	if err != nil {
-		return importRowError(name, line, "Request tokens: %v", err)
-	}
-	out, err := parseCount(row[d.out])
-	if err != nil {
-		return importRowError(name, line, "Response tokens: %v", err)
+		return err
 	}
 	elapsed := int64(NotReported)
 	if d.elapsed >= 0 {
@@ -110,13 +103,11 @@ func (d *burstgptDecoder) next(rec *Record) error {
 			}
 		}
 	}
-	if !d.started {
-		d.t0, d.started = t, true
-	}
-	if t < d.t0 {
+	at, ok := d.clock.offset(t)
+	if !ok {
 		return importRowError(name, line, "Timestamp before the first row's (the file must be sorted by time)")
 	}
-	rec.ArrivalNs = t - d.t0
+	rec.ArrivalNs = at
 	rec.InputTokens = in
 	rec.OutputTokens = out
 	if d.model >= 0 {
