@@ -562,7 +562,7 @@ type groupAttr struct {
 }
 
 // groupAttr lists the groups that have their own tail attribution, the
-// thresholds in one unit.
+// thresholds in one unit (the text and HTML reports).
 func (rep *Report) groupAttr() []groupAttr {
 	var out []groupAttr
 	var thr []float64
@@ -571,11 +571,7 @@ func (rep *Report) groupAttr() []groupAttr {
 		if at == nil || at.TailRequests == 0 {
 			continue
 		}
-		v := g.Value
-		if v == "" {
-			v = "(none)"
-		}
-		out = append(out, groupAttr{Value: v, Tail: fmt.Sprintf("p%s %s", fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric)),
+		out = append(out, groupAttr{Value: g.label(), Tail: fmt.Sprintf("p%s %s", fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric)),
 			Dominant: at.Dominant, Requests: at.TailRequests, Shares: at.Share.Array(), Diagnosis: at.Diagnosis})
 		thr = append(thr, at.TailThresholdMs)
 	}
