@@ -359,23 +359,24 @@ func (l importLengths) parse(row []string) (in, out int32, err error) {
 	return in, out, nil
 }
 
-// importClock turns the timestamps of a trace sorted by time into offsets
-// from its first row's.
+// importClock turns the timestamps in column col of a CSV trace sorted by
+// time into offsets from its first row's.
 type importClock struct {
+	col     string
 	t0      int64
 	started bool
 }
 
-// offset returns t − the first timestamp offset was given; false when t
-// is earlier (the file is not sorted).
-func (c *importClock) offset(t int64) (int64, bool) {
-	if !c.started {
-		c.t0, c.started = t, true
+// offset returns t − the first row's timestamp; a row earlier than the
+// first is malformed.
+func (k *importClock) offset(c *importCSV, t int64) (int64, error) {
+	if !k.started {
+		k.t0, k.started = t, true
 	}
-	if t < c.t0 {
-		return 0, false
+	if t < k.t0 {
+		return 0, importRowError(c.name, c.line, "%s before the first row's (the file must be sorted by time)", k.col)
 	}
-	return t - c.t0, true
+	return t - k.t0, nil
 }
 
 // wrap turns a csv.ParseError into a content-free RowError.

@@ -21,7 +21,7 @@ func NewAzureReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &azureDecoder{c: c}
+	d := &azureDecoder{c: c, clock: importClock{col: "TIMESTAMP"}}
 	if d.ts, err = c.require("TIMESTAMP"); err != nil {
 		return nil, err
 	}
@@ -52,9 +52,9 @@ func (d *azureDecoder) next(rec *Record) error {
 	if err != nil {
 		return err
 	}
-	at, ok := d.clock.offset(t)
-	if !ok {
-		return importRowError(name, line, "TIMESTAMP before the first row's (the file must be sorted by time)")
+	at, err := d.clock.offset(d.c, t)
+	if err != nil {
+		return err
 	}
 	rec.ArrivalNs = at
 	rec.InputTokens = in

@@ -46,7 +46,7 @@ func NewBurstGPTReader(r io.Reader, name string, o OpenOptions) (Reader, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &burstgptDecoder{c: c, sessions: map[string]*burstgptSession{}}
+	d := &burstgptDecoder{c: c, clock: importClock{col: "Timestamp"}, sessions: map[string]*burstgptSession{}}
 	if d.ts, err = c.require("Timestamp"); err != nil {
 		return nil, err
 	}
@@ -103,9 +103,9 @@ func (d *burstgptDecoder) next(rec *Record) error {
 			}
 		}
 	}
-	at, ok := d.clock.offset(t)
-	if !ok {
-		return importRowError(name, line, "Timestamp before the first row's (the file must be sorted by time)")
+	at, err := d.clock.offset(d.c, t)
+	if err != nil {
+		return err
 	}
 	rec.ArrivalNs = at
 	rec.InputTokens = in
