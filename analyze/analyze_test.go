@@ -352,6 +352,42 @@ func TestAttributionSource(t *testing.T) {
 	}
 }
 
+// The JSON-lines per-request file holds the CSV's columns, in its order,
+// with the same values (no "tail" key).
+func TestRequestsJSONLMatchesCSV(t *testing.T) {
+	rep := mustAnalyze(t, []traces.Record{
+		withServer(rec(0, 0, 0, 100*ms, 3000*ms, 200, 10, 1), 20*ms, 70*ms, 2900*ms, 0),
+		rec(1, 10*ms, 5*ms, 100*ms, 2500*ms, 200, 10, 1),
+	}, Options{TailPercentile: 50})
+	var csvOut, jsonOut bytes.Buffer
+	if err := rep.WriteRequests(&csvOut, RequestsCSV); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteRequests(&jsonOut, RequestsJSONL); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(csvOut.String()), "\n")[1:]
+	lines := strings.Split(strings.TrimSpace(jsonOut.String()), "\n")
+	if len(rows) != 2 || len(lines) != 2 {
+		t.Fatalf("%d CSV rows and %d JSON lines, want 2 and 2", len(rows), len(lines))
+	}
+	for i, line := range lines {
+		var want strings.Builder
+		for k, v := range strings.Split(rows[i], ",") {
+			if k > 0 {
+				want.WriteString(",")
+			}
+			if RequestsColumns[k] == "request_id" || RequestsColumns[k] == "source" {
+				v = `"` + v + `"`
+			}
+			want.WriteString(`"` + RequestsColumns[k] + `":` + v)
+		}
+		if line != "{"+want.String()+"}" {
+			t.Errorf("line %d = %s, want {%s}", i, line, want.String())
+		}
+	}
+}
+
 // Thousands of --by groups summarize in one pass, and the groups' exact ITL
 // values share the ITLExactLimit budget.
 func TestManyGroups(t *testing.T) {
