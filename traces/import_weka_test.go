@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,7 +49,7 @@ func TestImportWekaFixture(t *testing.T) {
 	for i, w := range want {
 		r := recs[i]
 		if r.Seq != int64(i) || r.ArrivalNs != w.arrivalNs || r.FinishNs != w.finishNs || r.ThinkNs != w.thinkNs || r.ParentSeq != w.parent ||
-			r.Session != w.session || r.Turn != w.turn || r.InputTokens != w.in || r.Model != w.model || !equalIDs(r.PrefixBlocks, w.blocks) {
+			r.Session != w.session || r.Turn != w.turn || r.InputTokens != w.in || r.Model != w.model || !slices.Equal(r.PrefixBlocks, w.blocks) {
 			t.Errorf("row %d = arrival %d finish %d think %d parent %d session %d turn %d in %d model %q blocks %v; want %+v",
 				i, r.ArrivalNs, r.FinishNs, r.ThinkNs, r.ParentSeq, r.Session, r.Turn, r.InputTokens, r.Model, r.PrefixBlocks, w)
 		}
@@ -56,18 +57,6 @@ func TestImportWekaFixture(t *testing.T) {
 			t.Errorf("row %d draws a join or an outcome: %+v", i, r)
 		}
 	}
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // How documents are framed and linked: each case is a whole input and the
