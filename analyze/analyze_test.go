@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -274,6 +275,41 @@ func TestVLLMFormatGolden(t *testing.T) {
 		"total_token_throughput", "latencies", "max_concurrent_requests", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "p99.9_itl_ms", "p50_e2el_ms"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("save-result JSON lacks %q", k)
+		}
+	}
+}
+
+// The --percentile-metrics and --metric-percentiles lists: items are
+// trimmed, empty ones skipped, and the first bad one named.
+func TestParseVLLMLists(t *testing.T) {
+	for _, c := range []struct {
+		doc, metrics, percentiles string
+		wantMetrics               []string
+		wantPercentiles           []float64
+		wantErr                   string
+	}{
+		{doc: "Both lists read their items in order.", metrics: "ttft,e2el", percentiles: "50,99.9",
+			wantMetrics: []string{"ttft", "e2el"}, wantPercentiles: []float64{50, 99.9}},
+		{doc: "Spaces around items and empty items are passed over.", metrics: " itl, ,tpot,", percentiles: " 90 ,,",
+			wantMetrics: []string{"itl", "tpot"}, wantPercentiles: []float64{90}},
+		{doc: "An empty list is no items.", wantMetrics: nil, wantPercentiles: nil},
+		{doc: "An unknown metric is named.", metrics: "ttft,goodput", wantErr: `percentile metric "goodput"`},
+		{doc: "A percentile outside (0, 100] is named.", percentiles: "50,100.5", wantErr: `percentile "100.5"`},
+		{doc: "A percentile that is not a number is named.", percentiles: "p99", wantErr: `percentile "p99"`},
+	} {
+		ms, err1 := ParseVLLMMetrics(c.metrics)
+		ps, err2 := ParsePercentiles(c.percentiles)
+		if err := errors.Join(err1, err2); c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%s got error %v, want one containing %s", c.doc, err, c.wantErr)
+			}
+			continue
+		} else if err != nil {
+			t.Errorf("%s got error %v", c.doc, err)
+			continue
+		}
+		if !slices.Equal(ms, c.wantMetrics) || !slices.Equal(ps, c.wantPercentiles) {
+			t.Errorf("%s got %q and %v, want %q and %v", c.doc, ms, ps, c.wantMetrics, c.wantPercentiles)
 		}
 	}
 }
