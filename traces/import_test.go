@@ -49,6 +49,40 @@ func importStringT(t *testing.T, format, name, content string, strict bool) ([]t
 	return recs, r.Stats(), err
 }
 
+// importRowsT imports content in the default mode and checks view of each
+// row against want, in order; what names the viewed fields in errors.
+func importRowsT[R comparable](t *testing.T, format, name, content string, want []R, what string, view func(traces.Record) R) {
+	t.Helper()
+	recs, _, err := importStringT(t, format, name, content, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("%d rows, want %d", len(recs), len(want))
+	}
+	for i, w := range want {
+		if got := view(recs[i]); got != w {
+			t.Errorf("row %d: %s = %v, want %v", i, what, got, w)
+		}
+	}
+}
+
+// importBadLine2T checks that content, whose line 2 is malformed, fails a
+// strict import with a malformed-row error on line 2 that does not quote
+// secret, and returns its import in the default mode.
+func importBadLine2T(t *testing.T, format, name, content, secret string) ([]traces.Record, traces.ReadStats, error) {
+	t.Helper()
+	_, _, err := importStringT(t, format, name, content, true)
+	var re *traces.RowError
+	if !errors.As(err, &re) || re.Line != 2 || !errors.Is(err, traces.ErrMalformed) {
+		t.Fatalf("strict error = %v, want a malformed-row error on line 2", err)
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Errorf("error %q quotes the input", err)
+	}
+	return importStringT(t, format, name, content, false)
+}
+
 // The Azure 2023 code and conversation traces import with the arrival
 // offsets of Vidur's re-based copies (splitwise_*.csv) to within 1 µs, and
 // the same token counts.

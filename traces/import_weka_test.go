@@ -2,7 +2,6 @@ package traces_test
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -85,18 +84,9 @@ func TestImportWekaLinks(t *testing.T) {
 			[]row{{1, nr, nr}, {1, 0, nr}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			recs, _, err := importStringT(t, "weka", "links.json", tc.content, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(recs) != len(tc.want) {
-				t.Fatalf("%d rows, want %d", len(recs), len(tc.want))
-			}
-			for i, w := range tc.want {
-				if got := (row{recs[i].Session, recs[i].ParentSeq, recs[i].ThinkNs}); got != w {
-					t.Errorf("row %d: session, parent, think = %v, want %v", i, got, w)
-				}
-			}
+			importRowsT(t, "weka", "links.json", tc.content, tc.want, "session, parent, think", func(r traces.Record) row {
+				return row{r.Session, r.ParentSeq, r.ThinkNs}
+			})
 		})
 	}
 }
@@ -126,15 +116,7 @@ func TestImportWekaBadRows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			content := good + "\n" + tc.bad + "\n" + `{"requests":[{"t":0,"in":2,"out":1}]}` + "\n"
-			_, _, err := importStringT(t, "weka", "bad.json", content, true)
-			var re *traces.RowError
-			if !errors.As(err, &re) || re.Line != 2 || !errors.Is(err, traces.ErrMalformed) {
-				t.Fatalf("strict error = %v, want a malformed-row error on line 2", err)
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error %q quotes the input", err)
-			}
-			recs, st, err := importStringT(t, "weka", "bad.json", content, false)
+			recs, st, err := importBadLine2T(t, "weka", "bad.json", content, secret)
 			wantRows := 1
 			if tc.rest {
 				wantRows = 2
