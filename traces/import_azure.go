@@ -48,16 +48,9 @@ func (d *azureDecoder) next(rec *Record) error {
 	if err != nil {
 		return importRowError(name, line, "TIMESTAMP: %v", err)
 	}
-	in, out, err := d.lengths.parse(row)
-	if err != nil {
+	if rec.InputTokens, rec.OutputTokens, err = d.lengths.parse(row); err != nil {
 		return err
 	}
-	at, err := d.clock.offset(d.c, t)
-	if err != nil {
-		return err
-	}
-	rec.ArrivalNs = at
-	rec.InputTokens = in
-	rec.OutputTokens = out
-	return nil
+	rec.ArrivalNs, err = d.clock.offset(d.c, t)
+	return err
 }

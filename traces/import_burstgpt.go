@@ -91,8 +91,7 @@ func (d *burstgptDecoder) next(rec *Record) error {
 	if err != nil {
 		return importRowError(name, line, "Timestamp: %v", err)
 	}
-	in, out, err := d.lengths.parse(row)
-	if err != nil {
+	if rec.InputTokens, rec.OutputTokens, err = d.lengths.parse(row); err != nil {
 		return err
 	}
 	elapsed := int64(NotReported)
@@ -103,13 +102,9 @@ func (d *burstgptDecoder) next(rec *Record) error {
 			}
 		}
 	}
-	at, err := d.clock.offset(d.c, t)
-	if err != nil {
+	if rec.ArrivalNs, err = d.clock.offset(d.c, t); err != nil {
 		return err
 	}
-	rec.ArrivalNs = at
-	rec.InputTokens = in
-	rec.OutputTokens = out
 	if d.model >= 0 {
 		if m := row[d.model]; m != d.lastModelIn {
 			d.lastModelIn, d.lastModel = m, strings.TrimSpace(m)
@@ -136,8 +131,8 @@ func (d *burstgptDecoder) next(rec *Record) error {
 	}
 	rec.Run = "production"
 	rec.ScheduledNs, rec.SentNs = rec.ArrivalNs, rec.ArrivalNs
-	rec.ServerPromptTokens, rec.ServerOutputTokens = in, out
-	if out > 0 {
+	rec.ServerPromptTokens, rec.ServerOutputTokens = rec.InputTokens, rec.OutputTokens
+	if rec.OutputTokens > 0 {
 		rec.Status = StatusOK
 		if elapsed >= 0 {
 			rec.LastTokenNs = rec.ArrivalNs + elapsed
