@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +279,41 @@ func TestVLLMFormatGolden(t *testing.T) {
 	}
 }
 
+// The --percentile-metrics and --metric-percentiles lists: items are
+// trimmed, empty ones skipped, and the first bad one named.
+func TestParseVLLMLists(t *testing.T) {
+	for _, c := range []struct {
+		doc, metrics, percentiles string
+		wantMetrics               []string
+		wantPercentiles           []float64
+		wantErr                   string
+	}{
+		{doc: "Both lists read their items in order.", metrics: "ttft,e2el", percentiles: "50,99.9",
+			wantMetrics: []string{"ttft", "e2el"}, wantPercentiles: []float64{50, 99.9}},
+		{doc: "Spaces around items and empty items are passed over.", metrics: " itl, ,tpot,", percentiles: " 90 ,,",
+			wantMetrics: []string{"itl", "tpot"}, wantPercentiles: []float64{90}},
+		{doc: "An empty list is no items.", wantMetrics: nil, wantPercentiles: nil},
+		{doc: "An unknown metric is named.", metrics: "ttft,goodput", wantErr: `percentile metric "goodput"`},
+		{doc: "A percentile outside (0, 100] is named.", percentiles: "50,100.5", wantErr: `percentile "100.5"`},
+		{doc: "A percentile that is not a number is named.", percentiles: "p99", wantErr: `percentile "p99"`},
+	} {
+		ms, err1 := ParseVLLMMetrics(c.metrics)
+		ps, err2 := ParsePercentiles(c.percentiles)
+		if err := errors.Join(err1, err2); c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%s got error %v, want one containing %s", c.doc, err, c.wantErr)
+			}
+			continue
+		} else if err != nil {
+			t.Errorf("%s got error %v", c.doc, err)
+			continue
+		}
+		if !slices.Equal(ms, c.wantMetrics) || !slices.Equal(ps, c.wantPercentiles) {
+			t.Errorf("%s got %q and %v, want %q and %v", c.doc, ms, ps, c.wantMetrics, c.wantPercentiles)
+		}
+	}
+}
+
 func TestJSONKeysAreStable(t *testing.T) {
 	o := DefaultOptions()
 	o.SLO = traces.SLO{TTFT: 250 * ms}
@@ -348,6 +384,42 @@ func TestAttributionSource(t *testing.T) {
 		rep := mustAnalyze(t, tt.recs, tt.o)
 		if rep.Attribution.Source != tt.source {
 			t.Errorf("%s: source = %s, want %s", tt.name, rep.Attribution.Source, tt.source)
+		}
+	}
+}
+
+// The JSON-lines per-request file holds the CSV's columns, in its order,
+// with the same values (no "tail" key).
+func TestRequestsJSONLMatchesCSV(t *testing.T) {
+	rep := mustAnalyze(t, []traces.Record{
+		withServer(rec(0, 0, 0, 100*ms, 3000*ms, 200, 10, 1), 20*ms, 70*ms, 2900*ms, 0),
+		rec(1, 10*ms, 5*ms, 100*ms, 2500*ms, 200, 10, 1),
+	}, Options{TailPercentile: 50})
+	var csvOut, jsonOut bytes.Buffer
+	if err := rep.WriteRequests(&csvOut, RequestsCSV); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteRequests(&jsonOut, RequestsJSONL); err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(csvOut.String()), "\n")[1:]
+	lines := strings.Split(strings.TrimSpace(jsonOut.String()), "\n")
+	if len(rows) != 2 || len(lines) != 2 {
+		t.Fatalf("%d CSV rows and %d JSON lines, want 2 and 2", len(rows), len(lines))
+	}
+	for i, line := range lines {
+		var want strings.Builder
+		for k, v := range strings.Split(rows[i], ",") {
+			if k > 0 {
+				want.WriteString(",")
+			}
+			if RequestsColumns[k] == "request_id" || RequestsColumns[k] == "source" {
+				v = `"` + v + `"`
+			}
+			want.WriteString(`"` + RequestsColumns[k] + `":` + v)
+		}
+		if line != "{"+want.String()+"}" {
+			t.Errorf("line %d = %s, want {%s}", i, line, want.String())
 		}
 	}
 }

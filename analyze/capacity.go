@@ -317,40 +317,18 @@ func AttributeGroupsFiles(ctx context.Context, rep *Report, names []string) erro
 
 // writeGroupAttributionText prints each group's dominant tail component.
 func (rep *Report) writeGroupAttributionText(p func(string, ...any)) {
-	any := false
-	for _, g := range rep.Groups {
-		if g.Attribution != nil && g.Attribution.TailRequests > 0 {
-			any = true
-		}
-	}
-	if !any {
+	ga := rep.groupAttr()
+	if len(ga) == 0 {
 		return
 	}
 	p("\nTail attribution by %s\n", rep.Groups[0].By)
-	thr := make([]float64, len(rep.Groups))
-	for i, g := range rep.Groups {
-		if g.Attribution != nil {
-			thr[i] = g.Attribution.TailThresholdMs
-		}
-	}
-	thrs := fmtMsColumn(thr) // one unit down the column
-	for i, g := range rep.Groups {
-		at := g.Attribution
-		if at == nil || at.TailRequests == 0 {
-			continue
-		}
-		v := g.Value
-		if v == "" {
-			v = "(none)"
-		}
-		sh := at.Share.Array()
+	for _, g := range ga {
 		var parts []string
 		for k, n := range ComponentNames {
-			parts = append(parts, fmt.Sprintf("%s %.0f%%", n, 100*sh[k]))
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", n, 100*g.Shares[k]))
 		}
-		p("  %-14s p%s %s ≥ %s: dominant %s (%s)\n", trunc(v, 14), fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric),
-			thrs[i], at.Dominant, strings.Join(parts, ", "))
-		for _, d := range at.Diagnosis {
+		p("  %-14s %s ≥ %s: dominant %s (%s)\n", trunc(g.Value, 14), g.Tail, g.Threshold, g.Dominant, strings.Join(parts, ", "))
+		for _, d := range g.Diagnosis {
 			p("  %-14s - %s\n", "", d)
 		}
 	}

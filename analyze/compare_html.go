@@ -13,19 +13,7 @@ import (
 
 // compareCDF overlays the CDFs of one metric of both runs.
 func (c *Comparison) compareCDF(title string, a, b []float64) (*plot.Plot, error) {
-	if len(a) == 0 && len(b) == 0 {
-		return nil, nil
-	}
-	p := newPlot(title, "latency (ms)", "fraction of requests")
-	if err := addLine(p, c.LabelA, cdfLine(a), colTTFT, false); err != nil {
-		return nil, err
-	}
-	if err := addLine(p, c.LabelB, cdfLine(b), colE2E, false); err != nil {
-		return nil, err
-	}
-	p.Y.Min, p.Y.Max = 0, 1
-	latencyX(p, a, b)
-	return p, nil
+	return cdfPlot(title, "fraction of requests", nil, cdfSeries{c.LabelA, a, colTTFT, false}, cdfSeries{c.LabelB, b, colE2E, false})
 }
 
 // compareBars stacks both tails' attribution shares.

@@ -116,25 +116,50 @@ func (rep *Report) charts() ([]template.HTML, error) {
 	return out, nil
 }
 
-func (rep *Report) cdfTTFTE2E() (*plot.Plot, error) {
-	if len(rep.samples.ttft) == 0 && len(rep.samples.e2e) == 0 {
+// cdfSeries is one line of a latency CDF: sorted ns values.
+type cdfSeries struct {
+	name   string
+	sorted []float64
+	col    color.Color
+	dashed bool
+}
+
+// cdfPlot overlays the latency CDFs of series, nil when none has a value;
+// the x axis spans the series' values and those of extraX (see latencyX).
+func cdfPlot(title, yLabel string, extraX [][]float64, series ...cdfSeries) (*plot.Plot, error) {
+	xs, n := extraX, 0
+	for _, s := range series {
+		xs = append(xs, s.sorted)
+		n += len(s.sorted)
+	}
+	if n == 0 {
 		return nil, nil
 	}
-	p := newPlot("Latency CDF: TTFT and E2E", "latency (ms)", "fraction of requests")
-	if err := addLine(p, "TTFT", cdfLine(rep.samples.ttft), colTTFT, false); err != nil {
-		return nil, err
-	}
-	if err := addLine(p, "E2E", cdfLine(rep.samples.e2e), colE2E, false); err != nil {
-		return nil, err
-	}
-	if len(rep.samples.ttftSched) > 0 && rep.Lateness.Max > 0 {
-		if err := addLine(p, "TTFT from scheduled", cdfLine(rep.samples.ttftSched), colTTFT, true); err != nil {
+	p := newPlot(title, "latency (ms)", yLabel)
+	for _, s := range series {
+		if err := addLine(p, s.name, cdfLine(s.sorted), s.col, s.dashed); err != nil {
 			return nil, err
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	latencyX(p, rep.samples.ttft, rep.samples.e2e, rep.samples.ttftSched)
+	latencyX(p, xs...)
 	return p, nil
+}
+
+// cdfTTFTE2E is the CDF of TTFT and E2E, with TTFT from the scheduled send
+// when a send was late (its values span the x axis either way).
+func (rep *Report) cdfTTFTE2E() (*plot.Plot, error) {
+	if len(rep.samples.ttft) == 0 && len(rep.samples.e2e) == 0 {
+		return nil, nil
+	}
+	series := []cdfSeries{{"TTFT", rep.samples.ttft, colTTFT, false}, {"E2E", rep.samples.e2e, colE2E, false}}
+	var extraX [][]float64
+	if len(rep.samples.ttftSched) > 0 && rep.Lateness.Max > 0 {
+		series = append(series, cdfSeries{"TTFT from scheduled", rep.samples.ttftSched, colTTFT, true})
+	} else {
+		extraX = [][]float64{rep.samples.ttftSched}
+	}
+	return cdfPlot("Latency CDF: TTFT and E2E", "fraction of requests", extraX, series...)
 }
 
 // latencyX labels the x axis of a CDF of the sorted ns values xs: in ms or
@@ -162,19 +187,8 @@ func maxY(xys ...plotter.XYs) float64 {
 }
 
 func (rep *Report) cdfTokens() (*plot.Plot, error) {
-	if len(rep.samples.tpot) == 0 && len(rep.samples.itl) == 0 {
-		return nil, nil
-	}
-	p := newPlot("Latency CDF: TPOT and ITL", "latency (ms)", "fraction")
-	if err := addLine(p, "TPOT", cdfLine(rep.samples.tpot), colTPOT, false); err != nil {
-		return nil, err
-	}
-	if err := addLine(p, "ITL per chunk", cdfLine(rep.samples.itl), colITL, false); err != nil {
-		return nil, err
-	}
-	p.Y.Min, p.Y.Max = 0, 1
-	latencyX(p, rep.samples.tpot, rep.samples.itl)
-	return p, nil
+	return cdfPlot("Latency CDF: TPOT and ITL", "fraction", nil,
+		cdfSeries{"TPOT", rep.samples.tpot, colTPOT, false}, cdfSeries{"ITL per chunk", rep.samples.itl, colITL, false})
 }
 
 func (rep *Report) scatterTTFT() (*plot.Plot, error) {
@@ -562,7 +576,7 @@ type groupAttr struct {
 }
 
 // groupAttr lists the groups that have their own tail attribution, the
-// thresholds in one unit.
+// thresholds in one unit (the text and HTML reports).
 func (rep *Report) groupAttr() []groupAttr {
 	var out []groupAttr
 	var thr []float64
@@ -571,11 +585,7 @@ func (rep *Report) groupAttr() []groupAttr {
 		if at == nil || at.TailRequests == 0 {
 			continue
 		}
-		v := g.Value
-		if v == "" {
-			v = "(none)"
-		}
-		out = append(out, groupAttr{Value: v, Tail: fmt.Sprintf("p%s %s", fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric)),
+		out = append(out, groupAttr{Value: g.label(), Tail: fmt.Sprintf("p%s %s", fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric)),
 			Dominant: at.Dominant, Requests: at.TailRequests, Shares: at.Share.Array(), Diagnosis: at.Diagnosis})
 		thr = append(thr, at.TailThresholdMs)
 	}

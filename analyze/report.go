@@ -72,6 +72,15 @@ type Group struct {
 	Attribution *Attribution `json:"attribution,omitempty"`
 }
 
+// label is the group's value as reports show it ("(none)" for the empty
+// value).
+func (g Group) label() string {
+	if g.Value == "" {
+		return "(none)"
+	}
+	return g.Value
+}
+
 // Report is the analysis of one or more results files.
 type Report struct {
 	Summary

@@ -53,19 +53,15 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			return err
 		}
 	case RequestsJSONL:
+		// A line is the attribution without whether it is in the tail (the
+		// CSV's columns): the nil Tail hides the embedded one.
 		type line struct {
-			Seq       int64  `json:"seq"`
-			RequestID string `json:"request_id"`
-			Lateness  int64  `json:"lateness_ns"`
-			Queue     int64  `json:"queue_ns"`
-			Prefill   int64  `json:"prefill_ns"`
-			Decode    int64  `json:"decode_ns"`
-			Other     int64  `json:"other_ns"`
-			Source    string `json:"source"`
+			RequestAttribution
+			Tail *bool `json:"tail,omitempty"`
 		}
 		enc := json.NewEncoder(bw)
 		err := rep.EachRequest(func(r RequestAttribution) error {
-			return enc.Encode(line{r.Seq, r.RequestID, r.Lateness, r.Queue, r.Prefill, r.Decode, r.Other, r.Source})
+			return enc.Encode(line{RequestAttribution: r})
 		})
 		if err != nil {
 			return err

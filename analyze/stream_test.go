@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -371,7 +372,7 @@ func TestDrainAhead(t *testing.T) {
 		k := 0
 		err = drainAhead(context.Background(), rd, func(r *traces.Record) {
 			w := &recs[r.Seq]
-			if seen[r.Seq] || !slicesEqual(r.ChunkNs, w.ChunkNs) || !slicesEqual(r.ChunkTokens, w.ChunkTokens) || r.Status != w.Status {
+			if seen[r.Seq] || !slices.Equal(r.ChunkNs, w.ChunkNs) || !slices.Equal(r.ChunkTokens, w.ChunkTokens) || r.Status != w.Status {
 				t.Fatalf("%s: record seq %d differs when added (or twice)", ext, r.Seq)
 			}
 			seen[r.Seq] = true
@@ -394,16 +395,4 @@ func TestDrainAhead(t *testing.T) {
 			t.Errorf("%s: canceled: %v after %d records", ext, err, n)
 		}
 	}
-}
-
-func slicesEqual[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

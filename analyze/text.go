@@ -66,15 +66,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 		p("  %-20s %8s %8s %7s %10s %10s %10s %10s %10s %10s\n", "value", "requests", "ok", "failed",
 			"ttft p50", "ttft p99", "tpot p50", "e2e p50", "e2e p99", "goodput")
 		for _, g := range rep.Groups {
-			v := g.Value
-			if v == "" {
-				v = "(none)"
-			}
 			gp := "-"
 			if g.Goodput != nil {
 				gp = fmt.Sprintf("%.2f/s", *g.Goodput)
 			}
-			p("  %-20s %8d %8d %7d %10s %10s %10s %10s %10s %10s\n", trunc(v, 20), g.Requests, g.Completed, g.Failed,
+			p("  %-20s %8d %8d %7d %10s %10s %10s %10s %10s %10s\n", trunc(g.label(), 20), g.Requests, g.Completed, g.Failed,
 				distCell(g.TTFT, g.TTFT.P50), distCell(g.TTFT, g.TTFT.P99), distCell(g.TPOT, g.TPOT.P50), distCell(g.E2E, g.E2E.P50), distCell(g.E2E, g.E2E.P99), gp)
 		}
 	}

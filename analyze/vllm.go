@@ -48,31 +48,37 @@ func DefaultVLLMOptions() VLLMOptions {
 
 // ParseVLLMMetrics parses "ttft,tpot,itl,e2el".
 func ParseVLLMMetrics(s string) ([]string, error) {
-	var out []string
-	for _, m := range strings.Split(s, ",") {
-		m = strings.TrimSpace(m)
-		if m == "" {
-			continue
-		}
+	return parseList(s, func(m string) (string, error) {
 		if !slices.Contains(VLLMMetrics, m) {
-			return nil, fmt.Errorf("percentile metric %q: want some of %s", m, strings.Join(VLLMMetrics, ","))
+			return "", fmt.Errorf("percentile metric %q: want some of %s", m, strings.Join(VLLMMetrics, ","))
 		}
-		out = append(out, m)
-	}
-	return out, nil
+		return m, nil
+	})
 }
 
 // ParsePercentiles parses "50,90,99" (values in (0, 100]).
 func ParsePercentiles(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return parseList(s, func(f string) (float64, error) {
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil || v <= 0 || v > 100 {
-			return nil, fmt.Errorf("percentile %q: want a number in (0, 100]", f)
+			return 0, fmt.Errorf("percentile %q: want a number in (0, 100]", f)
+		}
+		return v, nil
+	})
+}
+
+// parseList parses each item of the comma-separated list s, trimmed (empty
+// items are skipped), with parse; it stops at the first error.
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		v, err := parse(item)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, v)
 	}

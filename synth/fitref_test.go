@@ -3,7 +3,10 @@ package synth
 // This file keeps the in-memory fitter as it was before fitting streamed:
 // every record in one slice, sorted, with per-record arrays. It is the
 // reference the streaming fitter is tested against (fitstream_test.go) and
-// is not used by the package. Only names changed (ref prefix).
+// is not used by the package. Only names changed (ref prefix), and the
+// histograms and gap-family fits are the package's own newHist and fitGaps
+// (tested on their own in synth_test.go): what the reference checks is how
+// the streaming fitter gathers the values they are built from.
 
 import (
 	"context"
@@ -17,7 +20,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/traces"
 	"gonum.org/v1/gonum/stat"
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // refFit fits a Model to recs (any order; only request columns are used). It
@@ -206,8 +208,8 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 		slices.Sort(turnGaps)
 		c.Sessions = &Sessions{
 			Share: float64(len(ss)) / float64(len(starts)),
-			Turns: refNewHist(turns, opts.LengthBins, opts.MinBinCount, true),
-			GapS:  refNewHist(turnGaps, opts.GapBins, opts.MinBinCount, false),
+			Turns: newHist(turns, opts.LengthBins, opts.MinBinCount, true),
+			GapS:  newHist(turnGaps, opts.GapBins, opts.MinBinCount, false),
 		}
 	}
 	c.Arrival = refFitArrival(m, starts, opts, rng)
@@ -326,13 +328,13 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 		}
 		slices.Sort(prefix)
 		slices.Sort(input)
-		g.PrefixTokens = refNewHist(prefix, opts.LengthBins, opts.MinBinCount, true)
-		g.InputTokens = refNewHist(input, opts.LengthBins, opts.MinBinCount, true)
+		g.PrefixTokens = newHist(prefix, opts.LengthBins, opts.MinBinCount, true)
+		g.InputTokens = newHist(input, opts.LengthBins, opts.MinBinCount, true)
 		g.Blocks = float64(withBlocks) / float64(len(mem))
 		useBlocks := g.Blocks >= 0.5
 		if useBlocks && len(dists) > 0 {
 			slices.Sort(dists)
-			h := refNewHist(dists, opts.GapBins, opts.MinBinCount, true)
+			h := newHist(dists, opts.GapBins, opts.MinBinCount, true)
 			g.ReuseDistance = &h
 		}
 		// Joint: consecutive input bins of about equal mass.
@@ -375,16 +377,16 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 			cd := Cond{
 				InputBins:    end - bounds[k],
 				InputMax:     g.InputTokens.Bins[end-1].Hi,
-				OutputTokens: refNewHist(outs[k], opts.OutputBins, opts.MinBinCount, true),
+				OutputTokens: newHist(outs[k], opts.OutputBins, opts.MinBinCount, true),
 			}
 			if useBlocks {
 				slices.Sort(reuse[k])
-				h := refNewHist(reuse[k], opts.OutputBins, opts.MinBinCount, true)
+				h := newHist(reuse[k], opts.OutputBins, opts.MinBinCount, true)
 				cd.ReusedBlocks = &h
 				if n := len(reuse[k]) + len(fresh[k]); n > 0 && len(fresh[k]) > 0 {
 					slices.Sort(fresh[k])
 					cd.DeepShare = float64(len(fresh[k])) / float64(n)
-					f := refNewHist(fresh[k], opts.OutputBins, opts.MinBinCount, false)
+					f := newHist(fresh[k], opts.OutputBins, opts.MinBinCount, false)
 					cd.DeepFraction = &f
 				}
 			}
@@ -530,9 +532,9 @@ func refFitArrival(m *Model, starts []int64, opts FitOptions, rng *rand.Rand) Ar
 			CV:           cv,
 			Layout:       layout,
 			MaxCount:     g.max,
-			Gap:          refFitGaps(g.inter, opts),
-			ClusterSizes: refNewHist(g.sizes, opts.GapBins, opts.MinBinCount, true),
-			IntraGapS:    refNewHist(g.intra, opts.GapBins, opts.MinBinCount, false),
+			Gap:          fitGaps(g.inter, opts),
+			ClusterSizes: newHist(g.sizes, opts.GapBins, opts.MinBinCount, true),
+			IntraGapS:    newHist(g.intra, opts.GapBins, opts.MinBinCount, false),
 		})
 	}
 	levels[len(levels)-1].MaxCount = math.MaxFloat64
@@ -540,179 +542,4 @@ func refFitArrival(m *Model, starts []int64, opts FitOptions, rng *rand.Rand) Ar
 		counts[nbins-1] *= float64(m.BinNs) / w
 	}
 	return Arrival{CountsPerBin: counts, Levels: levels}
-}
-
-// refFitGaps fits sorted gaps (seconds): histogram plus MLE of three
-// families on the positive ones.
-func refFitGaps(sorted []float64, opts FitOptions) GapModel {
-	g := GapModel{Samples: int64(len(sorted)), Empirical: refNewHist(sorted, opts.GapBins, opts.MinBinCount, false), Fits: []ParamFit{}}
-	pos := sorted
-	for len(pos) > 0 && pos[0] <= 0 {
-		pos = pos[1:]
-	}
-	if len(sorted) > 0 {
-		g.ZeroShare = float64(len(sorted)-len(pos)) / float64(len(sorted))
-	}
-	if len(pos) < 2 {
-		return g
-	}
-	var sum, sumLog float64
-	for _, x := range pos {
-		sum += x
-		sumLog += math.Log(x)
-	}
-	n := float64(len(pos))
-	mean, meanLog := sum/n, sumLog/n
-	ll := func(lp func(float64) float64) float64 {
-		s := 0.0
-		for _, x := range pos {
-			s += lp(x)
-		}
-		return s
-	}
-	exp := distuv.Exponential{Rate: 1 / mean}
-	g.Fits = append(g.Fits, ParamFit{Family: "exponential", Params: map[string]float64{"rate": exp.Rate}, LogLikelihood: ll(exp.LogProb)})
-	if k := gammaShapeMLE(math.Log(mean) - meanLog); k > 0 && !math.IsInf(k, 0) {
-		gm := distuv.Gamma{Alpha: k, Beta: k / mean}
-		g.Fits = append(g.Fits, ParamFit{Family: "gamma", Params: map[string]float64{"shape": k, "rate": k / mean}, LogLikelihood: ll(gm.LogProb)})
-	}
-	if k, lam := refWeibullMLE(pos, meanLog); k > 0 && lam > 0 && !math.IsInf(lam, 0) {
-		w := distuv.Weibull{K: k, Lambda: lam}
-		g.Fits = append(g.Fits, ParamFit{Family: "weibull", Params: map[string]float64{"shape": k, "scale": lam}, LogLikelihood: ll(w.LogProb)})
-	}
-	best := math.Inf(-1)
-	for _, f := range g.Fits {
-		if f.LogLikelihood > best && !math.IsNaN(f.LogLikelihood) {
-			best, g.Best = f.LogLikelihood, f.Family
-		}
-	}
-	return g
-}
-
-// refWeibullMLE returns shape and scale: the shape solves
-// Σx^k ln x / Σx^k − 1/k − mean(ln x) = 0 (increasing in k; bisection).
-func refWeibullMLE(x []float64, meanLog float64) (float64, float64) {
-	f := func(k float64) float64 {
-		var a, b float64
-		for _, v := range x {
-			p := math.Pow(v, k)
-			a += p * math.Log(v)
-			b += p
-		}
-		return a/b - 1/k - meanLog
-	}
-	lo, hi := 0.02, 20.0
-	if f(lo) > 0 || f(hi) < 0 {
-		return 0, 0
-	}
-	for range 60 {
-		mid := (lo + hi) / 2
-		if f(mid) < 0 {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	k := (lo + hi) / 2
-	s := 0.0
-	for _, v := range x {
-		s += math.Pow(v, k)
-	}
-	return k, math.Pow(s/float64(len(x)), 1/k)
-}
-
-// refNewHist builds a histogram of sorted values with at most maxBins bins of
-// at least minCount values each (see Hist).
-func refNewHist(sorted []float64, maxBins, minCount int, integer bool) Hist {
-	h := Hist{Integer: integer, Bins: []Bin{}}
-	n := len(sorted)
-	if n == 0 {
-		return h
-	}
-	if maxBins < 1 {
-		maxBins = 1
-	}
-	if minCount < 1 {
-		minCount = 1
-	}
-	target := float64(n) / float64(maxBins)
-	if target < float64(minCount) {
-		target = float64(minCount)
-	}
-	cur := Bin{Lo: sorted[0], Hi: sorted[0]}
-	curTarget := target
-	var modeV, modeN float64 // the open bin's most frequent value
-	setMode := func(b *Bin) {
-		if b.Lo != b.Hi && modeN >= b.Count/2 {
-			b.Mode, b.ModeCount = modeV, modeN
-		} else {
-			b.Mode, b.ModeCount = 0, 0
-		}
-	}
-	flush := func() {
-		if cur.Count > 0 {
-			setMode(&cur)
-			h.Bins = append(h.Bins, cur)
-		}
-		cur = Bin{}
-		modeV, modeN = 0, 0
-	}
-	// mergeIntoLast gives the open bin's values to the closed bin before.
-	mergeIntoLast := func() {
-		last := &h.Bins[len(h.Bins)-1]
-		if last.ModeCount == 0 && last.Lo == last.Hi {
-			last.Mode, last.ModeCount = last.Lo, last.Count
-		}
-		if modeN > last.ModeCount {
-			last.Mode, last.ModeCount = modeV, modeN
-		}
-		last.Hi = cur.Hi
-		last.Count += cur.Count
-		if last.ModeCount < last.Count/2 {
-			last.Mode, last.ModeCount = 0, 0
-		}
-		cur = Bin{}
-		modeV, modeN = 0, 0
-	}
-	for i := 0; i < n; {
-		j := i + 1
-		for j < n && sorted[j] == sorted[i] {
-			j++
-		}
-		run := float64(j - i)
-		v := sorted[i]
-		if run >= target && cur.Count > 0 {
-			// An atom gets its own bin: close the open bin, or give its few
-			// values to the bin before so the atom stays exact.
-			if cur.Count >= float64(minCount) {
-				flush()
-			} else if len(h.Bins) > 0 {
-				mergeIntoLast()
-			}
-		}
-		if cur.Count == 0 {
-			cur.Lo = v
-			// Refine the upper tail: near the top a bin holds at most a
-			// quarter of what is left, so the extreme tail gets its own
-			// (small, but never below minCount) bins.
-			curTarget = math.Max(float64(minCount), math.Min(target, float64(n-i)/4))
-		}
-		cur.Hi = v
-		cur.Count += run
-		if run > modeN {
-			modeV, modeN = v, run
-		}
-		if cur.Count >= curTarget {
-			flush()
-		}
-		i = j
-	}
-	if cur.Count > 0 {
-		if cur.Count < float64(minCount) && len(h.Bins) > 0 {
-			mergeIntoLast()
-		} else {
-			flush()
-		}
-	}
-	return h
 }

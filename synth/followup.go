@@ -303,14 +303,11 @@ func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, 
 	ft := first.t
 	for k := 2; k <= turns; k++ {
 		think := 0.0
-		if fu != nil && !fu.think.empty() {
-			think, _ = fu.think.sample(rng)
+		if fu != nil {
+			think, _ = fu.think.sample(rng) // 0 from an empty sampler
 		}
 		thinkNs := int64(think * 1e9)
-		g := 0.0
-		if !gc.turnGap.empty() {
-			g, _ = gc.turnGap.sample(rng)
-		}
+		g, _ := gc.turnGap.sample(rng)
 		ft = m.quantize(ft + int64(g*1e9))
 		if ft >= dur {
 			break

@@ -368,10 +368,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 						turns = 0
 					}
 					for k := 2; k <= turns; k++ {
-						g := 0.0
-						if !gc.turnGap.empty() {
-							g, _ = gc.turnGap.sample(rng)
-						}
+						g, _ := gc.turnGap.sample(rng) // 0 from an empty sampler
 						ft = m.quantize(ft + int64(g*1e9))
 						if ft >= dur {
 							break

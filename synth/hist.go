@@ -251,7 +251,8 @@ func newSampler(h *Hist) *sampler {
 
 func (s *sampler) empty() bool { return s == nil || s.total == 0 }
 
-// sample returns a value and the index of its bin (among non-empty bins).
+// sample returns a value and the index of its bin (among non-empty bins);
+// an empty or nil sampler returns 0, 0 and draws nothing from r.
 func (s *sampler) sample(r *rand.Rand) (float64, int) {
 	if s.empty() {
 		return 0, 0

@@ -328,6 +328,57 @@ func (c *importCSV) row() ([]string, error) {
 	}
 }
 
+// importLengths are the columns of a CSV trace's input and output token
+// counts, found by requireLengths.
+type importLengths struct {
+	c             *importCSV
+	in, out       int
+	inCol, outCol string
+}
+
+// requireLengths finds the required columns inCol and outCol.
+func (c *importCSV) requireLengths(inCol, outCol string) (importLengths, error) {
+	l := importLengths{c: c, inCol: inCol, outCol: outCol}
+	var err error
+	if l.in, err = c.require(inCol); err != nil {
+		return l, err
+	}
+	l.out, err = c.require(outCol)
+	return l, err
+}
+
+// parse reads the input and output token counts of the current row; the
+// error names the column.
+func (l importLengths) parse(row []string) (in, out int32, err error) {
+	if in, err = parseCount(row[l.in]); err != nil {
+		return 0, 0, importRowError(l.c.name, l.c.line, "%s: %v", l.inCol, err)
+	}
+	if out, err = parseCount(row[l.out]); err != nil {
+		return 0, 0, importRowError(l.c.name, l.c.line, "%s: %v", l.outCol, err)
+	}
+	return in, out, nil
+}
+
+// importClock turns the timestamps in column col of a CSV trace sorted by
+// time into offsets from its first row's.
+type importClock struct {
+	col     string
+	t0      int64
+	started bool
+}
+
+// offset returns t − the first row's timestamp; a row earlier than the
+// first is malformed.
+func (k *importClock) offset(c *importCSV, t int64) (int64, error) {
+	if !k.started {
+		k.t0, k.started = t, true
+	}
+	if t < k.t0 {
+		return 0, importRowError(c.name, c.line, "%s before the first row's (the file must be sorted by time)", k.col)
+	}
+	return t - k.t0, nil
+}
+
 // wrap turns a csv.ParseError into a content-free RowError.
 func (c *importCSV) wrap(err error) error {
 	var pe *csv.ParseError

@@ -21,24 +21,21 @@ func NewAzureReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &azureDecoder{c: c}
+	d := &azureDecoder{c: c, clock: importClock{col: "TIMESTAMP"}}
 	if d.ts, err = c.require("TIMESTAMP"); err != nil {
 		return nil, err
 	}
-	if d.in, err = c.require("ContextTokens"); err != nil {
-		return nil, err
-	}
-	if d.out, err = c.require("GeneratedTokens"); err != nil {
+	if d.lengths, err = c.requireLengths("ContextTokens", "GeneratedTokens"); err != nil {
 		return nil, err
 	}
 	return newImportReader(r, d, NewMeta(importSource("azure", name)), o), nil
 }
 
 type azureDecoder struct {
-	c           *importCSV
-	ts, in, out int
-	t0          int64
-	started     bool
+	c       *importCSV
+	ts      int
+	lengths importLengths
+	clock   importClock
 }
 
 func (d *azureDecoder) next(rec *Record) error {
@@ -51,22 +48,9 @@ func (d *azureDecoder) next(rec *Record) error {
 	if err != nil {
 		return importRowError(name, line, "TIMESTAMP: %v", err)
 	}
-	in, err := parseCount(row[d.in])
-	if err != nil {
-		return importRowError(name, line, "ContextTokens: %v", err)
+	if rec.InputTokens, rec.OutputTokens, err = d.lengths.parse(row); err != nil {
+		return err
 	}
-	out, err := parseCount(row[d.out])
-	if err != nil {
-		return importRowError(name, line, "GeneratedTokens: %v", err)
-	}
-	if !d.started {
-		d.t0, d.started = t, true
-	}
-	if t < d.t0 {
-		return importRowError(name, line, "TIMESTAMP before the first row's (the file must be sorted by time)")
-	}
-	rec.ArrivalNs = t - d.t0
-	rec.InputTokens = in
-	rec.OutputTokens = out
-	return nil
+	rec.ArrivalNs, err = d.clock.offset(d.c, t)
+	return err
 }

@@ -1,8 +1,6 @@
 package traces_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -93,18 +91,9 @@ func TestImportBailianLinks(t *testing.T) {
 			[]row{{1, 1, nr}, {1, 2, 0}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			recs, _, err := importStringT(t, "bailian", "links.jsonl", tc.content, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(recs) != len(tc.want) {
-				t.Fatalf("%d rows, want %d", len(recs), len(tc.want))
-			}
-			for i, w := range tc.want {
-				if got := (row{recs[i].Session, recs[i].Turn, recs[i].ParentSeq}); got != w {
-					t.Errorf("row %d: session, turn, parent = %v, want %v", i, got, w)
-				}
-			}
+			importRowsT(t, "bailian", "links.jsonl", tc.content, tc.want, "session, turn, parent", func(r traces.Record) row {
+				return row{r.Session, r.Turn, r.ParentSeq}
+			})
 		})
 	}
 }
@@ -133,15 +122,7 @@ func TestImportBailianBadRows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			content := good + tc.bad + "\n" + `{"chat_id": 9, "parent_chat_id": 1, "timestamp": 2, "input_length": 5, "output_length": 1, "turn": 2}` + "\n"
-			_, _, err := importStringT(t, "bailian", "bad.jsonl", content, true)
-			var re *traces.RowError
-			if !errors.As(err, &re) || re.Line != 2 || !errors.Is(err, traces.ErrMalformed) {
-				t.Fatalf("strict error = %v, want a malformed-row error on line 2", err)
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error %q quotes the row", err)
-			}
-			recs, st, err := importStringT(t, "bailian", "bad.jsonl", content, false)
+			recs, st, err := importBadLine2T(t, "bailian", "bad.jsonl", content, secret)
 			if err != nil || len(recs) != 2 || st.Skipped != 1 {
 				t.Fatalf("non-strict: %d rows, %+v, %v; want 2 rows, 1 skipped", len(recs), st, err)
 			}

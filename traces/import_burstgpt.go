@@ -46,14 +46,11 @@ func NewBurstGPTReader(r io.Reader, name string, o OpenOptions) (Reader, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &burstgptDecoder{c: c, sessions: map[string]*burstgptSession{}}
+	d := &burstgptDecoder{c: c, clock: importClock{col: "Timestamp"}, sessions: map[string]*burstgptSession{}}
 	if d.ts, err = c.require("Timestamp"); err != nil {
 		return nil, err
 	}
-	if d.in, err = c.require("Request tokens"); err != nil {
-		return nil, err
-	}
-	if d.out, err = c.require("Response tokens"); err != nil {
+	if d.lengths, err = c.requireLengths("Request tokens", "Response tokens"); err != nil {
 		return nil, err
 	}
 	d.model = c.col("Model")
@@ -73,15 +70,15 @@ type burstgptSession struct {
 }
 
 type burstgptDecoder struct {
-	c                           *importCSV
-	ts, in, out, model, logType int
-	session, elapsed            int
-	t0                          int64
-	started                     bool
-	sessions                    map[string]*burstgptSession
-	nextSession                 int64
-	lastModel, lastModelIn      string // interned
-	lastClass, lastClassIn      string
+	c                      *importCSV
+	ts, model, logType     int
+	lengths                importLengths
+	session, elapsed       int
+	clock                  importClock
+	sessions               map[string]*burstgptSession
+	nextSession            int64
+	lastModel, lastModelIn string // interned
+	lastClass, lastClassIn string
 }
 
 func (d *burstgptDecoder) next(rec *Record) error {
@@ -94,13 +91,8 @@ func (d *burstgptDecoder) next(rec *Record) error {
 	if err != nil {
 		return importRowError(name, line, "Timestamp: %v", err)
 	}
-	in, err := parseCount(row[d.in])
-	if err != nil {
-		return importRowError(name, line, "Request tokens: %v", err)
-	}
-	out, err := parseCount(row[d.out])
-	if err != nil {
-		return importRowError(name, line, "Response tokens: %v", err)
+	if rec.InputTokens, rec.OutputTokens, err = d.lengths.parse(row); err != nil {
+		return err
 	}
 	elapsed := int64(NotReported)
 	if d.elapsed >= 0 {
@@ -110,15 +102,9 @@ func (d *burstgptDecoder) next(rec *Record) error {
 			}
 		}
 	}
-	if !d.started {
-		d.t0, d.started = t, true
+	if rec.ArrivalNs, err = d.clock.offset(d.c, t); err != nil {
+		return err
 	}
-	if t < d.t0 {
-		return importRowError(name, line, "Timestamp before the first row's (the file must be sorted by time)")
-	}
-	rec.ArrivalNs = t - d.t0
-	rec.InputTokens = in
-	rec.OutputTokens = out
 	if d.model >= 0 {
 		if m := row[d.model]; m != d.lastModelIn {
 			d.lastModelIn, d.lastModel = m, strings.TrimSpace(m)
@@ -145,8 +131,8 @@ func (d *burstgptDecoder) next(rec *Record) error {
 	}
 	rec.Run = "production"
 	rec.ScheduledNs, rec.SentNs = rec.ArrivalNs, rec.ArrivalNs
-	rec.ServerPromptTokens, rec.ServerOutputTokens = in, out
-	if out > 0 {
+	rec.ServerPromptTokens, rec.ServerOutputTokens = rec.InputTokens, rec.OutputTokens
+	if rec.OutputTokens > 0 {
 		rec.Status = StatusOK
 		if elapsed >= 0 {
 			rec.LastTokenNs = rec.ArrivalNs + elapsed

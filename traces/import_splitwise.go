@@ -21,10 +21,7 @@ func NewSplitwiseReader(r io.Reader, name string, o OpenOptions) (Reader, error)
 		return nil, err
 	}
 	d := &splitwiseDecoder{c: c, at: c.col("arrived_at")}
-	if d.in, err = c.require("num_prefill_tokens"); err != nil {
-		return nil, err
-	}
-	if d.out, err = c.require("num_decode_tokens"); err != nil {
+	if d.lengths, err = c.requireLengths("num_prefill_tokens", "num_decode_tokens"); err != nil {
 		return nil, err
 	}
 	m := NewMeta(importSource("splitwise", name))
@@ -35,8 +32,9 @@ func NewSplitwiseReader(r io.Reader, name string, o OpenOptions) (Reader, error)
 }
 
 type splitwiseDecoder struct {
-	c           *importCSV
-	at, in, out int
+	c       *importCSV
+	at      int
+	lengths importLengths
 }
 
 func (d *splitwiseDecoder) next(rec *Record) error {
@@ -50,11 +48,6 @@ func (d *splitwiseDecoder) next(rec *Record) error {
 			return importRowError(name, line, "arrived_at: %v", err)
 		}
 	}
-	if rec.InputTokens, err = parseCount(row[d.in]); err != nil {
-		return importRowError(name, line, "num_prefill_tokens: %v", err)
-	}
-	if rec.OutputTokens, err = parseCount(row[d.out]); err != nil {
-		return importRowError(name, line, "num_decode_tokens: %v", err)
-	}
-	return nil
+	rec.InputTokens, rec.OutputTokens, err = d.lengths.parse(row)
+	return err
 }

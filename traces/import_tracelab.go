@@ -61,7 +61,7 @@ type tracelabDecoder struct {
 	line     int64
 	kept     int64
 	sessions map[string]*tracelabSession
-	strs     map[string]string // interned model and provider labels
+	strs     interner // model and provider labels
 }
 
 type tracelabRow struct {
@@ -75,19 +75,6 @@ type tracelabRow struct {
 		Type      string `json:"event_type"`
 		Timestamp string `json:"timestamp"`
 	} `json:"timing_events"`
-}
-
-func (d *tracelabDecoder) intern(s string) string {
-	if v, ok := d.strs[s]; ok {
-		return v
-	}
-	if d.strs == nil {
-		d.strs = map[string]string{}
-	}
-	if len(d.strs) < 1024 {
-		d.strs[s] = s
-	}
-	return s
 }
 
 func (d *tracelabDecoder) next(rec *Record) error {
@@ -185,8 +172,8 @@ func (d *tracelabDecoder) next(rec *Record) error {
 	rec.ParentSeq = s.lastSeq
 	rec.InputTokens = in
 	rec.OutputTokens = out
-	rec.Model = d.intern(row.Model)
-	rec.Class = d.intern(row.Provider)
+	rec.Model = d.strs.str(row.Model)
+	rec.Class = d.strs.str(row.Provider)
 	d.sessions[*row.SessionID] = s
 	s.rows++
 	s.lastSeq = d.kept

@@ -2,8 +2,8 @@ package traces_test
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,7 +48,7 @@ func TestImportWekaFixture(t *testing.T) {
 	for i, w := range want {
 		r := recs[i]
 		if r.Seq != int64(i) || r.ArrivalNs != w.arrivalNs || r.FinishNs != w.finishNs || r.ThinkNs != w.thinkNs || r.ParentSeq != w.parent ||
-			r.Session != w.session || r.Turn != w.turn || r.InputTokens != w.in || r.Model != w.model || !equalIDs(r.PrefixBlocks, w.blocks) {
+			r.Session != w.session || r.Turn != w.turn || r.InputTokens != w.in || r.Model != w.model || !slices.Equal(r.PrefixBlocks, w.blocks) {
 			t.Errorf("row %d = arrival %d finish %d think %d parent %d session %d turn %d in %d model %q blocks %v; want %+v",
 				i, r.ArrivalNs, r.FinishNs, r.ThinkNs, r.ParentSeq, r.Session, r.Turn, r.InputTokens, r.Model, r.PrefixBlocks, w)
 		}
@@ -56,18 +56,6 @@ func TestImportWekaFixture(t *testing.T) {
 			t.Errorf("row %d draws a join or an outcome: %+v", i, r)
 		}
 	}
-}
-
-func equalIDs(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // How documents are framed and linked: each case is a whole input and the
@@ -96,18 +84,9 @@ func TestImportWekaLinks(t *testing.T) {
 			[]row{{1, nr, nr}, {1, 0, nr}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			recs, _, err := importStringT(t, "weka", "links.json", tc.content, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(recs) != len(tc.want) {
-				t.Fatalf("%d rows, want %d", len(recs), len(tc.want))
-			}
-			for i, w := range tc.want {
-				if got := (row{recs[i].Session, recs[i].ParentSeq, recs[i].ThinkNs}); got != w {
-					t.Errorf("row %d: session, parent, think = %v, want %v", i, got, w)
-				}
-			}
+			importRowsT(t, "weka", "links.json", tc.content, tc.want, "session, parent, think", func(r traces.Record) row {
+				return row{r.Session, r.ParentSeq, r.ThinkNs}
+			})
 		})
 	}
 }
@@ -137,15 +116,7 @@ func TestImportWekaBadRows(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			content := good + "\n" + tc.bad + "\n" + `{"requests":[{"t":0,"in":2,"out":1}]}` + "\n"
-			_, _, err := importStringT(t, "weka", "bad.json", content, true)
-			var re *traces.RowError
-			if !errors.As(err, &re) || re.Line != 2 || !errors.Is(err, traces.ErrMalformed) {
-				t.Fatalf("strict error = %v, want a malformed-row error on line 2", err)
-			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error %q quotes the input", err)
-			}
-			recs, st, err := importStringT(t, "weka", "bad.json", content, false)
+			recs, st, err := importBadLine2T(t, "weka", "bad.json", content, secret)
 			wantRows := 1
 			if tc.rest {
 				wantRows = 2

@@ -37,6 +37,27 @@ func workload(name string, n int, rate float64, shared bool, seed uint64) Worklo
 	return w
 }
 
+// workloads are a real workload of n requests at rate per second, whose
+// prompts share system prompts, and a synthetic one that shares none.
+func workloads(n int, rate float64) (real, syn Workload) {
+	return workload("real", n, rate, true, 1), workload("synthetic", n, rate, false, 2)
+}
+
+// runLogged validates the workloads of n requests at rate on the targets
+// of specs and logs the text report.
+func runLogged(t *testing.T, n int, rate float64, specs ...string) *Result {
+	t.Helper()
+	real, syn := workloads(n, rate)
+	res, err := Run(context.Background(), real, syn, Options{Targets: targets(t, specs...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	res.WriteText(&buf)
+	t.Log("\n" + buf.String())
+	return res
+}
+
 func targets(t *testing.T, specs ...string) []Target {
 	t.Helper()
 	var ts []Target
@@ -63,16 +84,7 @@ func verdicts(res *Result) map[string]string {
 // says b is better on TTFT; real traffic, whose prompts share system
 // prompts, says the opposite, and the reason named is prefix reuse.
 func TestPrefixCachingConclusionBreaks(t *testing.T) {
-	real := workload("real", 600, 8, true, 1)
-	syn := workload("synthetic", 600, 8, false, 2)
-	o := Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false,prefill-per-token=30us")}
-	res, err := Run(context.Background(), real, syn, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	res.WriteText(&buf)
-	t.Log("\n" + buf.String())
+	res := runLogged(t, 600, 8, "a=sim", "b=sim:prefix-caching=false,prefill-per-token=30us")
 	v := verdicts(res)
 	for _, m := range []string{"ttft_p50", "ttft_p99"} {
 		if v[m] != VerdictReversed && v[m] != VerdictMagnitudeOff {
@@ -95,16 +107,7 @@ func TestPrefixCachingConclusionBreaks(t *testing.T) {
 // workload, which caches nothing, nears saturation and overstates the gain;
 // TestPrefixCachingConclusionBreaks runs there.)
 func TestFasterEverywhereHolds(t *testing.T) {
-	real := workload("real", 300, 3, true, 1)
-	syn := workload("synthetic", 300, 3, false, 2)
-	o := Options{Targets: targets(t, "a=sim", "b=sim:step-fixed=3ms,prefill-per-token=20us,decode-per-seq=22us,attn-per-context-token=22ns")}
-	res, err := Run(context.Background(), real, syn, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	res.WriteText(&buf)
-	t.Log("\n" + buf.String())
+	res := runLogged(t, 300, 3, "a=sim", "b=sim:step-fixed=3ms,prefill-per-token=20us,decode-per-seq=22us,attn-per-context-token=22ns")
 	for m, v := range verdicts(res) {
 		if v != VerdictHolds {
 			t.Errorf("%s: verdict %q, want holds", m, v)
@@ -123,8 +126,7 @@ func TestFasterEverywhereHolds(t *testing.T) {
 // The same inputs give the same answer, byte for byte (offline
 // simulation, seeded bootstrap).
 func TestDeterministic(t *testing.T) {
-	real := workload("real", 200, 8, true, 1)
-	syn := workload("synthetic", 200, 8, false, 2)
+	real, syn := workloads(200, 8)
 	var out [2]string
 	for i := range out {
 		o := Options{Targets: targets(t, "a=sim", "b=sim:max-num-seqs=8")}
@@ -142,8 +144,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	real := workload("real", 20, 8, true, 1)
-	syn := workload("synthetic", 20, 8, false, 2)
+	real, syn := workloads(20, 8)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -234,8 +235,7 @@ func TestReplayedTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	real := workload("real", 40, 40, true, 1)
-	syn := workload("synthetic", 40, 40, false, 2)
+	real, syn := workloads(40, 40)
 	for _, w := range []Workload{real, syn} { // short requests: a second per run
 		for i := range w.Records {
 			r := &w.Records[i]
