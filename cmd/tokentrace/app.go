@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 
@@ -258,4 +259,15 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return p.w.Write(b)
+}
+
+// formatArg checks the --format of command cmd: given, and one of known.
+func formatArg(cmd, format string, known []string) error {
+	if format == "" {
+		return usageErrorf("%s: --format is required (one of %s)", cmd, strings.Join(known, ", "))
+	}
+	if !slices.Contains(known, format) {
+		return usageErrorf("%s: --format %q: want one of %s", cmd, format, strings.Join(known, ", "))
+	}
+	return nil
 }
