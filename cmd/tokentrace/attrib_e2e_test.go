@@ -58,9 +58,37 @@ type attribScenario struct {
 	doc string
 	// sim adjusts the simulator (on top of the default preset, 512-token budget).
 	sim func(*sim.Options)
-	// trace builds the records (arrival, input and output tokens only).
-	trace        func(rng *rand.Rand) []traces.Record
+	// bursts follow the warm-up (attribWarmup).
+	bursts       []attribBurst
 	wantDominant string
+}
+
+// attribBurst is n requests after the warm-up, the i-th arriving at
+// i·spacing plus a uniform draw from [0, jitter), with an input length
+// drawn from in (log-uniformly with logIn, else uniformly) and an output
+// length uniformly from out.
+type attribBurst struct {
+	n               int
+	spacing, jitter time.Duration
+	in, out         [2]int
+	logIn           bool
+}
+
+// trace builds sc's records (arrival, input and output tokens only): the
+// warm-up, then the bursts.
+func (sc attribScenario) trace(rng *rand.Rand) []traces.Record {
+	recs, t0 := attribWarmup(rng)
+	for _, b := range sc.bursts {
+		for i := range b.n {
+			at := t0 + time.Duration(i)*b.spacing + time.Duration(rng.Int64N(int64(b.jitter)))
+			in := uniform
+			if b.logIn {
+				in = logUniform
+			}
+			recs = append(recs, attribRequest(at, in(rng, b.in[0], b.in[1]), uniform(rng, b.out[0], b.out[1])))
+		}
+	}
+	return recs
 }
 
 // logUniform draws an integer log-uniformly from [lo, hi].
@@ -102,17 +130,10 @@ func attribWarmup(rng *rand.Rand) (recs []traces.Record, end time.Duration) {
 // times.
 func attribScenarios() []attribScenario {
 	return []attribScenario{{
-		name: "queueing-burst",
-		doc:  "64 requests within 150 ms on a 16-sequence engine: the last waves wait for a free slot",
-		sim:  func(o *sim.Options) { o.MaxNumSeqs = 16 },
-		trace: func(rng *rand.Rand) []traces.Record {
-			recs, t0 := attribWarmup(rng)
-			for range 64 {
-				at := t0 + time.Duration(rng.Int64N(int64(150*time.Millisecond)))
-				recs = append(recs, attribRequest(at, logUniform(rng, 64, 512), uniform(rng, 16, 32)))
-			}
-			return recs
-		},
+		name:         "queueing-burst",
+		doc:          "64 requests within 150 ms on a 16-sequence engine: the last waves wait for a free slot",
+		sim:          func(o *sim.Options) { o.MaxNumSeqs = 16 },
+		bursts:       []attribBurst{{n: 64, jitter: 150 * time.Millisecond, in: [2]int{64, 512}, logIn: true, out: [2]int{16, 32}}},
 		wantDominant: "queue",
 	}, {
 		name: "long-prompt-prefill",
@@ -122,32 +143,17 @@ func attribScenarios() []attribScenario {
 			o.MaxNumSeqs, o.MaxNumBatchedTokens = 64, 256
 			o.PrefillPerToken = 80 * time.Microsecond
 		},
-		trace: func(rng *rand.Rand) []traces.Record {
-			recs, t0 := attribWarmup(rng)
-			for range 60 {
-				at := t0 + time.Duration(rng.Int64N(int64(3*time.Second)))
-				recs = append(recs, attribRequest(at, logUniform(rng, 32, 256), uniform(rng, 2, 6)))
-			}
-			for i := range 8 {
-				at := t0 + time.Duration(i)*375*time.Millisecond + time.Duration(rng.Int64N(int64(20*time.Millisecond)))
-				recs = append(recs, attribRequest(at, uniform(rng, 1500, 1800), uniform(rng, 2, 6)))
-			}
-			return recs
+		bursts: []attribBurst{
+			{n: 60, jitter: 3 * time.Second, in: [2]int{32, 256}, logIn: true, out: [2]int{2, 6}},
+			{n: 8, spacing: 375 * time.Millisecond, jitter: 20 * time.Millisecond, in: [2]int{1500, 1800}, out: [2]int{2, 6}},
 		},
 		wantDominant: "prefill",
 	}, {
 		name: "decode-saturation",
 		doc: "64 requests with 150–250 output tokens within 300 ms on a 128-sequence engine: " +
 			"the batch's per-sequence cost and attention reads inflate every step (TPOT)",
-		sim: func(o *sim.Options) { o.MaxNumSeqs = 128 },
-		trace: func(rng *rand.Rand) []traces.Record {
-			recs, t0 := attribWarmup(rng)
-			for range 64 {
-				at := t0 + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
-				recs = append(recs, attribRequest(at, logUniform(rng, 128, 512), uniform(rng, 150, 250)))
-			}
-			return recs
-		},
+		sim:          func(o *sim.Options) { o.MaxNumSeqs = 128 },
+		bursts:       []attribBurst{{n: 64, jitter: 300 * time.Millisecond, in: [2]int{128, 512}, logIn: true, out: [2]int{150, 250}}},
 		wantDominant: "decode",
 	}}
 }
@@ -308,12 +314,25 @@ func (run *attribRun) truthOf(t *testing.T, id string, ttft bool) [5]float64 {
 	return c
 }
 
+// analyze analyzes the run's results with ao and wants its attribution
+// from source (server timings, or estimated without them).
+func (run *attribRun) analyze(t *testing.T, ao analyze.Options, source string) *analyze.Report {
+	t.Helper()
+	rep, err := analyze.Analyze(context.Background(), run.res.Records, ao)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Attribution.Source != source {
+		t.Errorf("%s analysis: attribution source %q", source, rep.Attribution.Source)
+	}
+	return rep
+}
+
 // evaluate measures the exact and the estimated attribution of the tail
 // (pct, metric) against the truth. It reports per-request mismatches of the
 // exact analysis with t.Errorf; the estimator's accuracy is returned.
 func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose bool) attribResult {
 	t.Helper()
-	ctx := context.Background()
 	isTTFT := metric == analyze.MetricTTFT
 	var out attribResult
 	out.requests = run.n
@@ -323,16 +342,10 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	ao.KeepRequests = true
 
 	// (a) exact: server timings.
-	exact, err := analyze.Analyze(ctx, run.res.Records, ao)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if exact.Attribution.Source != analyze.SourceServer {
-		t.Errorf("exact analysis: source %q, want %q", exact.Attribution.Source, analyze.SourceServer)
-	}
+	exact := run.analyze(t, ao, analyze.SourceServer)
 	exactTail := map[string]bool{}
 	n := 0
-	err = exact.EachRequest(func(ra analyze.RequestAttribution) error {
+	err := exact.EachRequest(func(ra analyze.RequestAttribution) error {
 		n++
 		tr, ok := run.truth[ra.RequestID]
 		if !ok {
@@ -380,13 +393,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 
 	// (b) estimated: server timings hidden.
 	ao.IgnoreServerTimings = true
-	est, err := analyze.Analyze(ctx, run.res.Records, ao)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if est.Attribution.Source != analyze.SourceEstimated {
-		t.Errorf("estimated analysis: source %q, want %q", est.Attribution.Source, analyze.SourceEstimated)
-	}
+	est := run.analyze(t, ao, analyze.SourceEstimated)
 	out.prefillModel = est.Attribution.Prefill
 	var sumT, sumE [5]float64
 	var lines []string
