@@ -18,14 +18,8 @@ DURATION=${DURATION:-30s}
 HOGS=${HOGS:-2}
 REPEAT=${REPEAT:-3}
 REPLAY_FLAGS=${REPLAY_FLAGS:-}
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tokentrace-neighbours.XXXXXX")
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+. bench/lib.sh
+bench_work neighbours
 
 go build -o "$WORK/tokentrace" ./cmd/tokentrace
 TT="$WORK/tokentrace"

@@ -21,14 +21,8 @@ if ! command -v prometheus >/dev/null; then
 	echo "postmortem-demo: prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)" >&2
 	exit 2
 fi
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tokentrace-pmdemo.XXXXXX")
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+. bench/lib.sh
+bench_work pmdemo
 
 # wait_port HOST:PORT: until something listens there (10 s at most).
 wait_port() {

@@ -245,17 +245,23 @@ func spaceMatch(s string, i int) int {
 	return e // \s+
 }
 
+// prefixedStarts are where o200k's alternatives 1 and 2 are tried at i,
+// whose rune c0 is n0 bytes long: past c0 as the optional prefix
+// [^\r\n\p{L}\p{N}]? (-1 when c0 cannot be one), then at i.
+func prefixedStarts(i int, c0 rune, n0 int) [2]int {
+	if isPrefix(c0) {
+		return [2]int{i + n0, i}
+	}
+	return [2]int{-1, i}
+}
+
 // nextO200k returns the end of the o200k_base pre-token starting at i.
 func nextO200k(s string, i int) int {
 	c0, n0 := runeAt(s, i)
 	// Alternatives 1 and 2, with then without the optional prefix.
-	for _, pre := range [2]bool{true, false} {
-		st := i
-		if pre {
-			if !isPrefix(c0) {
-				continue
-			}
-			st = i + n0
+	for _, st := range prefixedStarts(i, c0, n0) {
+		if st < 0 {
+			continue
 		}
 		// 1: [U]*[W]+ contraction?
 		u := run(s, st, isUpperish)
@@ -272,28 +278,17 @@ func nextO200k(s string, i int) int {
 			k -= n
 		}
 	}
-	for _, pre := range [2]bool{true, false} {
-		st := i
-		if pre {
-			if !isPrefix(c0) {
-				continue
-			}
-			st = i + n0
+	for _, st := range prefixedStarts(i, c0, n0) {
+		if st < 0 {
+			continue
 		}
 		// 2: [U]+[W]* contraction?
 		if u := run(s, st, isUpperish); u > st {
 			return contraction(s, run(s, u, isLowerish))
 		}
 	}
-	// 3: \p{N}{1,3}
-	if isN(c0) {
-		return digits3(s, i)
-	}
-	// 4: ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
-	if j := punctRun(s, i, c0, isNewlineOrSlash); j > i {
-		return j
-	}
-	return spaceMatch(s, i)
+	// 3: \p{N}{1,3}; 4: ` ?[^\s\p{L}\p{N}]+[\r\n/]*`
+	return digitsPunctOrSpace(s, i, c0, isNewlineOrSlash)
 }
 
 // nextCl100k returns the end of the cl100k_base pre-token starting at i.
@@ -311,11 +306,19 @@ func nextCl100k(s string, i int) int {
 	if j := run(s, i, isL); j > i {
 		return j
 	}
+	// \p{N}{1,3}, or ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+	return digitsPunctOrSpace(s, i, c0, isNewline)
+}
+
+// digitsPunctOrSpace matches the alternatives both pre-tokenizers end with,
+// at i whose rune is c0: up to three digits, else an optional space and a
+// run of punctuation followed by runes that trail (newlines; o200k also
+// slashes), else whitespace.
+func digitsPunctOrSpace(s string, i int, c0 rune, trail func(rune) bool) int {
 	if isN(c0) {
 		return digits3(s, i)
 	}
-	// ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-	if j := punctRun(s, i, c0, isNewline); j > i {
+	if j := punctRun(s, i, c0, trail); j > i {
 		return j
 	}
 	return spaceMatch(s, i)

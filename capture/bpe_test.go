@@ -103,22 +103,14 @@ func FuzzFastBPE(f *testing.F) {
 }
 
 func BenchmarkFastBPE(b *testing.B) {
-	u, _, _ := benchData(b)
-	text := string(u[:1<<20])
 	fe, err := fastEncoder(DefaultTokenizer)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(int64(len(text)))
-	b.ResetTimer()
-	cpu0 := cpuTime()
-	defer func() {
-		b.ReportMetric(float64(len(text))*float64(b.N)/(cpuTime()-cpu0).Seconds()/1e6, "MB/cpu-s")
-	}()
-	for i := 0; i < b.N; i++ {
+	benchTokenizer(b, func(text string) {
 		fe.mu.Lock()
 		clear(fe.cache) // measure without the piece memo of earlier runs
 		fe.mu.Unlock()
 		fe.encode(nil, text)
-	}
+	})
 }

@@ -77,16 +77,11 @@ func compose(t *testing.T, o ComposeOptions, parts []string, out string) Compose
 
 func readAll(t *testing.T, name string) ([]traces.Record, traces.Meta) {
 	t.Helper()
-	r, err := traces.Open(name)
+	recs, m, err := traces.ReadAll(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	recs, err := traces.Collect(traces.All(r))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs, r.Meta()
+	return recs, m
 }
 
 // TestComposedPartsEqualOneCapture: the sample logs captured as four parts

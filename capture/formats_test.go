@@ -29,6 +29,26 @@ func captureFiles(t *testing.T, o Options, names ...string) *Result {
 	return res
 }
 
+// captureN captures the fixture name with o and wants n records.
+func captureN(t *testing.T, o Options, name string, n int) (*Result, []traces.Record) {
+	t.Helper()
+	res := captureFiles(t, o, name)
+	if len(res.Records) != n {
+		t.Fatalf("%s: %d records, want %d", name, len(res.Records), n)
+	}
+	return res, res.Records
+}
+
+// captureVLLM captures a vLLM server log fixture: its timestamps carry no
+// year, so the capture is told 2025.
+func captureVLLM(t *testing.T, name string, blockSize, n int) (*Result, []traces.Record) {
+	t.Helper()
+	o := DefaultOptions()
+	o.BlockSize = blockSize
+	o.Year = 2025
+	return captureN(t, o, name, n)
+}
+
 func tok(t *testing.T, s string) int32 {
 	t.Helper()
 	// tiktoken-go itself, so these tests also pin the fast encoder.
@@ -226,12 +246,8 @@ func TestLiteLLMFixture(t *testing.T) {
 	o := DefaultOptions()
 	o.BlockSize = 0
 	o.MinCategorySize = 2
-	res := captureFiles(t, o, "litellm.jsonl")
-	if len(res.Records) != 4 {
-		t.Fatalf("%d records, want 4", len(res.Records))
-	}
+	res, r := captureN(t, o, "litellm.jsonl", 4)
 	sys := "You translate product names into French."
-	r := res.Records
 	// payload 1: usage, stream timings (startTime has µs: exact)
 	if r[0].ArrivalNs != 0 || r[0].InputTokens != 50 || r[0].OutputTokens != 7 || r[0].FirstTokenNs != 300_000_000 || r[0].LastTokenNs != 1_376_544_000 || r[0].ServerCachedTokens != 32 {
 		t.Errorf("r0 %+v", r[0])
@@ -258,14 +274,7 @@ func TestLiteLLMFixture(t *testing.T) {
 }
 
 func TestVLLMOldFormat(t *testing.T) {
-	o := DefaultOptions()
-	o.BlockSize = 4
-	o.Year = 2025
-	res := captureFiles(t, o, "vllm_old.log")
-	if len(res.Records) != 2 {
-		t.Fatalf("%d records, want 2", len(res.Records))
-	}
-	r := res.Records
+	res, r := captureVLLM(t, "vllm_old.log", 4, 2)
 	if r[0].InputTokens != 10 || r[0].OutputTokens != 3 || r[0].ServerOutputTokens != 3 || r[0].ArrivalNs != 0 || r[0].API != traces.APICompletions || len(r[0].PrefixBlocks) != 3 {
 		t.Errorf("r0 %+v", r[0])
 	}
@@ -287,14 +296,7 @@ func TestVLLMOldFormat(t *testing.T) {
 }
 
 func TestVLLMNewFormat(t *testing.T) {
-	o := DefaultOptions()
-	o.BlockSize = 0
-	o.Year = 2025
-	res := captureFiles(t, o, "vllm_new.log")
-	if len(res.Records) != 3 {
-		t.Fatalf("%d records, want 3", len(res.Records))
-	}
-	r := res.Records
+	res, r := captureVLLM(t, "vllm_new.log", 0, 3)
 	// chatcmpl-1: ids at DEBUG; output = streaming deltas' ids
 	if r[0].InputTokens != 12 || r[0].OutputTokens != 3 || r[0].ArrivalNs != 0 {
 		t.Errorf("r0 %+v", r[0])
@@ -317,12 +319,7 @@ func TestVLLMNewFormat(t *testing.T) {
 }
 
 func TestOTLPFixture(t *testing.T) {
-	o := DefaultOptions()
-	res := captureFiles(t, o, "otlp.jsonl")
-	if len(res.Records) != 3 {
-		t.Fatalf("%d records, want 3", len(res.Records))
-	}
-	r := res.Records
+	res, r := captureN(t, DefaultOptions(), "otlp.jsonl", 3)
 	if r[0].InputTokens != 812 || r[0].OutputTokens != 64 || r[0].FirstTokenNs != 250_000_000 || r[0].LastTokenNs != 1_500_000_000 ||
 		r[0].ServerQueueNs != 125_000_000 || r[0].ServerPrefillNs != 100_000_000 || r[0].ServerDecodeNs != 1_250_000_000 {
 		t.Errorf("r0 %+v", r[0])

@@ -97,22 +97,16 @@ func TestOTLPParentLinks(t *testing.T) {
 			links: 2,
 		},
 		{
-			name: "missing parent",
-			why:  "a parent span that is no captured call: the link is dropped and counted, the call kept without it",
-			lines: []string{
-				otlpLine(llm("t1", "a", "", 0, 100)),
-				otlpLine(llm("t1", "b", "gone", 200, 300)),
-			},
+			name:    "missing parent",
+			why:     "a parent span that is no captured call: the link is dropped and counted, the call kept without it",
+			lines:   callThenChild("gone"),
 			want:    []want{{1, -1, 100}, {1, -1, 300}},
 			dropped: 1,
 		},
 		{
-			name: "missing parent, strict",
-			why:  "a dropped link is not a malformed line: Strict does not fail on it",
-			lines: []string{
-				otlpLine(llm("t1", "a", "", 0, 100)),
-				otlpLine(llm("t1", "b", "gone", 200, 300)),
-			},
+			name:    "missing parent, strict",
+			why:     "a dropped link is not a malformed line: Strict does not fail on it",
+			lines:   callThenChild("gone"),
 			mod:     func(o *Options) { o.Strict = true },
 			want:    []want{{1, -1, 100}, {1, -1, 300}},
 			dropped: 1,
@@ -160,12 +154,9 @@ func TestOTLPParentLinks(t *testing.T) {
 			dropped: 1,
 		},
 		{
-			name: "no sessions",
-			why:  "with Sessions none no call has a session, so no link can be replayed: dropped",
-			lines: []string{
-				otlpLine(llm("t1", "a", "", 0, 100)),
-				otlpLine(llm("t1", "b", "a", 200, 300)),
-			},
+			name:    "no sessions",
+			why:     "with Sessions none no call has a session, so no link can be replayed: dropped",
+			lines:   callThenChild("a"),
 			mod:     func(o *Options) { o.Sessions = SessionsNone },
 			want:    []want{{0, -1, 100}, {0, -1, 300}},
 			dropped: 1,
@@ -180,6 +171,12 @@ func TestOTLPParentLinks(t *testing.T) {
 			checkLinks(t, tc.why, o, "spans.jsonl", strings.Join(tc.lines, ""), tc.want, tc.links, tc.dropped)
 		})
 	}
+}
+
+// callThenChild is a call a (0–100 ms) and, on the next line, a call b
+// (200–300 ms) whose parent span is parent.
+func callThenChild(parent string) []string {
+	return []string{otlpLine(llm("t1", "a", "", 0, 100)), otlpLine(llm("t1", "b", parent, 200, 300))}
 }
 
 // linkWant is what a links test checks of one captured record, in arrival

@@ -3,7 +3,6 @@ package replay
 import (
 	"bytes"
 	"math"
-	"strconv"
 	"sync"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -261,26 +260,10 @@ func (b *promptBuilder) freshUnits(rec *traces.Record, n int, unique uint64, emi
 
 // appendFreshIDs appends n comma-separated token ids unique to rec.
 func (b *promptBuilder) appendFreshIDs(dst []byte, rec *traces.Record, n int, unique uint64) []byte {
-	first := true
-	b.freshUnits(rec, n, unique, func(u uint64) {
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-		dst = strconv.AppendUint(dst, b.idMin+u%b.idSpan, 10)
-	})
-	return dst
+	return b.appendUnits(dst, b.freshUnits, rec, n, unique, true)
 }
 
 // appendFreshWords appends n space-separated words unique to rec.
 func (b *promptBuilder) appendFreshWords(dst []byte, rec *traces.Record, n int) []byte {
-	first := true
-	b.freshUnits(rec, n, 0, func(u uint64) {
-		if !first {
-			dst = append(dst, ' ')
-		}
-		first = false
-		dst = append(dst, words[u%uint64(len(words))]...)
-	})
-	return dst
+	return b.appendUnits(dst, b.freshUnits, rec, n, 0, false)
 }

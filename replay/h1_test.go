@@ -61,6 +61,18 @@ func chunkedResp(extraHeader string) string {
 		fmt.Sprintf("%x;ext=1\r\n%s\r\n%X\r\n%s\r\n0\r\nX-Trailer: 1\r\n\r\n", len(a), a, len(b), b)
 }
 
+// h1Transport is a transport on an HTTP/1.1 client of url whose idle
+// connections close with the test.
+func h1Transport(t *testing.T, url string) *transport {
+	t.Helper()
+	h, err := h1.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.CloseIdle)
+	return &transport{base: url, h1: h}
+}
+
 func TestH1Client(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -85,12 +97,7 @@ func TestH1Client(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			url, conns := rawServer(t, tt.closeAfter, tt.resp)
-			h, err := h1.New(url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer h.CloseIdle()
-			tr := &transport{base: url, h1: h}
+			tr := h1Transport(t, url)
 			for i := 0; i < 3; i++ {
 				rec := traces.NewRecord()
 				rec.RequestID = fmt.Sprint("r-", i)
@@ -115,9 +122,8 @@ func TestH1MalformedResponses(t *testing.T) {
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nshort",
 	} {
 		url, _ := rawServer(t, 1, func(int) string { return resp })
-		h, _ := h1.New(url)
 		rec := traces.NewRecord()
-		sendOne(context.Background(), &transport{base: url, h1: h}, "/", nil, http.Header{}, time.Second, time.Now(), extras{}, &rec, nil)
+		sendOne(context.Background(), h1Transport(t, url), "/", nil, http.Header{}, time.Second, time.Now(), extras{}, &rec, nil)
 		if rec.Status == traces.StatusOK {
 			t.Errorf("response %q: status ok, want a failure", resp)
 		}
@@ -133,12 +139,7 @@ func TestH1MalformedResponses(t *testing.T) {
 // must still succeed, retried on a new connection.
 func TestH1StaleWithoutPause(t *testing.T) {
 	url, conns := rawServer(t, 1, func(int) string { return chunkedResp("") })
-	h, err := h1.New(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.CloseIdle()
-	tr := &transport{base: url, h1: h}
+	tr := h1Transport(t, url)
 	for i := 0; i < 200; i++ {
 		rec := traces.NewRecord()
 		sendOne(context.Background(), tr, "/v1/completions", []byte(`{}`), http.Header{}, 2*time.Second, time.Now(), extras{}, &rec, nil)
@@ -168,13 +169,12 @@ func TestH1CancelInterrupts(t *testing.T) {
 			defer c.Close() // read nothing, answer nothing
 		}
 	}()
-	h, _ := h1.New("http://" + ln.Addr().String())
-	defer h.CloseIdle()
+	tr := h1Transport(t, "http://"+ln.Addr().String())
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	rec := traces.NewRecord()
 	start := time.Now()
-	sendOne(ctx, &transport{base: "http://" + ln.Addr().String(), h1: h}, "/", nil, http.Header{}, time.Minute, time.Now(), extras{}, &rec, nil)
+	sendOne(ctx, tr, "/", nil, http.Header{}, time.Minute, time.Now(), extras{}, &rec, nil)
 	if rec.Status != traces.StatusClientError || rec.Error != "cancelled after drain" {
 		t.Errorf("cancelled request: %s %q, want client_error \"cancelled after drain\"", rec.Status, rec.Error)
 	}

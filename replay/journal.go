@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -144,11 +143,7 @@ func (j *journal) close() error {
 // first failed write stops sending at once: a run that goes on would hold
 // requests nothing on disk keeps if the process died.
 func (r *runner) journalLoop(j *journal) error {
-	period := r.o.JournalSync
-	if period <= 0 {
-		period = DefaultJournalSync
-	}
-	t := time.NewTicker(period)
+	t := tickerOr(r.o.JournalSync, DefaultJournalSync)
 	defer t.Stop()
 	var werr error
 	// With RecordsInJournal the journal is where records live: a batch

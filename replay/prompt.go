@@ -84,16 +84,30 @@ func (b *promptBuilder) units(rec *traces.Record, n int, unique uint64, emit fun
 
 // appendTokenIDs appends "[id,id,...]" of exactly n token ids.
 func (b *promptBuilder) appendTokenIDs(dst []byte, rec *traces.Record, n int, unique uint64) []byte {
-	dst = append(dst, '[')
+	dst = b.appendUnits(append(dst, '['), b.units, rec, n, unique, true)
+	return append(dst, ']')
+}
+
+// appendUnits appends the n units gen yields for rec: token ids separated
+// by commas (ids), else words separated by spaces.
+func (b *promptBuilder) appendUnits(dst []byte, gen func(*traces.Record, int, uint64, func(uint64)), rec *traces.Record, n int, unique uint64, ids bool) []byte {
 	first := true
-	b.units(rec, n, unique, func(u uint64) {
-		if !first {
-			dst = append(dst, ',')
+	gen(rec, n, unique, func(u uint64) {
+		switch {
+		case ids:
+			if !first {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendUint(dst, b.idMin+u%b.idSpan, 10)
+		default:
+			if !first {
+				dst = append(dst, ' ')
+			}
+			dst = append(dst, words[u%uint64(len(words))]...)
 		}
 		first = false
-		dst = strconv.AppendUint(dst, b.idMin+u%b.idSpan, 10)
 	})
-	return append(dst, ']')
+	return dst
 }
 
 // appendWords appends n space-separated common English words (JSON-safe, no
@@ -101,15 +115,7 @@ func (b *promptBuilder) appendTokenIDs(dst []byte, rec *traces.Record, n int, un
 // SentencePiece vocabularies, so n words ≈ n tokens; calibrate() measures
 // the rest.
 func (b *promptBuilder) appendWords(dst []byte, rec *traces.Record, n int, unique uint64) []byte {
-	first := true
-	b.units(rec, n, unique, func(u uint64) {
-		if !first {
-			dst = append(dst, ' ')
-		}
-		first = false
-		dst = append(dst, words[u%uint64(len(words))]...)
-	})
-	return dst
+	return b.appendUnits(dst, b.units, rec, n, unique, false)
 }
 
 // words are frequent lowercase English words of at most four letters:

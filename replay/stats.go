@@ -60,6 +60,14 @@ func (l *liveStats) record(rec *traces.Record) {
 	}
 }
 
+// clause writes format with n (then more) when n > 0: the parts of a
+// summary line that only some runs have.
+func clause(w io.Writer, n int, format string, more ...any) {
+	if n > 0 {
+		fmt.Fprintf(w, format, append([]any{n}, more...)...)
+	}
+}
+
 // failureReason is a failed request's status and error, cut to 100 bytes.
 func failureReason(rec *traces.Record) string {
 	if rec.Error == "" {
@@ -68,15 +76,20 @@ func failureReason(rec *traces.Record) string {
 	return rec.Status + ": " + rec.Error[:min(len(rec.Error), 100)]
 }
 
+// tickerOr ticks every period, or every def when period is not positive
+// (an option left at zero).
+func tickerOr(period, def time.Duration) *time.Ticker {
+	if period <= 0 {
+		period = def
+	}
+	return time.NewTicker(period)
+}
+
 // progressLoop writes a status every ProgressPeriod until done: one line
 // rewritten in place on a terminal, else (Options.ProgressLines) a plain
 // line each time, for logs.
 func (r *runner) progressLoop(done <-chan struct{}) {
-	period := r.o.ProgressPeriod
-	if period <= 0 {
-		period = DefaultProgressPeriod
-	}
-	t := time.NewTicker(period)
+	t := tickerOr(r.o.ProgressPeriod, DefaultProgressPeriod)
 	defer t.Stop()
 	var lastTok int64
 	last := time.Now()
@@ -238,28 +251,16 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "sessions   %d follow-ups sent after their dependencies (think time recorded %d, estimated %d, capped %d)", ss.FollowUps, ss.ThinkRecorded, ss.ThinkEstimated, ss.ThinkCapped)
 		if ss.TopLevelChained+ss.TopLevelOverlapped > 0 {
 			fmt.Fprintf(w, "; %d top-level calls chained to the previous one", ss.TopLevelChained)
-			if ss.TopLevelOverlapped > 0 {
-				fmt.Fprintf(w, " (%d sent at their recorded times: they overlapped it in production)", ss.TopLevelOverlapped)
-			}
+			clause(w, ss.TopLevelOverlapped, " (%d sent at their recorded times: they overlapped it in production)")
 		}
-		if ss.SessionsCut > 0 {
-			fmt.Fprintf(w, "; %d sessions cut short when sending stopped", ss.SessionsCut)
-		}
-		if ss.SessionsOpenLoop > 0 {
-			fmt.Fprintf(w, "; %d sessions replayed open loop (%s)", ss.SessionsOpenLoop, strings.Join(ss.Problems, "; "))
-		}
+		clause(w, ss.SessionsCut, "; %d sessions cut short when sending stopped")
+		clause(w, ss.SessionsOpenLoop, "; %d sessions replayed open loop (%s)", strings.Join(ss.Problems, "; "))
 		fmt.Fprintln(w)
 		if ss.ContextGrown+ss.ContextFresh+ss.ContextLost > 0 {
 			fmt.Fprintf(w, "context    %d turns grown from the prompt and output of the call they continue", ss.ContextGrown)
-			if ss.ContextOutputGuessed > 0 {
-				fmt.Fprintf(w, " (%d without the output's token ids: its place held by ids of the run's own)", ss.ContextOutputGuessed)
-			}
-			if ss.ContextFresh > 0 {
-				fmt.Fprintf(w, "; %d fresh because the trace's input was shorter than the context", ss.ContextFresh)
-			}
-			if ss.ContextLost > 0 {
-				fmt.Fprintf(w, "; %d fresh because the call they continue failed", ss.ContextLost)
-			}
+			clause(w, ss.ContextOutputGuessed, " (%d without the output's token ids: its place held by ids of the run's own)")
+			clause(w, ss.ContextFresh, "; %d fresh because the trace's input was shorter than the context")
+			clause(w, ss.ContextLost, "; %d fresh because the call they continue failed")
 			fmt.Fprintln(w)
 		}
 	}

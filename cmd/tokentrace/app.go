@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -221,4 +222,15 @@ func (p prefixWriter) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return p.w.Write(b)
+}
+
+// formatArg checks the --format of command cmd: given, and one of known.
+func formatArg(cmd, format string, known []string) error {
+	if format == "" {
+		return usageErrorf("%s: --format is required (one of %s)", cmd, strings.Join(known, ", "))
+	}
+	if !slices.Contains(known, format) {
+		return usageErrorf("%s: --format %q: want one of %s", cmd, format, strings.Join(known, ", "))
+	}
+	return nil
 }

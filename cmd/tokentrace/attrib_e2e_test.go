@@ -58,9 +58,37 @@ type attribScenario struct {
 	doc string
 	// sim adjusts the simulator (on top of the default preset, 512-token budget).
 	sim func(*sim.Options)
-	// trace builds the records (arrival, input and output tokens only).
-	trace        func(rng *rand.Rand) []traces.Record
+	// bursts follow the warm-up (attribWarmup).
+	bursts       []attribBurst
 	wantDominant string
+}
+
+// attribBurst is n requests after the warm-up, the i-th arriving at
+// i·spacing plus a uniform draw from [0, jitter), with an input length
+// drawn from in (log-uniformly with logIn, else uniformly) and an output
+// length uniformly from out.
+type attribBurst struct {
+	n               int
+	spacing, jitter time.Duration
+	in, out         [2]int
+	logIn           bool
+}
+
+// trace builds sc's records (arrival, input and output tokens only): the
+// warm-up, then the bursts.
+func (sc attribScenario) trace(rng *rand.Rand) []traces.Record {
+	recs, t0 := attribWarmup(rng)
+	for _, b := range sc.bursts {
+		for i := range b.n {
+			at := t0 + time.Duration(i)*b.spacing + time.Duration(rng.Int64N(int64(b.jitter)))
+			in := uniform
+			if b.logIn {
+				in = logUniform
+			}
+			recs = append(recs, attribRequest(at, in(rng, b.in[0], b.in[1]), uniform(rng, b.out[0], b.out[1])))
+		}
+	}
+	return recs
 }
 
 // logUniform draws an integer log-uniformly from [lo, hi].
@@ -102,17 +130,10 @@ func attribWarmup(rng *rand.Rand) (recs []traces.Record, end time.Duration) {
 // times.
 func attribScenarios() []attribScenario {
 	return []attribScenario{{
-		name: "queueing-burst",
-		doc:  "64 requests within 150 ms on a 16-sequence engine: the last waves wait for a free slot",
-		sim:  func(o *sim.Options) { o.MaxNumSeqs = 16 },
-		trace: func(rng *rand.Rand) []traces.Record {
-			recs, t0 := attribWarmup(rng)
-			for range 64 {
-				at := t0 + time.Duration(rng.Int64N(int64(150*time.Millisecond)))
-				recs = append(recs, attribRequest(at, logUniform(rng, 64, 512), uniform(rng, 16, 32)))
-			}
-			return recs
-		},
+		name:         "queueing-burst",
+		doc:          "64 requests within 150 ms on a 16-sequence engine: the last waves wait for a free slot",
+		sim:          func(o *sim.Options) { o.MaxNumSeqs = 16 },
+		bursts:       []attribBurst{{n: 64, jitter: 150 * time.Millisecond, in: [2]int{64, 512}, logIn: true, out: [2]int{16, 32}}},
 		wantDominant: "queue",
 	}, {
 		name: "long-prompt-prefill",
@@ -122,32 +143,17 @@ func attribScenarios() []attribScenario {
 			o.MaxNumSeqs, o.MaxNumBatchedTokens = 64, 256
 			o.PrefillPerToken = 80 * time.Microsecond
 		},
-		trace: func(rng *rand.Rand) []traces.Record {
-			recs, t0 := attribWarmup(rng)
-			for range 60 {
-				at := t0 + time.Duration(rng.Int64N(int64(3*time.Second)))
-				recs = append(recs, attribRequest(at, logUniform(rng, 32, 256), uniform(rng, 2, 6)))
-			}
-			for i := range 8 {
-				at := t0 + time.Duration(i)*375*time.Millisecond + time.Duration(rng.Int64N(int64(20*time.Millisecond)))
-				recs = append(recs, attribRequest(at, uniform(rng, 1500, 1800), uniform(rng, 2, 6)))
-			}
-			return recs
+		bursts: []attribBurst{
+			{n: 60, jitter: 3 * time.Second, in: [2]int{32, 256}, logIn: true, out: [2]int{2, 6}},
+			{n: 8, spacing: 375 * time.Millisecond, jitter: 20 * time.Millisecond, in: [2]int{1500, 1800}, out: [2]int{2, 6}},
 		},
 		wantDominant: "prefill",
 	}, {
 		name: "decode-saturation",
 		doc: "64 requests with 150–250 output tokens within 300 ms on a 128-sequence engine: " +
 			"the batch's per-sequence cost and attention reads inflate every step (TPOT)",
-		sim: func(o *sim.Options) { o.MaxNumSeqs = 128 },
-		trace: func(rng *rand.Rand) []traces.Record {
-			recs, t0 := attribWarmup(rng)
-			for range 64 {
-				at := t0 + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
-				recs = append(recs, attribRequest(at, logUniform(rng, 128, 512), uniform(rng, 150, 250)))
-			}
-			return recs
-		},
+		sim:          func(o *sim.Options) { o.MaxNumSeqs = 128 },
+		bursts:       []attribBurst{{n: 64, jitter: 300 * time.Millisecond, in: [2]int{128, 512}, logIn: true, out: [2]int{150, 250}}},
 		wantDominant: "decode",
 	}}
 }
@@ -308,12 +314,25 @@ func (run *attribRun) truthOf(t *testing.T, id string, ttft bool) [5]float64 {
 	return c
 }
 
+// analyze analyzes the run's results with ao and wants its attribution
+// from source (server timings, or estimated without them).
+func (run *attribRun) analyze(t *testing.T, ao analyze.Options, source string) *analyze.Report {
+	t.Helper()
+	rep, err := analyze.Analyze(context.Background(), run.res.Records, ao)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Attribution.Source != source {
+		t.Errorf("%s analysis: attribution source %q", source, rep.Attribution.Source)
+	}
+	return rep
+}
+
 // evaluate measures the exact and the estimated attribution of the tail
 // (pct, metric) against the truth. It reports per-request mismatches of the
 // exact analysis with t.Errorf; the estimator's accuracy is returned.
 func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose bool) attribResult {
 	t.Helper()
-	ctx := context.Background()
 	isTTFT := metric == analyze.MetricTTFT
 	var out attribResult
 	out.requests = run.n
@@ -323,16 +342,10 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	ao.KeepRequests = true
 
 	// (a) exact: server timings.
-	exact, err := analyze.Analyze(ctx, run.res.Records, ao)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if exact.Attribution.Source != analyze.SourceServer {
-		t.Errorf("exact analysis: source %q, want %q", exact.Attribution.Source, analyze.SourceServer)
-	}
+	exact := run.analyze(t, ao, analyze.SourceServer)
 	exactTail := map[string]bool{}
 	n := 0
-	err = exact.EachRequest(func(ra analyze.RequestAttribution) error {
+	err := exact.EachRequest(func(ra analyze.RequestAttribution) error {
 		n++
 		tr, ok := run.truth[ra.RequestID]
 		if !ok {
@@ -380,13 +393,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 
 	// (b) estimated: server timings hidden.
 	ao.IgnoreServerTimings = true
-	est, err := analyze.Analyze(ctx, run.res.Records, ao)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if est.Attribution.Source != analyze.SourceEstimated {
-		t.Errorf("estimated analysis: source %q, want %q", est.Attribution.Source, analyze.SourceEstimated)
-	}
+	est := run.analyze(t, ao, analyze.SourceEstimated)
 	out.prefillModel = est.Attribution.Prefill
 	var sumT, sumE [5]float64
 	var lines []string
@@ -558,6 +565,87 @@ func TestAttributionAccuracyAgainstSimTruth(t *testing.T) {
 			}
 			checkBars("raw truth", r.shareErrPP, r.agree)
 			checkBars("other counted as queue", r.foldedErrPP, r.foldedAgree)
+		})
+	}
+}
+
+// TestITLPerTokenAgainstSimTruth replays one request at a time against the
+// simulator at stream intervals 1, 4 and 16, without continuous usage
+// stats, so the client sees chunks of several tokens and only the usage
+// total. analyze's per-token ITL (estimated from that total) must match
+// the simulator's own per-token decode time within 1 ms, and say it is an
+// estimate where chunks carry several tokens.
+func TestITLPerTokenAgainstSimTruth(t *testing.T) {
+	for _, n := range []int{1, 4, 16} {
+		t.Run(fmt.Sprintf("stream-interval-%d", n), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			so := sim.DefaultOptions()
+			so.StreamInterval = n
+			srv, err := sim.Start(ctx, so)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			// One request in flight at a time: 33 output tokens take about
+			// 0.2 s on the default step model; arrivals 300 ms apart.
+			var recs []traces.Record
+			for i := range 12 {
+				r := traces.NewRecord()
+				r.Seq, r.ArrivalNs = int64(i), int64(i)*int64(300*time.Millisecond)
+				r.InputTokens, r.OutputTokens = 64, 33
+				recs = append(recs, r)
+			}
+			ro := replay.DefaultOptions()
+			ro.URL = srv.URL
+			ro.Run = "itl"
+			res, err := replay.Run(ctx, recs, traces.NewMeta("itl-test"), ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Close()
+
+			// Truth: the engine's decode time spread over the tokens after
+			// the first.
+			var truth []float64
+			for _, tr := range srv.Truth() {
+				if tr.ServerDecodeNs > 0 && tr.ServerOutputTokens > 1 {
+					truth = append(truth, float64(tr.ServerDecodeNs)/float64(tr.ServerOutputTokens-1)/1e6)
+				}
+			}
+			if len(truth) != len(recs) {
+				t.Fatalf("simulator truth for %d of %d requests", len(truth), len(recs))
+			}
+			slices.Sort(truth)
+			want := traces.Quantile(truth, 0.5)
+
+			// Without per-request metrics the results carry the client's
+			// view only: chunk arrival times and the usage total.
+			for i := range res.Records {
+				r := &res.Records[i]
+				if r.Status != traces.StatusOK {
+					t.Fatalf("request %d: %s (%s)", r.Seq, r.Status, r.Error)
+				}
+				if n > 1 && len(r.ChunkTokens) > 0 {
+					t.Fatalf("request %d: chunk token counts reported without continuous usage", r.Seq)
+				}
+			}
+			rep, err := analyze.Analyze(ctx, res.Records, analyze.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.ITLPerToken.P50
+			t.Logf("stream interval %d: per-token ITL p50 %.3f ms (estimated for %d requests), truth %.3f ms; per-chunk ITL p50 %.3f ms",
+				n, got, rep.ITLPerTokenEstimated, want, rep.ITL.P50)
+			if rep.ITLPerToken.Count == 0 || math.Abs(got-want) > 1 {
+				t.Errorf("per-token ITL p50 %.3f ms, simulator truth %.3f ms: off by more than 1 ms", got, want)
+			}
+			if n > 1 && rep.ITLPerTokenEstimated != len(recs) {
+				t.Errorf("%d of %d requests marked estimated", rep.ITLPerTokenEstimated, len(recs))
+			}
+			if th := rep.Throughput; th.PeakOutputTokensPerS < th.OutputTokensPerS {
+				t.Errorf("peak %.1f tok/s below the mean %.1f", th.PeakOutputTokensPerS, th.OutputTokensPerS)
+			}
 		})
 	}
 }

@@ -222,11 +222,7 @@ func (nopWriteCloser) Close() error { return nil }
 // (keys are only read from files).
 func captureCommandLine(c *cli.Context) string {
 	parts := []string{"tokentrace", "capture"}
-	for _, f := range c.Command.Flags {
-		name := f.Names()[0]
-		if !c.IsSet(name) {
-			continue
-		}
+	for name := range setFlags(c) {
 		switch name {
 		case "field":
 			for _, v := range c.StringSlice(name) {
@@ -235,11 +231,7 @@ func captureCommandLine(c *cli.Context) string {
 		case "keep-start", "keep-hashes", "strict":
 			parts = append(parts, "--"+name)
 		default:
-			v := fmt.Sprint(c.Value(name))
-			if pathFlags[name] {
-				v = recordedPath(v)
-			}
-			parts = append(parts, "--"+name, v)
+			parts = append(parts, "--"+name, recordedValue(c, name))
 		}
 	}
 	parts = append(parts, recordedArgs(c.Args().Slice())...)

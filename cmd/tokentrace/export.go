@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -56,11 +55,8 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			if err != nil {
 				return err
 			}
-			if format == "" {
-				return usageErrorf("export: --format is required (one of %s)", strings.Join(traces.ExportFormats, ", "))
-			}
-			if !slices.Contains(traces.ExportFormats, format) {
-				return usageErrorf("export: --format %q: want one of %s", format, strings.Join(traces.ExportFormats, ", "))
+			if err := formatArg("export", format, traces.ExportFormats); err != nil {
+				return err
 			}
 			if err := eo.Validate(); err != nil {
 				return usageErrorf("export: --block-size: %v", err)

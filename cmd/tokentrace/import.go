@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -63,11 +62,8 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			if err != nil {
 				return err
 			}
-			if format == "" {
-				return usageErrorf("import: --format is required (one of %s)", strings.Join(traces.ImportFormats, ", "))
-			}
-			if !slices.Contains(traces.ImportFormats, format) {
-				return usageErrorf("import: --format %q: want one of %s", format, strings.Join(traces.ImportFormats, ", "))
+			if err := formatArg("import", format, traces.ImportFormats); err != nil {
+				return err
 			}
 			if out != "-" {
 				if _, err := traces.FormatOf(out); err != nil {

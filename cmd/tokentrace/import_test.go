@@ -101,6 +101,16 @@ func TestImportExportCLI(t *testing.T) {
 			code: 1, wantErr: "azure2024.csv:1:",
 		},
 		{
+			name: "export without --format is a usage error naming the formats",
+			args: []string{"export", filepath.Join(dir, "a.parquet")},
+			code: 2, wantErr: "export: --format is required (one of csv, jsonl, mooncake)",
+		},
+		{
+			name: "export to an unknown format is a usage error",
+			args: []string{"export", "--format", "sharegpt", filepath.Join(dir, "a.parquet")},
+			code: 2, wantErr: `export: --format "sharegpt": want one of csv, jsonl, mooncake`,
+		},
+		{
 			name:    "export mooncake of an imported Mooncake trace is the original file",
 			args:    []string{"export", "--format", "mooncake", filepath.Join(dir, "m.parquet")},
 			wantOut: string(mooncake), wantErr: "exported 6 rows",

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/bench/pmdemo/incident"
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
@@ -128,5 +133,247 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	var o, e bytes.Buffer
 	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, noStart}, nil, &o, &e); got != exitUsage || !strings.Contains(e.String(), "--keep-start") {
 		t.Errorf("trace without an exact start: exit %d, %q", got, e.String())
+	}
+}
+
+// The incident scenario of issue 16 ("Must show"), as the postmortem demo
+// plays it (package incident): two simulators behind an imaginary gateway,
+// both scraped every second by one real Prometheus (two targets, two
+// instance labels), a burst at incident.BurstAt overflowing instance A's
+// 16-sequence batch, and the results pooled into one trace the way the
+// gateway would have logged it: one time origin, no server timing columns
+// (so the attribution is estimated) and no record of which instance served
+// a request. The postmortem then reads Prometheus and explains the tail.
+//
+// The truth is each simulator's own queue/prefill/decode per request (the
+// results before the columns were stripped).
+
+// incidentRun is the replayed scenario.
+type incidentRun struct {
+	hostA, hostB string
+	promURL      string
+	// truth holds the unstripped results by request id; pooled the trace
+	// as the gateway logged it, with origin its wall-clock time origin.
+	truth  map[string]traces.Record
+	pooled []traces.Record
+	origin time.Time
+	meta   traces.Meta
+}
+
+// runIncident starts the simulators and Prometheus, replays both parts at
+// once and pools the results.
+func runIncident(t *testing.T) *incidentRun {
+	t.Helper()
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	so.MaxNumBatchedTokens = 512
+	so.MaxNumSeqs = 16
+	so.PerRequestMetrics = true
+	var srv [2]*sim.Server
+	for i := range srv {
+		s, err := sim.Start(ctx, so)
+		if err != nil {
+			t.Fatalf("start sim: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		srv[i] = s
+	}
+	run := &incidentRun{hostA: strings.TrimPrefix(srv[0].URL, "http://"), hostB: strings.TrimPrefix(srv[1].URL, "http://"), truth: map[string]traces.Record{}}
+	run.promURL = promtest.Start(t, run.hostA, run.hostB)
+	promtest.WaitScrapes(t, run.promURL, 3) // the load starts inside scraped history
+
+	parts := incident.Parts(16)
+	ro := replay.DefaultOptions()
+	ro.NoPreflight = true
+	ro.Model = so.Model
+	pl, err := incident.Play(ctx, [2]string{srv[0].URL, srv[1].URL}, parts, traces.NewMeta("incident"), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range pl.Results {
+		for _, r := range res.Records {
+			if r.Status != traces.StatusOK {
+				t.Fatalf("request %s: status %s (%s)", r.RequestID, r.Status, r.Error)
+			}
+			run.truth[r.RequestID] = r
+		}
+	}
+	if n := len(parts[0]) + len(parts[1]); len(pl.Pooled) != n {
+		t.Fatalf("pooled %d results, want %d", len(pl.Pooled), n)
+	}
+	run.pooled, run.origin = pl.Pooled, pl.Origin
+	run.meta = pl.Results[0].Meta
+	pl.StartMeta(&run.meta)
+	// Scrapes past the last token, so the window's end is in Prometheus.
+	time.Sleep(time.Until(run.origin.Add(pl.Last + 3*time.Second)))
+	return run
+}
+
+// TestPostmortemIncidentTwoInstances runs the incident scenario and the
+// postmortem against the real Prometheus, and checks the postmortem
+// against the simulators' truth: the p90 E2E tail's shares within 10
+// points, the dominant cause right for at least 90 % of the tail
+// requests, the burst window and the overloaded instance named in the
+// diagnosis (the other instance not), and the cross-check of every
+// request's estimated split against the simulators' histograms agreeing.
+func TestPostmortemIncidentTwoInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and two simulators, replays in real time (~20 s)")
+	}
+	ctx := context.Background()
+	run := runIncident(t)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "incident.parquet")
+	if err := traces.WriteAll(trace, run.meta, run.pooled); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "incident.json")
+	var so, se bytes.Buffer
+	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", run.promURL, "--step", "1s",
+		"--tail", "p90", "--tail-metric", "e2e", "--json", jsonPath, trace}, nil, &so, &se)
+	if code != 0 {
+		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
+	}
+	t.Logf("stderr: %s\nreport:\n%s", se.String(), so.String())
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Attribution struct {
+			Source    string             `json:"source"`
+			Share     map[string]float64 `json:"share"`
+			When      analyze.When       `json:"when"`
+			Diagnosis []string           `json:"diagnosis"`
+		} `json:"attribution"`
+		Instances  []analyze.InstanceLoad `json:"instances"`
+		CrossCheck *analyze.CrossCheck    `json:"cross_check"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
+	if rep.Attribution.Source != analyze.SourceEstimated {
+		t.Errorf("attribution source %q, want %q (the pooled trace has no server timings)", rep.Attribution.Source, analyze.SourceEstimated)
+	}
+
+	// The burst window: the diagnosis names when the tail requests were
+	// sent (checked below against their own send times, which lateness on
+	// a loaded machine moves), and they are the burst's requests.
+	wh := rep.Attribution.When
+	lo, hi := incident.BurstAt.Seconds()-0.1, (incident.BurstAt+incident.BurstLen).Seconds()+0.1
+	if wh.BusiestStartS > wh.LastS || wh.BusiestEndS < wh.FirstS {
+		t.Errorf("busiest window %.2f–%.2f s lies outside the tail's sends %.2f–%.2f s", wh.BusiestStartS, wh.BusiestEndS, wh.FirstS, wh.LastS)
+	}
+	w := fmt.Sprintf("%.1f–%.1f s", wh.BusiestStartS, wh.BusiestEndS)
+	if wh.LastS-wh.FirstS < 0.05 { // all sent within 50 ms: one time
+		w = fmt.Sprintf("sent at %.1f s", wh.FirstS)
+	}
+	if !strings.Contains(diag, w) {
+		t.Errorf("diagnosis does not name the burst window %s:\n%s", w, diag)
+	}
+
+	// The overloaded instance: its own rows in the stored series show the
+	// queue, and the diagnosis names it and not the other.
+	samples, _, err := traces.ReadSamples(traces.SamplesPathFor(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := map[string]int64{}
+	for _, x := range samples {
+		peak[x.Instance] = max(peak[x.Instance], x.Waiting)
+	}
+	if peak[run.hostA] < 10 || peak[run.hostB] >= peak[run.hostA]/2 {
+		t.Errorf("peak waiting per instance in the stored series %v: want A (%s) ≥ 10 and B (%s) well below", peak, run.hostA, run.hostB)
+	}
+	if !strings.Contains(diag, "Uneven load: instance "+run.hostA) || strings.Contains(diag, run.hostB) {
+		t.Errorf("diagnosis does not name the overloaded instance %s alone (the other is %s):\n%s", run.hostA, run.hostB, diag)
+	}
+	if len(rep.Instances) != 2 {
+		t.Errorf("report instances %+v, want both", rep.Instances)
+	}
+
+	// The cross-check against the simulators' own histograms: the
+	// estimated attribution of every request against them.
+	if cc := rep.CrossCheck; cc == nil || cc.Requests < len(run.pooled)*9/10 || len(cc.Missing) > 0 {
+		t.Errorf("cross-check %+v: want most of the %d requests compared, no histogram missing", cc, len(run.pooled))
+	} else {
+		t.Logf("cross-check: %d requests against %d finished; attribution %+v, server %+v, max %.1f points on %s",
+			cc.Requests, cc.ServerRequests, cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
+	}
+
+	// Accuracy against the truth, per tail request, on the same analysis
+	// the postmortem made (it reads the stored series beside the trace).
+	ao := analyze.DefaultOptions()
+	ao.TailPercentile, ao.TailMetric, ao.KeepRequests = 90, analyze.MetricE2E, true
+	est, err := analyze.AnalyzeFiles(ctx, []string{trace}, ao)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := &attribRun{truth: run.truth, sent: map[string]traces.Record{}}
+	for _, r := range run.pooled {
+		ar.sent[r.RequestID] = r
+	}
+	var sumT, sumE [5]float64
+	tail, agree, onA := 0, 0, 0
+	schedLo, schedHi, sentLo, sentHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	err = est.EachRequest(func(ra analyze.RequestAttribution) error {
+		if !ra.Tail {
+			return nil
+		}
+		tail++
+		if r, ok := ar.sent[ra.RequestID]; ok {
+			sc, se := float64(r.ScheduledNs)/1e9, float64(r.SentNs)/1e9
+			schedLo, schedHi = min(schedLo, sc), max(schedHi, sc)
+			sentLo, sentHi = min(sentLo, se), max(sentHi, se)
+		}
+		if strings.HasPrefix(ra.RequestID, "a-") {
+			onA++
+		}
+		tc := ar.truthOf(t, ra.RequestID, false)
+		ec := attribEstimate(ra)
+		for k := range ec {
+			sumT[k] += tc[k]
+			sumE[k] += ec[k]
+		}
+		if attribArgmax(tc) == attribArgmax(ec) {
+			agree++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	truthShare, estShare := toShares(sumT), toShares(sumE)
+	errPP := 0.0
+	for k := range truthShare {
+		errPP = max(errPP, math.Abs(truthShare[k]-estShare[k])*100)
+		if got := rep.Attribution.Share[analyze.ComponentNames[k]]; math.Abs(got-estShare[k]) > 1e-6 {
+			t.Errorf("postmortem's %s share %.4f, this analysis %.4f", analyze.ComponentNames[k], got, estShare[k])
+		}
+	}
+	rate := float64(agree) / float64(max(tail, 1))
+	t.Logf("tail %d requests (%d on A); truth [%s], postmortem [%s], max error %.1f pp; dominant right %d/%d",
+		tail, onA, fmtShares(truthShare), fmtShares(estShare), errPP, agree, tail)
+	if tail < 5 || onA != tail {
+		t.Errorf("tail of %d requests, %d of them on the overloaded instance A: want ≥ 5, all on A (scenario design)", tail, onA)
+	}
+	if schedLo < lo || schedHi > hi {
+		t.Errorf("tail requests scheduled %.2f–%.2f s; want inside the burst %.2f–%.2f s", schedLo, schedHi, lo, hi)
+	}
+	if math.Abs(wh.FirstS-sentLo) > 0.05 || math.Abs(wh.LastS-sentHi) > 0.05 {
+		t.Errorf("the report's tail was sent %.2f–%.2f s, the tail requests' own sends %.2f–%.2f s", wh.FirstS, wh.LastS, sentLo, sentHi)
+	}
+	if other := truthShare[componentIdx("other")]; other > attribOtherMax {
+		t.Skipf("not judging the estimate: client ↔ engine time was %.1f%% of the tail's latency (> %.0f%%): the machine is too loaded for the real-time scenario", other*100, attribOtherMax*100)
+	}
+	if errPP > attribShareTolPP {
+		t.Errorf("tail shares off by %.1f pp (> %.0f)", errPP, attribShareTolPP)
+	}
+	if cc := rep.CrossCheck; cc != nil && cc.Disagree {
+		t.Errorf("the estimated attribution of all requests disagrees with the simulators' histograms by %.1f points on %s", cc.MaxDiffPoints, cc.Worst)
+	}
+	if rate < attribDominantRate {
+		t.Errorf("dominant cause right for %d/%d tail requests (%.0f%% < %.0f%%)", agree, tail, rate*100, attribDominantRate*100)
 	}
 }

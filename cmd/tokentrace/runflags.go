@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net/http"
 	"os"
@@ -213,6 +214,28 @@ var pathFlags = map[string]bool{
 	"api-key-file": true, "html": true, "requests-out": true, "vllm-json": true,
 }
 
+// setFlags yields the name of each flag of c's command that its command
+// line set, and the flag, in the order the command declares them.
+func setFlags(c *cli.Context) iter.Seq2[string, cli.Flag] {
+	return func(yield func(string, cli.Flag) bool) {
+		for _, f := range c.Command.Flags {
+			if name := f.Names()[0]; c.IsSet(name) && !yield(name, f) {
+				return
+			}
+		}
+	}
+}
+
+// recordedValue is flag name's value as a trace's metadata records it: a
+// path by its base name only.
+func recordedValue(c *cli.Context, name string) string {
+	v := fmt.Sprint(c.Value(name))
+	if pathFlags[name] {
+		return recordedPath(v)
+	}
+	return v
+}
+
 // recordedPath is how a path appears in a recorded command line (Meta.Command):
 // its base name only, because directories can name customers and people.
 func recordedPath(p string) string {
@@ -235,11 +258,7 @@ func recordedArgs(args []string) []string {
 // flags that were set, with header values and URL credentials removed.
 func replayCommandLine(c *cli.Context, headers []string) string {
 	parts := []string{"tokentrace", "replay"}
-	for _, f := range c.Command.Flags {
-		name := f.Names()[0]
-		if !c.IsSet(name) {
-			continue
-		}
+	for name, f := range setFlags(c) {
 		switch name {
 		case "header":
 			for _, h := range headers {
@@ -261,11 +280,7 @@ func replayCommandLine(c *cli.Context, headers []string) string {
 				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
 				continue
 			}
-			v := fmt.Sprint(c.Value(name))
-			if pathFlags[name] {
-				v = recordedPath(v)
-			}
-			parts = append(parts, "--"+name, strconvQuote(v))
+			parts = append(parts, "--"+name, strconvQuote(recordedValue(c, name)))
 		}
 	}
 	for _, a := range recordedArgs(c.Args().Slice()) {

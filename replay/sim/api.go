@@ -494,7 +494,7 @@ func (s *Server) serveGen(w http.ResponseWriter, hr *http.Request, api string) {
 	}
 	s.submit(reqs...)
 	c := &call{s: s, g: g, reqs: reqs, rid: rid, created: time.Now().Unix(), fault: flt}
-	c.prefix = c.appendPrefix(nil)
+	c.prefix = c.appendHead(nil, "chat.completion.chunk")
 	if g.stream {
 		c.stream(hr.Context(), w)
 	} else {
@@ -528,16 +528,19 @@ func (c *call) extID() string {
 	return "cmpl-" + c.rid
 }
 
-// appendPrefix appends a chunk's fixed head: id, object, created, model and
-// the opening of choices.
-func (c *call) appendPrefix(dst []byte) []byte {
+// appendHead appends a response's fixed head: id, object (chatObject on
+// the chat API, text_completion on completions), created, model and the
+// opening of choices.
+func (c *call) appendHead(dst []byte, chatObject string) []byte {
+	object := "text_completion"
+	if c.g.api == traces.APIChat {
+		object = chatObject
+	}
 	dst = append(dst, `{"id":`...)
 	dst = jsonlex.AppendString(dst, c.extID())
-	if c.g.api == traces.APIChat {
-		dst = append(dst, `,"object":"chat.completion.chunk","created":`...)
-	} else {
-		dst = append(dst, `,"object":"text_completion","created":`...)
-	}
+	dst = append(dst, `,"object":"`...)
+	dst = append(dst, object...)
+	dst = append(dst, `","created":`...)
 	dst = strconv.AppendInt(dst, c.created, 10)
 	dst = append(dst, `,"model":`...)
 	dst = jsonlex.AppendString(dst, c.s.o.Model)
@@ -841,17 +844,7 @@ func (c *call) complete(ctx context.Context, w http.ResponseWriter) {
 			return
 		}
 	}
-	b := []byte(`{"id":`)
-	b = jsonlex.AppendString(b, c.extID())
-	if c.g.api == traces.APIChat {
-		b = append(b, `,"object":"chat.completion","created":`...)
-	} else {
-		b = append(b, `,"object":"text_completion","created":`...)
-	}
-	b = strconv.AppendInt(b, c.created, 10)
-	b = append(b, `,"model":`...)
-	b = jsonlex.AppendString(b, c.s.o.Model)
-	b = append(b, `,"choices":[`...)
+	b := c.appendHead(nil, "chat.completion")
 	for i, r := range c.reqs {
 		if i > 0 {
 			b = append(b, ',')

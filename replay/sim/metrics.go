@@ -35,15 +35,18 @@ func buckets125(max int) []float64 {
 	}
 }
 
+// histogram is one of vLLM's Prometheus histograms: its name and help as
+// vLLM exposes them, its buckets and what it counted.
 type histogram struct {
-	bounds []float64
-	counts []uint64 // per bucket, not cumulative; last = +Inf
-	sum    float64
-	count  uint64
+	name, help string
+	bounds     []float64
+	counts     []uint64 // per bucket, not cumulative; last = +Inf
+	sum        float64
+	count      uint64
 }
 
-func newHistogram(bounds []float64) *histogram {
-	return &histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+func newHistogram(name, help string, bounds []float64) *histogram {
+	return &histogram{name: name, help: help, bounds: bounds, counts: make([]uint64, len(bounds)+1)}
 }
 
 func (h *histogram) observe(v float64) {
@@ -68,24 +71,29 @@ type stats struct {
 
 	ttft, itl, tpot, e2e, queue, inference, prefill, decode *histogram
 	promptLen, genLen, maxTokens, iterTokens                *histogram
+	// hists are all of the above in the order vLLM exposes them.
+	hists []*histogram
 }
 
 func newStats(maxModelLen int) *stats {
-	return &stats{
+	lens := buckets125(maxModelLen)
+	s := &stats{
 		success:    map[string]int64{"stop": 0, "length": 0, "abort": 0},
-		ttft:       newHistogram(ttftBuckets),
-		itl:        newHistogram(itlBuckets),
-		tpot:       newHistogram(itlBuckets),
-		e2e:        newHistogram(requestLatencyBuckets),
-		queue:      newHistogram(requestLatencyBuckets),
-		inference:  newHistogram(requestLatencyBuckets),
-		prefill:    newHistogram(requestLatencyBuckets),
-		decode:     newHistogram(requestLatencyBuckets),
-		promptLen:  newHistogram(buckets125(maxModelLen)),
-		genLen:     newHistogram(buckets125(maxModelLen)),
-		maxTokens:  newHistogram(buckets125(maxModelLen)),
-		iterTokens: newHistogram(iterationBuckets),
+		promptLen:  newHistogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", lens),
+		genLen:     newHistogram("vllm:request_generation_tokens", "Number of generation tokens processed.", lens),
+		iterTokens: newHistogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterationBuckets),
+		maxTokens:  newHistogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", lens),
+		ttft:       newHistogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttftBuckets),
+		itl:        newHistogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itlBuckets),
+		tpot:       newHistogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", itlBuckets),
+		e2e:        newHistogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", requestLatencyBuckets),
+		queue:      newHistogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", requestLatencyBuckets),
+		inference:  newHistogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets),
+		prefill:    newHistogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets),
+		decode:     newHistogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
 	}
+	s.hists = []*histogram{s.promptLen, s.genLen, s.iterTokens, s.maxTokens, s.ttft, s.itl, s.tpot, s.e2e, s.queue, s.inference, s.prefill, s.decode}
+	return s
 }
 
 func (s *stats) prefixQuery(queried, hit int) {
@@ -137,8 +145,9 @@ func (s *stats) writeProm(w io.Writer, model string) error {
 		header(bw, name+"_total", help, "counter")
 		sample(bw, name+"_total", base, float64(v))
 	}
-	hist := func(name, help string, h *histogram) {
-		header(bw, name, help, "histogram")
+	hist := func(h *histogram) {
+		name := h.name
+		header(bw, name, h.help, "histogram")
 		var cum uint64
 		for i, b := range h.bounds {
 			cum += h.counts[i]
@@ -161,18 +170,9 @@ func (s *stats) writeProm(w io.Writer, model string) error {
 	for _, reason := range []string{"abort", "length", "stop"} {
 		sample(bw, "vllm:request_success_total", [][2]string{base[0], {"finished_reason", reason}, base[1]}, float64(s.success[reason]))
 	}
-	hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", s.promptLen)
-	hist("vllm:request_generation_tokens", "Number of generation tokens processed.", s.genLen)
-	hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", s.iterTokens)
-	hist("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", s.maxTokens)
-	hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft)
-	hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl)
-	hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", s.tpot)
-	hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e)
-	hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", s.queue)
-	hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", s.inference)
-	hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", s.prefill)
-	hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", s.decode)
+	for _, h := range s.hists {
+		hist(h)
+	}
 	return bw.Flush()
 }
 

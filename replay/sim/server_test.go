@@ -554,3 +554,47 @@ func TestRealTimePacing(t *testing.T) {
 		t.Errorf("truth prefill %v decode %v; want ≥ %v and ≥ %v", time.Duration(r.ServerPrefillNs), time.Duration(r.ServerDecodeNs), prefill, 9*o.StepFixed)
 	}
 }
+
+// TestResponseHead: every response body and stream chunk opens with the
+// id, object, created and model OpenAI clients read; the object names the
+// API and whether it is a chunk.
+func TestResponseHead(t *testing.T) {
+	s := startSim(t, nil)
+	for _, tc := range []struct {
+		why, path, body, object, idPrefix string
+	}{
+		{"a chat answer is a chat.completion", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, "chat.completion", "chatcmpl-"},
+		{"a streamed chat answer is made of chat.completion.chunk", "/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"stream":true}`, "chat.completion.chunk", "chatcmpl-"},
+		{"a completion is a text_completion", "/v1/completions",
+			`{"prompt":"hi","max_tokens":2}`, "text_completion", "cmpl-"},
+		{"a streamed completion is made of text_completion too (as vLLM sends it)", "/v1/completions",
+			`{"prompt":"hi","max_tokens":2,"stream":true}`, "text_completion", "cmpl-"},
+	} {
+		code, _, b := post(t, s.URL+tc.path, tc.body, nil)
+		bodies := []string{b}
+		if strings.Contains(tc.body, `"stream":true`) {
+			bodies = sseEvents(b)
+		}
+		if code != 200 || len(bodies) == 0 {
+			t.Fatalf("%s: status %d, body %s", tc.why, code, b)
+		}
+		for _, body := range bodies {
+			if body == "[DONE]" {
+				continue
+			}
+			var head struct {
+				ID, Object, Model string
+				Created           int64
+				Choices           []json.RawMessage
+			}
+			if err := json.Unmarshal([]byte(body), &head); err != nil {
+				t.Fatalf("%s: %v in %s", tc.why, err, body)
+			}
+			if head.Object != tc.object || !strings.HasPrefix(head.ID, tc.idPrefix) || head.Model != DefaultModel || head.Created <= 0 || head.Choices == nil {
+				t.Errorf("%s: want object %s, id %s…, model %s, created and choices; got %s", tc.why, tc.object, tc.idPrefix, DefaultModel, body)
+			}
+		}
+	}
+}
