@@ -157,6 +157,8 @@ type fitter struct {
 	classes map[string]*classFit
 	cur     *classFit // the previous record's class
 	label   []byte    // scratch for a derived category label
+	stage   *catStage // the category stage while it runs (fitstage.go)
+	catBuf  []catRow  // rows not yet handed to it
 	prev    []seenAt  // scratch: what each block of a row found
 	approx  approx
 }
@@ -170,8 +172,9 @@ func newFitter(opts FitOptions, lim fitLimits) *fitter {
 	}
 }
 
-// close releases temporary files.
+// close stops the category stage and releases temporary files.
 func (f *fitter) close() error {
+	f.syncCats()
 	var errs []error
 	for _, c := range f.classes {
 		errs = append(errs, c.starts.close(), c.joint.close())
@@ -368,19 +371,10 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 			reused = L
 		}
 	}
-	ct, pooled, id := c.category(f, r.category)
-	if ct != nil {
-		ct.add(f, &row)
-	} else {
-		pooled.add(&row)
-	}
-	c.joint.put(uint64(id))
-	c.joint.put(uint64(r.input))
-	c.joint.put(uint64(r.output))
-	c.joint.put(uint64(reused + 1))
-	if reused >= 0 {
-		c.joint.put(uint64(len(r.blocks)))
-	}
+	f.queueCat(catRow{
+		c: c, name: r.category, row: row, derived: c.looksDerived(),
+		input: r.input, output: r.output, reused: int32(reused), blocks: int32(len(r.blocks)),
+	})
 	return nil
 }
 
@@ -388,13 +382,14 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 // the lenState it is pooled into — and its id in the joint log (0 =
 // pooled). Up to fitLimits.categories categories per class are tracked one
 // by one (the empty category always is). A category first seen past that is not:
-// if the class's categories look derived from blocks (then Fit keeps one
-// group anyway) every category is pooled from then on, else the new
+// if the class's categories look derived from blocks (derived, looksDerived
+// as of the row; then Fit keeps one group anyway) every category is
+// pooled from then on, else the new
 // category's rows are pooled into the tail group whatever its final size —
 // the one place where a big trace can get a different model: a category
 // first seen after 65,536 others in its class that ends up with
 // MinCategoryRecords rows or more is fitted as part of tail.
-func (c *classFit) category(f *fitter, name string) (*catFit, *lenState, int) {
+func (c *classFit) category(f *fitter, name string, derived bool) (*catFit, *lenState, int) {
 	if c.collapsed {
 		if _, ok := c.cats[name]; !ok {
 			c.untrack(name)
@@ -408,7 +403,7 @@ func (c *classFit) category(f *fitter, name string) (*catFit, *lenState, int) {
 	if ct == nil {
 		if name != "" && len(c.cats) >= f.lim.categories {
 			c.untrack(name)
-			if c.looksDerived() {
+			if derived {
 				c.collapse(f)
 				return nil, c.all, 0
 			}
@@ -528,6 +523,7 @@ func (s *lenState) merge(o *lenState) {
 // model finishes the fit.
 func (f *fitter) model(ctx context.Context) (*Model, error) {
 	opts := f.opts
+	f.syncCats()
 	if f.n == 0 {
 		return nil, errors.New("fit: the trace has no records")
 	}
