@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -1147,7 +1148,10 @@ func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap 
 		g.max = groups[n-1].max
 		groups = groups[:n-1]
 	}
-	var levels []GapLevel
+	// Each level's parametric gap fits (bisections over its distinct gaps)
+	// are independent: they run side by side.
+	levels := make([]GapLevel, 0, len(groups))
+	var wg sync.WaitGroup
 	for _, g := range groups {
 		inter, intra, sizes := ap.runs(&g.inter), ap.runs(&g.intra), ap.runs(&g.sizes)
 		cv := 0.0
@@ -1165,11 +1169,13 @@ func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap 
 			CV:           cv,
 			Layout:       layout,
 			MaxCount:     g.max,
-			Gap:          fitGapsRuns(inter, opts),
 			ClusterSizes: newHistRuns(sizes, opts.GapBins, opts.MinBinCount, true),
 			IntraGapS:    newHistRuns(intra, opts.GapBins, opts.MinBinCount, false),
 		})
+		lv := &levels[len(levels)-1]
+		wg.Go(func() { lv.Gap = fitGapsRuns(inter, opts) })
 	}
+	wg.Wait()
 	levels[len(levels)-1].MaxCount = math.MaxFloat64
 	if w := width(nbins - 1); w > 0 && w < float64(m.BinNs) {
 		counts[nbins-1] *= float64(m.BinNs) / w
