@@ -30,8 +30,8 @@ func TestBlockTableKeys(t *testing.T) {
 					t.Fatalf("block %d: row %d, %v; want %d", i, row, ok, i)
 				}
 			}
-			if bt.cur.mix != tc.wantMix {
-				t.Errorf("mix = %v, want %v", bt.cur.mix, tc.wantMix)
+			if bt.mix != tc.wantMix {
+				t.Errorf("mix = %v, want %v", bt.mix, tc.wantMix)
 			}
 		})
 	}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -158,6 +158,8 @@ type fitter struct {
 	classes map[string]*classFit
 	cur     *classFit // the previous record's class
 	label   []byte    // scratch for a derived category label
+	stage   *catStage // the category stage while it runs (fitstage.go)
+	catBuf  []catRow  // rows not yet handed to it
 	prev    []seenAt  // scratch: what each block of a row found
 	approx  approx
 }
@@ -171,8 +173,9 @@ func newFitter(opts FitOptions, lim fitLimits) *fitter {
 	}
 }
 
-// close releases temporary files.
+// close stops the category stage and releases temporary files.
 func (f *fitter) close() error {
+	f.syncCats()
 	var errs []error
 	for _, c := range f.classes {
 		errs = append(errs, c.starts.close(), c.joint.close())
@@ -369,19 +372,10 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 			reused = L
 		}
 	}
-	ct, pooled, id := c.category(f, r.category)
-	if ct != nil {
-		ct.add(f, &row)
-	} else {
-		pooled.add(&row)
-	}
-	c.joint.put(uint64(id))
-	c.joint.put(uint64(r.input))
-	c.joint.put(uint64(r.output))
-	c.joint.put(uint64(reused + 1))
-	if reused >= 0 {
-		c.joint.put(uint64(len(r.blocks)))
-	}
+	f.queueCat(catRow{
+		c: c, name: r.category, row: row, derived: c.looksDerived(),
+		input: r.input, output: r.output, reused: int32(reused), blocks: int32(len(r.blocks)),
+	})
 	return nil
 }
 
@@ -389,13 +383,14 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 // the lenState it is pooled into — and its id in the joint log (0 =
 // pooled). Up to fitLimits.categories categories per class are tracked one
 // by one (the empty category always is). A category first seen past that is not:
-// if the class's categories look derived from blocks (then Fit keeps one
-// group anyway) every category is pooled from then on, else the new
+// if the class's categories look derived from blocks (derived, looksDerived
+// as of the row; then Fit keeps one group anyway) every category is
+// pooled from then on, else the new
 // category's rows are pooled into the tail group whatever its final size —
 // the one place where a big trace can get a different model: a category
 // first seen after 65,536 others in its class that ends up with
 // MinCategoryRecords rows or more is fitted as part of tail.
-func (c *classFit) category(f *fitter, name string) (*catFit, *lenState, int) {
+func (c *classFit) category(f *fitter, name string, derived bool) (*catFit, *lenState, int) {
 	if c.collapsed {
 		if _, ok := c.cats[name]; !ok {
 			c.untrack(name)
@@ -409,7 +404,7 @@ func (c *classFit) category(f *fitter, name string) (*catFit, *lenState, int) {
 	if ct == nil {
 		if name != "" && len(c.cats) >= f.lim.categories {
 			c.untrack(name)
-			if c.looksDerived() {
+			if derived {
 				c.collapse(f)
 				return nil, c.all, 0
 			}
@@ -526,140 +521,10 @@ func (s *lenState) merge(o *lenState) {
 	s.dists.merge(&o.dists)
 }
 
-// blockTable remembers the last row (class index) each prefix block was
-// seen in. It is exact while a class has fewer than gen distinct blocks;
-// past that it keeps two generations of gen blocks and drops the older when
-// the newer fills, so a block is forgotten only after at least gen other
-// distinct blocks were seen since it was last seen (then a row reusing it
-// counts as fresh). At 512 tokens a block, the default 2^19 blocks are
-// 268 M tokens, far beyond any prefix cache the model is meant to describe;
-// the two generations take at most 32 MB.
-type blockTable struct {
-	gen      int
-	cur, old blockMap
-	dropped  int64 // blocks forgotten
-}
-
-// seenAt is a block's last row, if it was seen.
-type seenAt struct {
-	row int64
-	ok  bool
-}
-
-// swap sets block b's row to row and returns the row it had. It is get
-// then set in one probe of the current generation (the table is larger
-// than the caches, so probes are what a row costs).
-func (t *blockTable) swap(b, row int64) (int64, bool) {
-	if t.cur.slots == nil {
-		t.cur.resize(64)
-	}
-	e := t.cur.slot(b)
-	if e.row != 0 {
-		prev := e.row - 1
-		e.row = row + 1
-		return prev, true
-	}
-	prev, ok := t.old.get(b)
-	e.k, e.row = b, row+1
-	t.cur.used++
-	if 2*t.cur.used > len(t.cur.slots) {
-		t.cur.resize(2 * len(t.cur.slots))
-	}
-	t.flip()
-	return prev, ok
-}
-
-// flip drops the old generation when the current one is full.
-func (t *blockTable) flip() {
-	if t.cur.used >= t.gen {
-		t.old.each(func(b int64) {
-			if _, ok := t.cur.get(b); !ok {
-				t.dropped++
-			}
-		})
-		t.old, t.cur = t.cur, t.old
-		t.cur.reset()
-	}
-}
-
-// blockMap maps a block to a row: open addressing with linear probing, at
-// most half full, like multiset (a Go map is several times slower here,
-// where a row touches dozens of blocks).
-type blockMap struct {
-	slots []bslot
-	used  int
-	shift uint
-	mix   bool // place by a multiplicative hash, not the low bits (slot)
-}
-
-type bslot struct {
-	k   int64
-	row int64 // row + 1; 0 = empty
-}
-
-// slot is where block k is or would go. Blocks are placed by their low
-// bits: dense block ids (Mooncake's hash_ids, synth's own) then sit side by
-// side as they are met, which halves the cache misses of a row's probes,
-// and hashed ids are random anyway. Should a probe run long (ids with a
-// stride), the map rehashes with a multiplicative hash for good.
-func (m *blockMap) slot(k int64) *bslot {
-	mask := len(m.slots) - 1
-	var i int
-	if m.mix {
-		i = int((uint64(k) * 0x9E3779B97F4A7C15) >> m.shift)
-	} else {
-		i = int((uint64(k) ^ uint64(k)>>32) & uint64(mask))
-	}
-	for steps := 0; ; steps++ {
-		e := &m.slots[i]
-		if e.row == 0 || e.k == k {
-			return e
-		}
-		if steps == 64 && !m.mix {
-			m.mix = true
-			m.resize(len(m.slots))
-			return m.slot(k)
-		}
-		i = (i + 1) & mask
-	}
-}
-
-func (m *blockMap) get(k int64) (int64, bool) {
-	if m.used == 0 {
-		return 0, false
-	}
-	e := m.slot(k)
-	return e.row - 1, e.row != 0
-}
-
-func (m *blockMap) resize(size int) {
-	old := m.slots
-	m.slots = make([]bslot, size)
-	m.shift = uint(64 - bits.TrailingZeros(uint(size)))
-	for _, e := range old {
-		if e.row != 0 {
-			*m.slot(e.k) = e
-		}
-	}
-}
-
-func (m *blockMap) each(fn func(k int64)) {
-	for _, e := range m.slots {
-		if e.row != 0 {
-			fn(e.k)
-		}
-	}
-}
-
-// reset empties the map and keeps its slots.
-func (m *blockMap) reset() {
-	clear(m.slots)
-	m.used = 0
-}
-
 // model finishes the fit.
 func (f *fitter) model(ctx context.Context) (*Model, error) {
 	opts := f.opts
+	f.syncCats()
 	if f.n == 0 {
 		return nil, errors.New("fit: the trace has no records")
 	}
@@ -1283,7 +1148,10 @@ func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap 
 		g.max = groups[n-1].max
 		groups = groups[:n-1]
 	}
-	var levels []GapLevel
+	// Each level's parametric gap fits (bisections over its distinct gaps)
+	// are independent: they run side by side.
+	levels := make([]GapLevel, 0, len(groups))
+	var wg sync.WaitGroup
 	for _, g := range groups {
 		inter, intra, sizes := ap.runs(&g.inter), ap.runs(&g.intra), ap.runs(&g.sizes)
 		cv := 0.0
@@ -1301,11 +1169,13 @@ func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap 
 			CV:           cv,
 			Layout:       layout,
 			MaxCount:     g.max,
-			Gap:          fitGapsRuns(inter, opts),
 			ClusterSizes: newHistRuns(sizes, opts.GapBins, opts.MinBinCount, true),
 			IntraGapS:    newHistRuns(intra, opts.GapBins, opts.MinBinCount, false),
 		})
+		lv := &levels[len(levels)-1]
+		wg.Go(func() { lv.Gap = fitGapsRuns(inter, opts) })
 	}
+	wg.Wait()
 	levels[len(levels)-1].MaxCount = math.MaxFloat64
 	if w := width(nbins - 1); w > 0 && w < float64(m.BinNs) {
 		counts[nbins-1] *= float64(m.BinNs) / w
