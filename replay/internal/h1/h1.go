@@ -142,7 +142,7 @@ type cancelSet struct {
 
 // add registers c; false when the context is already cancelled.
 func (s *cancelSet) add(c *conn) bool {
-	lockNoPark(&s.mu)
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return false
@@ -175,7 +175,7 @@ func (h *Client) cancelSet(ctx context.Context) *cancelSet {
 	if done == nil {
 		return nil
 	}
-	lockNoPark(&h.smu)
+	h.smu.Lock()
 	defer h.smu.Unlock()
 	s := h.sets[done]
 	if s == nil {
@@ -203,7 +203,7 @@ func New(base string) (*Client, error) {
 }
 
 func (h *Client) get() *conn {
-	lockNoPark(&h.mu)
+	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := len(h.idle)
 	if n <= h.spare && h.want != nil {
