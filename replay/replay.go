@@ -768,9 +768,11 @@ func (r *runner) worker(it *item) {
 }
 
 // spareConns is how many idle connections the plain-http client keeps
-// ready (h1.Client.KeepSpare), so that the dispatcher rarely finds the pool
-// empty and has to hand a request to a worker to dial.
-const spareConns = 8
+// ready (h1.Client.KeepSpare; it refills to twice as many), so that the
+// dispatcher rarely finds the pool empty and has to hand a request to a
+// worker to dial. At 10k req/s on one pinned core, alternating 10 s runs:
+// 8 spares gave maxima of 10.9, 2.8 and 2.7 ms, 32 gave 3.7, 3.9 and 3.4 ms.
+const spareConns = 32
 
 // extraProcs is how many Ps TuneProcess adds to GOMAXPROCS per concurrent
 // run: the dispatcher sleeps in nanosleep system calls and must find a free
