@@ -46,6 +46,7 @@ type Client struct {
 	// a runtime timer per request.
 	smu   sync.Mutex
 	sets  map[<-chan struct{}]*cancelSet
+	live  sync.Map      // every open connection (*conn keys), for cancelSet.cancel
 	unset []func() bool // stops the sets' AfterFuncs (closeIdle)
 
 	// spare idle connections are kept ready by a dialer goroutine (see
@@ -64,6 +65,21 @@ type conn struct {
 	// once its reader found it closed. Whoever swaps nil for a job owns the
 	// connection until the response is done.
 	job atomic.Pointer[Job]
+	// cs is the cancel set of the job's context while it is registered.
+	cs atomic.Pointer[cancelSet]
+}
+
+// newConn wraps a dialed connection and counts it live (see cancelSet).
+func (h *Client) newConn(nc net.Conn) *conn {
+	c := &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+	h.live.Store(c, struct{}{})
+	return c
+}
+
+// close closes c and forgets it.
+func (c *conn) close() {
+	c.h.live.Delete(c)
+	c.c.Close()
 }
 
 // deadJob marks a connection its reader found closed while idle.
@@ -134,40 +150,43 @@ func (j *Job) reset() {
 }
 
 // cancelSet interrupts the connections in use by the requests of one
-// context when it is cancelled.
+// context when it is cancelled. It takes no lock: a connection registers
+// by pointing at the set (conn.cs), and cancel looks through the client's
+// live connections for those that do. A sync.Mutex here, held by a reader
+// the real-time dispatcher had preempted, parked the dispatcher for up to
+// 2.9 ms (execution trace of a 10k req/s one-core run).
 type cancelSet struct {
-	mu     sync.Mutex
-	done   bool
-	active map[*conn]struct{}
+	h    *Client
+	done atomic.Bool
 }
 
 // add registers c; false when the context is already cancelled.
 func (s *cancelSet) add(c *conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
+	c.cs.Store(s)
+	if s.done.Load() {
+		c.cs.CompareAndSwap(s, nil)
 		return false
 	}
-	s.active[c] = struct{}{}
 	return true
 }
 
 // remove unregisters c; false when the context was cancelled while c was
-// registered (its deadline was moved to the past: not reusable).
+// registered (its deadline may have been moved to the past: not
+// reusable). cancel sets done before it looks at c.cs, and remove clears
+// c.cs before it looks at done, so one of them sees the other.
 func (s *cancelSet) remove(c *conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.active, c)
-	return !s.done
+	c.cs.CompareAndSwap(s, nil)
+	return !s.done.Load()
 }
 
 func (s *cancelSet) cancel() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.done = true
-	for c := range s.active {
-		c.c.SetDeadline(time.Unix(1, 0))
-	}
+	s.done.Store(true)
+	s.h.live.Range(func(k, _ any) bool {
+		if c := k.(*conn); c.cs.Load() == s {
+			c.c.SetDeadline(time.Unix(1, 0))
+		}
+		return true
+	})
 }
 
 // cancelSet returns the set for ctx, nil when ctx cannot be cancelled.
@@ -183,7 +202,7 @@ func (h *Client) cancelSet(ctx context.Context) *cancelSet {
 		if h.sets == nil {
 			h.sets = map[<-chan struct{}]*cancelSet{}
 		}
-		s = &cancelSet{active: map[*conn]struct{}{}}
+		s = &cancelSet{h: h}
 		h.sets[done] = s
 		h.unset = append(h.unset, context.AfterFunc(ctx, s.cancel))
 	}
@@ -247,7 +266,7 @@ func (h *Client) dialSpares(want, quit <-chan struct{}) {
 			if err != nil {
 				break
 			}
-			c := &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+			c := h.newConn(nc)
 			h.mu.Lock()
 			closed := h.quit == nil // CloseIdle ran meanwhile
 			if !closed {
@@ -255,7 +274,7 @@ func (h *Client) dialSpares(want, quit <-chan struct{}) {
 			}
 			h.mu.Unlock()
 			if closed {
-				nc.Close()
+				c.close()
 				return
 			}
 			go c.loop()
@@ -332,7 +351,7 @@ func (h *Client) CloseIdle() {
 	h.unset = nil
 	h.smu.Unlock()
 	for c := h.idle.pop(); c != nil; c = h.idle.pop() {
-		c.c.Close()
+		c.close()
 	}
 }
 
@@ -375,7 +394,7 @@ func (r *Response) finish(atEOF bool) {
 		r.pooled = true
 		r.client.put(r.conn)
 	} else {
-		r.conn.c.Close()
+		r.conn.close()
 	}
 	if r.release != nil {
 		close(r.release)
@@ -484,7 +503,7 @@ func (h *Client) Start(j *Job, dial bool) bool {
 				}
 				return true
 			}
-			c = &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+			c = h.newConn(nc)
 			c.job.Store(j)
 			go c.loop()
 		} else if !c.job.CompareAndSwap(nil, j) {
@@ -532,7 +551,7 @@ func (c *conn) loop() {
 			if c.job.CompareAndSwap(nil, deadJob) {
 				// Idle: the server closed it, or sent bytes nobody asked for.
 				// It stays in the pool until popped (see idleStack).
-				c.c.Close()
+				c.close()
 				return
 			}
 			j = c.job.Load()
@@ -551,7 +570,7 @@ func (c *conn) loop() {
 		}
 		if err != nil {
 			j.unregister(c)
-			c.c.Close()
+			c.close()
 			if j.reused && errors.Is(err, errH1Stale) && j.attempt < 2 && j.ctx.Err() == nil {
 				j.attempt++
 				h.Start(j, true) // on a new connection; this reader is done
