@@ -40,15 +40,7 @@ func BenchmarkFit(b *testing.B) {
 	})
 	stream := func(path string, n int64) func(b *testing.B) {
 		return func(b *testing.B) {
-			benchFit(b, n, func() error {
-				r, err := traces.Open(path)
-				if err != nil {
-					return err
-				}
-				defer r.Close()
-				_, err = FitReader(context.Background(), r, FitOptions{})
-				return err
-			})
+			benchFit(b, n, func() error { return fitPath(path) })
 		}
 	}
 	b.Run("stream/azure-conv", stream(writeTrace(b, "azure-conv.parquet", recs, meta), int64(len(recs))))
@@ -145,3 +137,14 @@ func BenchmarkGenerateAzureConv(b *testing.B) {
 
 // BenchmarkGenerateMooncake: with prefix-block chains (allocates per row).
 func BenchmarkGenerateMooncake(b *testing.B) { benchGenerate(b, publicTraces[2], 0) }
+
+// fitPath fits the trace file at path with the default options, streaming.
+func fitPath(path string) error {
+	r, err := traces.Open(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = FitReader(context.Background(), r, FitOptions{})
+	return err
+}

@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -100,15 +99,7 @@ func BenchmarkFitMooncakeLike(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(name, func(b *testing.B) {
-			benchFit(b, int64(repeats*len(recs)), func() error {
-				r, err := traces.Open(path)
-				if err != nil {
-					return err
-				}
-				defer r.Close()
-				_, err = FitReader(context.Background(), r, FitOptions{})
-				return err
-			})
+			benchFit(b, int64(repeats*len(recs)), func() error { return fitPath(path) })
 		})
 	}
 }
