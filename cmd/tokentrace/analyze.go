@@ -14,8 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(100, analyzeCommand) }
-
 // Output formats of analyze.
 var analyzeFormats = []string{"text", "json", "vllm"}
 

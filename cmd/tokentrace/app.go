@@ -7,7 +7,6 @@ import (
 	"io"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -23,18 +22,23 @@ const (
 	exitNotReproduced = 3
 )
 
-// registered commands; each command file adds itself in an init func so
-// features land without touching this file.
-var registered []registration
-
-type registration struct {
-	order int
-	cmd   func() *cli.Command
-}
-
-// register adds a subcommand; order places it in --help (lower first).
-func register(order int, cmd func() *cli.Command) {
-	registered = append(registered, registration{order, cmd})
+// commands are the subcommands in their --help order; each is defined in
+// its own file.
+var commands = []func() *cli.Command{
+	demoCommand,
+	captureCommand,
+	composeCommand,
+	importCommand,
+	exportCommand,
+	inspectCommand,
+	synthCommand,
+	simCommand,
+	replayCommand,
+	postmortemCommand,
+	sweepCommand,
+	validateCommand,
+	analyzeCommand,
+	versionCommand,
 }
 
 // exitErr carries an exit code through urfave/cli.
@@ -77,10 +81,9 @@ func stdio(c *cli.Context) streams {
 
 // newApp builds the CLI.
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
-	sort.SliceStable(registered, func(i, j int) bool { return registered[i].order < registered[j].order })
 	var cmds []*cli.Command
-	for _, r := range registered {
-		cmds = append(cmds, r.cmd())
+	for _, cmd := range commands {
+		cmds = append(cmds, cmd())
 	}
 	app := &cli.App{
 		Name:  "tokentrace",

@@ -117,3 +117,15 @@ func TestCLINames(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpGolden pins the top-level --help to testdata/golden/help.txt: the
+// commands in their order with their one-line usage, and the global flags
+// (the build's version is written as VERSION).
+func TestHelpGolden(t *testing.T) {
+	code, stdout, stderr := runCLI(nil, "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d, stderr %q", code, stderr)
+	}
+	got := strings.Replace(stdout, "\n   "+versionString()+"\n", "\n   VERSION\n", 1)
+	goldenFile(t, filepath.Join("testdata", "golden"), "help.txt", []byte(got))
+}

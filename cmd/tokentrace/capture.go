@@ -15,8 +15,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(20, captureCommand) }
-
 func captureCommand() *cli.Command {
 	o := capture.DefaultOptions()
 	var (

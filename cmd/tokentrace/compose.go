@@ -9,8 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(21, composeCommand) }
-
 func composeCommand() *cli.Command {
 	var (
 		o   capture.ComposeOptions

@@ -18,8 +18,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(10, demoCommand) }
-
 // DemoOptions are the demo's knobs; the defaults run in about a minute on
 // two cores.
 type DemoOptions struct {

@@ -8,8 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(40, exportCommand) }
-
 func exportCommand() *cli.Command {
 	var (
 		format string

@@ -10,8 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(30, importCommand) }
-
 func importCommand() *cli.Command {
 	var (
 		format string

@@ -13,8 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(50, inspectCommand) }
-
 // inspectMaxLabels bounds the categories and models listed in text output
 // (--json lists all).
 const inspectMaxLabels = 10

@@ -19,8 +19,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(85, postmortemCommand) }
-
 func postmortemCommand() *cli.Command {
 	var (
 		o                   prom.Options

@@ -15,8 +15,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(80, replayCommand) }
-
 func replayCommand() *cli.Command {
 	o := replay.DefaultOptions()
 	var (

@@ -9,8 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(70, simCommand) }
-
 func simCommand() *cli.Command {
 	o := sim.DefaultOptions()
 	preset := sim.DefaultPreset

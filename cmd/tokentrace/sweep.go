@@ -22,8 +22,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(90, sweepCommand) }
-
 // measureStep is sweep.Options.Measure: a step's throughput and latency
 // percentiles as analyze computes them.
 func measureStep(ctx context.Context, recs []traces.Record, slo traces.SLO) (sweep.Measures, error) {

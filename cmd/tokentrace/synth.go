@@ -13,8 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(60, synthCommand) }
-
 func synthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "synth",

@@ -19,8 +19,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(95, validateCommand) }
-
 func validateCommand() *cli.Command {
 	o := validate.Options{Replay: replay.DefaultOptions()}
 	var (

@@ -8,8 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func init() { register(1000, versionCommand) }
-
 // version is stamped by release and image builds
 // (-ldflags "-X main.version=v1.2.3"); otherwise the module version or the
 // VCS revision Go recorded at build time is shown.
