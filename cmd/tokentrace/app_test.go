@@ -45,35 +45,29 @@ func writeTrace(t *testing.T, path string, m traces.Meta, recs []traces.Record) 
 	return path
 }
 
-// TestCPUProfileFlag checks the global --cpuprofile flag: a gzip'd pprof
-// profile is written for a command that succeeds, and an unwritable path is
-// a usage error that names the flag.
-func TestCPUProfileFlag(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cpu.prof")
-	runMain(t, "--cpuprofile", path, "version")
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Errorf("profile %s: %d bytes, err %v; want a gzip'd pprof profile", path, len(b), err)
-	}
-	code, _, se := runCLI(nil, "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p"), "version")
-	if code != exitUsage || !strings.Contains(se, "--cpuprofile") {
-		t.Errorf("unwritable profile path: exit %d, %q; want 2 naming --cpuprofile", code, se)
-	}
-}
-
-// TestExecTraceFlag checks the global --exectrace flag: a Go execution
-// trace is written for a command that succeeds, and an unwritable path is a
-// usage error that names the flag.
-func TestExecTraceFlag(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "run.trace")
-	runMain(t, "--exectrace", path, "version")
-	b, err := os.ReadFile(path)
-	if err != nil || !bytes.HasPrefix(b, []byte("go 1.")) {
-		t.Errorf("trace %s: %d bytes, err %v; want a Go execution trace", path, len(b), err)
-	}
-	code, _, se := runCLI(nil, "--exectrace", filepath.Join(t.TempDir(), "no", "such", "dir", "t"), "version")
-	if code != exitUsage || !strings.Contains(se, "--exectrace") {
-		t.Errorf("unwritable trace path: exit %d, %q; want 2 naming --exectrace", code, se)
+// TestProfileFlags checks the global profiling flags: each writes its
+// file for a command that succeeds, and an unwritable path is a usage
+// error that names the flag.
+func TestProfileFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flag, writes string
+		ok           func([]byte) bool
+	}{
+		{"--cpuprofile", "a gzip'd pprof profile",
+			func(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }},
+		{"--exectrace", "a Go execution trace",
+			func(b []byte) bool { return bytes.HasPrefix(b, []byte("go 1.")) }},
+	} {
+		path := filepath.Join(t.TempDir(), "out")
+		runMain(t, tc.flag, path, "version")
+		b, err := os.ReadFile(path)
+		if err != nil || !tc.ok(b) {
+			t.Errorf("%s %s: %d bytes, err %v; want %s", tc.flag, path, len(b), err, tc.writes)
+		}
+		code, _, se := runCLI(nil, tc.flag, filepath.Join(t.TempDir(), "no", "such", "dir", "p"), "version")
+		if code != exitUsage || !strings.Contains(se, tc.flag) {
+			t.Errorf("%s to an unwritable path: exit %d, %q; want 2 naming %s", tc.flag, code, se, tc.flag)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
@@ -16,51 +17,48 @@ var profileFlags = []cli.Flag{
 	&cli.StringFlag{Name: "exectrace", Usage: "write a Go execution trace of the command to `FILE` (scheduler, GC and syscall events for timing work, `go tool trace FILE`; default: none)"},
 }
 
-// profileFile and traceFile are the open --cpuprofile and --exectrace
-// files, if any.
-var profileFile, traceFile *os.File
+// profilers are what the global flags start, in this order, and stop; file
+// is the open output, if any.
+var profilers = []*struct {
+	flag  string
+	start func(io.Writer) error
+	stop  func()
+	file  *os.File
+}{
+	{flag: "cpuprofile", start: pprof.StartCPUProfile, stop: pprof.StopCPUProfile},
+	{flag: "exectrace", start: trace.Start, stop: trace.Stop},
+}
 
 func startProfiles(c *cli.Context) error {
-	if path := c.String("cpuprofile"); path != "" {
+	for _, p := range profilers {
+		path := c.String(p.flag)
+		if path == "" {
+			continue
+		}
 		f, err := os.Create(path)
 		if err != nil {
-			return usageErrorf("--cpuprofile: %v", err)
+			return usageErrorf("--%s: %v", p.flag, err)
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := p.start(f); err != nil {
 			f.Close()
-			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+			return fmt.Errorf("--%s %s: %w", p.flag, path, err)
 		}
-		profileFile = f
-	}
-	if path := c.String("exectrace"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return usageErrorf("--exectrace: %v", err)
-		}
-		if err := trace.Start(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--exectrace %s: %w", path, err)
-		}
-		traceFile = f
+		p.file = f
 	}
 	return nil
 }
 
 func stopProfiles(*cli.Context) error {
 	var errs []error
-	if profileFile != nil {
-		pprof.StopCPUProfile()
-		if err := profileFile.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("--cpuprofile: %w", err))
+	for _, p := range profilers {
+		if p.file == nil {
+			continue
 		}
-		profileFile = nil
-	}
-	if traceFile != nil {
-		trace.Stop()
-		if err := traceFile.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("--exectrace: %w", err))
+		p.stop()
+		if err := p.file.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", p.flag, err))
 		}
-		traceFile = nil
+		p.file = nil
 	}
 	return errors.Join(errs...)
 }
