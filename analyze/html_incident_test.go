@@ -3,6 +3,7 @@ package analyze
 import (
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,7 +75,7 @@ func TestHTMLIncidentTimeline(t *testing.T) {
 	}
 	labels := chartLabels(svg)
 	for _, want := range []string{"TTFT p99", "E2E p50", "running", "waiting", "KV-cache usage", "tail request sent", "KV cache used (%)", "time since the first send (s)"} {
-		if !slicesContains(labels, want) {
+		if !slices.Contains(labels, want) {
 			t.Errorf("incident timeline lacks %q (labels %q)", want, labels)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,7 +180,7 @@ func TestHTMLSaysWhatIsSplit(t *testing.T) {
 				t.Errorf("%s: page lacks %q", metric, want)
 			}
 		}
-		drawsDecode := slicesContains(chartLabels(page), "decode")
+		drawsDecode := slices.Contains(chartLabels(page), "decode")
 		if metric == MetricTTFT && (drawsDecode || !strings.Contains(page, "never part of TTFT")) {
 			t.Errorf("TTFT split: decode drawn %v, or the note does not say decode is not part of TTFT", drawsDecode)
 		}
@@ -187,15 +188,6 @@ func TestHTMLSaysWhatIsSplit(t *testing.T) {
 			t.Errorf("E2E split: no decode bar")
 		}
 	}
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestHTMLByClassAttributionAndGoodput: with --by class the HTML report has

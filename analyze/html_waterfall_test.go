@@ -43,7 +43,7 @@ func TestHTMLTailWaterfall(t *testing.T) {
 	}
 	labels := chartLabels(svg)
 	for _, want := range []string{"lateness", "queue (estimated)", "prefill (estimated)", "decode", "burst of tail sends", fmt.Sprintf("#%d", bars[0].seq)} {
-		if !slicesContains(labels, want) {
+		if !slices.Contains(labels, want) {
 			t.Errorf("waterfall lacks %q (labels %q)", want, labels)
 		}
 	}
@@ -122,7 +122,7 @@ func TestHTMLTailWaterfallCap(t *testing.T) {
 		t.Errorf("page lacks %q", want)
 	}
 	// with server timings, nothing is marked estimated
-	if l := chartLabels(chartSVG(page, "Tail waterfall: each")); !slicesContains(l, "queue") || slicesContains(l, "queue (estimated)") {
+	if l := chartLabels(chartSVG(page, "Tail waterfall: each")); !slices.Contains(l, "queue") || slices.Contains(l, "queue (estimated)") {
 		t.Errorf("server-timed waterfall legend %q: want plain queue", l)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,7 +104,7 @@ func checkDocCommand(app *cli.App, args []string) string {
 		}
 		found := false
 		for _, c := range cmds {
-			if c.Name == a || (len(c.Aliases) > 0 && slicesContains(c.Aliases, a)) {
+			if c.Name == a || slices.Contains(c.Aliases, a) {
 				cmds, flags, path, found = c.Subcommands, c.Flags, path+" "+a, true
 				break
 			}
@@ -121,20 +122,11 @@ func checkDocCommand(app *cli.App, args []string) string {
 
 func findFlag(flags []cli.Flag, name string) cli.Flag {
 	for _, f := range flags {
-		if slicesContains(f.Names(), name) {
+		if slices.Contains(f.Names(), name) {
 			return f
 		}
 	}
 	return nil
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // TestCheckDocCommand: the checker itself, on lines that must pass and fail.
