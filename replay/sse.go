@@ -31,10 +31,6 @@ type sseReader struct {
 // errLineTooLong is returned for a line longer than the reader's limit.
 var errLineTooLong = errors.New("SSE line too long")
 
-func newSSEReader(r io.Reader, size int) *sseReader {
-	return &sseReader{r: r, buf: make([]byte, size), max: 16 << 20}
-}
-
 var dataPrefix = []byte("data:")
 
 // next returns the next data payload (leading space removed). The slice is
