@@ -256,10 +256,7 @@ func (p *scanner) shortScalar() string {
 }
 
 func (p *scanner) choices(c *chunk) bool {
-	if p.Peek() == 'n' {
-		return p.Lit("null")
-	}
-	return p.Array(func() bool {
+	return p.Null() || p.Array(func() bool {
 		c.choices = true
 		return p.Object(func(key []byte) bool {
 			switch string(key) {
@@ -319,10 +316,7 @@ func (p *scanner) tokenIDs(c *chunk) bool {
 }
 
 func (p *scanner) usage(c *chunk) bool {
-	if p.Peek() == 'n' {
-		return p.Lit("null")
-	}
-	return p.Object(func(key []byte) bool {
+	return p.Null() || p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "prompt_tokens":
@@ -330,10 +324,7 @@ func (p *scanner) usage(c *chunk) bool {
 		case "completion_tokens":
 			c.completionTokens, ok = p.int()
 		case "prompt_tokens_details":
-			if p.Peek() == 'n' {
-				return p.Lit("null")
-			}
-			return p.Object(func(key []byte) bool {
+			return p.Null() || p.Object(func(key []byte) bool {
 				if string(key) == "cached_tokens" {
 					var ok bool
 					c.cachedTokens, ok = p.int()
@@ -351,10 +342,7 @@ func (p *scanner) usage(c *chunk) bool {
 }
 
 func (p *scanner) metrics(c *chunk) bool {
-	if p.Peek() == 'n' {
-		return p.Lit("null")
-	}
-	return p.Object(func(key []byte) bool {
+	return p.Null() || p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "queue_time_ms":
