@@ -2,17 +2,14 @@ package capture
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/golden"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
 // TestGolden captures every fixture with a fixed key and compares the JSONL
 // trace (metadata line included) with testdata/golden/<fixture>.jsonl.
@@ -33,21 +30,15 @@ func TestGolden(t *testing.T) {
 			}
 			w.Write(res.Records)
 			w.Close()
-			golden := filepath.Join("testdata", "golden", strings.TrimSuffix(f, filepath.Ext(f))+".jsonl")
-			if *update {
-				os.MkdirAll(filepath.Dir(golden), 0o755)
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
+			path := filepath.Join("testdata", "golden", strings.TrimSuffix(f, filepath.Ext(f))+".jsonl")
+			if golden.Update() {
+				golden.Write(t, path, buf.Bytes())
 				return
 			}
 			// Compare decoded records and metadata, not bytes, so a new
 			// column in package traces does not break this test.
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./capture -run TestGolden -update)", err)
-			}
-			r, err := traces.NewJSONLReader(bytes.NewReader(want), golden, traces.OpenOptions{Strict: true})
+			want := golden.Read(t, path)
+			r, err := traces.NewJSONLReader(bytes.NewReader(want), path, traces.OpenOptions{Strict: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +55,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(gotRecs, wantRecs) || !reflect.DeepEqual(got.Meta(), r.Meta()) {
-				t.Errorf("%s differs from %s (run with -update and review the diff)", f, golden)
+				t.Errorf("%s differs from %s (run with -update and review the diff)", f, path)
 			}
 		})
 	}

@@ -236,15 +236,6 @@ func (r *runner) traceClass(rec *traces.Record) string {
 	return DefaultTraceClass
 }
 
-// maxSeq is the largest seq of recs (−1 when empty).
-func maxSeq(recs []*traces.Record) int64 {
-	m := int64(-1)
-	for _, r := range recs {
-		m = max(m, r.Seq)
-	}
-	return m
-}
-
 // withClasses gives trace records without a class the trace class (when
 // background loads ran; background rows have theirs).
 func (r *runner) withClasses(out []traces.Record) {

@@ -56,6 +56,19 @@ func TestParseChunk(t *testing.T) {
 			want: chunk{promptTokens: 7, completionTokens: 3},
 		},
 		{
+			// Every chunk before the last says "usage":null, and a server may
+			// send null choices or metrics: each reads as absent.
+			name: "null usage, choices and metrics",
+			in:   `{"choices":null,"usage":null,"metrics":null}`,
+			want: chunk{queueMs: math.NaN(), ttftMs: math.NaN(), genMs: math.NaN()},
+		},
+		{
+			// A misspelt null where an object may stand is malformed.
+			name: "misspelt null usage",
+			in:   `{"choices":[],"usage":nul}`,
+			err:  true,
+		},
+		{
 			// Nested error body (vLLM >= 0.10.1): type and code only, never the message.
 			name: "nested error",
 			in:   `{"error":{"message":"secret words","type":"BadRequestError","param":null,"code":400}}`,

@@ -31,10 +31,6 @@ type sseReader struct {
 // errLineTooLong is returned for a line longer than the reader's limit.
 var errLineTooLong = errors.New("SSE line too long")
 
-func newSSEReader(r io.Reader, size int) *sseReader {
-	return &sseReader{r: r, buf: make([]byte, size), max: 16 << 20}
-}
-
 var dataPrefix = []byte("data:")
 
 // next returns the next data payload (leading space removed). The slice is
@@ -260,10 +256,7 @@ func (p *scanner) shortScalar() string {
 }
 
 func (p *scanner) choices(c *chunk) bool {
-	if p.Peek() == 'n' {
-		return p.Lit("null")
-	}
-	return p.Array(func() bool {
+	return p.Null() || p.Array(func() bool {
 		c.choices = true
 		return p.Object(func(key []byte) bool {
 			switch string(key) {
@@ -323,10 +316,7 @@ func (p *scanner) tokenIDs(c *chunk) bool {
 }
 
 func (p *scanner) usage(c *chunk) bool {
-	if p.Peek() == 'n' {
-		return p.Lit("null")
-	}
-	return p.Object(func(key []byte) bool {
+	return p.Null() || p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "prompt_tokens":
@@ -334,10 +324,7 @@ func (p *scanner) usage(c *chunk) bool {
 		case "completion_tokens":
 			c.completionTokens, ok = p.int()
 		case "prompt_tokens_details":
-			if p.Peek() == 'n' {
-				return p.Lit("null")
-			}
-			return p.Object(func(key []byte) bool {
+			return p.Null() || p.Object(func(key []byte) bool {
 				if string(key) == "cached_tokens" {
 					var ok bool
 					c.cachedTokens, ok = p.int()
@@ -355,10 +342,7 @@ func (p *scanner) usage(c *chunk) bool {
 }
 
 func (p *scanner) metrics(c *chunk) bool {
-	if p.Peek() == 'n' {
-		return p.Lit("null")
-	}
-	return p.Object(func(key []byte) bool {
+	return p.Null() || p.Object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "queue_time_ms":

@@ -34,6 +34,28 @@ func importAllT(t *testing.T, format, name string, strict bool) ([]traces.Record
 	return recs, m, st
 }
 
+// jsonRows decodes each JSON value of the file at path into a T: the
+// independent reading, with encoding/json, that importer tests compare with.
+func jsonRows[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []T
+	dec := json.NewDecoder(f)
+	for {
+		var row T
+		if err := dec.Decode(&row); err == io.EOF {
+			return rows
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rows = append(rows, row)
+	}
+}
+
 func importStringT(t *testing.T, format, name, content string, strict bool) ([]traces.Record, traces.ReadStats, error) {
 	t.Helper()
 	fn, err := traces.Importer(format)
@@ -148,24 +170,14 @@ func TestImportMooncakeSharedTraces(t *testing.T) {
 				t.Fatalf("rows = %d, want %d", len(recs), tc.rows)
 			}
 			// Independent sums.
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
+			type mooncakeRow struct {
+				Timestamp    int64   `json:"timestamp"`
+				InputLength  int64   `json:"input_length"`
+				OutputLength int64   `json:"output_length"`
+				HashIDs      []int64 `json:"hash_ids"`
 			}
 			var wantIn, wantOut, wantBlocks, wantTS int64
-			dec := json.NewDecoder(bytes.NewReader(data))
-			for {
-				var row struct {
-					Timestamp    int64   `json:"timestamp"`
-					InputLength  int64   `json:"input_length"`
-					OutputLength int64   `json:"output_length"`
-					HashIDs      []int64 `json:"hash_ids"`
-				}
-				if err := dec.Decode(&row); err == io.EOF {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
+			for _, row := range jsonRows[mooncakeRow](t, path) {
 				wantIn += row.InputLength
 				wantOut += row.OutputLength
 				wantBlocks += int64(len(row.HashIDs))

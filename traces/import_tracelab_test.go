@@ -1,10 +1,6 @@
 package traces_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
-	"os"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -118,22 +114,12 @@ func TestImportTraceLabBadRows(t *testing.T) {
 func TestImportTraceLabPublicSample(t *testing.T) {
 	const path = "../testdata/publictraces/tracelab_example_sessions.jsonl"
 	recs, _, st := importAllT(t, "tracelab", path, true)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	type round struct {
+		In  int64 `json:"input_tokens_total"`
+		Out int64 `json:"output_tokens"`
 	}
 	var wantIn, wantOut int64
-	dec := json.NewDecoder(bytes.NewReader(b))
-	for {
-		var row struct {
-			In  int64 `json:"input_tokens_total"`
-			Out int64 `json:"output_tokens"`
-		}
-		if err := dec.Decode(&row); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, row := range jsonRows[round](t, path) {
 		wantIn += row.In
 		wantOut += row.Out
 	}

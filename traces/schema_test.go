@@ -1,7 +1,6 @@
 package traces
 
 import (
-	"flag"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,9 +8,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the column table in docs/schema.md")
+	"github.com/tokentrace/tokentrace/internal/golden"
+)
 
 // TestSchemaTable: every column of the table reaches its own struct field,
 // with the field's type, and a fresh record holds every column's default.
@@ -128,10 +127,8 @@ func TestSchemaDoc(t *testing.T) {
 		t.Fatalf("%s: markers %q and %q not found", docPath, docBegin, docEnd)
 	}
 	current := s[i+len(docBegin) : j]
-	if *update {
-		if err := os.WriteFile(docPath, []byte(s[:i+len(docBegin)]+table+s[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if golden.Update() {
+		golden.Write(t, docPath, []byte(s[:i+len(docBegin)]+table+s[j:]))
 		return
 	}
 	if current != table {

@@ -27,9 +27,6 @@ type Lexer struct {
 	tmp []byte
 }
 
-// Reset points the lexer at b, keeping its scratch buffer.
-func (l *Lexer) Reset(b []byte) { l.B, l.I = b, 0 }
-
 // WS skips white space.
 func (l *Lexer) WS() {
 	for l.I < len(l.B) {

@@ -1,15 +1,13 @@
 package sim
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+	"github.com/tokentrace/tokentrace/internal/golden"
+)
 
 var createdRE = regexp.MustCompile(`"created":\d+`)
 
@@ -63,23 +61,7 @@ func TestGoldenSSE(t *testing.T) {
 			st, h, body := post(t, s.URL+c.path, c.body, hdr)
 			got := fmt.Sprintf("POST %s\n%s\n\nHTTP %d\nContent-Type: %s\nX-Request-Id: %s\n\n%s", c.path, c.body, st,
 				h.Get("Content-Type"), h.Get("X-Request-Id"), createdRE.ReplaceAllString(body, `"created":0`))
-			path := filepath.Join("testdata", "golden", c.name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -run TestGoldenSSE -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("transcript differs from %s:\ngot:\n%s\nwant:\n%s", path, got, want)
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", c.name+".txt"), []byte(got))
 		})
 	}
 }

@@ -42,8 +42,6 @@ func newKVCache(nblocks, blockSize int, caching bool) *kvCache {
 	return c
 }
 
-func (c *kvCache) numBlocks() int { return len(c.refcnt) }
-
 // usage is vLLM's kv_cache_usage_perc: 1 − free/total, where cached blocks
 // with no references count as free.
 func (c *kvCache) usage() float64 {

@@ -158,7 +158,4 @@ func appendOutputIDs(dst []byte, from, to int) []byte {
 	return dst
 }
 
-// FillerText is the text of the first n output tokens.
-func FillerText(n int) string { return string(appendFiller(nil, 0, n)) }
-
 func itoa(n int) string { return strconv.Itoa(n) }
