@@ -573,6 +573,28 @@ type samples struct {
 	ttft, ttftSched, tpot, e2e, e2eSched, lateness, itl, itlTok []float64
 }
 
+// setRates sets s's throughput from its counts and duration and, with an
+// SLO, its goodput from good, the requests that met it (summarize and
+// acc.summary alike).
+func (s *Summary) setRates(good int, slo traces.SLO) {
+	if s.DurationS > 0 {
+		s.Throughput.RequestsPerS = float64(s.Completed) / s.DurationS
+		s.Throughput.OutputTokensPerS = float64(s.OutputTokens) / s.DurationS
+		s.Throughput.TotalTokensPerS = float64(s.InputTokens+s.OutputTokens) / s.DurationS
+	}
+	if !slo.IsZero() {
+		s.SLO = &slo
+		gp, ratio := 0.0, 0.0
+		if s.DurationS > 0 {
+			gp = float64(good) / s.DurationS
+		}
+		if s.Requests > 0 {
+			ratio = float64(good) / float64(s.Requests)
+		}
+		s.Goodput, s.GoodRequests, s.GoodRatio = &gp, &good, &ratio
+	}
+}
+
 // summarize computes the Summary of the rows idx (nil = every row).
 func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) {
 	var s Summary
@@ -639,23 +661,7 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 	s.TPOT, s.E2E, s.E2EScheduled = tpot.dist(), e2e.dist(), e2eS.dist()
 	s.Lateness = late.dist()
 	s.ITL, s.ITLPerToken = itl.dist(), itlT.dist()
-	if s.DurationS > 0 {
-		s.Throughput.RequestsPerS = float64(s.Completed) / s.DurationS
-		s.Throughput.OutputTokensPerS = float64(s.OutputTokens) / s.DurationS
-		s.Throughput.TotalTokensPerS = float64(s.InputTokens+s.OutputTokens) / s.DurationS
-	}
-	if !a.o.SLO.IsZero() {
-		slo := a.o.SLO
-		s.SLO = &slo
-		gp, ratio := 0.0, 0.0
-		if s.DurationS > 0 {
-			gp = float64(good) / s.DurationS
-		}
-		if s.Requests > 0 {
-			ratio = float64(good) / float64(s.Requests)
-		}
-		s.Goodput, s.GoodRequests, s.GoodRatio = &gp, &good, &ratio
-	}
+	s.setRates(good, a.o.SLO)
 	smp := samples{ttft: ttft.v, ttftSched: ttftS.v, tpot: tpot.v, e2e: e2e.v, e2eSched: e2eS.v, lateness: late.v}
 	if !itl.approx {
 		smp.itl = itl.exact.sort()

@@ -185,23 +185,7 @@ func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
 	x.TTFT, x.TTFTScheduled = s.m[mTTFT].dist(), s.m[mTTFTSched].dist()
 	x.TPOT, x.E2E, x.E2EScheduled = s.m[mTPOT].dist(), s.m[mE2E].dist(), s.m[mE2ESched].dist()
 	x.Lateness = s.m[mLate].dist()
-	if x.DurationS > 0 {
-		x.Throughput.RequestsPerS = float64(x.Completed) / x.DurationS
-		x.Throughput.OutputTokensPerS = float64(x.OutputTokens) / x.DurationS
-		x.Throughput.TotalTokensPerS = float64(x.InputTokens+x.OutputTokens) / x.DurationS
-	}
-	if !slo.IsZero() {
-		x.SLO = &slo
-		gp, ratio := 0.0, 0.0
-		if x.DurationS > 0 {
-			gp = float64(s.good) / x.DurationS
-		}
-		if x.Requests > 0 {
-			ratio = float64(s.good) / float64(x.Requests)
-		}
-		good := s.good
-		x.Goodput, x.GoodRequests, x.GoodRatio = &gp, &good, &ratio
-	}
+	x.setRates(s.good, slo)
 	return x
 }
 
