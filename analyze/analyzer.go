@@ -598,14 +598,15 @@ func (s *Summary) setRates(good int, slo traces.SLO) {
 // summarize computes the Summary of the rows idx (nil = every row).
 func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) {
 	var s Summary
-	var ttft, ttftS, tpot, e2e, e2eS, late sample
+	var m [nMetrics]sample
 	n := len(idx)
 	if idx == nil {
 		n = a.rows.n
 	}
-	for _, x := range []*sample{&ttft, &ttftS, &tpot, &e2e, &e2eS, &late} {
-		x.v = make([]float64, 0, n)
+	for k := range m {
+		m[k].v = make([]float64, 0, n)
 	}
+	addFigure := func(k int, ns float64) { m[k].add(ns) }
 	s.ByStatus = map[string]int{}
 	start, end := int64(math.MaxInt64), int64(math.MinInt64)
 	var good int
@@ -621,9 +622,7 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 			start = min(start, st)
 		}
 		end = max(end, r.end(), r.sent)
-		if l, ok := r.lateness(); ok {
-			late.add(l)
-		}
+		r.figures(addFigure)
 		if !r.ok {
 			s.Failed++
 			continue
@@ -631,24 +630,6 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 		s.Completed++
 		s.InputTokens += int64(r.in)
 		s.OutputTokens += int64(r.out)
-		t, okT := r.ttft()
-		if okT {
-			ttft.add(t)
-			if r.sched >= 0 {
-				ttftS.add(float64(r.first - r.sched))
-			}
-		}
-		e, okE := r.e2e()
-		if okE {
-			e2e.add(e)
-			if r.sched >= 0 {
-				e2eS.add(float64(r.last - r.sched))
-			}
-		}
-		p, okP := r.tpot()
-		if okP {
-			tpot.add(p)
-		}
 		if !a.o.SLO.IsZero() && a.o.SLO.Met(r.latencies()) {
 			good++
 		}
@@ -656,13 +637,13 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 	if end > start {
 		s.DurationS = float64(end-start) / 1e9
 	}
-	sortAll(&ttft, &ttftS, &tpot, &e2e, &e2eS, &late, &itl.exact, &itlT.exact)
-	s.TTFT, s.TTFTScheduled = ttft.dist(), ttftS.dist()
-	s.TPOT, s.E2E, s.E2EScheduled = tpot.dist(), e2e.dist(), e2eS.dist()
-	s.Lateness = late.dist()
+	sortAll(&m[mTTFT], &m[mTTFTSched], &m[mTPOT], &m[mE2E], &m[mE2ESched], &m[mLate], &itl.exact, &itlT.exact)
+	s.TTFT, s.TTFTScheduled = m[mTTFT].dist(), m[mTTFTSched].dist()
+	s.TPOT, s.E2E, s.E2EScheduled = m[mTPOT].dist(), m[mE2E].dist(), m[mE2ESched].dist()
+	s.Lateness = m[mLate].dist()
 	s.ITL, s.ITLPerToken = itl.dist(), itlT.dist()
 	s.setRates(good, a.o.SLO)
-	smp := samples{ttft: ttft.v, ttftSched: ttftS.v, tpot: tpot.v, e2e: e2e.v, e2eSched: e2eS.v, lateness: late.v}
+	smp := samples{ttft: m[mTTFT].v, ttftSched: m[mTTFTSched].v, tpot: m[mTPOT].v, e2e: m[mE2E].v, e2eSched: m[mE2ESched].v, lateness: m[mLate].v}
 	if !itl.approx {
 		smp.itl = itl.exact.sort()
 	}

@@ -101,7 +101,8 @@ func (s *Sampling) Note() string {
 		s.Rows, s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
 }
 
-// Metric sketches of an acc.
+// The latency figures of a row (row.figures): an acc's sketches, and
+// summarize's samples.
 const (
 	mTTFT = iota
 	mTTFTSched
@@ -111,6 +112,33 @@ const (
 	mLate
 	nMetrics
 )
+
+// figures calls add with each latency figure row r has, in nanoseconds:
+// its lateness, and when it succeeded its TTFT, E2E (both also from the
+// scheduled time) and TPOT.
+func (r *row) figures(add func(m int, ns float64)) {
+	if l, ok := r.lateness(); ok {
+		add(mLate, l)
+	}
+	if !r.ok {
+		return
+	}
+	if t, ok := r.ttft(); ok {
+		add(mTTFT, t)
+		if r.sched >= 0 {
+			add(mTTFTSched, float64(r.first-r.sched))
+		}
+	}
+	if e, ok := r.e2e(); ok {
+		add(mE2E, e)
+		if r.sched >= 0 {
+			add(mE2ESched, float64(r.last-r.sched))
+		}
+	}
+	if p, ok := r.tpot(); ok {
+		add(mTPOT, p)
+	}
+}
 
 // acc is a Summary accumulated row by row in bounded memory.
 type acc struct {
@@ -136,9 +164,7 @@ func (s *acc) add(r *row, slo *traces.SLO) {
 		s.start = min(s.start, st)
 	}
 	s.end = max(s.end, r.end(), r.sent)
-	if l, ok := r.lateness(); ok {
-		s.m[mLate].add(l)
-	}
+	r.figures(s.addFigure)
 	if !r.ok {
 		s.failed++
 		return
@@ -146,26 +172,13 @@ func (s *acc) add(r *row, slo *traces.SLO) {
 	s.completed++
 	s.in += int64(r.in)
 	s.out += int64(r.out)
-	if t, ok := r.ttft(); ok {
-		s.m[mTTFT].add(t)
-		if r.sched >= 0 {
-			s.m[mTTFTSched].add(float64(r.first - r.sched))
-		}
-	}
-	if e, ok := r.e2e(); ok {
-		s.m[mE2E].add(e)
-		if r.sched >= 0 {
-			s.m[mE2ESched].add(float64(r.last - r.sched))
-		}
-	}
-	if p, ok := r.tpot(); ok {
-		s.m[mTPOT].add(p)
-	}
 	if !slo.IsZero() && slo.Met(r.latencies()) {
 		s.good++
 		s.goodOut += int64(r.out)
 	}
 }
+
+func (s *acc) addFigure(m int, ns float64) { s.m[m].add(ns) }
 
 // summary is the Summary of the rows added (ITL and the peaks are the
 // caller's), as summarize computes it.
