@@ -597,7 +597,6 @@ func (s *Summary) setRates(good int, slo traces.SLO) {
 
 // summarize computes the Summary of the rows idx (nil = every row).
 func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) {
-	var s Summary
 	var m [nMetrics]sample
 	n := len(idx)
 	if idx == nil {
@@ -607,42 +606,22 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 		m[k].v = make([]float64, 0, n)
 	}
 	addFigure := func(k int, ns float64) { m[k].add(ns) }
-	s.ByStatus = map[string]int{}
-	start, end := int64(math.MaxInt64), int64(math.MinInt64)
-	var good int
+	c := newTally()
 	for k := range n {
 		i := k
 		if idx != nil {
 			i = int(idx[k])
 		}
 		r := a.rows.at(i)
-		s.Requests++
-		s.ByStatus[a.statuses[r.status]]++
-		if st := r.start(); st >= 0 {
-			start = min(start, st)
-		}
-		end = max(end, r.end(), r.sent)
+		c.add(r, &a.o.SLO)
 		r.figures(addFigure)
-		if !r.ok {
-			s.Failed++
-			continue
-		}
-		s.Completed++
-		s.InputTokens += int64(r.in)
-		s.OutputTokens += int64(r.out)
-		if !a.o.SLO.IsZero() && a.o.SLO.Met(r.latencies()) {
-			good++
-		}
 	}
-	if end > start {
-		s.DurationS = float64(end-start) / 1e9
-	}
+	s := c.summary(a.statuses, a.o.SLO)
 	sortAll(&m[mTTFT], &m[mTTFTSched], &m[mTPOT], &m[mE2E], &m[mE2ESched], &m[mLate], &itl.exact, &itlT.exact)
 	s.TTFT, s.TTFTScheduled = m[mTTFT].dist(), m[mTTFTSched].dist()
 	s.TPOT, s.E2E, s.E2EScheduled = m[mTPOT].dist(), m[mE2E].dist(), m[mE2ESched].dist()
 	s.Lateness = m[mLate].dist()
 	s.ITL, s.ITLPerToken = itl.dist(), itlT.dist()
-	s.setRates(good, a.o.SLO)
 	smp := samples{ttft: m[mTTFT].v, ttftSched: m[mTTFTSched].v, tpot: m[mTPOT].v, e2e: m[mE2E].v, e2eSched: m[mE2ESched].v, lateness: m[mLate].v}
 	if !itl.approx {
 		smp.itl = itl.exact.sort()

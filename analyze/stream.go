@@ -140,21 +140,21 @@ func (r *row) figures(add func(m int, ns float64)) {
 	}
 }
 
-// acc is a Summary accumulated row by row in bounded memory.
-type acc struct {
+// tally is a Summary's counts, accumulated row by row: the exact
+// summarize and the streaming acc keep one each.
+type tally struct {
 	requests, completed, failed int
 	byStatus                    []int // by status id
 	start, end                  int64
 	in, out                     int64
 	good                        int
 	goodOut                     int64
-	m                           [nMetrics]sketch
 }
 
-func newAcc() *acc { return &acc{start: math.MaxInt64, end: math.MinInt64} }
+func newTally() tally { return tally{start: math.MaxInt64, end: math.MinInt64} }
 
-// add mirrors summarize for one row.
-func (s *acc) add(r *row, slo *traces.SLO) {
+// add counts row r.
+func (s *tally) add(r *row, slo *traces.SLO) {
 	s.requests++
 	for int(r.status) >= len(s.byStatus) {
 		s.byStatus = append(s.byStatus, 0)
@@ -164,7 +164,6 @@ func (s *acc) add(r *row, slo *traces.SLO) {
 		s.start = min(s.start, st)
 	}
 	s.end = max(s.end, r.end(), r.sent)
-	r.figures(s.addFigure)
 	if !r.ok {
 		s.failed++
 		return
@@ -178,11 +177,9 @@ func (s *acc) add(r *row, slo *traces.SLO) {
 	}
 }
 
-func (s *acc) addFigure(m int, ns float64) { s.m[m].add(ns) }
-
-// summary is the Summary of the rows added (ITL and the peaks are the
-// caller's), as summarize computes it.
-func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
+// summary is the Summary of the counts: requests, statuses, duration,
+// tokens, throughput and goodput.
+func (s *tally) summary(statuses []string, slo traces.SLO) Summary {
 	var x Summary
 	x.Requests, x.Completed, x.Failed = s.requests, s.completed, s.failed
 	x.ByStatus = map[string]int{}
@@ -195,10 +192,34 @@ func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
 		x.DurationS = float64(s.end-s.start) / 1e9
 	}
 	x.InputTokens, x.OutputTokens = s.in, s.out
+	x.setRates(s.good, slo)
+	return x
+}
+
+// acc is a Summary accumulated row by row in bounded memory: the counts,
+// and a sketch of each latency figure.
+type acc struct {
+	tally
+	m [nMetrics]sketch
+}
+
+func newAcc() *acc { return &acc{tally: newTally()} }
+
+// add adds row r.
+func (s *acc) add(r *row, slo *traces.SLO) {
+	s.tally.add(r, slo)
+	r.figures(s.addFigure)
+}
+
+func (s *acc) addFigure(m int, ns float64) { s.m[m].add(ns) }
+
+// summary is the Summary of the rows added (ITL and the peaks are the
+// caller's).
+func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
+	x := s.tally.summary(statuses, slo)
 	x.TTFT, x.TTFTScheduled = s.m[mTTFT].dist(), s.m[mTTFTSched].dist()
 	x.TPOT, x.E2E, x.E2EScheduled = s.m[mTPOT].dist(), s.m[mE2E].dist(), s.m[mE2ESched].dist()
 	x.Lateness = s.m[mLate].dist()
-	x.setRates(s.good, slo)
 	return x
 }
 
