@@ -573,79 +573,16 @@ type samples struct {
 	ttft, ttftSched, tpot, e2e, e2eSched, lateness, itl, itlTok []float64
 }
 
-// summarize computes the Summary of the rows idx (nil = every row).
-func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) {
-	var s Summary
-	var ttft, ttftS, tpot, e2e, e2eS, late sample
-	n := len(idx)
-	if idx == nil {
-		n = a.rows.n
-	}
-	for _, x := range []*sample{&ttft, &ttftS, &tpot, &e2e, &e2eS, &late} {
-		x.v = make([]float64, 0, n)
-	}
-	s.ByStatus = map[string]int{}
-	start, end := int64(math.MaxInt64), int64(math.MinInt64)
-	var good int
-	for k := range n {
-		i := k
-		if idx != nil {
-			i = int(idx[k])
-		}
-		r := a.rows.at(i)
-		s.Requests++
-		s.ByStatus[a.statuses[r.status]]++
-		if st := r.start(); st >= 0 {
-			start = min(start, st)
-		}
-		end = max(end, r.end(), r.sent)
-		if l, ok := r.lateness(); ok {
-			late.add(l)
-		}
-		if !r.ok {
-			s.Failed++
-			continue
-		}
-		s.Completed++
-		s.InputTokens += int64(r.in)
-		s.OutputTokens += int64(r.out)
-		t, okT := r.ttft()
-		if okT {
-			ttft.add(t)
-			if r.sched >= 0 {
-				ttftS.add(float64(r.first - r.sched))
-			}
-		}
-		e, okE := r.e2e()
-		if okE {
-			e2e.add(e)
-			if r.sched >= 0 {
-				e2eS.add(float64(r.last - r.sched))
-			}
-		}
-		p, okP := r.tpot()
-		if okP {
-			tpot.add(p)
-		}
-		if !a.o.SLO.IsZero() && a.o.SLO.Met(r.latencies()) {
-			good++
-		}
-	}
-	if end > start {
-		s.DurationS = float64(end-start) / 1e9
-	}
-	sortAll(&ttft, &ttftS, &tpot, &e2e, &e2eS, &late, &itl.exact, &itlT.exact)
-	s.TTFT, s.TTFTScheduled = ttft.dist(), ttftS.dist()
-	s.TPOT, s.E2E, s.E2EScheduled = tpot.dist(), e2e.dist(), e2eS.dist()
-	s.Lateness = late.dist()
-	s.ITL, s.ITLPerToken = itl.dist(), itlT.dist()
+// setRates sets s's throughput from its counts and duration and, with an
+// SLO, its goodput from good, the requests that met it (summarize and
+// acc.summary alike).
+func (s *Summary) setRates(good int, slo traces.SLO) {
 	if s.DurationS > 0 {
 		s.Throughput.RequestsPerS = float64(s.Completed) / s.DurationS
 		s.Throughput.OutputTokensPerS = float64(s.OutputTokens) / s.DurationS
 		s.Throughput.TotalTokensPerS = float64(s.InputTokens+s.OutputTokens) / s.DurationS
 	}
-	if !a.o.SLO.IsZero() {
-		slo := a.o.SLO
+	if !slo.IsZero() {
 		s.SLO = &slo
 		gp, ratio := 0.0, 0.0
 		if s.DurationS > 0 {
@@ -656,7 +593,36 @@ func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) 
 		}
 		s.Goodput, s.GoodRequests, s.GoodRatio = &gp, &good, &ratio
 	}
-	smp := samples{ttft: ttft.v, ttftSched: ttftS.v, tpot: tpot.v, e2e: e2e.v, e2eSched: e2eS.v, lateness: late.v}
+}
+
+// summarize computes the Summary of the rows idx (nil = every row).
+func (a *Analyzer) summarize(idx []int32, itl, itlT *pooled) (Summary, samples) {
+	var m [nMetrics]sample
+	n := len(idx)
+	if idx == nil {
+		n = a.rows.n
+	}
+	for k := range m {
+		m[k].v = make([]float64, 0, n)
+	}
+	addFigure := func(k int, ns float64) { m[k].add(ns) }
+	c := newTally()
+	for k := range n {
+		i := k
+		if idx != nil {
+			i = int(idx[k])
+		}
+		r := a.rows.at(i)
+		c.add(r, &a.o.SLO)
+		r.figures(addFigure)
+	}
+	s := c.summary(a.statuses, a.o.SLO)
+	sortAll(&m[mTTFT], &m[mTTFTSched], &m[mTPOT], &m[mE2E], &m[mE2ESched], &m[mLate], &itl.exact, &itlT.exact)
+	s.TTFT, s.TTFTScheduled = m[mTTFT].dist(), m[mTTFTSched].dist()
+	s.TPOT, s.E2E, s.E2EScheduled = m[mTPOT].dist(), m[mE2E].dist(), m[mE2ESched].dist()
+	s.Lateness = m[mLate].dist()
+	s.ITL, s.ITLPerToken = itl.dist(), itlT.dist()
+	smp := samples{ttft: m[mTTFT].v, ttftSched: m[mTTFTSched].v, tpot: m[mTPOT].v, e2e: m[mE2E].v, e2eSched: m[mE2ESched].v, lateness: m[mLate].v}
 	if !itl.approx {
 		smp.itl = itl.exact.sort()
 	}

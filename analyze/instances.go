@@ -83,18 +83,12 @@ func (rep *Report) instanceLoad(byInstance map[string][]traces.MetricsSample) {
 		for _, x := range s {
 			all.add(float64(x.Waiting))
 		}
-		for _, i := range rep.tail {
-			r := rep.rows.at(int(i))
-			for _, t := range []int64{r.sent, r.first} {
-				if t < 0 {
-					continue
-				}
-				x := s[nearestSample(s, t)]
-				tW.add(float64(x.Waiting))
-				tR.add(float64(x.Running))
-				tKV.add(x.KVCacheUsage)
-			}
-		}
+		rep.eachTailSample(s, func(k int) {
+			x := s[k]
+			tW.add(float64(x.Waiting))
+			tR.add(float64(x.Running))
+			tKV.add(x.KVCacheUsage)
+		})
 		il.TailWaiting, il.AllWaiting, il.MaxWaiting = tW.mean(), all.mean(), all.max()
 		il.TailRunning, il.TailKVCacheUsage = tR.mean(), tKV.mean()
 		total += deref0(il.TailWaiting)

@@ -75,6 +75,21 @@ func nearestSample(s []traces.MetricsSample, t int64) int {
 	return i
 }
 
+// eachTailSample calls fn with the index of the sample of s (sorted by
+// TimeNs, non-empty) nearest to each tail request's send and the one
+// nearest to its first token: the server's state when it was sent and
+// while it waited.
+func (rep *Report) eachTailSample(s []traces.MetricsSample, fn func(k int)) {
+	for _, i := range rep.tail {
+		r := rep.rows.at(int(i))
+		for _, t := range []int64{r.sent, r.first} {
+			if t >= 0 {
+				fn(nearestSample(s, t))
+			}
+		}
+	}
+}
+
 type meanAcc struct {
 	sum float64
 	n   int
@@ -124,28 +139,17 @@ func (rep *Report) serverLoad(s []traces.MetricsSample) {
 		sl.AllPreemptions += max(x.Preemptions, 0)
 	}
 	seen := map[int]bool{}
-	for _, i := range rep.tail {
-		r := rep.rows.at(int(i))
-		if r.sent < 0 {
-			continue
+	rep.eachTailSample(s, func(k int) {
+		x := s[k]
+		tW.add(float64(x.Waiting))
+		tR.add(float64(x.Running))
+		tKV.add(x.KVCacheUsage)
+		tHit.add(x.PrefixHitRate)
+		if !seen[k] {
+			seen[k] = true
+			sl.TailPreemptions += max(x.Preemptions, 0)
 		}
-		// the state when the tail request was sent and while it waited
-		for _, t := range []int64{r.sent, r.first} {
-			if t < 0 {
-				continue
-			}
-			k := nearestSample(s, t)
-			x := s[k]
-			tW.add(float64(x.Waiting))
-			tR.add(float64(x.Running))
-			tKV.add(x.KVCacheUsage)
-			tHit.add(x.PrefixHitRate)
-			if !seen[k] {
-				seen[k] = true
-				sl.TailPreemptions += max(x.Preemptions, 0)
-			}
-		}
-	}
+	})
 	sl.TailWaiting, sl.AllWaiting, sl.MaxWaiting = tW.mean(), allW.mean(), allW.max()
 	sl.TailRunning, sl.AllRunning = tR.mean(), allR.mean()
 	sl.TailKVCacheUsage, sl.AllKVCacheUsage, sl.MaxKVCacheUsage = tKV.mean(), allKV.mean(), allKV.max()

@@ -101,7 +101,8 @@ func (s *Sampling) Note() string {
 		s.Rows, s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
 }
 
-// Metric sketches of an acc.
+// The latency figures of a row (row.figures): an acc's sketches, and
+// summarize's samples.
 const (
 	mTTFT = iota
 	mTTFTSched
@@ -112,21 +113,48 @@ const (
 	nMetrics
 )
 
-// acc is a Summary accumulated row by row in bounded memory.
-type acc struct {
+// figures calls add with each latency figure row r has, in nanoseconds:
+// its lateness, and when it succeeded its TTFT, E2E (both also from the
+// scheduled time) and TPOT.
+func (r *row) figures(add func(m int, ns float64)) {
+	if l, ok := r.lateness(); ok {
+		add(mLate, l)
+	}
+	if !r.ok {
+		return
+	}
+	if t, ok := r.ttft(); ok {
+		add(mTTFT, t)
+		if r.sched >= 0 {
+			add(mTTFTSched, float64(r.first-r.sched))
+		}
+	}
+	if e, ok := r.e2e(); ok {
+		add(mE2E, e)
+		if r.sched >= 0 {
+			add(mE2ESched, float64(r.last-r.sched))
+		}
+	}
+	if p, ok := r.tpot(); ok {
+		add(mTPOT, p)
+	}
+}
+
+// tally is a Summary's counts, accumulated row by row: the exact
+// summarize and the streaming acc keep one each.
+type tally struct {
 	requests, completed, failed int
 	byStatus                    []int // by status id
 	start, end                  int64
 	in, out                     int64
 	good                        int
 	goodOut                     int64
-	m                           [nMetrics]sketch
 }
 
-func newAcc() *acc { return &acc{start: math.MaxInt64, end: math.MinInt64} }
+func newTally() tally { return tally{start: math.MaxInt64, end: math.MinInt64} }
 
-// add mirrors summarize for one row.
-func (s *acc) add(r *row, slo *traces.SLO) {
+// add counts row r.
+func (s *tally) add(r *row, slo *traces.SLO) {
 	s.requests++
 	for int(r.status) >= len(s.byStatus) {
 		s.byStatus = append(s.byStatus, 0)
@@ -136,9 +164,6 @@ func (s *acc) add(r *row, slo *traces.SLO) {
 		s.start = min(s.start, st)
 	}
 	s.end = max(s.end, r.end(), r.sent)
-	if l, ok := r.lateness(); ok {
-		s.m[mLate].add(l)
-	}
 	if !r.ok {
 		s.failed++
 		return
@@ -146,30 +171,15 @@ func (s *acc) add(r *row, slo *traces.SLO) {
 	s.completed++
 	s.in += int64(r.in)
 	s.out += int64(r.out)
-	if t, ok := r.ttft(); ok {
-		s.m[mTTFT].add(t)
-		if r.sched >= 0 {
-			s.m[mTTFTSched].add(float64(r.first - r.sched))
-		}
-	}
-	if e, ok := r.e2e(); ok {
-		s.m[mE2E].add(e)
-		if r.sched >= 0 {
-			s.m[mE2ESched].add(float64(r.last - r.sched))
-		}
-	}
-	if p, ok := r.tpot(); ok {
-		s.m[mTPOT].add(p)
-	}
 	if !slo.IsZero() && slo.Met(r.latencies()) {
 		s.good++
 		s.goodOut += int64(r.out)
 	}
 }
 
-// summary is the Summary of the rows added (ITL and the peaks are the
-// caller's), as summarize computes it.
-func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
+// summary is the Summary of the counts: requests, statuses, duration,
+// tokens, throughput and goodput.
+func (s *tally) summary(statuses []string, slo traces.SLO) Summary {
 	var x Summary
 	x.Requests, x.Completed, x.Failed = s.requests, s.completed, s.failed
 	x.ByStatus = map[string]int{}
@@ -182,26 +192,34 @@ func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
 		x.DurationS = float64(s.end-s.start) / 1e9
 	}
 	x.InputTokens, x.OutputTokens = s.in, s.out
+	x.setRates(s.good, slo)
+	return x
+}
+
+// acc is a Summary accumulated row by row in bounded memory: the counts,
+// and a sketch of each latency figure.
+type acc struct {
+	tally
+	m [nMetrics]sketch
+}
+
+func newAcc() *acc { return &acc{tally: newTally()} }
+
+// add adds row r.
+func (s *acc) add(r *row, slo *traces.SLO) {
+	s.tally.add(r, slo)
+	r.figures(s.addFigure)
+}
+
+func (s *acc) addFigure(m int, ns float64) { s.m[m].add(ns) }
+
+// summary is the Summary of the rows added (ITL and the peaks are the
+// caller's).
+func (s *acc) summary(statuses []string, slo traces.SLO) Summary {
+	x := s.tally.summary(statuses, slo)
 	x.TTFT, x.TTFTScheduled = s.m[mTTFT].dist(), s.m[mTTFTSched].dist()
 	x.TPOT, x.E2E, x.E2EScheduled = s.m[mTPOT].dist(), s.m[mE2E].dist(), s.m[mE2ESched].dist()
 	x.Lateness = s.m[mLate].dist()
-	if x.DurationS > 0 {
-		x.Throughput.RequestsPerS = float64(x.Completed) / x.DurationS
-		x.Throughput.OutputTokensPerS = float64(x.OutputTokens) / x.DurationS
-		x.Throughput.TotalTokensPerS = float64(x.InputTokens+x.OutputTokens) / x.DurationS
-	}
-	if !slo.IsZero() {
-		x.SLO = &slo
-		gp, ratio := 0.0, 0.0
-		if x.DurationS > 0 {
-			gp = float64(s.good) / x.DurationS
-		}
-		if x.Requests > 0 {
-			ratio = float64(s.good) / float64(x.Requests)
-		}
-		good := s.good
-		x.Goodput, x.GoodRequests, x.GoodRatio = &gp, &good, &ratio
-	}
 	return x
 }
 

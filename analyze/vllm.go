@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/commalist"
 )
 
 // VLLM metric names (vllm bench serve --percentile-metrics).
@@ -48,7 +50,7 @@ func DefaultVLLMOptions() VLLMOptions {
 
 // ParseVLLMMetrics parses "ttft,tpot,itl,e2el".
 func ParseVLLMMetrics(s string) ([]string, error) {
-	return parseList(s, func(m string) (string, error) {
+	return commalist.Parse(s, func(m string) (string, error) {
 		if !slices.Contains(VLLMMetrics, m) {
 			return "", fmt.Errorf("percentile metric %q: want some of %s", m, strings.Join(VLLMMetrics, ","))
 		}
@@ -58,31 +60,13 @@ func ParseVLLMMetrics(s string) ([]string, error) {
 
 // ParsePercentiles parses "50,90,99" (values in (0, 100]).
 func ParsePercentiles(s string) ([]float64, error) {
-	return parseList(s, func(f string) (float64, error) {
+	return commalist.Parse(s, func(f string) (float64, error) {
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil || v <= 0 || v > 100 {
 			return 0, fmt.Errorf("percentile %q: want a number in (0, 100]", f)
 		}
 		return v, nil
 	})
-}
-
-// parseList parses each item of the comma-separated list s, trimmed (empty
-// items are skipped), with parse; it stops at the first error.
-func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
-	var out []T
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		v, err := parse(item)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 func (o VLLMOptions) withDefaults(rep *Report) VLLMOptions {

@@ -91,7 +91,7 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 		if t.OTLPAddr != "" {
 			so.OTLPTracesEndpoint = "http://" + t.OTLPAddr
 		}
-		so.MaxModelLen = min(max(so.MaxModelLen, o.LongestRequest), so.NumGPUBlocks*so.BlockSize)
+		so = so.TakeLongest(o.LongestRequest)
 		srv, err := sim.Start(ctx, so)
 		if err != nil {
 			t.Close()

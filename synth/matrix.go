@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/commalist"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -76,17 +77,15 @@ type Row struct {
 // category "matrix-<row>-prefix"; "c" (cold) means the same lengths with
 // no shared prefix.
 func ParseRows(s string) ([]Row, error) {
-	var rows []Row
-	for _, spec := range strings.Split(s, ",") {
-		spec = strings.TrimSpace(spec)
-		if spec == "" {
-			continue
-		}
+	rows, err := commalist.Parse(s, func(spec string) (Row, error) {
 		r, err := parseRow(spec)
 		if err != nil {
-			return nil, fmt.Errorf("synth: Options.Rows %q: %w (want IN/OUT@RATErps|sat[+PREFIXw|c], e.g. 4096/256+2048w@1rps)", spec, err)
+			return Row{}, fmt.Errorf("synth: Options.Rows %q: %w (want IN/OUT@RATErps|sat[+PREFIXw|c], e.g. 4096/256+2048w@1rps)", spec, err)
 		}
-		rows = append(rows, r)
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("synth: Options.Rows: no rows")

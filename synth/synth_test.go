@@ -628,6 +628,15 @@ func TestParseRows(t *testing.T) {
 			t.Errorf("ParseRows(%q) = nil error, want one", bad)
 		}
 	}
+	// A list: rows in order, trimmed, empty items passed over; a bad row
+	// is named with the option.
+	got, err := ParseRows(" 256/128@1rps , ,2048/1024@sat,")
+	if err != nil || len(got) != 2 || got[0].Spec != "256/128@1rps" || got[1].Spec != "2048/1024@sat" {
+		t.Errorf("ParseRows of a two-row list = %+v, %v; want rows 256/128@1rps and 2048/1024@sat", got, err)
+	}
+	if _, err := ParseRows("256/128@1rps, 256@1rps"); err == nil || !strings.Contains(err.Error(), `Options.Rows "256@1rps"`) {
+		t.Errorf("ParseRows with a bad second row: error %v, want one naming Options.Rows \"256@1rps\"", err)
+	}
 }
 
 func TestGoldenModelLoads(t *testing.T) {

@@ -396,19 +396,16 @@ func dominantShare(a analyze.Attribution) float64 {
 // shared prefixes), arrivals are scaled by Options.Speed, and the truth
 // rows come back as results whose send time is their arrival (no client).
 func simulate(ctx context.Context, w Workload, t Target, o *Options, run string) ([]traces.Record, error) {
-	so := *t.Sim
+	so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
 	ro := o.Replay
 	ro.Run = run
-	longest := 0
 	var t0 int64
 	for i := range w.Records {
 		r := &w.Records[i]
-		longest = max(longest, int(r.InputTokens)+int(r.OutputTokens))
 		if i == 0 || r.ArrivalNs < t0 {
 			t0 = r.ArrivalNs
 		}
 	}
-	so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
 	reqs := make([]sim.SimRequest, len(w.Records))
 	for i := range w.Records {
 		r := &w.Records[i]
@@ -439,12 +436,7 @@ func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run strin
 	ro.Speed, ro.Run, ro.Journal = o.Speed, run, ""
 	ro.URL = t.URL
 	if t.Sim != nil {
-		so := *t.Sim
-		longest := 0
-		for i := range w.Records {
-			longest = max(longest, int(w.Records[i].InputTokens)+int(w.Records[i].OutputTokens))
-		}
-		so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
+		so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
 		srv, err := sim.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)

@@ -271,3 +271,30 @@ func TestReplayedTargets(t *testing.T) {
 		t.Errorf("log has %d run lines, want 4:\n%s", got, log.String())
 	}
 }
+
+// A request longer than the simulator preset's context length (8192) is
+// served, offline and replayed, because a simulated target takes the
+// workload's longest request; without that it gets vLLM's 400.
+func TestSimTargetTakesLongestRequest(t *testing.T) {
+	w := workload("real", 3, 20, false, 3)
+	w.Records[1].InputTokens, w.Records[1].OutputTokens = 9000, 8
+	tg := targets(t, "a=sim")[0]
+	o := &Options{}
+	o.withDefaults()
+	o.Replay.NoPreflight = true
+	recs, err := simulate(context.Background(), w, tg, o, "offline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := replayOnce(context.Background(), w, tg, o, "replayed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for how, rows := range map[string][]traces.Record{"offline": recs, "replayed": run.Records} {
+		for _, r := range rows {
+			if r.Status != traces.StatusOK {
+				t.Errorf("%s: request %d (%d input tokens): status %q, want ok", how, r.Seq, r.InputTokens, r.Status)
+			}
+		}
+	}
+}

@@ -291,12 +291,7 @@ func runOne(ctx context.Context, opts Options, recs []traces.Record, meta traces
 	}
 	o.Journal = ""
 	if o.URL == "" {
-		so := opts.Sim
-		longest := 0
-		for i := range recs {
-			longest = max(longest, int(recs[i].InputTokens)+int(recs[i].OutputTokens))
-		}
-		so.MaxModelLen = min(max(so.MaxModelLen, longest), so.NumGPUBlocks*so.BlockSize)
+		so := opts.Sim.TakeLongest(sim.LongestRequest(recs))
 		srv, err := sim.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)

@@ -1,0 +1,21 @@
+package sim
+
+import "github.com/tokentrace/tokentrace/traces"
+
+// LongestRequest is the most tokens (input + output) a row of recs holds.
+func LongestRequest(recs []traces.Record) int {
+	longest := 0
+	for i := range recs {
+		longest = max(longest, int(recs[i].InputTokens)+int(recs[i].OutputTokens))
+	}
+	return longest
+}
+
+// TakeLongest returns o with MaxModelLen raised to take a request of
+// longest tokens (input + output), but no further than the KV cache holds
+// (NumGPUBlocks × BlockSize): a trace's production requests then get an
+// answer rather than vLLM's 400, unless no cache could hold them.
+func (o Options) TakeLongest(longest int) Options {
+	o.MaxModelLen = min(max(o.MaxModelLen, longest), o.NumGPUBlocks*o.BlockSize)
+	return o
+}
