@@ -63,14 +63,17 @@ func Importer(format string) (ImportFunc, error) {
 	return nil, fmt.Errorf("%w %q: import formats are %s", ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }
 
-// Import opens the named file ("-" = stdin) and returns a Reader of its rows
-// decoded in the given import format (see ImportFrom). Close the Reader to
-// close the file.
+// Import opens the named file ("-" = o.Stdin, else os.Stdin) and returns a
+// Reader of its rows decoded in the given import format (see ImportFrom).
+// Close the Reader to close the file.
 func Import(ctx context.Context, format, name string, o OpenOptions) (Reader, error) {
 	if _, err := Importer(format); err != nil {
 		return nil, err
 	}
 	var f io.Reader = os.Stdin
+	if o.Stdin != nil {
+		f = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
+	}
 	if name != "-" {
 		file, err := os.Open(name)
 		if err != nil {

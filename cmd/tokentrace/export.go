@@ -64,12 +64,8 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			s := stdio(c)
 			name := names[0]
-			var r traces.Reader
-			if name == "-" {
-				r, err = traces.NewReader(s.in, "-", o)
-			} else {
-				r, err = traces.OpenWith(name, o)
-			}
+			o.Stdin = s.in
+			r, err := traces.OpenWith(name, o)
 			if err != nil {
 				return withCode(exitFailure, err)
 			}

@@ -70,12 +70,8 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			s := stdio(c)
 			name := names[0]
-			var r traces.Reader
-			if name == "-" {
-				r, err = traces.ImportFrom(c.Context, format, s.in, "-", o)
-			} else {
-				r, err = traces.Import(c.Context, format, name, o)
-			}
+			o.Stdin = s.in
+			r, err := traces.Import(c.Context, format, name, o)
 			if err != nil {
 				return withCode(exitFailure, err)
 			}

@@ -108,16 +108,8 @@ func inspectName(name string) string {
 // inspectFile summarizes one file. A nil summary means it could not be
 // opened; a summary with an error is a partial read.
 func inspectFile(c *cli.Context, name string, o traces.OpenOptions) (*traces.Summary, error) {
-	var r traces.Reader
-	var err error
-	if name == "-" {
-		r, err = traces.NewReader(stdio(c).in, "-", o)
-		if err != nil {
-			err = fmt.Errorf("open trace stdin: %w", err)
-		}
-	} else {
-		r, err = traces.OpenWith(name, o)
-	}
+	o.Stdin = stdio(c).in
+	r, err := traces.OpenWith(name, o)
 	if err != nil {
 		return nil, err
 	}

@@ -101,12 +101,7 @@ Example:
 			if err := o.Validate(); err != nil {
 				return usageErrorf("synth fit: %v", err)
 			}
-			var r traces.Reader
-			if a[0] == "-" {
-				r, err = traces.NewReader(stdio(c).in, "stdin", traces.OpenOptions{})
-			} else {
-				r, err = traces.Open(a[0])
-			}
+			r, err := traces.OpenWith(a[0], traces.OpenOptions{Stdin: stdio(c).in})
 			if err != nil {
 				return err
 			}

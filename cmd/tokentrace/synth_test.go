@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -51,11 +52,13 @@ func TestSynthCLI(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		args    []string
+		stdin   string // file fed to stdin, if any
 		code    int
 		wantOut string // substring of stdout
 		wantErr string // substring of stderr
 	}{
 		{name: "fit writes a model", args: []string{"synth", "fit", "--out", model, trace}, wantErr: "synth fit: 4000 records"},
+		{name: "fit reads the trace from stdin when given -", args: []string{"synth", "fit", "--out", p("stdin-model.json"), "-"}, stdin: trace, wantErr: "synth fit: 4000 records"},
 		{name: "fit puts a reversed trace back in order within the window", args: []string{"synth", "fit", "--out", p("reversed-model.json"), p("reversed.jsonl")}, wantErr: "synth fit: 4000 records"},
 		{name: "fit refuses a trace further out of order than --reorder-window", args: []string{"synth", "fit", "--reorder-window", "100", "--out", p("x.json"), p("reversed.jsonl")}, code: 1, wantErr: "out of arrival order"},
 		{name: "gen writes a trace", args: []string{"synth", "gen", "--seed", "3", "--out", p("a.jsonl"), model}, wantErr: "records ->"},
@@ -75,7 +78,16 @@ func TestSynthCLI(t *testing.T) {
 		{name: "check wants two arguments", args: []string{"synth", "check", trace}, code: 2, wantErr: "REAL SYNTH"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errs := runCLI(nil, tc.args...)
+			var in io.Reader
+			if tc.stdin != "" {
+				f, err := os.Open(tc.stdin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				in = f
+			}
+			code, out, errs := runCLI(in, tc.args...)
 			if code != tc.code {
 				t.Fatalf("%v: exit %d, want %d; stderr %s\n%s", tc.args, code, tc.code, errs, out)
 			}
