@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/commalist"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -59,26 +60,22 @@ func (b Background) String() string {
 func ParseBackground(s string) (Background, error) {
 	b := Background{Class: DefaultBackgroundClass, Concurrency: DefaultBackgroundConcurrency,
 		Input: DefaultBackgroundInput, Output: DefaultBackgroundOutput}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	err := commalist.Each(s, func(part string) error {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return b, fmt.Errorf("replay: background: %q: want key=value (class, concurrency, input, output)", part)
+			return fmt.Errorf("replay: background: %q: want key=value (class, concurrency, input, output)", part)
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "class" {
 			if v == "" || strings.ContainsAny(v, " \t\r\n,") {
-				return b, fmt.Errorf("replay: background: class %q: want a non-empty name without spaces", v)
+				return fmt.Errorf("replay: background: class %q: want a non-empty name without spaces", v)
 			}
 			b.Class = v
-			continue
+			return nil
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return b, fmt.Errorf("replay: background: %s=%q: want an integer", k, v)
+			return fmt.Errorf("replay: background: %s=%q: want an integer", k, v)
 		}
 		switch k {
 		case "concurrency":
@@ -88,8 +85,12 @@ func ParseBackground(s string) (Background, error) {
 		case "output":
 			b.Output = n
 		default:
-			return b, fmt.Errorf("replay: background: unknown key %q (want class, concurrency, input, output)", k)
+			return fmt.Errorf("replay: background: unknown key %q (want class, concurrency, input, output)", k)
 		}
+		return nil
+	})
+	if err != nil {
+		return b, err
 	}
 	if err := errors.Join(validateBackground([]Background{b})...); err != nil {
 		return b, err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/commalist"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -50,30 +51,28 @@ const kindGoodput = "goodput"
 // latency percentile (ttft, tpot, e2e; e.g. ttft_p99, e2e_p99.9) or
 // "goodput" (needs an SLO).
 func ParseMetrics(s string) ([]Metric, error) {
-	var ms []Metric
 	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		name := strings.ToLower(strings.TrimSpace(part))
-		if name == "" {
-			continue
-		}
+	ms, err := commalist.Parse(s, func(item string) (Metric, error) {
+		name := strings.ToLower(item)
 		if seen[name] {
-			return nil, fmt.Errorf("metric %q is given twice", name)
+			return Metric{}, fmt.Errorf("metric %q is given twice", name)
 		}
 		seen[name] = true
 		if name == kindGoodput {
-			ms = append(ms, Metric{Name: name, Kind: kindGoodput})
-			continue
+			return Metric{Name: name, Kind: kindGoodput}, nil
 		}
 		kind, p, ok := strings.Cut(name, "_p")
 		if !ok || (kind != traces.MetricTTFT && kind != traces.MetricTPOT && kind != traces.MetricE2E) {
-			return nil, fmt.Errorf("metric %q: want ttft_pN, tpot_pN, e2e_pN (e.g. ttft_p99) or goodput", part)
+			return Metric{}, fmt.Errorf("metric %q: want ttft_pN, tpot_pN, e2e_pN (e.g. ttft_p99) or goodput", item)
 		}
 		pct, err := strconv.ParseFloat(p, 64)
 		if err != nil || !(pct > 0 && pct < 100) {
-			return nil, fmt.Errorf("metric %q: percentile %q: want a number strictly between 0 and 100", part, p)
+			return Metric{}, fmt.Errorf("metric %q: percentile %q: want a number strictly between 0 and 100", item, p)
 		}
-		ms = append(ms, Metric{Name: name, Kind: kind, Percentile: pct})
+		return Metric{Name: name, Kind: kind, Percentile: pct}, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("metrics %q: want at least one (e.g. ttft_p99)", s)

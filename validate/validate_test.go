@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,6 +224,53 @@ func TestParseMetrics(t *testing.T) {
 			t.Errorf("ParseMetrics(%q) accepted", bad)
 		}
 	}
+	// An error quotes the item as the list's other items are read: trimmed
+	// of the white space after the comma.
+	want := `metric "itl_p99": want ttft_pN, tpot_pN, e2e_pN (e.g. ttft_p99) or goodput`
+	if _, err := ParseMetrics("ttft_p99, itl_p99"); err == nil || err.Error() != want {
+		t.Errorf("ParseMetrics with a bad second item: %v, want %s", err, want)
+	}
+}
+
+// FuzzParseMetrics checks that accepted metrics are known kinds with a
+// percentile strictly between 0 and 100, lower-case and each given once,
+// and that an error about one metric quotes it trimmed.
+func FuzzParseMetrics(f *testing.F) {
+	for _, s := range []string{"ttft_p99, e2e_p99.9,goodput", "TTFT_P50", " itl_p99 ", "ttft_p99,ttft_p99", ",,", "e2e_pNaN"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ms, err := ParseMetrics(s)
+		if err != nil {
+			if rest, ok := strings.CutPrefix(err.Error(), "metric "); ok {
+				q, qerr := strconv.QuotedPrefix(rest)
+				item, _ := strconv.Unquote(q)
+				if qerr != nil || item == "" || strings.TrimSpace(item) != item {
+					t.Errorf("ParseMetrics(%q): %v: the metric is not quoted trimmed", s, err)
+				}
+			}
+			return
+		}
+		if len(ms) == 0 {
+			t.Fatalf("ParseMetrics(%q) = no metrics without an error", s)
+		}
+		seen := map[string]bool{}
+		for _, m := range ms {
+			if seen[m.Name] || m.Name != strings.ToLower(m.Name) {
+				t.Errorf("ParseMetrics(%q) = %+v: %q repeated or not lower-case", s, ms, m.Name)
+			}
+			seen[m.Name] = true
+			switch m.Kind {
+			case kindGoodput:
+			case traces.MetricTTFT, traces.MetricTPOT, traces.MetricE2E:
+				if !(m.Percentile > 0 && m.Percentile < 100) {
+					t.Errorf("ParseMetrics(%q) = %+v: percentile out of (0, 100)", s, m)
+				}
+			default:
+				t.Errorf("ParseMetrics(%q) = %+v: unknown kind", s, m)
+			}
+		}
+	})
 }
 
 // URL targets (and, with Realtime, simulator targets) are replayed through

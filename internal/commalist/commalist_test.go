@@ -42,6 +42,34 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestEach checks the items fn sees, up to the first error; one case per
+// rule.
+func TestEach(t *testing.T) {
+	errBad := errors.New("bad item")
+	for _, c := range []struct {
+		doc     string
+		s       string
+		want    []string
+		wantErr error
+	}{
+		{doc: "Each sees the items Parse would parse, trimmed, in order, without the empty ones.", s: " a=1 ,, b=2,", want: []string{"a=1", "b=2"}},
+		{doc: "An empty list calls fn never and gives no error.", s: "", want: nil},
+		{doc: "The first error stops the walk, so fn sees no item after it, and comes back as fn gave it.", s: "a,x,b", want: []string{"a", "x"}, wantErr: errBad},
+	} {
+		var got []string
+		err := Each(c.s, func(item string) error {
+			got = append(got, item)
+			if item == "x" {
+				return errBad
+			}
+			return nil
+		})
+		if !errors.Is(err, c.wantErr) || !slices.Equal(got, c.want) {
+			t.Errorf("%s Each(%q) saw %q, %v; want %q, %v", c.doc, c.s, got, err, c.want, c.wantErr)
+		}
+	}
+}
+
 // FuzzParse checks that parse only sees non-empty trimmed items without a
 // comma, no more than the list has, in the list's order, and at least one
 // when the list holds more than commas and white space.

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/commalist"
 )
 
 // Defaults of a speed search.
@@ -24,16 +26,20 @@ const (
 // deduplicated). Errors name the input as "speeds".
 func ParseSpeeds(s string) ([]float64, error) {
 	var out []float64
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(p), "x"))
+	err := commalist.Each(s, func(p string) error {
+		p = strings.TrimSpace(strings.TrimSuffix(p, "x"))
 		if p == "" {
-			continue
+			return nil
 		}
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil || !(v > 0) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("speeds: %q: want positive numbers such as 0.5,1,2", p)
+			return fmt.Errorf("speeds: %q: want positive numbers such as 0.5,1,2", p)
 		}
 		out = append(out, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, errors.New("speeds: want at least one speed, e.g. 0.5,1,2")
