@@ -5,19 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/golden"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // small is a hand-checkable run: four successes and one failure.
 func small() []traces.Record {
@@ -223,23 +220,6 @@ func TestMillionRowFile(t *testing.T) {
 	}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
-
 func TestVLLMFormatGolden(t *testing.T) {
 	o := DefaultOptions()
 	o.SLO = traces.SLO{TTFT: 250 * ms, E2E: 2 * time.Second}
@@ -248,13 +228,13 @@ func TestVLLMFormatGolden(t *testing.T) {
 	if err := rep.WriteVLLM(&b, VLLMOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "vllm_default.golden", b.Bytes())
+	golden.Check(t, filepath.Join("testdata", "vllm_default.golden"), b.Bytes())
 	b.Reset()
 	vo := VLLMOptions{PercentileMetrics: []string{"ttft", "tpot", "itl", "e2el"}, MetricPercentiles: []float64{50, 90, 99, 99.9}, MaxConcurrency: 8, RequestRate: 2.5}
 	if err := rep.WriteVLLM(&b, vo); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "vllm_all.golden", b.Bytes())
+	golden.Check(t, filepath.Join("testdata", "vllm_all.golden"), b.Bytes())
 	// Every line is "{:<40} {:<10}" or a 50-wide rule, as vLLM prints.
 	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
 		if len(line) != 50 && len(line) < 51 {
@@ -266,7 +246,7 @@ func TestVLLMFormatGolden(t *testing.T) {
 	if err := rep.WriteVLLMJSON(&b, vo); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "vllm_save_result.golden", b.Bytes())
+	golden.Check(t, filepath.Join("testdata", "vllm_save_result.golden"), b.Bytes())
 	var m map[string]any
 	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
 		t.Fatalf("save-result JSON does not parse: %v", err)
@@ -358,7 +338,7 @@ func TestTextGolden(t *testing.T) {
 	if err := rep.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "text.golden", b.Bytes())
+	golden.Check(t, filepath.Join("testdata", "text.golden"), b.Bytes())
 }
 
 // Tails with and without server timings report source "mixed"; without any,

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/internal/golden"
 )
 
 // TestSessionlessOutputsPinned: a trace without sessions gives the same
@@ -38,19 +39,7 @@ func TestSessionlessOutputsPinned(t *testing.T) {
 		"v1.gen.sha256":         digest(genBytes(t, v1, GenOptions{Seed: 3})) + "\n",
 	}
 	for name, data := range got {
-		path := filepath.Join("testdata", name)
-		if *update {
-			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(want) != data {
-			t.Errorf("%s changed; outputs without follow-up turns must stay byte-identical:\n%s", name, firstDiff(string(want), data))
-		}
+		golden.Check(t, filepath.Join("testdata", name), []byte(data))
 	}
 	if !strings.Contains(model.String(), `"version": 1`) {
 		t.Error("a model without follow-up turns should stay version 1")

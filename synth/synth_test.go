@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/golden"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -644,12 +644,10 @@ func TestGoldenModelLoads(t *testing.T) {
 	// must keep loading (the format is versioned). Regenerate with -update.
 	path := filepath.Join("testdata", "model.golden.json")
 	m := fitModel(t, synthetic(600, 12))
-	if *update {
+	if golden.Update() {
 		var buf bytes.Buffer
 		m.WriteTo(&buf)
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		golden.Write(t, path, buf.Bytes())
 	}
 	got, err := ReadModelFile(path)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/golden"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -121,5 +122,5 @@ func TestHelpGolden(t *testing.T) {
 		t.Fatalf("--help: exit %d, stderr %q", code, stderr)
 	}
 	got := strings.Replace(stdout, "\n   "+versionString()+"\n", "\n   VERSION\n", 1)
-	goldenFile(t, filepath.Join("testdata", "golden"), "help.txt", []byte(got))
+	golden.Check(t, filepath.Join("testdata", "golden", "help.txt"), []byte(got))
 }

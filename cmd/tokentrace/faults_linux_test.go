@@ -422,6 +422,7 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"capture/sessions.go":           "capture's spilled session counts in the same directory",
 		"synth/spill.go":                "synth fit's spilled logs in the temporary directory, removed when the fit ends",
 		"internal/promtest/promtest.go": "tests' Prometheus configuration",
+		"internal/golden/golden.go":     "tests' golden files, rewritten with -update",
 	}
 	root := "../.."
 	seen := map[string]bool{}

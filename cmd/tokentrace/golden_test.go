@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,11 +13,10 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/capture"
+	"github.com/tokentrace/tokentrace/internal/golden"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // goldenKey is a fixed capture key, so keyed hashes are the same every run.
 const goldenKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -31,7 +29,7 @@ const goldenKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccdde
 func TestGoldenPipeline(t *testing.T) {
 	// Relative names in a fixed working directory keep the command lines
 	// stored in the files' metadata the same on every run.
-	golden, err := filepath.Abs(filepath.Join("testdata", "golden"))
+	goldenDir, err := filepath.Abs(filepath.Join("testdata", "golden"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,20 +87,20 @@ func TestGoldenPipeline(t *testing.T) {
 	}
 	meta.Source = "replay"
 	writeTrace(t, p("results.jsonl"), meta, out)
-	goldenFile(t, golden, "results.jsonl", readFile(t, p("results.jsonl")))
+	golden.Check(t, filepath.Join(goldenDir, "results.jsonl"), readFile(t, p("results.jsonl")))
 
 	for _, n := range []string{"trace.jsonl", "synth.jsonl", "model.json"} {
-		goldenFile(t, golden, n, readFile(t, p(n)))
+		golden.Check(t, filepath.Join(goldenDir, n), readFile(t, p(n)))
 	}
 	// Parquet files are pinned by digest (binary, and large).
 	for _, n := range []string{"trace.parquet", "synth.parquet"} {
 		sum := sha256.Sum256(readFile(t, p(n)))
-		goldenFile(t, golden, n+".sha256", []byte(hex.EncodeToString(sum[:])+"\n"))
+		golden.Check(t, filepath.Join(goldenDir, n+".sha256"), []byte(hex.EncodeToString(sum[:])+"\n"))
 	}
 
-	goldenFile(t, golden, "analyze.txt", []byte(run("analyze", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
-	goldenFile(t, golden, "analyze.json", []byte(run("analyze", "--json", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
-	goldenFile(t, golden, "analyze.vllm.txt", []byte(run("analyze", "--format", "vllm", p("results.jsonl"))))
+	golden.Check(t, filepath.Join(goldenDir, "analyze.txt"), []byte(run("analyze", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
+	golden.Check(t, filepath.Join(goldenDir, "analyze.json"), []byte(run("analyze", "--json", "--slo", "ttft=500ms,tpot=50ms", p("results.jsonl"))))
+	golden.Check(t, filepath.Join(goldenDir, "analyze.vllm.txt"), []byte(run("analyze", "--format", "vllm", p("results.jsonl"))))
 }
 
 // sampleLogs are capture's sample gateway logs of seed 1 over d, at rate
@@ -135,52 +133,6 @@ func readFile(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// goldenFile compares got with testdata/golden/name (rewritten with -update).
-// Paths of the test's temporary directory are replaced by DIR first.
-func goldenFile(t *testing.T, goldenDir, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join(goldenDir, name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/tokentrace -run TestGoldenPipeline -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s (go test -update accepts an intended change):\n%s", name, path, firstDiff(got, want))
-	}
-}
-
-func firstDiff(got, want []byte) string {
-	gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-	for i := 0; i < max(len(gl), len(wl)); i++ {
-		var g, w string
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if g != w {
-			if len(g) > 300 {
-				g = g[:300] + "…"
-			}
-			if len(w) > 300 {
-				w = w[:300] + "…"
-			}
-			return "line " + strconv.Itoa(i+1) + ":\n  got:  " + g + "\n  want: " + w
-		}
-	}
-	return "(lengths differ)"
 }
 
 // sampleLogParts writes seeded sample gateway logs (capture.WriteSampleLogs
