@@ -1,9 +1,9 @@
 package analyze
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -179,7 +179,7 @@ type prefixAcc struct {
 	any       bool  // some row had prefix blocks
 	noSize    int64 // rows with blocks but no block size known
 	lastSent  int64
-	unordered int64 // rows fed after a row sent later
+	unordered int64 // rows with blocks fed after such a row sent later
 	pending   pendingHeap
 	window    int // rows held back (reorderRows)
 	pc        PrefixCache
@@ -201,21 +201,54 @@ type pendingRow struct {
 	count                bool
 }
 
-// pendingHeap is a min-heap of rows by send time (then seq).
+// pendingHeap is a min-heap of rows by send time (then seq). It is written
+// out rather than driven through container/heap, whose boxing of each row
+// in an any allocated twice per row.
 type pendingHeap []pendingRow
 
-func (h pendingHeap) Len() int { return len(h) }
-func (h pendingHeap) Less(i, j int) bool {
+func (h pendingHeap) less(i, j int) bool {
 	return h[i].sent < h[j].sent || h[i].sent == h[j].sent && h[i].seq < h[j].seq
 }
-func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pendingRow)) }
-func (h *pendingHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = pendingRow{}
-	*h = old[:len(old)-1]
-	return x
+
+func (h *pendingHeap) push(r pendingRow) {
+	*h = append(*h, r)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !s.less(i, up) {
+			break
+		}
+		s[i], s[up] = s[up], s[i]
+		i = up
+	}
+}
+
+// pop removes and returns the earliest row.
+func (h *pendingHeap) pop() pendingRow {
+	s := *h
+	top, n := s[0], len(s)-1
+	s[0], s[n] = s[n], pendingRow{}
+	*h = s[:n]
+	h.down()
+	return top
+}
+
+// down sifts the top row down to its place.
+func (h pendingHeap) down() {
+	for i := 0; ; {
+		m := 2*i + 1
+		if m >= len(h) {
+			return
+		}
+		if r := m + 1; r < len(h) && h.less(r, m) {
+			m = r
+		}
+		if !h.less(m, i) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // add queues r for the implied cache; count says whether r is one of the
@@ -225,42 +258,61 @@ func (p *prefixAcc) add(r *traces.Record, count bool) {
 	if r.SentNs < 0 {
 		return // never reached the server
 	}
-	if len(r.PrefixBlocks) > 0 {
-		p.any = true
+	if len(r.PrefixBlocks) == 0 {
+		// A row without blocks leaves the cache alone and only adds to
+		// sums, which do not depend on the order: holding it back in the
+		// heap cost a third of the whole analysis of block-less results.
+		p.tally(pendingRow{input: r.InputTokens, serverPrompt: r.ServerPromptTokens, cached: r.ServerCachedTokens, count: count}, 0)
+		return
 	}
-	var buf []int64
-	if len(p.pending) >= p.window {
-		old := heap.Pop(&p.pending).(pendingRow)
-		p.process(old)
-		buf = old.blocks[:0] // reused: the buffer allocates only while it fills
+	p.any = true
+	row := pendingRow{seq: r.Seq, sent: r.SentNs, input: r.InputTokens, serverPrompt: r.ServerPromptTokens,
+		cached: r.ServerCachedTokens, count: count}
+	if len(p.pending) < p.window {
+		row.blocks = slices.Clone(r.PrefixBlocks)
+		p.pending.push(row)
+		return
 	}
-	heap.Push(&p.pending, pendingRow{seq: r.Seq, sent: r.SentNs, input: r.InputTokens, serverPrompt: r.ServerPromptTokens,
-		cached: r.ServerCachedTokens, blocks: append(buf, r.PrefixBlocks...), count: count})
+	// The buffer is full: the earliest row goes through the cache and r
+	// takes its place, reusing its block list.
+	top := p.pending[0]
+	p.process(top)
+	row.blocks = append(top.blocks[:0], r.PrefixBlocks...)
+	p.pending[0] = row
+	p.pending.down()
 }
 
-// process runs one row, in send order, through the implied cache.
+// process runs one row with blocks, in send order, through the implied
+// cache.
 func (p *prefixAcc) process(r pendingRow) {
 	if r.sent < p.lastSent {
 		p.unordered++
 	}
 	p.lastSent = max(p.lastSent, r.sent)
-	prompt := int64(r.input)
+	if p.blockSize <= 0 {
+		p.noSize++
+		return
+	}
+	h := p.cache.hits(r.blocks)
+	p.tally(r, max(min(int64(h)*int64(p.blockSize), r.prompt()-1), 0))
+	p.cache.use(r.blocks)
+}
+
+// prompt is the row's prompt length: the server's count where it gave one.
+func (r *pendingRow) prompt() int64 {
 	if r.serverPrompt >= 0 {
-		prompt = int64(r.serverPrompt)
+		return int64(r.serverPrompt)
 	}
-	var implied int64
-	if len(r.blocks) > 0 {
-		if p.blockSize <= 0 {
-			p.noSize++
-			return
-		}
-		h := p.cache.hits(r.blocks)
-		implied = max(min(int64(h)*int64(p.blockSize), prompt-1), 0)
-		p.cache.use(r.blocks)
-	}
+	return int64(r.input)
+}
+
+// tally adds a row that the rates count, with the tokens the implied cache
+// gave it, to the sums.
+func (p *prefixAcc) tally(r pendingRow, implied int64) {
 	if !r.count {
 		return
 	}
+	prompt := r.prompt()
 	p.pc.Requests++
 	p.pc.PromptTokens += prompt
 	p.pc.ImpliedTokens += implied
@@ -277,7 +329,7 @@ func (p *prefixAcc) process(r pendingRow) {
 // warnings it comes with.
 func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 	for len(p.pending) > 0 {
-		p.process(heap.Pop(&p.pending).(pendingRow))
+		p.process(p.pending.pop())
 	}
 	if !p.any {
 		return nil, nil

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,13 @@ func TestPrefixCache(t *testing.T) {
 			recs: cacheRows(), kv: 5, implied: 68, rate: 68.0 / 125, evict: 0,
 			realised: 32.0 / 105, implRep: 49.0 / 105, gap: 100 * (32.0 - 49.0) / 105,
 			explain: "the server cached 16.2 points less than an LRU of 5 blocks (--kv-blocks) implies",
+		},
+		{
+			doc:  "Rows without blocks, first in the file but sent last, add their prompts to the sums and nothing to the cache: 30 of 200 tokens implied, and on the rows with usage the server's 42 of 180 against 30 implied.",
+			recs: append([]traces.Record{cacheRow(10, 40, 10), cacheRow(11, 35, -1)}, cacheRows()...),
+			kv:   3, implied: 30, rate: 30.0 / 200, evict: 7,
+			realised: 42.0 / 180, implRep: 30.0 / 180, gap: 100 * (42.0 - 30.0) / 180,
+			explain: "the server cached 6.7 points more than an LRU of 3 blocks (--kv-blocks) implies",
 		},
 		{
 			doc: "A server that cached more than the trace implies (a shared system prompt outside the blocks) is told apart.",
@@ -188,5 +196,56 @@ func TestPrefixCacheSendOrder(t *testing.T) {
 				t.Errorf("implied %d tokens, warned %v (%q); want %d, %v", rep.PrefixCache.ImpliedTokens, warned, rep.Warnings, c.implied, c.warn)
 			}
 		})
+	}
+}
+
+// TestPrefixCacheBlocklessRowsAllocateNothing: a row without prefix blocks
+// leaves the cache alone, so it only adds to the sums and is not held in
+// the reorder heap (holding it cost a third of the analysis of results
+// without blocks).
+func TestPrefixCacheBlocklessRowsAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	p := prefixAcc{cache: newBlockCache(0), blockSize: 10, window: reorderRows}
+	r := cacheRow(0, 100, 10)
+	if n := testing.AllocsPerRun(100, func() { p.add(&r, true) }); n != 0 {
+		t.Errorf("%.1f allocations per row without blocks, want 0", n)
+	}
+	if len(p.pending) != 0 || p.pc.Requests != 101 || p.pc.PromptTokens != 101*100 {
+		t.Errorf("%d rows held back, %d requests of %d prompt tokens counted; want 0, 101 of 10100", len(p.pending), p.pc.Requests, p.pc.PromptTokens)
+	}
+}
+
+// TestPrefixCacheReorderWindow: rows with blocks that come less than the
+// buffer's length out of send order go through the cache in send order,
+// once the buffer is full as much as while it fills: the same implied
+// tokens and evictions as the rows fed in order, and none counted late.
+func TestPrefixCacheReorderWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var recs []traces.Record
+	for i := range 2000 {
+		recs = append(recs, cacheRow(i, 40, -1, int64(rng.IntN(6)), int64(rng.IntN(6))))
+	}
+	feed := func(rows []traces.Record) prefixAcc {
+		p := prefixAcc{cache: newBlockCache(4), blockSize: 10, window: 8}
+		for i := range rows {
+			p.add(&rows[i], true)
+		}
+		p.result(4)
+		return p
+	}
+	want := feed(recs)
+	if want.pc.ImpliedTokens == 0 || want.cache.evictions == 0 {
+		t.Fatalf("in order: %d implied tokens, %d evictions; the test needs both", want.pc.ImpliedTokens, want.cache.evictions)
+	}
+	shuffled := slices.Clone(recs)
+	for s := 0; s+8 <= len(shuffled); s += 8 { // each row at most 7 places from its own
+		rng.Shuffle(8, func(i, j int) { shuffled[s+i], shuffled[s+j] = shuffled[s+j], shuffled[s+i] })
+	}
+	got := feed(shuffled)
+	if got.unordered != 0 || got.pc.ImpliedTokens != want.pc.ImpliedTokens || got.cache.evictions != want.cache.evictions {
+		t.Errorf("shuffled: %d late, %d implied tokens, %d evictions; in order: %d implied tokens, %d evictions",
+			got.unordered, got.pc.ImpliedTokens, got.cache.evictions, want.pc.ImpliedTokens, want.cache.evictions)
 	}
 }
