@@ -3,6 +3,7 @@ package fleet
 import (
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/u64map"
 	"github.com/tokentrace/tokentrace/replay/sim"
 )
 
@@ -68,9 +69,9 @@ const sessionIdle = 30 * time.Minute
 
 // member is the router's view of one replica.
 type member struct {
-	rep         int // index in the fleet's replicas
+	rep         int   // index in the fleet's replicas
+	pos         int32 // index in the pool
 	outstanding int
-	index       blockLRU
 	decisions   [nReasons]int64
 }
 
@@ -79,6 +80,7 @@ type member struct {
 type pool struct {
 	policy  string
 	members []*member
+	index   *prefixIndex // prefix-aware only
 	// waiting reports a replica's vllm:num_requests_waiting.
 	waiting func(rep int) int
 	next    int // round robin, and the rotation that breaks ties
@@ -94,12 +96,15 @@ type sessionEntry struct {
 
 func newPool(policy string, reps []int, lruBlocks func(rep int) int, waiting func(rep int) int) *pool {
 	p := &pool{policy: policy, waiting: waiting}
-	for _, r := range reps {
-		m := &member{rep: r}
+	var capacities []int
+	for i, r := range reps {
+		p.members = append(p.members, &member{rep: r, pos: int32(i)})
 		if policy == sim.RouterPrefixAware {
-			m.index = newBlockLRU(lruBlocks(r))
+			capacities = append(capacities, lruBlocks(r))
 		}
-		p.members = append(p.members, m)
+	}
+	if policy == sim.RouterPrefixAware {
+		p.index = newPrefixIndex(capacities)
 	}
 	if policy == sim.RouterSessionAffinity {
 		p.sessions = map[int64]sessionEntry{}
@@ -126,9 +131,9 @@ func (p *pool) pick(hashes []uint64, session int64, now int64) (*member, int) {
 	}
 	m.outstanding++
 	m.decisions[reason]++
-	if p.policy == sim.RouterPrefixAware {
+	if p.index != nil {
 		for _, h := range hashes[:min(len(hashes), maxPrefixBlocks)] {
-			m.index.add(h)
+			p.index.add(m.pos, h)
 		}
 	}
 	return m, reason
@@ -187,15 +192,18 @@ func (p *pool) prefixAware(hashes []uint64) (*member, int) {
 	n := len(p.members)
 	start := p.next % n
 	p.next++
+	maxMatch := 0
+	if total > 0 {
+		maxMatch = p.index.leading(hashes[:total])
+	}
 	var best *member
-	bestScore, bestMatch, maxMatch := -1.0, 0, 0
+	bestScore, bestMatch := -1.0, 0
 	for k := range n {
 		m := p.members[(start+k)%n]
 		match := 0
-		if total > 0 {
-			match = m.index.leading(hashes[:total])
+		if maxMatch > 0 {
+			match = p.index.match[m.pos]
 		}
-		maxMatch = max(maxMatch, match)
 		score := queueWeight * 1.0
 		if maxW != minW {
 			score = queueWeight * float64(maxW-p.waiting(m.rep)) / float64(maxW-minW)
@@ -213,76 +221,148 @@ func (p *pool) prefixAware(hashes []uint64) (*member, int) {
 	return best, rLoad
 }
 
-// blockLRU is a set of block hashes with least-recently-used eviction at
-// a fixed capacity: the router's guess of what a replica caches.
-type blockLRU struct {
-	capacity   int
-	idx        map[uint64]int32
-	hash       []uint64
-	prev, next []int32
-	head, tail int32 // head: most recent
+// prefixIndex is the router's guess of what each replica of a pool caches:
+// per replica, the block hashes of the prompts sent there, least recently
+// used evicted at the replica's capacity (GIE's indexer: a hash → replicas
+// table and an LRU per replica). One table serves the pool, so scoring a
+// prompt costs a lookup per matched block, not one per replica.
+type prefixIndex struct {
+	ents    u64map.Map // block hash → entry
+	entHash []uint64
+	entHead []int32 // first node of the entry's chain, -1 = none
+	freeEnt []int32
+	// A node is one (entry, member) pair: in the member's LRU list (prev,
+	// next) and in the entry's chain.
+	nodeEnt, nodeMem, prev, next, chain []int32
+	// Per member: LRU head (most recent), tail, size, capacity.
+	head, tail, size, capacity []int32
+	// match is scoring's scratch: leading blocks per member.
+	match []int
 }
 
-func newBlockLRU(capacity int) blockLRU {
-	return blockLRU{capacity: max(capacity, 1), idx: map[uint64]int32{}, head: -1, tail: -1}
+func newPrefixIndex(capacities []int) *prefixIndex {
+	x := &prefixIndex{match: make([]int, len(capacities))}
+	for _, c := range capacities {
+		x.head = append(x.head, -1)
+		x.tail = append(x.tail, -1)
+		x.size = append(x.size, 0)
+		x.capacity = append(x.capacity, int32(max(c, 1)))
+	}
+	return x
 }
 
-// leading is how many of hashes, from the first, the set holds.
-func (l *blockLRU) leading(hashes []uint64) int {
+// leading sets match[m] to how many of hashes, from the first, member m
+// holds, and returns the most any holds.
+func (x *prefixIndex) leading(hashes []uint64) int {
+	clear(x.match)
 	for i, h := range hashes {
-		if _, ok := l.idx[h]; !ok {
+		e, ok := x.ents.Get(h)
+		if !ok {
+			return i
+		}
+		alive := 0
+		for n := x.entHead[e]; n >= 0; n = x.chain[n] {
+			if m := x.nodeMem[n]; x.match[m] == i {
+				x.match[m]++
+				alive++
+			}
+		}
+		if alive == 0 {
 			return i
 		}
 	}
 	return len(hashes)
 }
 
-func (l *blockLRU) unlink(i int32) {
-	p, n := l.prev[i], l.next[i]
-	if p >= 0 {
-		l.next[p] = n
-	} else {
-		l.head = n
-	}
-	if n >= 0 {
-		l.prev[n] = p
-	} else {
-		l.tail = p
-	}
-}
-
-func (l *blockLRU) pushFront(i int32) {
-	l.prev[i], l.next[i] = -1, l.head
-	if l.head >= 0 {
-		l.prev[l.head] = i
-	} else {
-		l.tail = i
-	}
-	l.head = i
-}
-
-// add makes h the most recent entry, evicting the least recent one when
-// full.
-func (l *blockLRU) add(h uint64) {
-	if i, ok := l.idx[h]; ok {
-		if i != l.head {
-			l.unlink(i)
-			l.pushFront(i)
+// add makes h member m's most recent block, evicting its least recent one
+// when it is full.
+func (x *prefixIndex) add(m int32, h uint64) {
+	pe, ok := x.ents.Upsert(h)
+	e := *pe
+	if ok {
+		for n := x.entHead[e]; n >= 0; n = x.chain[n] {
+			if x.nodeMem[n] == m {
+				if n != x.head[m] {
+					x.unlink(n)
+					x.pushFront(n)
+				}
+				return
+			}
 		}
-		return
-	}
-	var i int32
-	if len(l.hash) < l.capacity {
-		i = int32(len(l.hash))
-		l.hash = append(l.hash, h)
-		l.prev = append(l.prev, -1)
-		l.next = append(l.next, -1)
 	} else {
-		i = l.tail
-		l.unlink(i)
-		delete(l.idx, l.hash[i])
-		l.hash[i] = h
+		if k := len(x.freeEnt); k > 0 {
+			e = x.freeEnt[k-1]
+			x.freeEnt = x.freeEnt[:k-1]
+			x.entHash[e], x.entHead[e] = h, -1
+		} else {
+			e = int32(len(x.entHash))
+			x.entHash = append(x.entHash, h)
+			x.entHead = append(x.entHead, -1)
+		}
+		*pe = e
 	}
-	l.idx[h] = i
-	l.pushFront(i)
+	var n int32
+	if x.size[m] < x.capacity[m] {
+		n = int32(len(x.nodeEnt))
+		x.nodeEnt = append(x.nodeEnt, 0)
+		x.nodeMem = append(x.nodeMem, m)
+		x.prev = append(x.prev, -1)
+		x.next = append(x.next, -1)
+		x.chain = append(x.chain, -1)
+		x.size[m]++
+	} else {
+		n = x.tail[m]
+		x.unlink(n)
+		x.unchain(n)
+	}
+	x.nodeEnt[n] = e
+	x.chain[n] = x.entHead[e]
+	x.entHead[e] = n
+	x.pushFront(n)
+}
+
+// unchain takes node n out of its entry's chain, and drops the entry when
+// no member holds it any more.
+func (x *prefixIndex) unchain(n int32) {
+	e := x.nodeEnt[n]
+	if x.entHead[e] == n {
+		x.entHead[e] = x.chain[n]
+	} else {
+		for p := x.entHead[e]; p >= 0; p = x.chain[p] {
+			if x.chain[p] == n {
+				x.chain[p] = x.chain[n]
+				break
+			}
+		}
+	}
+	if x.entHead[e] < 0 {
+		x.ents.Delete(x.entHash[e])
+		x.freeEnt = append(x.freeEnt, e)
+	}
+}
+
+func (x *prefixIndex) unlink(n int32) {
+	m := x.nodeMem[n]
+	p, nx := x.prev[n], x.next[n]
+	if p >= 0 {
+		x.next[p] = nx
+	} else {
+		x.head[m] = nx
+	}
+	if nx >= 0 {
+		x.prev[nx] = p
+	} else {
+		x.tail[m] = p
+	}
+}
+
+func (x *prefixIndex) pushFront(n int32) {
+	m := x.nodeMem[n]
+	x.prev[n], x.next[n] = -1, x.head[m]
+	if x.head[m] >= 0 {
+		x.prev[x.head[m]] = n
+	} else {
+		x.tail[m] = n
+	}
+	x.head[m] = n
 }

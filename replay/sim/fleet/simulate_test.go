@@ -375,3 +375,27 @@ func TestMetricsExposition(t *testing.T) {
 		t.Errorf("routed %v, want 60 per pool", routed)
 	}
 }
+
+// TestPrefixIndexEvicts: each replica's share of the router's index is an
+// LRU of its capacity, and a block stays known while any replica holds it.
+func TestPrefixIndexEvicts(t *testing.T) {
+	x := newPrefixIndex([]int{2, 3})
+	x.add(0, 11)
+	x.add(0, 12)
+	x.add(1, 11)
+	x.add(0, 11) // 11 is now member 0's most recent: 12 goes next
+	x.add(0, 13)
+	if n := x.leading([]uint64{11, 13}); n != 2 || x.match[0] != 2 || x.match[1] != 1 {
+		t.Fatalf("leading 11,13: %d, match %v; want 2, [2 1]", n, x.match)
+	}
+	if n := x.leading([]uint64{12}); n != 0 {
+		t.Fatalf("12 still known (%d, %v) after its eviction", n, x.match)
+	}
+	x.add(0, 14) // evicts 11 from member 0; member 1 still holds it
+	if n := x.leading([]uint64{11}); n != 1 || x.match[0] != 0 || x.match[1] != 1 {
+		t.Fatalf("leading 11: %d, match %v; want 1, [0 1]", n, x.match)
+	}
+	if x.ents.Len() != 3 {
+		t.Errorf("%d entries, want 3 (11, 13, 14)", x.ents.Len())
+	}
+}
