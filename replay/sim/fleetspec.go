@@ -30,6 +30,10 @@ const (
 	RoleDecode        = "decode"
 )
 
+// MaxReplicas bounds a fleet's size (every replica is an engine with its
+// own KV cache in memory).
+const MaxReplicas = 10000
+
 // Defaults of a fleet's options.
 const (
 	DefaultRouter = RouterRoundRobin
@@ -231,9 +235,9 @@ func scopeList(specs []ReplicaSpec, pools bool) string {
 func (o *Options) validateFleetShape() error {
 	f := &o.Fleet
 	var errs []error
-	if f.Replicas < 0 || f.PrefillReplicas < 0 || f.DecodeReplicas < 0 {
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet: replica counts must not be negative (replicas %d, prefill-replicas %d, decode-replicas %d)",
-			f.Replicas, f.PrefillReplicas, f.DecodeReplicas))
+	if n := []int{f.Replicas, f.PrefillReplicas, f.DecodeReplicas}; slices.Min(n) < 0 || slices.Max(n) > MaxReplicas || n[0]+n[1]+n[2] > MaxReplicas {
+		errs = append(errs, fmt.Errorf("sim: Options.Fleet: replica counts must be within 0..%d in all (replicas %d, prefill-replicas %d, decode-replicas %d)",
+			MaxReplicas, f.Replicas, f.PrefillReplicas, f.DecodeReplicas))
 	}
 	switch {
 	case f.Replicas > 0 && o.Disaggregated():
@@ -301,8 +305,8 @@ var fleetWide = map[string]bool{"block-size": true, "max-model-len": true}
 func poolKey(f func(*Options) *int) func(*Options, string) error {
 	return func(o *Options, v string) error {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return fmt.Errorf("want a whole number of replicas >= 1 (a pool of size 0 serves nothing), got %q", v)
+		if err != nil || n < 1 || n > MaxReplicas {
+			return fmt.Errorf("want a whole number of replicas from 1 to %d (a pool of size 0 serves nothing), got %q", MaxReplicas, v)
 		}
 		*f(o) = n
 		return nil

@@ -106,3 +106,56 @@ func TestParseBandwidth(t *testing.T) {
 		}
 	}
 }
+
+// FuzzApplyConfig: no configuration string panics, and one that is
+// accepted describes replicas that all validate.
+func FuzzApplyConfig(f *testing.F) {
+	for _, s := range []string{"", "preset=tiny,max-num-seqs=4", "replicas=4,router=prefix-aware",
+		"prefill-replicas=2,decode-replicas=3,kv-transfer-bandwidth=25GB/s,decode.max-num-seqs=8,decode-1.preset=tiny",
+		"replicas=2,replica-1.step-fixed=3ms", "replicas=3,replica-0.prefix-caching=false,router=session-affinity", "a.b.c=d", "replicas=2,.x=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		o := DefaultOptions()
+		if err := ApplyConfig(&o, s); err != nil {
+			return
+		}
+		if err := o.Validate(); err != nil {
+			t.Fatalf("%q accepted but does not validate: %v", s, err)
+		}
+		specs, err := o.ReplicaSpecs()
+		if err != nil {
+			t.Fatalf("%q accepted but its replicas do not resolve: %v", s, err)
+		}
+		if want := o.Fleet.Replicas + o.Fleet.PrefillReplicas + o.Fleet.DecodeReplicas; len(specs) != want {
+			t.Fatalf("%q: %d replicas, want %d", s, len(specs), want)
+		}
+		for _, sp := range specs {
+			if sp.Options.BlockSize != o.BlockSize || sp.Options.MaxModelLen != o.MaxModelLen || sp.Options.IsFleet() {
+				t.Fatalf("%q: replica %s: %+v", s, sp.Name, sp.Options)
+			}
+		}
+	})
+}
+
+// FuzzPromptHashes: no request body panics the router's hashing, and the
+// hashes of a prompt are its engine's.
+func FuzzPromptHashes(f *testing.F) {
+	for _, s := range []string{`{"prompt":"hello world, a prompt of some length to fill a block or two"}`, `{"prompt":[1,2,3]}`,
+		`{"prompt":[[1,2],[3]]}`, `{"messages":[{"role":"user","content":"x"}]}`, `{"prompt":null}`, `[]`, `{`, `{"prompt":"x","cache_salt":"s"}`} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
+		api := "completions"
+		if chat {
+			api = "chat"
+		}
+		hs := PromptHashes(api, body, 4)
+		for _, h := range hs {
+			if h == 0 {
+				t.Fatalf("%q: a zero block hash", body)
+			}
+		}
+	})
+}
