@@ -55,6 +55,7 @@ type Server struct {
 
 	mux       *http.ServeMux
 	httpSrv   *http.Server
+	stop      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -74,7 +75,7 @@ func Start(ctx context.Context, o sim.Options) (*Server, error) {
 	if o.Virtual && o.Disaggregated() {
 		return nil, errors.New("fleet: Options.Virtual: a disaggregated fleet's pools share one clock in real time; simulate it offline (Simulate) instead")
 	}
-	s := &Server{o: o, start: time.Now(), routes: map[string]served{}}
+	s := &Server{o: o, start: time.Now(), routes: map[string]served{}, stop: make(chan struct{})}
 	l, err := newLayout(o, func(i int) int { return s.reps[i].Meter().Counters().Waiting })
 	if err != nil {
 		return nil, err
@@ -110,8 +111,11 @@ func Start(ctx context.Context, o sim.Options) (*Server, error) {
 		go s.link.run()
 	}
 	go func() {
-		<-ctx.Done()
-		s.Close()
+		select {
+		case <-ctx.Done():
+			s.Close()
+		case <-s.stop:
+		}
 	}()
 	return s, nil
 }
@@ -251,6 +255,9 @@ func (s *Server) prefill(w http.ResponseWriter, r *http.Request, i int, body []b
 	}
 	rec := &recorder{h: http.Header{}}
 	s.forward(rec, r, i, pb, rid)
+	if r.Context().Err() != nil {
+		return false // the client went away during the prefill
+	}
 	if rec.status == 0 || rec.status == http.StatusOK {
 		return true
 	}
@@ -422,6 +429,7 @@ func (s *Server) Truth() []traces.Record {
 // idempotent and returns the same error every time.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.stop)
 		if s.httpSrv != nil {
 			s.httpSrv.Close()
 		}
