@@ -492,8 +492,19 @@ func newRTLink(l *link, start time.Time) *rtLink {
 // Pull starts a pull now; done is called once it arrived.
 func (r *rtLink) Pull(tokens int, done func()) {
 	r.mu.Lock()
-	r.l.start(time.Since(r.start).Nanoseconds(), tokens, done)
+	now := time.Since(r.start).Nanoseconds()
+	// Pulls that arrived since the link last ran end first: the new one
+	// shares the link with those still moving.
+	arrived := r.l.advance(now)
+	var due []func()
+	for _, tag := range arrived {
+		due = append(due, tag.(func()))
+	}
+	r.l.start(now, tokens, done)
 	r.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default:
