@@ -30,6 +30,11 @@
 // timestamps, so a client recovers the truth exactly (to the float64
 // rounding of milliseconds).
 //
+// Replica is the same engine stepped on a caller's clock, and a request
+// may come with its prompt already computed elsewhere (a decode replica
+// pulls its KV cache first): package replay/sim/fleet builds fleets of
+// engines behind a router from them, described by Options.Fleet.
+//
 // Text prompts are tokenized with a built-in deterministic rule (see
 // Tokenize, also behind POST /tokenize); token-id prompts are used as they
 // are. Output text is deterministic filler, one word per token.
