@@ -3,7 +3,7 @@ package analyze
 import (
 	"cmp"
 	"fmt"
-		"slices"
+	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -46,12 +46,12 @@ const (
 // fleetAcc is the Analyzer's view of the replicas: their names and how
 // many requests each served or prefilled (exact, whatever the sampling).
 type fleetAcc struct {
-	ids                map[string]int32
-	names              []string
-	served, prefilled  []int64
-	lastName, lastPre  string
-	lastID, lastPreID  int32
-	pd, named int64 // analyzed rows disaggregated, naming a serving replica
+	ids               map[string]int32
+	names             []string
+	served, prefilled []int64
+	lastName, lastPre string
+	lastID, lastPreID int32
+	pd, named         int64 // analyzed rows disaggregated, naming a serving replica
 }
 
 // id is name's replica id (−1 for "").

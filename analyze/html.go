@@ -524,9 +524,9 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// GroupComponents name the columns of GroupAttr's shares.
 		GroupComponents []string
 		// FleetCols and FleetRows are the per-replica table (fleet.go).
-		FleetCols      []string
-		FleetRows      []fleetHTMLRow
-		Dists          []nd
+		FleetCols []string
+		FleetRows []fleetHTMLRow
+		Dists     []nd
 		// Incident is the incident timeline (empty without server
 		// series) and IncidentNote what it shows or why it is absent.
 		Incident     template.HTML

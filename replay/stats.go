@@ -186,6 +186,11 @@ type Summary struct {
 	CPUQuota         string
 	ThrottledTime    time.Duration
 	ThrottledPeriods int64
+	// ReplicaHeader is Options.ReplicaHeader; ReplicaNamed and
+	// ReplicaMissing count the responses that carried it and those that
+	// did not (every response when no header was asked for).
+	ReplicaHeader                string
+	ReplicaNamed, ReplicaMissing int
 	// Approx is set when the percentiles come from a histogram with a
 	// relative error of at most 0.5 %: past 64 Ki requests, so a long run's
 	// memory stays flat.
@@ -344,6 +349,7 @@ func (r *runner) finishMeta(m *traces.Meta, s *Summary) {
 		m.Set(MetaCPUQuota, s.CPUQuota)
 	}
 	clockMeta(m, r.clock, s, r.o.StartAt) // clock.go
+	r.replicaNote(m, s)                   // replica.go
 }
 
 func setTimingMeta(m *traces.Meta, s *Summary, src string) {
