@@ -35,7 +35,7 @@ Presets: ` + strings.Join(sim.PresetNames(), ", ") + `. A preset sets the capaci
 step-time flags; flags given explicitly override it.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
-			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name", DefaultText: "sim-PRESET; sim-llama3-8b for the default preset"},
+			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "serve only this model name (a request naming another gets vLLM's 404); without it every request is served whatever model it names, and /v1/models lists sim-PRESET", DefaultText: "any; listed as sim-PRESET, sim-llama3-8b for the default preset"},
 			&cli.StringFlag{Name: "preset", Value: preset, Destination: &preset, Usage: "deployment preset: " + strings.Join(sim.PresetNames(), ", ")},
 			&cli.IntFlag{Name: "max-num-seqs", Destination: &maxSeqs, Usage: "max running sequences", DefaultText: "preset's"},
 			&cli.IntFlag{Name: "max-num-batched-tokens", Destination: &maxBatched, Usage: "token budget per step", DefaultText: "preset's"},
@@ -74,7 +74,9 @@ step-time flags; flags given explicitly override it.`,
 				return usageErrorf("--preset: %v", err)
 			}
 			if !c.IsSet("model") {
-				o.Model = sim.PresetModel(preset)
+				// Like the built-in target, a standalone simulator takes
+				// the trace's production model names as they are.
+				o.Model, o.AnyModel = sim.PresetModel(preset), true
 			}
 			setInt := func(name string, v int, dst *int) {
 				if c.IsSet(name) {
@@ -101,7 +103,11 @@ step-time flags; flags given explicitly override it.`,
 			}
 			out := stdio(c)
 			fmt.Fprintln(out.out, srv.URL)
-			fmt.Fprintf(out.err, "tokentrace sim: serving model %q (preset %s) at %s; Ctrl-C to stop\n", o.Model, o.Preset, srv.URL)
+			served := fmt.Sprintf("model %q", o.Model)
+			if o.AnyModel {
+				served = fmt.Sprintf("any model a request names (listed as %q; --model serves one name only)", o.Model)
+			}
+			fmt.Fprintf(out.err, "tokentrace sim: serving %s (preset %s) at %s; Ctrl-C to stop\n", served, o.Preset, srv.URL)
 			<-c.Context.Done()
 			if err := srv.Close(); err != nil {
 				return err
