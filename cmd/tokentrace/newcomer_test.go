@@ -50,3 +50,17 @@ func TestPreflightNamesServedModels(t *testing.T) {
 		t.Errorf("with the suggested --model-map: exit %d, stderr %q", code, se)
 	}
 }
+
+// An SLO bound without a unit is refused (exit 2, naming the fix) instead
+// of being read as milliseconds: `--slo ttft=500` was accepted silently.
+func TestSLOWithoutUnitRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"analyze", "--slo", "ttft=500", "results.parquet"},
+		{"sweep", "--slo", "ttft=500", "trace.parquet"},
+	} {
+		code, _, se := runCLI(nil, args...)
+		if code != exitUsage || !strings.Contains(se, "no unit") || !strings.Contains(se, "ttft=500ms") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying the bound has no unit and suggesting ttft=500ms", args, code, se)
+		}
+	}
+}
