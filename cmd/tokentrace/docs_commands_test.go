@@ -120,15 +120,6 @@ func checkDocCommand(app *cli.App, args []string) string {
 	return ""
 }
 
-func findFlag(flags []cli.Flag, name string) cli.Flag {
-	for _, f := range flags {
-		if slices.Contains(f.Names(), name) {
-			return f
-		}
-	}
-	return nil
-}
-
 // TestCheckDocCommand: the checker itself, on lines that must pass and fail.
 func TestCheckDocCommand(t *testing.T) {
 	app := newApp(strings.NewReader(""), io.Discard, io.Discard)

@@ -4,6 +4,7 @@ package main
 // says back: a next step, never a dead end.
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,6 +62,73 @@ func TestSLOWithoutUnitRefused(t *testing.T) {
 		code, _, se := runCLI(nil, args...)
 		if code != exitUsage || !strings.Contains(se, "no unit") || !strings.Contains(se, "ttft=500ms") {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying the bound has no unit and suggesting ttft=500ms", args, code, se)
+		}
+	}
+}
+
+// `tokentrace help COMMAND` is COMMAND's --help, as in git and go (it
+// exited 2 with "No help topic for 'help'").
+func TestHelpCommandWord(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "replay"}, "tokentrace replay - replay a trace"},
+		{[]string{"help", "synth", "fit"}, "tokentrace synth fit - fit a workload model"},
+		{[]string{"synth", "help", "fit"}, "tokentrace synth fit - fit a workload model"},
+		{[]string{"help"}, "COMMANDS:"},
+	} {
+		code, so, se := runCLI(nil, c.args...)
+		if code != 0 || !strings.Contains(so, c.want) {
+			t.Errorf("%v: exit %d, stdout %.80q, stderr %q; want exit 0 and the help (%q)", c.args, code, so, se, c.want)
+		}
+	}
+	if code, _, se := runCLI(nil, "help", "replai"); code != exitUsage || !strings.Contains(se, `did you mean "replay"?`) {
+		t.Errorf("help replai: exit %d, stderr %q; want 2 with a suggestion", code, se)
+	}
+}
+
+// A mistyped subcommand gets the nearest one (synth fitt said "No help
+// topic for 'fitt'"); a command's own argument is not mistaken for one.
+func TestSubcommandDidYouMean(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"synth", "fitt", "trace.parquet"}, `unknown command "synth fitt"; did you mean "synth fit"?`},
+		{[]string{"synth", "zzzzzz"}, `unknown command "synth zzzzzz"; synth's commands are`},
+		{[]string{"analyze", "comapre", "a", "b"}, `unknown command "analyze comapre"; did you mean "analyze compare"?`},
+	} {
+		code, _, se := runCLI(nil, c.args...)
+		if code != exitUsage || !strings.Contains(se, c.want) || strings.Count(se, "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line with %q", c.args, code, se, c.want)
+		}
+	}
+	// A results file whose name is close to "compare" is still a file.
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("compar", []byte("not results\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, se := runCLI(nil, "analyze", "compar")
+	if strings.Contains(se, "did you mean") || code == exitUsage {
+		t.Errorf("analyze compar (a file): exit %d, stderr %q: want it read as results, as any file", code, se)
+	}
+}
+
+// A flag value that does not parse names the form the flag wants (it said
+// `invalid value "fast" for flag -speed: parse error`).
+func TestBadFlagValueNamesForm(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "--speed", "fast", "t.parquet"}, `replay: --speed "fast": want a number such as 1.5 (time scale: 2 replays twice as fast; default 1)`},
+		{[]string{"replay", "--max-lateness", "5", "t.parquet"}, `--max-lateness "5": want a duration with its unit`},
+		{[]string{"synth", "gen", "--seed", "x", "m.json"}, `synth gen: --seed "x": want a whole number`},
+	} {
+		code, _, se := runCLI(nil, c.args...)
+		if code != exitUsage || !strings.Contains(se, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", c.args, code, se, c.want)
 		}
 	}
 }
