@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -77,7 +78,7 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 // package traces writes Parquet, and its Writer takes Records.
 func RequestsFormat(name string) (format string, zst bool, err error) {
 	n := strings.ToLower(name)
-	if n == "-" {
+	if n == "-" || name == os.DevNull {
 		return RequestsJSONL, false, nil
 	}
 	n, zst = strings.CutSuffix(n, ".zst")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -130,5 +131,42 @@ func TestBadFlagValueNamesForm(t *testing.T) {
 		if code != exitUsage || !strings.Contains(se, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", c.args, code, se, c.want)
 		}
+	}
+}
+
+// A run that only checks its input writes to /dev/null (it was refused:
+// "cannot tell the format of "/dev/null" from its extension"), and the
+// device is written, never replaced.
+func TestOutDevNull(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "gateway.jsonl")
+	writeTestFile(t, logs, sampleLogs(t, 5*time.Second, 1))
+	for _, args := range [][]string{
+		{"capture", "--strict", "--out", os.DevNull, logs},
+		{"import", "--format", "azure", "--strict", "--out", os.DevNull, filepath.Join("..", "..", "testdata", "publictraces", "azure2023_conv_head1000.csv")},
+	} {
+		if code, _, se := runCLI(nil, args...); code != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 0", args, code, se)
+		}
+	}
+	if st, err := os.Stat(os.DevNull); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("%s is no longer the null device: %v, %v", os.DevNull, st.Mode(), err)
+	}
+}
+
+// A capture that fails prints its error, not a summary of the nothing it
+// captured first ("capture: 0 requests from 0 lines ..." came before
+// "open log: no such file"); a bad --out is refused before any log is read.
+func TestCaptureErrorWithoutSummary(t *testing.T) {
+	dir := t.TempDir()
+	code, _, se := runCLI(nil, "capture", "--out", filepath.Join(dir, "t.parquet"), filepath.Join(dir, "missing.jsonl"))
+	if code != exitFailure || strings.Contains(se, "requests from") || !strings.Contains(se, "missing.jsonl") {
+		t.Errorf("exit %d, stderr %q; want exit 1 naming the missing log and no summary line", code, se)
+	}
+	logs := filepath.Join(dir, "gateway.jsonl")
+	writeTestFile(t, logs, sampleLogs(t, 5*time.Second, 1))
+	code, _, se = runCLI(nil, "capture", "--out", filepath.Join(dir, "t.txt"), logs)
+	if code != exitUsage || strings.Contains(se, "requests from") || !strings.Contains(se, "--out") {
+		t.Errorf("bad --out: exit %d, stderr %q; want exit 2 naming --out before reading the logs", code, se)
 	}
 }
