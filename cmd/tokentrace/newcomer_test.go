@@ -6,6 +6,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,53 @@ func TestCaptureErrorWithoutSummary(t *testing.T) {
 	code, _, se = runCLI(nil, "capture", "--out", filepath.Join(dir, "t.txt"), logs)
 	if code != exitUsage || strings.Contains(se, "requests from") || !strings.Contains(se, "--out") {
 		t.Errorf("bad --out: exit %d, stderr %q; want exit 2 naming --out before reading the logs", code, se)
+	}
+}
+
+// import --help describes every format import takes (it described four of
+// seven), and export --help every format export writes, with what a
+// Mooncake export does to hash ids.
+func TestFormatHelpListsEveryFormat(t *testing.T) {
+	for _, c := range []struct {
+		cmd     string
+		formats []string
+	}{{"import", traces.ImportFormats}, {"export", traces.ExportFormats}} {
+		so, _ := runMain(t, c.cmd, "--help")
+		for _, f := range c.formats {
+			if !regexp.MustCompile(`(?m)^\s+` + f + `\s+\S`).MatchString(so) {
+				t.Errorf("%s --help does not describe format %s", c.cmd, f)
+			}
+		}
+	}
+	if so, _ := runMain(t, "export", "--help"); !strings.Contains(so, "renumbered") {
+		t.Error("export --help does not say that Mooncake hash ids are renumbered")
+	}
+}
+
+// A Mooncake export keeps which requests share a block and renumbers the
+// ids in order of first appearance, as export --help says: a Mooncake
+// file's own ids come back unchanged, other ids become 0, 1, 2, ...
+func TestMooncakeExportIDs(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "testdata", "publictraces", "mooncake_conversation_head500.jsonl")
+	runMain(t, "import", "--format", "mooncake", "--out", filepath.Join(dir, "mc.parquet"), src)
+	runMain(t, "export", "--format", "mooncake", "--out", filepath.Join(dir, "back.jsonl"), filepath.Join(dir, "mc.parquet"))
+	if a, b := readFile(t, src), readFile(t, filepath.Join(dir, "back.jsonl")); string(a) != string(b) {
+		t.Error("a Mooncake import exported to Mooncake is not the same file")
+	}
+
+	recs := []traces.Record{traces.NewRecord(), traces.NewRecord()}
+	recs[0].InputTokens, recs[0].PrefixBlocks = 1024, []int64{7001, 7002}
+	recs[1].Seq, recs[1].ArrivalNs, recs[1].InputTokens, recs[1].PrefixBlocks = 1, 1e6, 1024, []int64{7001, 9000}
+	m := traces.NewMeta("test")
+	m.BlockSize = 512
+	in := writeTrace(t, filepath.Join(dir, "t.jsonl"), m, recs)
+	runMain(t, "export", "--format", "mooncake", "--out", filepath.Join(dir, "t.mooncake.jsonl"), in)
+	got := string(readFile(t, filepath.Join(dir, "t.mooncake.jsonl")))
+	want := `{"timestamp": 0, "input_length": 1024, "output_length": 0, "hash_ids": [0, 1]}
+{"timestamp": 1, "input_length": 1024, "output_length": 0, "hash_ids": [0, 2]}
+`
+	if got != want {
+		t.Errorf("export of ids 7001,7002 / 7001,9000:\n%s\nwant\n%s", got, want)
 	}
 }
