@@ -104,7 +104,7 @@ func TestAnalyzeCLI(t *testing.T) {
 		}
 	}
 	got, _ := os.ReadFile(reqs)
-	if !strings.HasPrefix(string(got), "seq,request_id,lateness_ns,queue_ns,prefill_ns,decode_ns,other_ns,source\n") {
+	if !strings.HasPrefix(string(got), "seq,request_id,lateness_ns,queue_ns,prefill_ns,decode_ns,other_ns,source,tail\n") {
 		t.Errorf("requests CSV header: %.100q", got)
 	}
 }

@@ -219,3 +219,49 @@ func TestMooncakeExportIDs(t *testing.T) {
 		t.Errorf("export of ids 7001,7002 / 7001,9000:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// Analyze says what evidence it lacks and on which clock its times run:
+// without a scraped metrics series it names the missing server lines and
+// --metrics-url (it dropped them silently); --requests-out marks the tail
+// (every request came out alike); tail times of a replay that started at
+// a --window start say so and give the trace's time.
+func TestAnalyzeSaysWhatIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	recs := make([]traces.Record, 60)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), int64(i)*20e6
+		r.InputTokens, r.OutputTokens = 64, 4
+		recs[i] = r
+	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("test"), recs)
+
+	url := startSimCommand(t)
+	res := filepath.Join(dir, "url.results.jsonl")
+	runMain(t, "replay", "--url", url, "--quiet", "--out", res, trace)
+	tail := filepath.Join(dir, "tail.csv")
+	so, _ := runMain(t, "analyze", "--requests-out", tail, res)
+	for _, want := range []string{"Not in this report", "Server metrics: none", "--metrics-url"} {
+		if !strings.Contains(so, want) {
+			t.Errorf("analyze of a replay without --metrics-url does not say %q:\n%s", want, so)
+		}
+	}
+	csv := string(readFile(t, tail))
+	if !strings.HasPrefix(csv, "seq,request_id,lateness_ns,queue_ns,prefill_ns,decode_ns,other_ns,source,tail\n") ||
+		!strings.Contains(csv, ",true\n") || !strings.Contains(csv, ",false\n") {
+		t.Errorf("--requests-out does not mark the tail:\n%.300s", csv)
+	}
+	if h, _ := runMain(t, "analyze", "--help"); !strings.Contains(h, "tail is true for the requests in the --tail") {
+		t.Error("analyze --help does not say how --requests-out marks the tail")
+	}
+
+	win := filepath.Join(dir, "win.results.jsonl")
+	runMain(t, "replay", "--window", "600ms,", "--speed", "2", "--quiet", "--out", win, trace)
+	so, _ = runMain(t, "analyze", win)
+	if !strings.Contains(so, "of the run, which started at the trace's 0.6 s (--window) and ran at speed 2:") || !strings.Contains(so, "s into the trace") {
+		t.Errorf("tail times of a --window replay do not say they count from the window start:\n%s", so)
+	}
+	if strings.Contains(so, "Server metrics: none") {
+		t.Errorf("analyze of a built-in simulator run (scraped by default) says it has no metrics:\n%s", so)
+	}
+}
