@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -263,5 +265,35 @@ func TestAnalyzeSaysWhatIsMissing(t *testing.T) {
 	}
 	if strings.Contains(so, "Server metrics: none") {
 		t.Errorf("analyze of a built-in simulator run (scraped by default) says it has no metrics:\n%s", so)
+	}
+}
+
+// analyze compare warns about a run that failed its lateness check, by the
+// same gate replay exits 3 on.
+func TestCompareWarnsAboutLateRun(t *testing.T) {
+	if analyze.DefaultMaxLateness != replay.DefaultMaxLateness {
+		t.Fatalf("compare's lateness gate %v differs from replay's %v", analyze.DefaultMaxLateness, replay.DefaultMaxLateness)
+	}
+	dir := t.TempDir()
+	results := func(name string, late time.Duration) string {
+		recs := make([]traces.Record, 30)
+		for i := range recs {
+			r := traces.NewRecord()
+			r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens = int64(i), int64(i)*50e6, 100, 10
+			r.Status, r.HTTPStatus = traces.StatusOK, 200
+			r.ScheduledNs = r.ArrivalNs
+			r.SentNs = r.ScheduledNs + int64(late)
+			r.FirstTokenNs, r.LastTokenNs = r.SentNs+40e6, r.SentNs+300e6
+			recs[i] = r
+		}
+		return writeTrace(t, filepath.Join(dir, name), traces.NewMeta("replay"), recs)
+	}
+	onTime, late := results("on-time.jsonl", 100*time.Microsecond), results("late.jsonl", 30*time.Millisecond)
+	so, _ := runMain(t, "analyze", "compare", "--resamples", "20", onTime, late)
+	if !strings.Contains(so, "Warning: "+late+" did not keep its recorded timing") {
+		t.Errorf("compare of a late run does not warn:\n%s", so)
+	}
+	if so, _ := runMain(t, "analyze", "compare", "--resamples", "20", onTime, onTime); strings.Contains(so, "Warning:") {
+		t.Errorf("compare of runs that kept their timing warns:\n%s", so)
 	}
 }
