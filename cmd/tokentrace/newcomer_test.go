@@ -297,3 +297,18 @@ func TestCompareWarnsAboutLateRun(t *testing.T) {
 		t.Errorf("compare of runs that kept their timing warns:\n%s", so)
 	}
 }
+
+// The demo's replay lines say whether each replay kept its timing, by
+// replay's own gate (two of four replays exited 3 on a busy machine while
+// the demo's lines read like success).
+func TestDemoTimingKept(t *testing.T) {
+	if s := timingKept(300 * time.Microsecond); !strings.HasPrefix(s, "kept its timing (lateness p99 300µs ≤ 5ms)") {
+		t.Errorf("timingKept(300µs) = %q", s)
+	}
+	if s := timingKept(12 * time.Millisecond); !strings.HasPrefix(s, "did NOT keep its timing (lateness p99 12ms > 5ms") || !strings.Contains(s, "exit 3") {
+		t.Errorf("timingKept(12ms) = %q", s)
+	}
+	if h := hostLoad(); !strings.Contains(h, "CPUs") {
+		t.Errorf("hostLoad() = %q, want the CPU count", h)
+	}
+}
