@@ -234,10 +234,8 @@ Examples:
 		Description: `compare analyzes A and B with the same options and prints a one-line
 conclusion, then every metric side by side with its change, a seeded
 bootstrap confidence interval of the change of each latency's p50 and p99,
-and a verdict, then the tail attribution of both runs, and last the
-metadata that differs (what was asked, shortened; per-run bookkeeping by key
-name only; --json has every value). A run whose client lateness p99 exceeds
---max-lateness did not keep its recorded timing: compare warns first.
+and a verdict, the tail attribution of both runs, and the metadata that
+differs, shortened; first, a warning for a run over --max-lateness.
 
 --mode change (default): A is the baseline; verdicts better, worse, no
 significant change.

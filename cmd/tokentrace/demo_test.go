@@ -59,7 +59,8 @@ func TestDemoEndToEnd(t *testing.T) {
 	for _, step := range []string{"[4/6", "[5/6"} {
 		i := strings.Index(out, step)
 		line, _, _ := strings.Cut(out[max(i, 0):], "\n")
-		if i < 0 || !strings.Contains(line, "kept its timing (lateness p99") {
+		// On a busy host a replay may not keep it: either answer, said.
+		if i < 0 || !(strings.Contains(line, "kept its timing (lateness p99") || strings.Contains(line, "did NOT keep its timing (lateness p99")) {
 			t.Errorf("replay step %s does not say whether it kept its timing: %q", step, line)
 		}
 	}
