@@ -152,6 +152,16 @@ func TestOutDevNull(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 0", args, code, se)
 		}
 	}
+	// A replay for its checks alone: no journal or metrics file beside
+	// the null device.
+	if code, _, se := runCLI(nil, "replay", "--quiet", "--out", os.DevNull, writeModelTrace(t, 4, "")); code != 0 {
+		t.Errorf("replay --out %s: exit %d, stderr %q", os.DevNull, code, se)
+	}
+	for _, p := range []string{os.DevNull + ".journal.jsonl", os.DevNull + ".metrics.parquet"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("replay --out %s left %s", os.DevNull, p)
+		}
+	}
 	if st, err := os.Stat(os.DevNull); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		t.Errorf("%s is no longer the null device: %v, %v", os.DevNull, st.Mode(), err)
 	}
