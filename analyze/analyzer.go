@@ -567,10 +567,14 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)
 	}
 	rep.computeFleetLoad() // fleet.go
+	rep.ReplayClock = replayClock(a.sources) // evidence.go
 	rep.attribute()
 	rep.fleetSection() // fleet.go
 	rep.windows()
 	pooled, byInstance := splitSamples(a.samples)
+	if len(pooled) == 0 && len(byInstance) == 0 {
+		rep.Notes = append(rep.Notes, rep.metricsMissingNote()) // evidence.go
+	}
 	rep.serverLoad(pooled)
 	rep.series = pooled          // sorted by serverLoad; the HTML incident timeline draws them
 	rep.instanceLoad(byInstance) // instances.go

@@ -122,6 +122,13 @@ type Report struct {
 	// replica's share of the tail and the routing and pool findings
 	// (fleet.go; null when no row names a replica).
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// Notes say what the report could not show and how to get it (a
+	// missing server metrics series: evidence.go).
+	Notes []string `json:"notes,omitempty"`
+	// ReplayClock maps the run's times to the trace's when the replay
+	// started at a --window start or ran at another speed (evidence.go;
+	// null when run time is trace time).
+	ReplayClock *ReplayClock `json:"replay_clock,omitempty"`
 
 	opts    Options
 	rows    rowStore
