@@ -191,6 +191,8 @@ func (a *Analyzer) groupOf(r *traces.Record) int32 {
 		k = r.Category
 	case ByModel:
 		k = r.Model
+	case ByReplica:
+		k = r.Replica
 	default:
 		return 0
 	}
@@ -566,7 +568,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)
 	}
-	rep.computeFleetLoad() // fleet.go
+	rep.computeFleetLoad()                   // fleet.go
 	rep.ReplayClock = replayClock(a.sources) // evidence.go
 	rep.attribute()
 	rep.fleetSection() // fleet.go

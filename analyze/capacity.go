@@ -223,6 +223,8 @@ func groupKey(by string, r *traces.Record) string {
 		return r.Category
 	case ByModel:
 		return r.Model
+	case ByReplica:
+		return r.Replica
 	}
 	return ""
 }

@@ -426,6 +426,11 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <table><tr><th>component</th><th>tail share</th><th>tail mean</th><th>all share</th><th>all mean</th></tr>
 {{range .Components}}<tr><td>{{.Name}}</td><td>{{pct .Tail}}</td><td>{{.TailMs}}</td><td>{{pct .All}}</td><td>{{.AllMs}}</td></tr>
 {{end}}</table>{{end}}
+{{if .FleetRows}}<h2>Replicas</h2>
+<p>Each replica's requests and its share of the tail; in flight is the mean of the other requests on the replica when its requests were sent (over its tail requests in the next column); the means are of its successful requests (ms).{{with .FleetFindings}} Findings: {{.}}.{{end}}</p>
+<table><tr><th>replica</th><th>role</th><th>requests</th><th>share</th><th>tail</th><th>tail share</th><th>in flight</th><th>tail in flight</th>{{range .FleetCols}}<th>{{.}}</th>{{end}}<th>TPOT</th><th>cached</th></tr>
+{{range .FleetRows}}<tr><td>{{.Name}}</td><td>{{.Role}}</td><td>{{.Requests}}</td><td>{{pct .RequestShare}}</td><td>{{.TailRequests}}</td><td>{{pct .TailShare}}</td><td>{{f1 .InFlight}}</td><td>{{.Tail}}</td>{{range .Means}}<td>{{.}}</td>{{end}}<td>{{f1 .TPOTMs}}</td><td>{{.Cache}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Incident timeline</h2>
 {{with .Incident}}<div class="wide">{{.}}</div>{{end}}<p>{{.IncidentNote}}</p>
 {{if .WaterfallNote}}<h2>Tail waterfall</h2>
@@ -511,6 +516,10 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		gaNames = append(gaNames, ComponentNames[k])
 	}
 	fleetCols, fleetRows := rep.fleetHTML()
+	var fleetFindings string
+	if rep.Fleet != nil {
+		fleetFindings = strings.Join(rep.Fleet.Findings, ", ")
+	}
 	data := struct {
 		*Report
 		Charts     []template.HTML
@@ -525,9 +534,10 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// GroupComponents name the columns of GroupAttr's shares.
 		GroupComponents []string
 		// FleetCols and FleetRows are the per-replica table (fleet.go).
-		FleetCols []string
-		FleetRows []fleetHTMLRow
-		Dists     []nd
+		FleetCols     []string
+		FleetRows     []fleetHTMLRow
+		FleetFindings string
+		Dists         []nd
 		// Incident is the incident timeline (empty without server
 		// series) and IncidentNote what it shows or why it is absent.
 		Incident     template.HTML
@@ -536,7 +546,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// (empty without a tail) and WaterfallNote what it shows.
 		Waterfall     template.HTML
 		WaterfallNote string
-	}{rep, charts, comps, note, rep.capacityRows(), ga, gaNames, fleetCols, fleetRows, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
+	}{rep, charts, comps, note, rep.capacityRows(), ga, gaNames, fleetCols, fleetRows, fleetFindings, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
 		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}, incident, incidentNote, waterfall, waterfallNote}
 	return htmlTmpl.Execute(w, data)
 }

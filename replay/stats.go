@@ -281,6 +281,9 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
 			fmtDur(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
 	}
+	if s.ReplicaHeader != "" {
+		fmt.Fprintf(w, "replicas   %d responses named their replica in %s, %d did not\n", s.ReplicaNamed, s.ReplicaHeader, s.ReplicaMissing)
+	}
 	if s.TimingMatched == 0 && s.TimingUnmatched > 0 {
 		// Not a fault: most servers send no per-request timings by default.
 		fmt.Fprintln(w, "server timings  none (no per-request metrics or spans from the server; analyze estimates queue, prefill and decode)")

@@ -201,6 +201,9 @@ var replayFlags = map[string]string{
 	"Options.ModelMap":                               "--model-map",
 	"Options.Model":                                  "--model",
 	"Options.URL":                                    "--url",
+	"replay: Options.ReplicaHeader":                  "--replica-header",
+	"replay: Options.PrefillReplicaHeader":           "--prefill-replica-header",
+	"replay: Options.SessionHeader":                  "--session-header",
 }
 
 // replayUsageError is a usage error for a replay library error, naming
