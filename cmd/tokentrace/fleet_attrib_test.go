@@ -442,3 +442,50 @@ func TestCacheUnawareRouting(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayNamesFleetReplicas: tokentrace sim's fleet behind its one
+// endpoint (a real HTTP server on loopback) names the replicas in
+// response headers; replay --replica-header and --prefill-replica-header
+// keep them in the results, and analyze shows the per-replica table.
+func TestReplayNamesFleetReplicas(t *testing.T) {
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, "prefill-replicas=2,decode-replicas=3,router=round-robin"); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fleet.Start(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	var recs []traces.Record
+	for i := range 30 {
+		r := fleetRecord(time.Duration(i)*20*time.Millisecond, 200, 4)
+		r.Seq = int64(i)
+		recs = append(recs, r)
+	}
+	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
+	out := dir + "/results.jsonl"
+	runMain(t, "replay", "--url", srv.URL, "--model", so.Model, "--quiet", "--no-preflight", "--max-lateness", "10s",
+		"--replica-header", fleet.ReplicaHeader, "--prefill-replica-header", fleet.PrefillReplicaHeader, "--out", out, trace)
+	res, _, err := traces.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := map[string]int{}
+	for _, r := range res {
+		if !strings.HasPrefix(r.PrefillReplica, "prefill-") {
+			t.Errorf("request %d: prefill replica %q", r.Seq, r.PrefillReplica)
+		}
+		decode[r.Replica]++
+	}
+	if len(decode) != 3 || decode["decode-0"] != 10 {
+		t.Errorf("served by %v: want round-robin over decode-0..2", decode)
+	}
+	stdout, _ := runMain(t, "analyze", out)
+	for _, want := range []string{"\nReplicas (", "decode-2 ", "prefill-1 ", "kv_transfer"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("analyze output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
