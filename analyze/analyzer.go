@@ -29,9 +29,8 @@ type row struct {
 	sched, sent, first, last int64
 	sq, sp, sd               int64
 	// skv and sdq are the server's KV transfer and decode-side queue
-	// (NotReported without disaggregation); epq the estimated prefill-side
-	// queue of a disaggregated request (fleet.go; −1 until estimated).
-	skv, sdq, epq   int64
+	// (NotReported without disaggregation).
+	skv, sdq        int64
 	in, out, cached int32
 	group           int32
 	// rep and pre are the serving and the prefill replica (ids into the
@@ -247,7 +246,7 @@ func (a *Analyzer) Add(r *traces.Record) {
 	w := row{
 		seq: r.Seq, sched: r.ScheduledNs, sent: r.SentNs, first: r.FirstTokenNs, last: r.LastTokenNs,
 		sq: r.ServerQueueNs, sp: r.ServerPrefillNs, sd: r.ServerDecodeNs,
-		skv: r.ServerKVTransferNs, sdq: r.ServerDecodeQueueNs, epq: -1,
+		skv: r.ServerKVTransferNs, sdq: r.ServerDecodeQueueNs,
 		in: in, out: int32(min(out, math.MaxInt32)), cached: r.ServerCachedTokens,
 		group: a.groupOf(r), status: sid, ok: r.OK(),
 	}

@@ -291,7 +291,7 @@ func (rep *Report) metricNs(r *row) (float64, bool) {
 	return r.e2e()
 }
 
-// components splits row r's latency (scheduled view) into its components in
+// components splits row r's (row index i's) latency (scheduled view) into its components in
 // nanoseconds. server says whether server timings were used. ok is false for
 // failed rows and rows without the metric.
 //
@@ -301,7 +301,7 @@ func (rep *Report) metricNs(r *row) (float64, bool) {
 // as that lane holds it, and the rest, until the first token, the KV
 // transfer (which then also holds any wait for a decode replica's batch:
 // the client cannot tell the two apart).
-func (rep *Report) components(r *row) (c [nComponents]float64, server, ok bool) {
+func (rep *Report) components(i int, r *row) (c [nComponents]float64, server, ok bool) {
 	if !r.ok {
 		return c, false, false
 	}
@@ -326,8 +326,8 @@ func (rep *Report) components(r *row) (c [nComponents]float64, server, ok bool) 
 	c[cPrefill] = pre
 	wait := max(ttft-pre, 0)
 	c[cQueue] = wait
-	if r.pre >= 0 && r.epq >= 0 {
-		c[cQueue] = min(float64(r.epq), wait)
+	if pq := rep.prefillQueue(i); r.pre >= 0 && pq >= 0 {
+		c[cQueue] = min(float64(pq), wait)
 		c[cKVTransfer] = wait - c[cQueue]
 	}
 	if !isTTFT {
@@ -382,7 +382,7 @@ func (rep *Report) attribute() {
 	own := make([]int, 0)
 	for i := range rep.rows.n {
 		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
+		c, server, ok := rep.components(int(i), r)
 		if !ok {
 			continue
 		}
@@ -544,7 +544,7 @@ func (rep *Report) EachRequest(fn func(RequestAttribution) error) error {
 	}
 	for i := range rep.rows.n {
 		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
+		c, server, ok := rep.components(int(i), r)
 		if !ok {
 			continue
 		}

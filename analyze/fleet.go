@@ -249,8 +249,20 @@ const (
 type fleetState struct {
 	repIn, repOth, repMin []float32
 	preIn, preOth, preMin []float32
+	// epq is a disaggregated row's estimated wait for its prefill
+	// replica (estimatePrefillQueues; nil without a prefill pool, −1 for
+	// other rows).
+	epq []int64
 	// sizes of the serving and the prefill pool
 	nServing, nPrefill int
+}
+
+// prefillQueue is row i's estimated prefill-side queue (−1 = none).
+func (rep *Report) prefillQueue(i int) int64 {
+	if rep.fleet == nil || rep.fleet.epq == nil {
+		return -1
+	}
+	return rep.fleet.epq[i]
 }
 
 // replicaName is the name of replica id ("" for −1).
@@ -405,13 +417,18 @@ func (rep *Report) estimatePrefillQueues() {
 	if !slices.IsSortedFunc(order, bySent) {
 		slices.SortStableFunc(order, bySent)
 	}
+	fs := rep.fleet
+	fs.epq = make([]int64, rows.n)
+	for i := range fs.epq {
+		fs.epq[i] = -1
+	}
 	free := make([]float64, len(rep.replicas))
 	scale := float64(rep.oneIn())
 	for _, i := range order {
 		r := rows.at(int(i))
 		work := rep.est.prefill(r.uncached())
 		start := max(float64(r.sent), free[r.pre])
-		r.epq = int64(start - float64(r.sent))
+		fs.epq[i] = int64(start - float64(r.sent))
 		free[r.pre] = start + work*scale
 	}
 }
@@ -552,7 +569,7 @@ func (rep *Report) fleetSection() {
 	var tailRows, tailPD int
 	for i := range rep.rows.n {
 		r := rep.rows.at(i)
-		c, _, ok := rep.components(r)
+		c, _, ok := rep.components(i, r)
 		if !ok {
 			continue
 		}
@@ -768,7 +785,7 @@ func (rep *Report) kvTransferCause() string {
 		var ns, tok float64
 		add := func(i int) {
 			r := rep.rows.at(i)
-			c, _, ok := rep.components(r)
+			c, _, ok := rep.components(i, r)
 			if !ok || r.pre < 0 || r.in <= 0 {
 				return
 			}

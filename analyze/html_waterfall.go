@@ -35,7 +35,7 @@ func (rep *Report) waterfallBars() ([]wfBar, int) {
 	var bars []wfBar
 	for _, i := range rep.tail {
 		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
+		c, server, ok := rep.components(int(i), r)
 		if !ok || r.sent < 0 {
 			continue
 		}
