@@ -138,7 +138,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	}
 }
 
-// The incident scenario of issue 16 ("Must show"), as the postmortem demo
+// The two-server incident, as the postmortem demo
 // plays it (package incident): two simulators behind an imaginary gateway,
 // both scraped every second by one real Prometheus (two targets, two
 // instance labels), a burst at incident.BurstAt overflowing instance A's
