@@ -135,10 +135,10 @@ type Fleet struct {
 	Imbalance []Imbalance `json:"routing_imbalance,omitempty"`
 	// PrefillPool is the prefill pool's load at the tail's sends (null
 	// without disaggregated tail requests).
-	PrefillPool *PoolLoad `json:"prefill_pool,omitempty"`
+	PrefillPool *PoolInFlight `json:"prefill_pool,omitempty"`
 	// DecodePool is the same for the replicas that served disaggregated
 	// requests (their in-flight requests from send to last token).
-	DecodePool *PoolLoad `json:"decode_pool,omitempty"`
+	DecodePool *PoolInFlight `json:"decode_pool,omitempty"`
 	// Findings name what the diagnosis found (the Finding* values).
 	Findings []string `json:"findings"`
 }
@@ -204,9 +204,9 @@ type Imbalance struct {
 	Found bool `json:"found"`
 }
 
-// PoolLoad is a pool's load at the sends of the tail's requests against
+// PoolInFlight is a pool's load at the sends of the tail's requests against
 // every request's.
-type PoolLoad struct {
+type PoolInFlight struct {
 	Replicas int `json:"replicas"`
 	// TailInFlight is the mean in-flight requests per replica of the pool
 	// at the tail's sends, TailLeastInFlight the least busy replica's;
@@ -681,10 +681,10 @@ func (rep *Report) fleetSection() {
 		fl.Imbalance = append(fl.Imbalance, imbalanceOf("prefill", fs.nPrefill, &pTail, &pAll, fl.Replicas, RolePrefill))
 	}
 	if pTail.n > 0 {
-		fl.PrefillPool = poolLoadOf(fs.nPrefill, &pTail, &pAll)
+		fl.PrefillPool = poolInFlightOf(fs.nPrefill, &pTail, &pAll)
 	}
 	if dTail.n > 0 {
-		fl.DecodePool = poolLoadOf(fs.nServing, &dTail, &dAll)
+		fl.DecodePool = poolInFlightOf(fs.nServing, &dTail, &dAll)
 	}
 	fl.Findings = []string{}
 	rep.Fleet = fl
@@ -720,8 +720,8 @@ func imbalanceOf(pool string, size int, tail, all *poolAcc, stats []ReplicaStats
 	return im
 }
 
-func poolLoadOf(size int, tail, all *poolAcc) *PoolLoad {
-	pl := &PoolLoad{Replicas: size, TailInFlight: tail.mean(tail.avg), AllInFlight: all.mean(all.avg)}
+func poolInFlightOf(size int, tail, all *poolAcc) *PoolInFlight {
+	pl := &PoolInFlight{Replicas: size, TailInFlight: tail.mean(tail.avg), AllInFlight: all.mean(all.avg)}
 	if size >= 2 {
 		pl.TailLeastInFlight, pl.AllLeastInFlight = tail.mean(tail.least), all.mean(all.least)
 	} else {
@@ -760,7 +760,7 @@ func (rep *Report) prefillQueueCause() string {
 		est = fmt.Sprintf(" (estimated: each prefill replica works through its requests in send order at the fitted %.1f µs per uncached prompt token)", at.Prefill.PerTokenUs)
 	}
 	fl := rep.Fleet
-	var pl *PoolLoad
+	var pl *PoolInFlight
 	if fl != nil {
 		pl = fl.PrefillPool
 	}
@@ -834,9 +834,9 @@ func (rep *Report) decodeQueueCause() string {
 	return s + "."
 }
 
-// fleetSentences are the diagnosis' fleet findings not tied to one
+// replicaSentences are the diagnosis' fleet findings not tied to one
 // component: routing imbalance and cache-unaware routing.
-func (rep *Report) fleetSentences() []string {
+func (rep *Report) replicaSentences() []string {
 	fl := rep.Fleet
 	if fl == nil {
 		return nil
