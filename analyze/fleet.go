@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -668,12 +669,16 @@ func (rep *Report) fleetSection() {
 		}
 		fl.Replicas = append(fl.Replicas, stats(id, &served[id], role, rep.fleetServed[id], servedTotal, tailRows))
 	}
+	nServed := len(fl.Replicas)
 	for id := range nr {
 		if rep.fleetPrefilled[id] == 0 && prefilled[id].n == 0 {
 			continue
 		}
 		fl.Replicas = append(fl.Replicas, stats(id, &prefilled[id], RolePrefill, rep.fleetPrefilled[id], prefTotal, tailPD))
 	}
+	byName := func(a, b ReplicaStats) int { return naturalCompare(a.Name, b.Name) }
+	slices.SortStableFunc(fl.Replicas[:nServed], byName)
+	slices.SortStableFunc(fl.Replicas[nServed:], byName)
 	if sTail.n > 0 && fs.nServing >= 2 {
 		fl.Imbalance = append(fl.Imbalance, imbalanceOf("serving", fs.nServing, &sTail, &sAll, fl.Replicas, ""))
 	}
@@ -688,6 +693,28 @@ func (rep *Report) fleetSection() {
 	}
 	fl.Findings = []string{}
 	rep.Fleet = fl
+}
+
+// naturalCompare orders names by their text, then by the number they end
+// with ("replica-2" before "replica-10").
+func naturalCompare(a, b string) int {
+	split := func(s string) (string, int64, bool) {
+		i := len(s)
+		for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+			i--
+		}
+		if i == len(s) || len(s)-i > 18 {
+			return s, 0, false
+		}
+		n, _ := strconv.ParseInt(s[i:], 10, 64)
+		return s[:i], n, true
+	}
+	pa, na, oka := split(a)
+	pb, nb, okb := split(b)
+	if pa == pb && oka && okb {
+		return cmp.Or(cmp.Compare(na, nb), cmp.Compare(a, b))
+	}
+	return cmp.Compare(a, b)
 }
 
 // imbalanceOf is a pool's imbalance evidence; the hot replicas are
@@ -933,7 +960,7 @@ func (rep *Report) writeFleetText(p func(string, ...any)) {
 	at := &rep.Attribution
 	p("\nReplicas (p%s %s tail; in flight = other requests on the replica at a send, its tail's in brackets; means in ms)\n",
 		fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric))
-	shown := at.shownIndices()
+	shown := barComponents(at.shownIndices(), at.TailMetric)
 	p("  %-16s %-7s %8s %6s %6s %6s %15s", "replica", "role", "requests", "share", "tail", "share", "in flight")
 	for _, k := range shown {
 		if k == cLateness || k == cOther {
@@ -993,7 +1020,7 @@ func (rep *Report) fleetHTML() (cols []string, rows []fleetHTMLRow) {
 	if fl == nil || len(fl.Replicas) == 0 {
 		return nil, nil
 	}
-	shown := rep.Attribution.shownIndices()
+	shown := barComponents(rep.Attribution.shownIndices(), rep.Attribution.TailMetric)
 	for _, k := range shown {
 		if k != cLateness && k != cOther {
 			cols = append(cols, ComponentNames[k])

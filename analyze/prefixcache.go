@@ -445,8 +445,12 @@ func (pc *PrefixCache) Summary() string {
 	if pc.ReportedRequests == 0 {
 		return s + "; server: not reported"
 	}
-	return s + fmt.Sprintf("; server %.1f%% (on the %d of %d requests it reported, where the trace implies %.1f%%): gap %+.1f points",
+	s += fmt.Sprintf("; server %.1f%% (on the %d of %d requests it reported, where the trace implies %.1f%%): gap %+.1f points",
 		100*pc.RealisedRate, pc.ReportedRequests, pc.Requests, 100*pc.ImpliedRateReported, pc.GapPoints)
+	if pc.Replicas >= 2 {
+		s += fmt.Sprintf("; one such cache per replica, fed the requests routed to it, implies %.1f%% on its %d replicas", 100*pc.ReplicaImpliedRateReported, pc.Replicas)
+	}
+	return s
 }
 
 // writePrefixCacheText writes the Prefix cache block of the text report.
