@@ -295,9 +295,21 @@ func (m *minCount) inc(old int32) {
 }
 
 func (m *minCount) dec(old int32) {
+	if old <= 0 {
+		return // nothing to take off (never: every end follows its start)
+	}
 	m.hist[old]--
 	m.hist[old-1]++
 	m.min = min(m.min, old-1)
+}
+
+// prefillEnd is when r left its prefill replica, as the client sees it:
+// its first token (its end when it has none).
+func (r *row) prefillEnd() int64 {
+	if r.first < r.sent {
+		return r.end()
+	}
+	return r.first
 }
 
 // computeFleetLoad sweeps the rows in send order: a row occupies its
@@ -329,14 +341,11 @@ func (rep *Report) computeFleetLoad() {
 			continue
 		}
 		starts = append(starts, int32(i))
-		if r.rep >= 0 {
+		// An empty interval (the end at the send) occupies nothing.
+		if r.rep >= 0 && r.end() > r.sent {
 			ends = append(ends, ev{r.end(), r.rep, 0})
 		}
-		if r.pre >= 0 {
-			e := r.first
-			if e < r.sent {
-				e = r.end()
-			}
+		if e := r.prefillEnd(); r.pre >= 0 && e > r.sent {
 			ends = append(ends, ev{e, r.pre, 1})
 		}
 	}
@@ -368,15 +377,17 @@ func (rep *Report) computeFleetLoad() {
 	size := [2]int{fs.nServing, fs.nPrefill}
 	f := float32(rep.oneIn())
 	e := 0
-	measure := func(pool int, id int32, in, oth, mn []float32, i int32) {
+	measure := func(pool int, id int32, in, oth, mn []float32, i int32, occupies bool) {
 		in[i] = float32(cnt[pool][id]) * f
 		if size[pool] >= 2 {
 			oth[i] = float32(tot[pool]-int64(cnt[pool][id])) / float32(size[pool]-1) * f
 			mn[i] = float32(least[pool].min) * f
 		}
-		least[pool].inc(cnt[pool][id])
-		cnt[pool][id]++
-		tot[pool]++
+		if occupies {
+			least[pool].inc(cnt[pool][id])
+			cnt[pool][id]++
+			tot[pool]++
+		}
 	}
 	for _, i := range starts {
 		r := rows.at(int(i))
@@ -388,10 +399,10 @@ func (rep *Report) computeFleetLoad() {
 			e++
 		}
 		if r.rep >= 0 {
-			measure(0, r.rep, fs.repIn, fs.repOth, fs.repMin, i)
+			measure(0, r.rep, fs.repIn, fs.repOth, fs.repMin, i, r.end() > r.sent)
 		}
 		if r.pre >= 0 {
-			measure(1, r.pre, fs.preIn, fs.preOth, fs.preMin, i)
+			measure(1, r.pre, fs.preIn, fs.preOth, fs.preMin, i, r.prefillEnd() > r.sent)
 		}
 	}
 	rep.fleet = fs

@@ -55,6 +55,20 @@ func TestFleetLoadAtSend(t *testing.T) {
 	}
 }
 
+// A request whose first and last token came at its send occupies its
+// replicas for no time: nothing is counted for it, nothing taken off.
+func TestFleetLoadZeroLength(t *testing.T) {
+	recs := []traces.Record{
+		onReplica(rec(0, 10*ms, 0, 0, 0, 100, 1, 1), "a", "p"),
+		onReplica(rec(1, 10*ms, 0, 0, 0, 100, 1, 1), "b", "p"),
+		onReplica(rec(2, 20*ms, 0, 5*ms, 9*ms, 100, 1, 1), "a", "p"),
+	}
+	rep := mustAnalyze(t, recs, DefaultOptions())
+	if fs := rep.fleet; slices.Max(fs.repIn) != 0 || slices.Max(fs.repOth) != 0 || slices.Max(fs.preIn) != 0 || slices.Min(fs.repIn) != 0 {
+		t.Errorf("in flight %v, others %v, prefill %v", fs.repIn, fs.repOth, fs.preIn)
+	}
+}
+
 func TestMinCount(t *testing.T) {
 	m := newMinCount(3)
 	cnt := []int32{0, 0, 0}
