@@ -105,18 +105,18 @@ type Options struct {
 	// target-pod to the pod's address; Envoy can add the upstream host to
 	// responses; see docs/commands.md, replay). A header that some
 	// responses lack is counted (Summary.ReplicaMissing) and reported
-	// once on Log. "" = none. Defaults to "" (the in-process simulator's
-	// fleet: X-Sim-Replica, see Target.Apply).
+	// once on Log. Defaults to "": the simulator fleet's X-Sim-Replica
+	// is read, and its absence not counted.
 	ReplicaHeader string
 	// PrefillReplicaHeader names the response header that says which
 	// replica prefilled a disaggregated request (the prefill_replica
 	// column). A response that names one has its engine timings read as
-	// the decode replica's (otlp.DecodeSide). "" = none. Defaults to ""
-	// (the in-process fleet: X-Sim-Prefill-Replica).
+	// the decode replica's (otlp.DecodeSide). Defaults to "": the
+	// simulator fleet's X-Sim-Prefill-Replica.
 	PrefillReplicaHeader string
 	// RouteReasonHeader names the response header with the router's
-	// reason for its choice (the route_reason column). "" = none.
-	// Defaults to "" (the in-process fleet: X-Sim-Route-Reason).
+	// reason for its choice (the route_reason column). Defaults to "":
+	// the simulator fleet's X-Sim-Route-Reason.
 	RouteReasonHeader string
 	// SessionHeader sends each call's session id ("RUN-sN") in this header,
 	// for session-affine routers (llm-d, the gateway inference extension,

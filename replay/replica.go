@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/replay/otlp"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -14,9 +15,9 @@ import (
 // the results' replica column (and the prefill replica and the router's
 // reason to theirs), so analyze can blame the tail on replicas and pools.
 // The header names are the user's (Options.ReplicaHeader, ...): no
-// standard one exists. The built-in simulator's fleet sets
-// X-Sim-Replica, X-Sim-Prefill-Replica and X-Sim-Route-Reason, which the
-// in-process target reads (Target.Apply).
+// standard one exists. The simulator's fleet sets X-Sim-Replica,
+// X-Sim-Prefill-Replica and X-Sim-Route-Reason, read unless the options
+// name others.
 
 // Metadata keys of the replica columns' source.
 const (
@@ -36,12 +37,21 @@ const (
 )
 
 // replicaHeaders are the names of the headers the run keeps, by kept*
-// index ("" = not asked for); nil when none is asked for.
+// index. tokentrace sim's fleet names its replicas in headers of its own,
+// which no other server sets: they are read wherever the options name no
+// other, so a replay of `tokentrace sim --replicas` keeps them with no
+// option (and a disaggregated response's timings are read as the decode
+// side's, see decodeSide). Only a header the options name is counted as
+// missing (replicaNote).
 func (o *Options) replicaHeaders() []string {
-	if o.ReplicaHeader == "" && o.PrefillReplicaHeader == "" && o.RouteReasonHeader == "" {
-		return nil
+	or := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
 	}
-	return []string{keptReplica: o.ReplicaHeader, keptPrefill: o.PrefillReplicaHeader, keptReason: o.RouteReasonHeader}
+	return []string{keptReplica: or(o.ReplicaHeader, fleet.ReplicaHeader), keptPrefill: or(o.PrefillReplicaHeader, fleet.PrefillReplicaHeader),
+		keptReason: or(o.RouteReasonHeader, fleet.RouteReasonHeader)}
 }
 
 // keepFleetColumns fills rec's replica, prefill_replica and route_reason

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -159,5 +160,35 @@ func TestBuiltinFleetNamesReplicas(t *testing.T) {
 	}
 	if len(res.Records) != 8 || res.Summary.ReplicaMissing != 0 {
 		t.Errorf("%d rows, %d responses without a replica", len(res.Records), res.Summary.ReplicaMissing)
+	}
+}
+
+// TestSimFleetHeadersByDefault: a replay of tokentrace sim's fleet at its
+// URL keeps the replicas its responses name with no option, and reads a
+// disaggregated response's metrics object as the decode side's.
+func TestSimFleetHeadersByDefault(t *testing.T) {
+	so := sim.DefaultOptions()
+	so.PerRequestMetrics = true
+	if err := sim.ApplyConfig(&so, "prefill-replicas=1,decode-replicas=2"); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fleet.Start(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	o := DefaultOptions()
+	o.URL, o.Model, o.NoPreflight = srv.URL, so.Model, true
+	res := mustRun(t, replicaTrace(6), traces.NewMeta("test"), o)
+	for _, r := range res.Records {
+		if !strings.HasPrefix(r.Replica, "decode-") || r.PrefillReplica != "prefill-0" || r.RouteReason == "" {
+			t.Errorf("request %d: replica %q prefill %q reason %q", r.Seq, r.Replica, r.PrefillReplica, r.RouteReason)
+		}
+		if r.ServerDecodeQueueNs < 0 || r.ServerQueueNs != traces.NotReported || r.ServerDecodeNs < 0 {
+			t.Errorf("request %d: queue %d, decode queue %d, decode %d: want the decode side's", r.Seq, r.ServerQueueNs, r.ServerDecodeQueueNs, r.ServerDecodeNs)
+		}
+	}
+	if res.Summary.ReplicaHeader != "" {
+		t.Errorf("summary names header %q: the default headers are not counted", res.Summary.ReplicaHeader)
 	}
 }
