@@ -502,6 +502,7 @@ type parquetReader struct {
 	salvaged error
 	// sorted: the file promises its rows in (arrival_ns, seq) order.
 	sorted bool
+	order  orderCheck
 }
 
 // sortedByArrival reports whether pf is a file tokentrace's writer made
@@ -600,6 +601,7 @@ func newParquetReaderAt(f *os.File, size int64, name string, o OpenOptions, clos
 		meta.SchemaVersion = SchemaVersion
 	}
 	r = &parquetReader{name: displayName(name), f: f, closeF: closeF, meta: meta, strict: o.Strict, sorted: sortedByArrival(pf)}
+	r.order.off = !checksOrder(meta)
 	if salvaged != nil {
 		r.salvaged = salvaged
 		r.stats.Truncated = true
@@ -741,10 +743,15 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			continue
 		}
 		if err := rec.Validate(); err != nil {
-			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}, r.strict); err != nil {
+			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: err}, r.strict); err != nil {
 				return n, err
 			}
 			continue
+		}
+		if p := r.order.check(rec.ArrivalNs); p != nil {
+			if err := r.stats.outOfOrder(&RowError{File: r.name, Line: r.row, Err: p}, r.strict); err != nil {
+				return n, err
+			}
 		}
 		if n != i {
 			recs[n], recs[i] = recs[i], recs[n]
