@@ -33,6 +33,7 @@ func replayCommand() *cli.Command {
 		sf                                                    = sortFlags{mib: traces.DefaultSortMemoryBytes >> 20}
 	)
 	api = o.API
+	var rf readFlags
 	return &cli.Command{
 		Name:  "replay",
 		Usage: "replay a trace against an OpenAI-compatible server with its arrival timing",
@@ -115,7 +116,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.GenericFlag{Name: "metadata", Value: &metadata, Usage: "key=value stored in the results metadata as run.meta.KEY (repeatable)"},
 			&cli.GenericFlag{Name: "model-map", Value: &modelMap, Usage: "prod-name=served-name (repeatable); unmapped names use --model"},
 			&cli.BoolFlag{Name: "no-describe-server", Usage: "do not store the server's /v1/models, /version and /metrics info in the metadata", Destination: &noDescribe},
-		}, sf.flags()...),
+		}, append(sf.flags(), rf.flags()...)...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
@@ -178,7 +179,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err != nil {
 				return err
 			}
-			src, err := traceSource(io.err, "replay", a[0])
+			src, err := newTraceIn(c, &rf, "replay", "replay sorts the trace by arrival in memory").source(a[0])
 			if err != nil {
 				return err
 			}
