@@ -264,6 +264,14 @@ func (r *importReader) Read(recs []Record) (int, error) {
 		if errors.As(err, &re) && err != io.EOF && r.stats.malformed(err, r.strict) == nil {
 			continue
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) && re == nil {
+			// A compressed input cut short: the rows before are whole.
+			r.stats.Truncated = true
+			err = &RowError{File: r.name, Line: r.stats.Rows + r.stats.Skipped + 1, Err: truncErr(err)}
+			if l, ok := r.dec.(lineOf); ok {
+				err.(*RowError).Line = l.lastLine() + 1
+			}
+		}
 		r.err = err
 		return n, err
 	}

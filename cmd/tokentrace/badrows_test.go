@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -241,5 +242,22 @@ func TestImportBadRows(t *testing.T) {
 		if code != exitFailure || !strings.Contains(se, f+":2: ") || !strings.Contains(se, kindWord(c.kind)) {
 			t.Errorf("import --strict of a %s row: exit %d, want 1 naming %s:2:\n%s", c.kind, code, f, se)
 		}
+	}
+	// A compressed input cut short is damaged: an error naming it and the
+	// rows before the damage, unless --salvage.
+	rows := readFile(t, "../../testdata/publictraces/mooncake_conversation_head500.jsonl")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(rows)
+	zw.Close()
+	cut := filepath.Join(dir, "cut.jsonl.gz")
+	writeTestFile(t, cut, gz.Bytes()[:gz.Len()/2])
+	code, _, se := runCLI(nil, "import", "--format", "mooncake", "--out", filepath.Join(dir, "o.jsonl"), cut)
+	if code != exitFailure || !strings.Contains(se, cut+" is damaged (truncated): ") || !strings.Contains(se, "which --salvage uses") {
+		t.Errorf("import of a cut gzip file: exit %d, want 1 naming the damage:\n%s", code, se)
+	}
+	code, _, se = runCLI(nil, "import", "--salvage", "--format", "mooncake", "--out", filepath.Join(dir, "o.jsonl"), cut)
+	if code != exitOK || !strings.Contains(se, cut+" is damaged (truncated): using the ") {
+		t.Errorf("import --salvage of a cut gzip file: exit %d, want 0 with the salvage note:\n%s", code, se)
 	}
 }

@@ -61,8 +61,8 @@ Without --url, replay starts the built-in simulator in-process.
 
 Nothing is lost: finished requests go to OUT.journal.jsonl (fsync'd every
 250ms) while the run goes; at the end it is converted to OUT and removed.
-After a crash or SIGKILL, read the journal itself: it is a JSONL results file
-(tokentrace inspect OUT.journal.jsonl; tokentrace analyze OUT.journal.jsonl).
+After a crash or SIGKILL, read the journal itself: it is a JSONL results file,
+its last line maybe torn (tokentrace analyze --salvage OUT.journal.jsonl).
 Ctrl-C stops sending, waits --drain for in-flight requests and writes
 everything.
 
