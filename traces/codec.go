@@ -68,12 +68,17 @@ func (s *ReadStats) malformed(rerr error, strict bool) error {
 
 // outOfOrder handles a valid row that arrives before the row above it:
 // in strict mode it is the reader's error; otherwise it is counted and
-// kept (nil).
-func (s *ReadStats) outOfOrder(rerr error, strict bool) error {
+// kept (nil). rerr makes the row's error, only when it is needed (the
+// first such row, or strict mode): a file in completion order has many.
+func (s *ReadStats) outOfOrder(rerr func() error, strict bool) error {
 	if strict {
-		return rerr
+		return rerr()
 	}
-	s.add(ProblemOutOfOrder, rerr)
+	b := &s.Bad[ProblemOutOfOrder]
+	if b.First == nil {
+		b.First = rerr()
+	}
+	b.Rows++
 	return nil
 }
 
@@ -106,8 +111,9 @@ func (r *textReader) Close() error {
 // read loop returns.
 func (r *textReader) row(line int64, rec *Record, err error) bool {
 	if err == nil {
-		if p := r.order.check(rec.ArrivalNs); p != nil {
-			if stop := r.stats.outOfOrder(&RowError{File: r.name, Line: line, Err: p}, r.strict); stop != nil {
+		if back, late := r.order.check(rec.ArrivalNs); late {
+			rerr := func() error { return &RowError{File: r.name, Line: line, Err: outOfOrder(rec.ArrivalNs, back)} }
+			if stop := r.stats.outOfOrder(rerr, r.strict); stop != nil {
 				r.err = stop
 				return false
 			}

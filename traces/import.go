@@ -248,7 +248,7 @@ func (r *importReader) Read(recs []Record) (int, error) {
 		err := r.dec.next(&rec)
 		if err == nil {
 			if late, cerr := r.check(&rec); late {
-				err = r.stats.outOfOrder(cerr, r.strict) // kept unless strict
+				err = r.stats.outOfOrder(func() error { return cerr }, r.strict) // kept unless strict
 			} else {
 				err = cerr
 			}

@@ -25,8 +25,8 @@ func (r *importReader) check(rec *Record) (late bool, err error) {
 	if p := rec.Validate(); p != nil {
 		return false, &RowError{File: r.name, Line: line, Err: p}
 	}
-	if p := r.order.check(rec.ArrivalNs); p != nil {
-		return true, &RowError{File: r.name, Line: line, Err: p}
+	if back, late := r.order.check(rec.ArrivalNs); late {
+		return true, &RowError{File: r.name, Line: line, Err: outOfOrder(rec.ArrivalNs, back)}
 	}
 	return false, nil
 }

@@ -434,16 +434,16 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *interner) error {
 // int64 reads a whole number; its error says whether the value was a
 // fraction, too large, or not a number (its Column is left to the caller).
 func (d *jsonDecoder) int64() (int64, *RowProblem) {
-	d.WS()
 	start := d.I
 	v, err := d.Int64()
 	if err == nil {
 		return v, nil
 	}
-	if d.I == start {
+	text := bytes.TrimSpace(d.B[start:d.I])
+	if len(text) == 0 {
 		return 0, unreadable("is not a number")
 	}
-	return 0, numberProblem("", string(d.B[start:d.I]))
+	return 0, numberProblem("", string(text))
 }
 
 func (d *jsonDecoder) int32() (int32, *RowProblem) {

@@ -764,8 +764,9 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			}
 			continue
 		}
-		if p := r.order.check(rec.ArrivalNs); p != nil {
-			if err := r.stats.outOfOrder(&RowError{File: r.name, Line: r.row, Err: p}, r.strict); err != nil {
+		if back, late := r.order.check(rec.ArrivalNs); late {
+			rerr := func() error { return &RowError{File: r.name, Line: r.row, Err: outOfOrder(rec.ArrivalNs, back)} }
+			if err := r.stats.outOfOrder(rerr, r.strict); err != nil {
 				return n, err
 			}
 		}

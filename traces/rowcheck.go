@@ -159,11 +159,66 @@ func unreadable(format string, a ...any) *RowProblem {
 // Order between rows is not a property of one record: readers check it
 // (ProblemOutOfOrder).
 func (r *Record) Validate() error {
+	// One pass of plain comparisons for the common case, a valid row (the
+	// decoders' hot path); the first problem's words come from problem.
+	if r.requestValid() && (r.outcomeUnset() || r.outcomeValid()) {
+		return nil
+	}
+	if p := r.problem(); p != nil {
+		return p
+	}
+	return nil
+}
+
+// inTime reports whether v is a time in [0, MaxTimeNs], or NotReported
+// when unreported is set (as unsigned comparisons: one each).
+func inTime(v int64, unreported bool) bool {
+	if unreported {
+		return uint64(v+1) <= MaxTimeNs+1
+	}
+	return uint64(v) <= MaxTimeNs
+}
+
+// inTokens is inTime for token counts.
+func inTokens(v int32, unreported bool) bool {
+	if unreported {
+		return uint32(v+1) <= MaxTokens+1
+	}
+	return uint32(v) <= MaxTokens
+}
+
+func (r *Record) requestValid() bool {
+	ok := r.Seq >= 0 && inTime(r.ArrivalNs, false) && r.Turn >= 0 &&
+		inTokens(r.InputTokens, false) && inTokens(r.OutputTokens, false) && inTokens(r.PrefixTokens, false) &&
+		inTime(r.FinishNs, true) && inTime(r.ThinkNs, true) && r.ParentSeq >= NotReported
+	for _, s := range r.AfterSeqs {
+		ok = ok && s >= 0
+	}
+	return ok
+}
+
+func (r *Record) outcomeValid() bool {
+	ok := inTime(r.ScheduledNs, true) && inTime(r.SentNs, true) && inTime(r.FirstTokenNs, true) && inTime(r.LastTokenNs, true) &&
+		inTime(r.ServerQueueNs, true) && inTime(r.ServerPrefillNs, true) && inTime(r.ServerDecodeNs, true) &&
+		inTokens(r.ServerPromptTokens, true) && inTokens(r.ServerOutputTokens, true) && inTokens(r.ServerCachedTokens, true) &&
+		r.ServerPreemptions >= NotReported && uint32(r.HTTPStatus) <= 999 &&
+		(len(r.ChunkTokens) == 0 || len(r.ChunkTokens) == len(r.ChunkNs))
+	for _, t := range r.ChunkNs {
+		ok = ok && inTime(t, false)
+	}
+	for _, t := range r.ChunkTokens {
+		ok = ok && inTokens(t, false)
+	}
+	return ok
+}
+
+// problem is the first rule r breaks, in words.
+func (r *Record) problem() *RowProblem {
 	if r.Seq < 0 {
 		return problemf(ProblemNegative, "seq", "%d", r.Seq)
 	}
-	if err := checkTime("arrival_ns", r.ArrivalNs, false); err != nil {
-		return err
+	if p := checkTime("arrival_ns", r.ArrivalNs, false); p != nil {
+		return p
 	}
 	if r.Turn < 0 {
 		return problemf(ProblemNegative, "turn", "%d", r.Turn)
@@ -172,15 +227,15 @@ func (r *Record) Validate() error {
 		name string
 		v    int32
 	}{{"input_tokens", r.InputTokens}, {"output_tokens", r.OutputTokens}, {"prefix_tokens", r.PrefixTokens}} {
-		if err := checkTokens(c.name, int64(c.v), false); err != nil {
-			return err
+		if p := checkTokens(c.name, int64(c.v), false); p != nil {
+			return p
 		}
 	}
-	if err := checkTime("finish_ns", r.FinishNs, true); err != nil {
-		return err
+	if p := checkTime("finish_ns", r.FinishNs, true); p != nil {
+		return p
 	}
-	if err := checkTime("think_ns", r.ThinkNs, true); err != nil {
-		return err
+	if p := checkTime("think_ns", r.ThinkNs, true); p != nil {
+		return p
 	}
 	if r.ParentSeq < NotReported {
 		return problemf(ProblemNegative, "parent_seq", "%d", r.ParentSeq)
@@ -190,7 +245,7 @@ func (r *Record) Validate() error {
 			return problemf(ProblemNegative, "after_seqs", "entry %d", s)
 		}
 	}
-	if !r.HasOutcome() && r.outcomeUnset() {
+	if r.outcomeUnset() {
 		return nil // a trace row: nothing more to check
 	}
 	for _, c := range [...]struct {
@@ -198,16 +253,16 @@ func (r *Record) Validate() error {
 		v    int64
 	}{{"scheduled_ns", r.ScheduledNs}, {"sent_ns", r.SentNs}, {"first_token_ns", r.FirstTokenNs}, {"last_token_ns", r.LastTokenNs},
 		{"server_queue_ns", r.ServerQueueNs}, {"server_prefill_ns", r.ServerPrefillNs}, {"server_decode_ns", r.ServerDecodeNs}} {
-		if err := checkTime(c.name, c.v, true); err != nil {
-			return err
+		if p := checkTime(c.name, c.v, true); p != nil {
+			return p
 		}
 	}
 	for _, c := range [...]struct {
 		name string
 		v    int32
 	}{{"server_prompt_tokens", r.ServerPromptTokens}, {"server_output_tokens", r.ServerOutputTokens}, {"server_cached_tokens", r.ServerCachedTokens}} {
-		if err := checkTokens(c.name, int64(c.v), true); err != nil {
-			return err
+		if p := checkTokens(c.name, int64(c.v), true); p != nil {
+			return p
 		}
 	}
 	if r.ServerPreemptions < NotReported {
@@ -314,17 +369,21 @@ type orderCheck struct {
 	off  bool // the file is not in arrival order by design (see checksOrder)
 }
 
-// check returns the problem of a row arriving at a, or nil.
-func (o *orderCheck) check(a int64) *RowProblem {
+// check reports whether a row arriving at a comes before the row above
+// it, and by how much.
+func (o *orderCheck) check(a int64) (back int64, late bool) {
 	if o.off {
-		return nil
+		return 0, false
 	}
 	prev, seen := o.prev, o.seen
 	o.prev, o.seen = a, true
-	if seen && a < prev {
-		return problemf(ProblemOutOfOrder, "arrival_ns", "%d goes back %v from the row before", a, time.Duration(prev-a))
-	}
-	return nil
+	return prev - a, seen && a < prev
+}
+
+// outOfOrder is the problem of a row arriving at a, back ns before the
+// row above it.
+func outOfOrder(a, back int64) *RowProblem {
+	return problemf(ProblemOutOfOrder, "arrival_ns", "%d goes back %v from the row before", a, time.Duration(back))
 }
 
 // checksOrder reports whether a file with metadata m promises arrival
