@@ -61,6 +61,12 @@ var problemWords = [NumProblems]string{
 	ProblemTruncated:  "truncated",
 }
 
+// Key is the problem's word as a snake_case key ("out_of_arrival_order"),
+// for JSON.
+func (p Problem) Key() string {
+	return strings.NewReplacer(" ", "_", "/", "_").Replace(p.String())
+}
+
 func (p Problem) String() string {
 	if p > 0 && p < NumProblems {
 		return problemWords[p]

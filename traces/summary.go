@@ -16,8 +16,8 @@ type Summary struct {
 	Rows int64 `json:"rows"`
 	// SkippedRows counts malformed rows skipped (non-strict reading).
 	SkippedRows int64 `json:"skipped_rows"`
-	// BadRows counts the bad rows by Problem (its String: "negative",
-	// "out of arrival order", ...): the skipped rows and the rows out of
+	// BadRows counts the bad rows by Problem (its Key: "negative",
+	// "out_of_arrival_order", ...): the skipped rows and the rows out of
 	// arrival order, which are kept.
 	BadRows map[string]int64 `json:"bad_rows,omitempty"`
 	// Truncated is set when the file ended in the middle of a row.
@@ -161,7 +161,7 @@ func Summarize(ctx context.Context, r Reader) (Summary, error) {
 			if s.BadRows == nil {
 				s.BadRows = map[string]int64{}
 			}
-			s.BadRows[Problem(p).String()] = b.Rows
+			s.BadRows[Problem(p).Key()] = b.Rows
 		}
 	}
 	slices.Sort(arrivals)

@@ -261,3 +261,25 @@ func TestImportBadRows(t *testing.T) {
 		t.Errorf("import --salvage of a cut gzip file: exit %d, want 0 with the salvage note:\n%s", code, se)
 	}
 }
+
+// TestInspectJSONCountsBadRowsByKind: --json counts the bad rows under
+// stable snake_case keys, the skipped ones and those out of order (kept).
+func TestInspectJSONCountsBadRowsByKind(t *testing.T) {
+	lines := badRowsTrace(t, false)
+	lines = withBadRow(t, lines, func(r, _ map[string]any) { r["input_tokens"] = -5 })
+	lines[20] = strings.Replace(lines[20], `"arrival_ns":950000000`, `"arrival_ns":1`, 1)
+	f := filepath.Join(t.TempDir(), "t.jsonl")
+	writeTestFile(t, f, []byte(strings.Join(lines, "\n")+"\n"))
+	code, so, se := runCLI(nil, "inspect", "--json", f)
+	var got struct {
+		Rows        int64            `json:"rows"`
+		SkippedRows int64            `json:"skipped_rows"`
+		BadRows     map[string]int64 `json:"bad_rows"`
+	}
+	if err := json.Unmarshal([]byte(so), &got); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v: %s %s", code, err, so, se)
+	}
+	if got.Rows != 29 || got.SkippedRows != 1 || got.BadRows["negative"] != 1 || got.BadRows["out_of_arrival_order"] != 1 || len(got.BadRows) != 2 {
+		t.Errorf("rows %d, skipped %d, bad %v; want 29, 1, negative 1 and out_of_arrival_order 1", got.Rows, got.SkippedRows, got.BadRows)
+	}
+}

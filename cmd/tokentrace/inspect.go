@@ -143,7 +143,7 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	if s.SkippedRows > 0 {
 		rows += fmt.Sprintf(" (%d bad %s skipped)", s.SkippedRows, plural(s.SkippedRows, "row", "rows"))
 	}
-	if n := s.BadRows[traces.ProblemOutOfOrder.String()]; n > 0 {
+	if n := s.BadRows[traces.ProblemOutOfOrder.Key()]; n > 0 {
 		rows += fmt.Sprintf(" (%d out of arrival order)", n)
 	}
 	if s.Truncated {
