@@ -19,18 +19,24 @@ import (
 
 // readFlags are --strict and --salvage, shared by every command that
 // reads traces.
-type readFlags struct{ strict, salvage bool }
+type readFlags struct{ o traces.OpenOptions }
 
-func (f *readFlags) flags() []cli.Flag {
+func (f *readFlags) flags() []cli.Flag { return readFlagsInto(&f.o) }
+
+// readFlagsInto are the flags, setting o (for a command whose library
+// options hold the traces.OpenOptions).
+func readFlagsInto(o *traces.OpenOptions) []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "strict", Usage: "fail on the first bad row of an input (unreadable, negative, not an integer, out of range, list/count mismatch, out of arrival order) instead of skipping and counting it", Destination: &f.strict},
-		&cli.BoolFlag{Name: "salvage", Usage: "read a damaged (truncated) input up to the damage instead of failing", Destination: &f.salvage},
+		&cli.BoolFlag{Name: "strict", Usage: "fail on the first bad row of an input (unreadable, negative, not an integer, out of range, list/count mismatch, out of arrival order) instead of skipping and counting it", Destination: &o.Strict},
+		&cli.BoolFlag{Name: "salvage", Usage: "read a damaged (truncated) input up to the damage instead of failing", Destination: &o.Salvage},
 	}
 }
 
 // options are the traces.OpenOptions the flags ask for.
 func (f *readFlags) options(c *cli.Context) traces.OpenOptions {
-	return traces.OpenOptions{Strict: f.strict, Salvage: f.salvage, Stdin: stdio(c).in}
+	o := f.o
+	o.Stdin = stdio(c).in
+	return o
 }
 
 // traceIn is how one command reads its traces: the options, what it does
