@@ -131,7 +131,14 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 		in.Close()
 		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
 	}
-	return &importCtxReader{Reader: ir, ctx: ctx}, nil
+	if r, ok := ir.(*importReader); ok {
+		r.name = importDisplay(name)
+	}
+	// A file with no valid row is import's to explain (the wrong format is
+	// the likely cause), so only the damage rule applies here.
+	c := withChecks(ir, name, o).(*checked)
+	c.allowEmpty = true
+	return &importCtxReader{Reader: c, ctx: ctx}, nil
 }
 
 // ImportAll reads every row of the named file in the given import format.
@@ -221,14 +228,21 @@ type rowDecoder interface {
 type importReader struct {
 	dec    rowDecoder
 	meta   Meta
+	name   string // for errors
 	strict bool
 	closer io.Closer
 	stats  ReadStats
+	order  orderCheck
 	err    error // sticky
 }
 
 func newImportReader(r io.Reader, dec rowDecoder, m Meta, o OpenOptions) *importReader {
-	ir := &importReader{dec: dec, meta: m, strict: o.Strict}
+	// Rows keep the source's order (some formats group them by session);
+	// the trace written is checked for arrival order when it is read.
+	ir := &importReader{dec: dec, meta: m, strict: o.Strict, name: "stdin", order: orderCheck{off: true}}
+	if _, base, ok := strings.Cut(m.Source, ":"); ok {
+		ir.name = base
+	}
 	if c, ok := r.(io.Closer); ok {
 		ir.closer = c
 	}
@@ -256,6 +270,13 @@ func (r *importReader) Read(recs []Record) (int, error) {
 		rec := NewRecord()
 		err := r.dec.next(&rec)
 		if err == nil {
+			if late, cerr := r.check(&rec); late {
+				err = r.stats.outOfOrder(func() error { return cerr }, r.strict) // kept unless strict
+			} else {
+				err = cerr
+			}
+		}
+		if err == nil {
 			rec.Seq = r.stats.Rows
 			recs[n] = rec
 			n++
@@ -266,6 +287,14 @@ func (r *importReader) Read(recs []Record) (int, error) {
 		if errors.As(err, &re) && err != io.EOF && r.stats.malformed(err, r.strict) == nil {
 			continue
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) && re == nil {
+			// A compressed input cut short: the rows before are whole.
+			r.stats.Truncated = true
+			err = &RowError{File: r.name, Line: r.stats.Rows + r.stats.Skipped + 1, Err: truncErr(err)}
+			if l, ok := r.dec.(lineOf); ok {
+				err.(*RowError).Line = l.lastLine() + 1
+			}
+		}
 		r.err = err
 		return n, err
 	}
@@ -275,7 +304,12 @@ func (r *importReader) Read(recs []Record) (int, error) {
 // importRowError builds the error of a malformed row: file, line and a
 // content-free reason, wrapping ErrMalformed.
 func importRowError(name string, line int64, format string, a ...any) *RowError {
-	return &RowError{File: importDisplay(name), Line: line, Err: fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))}
+	p := importProblem(a)
+	detail := fmt.Sprintf(format, a...)
+	if p != ProblemUnreadable {
+		detail = strings.TrimSuffix(detail, ": "+p.String()) // the problem says it first
+	}
+	return &RowError{File: importDisplay(name), Line: line, Err: &RowProblem{Problem: p, Detail: detail}}
 }
 
 // importCSV reads a CSV file with a header row and finds columns by name

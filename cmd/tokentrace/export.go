@@ -12,13 +12,13 @@ func exportCommand() *cli.Command {
 	var (
 		format string
 		out    string
-		o      traces.OpenOptions
+		rf     readFlags
 		eo     traces.ExportOptions
 	)
 	return &cli.Command{
 		Name:  "export",
 		Usage: "write a trace in another format: Mooncake JSONL for AIPerf, SGLang and vllm bench serve, or JSONL/CSV",
-		UsageText: `tokentrace export --format FORMAT [--out OUT] [--block-size N] [--ok-only] [--strict] TRACE
+		UsageText: `tokentrace export --format FORMAT [--out OUT] [--block-size N] [--ok-only] [--strict] [--salvage] TRACE
 
 Examples:
   tokentrace export --format mooncake --out trace.jsonl trace.parquet
@@ -30,14 +30,15 @@ Examples:
 to --out ("-" = stdout) in one of these formats:
 ` + formatHelp(exportFormatDocs()) + `
 
-It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
-		Flags: []cli.Flag{
+Bad rows of TRACE are skipped and named on stderr (--strict fails on the
+first); rows out of arrival order are exported in file order. It prints
+"exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(traces.ExportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output file (- = stdout)", Destination: &out},
 			&cli.IntFlag{Name: "block-size", Usage: "mooncake: tokens per hash_ids entry (0 = the trace's block size, else 512)", Destination: &eo.BlockSize},
 			&cli.BoolFlag{Name: "ok-only", Usage: "drop rows with a failed outcome (e.g. BurstGPT failures with 0 output tokens)", Destination: &eo.OKOnly},
-			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row of TRACE instead of skipping it", Destination: &o.Strict},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, 1, "the trace to export, - = stdin")
 			if err != nil {
@@ -54,13 +55,11 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			s := stdio(c)
 			name := names[0]
-			o.Stdin = s.in
-			r, err := traces.OpenWith(name, o)
+			r, err := newTraceIn(c, &rf, "export", "exported in file order").open(name)
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
 			defer r.Close()
-			r = salvage(r, s.err, "export", name)
 			var n int64
 			if out == "-" {
 				n, err = traces.Export(c.Context, format, s.out, r, eo)
@@ -71,9 +70,6 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				return withCode(exitFailure, err)
 			}
 			fmt.Fprintf(s.err, "exported %d rows\n", n)
-			if st := r.Stats(); st.Skipped > 0 {
-				fmt.Fprintf(s.err, "skipped %d malformed rows of %s (first: %v)\n", st.Skipped, name, st.FirstSkip)
-			}
 			return nil
 		},
 	}
