@@ -262,6 +262,7 @@ type importCSV struct {
 	name string
 	cr   *csv.Reader
 	cols map[string]int
+	hdr  []string // the header as written, for notes naming columns
 	nhdr int
 	line int64
 }
@@ -287,6 +288,7 @@ func newImportCSV(r io.Reader, name string) (*importCSV, error) {
 		}
 	}
 	c.nhdr = len(hdr)
+	c.hdr = append([]string(nil), hdr...)
 	return c, nil
 }
 

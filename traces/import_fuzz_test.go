@@ -148,3 +148,10 @@ func FuzzImportTraceLab(f *testing.F) {
 		"\n\n{}\n[1,2]\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
 }
+
+func FuzzImportTraceLabCSV(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/tracelab_example_replay.csv"},
+		"id,input_len,output_len,arrival_time\n0,1,1,0\n0,2,1,9e18\n"+fuzzSecret+",1,1,1\n",
+		"\ufeffid,input_len,output_len,arrival_time,round_idx,tool_wait_after_ms,prefix_len\n7,1,1,1.5,2147483646,9223372036854775807,2147483647\n7,1,1,0,0,1,0\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
+}

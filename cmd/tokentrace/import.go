@@ -91,6 +91,9 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			if st.FirstSkip != nil {
 				fmt.Fprintf(s.err, "first skipped row: %v\n", st.FirstSkip)
 			}
+			for _, note := range traces.ImportNotes(r) {
+				fmt.Fprintf(s.err, "note: %s\n", note)
+			}
 			return nil
 		},
 	}
