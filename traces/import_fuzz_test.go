@@ -155,3 +155,17 @@ func FuzzImportTraceLabCSV(f *testing.F) {
 		"\ufeffid,input_len,output_len,arrival_time,round_idx,tool_wait_after_ms,prefix_len\n7,1,1,1.5,2147483646,9223372036854775807,2147483647\n7,1,1,0,0,1,0\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
 }
+
+func FuzzImportSGLangTokens(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/sglang_token_trace.jsonl"},
+		`{"input_tokens": [1], "num_output_tokens": "3", "ts": "1e3"}`+"\n"+fuzzSecret+"\n",
+		`{"input_tokens": [], "output_tokens": null}`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sglang-tokens", data) })
+}
+
+func FuzzImportSGLangAgentic(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/sglang_agentic_trace.json"},
+		`{"metadata": 1, "conversations": [[{"messages": [{"role": "user", "content": "`+fuzzSecret+`"}]}], 3, []]}`,
+		`{"conversations": {}}`, `[1]`, `{"conversations": [[{"messages": [{}], "prompt_tokens": 1e9, "output_tokens": 2147483647}]]`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sglang-agentic", data) })
+}

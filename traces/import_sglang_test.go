@@ -1,0 +1,98 @@
+package traces_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+const publicTraces = "../testdata/publictraces/"
+
+// The token trace: counts come from the id lists unless num_* override
+// them, ts is milliseconds, and prompts that share leading 16-token blocks
+// share their block ids (the ids themselves are not kept).
+func TestImportSGLangTokenTrace(t *testing.T) {
+	recs, m, st := importAllT(t, "sglang-tokens", publicTraces+"sglang_token_trace.jsonl", true)
+	if st.Rows != 4 || m.BlockSize != 16 {
+		t.Fatalf("stats %+v, block size %d", st, m.BlockSize)
+	}
+	want := []struct {
+		arrivalNs int64
+		in, out   int32
+		blocks    []int64
+	}{
+		{1_000_000_000, 40, 4, []int64{0, 1, 2}},  // 40 ids: two full blocks and a partial one
+		{1_000_500_000, 34, 12, []int64{0, 1, 3}}, // same first 32 ids: shares two blocks; num_output_tokens
+		{1_250_250_000, 300, 1, []int64{4}},       // num_input_tokens overrides the 3 ids
+		{0, 16, 2, []int64{0}},                    // no ts: arrives at 0; ids 1..16 are the first block again
+	}
+	for i, w := range want {
+		r := recs[i]
+		if r.ArrivalNs != w.arrivalNs || r.InputTokens != w.in || r.OutputTokens != w.out || !reflect.DeepEqual(r.PrefixBlocks, w.blocks) {
+			t.Errorf("row %d = arrival %d in %d out %d blocks %v; want %+v", i, r.ArrivalNs, r.InputTokens, r.OutputTokens, r.PrefixBlocks, w)
+		}
+	}
+}
+
+// Token-trace rows SGLang would skip are malformed here, named by line.
+func TestImportSGLangTokenTraceBadRows(t *testing.T) {
+	for _, tc := range []struct{ name, line2 string }{
+		{"No input ids.", `{"output_tokens": [1], "ts": 1}`},
+		{"No output length at all.", `{"input_tokens": [1, 2]}`},
+		{"Token ids that are not integers.", `{"input_tokens": ["ZZSECRETZZ"], "output_tokens": [1]}`},
+		{"A negative timestamp.", `{"input_tokens": [1], "output_tokens": [1], "ts": -5}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			content := `{"input_tokens": [1], "output_tokens": [1]}` + "\n" + tc.line2 + "\n"
+			recs, st, err := importBadLine2T(t, "sglang-tokens", "tokens.jsonl", content, "ZZSECRETZZ")
+			if err != nil || len(recs) != 1 || st.Skipped != 1 {
+				t.Errorf("rows %d, stats %+v, err %v: want the first row and one skip", len(recs), st, err)
+			}
+		})
+	}
+}
+
+// The agentic trace: one session per conversation, chained turns,
+// prompt_tokens kept, missing counts estimated and said, turns without
+// messages skipped.
+func TestImportSGLangAgentic(t *testing.T) {
+	recs, _, st := importAllT(t, "sglang-agentic", publicTraces+"sglang_agentic_trace.json", true)
+	if st.Rows != 5 {
+		t.Fatalf("rows %d, want 5 (one turn has no messages)", st.Rows)
+	}
+	nr := int64(traces.NotReported)
+	want := []struct {
+		session, parent int64
+		turn, in, out   int32
+	}{
+		{1, nr, 1, 1200, 220},
+		{1, 0, 2, 1460, 220},
+		{1, 1, 3, 1720, 220}, // the turn without messages is not a call
+		{2, nr, 1, 2, 220},   // "abcdefgh": 8 bytes = 2 tokens, estimated
+		{2, 3, 2, 2 + 220 + 1, 5},
+	}
+	for i, w := range want {
+		r := recs[i]
+		if r.Session != w.session || r.ParentSeq != w.parent || r.Turn != w.turn || r.InputTokens != w.in || r.OutputTokens != w.out || r.ArrivalNs != 0 {
+			t.Errorf("row %d = session %d parent %d turn %d in %d out %d arrival %d; want %+v", i, r.Session, r.ParentSeq, r.Turn, r.InputTokens, r.OutputTokens, r.ArrivalNs, w)
+		}
+	}
+}
+
+// A malformed conversation is skipped whole; the others are read.
+func TestImportSGLangAgenticBadConversation(t *testing.T) {
+	content := `{"conversations": [` + "\n" +
+		`[{"messages": [{"role": "user", "content": "hi"}], "prompt_tokens": 10}],` + "\n" +
+		`[{"messages": [{"role": "user", "content": "ZZSECRETZZ"}], "prompt_tokens": -3}],` + "\n" +
+		`[{"messages": [{"role": "user", "content": 7}]}],` + "\n" +
+		`[{"messages": [{"role": "user", "content": "x"}], "prompt_tokens": 4}]` + "\n]}\n"
+	recs, st, err := importStringT(t, "sglang-agentic", "a.json", content, false)
+	if err != nil || len(recs) != 2 || st.Skipped != 2 || recs[1].Session != 2 || recs[1].InputTokens != 4 {
+		t.Fatalf("rows %+v, stats %+v, err %v: want 2 good conversations as sessions 1 and 2", recs, st, err)
+	}
+	if st.FirstSkip == nil || !strings.Contains(st.FirstSkip.Error(), "a.json:3") {
+		t.Errorf("first skip %v, want it named at a.json:3", st.FirstSkip)
+	}
+}
