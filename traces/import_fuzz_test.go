@@ -169,3 +169,10 @@ func FuzzImportSGLangAgentic(f *testing.F) {
 		`{"conversations": {}}`, `[1]`, `{"conversations": [[{"messages": [{}], "prompt_tokens": 1e9, "output_tokens": 2147483647}]]`)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sglang-agentic", data) })
 }
+
+func FuzzImportDynamo(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/dynamo_request_trace.jsonl"},
+		`{"event":{"schema":"dynamo.request.trace.v1","event_type":"request_end","event_time_unix_ms":1e3,"agent_context":{"session_id":"a","parent_session_id":"a"},"request":{"input_tokens":1,"output_tokens":1,"total_time_ms":2e3}}}`+"\n"+fuzzSecret+"\n",
+		`{"schema":"x"}`+"\n"+`{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"input_tokens":1,"output_tokens":1,"request_received_ms":9223372036854,"ttft_ms":9e12,"replay":{"trace_block_size":0,"input_sequence_hashes":[-1]}}}`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "dynamo", data) })
+}
