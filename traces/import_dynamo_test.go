@@ -30,13 +30,13 @@ func TestImportDynamo(t *testing.T) {
 	const nr = traces.NotReported
 	want := []struct {
 		arrivalNs, finishNs, firstNs, queueNs, prefillNs, session, parent int64
-		turn, in, out, cached                                              int32
-		blocks                                                             []int64
+		turn, in, out, cached                                             int32
+		blocks                                                            []int64
 	}{
 		{0, 800_000_000, 120_500_000, 2_250_000, 100_000_000, 1, nr, 1, 10, 4, 0, []int64{11, 22, -1}}, // the 2^64-1 hash keeps its bits
 		{850_000_000, 1_600_000_000, nr, nr, nr, 1, 0, 2, 16, 8, nr, []int64{11, 22, 55, 66}},
 		{900_000_000, 1_500_000_000, 950_000_000, nr, nr, 1, 1, 1, 6, 2, nr, []int64{33, 44}}, // the subagent: same tree, parent = main's latest call
-		{1_500_000_000, 2_000_000_000, nr, nr, nr, 0, nr, 0, 7, 1, nr, nil},                    // no agent context; arrival = end − total
+		{1_500_000_000, 2_000_000_000, nr, nr, nr, 0, nr, 0, 7, 1, nr, nil},                   // no agent context; arrival = end − total
 	}
 	for i, w := range want {
 		g := recs[i]
