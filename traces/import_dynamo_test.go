@@ -70,3 +70,39 @@ func TestImportDynamoBadLines(t *testing.T) {
 		t.Errorf("strict mode returned %d rows before failing, want none", len(strict))
 	}
 }
+
+// SageMaker captures: usage from a JSON response or from the streamed
+// events, else estimates said in notes; rows in inferenceTime order.
+func TestImportSageMaker(t *testing.T) {
+	ctx := context.Background()
+	r, err := traces.Import(ctx, "sagemaker", publicTraces+"sagemaker_data_capture.jsonl", traces.OpenOptions{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	recs, err := traces.ReadFrom(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		arrivalNs int64
+		in, out   int32
+		api       string
+	}{
+		{0, 20, 7, traces.APIChat},                    // base64, streamed: usage from the last event
+		{1_500_000_000, 12, 3, traces.APIChat},        // JSON body with usage
+		{3_000_000_000, 3, 16, traces.APICompletions}, // no response: 10 bytes ≈ 3 tokens, output = max_tokens
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("%d rows, want %d", len(recs), len(want))
+	}
+	for i, w := range want {
+		g := recs[i]
+		if g.ArrivalNs != w.arrivalNs || g.InputTokens != w.in || g.OutputTokens != w.out || g.API != w.api || g.Model != "llama-3" {
+			t.Errorf("row %d = arrival %d in %d out %d api %q model %q; want %+v", i, g.ArrivalNs, g.InputTokens, g.OutputTokens, g.API, g.Model, w)
+		}
+	}
+	if notes := strings.Join(traces.ImportNotes(r), "\n"); !strings.Contains(notes, "1 captures without usage: input tokens estimated") || !strings.Contains(notes, "1 captures without usage: output length taken") {
+		t.Errorf("notes %q do not count the estimated row", notes)
+	}
+}

@@ -176,3 +176,10 @@ func FuzzImportDynamo(f *testing.F) {
 		`{"schema":"x"}`+"\n"+`{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"input_tokens":1,"output_tokens":1,"request_received_ms":9223372036854,"ttft_ms":9e12,"replay":{"trace_block_size":0,"input_sequence_hashes":[-1]}}}`)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "dynamo", data) })
 }
+
+func FuzzImportSageMaker(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/sagemaker_data_capture.jsonl"},
+		`{"captureData":{"endpointInput":{"data":"{\"prompt\":\"`+fuzzSecret+`\"}","encoding":"JSON"}},"eventMetadata":{"inferenceTime":"2024-01-01T00:00:00Z"}}`,
+		`{"captureData":{"endpointInput":{"data":"!!","encoding":"BASE64"}},"eventMetadata":{"inferenceTime":"1900-01-01T00:00:00Z"}}`+"\n[]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sagemaker", data) })
+}
