@@ -35,7 +35,7 @@ import (
 // Seq numbers the kept rows from 0 in file order.
 
 // ImportFormats lists the public trace formats Import reads.
-var ImportFormats = []string{"azure", "bailian", "burstgpt", "dynamo", "mooncake", "sagemaker", "sglang-agentic", "sglang-tokens", "splitwise", "tracelab", "weka"}
+var ImportFormats = []string{"azure", "bailian", "baseten", "burstgpt", "dynamo", "mooncake", "sagemaker", "sglang-agentic", "sglang-tokens", "splitwise", "tracelab", "weka"}
 
 // An ImportFunc returns a Reader of Records decoded from r in one public
 // trace format. name is the file name used in Meta.Source and in error
@@ -59,6 +59,8 @@ func Importer(format string) (ImportFunc, error) {
 		return NewWekaReader, nil
 	case "tracelab":
 		return NewTraceLabReader, nil
+	case "baseten":
+		return NewBasetenReader, nil
 	case "dynamo":
 		return NewDynamoReader, nil
 	case "sagemaker":
@@ -106,8 +108,10 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 	if c, ok := r.(io.ReadCloser); ok && r != io.Reader(os.Stdin) {
 		rc = c
 	}
-	in, err := importDecompress(rc)
-	if err != nil {
+	var in io.ReadCloser
+	if f, ok := r.(*os.File); ok && format == "baseten" {
+		in = f // Parquet needs the file itself (random access)
+	} else if in, err = importDecompress(rc); err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
 	}
@@ -224,6 +228,9 @@ func (r *importReader) Meta() Meta       { return r.meta }
 func (r *importReader) Stats() ReadStats { return r.stats }
 
 func (r *importReader) Close() error {
+	if c, ok := r.dec.(io.Closer); ok {
+		c.Close() // a decoder's temporary files
+	}
 	if r.closer == nil {
 		return nil
 	}

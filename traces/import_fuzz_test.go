@@ -183,3 +183,33 @@ func FuzzImportSageMaker(f *testing.F) {
 		`{"captureData":{"endpointInput":{"data":"!!","encoding":"BASE64"}},"eventMetadata":{"inferenceTime":"1900-01-01T00:00:00Z"}}`+"\n[]\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sagemaker", data) })
 }
+
+// Parquet has no lines, so a damaged Baseten file fails as a whole (not
+// a RowError per line); what must hold is no panic, sane rows, and no
+// error quoting the input.
+func FuzzImportBaseten(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/baseten_trace.parquet"}, "PAR1"+fuzzSecret+"PAR1")
+	if b, err := os.ReadFile("../testdata/publictraces/baseten_trace.parquet"); err == nil {
+		f.Add(b[:len(b)/2])
+		f.Add(append(append([]byte{}, b[:200]...), b[len(b)-600:]...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := traces.NewBasetenReader(bytes.NewReader(data), "fuzz.input", traces.OpenOptions{})
+		if err != nil {
+			if strings.Contains(err.Error(), fuzzSecret) {
+				t.Fatalf("error %q quotes the input", err)
+			}
+			return
+		}
+		defer r.Close()
+		recs, err := traces.ReadFrom(r)
+		if err != nil && strings.Contains(err.Error(), fuzzSecret) {
+			t.Fatalf("error %q quotes the input", err)
+		}
+		for i, rec := range recs {
+			if rec.Seq != int64(i) || rec.ArrivalNs < 0 || rec.InputTokens < 0 || rec.OutputTokens < 0 {
+				t.Fatalf("row %d is not sane: %+v", i, rec)
+			}
+		}
+	})
+}
