@@ -213,3 +213,10 @@ func FuzzImportBaseten(f *testing.F) {
 		}
 	})
 }
+
+func FuzzImportInferencePerf(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/inference-perf_fan_in_dependencies.json"},
+		`{"spans":[{"name":"chat","start_time_unix_nano":1,"end_time_unix_nano":1,"attributes":{"gen_ai.usage.input_tokens":"`+fuzzSecret+`"}}]}`,
+		`{"spans":[{"name":"chat","start_time":"2026-01-01T00:00:00","end_time":"2026-01-01T00:00:00","attributes":{"gen_ai.input.messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}}]}[]`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "inference-perf", data) })
+}
