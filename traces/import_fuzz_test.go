@@ -220,3 +220,10 @@ func FuzzImportInferencePerf(f *testing.F) {
 		`{"spans":[{"name":"chat","start_time":"2026-01-01T00:00:00","end_time":"2026-01-01T00:00:00","attributes":{"gen_ai.input.messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}}]}[]`)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "inference-perf", data) })
 }
+
+func FuzzImportAIPerfDAG(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/aiperf_mixed_full.dag.jsonl", "../testdata/publictraces/aiperf_orchestrator_spine_per_round.dag.jsonl"},
+		`{"session_id":"a","turns":[{"messages":[{"role":"user","content":"`+fuzzSecret+`"}],"forks":["a"],"spawns":[{"children":["a"],"join_at":0}],"delay":9e15}]}`,
+		`{"session_id":"o","orchestrator":true,"rounds":3,"spawns":["o"]}`+"\n"+`{"session_id":"p","pre_session_spawns":["p"],"turns":[{"messages":[]}]}`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "aiperf-dag", data) })
+}
