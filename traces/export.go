@@ -12,7 +12,7 @@ import (
 )
 
 // ExportFormats lists the formats Export writes.
-var ExportFormats = []string{"csv", "jsonl", "mooncake"}
+var ExportFormats = []string{"aiperf", "aiperf-dag", "azure", "csv", "guidellm", "inference-perf", "jsonl", "mooncake", "sglang-agentic", "vllm", "weka"}
 
 // DefaultExportBlockSize is the hash_ids block size of a mooncake export
 // of a trace that has none (Mooncake's own 512).
@@ -29,6 +29,10 @@ type ExportOptions struct {
 	// "ok", e.g. BurstGPT's failed requests with 0 output tokens, which a
 	// replayer would send with max_tokens 0). Defaults to false.
 	OKOnly bool
+	// Lost is told, once per kind at the end of an export, what the format
+	// could not hold, as a sentence with a count ("412 parent links not
+	// representable in aiperf"); nil discards it. Defaults to nil.
+	Lost func(string)
 }
 
 // Validate checks the options.
@@ -58,6 +62,9 @@ func Exporter(format string) (ExportFunc, error) {
 			return NewWriter(w, FormatCSV, m, CreateOptions{})
 		}, nil
 	}
+	if fn, ok := peerExporters[format]; ok {
+		return fn, nil
+	}
 	return nil, fmt.Errorf("%w %q: export formats are %s", ErrUnknownFormat, format, strings.Join(ExportFormats, ", "))
 }
 
@@ -80,6 +87,9 @@ func Export(ctx context.Context, format string, w io.Writer, r Reader, o ExportO
 	if cerr := ew.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("export %s: %w", format, cerr)
 	}
+	if err == nil {
+		reportLosses(ew, o)
+	}
 	return n, err
 }
 
@@ -98,7 +108,7 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 		return Export(ctx, format, os.Stdout, r, o)
 	}
 	codec := Format("")
-	if format != "mooncake" {
+	if format == "jsonl" || format == "csv" {
 		codec = Format(format)
 		if f, err := FormatOf(name); err == nil && f != Format(format) && f != Format(format)+".zst" {
 			return 0, fmt.Errorf("export %s: output %s has the extension of %s; use format %s or a .%s name", format, name, f, exportFamily(f), format)
@@ -112,7 +122,8 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 	}
 	var ew Writer
 	if codec == "" {
-		ew, err = NewMooncakeWriter(f, r.Meta(), o)
+		fn, _ := Exporter(format)
+		ew, err = fn(f, r.Meta(), o)
 	} else {
 		ew, err = NewWriter(f, codec, r.Meta(), CreateOptions{})
 	}
@@ -130,6 +141,7 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 	if err != nil {
 		return n, err
 	}
+	reportLosses(ew, o)
 	return n, nil
 }
 
@@ -277,30 +289,36 @@ func (w *mooncakeWriter) fresh() int64 {
 	return id
 }
 
+// hashIDs sets w.hash to the row's exported hash_ids (see
+// NewMooncakeWriter).
+func (w *mooncakeWriter) hashIDs(r *Record) {
+	nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
+	w.hash = w.hash[:0]
+	if w.useBlocks && len(r.PrefixBlocks) > 0 {
+		for _, id := range r.PrefixBlocks {
+			w.hash = append(w.hash, w.mapID(id))
+		}
+	} else if r.Category != "" && r.PrefixTokens > 0 {
+		shared := min(int64(r.PrefixTokens)/w.blockSize, nb)
+		cat := w.cats[r.Category]
+		for int64(len(cat)) < shared {
+			cat = append(cat, w.fresh())
+		}
+		w.cats[r.Category] = cat
+		w.hash = append(w.hash, cat[:shared]...)
+	}
+	for int64(len(w.hash)) < nb {
+		w.hash = append(w.hash, w.fresh())
+	}
+}
+
 func (w *mooncakeWriter) Write(recs []Record) (int, error) {
 	for i := range recs {
 		r := &recs[i]
 		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
 		}
-		nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
-		w.hash = w.hash[:0]
-		if w.useBlocks && len(r.PrefixBlocks) > 0 {
-			for _, id := range r.PrefixBlocks {
-				w.hash = append(w.hash, w.mapID(id))
-			}
-		} else if r.Category != "" && r.PrefixTokens > 0 {
-			shared := min(int64(r.PrefixTokens)/w.blockSize, nb)
-			cat := w.cats[r.Category]
-			for int64(len(cat)) < shared {
-				cat = append(cat, w.fresh())
-			}
-			w.cats[r.Category] = cat
-			w.hash = append(w.hash, cat[:shared]...)
-		}
-		for int64(len(w.hash)) < nb {
-			w.hash = append(w.hash, w.fresh())
-		}
+		w.hashIDs(r)
 		b := w.buf[:0]
 		b = append(b, `{"timestamp": `...)
 		b = strconv.AppendInt(b, (r.ArrivalNs+500_000)/1_000_000, 10)

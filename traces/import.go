@@ -35,7 +35,7 @@ import (
 // Seq numbers the kept rows from 0 in file order.
 
 // ImportFormats lists the public trace formats Import reads.
-var ImportFormats = []string{"aiperf-dag", "azure", "bailian", "baseten", "burstgpt", "dynamo", "inference-perf", "mooncake", "sagemaker", "sglang-agentic", "sglang-tokens", "splitwise", "tracelab", "weka"}
+var ImportFormats = []string{"aiperf", "aiperf-dag", "azure", "bailian", "baseten", "burstgpt", "dynamo", "guidellm", "inference-perf", "mooncake", "sagemaker", "sglang-agentic", "sglang-tokens", "splitwise", "tracelab", "vllm", "weka"}
 
 // An ImportFunc returns a Reader of Records decoded from r in one public
 // trace format. name is the file name used in Meta.Source and in error
@@ -59,6 +59,12 @@ func Importer(format string) (ImportFunc, error) {
 		return NewWekaReader, nil
 	case "tracelab":
 		return NewTraceLabReader, nil
+	case "aiperf":
+		return NewAIPerfReader, nil
+	case "vllm":
+		return NewVLLMReader, nil
+	case "guidellm":
+		return NewGuideLLMReader, nil
 	case "aiperf-dag":
 		return NewAIPerfDAGReader, nil
 	case "baseten":

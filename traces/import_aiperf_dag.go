@@ -84,11 +84,12 @@ type dagLineTurn struct {
 
 // dagTurn is what the importer keeps of a turn.
 type dagTurn struct {
-	own     int64 // tokens of its own messages
-	out     int32
-	model   string
-	delayNs int64
-	noOut   bool
+	own      int64 // tokens of its own messages
+	out      int32
+	model    string
+	delayNs  int64
+	hasDelay bool
+	noOut    bool
 }
 
 // dagBranch is a child conversation started by a turn.
@@ -201,6 +202,7 @@ func (d *dagDecoder) parse(line []byte) error {
 		if turn.delayNs, err = dagMs(t.Delay); err != nil {
 			return bad("delay: %v", err)
 		}
+		turn.hasDelay = t.Delay != nil
 		var br []dagBranch
 		for _, f := range t.Forks {
 			var id string
@@ -387,6 +389,9 @@ func (d *dagDecoder) build() {
 				} else {
 					my = append(my, deps...)
 					r.ThinkNs = think + min(t.delayNs, math.MaxInt64-think)
+					if len(deps) == 0 && think == 0 && !t.hasDelay {
+						r.ThinkNs = NotReported // a root's first turn: nothing to think after
+					}
 				}
 				my = append(my, joins[k]...)
 				if t.noOut {

@@ -22,7 +22,7 @@ func TestImportAIPerfDAGMixed(t *testing.T) {
 		turn, in, out            int32
 		model                    string
 	}{
-		{0, 0, nr, nil, 1, 12, 32, "mixed-model"},                       // root: system + user, 5 + 7 tokens
+		{0, nr, nr, nil, 1, 12, 32, "mixed-model"},                      // root: system + user, 5 + 7 tokens; no delay: no think time
 		{0, 0, 0, nil, 1, 8, 12, ""},                                    // helper spawned by it: fresh context
 		{10e6, 10e6, 1, nil, 2, 8 + 12 + 5, 8, "helper-model"},          // delay 10 ms
 		{20e6, 20e6, 0, nil, 2, 12 + 32 + 9, 24, ""},                    // root's next turn, delay 20 ms
