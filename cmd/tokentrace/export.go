@@ -17,34 +17,43 @@ func exportCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:  "export",
-		Usage: "write a trace in another format: Mooncake JSONL for AIPerf, SGLang and vllm bench serve, or JSONL/CSV",
+		Usage: "write a trace for another tool (AIPerf, inference-perf, GuideLLM, SGLang, vllm, ...) or as JSONL/CSV",
 		UsageText: `tokentrace export --format FORMAT [--out OUT] [--block-size N] [--ok-only] [--strict] TRACE
 
 Examples:
   tokentrace export --format mooncake --out trace.jsonl trace.parquet
-  vllm bench serve --dataset-name timed_trace --dataset-path trace.jsonl \
-      --timed-trace-sec-multiplier 0.001 --timed-trace-chunk-hash-size 512 ...
-  tokentrace export --format csv --out trace.csv trace.parquet
-  tokentrace export --format jsonl trace.parquet | head`,
+  tokentrace export --format vllm --out timed.jsonl trace.parquet
+  vllm bench serve --dataset-name timed_trace --dataset-path timed.jsonl \
+      --timed-trace-chunk-hash-size 16 ...
+  tokentrace export --format aiperf-dag --out agents.dag.jsonl agentic.parquet
+  tokentrace export --format csv --out trace.csv trace.parquet`,
 		Description: `export reads TRACE (any tokentrace codec, sniffed; "-" = stdin) and writes it
-to --out ("-" = stdout) in one of these formats:
-  mooncake  JSON lines {"timestamp": ms, "input_length", "output_length",
-            "hash_ids"}, the format of the Mooncake traces, read by AIPerf
-            (--custom-dataset-type mooncake_trace), SGLang and vLLM
-            (vllm bench serve --dataset-name timed_trace, with
-            --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size
-            set to --block-size). Timestamps are rounded to the millisecond.
-            hash_ids cover every block of the prompt: the trace's own
-            prefix_blocks when their block size matches, otherwise shared ids
-            for each category's prefix and fresh ids for the rest.
-  jsonl     tokentrace JSON lines (metadata on the first line); .zst compresses
-  csv       tokentrace CSV with the Parquet column names; .zst compresses
+to --out ("-" = stdout) in one of these formats (docs/traces.md says what each
+carries and loses):
+  aiperf          AIPerf mooncake_trace JSONL: sessions as session_id, think as delay
+  aiperf-dag      AIPerf dag_jsonl: agent chains, subagent spawns, joins, delays
+  azure           Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens (inference-perf trace_replay)
+  csv             tokentrace CSV with the Parquet column names; .zst compresses
+  guidellm        GuideLLM trace_synthetic JSONL (timestamp s, hash_ids)
+  inference-perf  inference-perf OTel trace-replay documents, one per session and line
+  jsonl           tokentrace JSON lines (metadata on the first line); .zst compresses
+  mooncake        Mooncake JSONL (timestamp ms), for AIPerf, SGLang and vllm
+  sglang-agentic  SGLang bench_serving agentic trace: a conversation per agent chain
+  vllm            vllm bench serve timed trace JSONL (timestamp s, hash_ids)
+  weka            kv-cache-tester JSON, one conversation per line, subagents nested
+
+hash_ids cover every block of the prompt: the trace's own prefix_blocks when
+their block size matches --block-size, otherwise shared ids for each
+category's prefix and fresh ids for the rest. What the format cannot hold is
+said once per export on stderr with a count ("3 parent links ... not
+representable in aiperf"). Formats written session by session (aiperf-dag,
+inference-perf, sglang-agentic, weka) hold the trace in memory until the end.
 
 It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(traces.ExportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output file (- = stdout)", Destination: &out},
-			&cli.IntFlag{Name: "block-size", Usage: "mooncake: tokens per hash_ids entry (0 = the trace's block size, else 512)", Destination: &eo.BlockSize},
+			&cli.IntFlag{Name: "block-size", Usage: "tokens per hash_ids entry (0 = the trace's block size, else the format's: 512, vllm 16, weka 64)", Destination: &eo.BlockSize},
 			&cli.BoolFlag{Name: "ok-only", Usage: "drop rows with a failed outcome (e.g. BurstGPT failures with 0 output tokens)", Destination: &eo.OKOnly},
 			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row of TRACE instead of skipping it", Destination: &o.Strict},
 		},
@@ -65,6 +74,7 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			s := stdio(c)
 			name := names[0]
 			o.Stdin = s.in
+			eo.Lost = func(l string) { fmt.Fprintf(s.err, "note: %s\n", l) }
 			r, err := traces.OpenWith(name, o)
 			if err != nil {
 				return withCode(exitFailure, err)
@@ -100,10 +110,16 @@ func exportCheckOut(format, out string) error {
 		return nil // no known extension: written as asked
 	}
 	switch {
-	case format == "mooncake" && f == traces.FormatJSONL:
-	case format != "mooncake" && strings.TrimSuffix(string(f), ".zst") == format:
-	default:
-		return usageErrorf("export: --out %s is named like a %s file but --format is %s (mooncake and jsonl write .jsonl, csv writes .csv)", out, f, format)
+	case format == "csv" || format == "jsonl":
+		if strings.TrimSuffix(string(f), ".zst") == format {
+			return nil
+		}
+	case format == "azure":
+		if f == traces.FormatCSV {
+			return nil
+		}
+	case f == traces.FormatJSONL:
+		return nil // the peer formats are JSON lines or JSON
 	}
-	return nil
+	return usageErrorf("export: --out %s is named like a %s file but --format is %s (csv and azure write .csv, jsonl and the other formats .jsonl or .json)", out, f, format)
 }

@@ -19,33 +19,41 @@ func importCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:  "import",
-		Usage: "convert a public LLM request trace (Mooncake, Azure, BurstGPT, Splitwise) into a tokentrace trace",
+		Usage: "convert a public or another tool's trace (Mooncake, Azure, AIPerf, Dynamo, ...) into a tokentrace trace",
 		UsageText: `tokentrace import --format FORMAT [--strict] [--out OUT] FILE
 
 Examples:
   tokentrace import --format azure --out code.parquet AzureLLMInferenceTrace_code.csv
   tokentrace import --format mooncake --out conv.parquet conversation_trace.jsonl
   tokentrace import --format burstgpt --out burst.parquet BurstGPT_3.csv.gz
+  zcat trace.*.jsonl.gz | tokentrace import --format dynamo --out agents.parquet -
   zcat trace.jsonl.gz | tokentrace import --format mooncake - | tokentrace inspect -`,
 		Description: `import reads FILE ("-" = stdin; gzip or zstd compressed files are
-decompressed) in one public trace format and writes a tokentrace trace:
+decompressed) in one public or peer trace format and writes a tokentrace trace:
 Parquet, JSONL, JSONL+zstd or CSV chosen by the extension of --out
-("-" = JSON lines on stdout).
+("-" = JSON lines on stdout). Columns and keys are found by name.
 
-Formats (columns are found by name):
-  mooncake   JSONL {timestamp (ms), input_length, output_length, hash_ids}:
-             hash_ids become prefix_blocks (block size 512); the leading blocks a
-             row shares with earlier rows give its category "prefix-<id>" and
-             prefix_tokens (shared blocks x 512, capped at the prompt)
-  azure      Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens
-             (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets); arrivals are
-             exact offsets from the first row
-  burstgpt   BurstGPT CSV (v1/v2, and v3 with Session ID and Elapsed time):
-             model, class (conversation/api), sessions and turns; failed rows
-             (0 response tokens) are kept with status http_error
-  splitwise  Vidur's processed CSVs (arrived_at s, num_prefill_tokens,
-             num_decode_tokens)
+Formats (docs/traces.md says what each carries and loses):
+  aiperf          AIPerf mooncake_trace JSONL with session_id and delay (ms)
+  aiperf-dag      AIPerf dag_jsonl conversations: forks, spawns with join_at, rounds
+  azure           Azure LLM inference CSV 2023/2024/2025 (NumImages counted, dropped)
+  bailian         Alibaba Qwen-Bailian JSONL: chat_id/parent_chat_id sessions, 16-token blocks
+  baseten         AIPerf's Baseten Parquet trace: sessions, hashes, recorded durations
+  burstgpt        BurstGPT CSV v1 (6 columns) to v3: failed rows kept as http_error
+  dynamo          Dynamo request trace (dynamo.request.trace.v1): agent trees, outcome
+  guidellm        GuideLLM trace_synthetic JSONL (timestamp s, input/output_length)
+  inference-perf  inference-perf OTel trace-replay files: a session per trace, joins
+  mooncake        Mooncake FAST'25 JSONL (timestamp ms, hash_ids of 512 tokens)
+  sagemaker       SageMaker data capture JSONL: usage counts, inferenceTime arrivals
+  sglang-agentic  SGLang bench_serving agentic trace: a session per conversation
+  sglang-tokens   SGLang bench_serving token trace: ids hashed into 16-token blocks
+  splitwise       Vidur's processed CSVs (arrived_at s, prefill/decode tokens)
+  tracelab        TraceLab round JSONL, or its replay CSV (csv_export)
+  vllm            vllm bench serve timed trace JSONL (timestamp s, hash_ids)
+  weka            WEKA kv-cache-tester JSON: conversations with subagents
 
+What a format has that tokentrace does not keep, or what had to be estimated
+(token counts from message text), is printed as "note: ..." lines with counts.
 Malformed rows (a missing column, a negative or non-integer count, a line that
 is not JSON) are skipped and counted; --strict stops at the first one with an
 error naming the file and line. It prints "imported N rows (skipped M
