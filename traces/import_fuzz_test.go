@@ -227,3 +227,17 @@ func FuzzImportAIPerfDAG(f *testing.F) {
 		`{"session_id":"o","orchestrator":true,"rounds":3,"spawns":["o"]}`+"\n"+`{"session_id":"p","pre_session_spawns":["p"],"turns":[{"messages":[]}]}`)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "aiperf-dag", data) })
 }
+
+// The line formats of AIPerf (sessioned mooncake_trace), vllm's timed trace
+// and GuideLLM's trace_synthetic share one reader.
+func FuzzImportLines(f *testing.F) {
+	fuzzSeeds(f, nil,
+		`{"timestamp": 1.5, "input_length": 10, "output_length": 1, "hash_ids": [3], "session_id": "s1"}`+"\n"+`{"session_id": "s1", "delay": 2.5e3, "input_length": 20, "output_length": 2}`+"\n"+fuzzSecret+"\n",
+		`{"session_id": "s", "delay": 9223372036854775807, "input_length": 1, "output_length": 1}`+"\n"+`{"session_id": "s", "delay": 9223372036854775807, "input_length": 1, "output_length": 1}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "output_length": 4}`, "\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, format := range []string{"aiperf", "vllm", "guidellm"} {
+			fuzzImport(t, format, data)
+		}
+	})
+}

@@ -96,3 +96,36 @@ func TestImportSGLangAgenticBadConversation(t *testing.T) {
 		t.Errorf("first skip %v, want it named at a.json:3", st.FirstSkip)
 	}
 }
+
+// AIPerf's documented mooncake_trace rows: a fixed-schedule row, and a
+// multi-turn session whose second turn has a delay and no timestamp (it
+// arrives after the first plus the delay, its think time); rows that carry
+// text instead of a length are refused by line.
+func TestImportAIPerfLines(t *testing.T) {
+	content := `{"timestamp": 1000, "input_length": 10, "hash_ids": [123], "output_length": 4}` + "\n" +
+		`{"session_id": "abc-123", "input_length": 300, "output_length": 40}` + "\n" +
+		`{"session_id": "abc-123", "delay": 2, "input_length": 150, "output_length": 20}` + "\n" +
+		`{"text_input": "ZZSECRETZZ", "output_length": 4}` + "\n"
+	recs, st, err := importStringT(t, "aiperf", "a.jsonl", content, false)
+	if err != nil || len(recs) != 3 || st.Skipped != 1 {
+		t.Fatalf("rows %+v, stats %+v, err %v", recs, st, err)
+	}
+	nr := int64(traces.NotReported)
+	want := []struct {
+		arrival, session, parent, think int64
+		turn                            int32
+	}{
+		{1_000_000_000, 0, nr, nr, 0},
+		{0, 1, nr, nr, 1},
+		{2_000_000, 1, 1, 2_000_000, 2},
+	}
+	for i, w := range want {
+		g := recs[i]
+		if g.ArrivalNs != w.arrival || g.Session != w.session || g.ParentSeq != w.parent || g.ThinkNs != w.think || g.Turn != w.turn {
+			t.Errorf("row %d = %+v, want %+v", i, g, w)
+		}
+	}
+	if strings.Contains(st.FirstSkip.Error(), "ZZSECRETZZ") || !strings.Contains(st.FirstSkip.Error(), "a.jsonl:4") {
+		t.Errorf("skip %v: want line 4 named, the text not quoted", st.FirstSkip)
+	}
+}
