@@ -418,6 +418,7 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"capture/capture.go":            "a new key file is created with O_EXCL and removed if cut short",
 		"cmd/tokentrace/profile.go":     "--cpuprofile and --exectrace, written as the command runs",
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
+		"traces/import_baseten.go":      "a piped Baseten Parquet trace copied to the temporary directory for random access, removed on Close",
 		"capture/spool.go":              "capture's sorted runs in their temporary directory",
 		"capture/sessions.go":           "capture's spilled session counts in the same directory",
 		"synth/spill.go":                "synth fit's spilled logs in the temporary directory, removed when the fit ends",
