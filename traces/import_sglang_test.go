@@ -129,3 +129,38 @@ func TestImportAIPerfLines(t *testing.T) {
 		t.Errorf("skip %v: want line 4 named, the text not quoted", st.FirstSkip)
 	}
 }
+
+// The documented examples of GuideLLM's trace_synthetic (absolute seconds;
+// GuideLLM re-bases them, tokentrace keeps them) and of AIPerf's
+// mooncake_trace (fixed-schedule rows and a multi-turn session).
+func TestImportDocumentedLineExamples(t *testing.T) {
+	g, _, _ := importAllT(t, "guidellm", publicTraces+"guidellm_trace_synthetic.jsonl", true)
+	if len(g) != 2 || g[1].ArrivalNs-g[0].ArrivalNs != 500_000_000 || g[0].ArrivalNs != 1_234_500_000_000_000 || g[1].InputTokens != 512 || g[1].OutputTokens != 64 {
+		t.Errorf("guidellm rows %+v", g)
+	}
+	a, m, _ := importAllT(t, "aiperf", publicTraces+"aiperf_mooncake_sessions.jsonl", true)
+	if len(a) != 4 || m.BlockSize != 512 || a[1].ArrivalNs != 105_000_000 || !reflect.DeepEqual(a[1].PrefixBlocks, []int64{0, 3, 4, 5}) ||
+		a[2].Session != 1 || a[3].ParentSeq != 2 || a[3].ThinkNs != 2_000_000 {
+		t.Errorf("aiperf rows %+v", a)
+	}
+}
+
+// An out-of-order trace exports as before (rows in the order read), and
+// the line formats, whose readers send rows in file order, say so.
+func TestExportOutOfOrder(t *testing.T) {
+	recs, m := roundTripPlain()
+	recs[3], recs[4] = recs[4], recs[3]
+	var buf strings.Builder
+	var lost []string
+	n, err := traces.Export(t.Context(), "vllm", &buf, traces.NewSliceReader(recs, m), traces.ExportOptions{Lost: func(s string) { lost = append(lost, s) }})
+	if err != nil || n != int64(len(recs)) {
+		t.Fatalf("export: %d rows, %v", n, err)
+	}
+	back, _, err := importStringT(t, "vllm", "v", buf.String(), true)
+	if err != nil || back[3].ArrivalNs != recs[3].ArrivalNs {
+		t.Fatalf("rows reordered or lost: %v", err)
+	}
+	if !strings.Contains(strings.Join(lost, "\n"), "1 rows came out of arrival order") {
+		t.Errorf("notes %q do not say the order", lost)
+	}
+}
