@@ -97,9 +97,11 @@ type exportAgent struct {
 
 // splitAgents splits a session (in arrival order) into agents. A call's
 // continuation is its latest child (by arrival, then turn, then seq): the
-// agent's next call; every other child starts a subagent. agentOf maps a
-// call to its agent.
-func splitAgents(recs []Record) (agents []exportAgent, agentOf []int) {
+// agent's next call; every other child starts a subagent. Calls without a
+// parent all belong to the main agent (agent 0), or with separateRoots each
+// starts an agent of its own (spawner −1). agentOf maps a call to its
+// agent.
+func splitAgents(recs []Record, separateRoots bool) (agents []exportAgent, agentOf []int) {
 	idx := make(map[int64]int, len(recs))
 	for i := range recs {
 		idx[recs[i].Seq] = i
@@ -135,10 +137,12 @@ func splitAgents(recs []Record) (agents []exportAgent, agentOf []int) {
 		case p < 0:
 			// The first call in arrival order has no parent here, so the
 			// main agent is always agent 0.
-			if len(agents) == 0 {
+			if len(agents) == 0 || separateRoots {
 				agents = append(agents, exportAgent{spawner: -1})
+				agentOf[i] = len(agents) - 1
+			} else {
+				agentOf[i] = 0
 			}
-			agentOf[i] = 0
 		case cont[p] == i:
 			agentOf[i] = agentOf[p]
 		default:

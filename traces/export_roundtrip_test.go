@@ -373,3 +373,39 @@ func isSubagentStart(g []rtCall, i int) bool {
 	}
 	return false
 }
+
+// Real upstream files survive a trip through their own format: the
+// kv-cache-tester conversation with two subagents, inference-perf's fan-in
+// trace and AIPerf's mixed DAG come back with the same calls, times,
+// counts and links.
+func TestExportRoundTripsUpstreamFiles(t *testing.T) {
+	for _, tc := range []struct {
+		format, file string
+		carried      rtFields
+	}{
+		{"weka", "weka_trace_0291.json", rtFields{groups: true, arrival: 1, finish: true, think: true, model: true, deps: "exact", blocks: true}},
+		{"inference-perf", "inference-perf_fan_in_dependencies.json", rtFields{groups: true, arrival: 1000, finish: true, model: true, deps: "exact"}},
+		{"aiperf-dag", "aiperf_mixed_full.dag.jsonl", rtFields{groups: true, arrival: 1, think: true, subThink: true, model: true, deps: "exact"}},
+		// The spine's rounds (every chain of a round waits for every chain
+		// of the last) come back as spawns from one chain: those joins are
+		// lost, and said.
+		{"aiperf-dag", "aiperf_orchestrator_spine_per_round.dag.jsonl", rtFields{groups: true, think: true, subThink: true}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			recs, m, _ := importAllT(t, tc.format, publicTraces+tc.file, true)
+			var buf bytes.Buffer
+			var lost []string
+			if _, err := traces.Export(context.Background(), tc.format, &buf, traces.NewSliceReader(slices.Clone(recs), m), traces.ExportOptions{Lost: func(s string) { lost = append(lost, s) }}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.carried.deps == "" && !strings.Contains(strings.Join(lost, "\n"), "2 dependencies (a join on another call") {
+				t.Errorf("the lost joins are not said: %q", lost)
+			}
+			back, _, err := importStringT(t, tc.format, "trip", buf.String(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rtCompare(t, rtCanon(recs), rtCanon(back), tc.carried, tc.format)
+		})
+	}
+}

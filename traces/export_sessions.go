@@ -82,8 +82,9 @@ func seqIndex(g []Record) map[int64]int {
 // subagents its calls spawn (splitAgents) nest as the format nests them,
 // each subagent right after the call that spawned it. kv-cache-tester wants
 // a file per conversation: `split -l 1 --additional-suffix=.json out
-// traces/trace_`. hash_ids use the trace's blocks when the block size
-// matches, else per-category shared and fresh ids (as mooncake).
+// traces/trace_`. hash_ids are the trace's blocks when the block size
+// matches, else per-category shared and fresh ids for the prompt's whole
+// blocks (the format drops a trailing partial block).
 //
 // Not representable, and counted: a session's start offset (every
 // conversation starts at 0), joins, a subagent's first think time, and
@@ -125,7 +126,7 @@ func (w *wekaWriter) writeAll() error {
 		if err := checkRows(g); err != nil {
 			return err
 		}
-		agents, _ := splitAgents(g)
+		agents, _ := splitAgents(g, false)
 		idx := seqIndex(g)
 		base := g[0].ArrivalNs
 		if base > 0 {
@@ -150,6 +151,19 @@ func (w *wekaWriter) writeAll() error {
 		}
 	}
 	return nil
+}
+
+// wekaHashIDs sets w.ids.hash to a call's hash_ids: its own blocks as
+// they are (kv-cache-tester drops a trailing partial block, so they need
+// not cover the prompt), else invented ones (as mooncake) for the whole
+// blocks of the prompt only.
+func (w *wekaWriter) wekaHashIDs(r *Record) {
+	w.ids.hashIDs(r)
+	if w.ids.useBlocks && len(r.PrefixBlocks) > 0 {
+		w.ids.hash = w.ids.hash[:len(r.PrefixBlocks)]
+		return
+	}
+	w.ids.hash = w.ids.hash[:min(len(w.ids.hash), int(int64(r.InputTokens)/w.ids.blockSize))]
 }
 
 // agent appends agent a's requests list, times from baseNs.
@@ -178,7 +192,7 @@ func (w *wekaWriter) agent(b []byte, g []Record, idx map[int64]int, agents []exp
 		b = strconv.AppendInt(b, int64(r.InputTokens), 10)
 		b = append(b, `, "out": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
-		w.ids.hashIDs(r)
+		w.wekaHashIDs(r)
 		b = append(b, `, "hash_ids": [`...)
 		for j, id := range w.ids.hash {
 			if j > 0 {
@@ -267,7 +281,7 @@ func (w *sglangAgenticWriter) writeAll() error {
 		if err := checkRows(g); err != nil {
 			return err
 		}
-		agents, _ := splitAgents(g)
+		agents, _ := splitAgents(g, true)
 		for _, a := range agents {
 			b := w.b[:0]
 			if conv > 0 {
@@ -349,6 +363,8 @@ func (w *sglangAgenticWriter) writeAll() error {
 //     whose prompt ever shrinks (compaction) is written with context_mode
 //     "message_array_with_responses", each turn its whole prompt (counted).
 //   - delay: think_ns, else arrival − the latest finish of its dependencies.
+//   - a session with several calls without a parent is an orchestrator
+//     conversation ("s<session>", sending nothing) that spawns their chains;
 //   - a subagent is spawned by the call that started it, joined at the
 //     parent chain's first later turn that waits for it; one the trace does
 //     not join is joined at its parent's last turn (AIPerf's spawns always
@@ -387,7 +403,7 @@ func (w *dagWriter) writeAll() error {
 		if err := checkRows(g); err != nil {
 			return err
 		}
-		agents, agentOf := splitAgents(g)
+		agents, agentOf := splitAgents(g, true)
 		idx := seqIndex(g)
 		pos := make([]int, len(g)) // a call's index in its agent
 		for _, a := range agents {
@@ -395,12 +411,18 @@ func (w *dagWriter) writeAll() error {
 				pos[i] = k
 			}
 		}
-		name := func(a int) string {
+		multiRoot := 0
+		for _, a := range agents {
+			if a.spawner < 0 {
+				multiRoot++
+			}
+		}
+		name := func(a int) string { // a = −1: the session's orchestrator
 			if g[0].Session == 0 {
 				return "r" + strconv.FormatInt(g[0].Seq, 10)
 			}
 			s := "s" + strconv.FormatInt(g[0].Session, 10)
-			if a > 0 {
+			if a > 0 || (a == 0 && multiRoot > 1) {
 				s += "." + strconv.Itoa(a)
 			}
 			return s
@@ -431,6 +453,30 @@ func (w *dagWriter) writeAll() error {
 					detached[s] = true
 					w.lost(1, "links of subagents spawned by their parent chain's last call (written as conversations of their own)")
 				}
+			}
+		}
+		var roots []int
+		for a := range agents {
+			if agents[a].spawner < 0 {
+				roots = append(roots, a)
+			}
+		}
+		if len(roots) > 1 {
+			// Several calls without a parent: an orchestrator (which sends
+			// nothing) fires their chains together, in one session.
+			b := append(w.b[:0], `{"session_id": `...)
+			b = appendJSONString(b, name(-1))
+			b = append(b, `, "orchestrator": true, "spawns": [`...)
+			for k, a := range roots {
+				if k > 0 {
+					b = append(b, ", "...)
+				}
+				b = appendJSONString(b, name(a))
+			}
+			b = append(b, "]}\n"...)
+			w.b = b
+			if _, err := w.bw.Write(b); err != nil {
+				return err
 			}
 		}
 		for a := range agents {
