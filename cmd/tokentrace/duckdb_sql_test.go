@@ -126,8 +126,9 @@ type dist struct {
 
 // TestSQLRecipesAgreeWithAnalyze runs docs/sql.md's DuckDB recipes, as
 // written, on a results dataset of three parts (a replay in three shards
-// against the simulator, two classes) and checks them against `tokentrace
-// analyze --json --by class` of the same parts: counts, token sums, goodput
+// against the simulator, two classes, rows spread over two replicas) and
+// checks them against `tokentrace analyze --json --by class` of the same
+// parts and analyze of each replica's rows alone: counts, token sums, goodput
 // and the tail's shares equal (to float rounding), percentiles equal to
 // analyze's exact ones and within its stated 2^-11 relative error of its
 // log-histogram ones.
@@ -149,9 +150,23 @@ func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 	resDir := filepath.Join(dir, "results")
 	os.Mkdir(resDir, 0o755)
 	var parts []string
+	byReplica := map[string][]traces.Record{}
+	var replicaMeta traces.Meta
 	for k := range 3 {
 		part := filepath.Join(resDir, fmt.Sprintf("part-%d.parquet", k))
 		runMain(t, "replay", "--quiet", "--speed", "2", "--max-lateness", "10s", "--shard", fmt.Sprintf("%d/3", k), "--out", part, trace)
+		// Name the replica that served each row, as results behind a
+		// router carry it (the replay client does not learn it).
+		res, m, err := traces.ReadAll(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range res {
+			res[i].Replica = fmt.Sprintf("replica-%d", res[i].Seq%2)
+			byReplica[res[i].Replica] = append(byReplica[res[i].Replica], res[i])
+		}
+		writeTrace(t, part, m, res)
+		replicaMeta = m
 		parts = append(parts, part)
 	}
 	const slo = "ttft=150ms,tpot=40ms,e2e=400ms" // the goodput recipe's bounds are set below to the same
@@ -175,22 +190,42 @@ func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 	if all.Requests != 90 || len(byClass) != 2 {
 		t.Fatalf("analyze: %d requests, %d classes; want 90 and 2", all.Requests, len(byClass))
 	}
+	// analyze has no --by replica: each replica's rows, analyzed alone, are
+	// what the per-replica figures must equal.
+	analyzeReplicas := func(extra ...string) map[string]analyzeFigures {
+		out := map[string]analyzeFigures{}
+		for name, rows := range byReplica {
+			f := writeTrace(t, filepath.Join(dir, name+".parquet"), replicaMeta, rows)
+			so, _ := runMain(t, append(append([]string{"analyze", "--json", "--slo", slo}, extra...), f)...)
+			var a analyzeFigures
+			if err := json.Unmarshal([]byte(so), &a); err != nil {
+				t.Fatalf("analyze JSON: %v", err)
+			}
+			out[name] = a
+		}
+		return out
+	}
+	byReplicaFig := analyzeReplicas()
 	sql := func(name string) []map[string]any {
 		s := strings.ReplaceAll(recipes[name], "results/part-*[0-9].parquet", filepath.Join(resDir, "part-*[0-9].parquet"))
 		s = strings.Replace(s, "SELECT 500e6 AS max_ttft_ns, 50e6 AS max_tpot_ns, 10e9 AS max_e2e_ns", "SELECT 150e6 AS max_ttft_ns, 40e6 AS max_tpot_ns, 400e6 AS max_e2e_ns", 1)
 		rows := query(s)
-		if len(rows) != 3 {
-			t.Fatalf("recipe %s: %d rows, want the run and 2 classes: %v", name, len(rows), rows)
+		if len(rows) != 5 {
+			t.Fatalf("recipe %s: %d rows, want the run, 2 classes and 2 replicas: %v", name, len(rows), rows)
 		}
 		return rows
 	}
-	ours := func(row map[string]any) (analyzeFigures, string) {
-		if row["class"] == nil {
-			return all, "all"
+	oursIn := func(row map[string]any, all analyzeFigures, byClass, byReplica map[string]analyzeFigures) (analyzeFigures, string) {
+		v, _ := row["value"].(string)
+		switch row["dim"] {
+		case "class":
+			return byClass[v], v
+		case "replica":
+			return byReplica[v], v
 		}
-		c := row["class"].(string)
-		return byClass[c], c
+		return all, "all"
 	}
+	ours := func(row map[string]any) (analyzeFigures, string) { return oursIn(row, all, byClass, byReplicaFig) }
 	near := func(what string, got, want, tol float64) {
 		t.Helper()
 		if math.Abs(got-want) > tol {
@@ -246,15 +281,12 @@ func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 	// Against analyze's log-histogram percentiles (fewer exact rows than
 	// rows): within its stated relative error.
 	sk, skByClass := analyzeJSON("--exact-rows", "8")
+	skByReplica := analyzeReplicas("--exact-rows", "8")
 	if !sk.TTFT.Approx {
 		t.Fatalf("analyze --exact-rows 8 did not sketch")
 	}
 	for _, row := range latency {
-		a, who := sk, "all"
-		if row["class"] != nil {
-			who = row["class"].(string)
-			a = skByClass[who]
-		}
+		a, who := oursIn(row, sk, skByClass, skByReplica)
 		for _, m := range []struct {
 			name string
 			d    dist
