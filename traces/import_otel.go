@@ -28,9 +28,9 @@ const otelMaxSpans = 10000
 //	   "gen_ai.usage.output_tokens" | "gen_ai.usage.completion_tokens"}}
 //
 // with ISO 8601 times (no zone = UTC) or OTLP's "start_time_unix_nano" /
-// "end_time_unix_nano". Spans with input messages or a name starting with
-// "chat" are LLM calls (the GenAI semantic conventions); others are counted
-// and skipped. Content is read only to count tokens where the usage
+// "end_time_unix_nano". LLM calls are the spans inference-perf replays:
+// gen_ai.operation.name "chat" (or a name starting "chat ") with input
+// messages (or, here, token usage); others are counted and skipped. Content is read only to count tokens where the usage
 // attributes are missing, and never kept.
 //
 // Every LLM span becomes a Record:
@@ -192,8 +192,7 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 	var calls []call
 	var skipped, estIn, estOut, maxOut int64
 	for _, sp := range doc.Spans {
-		_, hasInput := sp.Attributes["gen_ai.input.messages"]
-		if !hasInput && !strings.HasPrefix(sp.Name, "chat") {
+		if !otelIsLLM(&sp) {
 			skipped++
 			continue
 		}
@@ -313,4 +312,28 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 	}
 	d.kept += int64(len(calls))
 	return nil
+}
+
+// otelIsLLM is inference-perf's test for an LLM call: the operation is chat
+// (gen_ai.operation.name, else a name starting "chat ") and the span has
+// input messages; a span with token usage but no messages counts too here
+// (a capture that dropped the content).
+func otelIsLLM(sp *otelSpan) bool {
+	var op string
+	if raw, ok := sp.Attributes["gen_ai.operation.name"]; ok {
+		json.Unmarshal(raw, &op)
+	}
+	if op != "chat" && !strings.HasPrefix(sp.Name, "chat ") {
+		return false
+	}
+	if raw, ok := sp.Attributes["gen_ai.input.messages"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s != "" && s != "[]"
+		}
+		return len(raw) > 0 && string(raw) != "null" && string(raw) != "[]"
+	}
+	_, u1 := sp.Attributes["gen_ai.usage.input_tokens"]
+	_, u2 := sp.Attributes["gen_ai.usage.prompt_tokens"]
+	return u1 || u2
 }
