@@ -31,7 +31,8 @@ type lineFormat struct {
 	tsScale   int  // digits of the timestamp unit below a second: 3 = ms, 0 = s
 	sessions  bool // writes session_id and delay (AIPerf)
 	hashes    bool
-	blockSize int // default when the trace has none
+	blockSize int  // default when the trace has none
+	exact     bool // hash_ids must be exactly ceil(input_length / block size) long
 }
 
 // lineWriter writes one JSON object per row: a timestamp, input_length,
@@ -106,11 +107,13 @@ func NewVLLMWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
 // "input_length", "output_length", "hash_ids"} for `--data
 // kind=trace_synthetic,path=FILE` (which reads the first three) or
 // kind=mooncake with hash_id_block_size set to the block size (512 unless
-// the trace has one). GuideLLM re-bases timestamps on the first. Sessions,
+// the trace has one), which wants exactly ceil(input_length / block size)
+// ids: longer lists are cut (counted). GuideLLM re-bases timestamps on the
+// first. Sessions,
 // parent links, joins, think and finish times, models and classes are
 // counted as not representable.
 func NewGuideLLMWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
-	return newLineWriter(w, m, o, lineFormat{name: "guidellm", tsKey: "timestamp", tsScale: 0, hashes: true, blockSize: DefaultExportBlockSize})
+	return newLineWriter(w, m, o, lineFormat{name: "guidellm", tsKey: "timestamp", tsScale: 0, hashes: true, blockSize: DefaultExportBlockSize, exact: true})
 }
 
 func (w *lineWriter) Write(recs []Record) (int, error) {
@@ -124,6 +127,10 @@ func (w *lineWriter) Write(recs []Record) (int, error) {
 		}
 		w.lastAt = r.ArrivalNs
 		w.ids.hashIDs(r)
+		if nb := (int64(r.InputTokens) + w.ids.blockSize - 1) / w.ids.blockSize; w.f.exact && int64(len(w.ids.hash)) > nb {
+			w.ids.hash = w.ids.hash[:nb]
+			w.tally.add("%d rows' hash_ids cut to ceil(input_length / block size), as "+w.f.name+" requires", 1)
+		}
 		b := append(w.buf[:0], '{', '"')
 		b = append(b, w.f.tsKey...)
 		b = append(b, `": `...)
