@@ -7,19 +7,6 @@ import (
 	"time"
 )
 
-// peerExporters are the export formats read by other tools (besides the
-// tokentrace codecs jsonl and csv, and mooncake).
-var peerExporters = map[string]ExportFunc{
-	"aiperf":         NewAIPerfWriter,
-	"aiperf-dag":     NewAIPerfDAGWriter,
-	"azure":          NewAzureWriter,
-	"guidellm":       NewGuideLLMWriter,
-	"inference-perf": NewInferencePerfWriter,
-	"sglang-agentic": NewSGLangAgenticWriter,
-	"vllm":           NewVLLMWriter,
-	"weka":           NewWekaWriter,
-}
-
 // VLLMDefaultBlockSize is the hash_ids block size of a vllm export of a
 // trace that has none: vLLM's own default --timed-trace-chunk-hash-size.
 const VLLMDefaultBlockSize = 16

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -34,8 +35,51 @@ import (
 //
 // Seq numbers the kept rows from 0 in file order.
 
-// ImportFormats lists the public trace formats Import reads.
-var ImportFormats = []string{"aiperf", "aiperf-dag", "azure", "bailian", "baseten", "burstgpt", "dynamo", "guidellm", "inference-perf", "mooncake", "sagemaker", "sglang-agentic", "sglang-tokens", "splitwise", "tracelab", "vllm", "weka"}
+// ImportFormat is one public trace format Import reads: the registry
+// behind Importer, ImportFormats and `tokentrace import --help`, so a new
+// importer is one entry here and every list of formats follows.
+type ImportFormat struct {
+	// Name is the format's name (import --format).
+	Name string
+	// Doc says in a sentence or two what the file holds and what
+	// becomes of it, for --help (plain text, unwrapped).
+	Doc string
+	// New is the constructor.
+	New ImportFunc
+}
+
+// importFormats is the registry, sorted by name.
+var importFormats = []ImportFormat{
+	{"aiperf", "AIPerf mooncake_trace JSONL with session_id and delay (ms): sessions become chains, delay their think times, hash_ids prefix_blocks (block size 512)", NewAIPerfReader},
+	{"aiperf-dag", "AIPerf dag_jsonl conversations (forks, spawns with join_at, orchestrator rounds): a session graph with joins and think times; inputs estimated from the message text (4 bytes per token, said in a note)", NewAIPerfDAGReader},
+	{"azure", "Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets; 2025: NumImages counted in a note, not kept); arrivals are exact offsets from the first row", NewAzureReader},
+	{"bailian", "Alibaba Qwen-Bailian usage JSONL {chat_id, parent_chat_id, timestamp (s), input_length, output_length, type, turn, hash_ids of 16-token blocks}: follow-up turns become sessions, hash_ids prefix_blocks", NewBailianReader},
+	{"baseten", "AIPerf's Baseten Parquet trace: arrivals, counts, total_hashes, sessions (provided_session_id, else poor_man_session_id) and the recorded TTFT/E2E as the production outcome; prompt text never read", NewBasetenReader},
+	{"burstgpt", "BurstGPT CSV (v1 with 6 columns, v2, and v3 with Session ID and Elapsed time): model, class (conversation/api), sessions and turns; failed rows (0 response tokens) are kept with status http_error and counted", NewBurstGPTReader},
+	{"dynamo", "Dynamo request trace JSONL (dynamo.request.trace.v1, bare or in the file sinks' envelope): agent trees as sessions with subagent parents, sequence hashes, and the timings Dynamo measured; read whole and ordered by arrival", NewDynamoReader},
+	{"guidellm", "GuideLLM trace_synthetic JSONL {timestamp (s), input_length, output_length, hash_ids}", NewGuideLLMReader},
+	{"inference-perf", "inference-perf OTel trace-replay files (a {spans} document per trace, back to back): a session per trace, calls from chat spans, dependencies from span timing as inference-perf infers them (joins included)", NewOTelReader},
+	{"mooncake", "JSONL {timestamp (ms), input_length, output_length, hash_ids}: hash_ids become prefix_blocks (block size 512); the leading blocks a row shares with earlier rows give its category \"prefix-<id>\" and prefix_tokens (shared blocks x 512, capped at the prompt)", NewMooncakeReader},
+	{"sagemaker", "SageMaker data capture JSONL: arrivals from inferenceTime, counts from the response's usage (else estimated, said in a note); content never kept", NewSageMakerReader},
+	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens}]]}: a session per conversation, chained turns, no times", NewSGLangAgenticReader},
+	{"sglang-tokens", "SGLang bench_serving token trace JSONL {input_tokens, output_tokens | num_output_tokens, ts (ms)}: counts, and the ids hashed into chained 16-token prefix blocks (never kept)", NewSGLangTokenTraceReader},
+	{"splitwise", "Vidur's processed CSVs (arrived_at s, num_prefill_tokens, num_decode_tokens); files without arrived_at read as lengths only, every row at 0", NewSplitwiseReader},
+	{"tracelab", "SyFI TraceLab round JSONL (Claude Code and Codex sessions): one record per LLM round, sent at its last user message or tool result, in sessions; or its replay CSV (csv_export), sniffed: sessions with tool waits as think times", NewTraceLabReader},
+	{"vllm", "vllm bench serve timed trace JSONL {timestamp (s), input_length, output_length, hash_ids of 16 tokens}", NewVLLMReader},
+	{"weka", "WEKA kv-cache-tester agentic traces (JSON, one document per conversation, subagents nested): calls become sessions with parents and think times, hash_ids prefix_blocks", NewWekaReader},
+}
+
+// ImportFormatList returns the import formats, sorted by name.
+func ImportFormatList() []ImportFormat { return slices.Clone(importFormats) }
+
+// ImportFormats lists the names of the public trace formats Import reads.
+var ImportFormats = func() []string {
+	names := make([]string, len(importFormats))
+	for i, f := range importFormats {
+		names[i] = f.Name
+	}
+	return names
+}()
 
 // An ImportFunc returns a Reader of Records decoded from r in one public
 // trace format. name is the file name used in Meta.Source and in error
@@ -44,41 +88,10 @@ type ImportFunc func(r io.Reader, name string, o OpenOptions) (Reader, error)
 
 // Importer returns the constructor of the named import format.
 func Importer(format string) (ImportFunc, error) {
-	switch format {
-	case "mooncake":
-		return NewMooncakeReader, nil
-	case "azure":
-		return NewAzureReader, nil
-	case "burstgpt":
-		return NewBurstGPTReader, nil
-	case "splitwise":
-		return NewSplitwiseReader, nil
-	case "bailian":
-		return NewBailianReader, nil
-	case "weka":
-		return NewWekaReader, nil
-	case "tracelab":
-		return NewTraceLabReader, nil
-	case "aiperf":
-		return NewAIPerfReader, nil
-	case "vllm":
-		return NewVLLMReader, nil
-	case "guidellm":
-		return NewGuideLLMReader, nil
-	case "aiperf-dag":
-		return NewAIPerfDAGReader, nil
-	case "baseten":
-		return NewBasetenReader, nil
-	case "inference-perf":
-		return NewOTelReader, nil
-	case "dynamo":
-		return NewDynamoReader, nil
-	case "sagemaker":
-		return NewSageMakerReader, nil
-	case "sglang-tokens":
-		return NewSGLangTokenTraceReader, nil
-	case "sglang-agentic":
-		return NewSGLangAgenticReader, nil
+	for _, f := range importFormats {
+		if f.Name == format {
+			return f.New, nil
+		}
 	}
 	return nil, fmt.Errorf("%w %q: import formats are %s", ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }

@@ -26,28 +26,17 @@ Examples:
   vllm bench serve --dataset-name timed_trace --dataset-path timed.jsonl \
       --timed-trace-chunk-hash-size 16 ...
   tokentrace export --format aiperf-dag --out agents.dag.jsonl agentic.parquet
-  tokentrace export --format csv --out trace.csv trace.parquet`,
+  tokentrace export --format csv --out trace.csv trace.parquet
+  tokentrace export --format jsonl trace.parquet | head`,
 		Description: `export reads TRACE (any tokentrace codec, sniffed; "-" = stdin) and writes it
 to --out ("-" = stdout) in one of these formats (docs/traces.md says what each
 carries and loses):
-  aiperf          AIPerf mooncake_trace JSONL: sessions as session_id, think as delay
-  aiperf-dag      AIPerf dag_jsonl: agent chains, subagent spawns, joins, delays
-  azure           Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens (inference-perf trace_replay)
-  csv             tokentrace CSV with the Parquet column names; .zst compresses
-  guidellm        GuideLLM trace_synthetic JSONL (timestamp s, hash_ids)
-  inference-perf  inference-perf OTel trace-replay documents, one per session and line
-  jsonl           tokentrace JSON lines (metadata on the first line); .zst compresses
-  mooncake        Mooncake JSONL (timestamp ms), for AIPerf, SGLang and vllm
-  sglang-agentic  SGLang bench_serving agentic trace: a conversation per agent chain
-  vllm            vllm bench serve timed trace JSONL (timestamp s, hash_ids)
-  weka            kv-cache-tester JSON, one conversation per line, subagents nested
+` + formatHelp(exportFormatDocs()) + `
 
-hash_ids cover every block of the prompt: the trace's own prefix_blocks when
-their block size matches --block-size, otherwise shared ids for each
-category's prefix and fresh ids for the rest. What the format cannot hold is
-said once per export on stderr with a count ("3 parent links ... not
-representable in aiperf"). Formats written session by session (aiperf-dag,
-inference-perf, sglang-agentic, weka) hold the trace in memory until the end.
+What the format cannot hold is said once per export on stderr with a count
+("note: 3 parent links ... not representable in aiperf"). Formats written
+session by session (aiperf-dag, inference-perf, sglang-agentic, weka) hold the
+trace in memory until the end.
 
 It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: []cli.Flag{
@@ -122,4 +111,14 @@ func exportCheckOut(format, out string) error {
 		return nil // the peer formats are JSON lines or JSON
 	}
 	return usageErrorf("export: --out %s is named like a %s file but --format is %s (csv and azure write .csv, jsonl and the other formats .jsonl or .json)", out, f, format)
+}
+
+// exportFormatDocs are the export formats' names and docs, from the
+// registry in package traces.
+func exportFormatDocs() [][2]string {
+	var d [][2]string
+	for _, f := range traces.ExportFormatList() {
+		d = append(d, [2]string{f.Name, f.Doc})
+	}
+	return d
 }

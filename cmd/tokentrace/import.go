@@ -31,29 +31,15 @@ Examples:
 		Description: `import reads FILE ("-" = stdin; gzip or zstd compressed files are
 decompressed) in one public or peer trace format and writes a tokentrace trace:
 Parquet, JSONL, JSONL+zstd or CSV chosen by the extension of --out
-("-" = JSON lines on stdout). Columns and keys are found by name.
+("-" = JSON lines on stdout).
 
-Formats (docs/traces.md says what each carries and loses):
-  aiperf          AIPerf mooncake_trace JSONL with session_id and delay (ms)
-  aiperf-dag      AIPerf dag_jsonl conversations: forks, spawns with join_at, rounds
-  azure           Azure LLM inference CSV 2023/2024/2025 (NumImages counted, dropped)
-  bailian         Alibaba Qwen-Bailian JSONL: chat_id/parent_chat_id sessions, 16-token blocks
-  baseten         AIPerf's Baseten Parquet trace: sessions, hashes, recorded durations
-  burstgpt        BurstGPT CSV v1 (6 columns) to v3: failed rows kept as http_error
-  dynamo          Dynamo request trace (dynamo.request.trace.v1): agent trees, outcome
-  guidellm        GuideLLM trace_synthetic JSONL (timestamp s, input/output_length)
-  inference-perf  inference-perf OTel trace-replay files: a session per trace, joins
-  mooncake        Mooncake FAST'25 JSONL (timestamp ms, hash_ids of 512 tokens)
-  sagemaker       SageMaker data capture JSONL: usage counts, inferenceTime arrivals
-  sglang-agentic  SGLang bench_serving agentic trace: a session per conversation
-  sglang-tokens   SGLang bench_serving token trace: ids hashed into 16-token blocks
-  splitwise       Vidur's processed CSVs (arrived_at s, prefill/decode tokens)
-  tracelab        TraceLab round JSONL, or its replay CSV (csv_export)
-  vllm            vllm bench serve timed trace JSONL (timestamp s, hash_ids)
-  weka            WEKA kv-cache-tester JSON: conversations with subagents
+Formats (columns are found by name; docs/traces.md says what each carries
+and loses):
+` + formatHelp(importFormatDocs()) + `
 
 What a format has that tokentrace does not keep, or what had to be estimated
 (token counts from message text), is printed as "note: ..." lines with counts.
+
 Malformed rows (a missing column, a negative or non-integer count, a line that
 is not JSON) are skipped and counted; --strict stops at the first one with an
 error naming the file and line. It prints "imported N rows (skipped M
@@ -174,3 +160,39 @@ func importCopy(c *cli.Context, w traces.Writer, r traces.Reader) (int64, error)
 
 // importStdout hides Close so writers leave stdout open.
 type importStdout struct{ io.Writer }
+
+// importFormatDocs are the import formats' names and docs, from the
+// registry in package traces, so --help lists every format import takes.
+func importFormatDocs() [][2]string {
+	var d [][2]string
+	for _, f := range traces.ImportFormatList() {
+		d = append(d, [2]string{f.Name, f.Doc})
+	}
+	return d
+}
+
+// formatHelp lays out formats (name, doc) for --help: the name in a
+// column, the doc wrapped beside it to fit 80 columns under --help's indent.
+func formatHelp(formats [][2]string) string {
+	w := 0
+	for _, f := range formats {
+		w = max(w, len(f[0]))
+	}
+	var b strings.Builder
+	for i, f := range formats {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		indent := strings.Repeat(" ", 2+w+2)
+		line := fmt.Sprintf("  %-*s  ", w, f[0])
+		for _, word := range strings.Fields(f[1]) {
+			if len(line)+len(word) > 77 && strings.TrimSpace(line) != f[0] {
+				b.WriteString(strings.TrimRight(line, " ") + "\n")
+				line = indent
+			}
+			line += word + " "
+		}
+		b.WriteString(strings.TrimRight(line, " "))
+	}
+	return b.String()
+}
