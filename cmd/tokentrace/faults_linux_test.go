@@ -431,6 +431,7 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"capture/capture.go":            "a new key file is created with O_EXCL and removed if cut short",
 		"cmd/tokentrace/profile.go":     "--cpuprofile and --exectrace, written as the command runs",
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
+		"traces/import_baseten.go":      "a piped Baseten Parquet trace copied to the temporary directory for random access, removed on Close",
 		"capture/spool.go":              "capture's sorted runs in their temporary directory",
 		"capture/sessions.go":           "capture's spilled session counts in the same directory",
 		"internal/tempfile/tempfile.go": "temporary files and directories (synth fit's spills, stdin's Parquet, the sorts' run directories), locked while in use so that a later run removes what a killed one left",

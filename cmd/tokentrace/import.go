@@ -19,21 +19,26 @@ func importCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:  "import",
-		Usage: "convert a public LLM request trace (" + strings.Join(traces.ImportFormats, ", ") + ") into a tokentrace trace",
+		Usage: "convert a public or another tool's trace (Mooncake, Azure, AIPerf, Dynamo, ...) into a tokentrace trace",
 		UsageText: `tokentrace import --format FORMAT [--strict] [--salvage] [--out OUT] FILE
 
 Examples:
   tokentrace import --format azure --out code.parquet AzureLLMInferenceTrace_code.csv
   tokentrace import --format mooncake --out conv.parquet conversation_trace.jsonl
   tokentrace import --format burstgpt --out burst.parquet BurstGPT_3.csv.gz
+  zcat trace.*.jsonl.gz | tokentrace import --format dynamo --out agents.parquet -
   zcat trace.jsonl.gz | tokentrace import --format mooncake - | tokentrace inspect -`,
 		Description: `import reads FILE ("-" = stdin; gzip or zstd compressed files are
-decompressed) in one public trace format and writes a tokentrace trace:
+decompressed) in one public or peer trace format and writes a tokentrace trace:
 Parquet, JSONL, JSONL+zstd or CSV chosen by the extension of --out
 ("-" = JSON lines on stdout).
 
-Formats (columns are found by name):
+Formats (columns are found by name; docs/traces.md says what each carries
+and loses):
 ` + formatHelp(importFormatDocs()) + `
+
+What a format has that tokentrace does not keep, or what had to be estimated
+(token counts from message text), is printed as "note: ..." lines with counts.
 
 Bad rows (a missing column, a negative, fractional or out-of-range count, a
 line that is not JSON) are skipped, counted by kind and named on stderr;
@@ -79,6 +84,9 @@ N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			fmt.Fprintf(s.err, "imported %d rows\n", n)
 			for _, note := range st.Notes(name, "") {
 				fmt.Fprintf(s.err, "tokentrace import: warning: %s\n", note)
+			}
+			for _, note := range traces.ImportNotes(r) {
+				fmt.Fprintf(s.err, "note: %s\n", note)
 			}
 			return nil
 		},
