@@ -29,6 +29,7 @@ func postmortemCommand() *cli.Command {
 		start, slo, html    string
 		metricsOut, tailMet string
 		tail, jsonOut       string
+		rf                  readFlags
 	)
 	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
 	return &cli.Command{
@@ -59,7 +60,7 @@ an error listing the labels they have.
 
 The window starts at the trace's recorded start (capture --keep-start) or
 --start; credentials come from files and never reach output or errors.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "prometheus", Usage: "Prometheus base URL (required)", Destination: &o.URL},
 			&cli.StringFlag{Name: "start", Usage: "wall time of the trace's first arrival, RFC 3339 (default: the trace's capture.start when captured with --keep-start)", Destination: &start},
 			&cli.DurationFlag{Name: "step", Value: o.Step, Usage: "series resolution (whole seconds)", Destination: &o.Step},
@@ -75,17 +76,16 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &tail},
 			&cli.StringFlag{Name: "html", Usage: "also write the HTML report here", Destination: &html},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON here", Destination: &jsonOut},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
 				return err
 			}
-			r0, err := traces.Open(a[0])
+			r, err := newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order").open(a[0])
 			if err != nil {
 				return err
 			}
-			r := salvage(r0, stdio(c).err, "postmortem", a[0])
 			meta := r.Meta()
 			var last int64
 			for rec, err := range traces.All(r) {
@@ -151,7 +151,7 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				return err
 			}
 			ao := analyze.DefaultOptions()
-			ao.TailMetric = tailMet
+			ao.TailMetric, ao.Read = tailMet, rf.options(c)
 			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
 				return usageErrorf("--tail: %v", err)
 			}
