@@ -45,8 +45,8 @@ func (s Shares) Array() [nComponents]float64 {
 	return [nComponents]float64{s.Lateness, s.Queue, s.Prefill, s.Decode, s.Other}
 }
 
-// When says when the tail requests were sent.
-type When struct {
+// TailTiming says when the tail requests were sent.
+type TailTiming struct {
 	// FirstS and LastS are the first and last tail send, seconds from the
 	// run start.
 	FirstS float64 `json:"first_s"`
@@ -58,19 +58,24 @@ type When struct {
 	BusiestShare  float64 `json:"busiest_share"`
 }
 
-// Load compares the tail's requests with all successful ones (means).
-type Load struct {
-	// InFlight is the other requests in flight when the request was sent.
+// TailLoad compares the tail's requests with all successful ones: each
+// Tail field is the mean over the tail, its All twin the mean over every
+// successful request.
+type TailLoad struct {
+	// TailInFlight and AllInFlight are the other requests in flight when a
+	// request was sent.
 	TailInFlight float64 `json:"tail_in_flight"`
 	AllInFlight  float64 `json:"all_in_flight"`
-	// PromptTokensInFlight is the prompt tokens of those requests.
+	// TailPromptTokensInFlight and AllPromptTokensInFlight are the prompt
+	// tokens of those requests.
 	TailPromptTokensInFlight float64 `json:"tail_prompt_tokens_in_flight"`
 	AllPromptTokensInFlight  float64 `json:"all_prompt_tokens_in_flight"`
-	// UncachedTokens is prompt − server-cached tokens (prompt when unknown).
+	// TailUncachedTokens and AllUncachedTokens are prompt − server-cached
+	// tokens (prompt when unknown).
 	TailUncachedTokens float64 `json:"tail_uncached_tokens"`
 	AllUncachedTokens  float64 `json:"all_uncached_tokens"`
-	// CachedFraction is cached / prompt tokens over the requests whose
-	// cached tokens are known (null when none is).
+	// TailCachedFraction and AllCachedFraction are cached / prompt tokens
+	// over the requests whose cached tokens are known (null when none is).
 	TailCachedFraction *float64 `json:"tail_cached_fraction"`
 	AllCachedFraction  *float64 `json:"all_cached_fraction"`
 	TailOutputTokens   float64  `json:"tail_output_tokens"`
@@ -118,8 +123,8 @@ type Attribution struct {
 	// ShareAll and MeanAllMs are the same over every successful request.
 	ShareAll  Shares       `json:"share_all"`
 	MeanAllMs Shares       `json:"mean_all_ms"`
-	When      When         `json:"when"`
-	Load      Load         `json:"load"`
+	When      TailTiming   `json:"when"`
+	Load      TailLoad     `json:"load"`
 	Prefill   PrefillModel `json:"prefill_model"`
 	// ServerLoad is the scraped server state around the tail (null
 	// without a metrics series).
@@ -153,8 +158,8 @@ func (rep *Report) fitEstimator() {
 	if len(cand) == 0 {
 		return
 	}
-	// counting: q is the lowest in-flight level holding a quarter of the
-	// candidates (and at least 20 of them).
+	// counting: q is the lowest in-flight level holding a tenth
+	// (1/fitShareDiv) of the candidates (and at least 20 of them).
 	maxF := int32(0)
 	for _, i := range cand {
 		maxF = max(maxF, rep.load.inflight[i])
@@ -454,7 +459,7 @@ func (rep *Report) loadCompare() {
 		f := div(a.cached, a.promptCk)
 		return &f
 	}
-	rep.Attribution.Load = Load{
+	rep.Attribution.Load = TailLoad{
 		TailInFlight: div(t.in, float64(t.nIn)), AllInFlight: div(all.in, float64(all.nIn)),
 		TailPromptTokensInFlight: div(t.prompt, float64(t.nIn)), AllPromptTokensInFlight: div(all.prompt, float64(all.nIn)),
 		TailUncachedTokens: div(t.unc, float64(t.n)), AllUncachedTokens: div(all.unc, float64(all.n)),

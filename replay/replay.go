@@ -292,10 +292,6 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		defer t.Stop()
 	}
 
-	// One more P than the default: the dispatcher's thread sleeps in
-	// nanosleep and spins briefly, and must not take a P from the workers
-	// (nor wait for one when it wakes).
-
 	var jdone chan error
 	if jw != nil {
 		r.jstop = make(chan struct{})
@@ -782,9 +778,10 @@ const extraProcs = 1
 // TuneProcess prepares the process for runs replays at once: GOMAXPROCS
 // gets extraProcs more Ps per run, and the garbage collector runs rarely
 // (on Linux GOGC 400 with a heap goal of at least 256 MB, under a soft
-// memory limit of a quarter of RAM, unless GOGC or GOMEMLIMIT is set), because each collection can stall the
-// dispatcher. These are process-wide settings, so programs call it (the
-// CLI does, once per command); the library never does. restore undoes it.
+// memory limit of a quarter of RAM, unless GOGC or GOMEMLIMIT is set),
+// because each collection can stall the dispatcher. These are
+// process-wide settings, so programs call it (the CLI does, once per
+// command); the library never does. restore undoes it.
 func TuneProcess(runs int) (restore func()) {
 	base := runtime.GOMAXPROCS(0)
 	runtime.GOMAXPROCS(base + max(runs, 1)*extraProcs)

@@ -86,7 +86,7 @@ func analyzeCommand() *cli.Command {
 		&cli.DurationFlag{Name: "session-idle", Usage: "a session ends this long after its last send or token (its makespan is then final)", Value: analyze.DefaultSessionIdle, Destination: &f.o.SessionIdle},
 		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
 	)
-	flags = append(flags, capacityFlags(&capFlags)...) // sweep.go (issue 9)
+	flags = append(flags, capacityFlags(&capFlags)...) // runflags.go
 	return &cli.Command{
 		Name:  "analyze",
 		Usage: "summarize results, attribute the tail latency, compare runs, write reports",

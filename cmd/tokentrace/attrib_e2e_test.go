@@ -16,7 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// The attribution accuracy tests (issue 8, "Must show"): three workloads
+// The attribution accuracy tests: three workloads
 // replayed in real time against the built-in simulator, each designed so a
 // different cause dominates the tail, analyzed twice — with the simulator's
 // per-request server timings (must equal the simulator's truth within 1 ms

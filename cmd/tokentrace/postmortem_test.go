@@ -136,7 +136,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	}
 }
 
-// The incident scenario of issue 16 ("Must show"), as the postmortem demo
+// The incident scenario postmortem exists for, as the postmortem demo
 // plays it (package incident): two simulators behind an imaginary gateway,
 // both scraped every second by one real Prometheus (two targets, two
 // instance labels), a burst at incident.BurstAt overflowing instance A's
@@ -243,7 +243,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 		Attribution struct {
 			Source    string             `json:"source"`
 			Share     map[string]float64 `json:"share"`
-			When      analyze.When       `json:"when"`
+			When      analyze.TailTiming `json:"when"`
 			Diagnosis []string           `json:"diagnosis"`
 		} `json:"attribution"`
 		Instances  []analyze.InstanceLoad `json:"instances"`

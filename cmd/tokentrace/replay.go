@@ -26,7 +26,7 @@ func replayCommand() *cli.Command {
 		otlpListen, metricsURL, metricsOut                    string
 		otlpGrace                                             = otlp.DefaultGrace
 		metricsInterval                                       = scrape.DefaultInterval
-		background, metadata, modelMap                        headerFlag // unsplit repeatable flags (issue 9)
+		background, metadata, modelMap                        headerFlag // repeatable, values may hold commas
 		noDescribe, affinity                                  bool
 		sessionHeader                                         = replay.DefaultSessionHeader
 		contextGrowth                                         = true

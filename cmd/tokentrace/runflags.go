@@ -22,8 +22,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// runRecordOptions fills the replay options of issue 9 (background loads,
-// run label metadata, model map, server self-description) from their flags.
+// runRecordOptions fills the replay options that record what a run was
+// (background loads, run label metadata, model map, server
+// self-description) from their flags.
 // Errors are usage errors naming the flag.
 func runRecordOptions(o *replay.Options, background, metadata, modelMap []string, describe bool) error {
 	for _, b := range background {
@@ -44,7 +45,7 @@ func runRecordOptions(o *replay.Options, background, metadata, modelMap []string
 	return nil
 }
 
-// capacityFlagValues are analyze's bandwidth and cost flags (issue 9).
+// capacityFlagValues are analyze's bandwidth and cost flags.
 type capacityFlagValues struct {
 	modelBytes, bandwidth string
 	costPerHour           float64
