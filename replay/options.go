@@ -60,8 +60,10 @@ const (
 	SessionsClosed = "closed"
 )
 
-// Options configure a replay. The zero value is not usable: start from
-// DefaultOptions.
+// Options configure a replay. A zero field takes its default through
+// WithDefaults (DefaultOptions is the zero Options with its defaults), which
+// callers apply before they set what they mean; Validate checks the options
+// as given, so a zero field that has a default is an error there.
 type Options struct {
 	// URL is the server's base URL (http://host:port, optionally ending in
 	// /v1). Required.
@@ -146,7 +148,8 @@ type Options struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Drain is how long in-flight requests may finish after sending stops
-	// early (ctx cancelled or Duration reached). Defaults to DefaultDrain.
+	// early (ctx cancelled or Duration reached). Defaults to DefaultDrain;
+	// 0, set after WithDefaults, abandons them at once.
 	Drain time.Duration
 	// NoVLLMExtensions leaves out ignore_eos and min_tokens, for servers that
 	// reject them. Defaults to false.
@@ -245,23 +248,52 @@ const DefaultSessionHeader = "X-Session-ID"
 
 var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 
-// DefaultOptions returns the defaults; set URL before use.
-func DefaultOptions() Options {
-	return Options{
-		API:            DefaultAPI,
-		Run:            DefaultRunLabel,
-		Speed:          DefaultSpeed,
-		Sessions:       DefaultSessions,
-		ShardCount:     1,
-		Timeout:        DefaultTimeout,
-		Drain:          DefaultDrain,
-		BlockSize:      DefaultBlockSize,
-		TokenIDMin:     DefaultTokenIDMin,
-		TokenIDMax:     DefaultTokenIDMax,
-		Spin:           DefaultSpin,
-		JournalSync:    DefaultJournalSync,
-		ProgressPeriod: DefaultProgressPeriod,
+// DefaultOptions returns the defaults (the zero Options WithDefaults); set
+// URL before use.
+func DefaultOptions() Options { return Options{}.WithDefaults() }
+
+// WithDefaults returns o with every zero field that has a default set to
+// that default (each field's doc says it); the fields the caller set stay.
+// It is the one place replay's defaults live: the CLI, validate and sweep
+// all start from it.
+func (o Options) WithDefaults() Options {
+	if o.API == "" {
+		o.API = DefaultAPI
 	}
+	if o.Run == "" {
+		o.Run = DefaultRunLabel
+	}
+	if o.Speed == 0 {
+		o.Speed = DefaultSpeed
+	}
+	if o.Sessions == "" {
+		o.Sessions = DefaultSessions
+	}
+	if o.ShardCount == 0 {
+		o.ShardCount = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Drain == 0 {
+		o.Drain = DefaultDrain
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.TokenIDMin == 0 && o.TokenIDMax == 0 {
+		o.TokenIDMin, o.TokenIDMax = DefaultTokenIDMin, DefaultTokenIDMax
+	}
+	if o.Spin == 0 {
+		o.Spin = DefaultSpin
+	}
+	if o.JournalSync == 0 {
+		o.JournalSync = DefaultJournalSync
+	}
+	if o.ProgressPeriod == 0 {
+		o.ProgressPeriod = DefaultProgressPeriod
+	}
+	return o
 }
 
 // DefaultMaxFailed is the share of failed requests above which the replay

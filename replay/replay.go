@@ -156,7 +156,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if od := o.withSelectionDefaults(); selectionOf(&od) != p.sel {
+	if od := o.WithDefaults(); selectionOf(&od) != p.sel {
 		return nil, errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {
