@@ -2,8 +2,11 @@ package analyze
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Component indices of a request's latency.
@@ -485,36 +488,40 @@ type RequestAttribution struct {
 	Tail bool `json:"tail"`
 }
 
-// EachRequest calls fn with the attribution of every successful request, in
-// input order; it stops at fn's first error. Request ids are empty unless
-// Options.KeepRequests was set.
-func (rep *Report) EachRequest(fn func(RequestAttribution) error) error {
-	if s := rep.Sampling; s != nil {
-		return fmt.Errorf("analyze: per-request attribution needs every row, but the input has %d rows, more than Options.ExactRows (--exact-rows) %d, so only a 1-in-%d sample was kept; raise --exact-rows to at least %d (about 300 bytes of memory per row)",
-			s.Rows, s.ExactRows, s.OneIn, s.Rows)
-	}
-	tail := map[int32]bool{}
-	for _, i := range rep.tail {
-		tail[i] = true
-	}
-	for i := range rep.rows.n {
-		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
-		if !ok {
-			continue
+// PerRequest yields the attribution of every successful request, in input
+// order. Request ids are empty unless Options.KeepRequests was set. Past
+// Options.ExactRows (Sampling set) only a sample of the rows is kept, so it
+// yields nothing but one *traces.OptionError naming Options.ExactRows.
+func (rep *Report) PerRequest() iter.Seq2[RequestAttribution, error] {
+	return func(yield func(RequestAttribution, error) bool) {
+		if s := rep.Sampling; s != nil {
+			yield(RequestAttribution{}, traces.OptionErrorf("analyze", "Options.ExactRows",
+				"per-request attribution needs every row, but the input has %d rows, more than the %d kept exactly, so only a 1-in-%d sample was kept; raise it to at least %d (about 300 bytes of memory per row)",
+				s.Rows, s.ExactRows, s.OneIn, s.Rows))
+			return
 		}
-		src := SourceEstimated
-		if server {
-			src = SourceServer
+		tail := map[int32]bool{}
+		for _, i := range rep.tail {
+			tail[i] = true
 		}
-		ra := RequestAttribution{Seq: r.seq, RequestID: rep.reqID(i), Lateness: int64(math.Round(c[cLateness])),
-			Queue: int64(math.Round(c[cQueue])), Prefill: int64(math.Round(c[cPrefill])), Decode: int64(math.Round(c[cDecode])),
-			Other: int64(math.Round(c[cOther])), Source: src, Tail: tail[int32(i)]}
-		if err := fn(ra); err != nil {
-			return err
+		for i := range rep.rows.n {
+			r := rep.rows.at(int(i))
+			c, server, ok := rep.components(r)
+			if !ok {
+				continue
+			}
+			src := SourceEstimated
+			if server {
+				src = SourceServer
+			}
+			ra := RequestAttribution{Seq: r.seq, RequestID: rep.reqID(i), Lateness: int64(math.Round(c[cLateness])),
+				Queue: int64(math.Round(c[cQueue])), Prefill: int64(math.Round(c[cPrefill])), Decode: int64(math.Round(c[cDecode])),
+				Other: int64(math.Round(c[cOther])), Source: src, Tail: tail[int32(i)]}
+			if !yield(ra, nil) {
+				return
+			}
 		}
 	}
-	return nil
 }
 
 func fmtMs(ms float64) string {

@@ -160,7 +160,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		return nil, errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {
-		return nil, errors.New("replay: Options.RecordsInJournal needs Options.Journal")
+		return nil, optionErr("Options.RecordsInJournal", "needs Options.Journal")
 	}
 	r := &runner{o: o, sched: newScheduler(o.Sessions == SessionsClosed, o.Spin)}
 	r.base = baseURL(o.URL)
@@ -398,12 +398,12 @@ func nothingToSend(total int, lo, hi int64, o *Options) error {
 	}
 	span := fmt.Sprintf("the trace's %d records arrive from %v to %v", total, time.Duration(lo), time.Duration(hi))
 	if o.WindowFrom > 0 || o.WindowTo > 0 {
-		return fmt.Errorf("%w: replay: window [%v, %v) selects none of them; %s", ErrNothingToSend, o.WindowFrom, o.WindowTo, span)
+		return fmt.Errorf("%w: %w", ErrNothingToSend, optionErr("Options.WindowFrom, Options.WindowTo", "[%v, %v) selects none of them; %s", o.WindowFrom, o.WindowTo, span))
 	}
 	if o.ShardCount > 1 {
-		return fmt.Errorf("%w: replay: shard %d/%d holds none of the trace's %d records", ErrNothingToSend, o.ShardIndex, o.ShardCount, total)
+		return fmt.Errorf("%w: %w", ErrNothingToSend, optionErr("Options.ShardIndex, Options.ShardCount", "shard %d/%d holds none of the trace's %d records", o.ShardIndex, o.ShardCount, total))
 	}
-	return fmt.Errorf("%w: replay: Options.Duration %v selects none of them; %s", ErrNothingToSend, o.Duration, span)
+	return fmt.Errorf("%w: %w", ErrNothingToSend, optionErr("Options.Duration", "%v selects none of them; %s", o.Duration, span))
 }
 
 // baseURL strips a trailing slash and /v1 from u.

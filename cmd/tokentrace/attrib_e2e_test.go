@@ -345,7 +345,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	exact := run.analyze(t, ao, analyze.SourceServer)
 	exactTail := map[string]bool{}
 	n := 0
-	err := exact.EachRequest(func(ra analyze.RequestAttribution) error {
+	err := eachRequest(exact, func(ra analyze.RequestAttribution) error {
 		n++
 		tr, ok := run.truth[ra.RequestID]
 		if !ok {
@@ -397,7 +397,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	out.prefillModel = est.Attribution.Prefill
 	var sumT, sumE [5]float64
 	var lines []string
-	err = est.EachRequest(func(ra analyze.RequestAttribution) error {
+	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if ra.Tail != exactTail[ra.RequestID] {
 			return fmt.Errorf("request %s: in the tail of one analysis but not the other", ra.RequestID)
 		}
@@ -648,4 +648,18 @@ func TestITLPerTokenAgainstSimTruth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eachRequest calls fn with every request of rep.PerRequest, stopping at
+// the first error (the stream's or fn's).
+func eachRequest(rep *analyze.Report, fn func(analyze.RequestAttribution) error) error {
+	for ra, err := range rep.PerRequest() {
+		if err == nil {
+			err = fn(ra)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

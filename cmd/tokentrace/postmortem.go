@@ -96,9 +96,7 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				o.Duration = max(end.Sub(o.Start).Truncate(o.Step), o.Step) // no history after now
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("%v", flagNames(err, map[string]string{
-					"Options.URL": "--prometheus", "Options.Start": "--start", "Options.Step": "--step",
-				}))
+				return usageError(err, promFlags)
 			}
 			res, err := prom.Fetch(c.Context, o)
 			if err != nil {

@@ -182,7 +182,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			}
 			if window != "" {
 				if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(window); err != nil {
-					return replayUsageError(err)
+					return usageError(err, replayFlags)
 				}
 			}
 			if err := runRecordOptions(&o, nil, metadata.v, modelMap.v, true); err != nil {
@@ -195,7 +195,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			} else {
 				probe := o
 				if err := probe.Validate(); err != nil {
-					return replayUsageError(err)
+					return usageError(err, replayFlags)
 				}
 			}
 			if outDir == "" {

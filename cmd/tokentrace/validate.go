@@ -7,7 +7,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
@@ -104,17 +103,15 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			}
 			o.Seed, o.MinEffect = seed, minEffectPct/100
 			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
-				return replayUsageError(err)
+				return usageError(err, replayFlags)
 			}
 			if apiKeyFile != "" {
-				b, err := os.ReadFile(apiKeyFile)
-				if err != nil || strings.TrimSpace(string(b)) == "" {
-					return usageErrorf("--api-key-file: cannot read a key from %s", apiKeyFile)
+				if o.Replay.APIKey, err = readAPIKey(apiKeyFile); err != nil {
+					return err
 				}
-				o.Replay.APIKey = strings.TrimSpace(string(b))
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("%s", cliNames(err.Error()))
+				return usageError(err, nil)
 			}
 			s := stdio(c)
 			if !quiet {
