@@ -19,6 +19,23 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+const postmortemUsageText = `tokentrace postmortem --prometheus URL [flags] TRACE
+
+Examples:
+  tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
+  tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet`
+
+const postmortemDescription = `postmortem reads vLLM's series, or SGLang's where they mean the same
+(running and waiting requests, KV-cache usage, preemptions, prefix-cache
+hits, queue/prefill/decode time means, prompt and generation tokens) from
+Prometheus' query_range API for the trace's window, stores them beside the
+trace (TRACE.metrics.parquet, the format replay's scraper writes), and analyzes the trace with them: the tail,
+its attribution, and what the server was doing around it. Metrics with no
+series, gaps and counter resets are reported, never read as zeros.
+
+The window starts at the trace's recorded start (capture --keep-start) or
+--start; credentials come from files and never reach output or errors.`
+
 func postmortemCommand() *cli.Command {
 	var (
 		o                   prom.Options
@@ -28,23 +45,10 @@ func postmortemCommand() *cli.Command {
 	)
 	o.Step, o.Timeout, o.Retries = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries
 	return &cli.Command{
-		Name:  "postmortem",
-		Usage: "explain a production tail from a captured trace and the server's Prometheus history",
-		UsageText: `tokentrace postmortem --prometheus URL [flags] TRACE
-
-Examples:
-  tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
-  tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet`,
-		Description: `postmortem reads vLLM's series, or SGLang's where they mean the same
-(running and waiting requests, KV-cache usage, preemptions, prefix-cache
-hits, queue/prefill/decode time means, prompt and generation tokens) from
-Prometheus' query_range API for the trace's window, stores them beside the
-trace (TRACE.metrics.parquet, the format replay's scraper writes), and analyzes the trace with them: the tail,
-its attribution, and what the server was doing around it. Metrics with no
-series, gaps and counter resets are reported, never read as zeros.
-
-The window starts at the trace's recorded start (capture --keep-start) or
---start; credentials come from files and never reach output or errors.`,
+		Name:        "postmortem",
+		Usage:       "explain a production tail from a captured trace and the server's Prometheus history",
+		UsageText:   postmortemUsageText,
+		Description: postmortemDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "prometheus", Usage: "Prometheus base URL (required)", Destination: &o.URL},
 			&cli.StringFlag{Name: "start", Usage: "wall time of the trace's first arrival, RFC 3339 (default: the trace's capture.start when captured with --keep-start)", Destination: &start},
@@ -65,21 +69,10 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			if err != nil {
 				return err
 			}
-			r0, err := traces.Open(a[0])
+			meta, last, err := lastArrival(stdio(c).err, a[0])
 			if err != nil {
 				return err
 			}
-			r := salvage(r0, stdio(c).err, "postmortem", a[0])
-			meta := r.Meta()
-			var last int64
-			for rec, err := range traces.All(r) {
-				if err != nil {
-					r.Close()
-					return fmt.Errorf("read trace %s: %w", a[0], err)
-				}
-				last = max(last, rec.ArrivalNs)
-			}
-			r.Close()
 			if start == "" {
 				if meta.Get("capture.start_precision") != "exact" {
 					return usageErrorf("--start: %s does not record its exact start (capture with --keep-start, or give --start)", a[0])
@@ -153,4 +146,22 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			return nil
 		},
 	}
+}
+
+// lastArrival reads the named trace (salvaging damage) for its metadata and
+// its last arrival_ns.
+func lastArrival(stderr io.Writer, name string) (meta traces.Meta, last int64, err error) {
+	r0, err := traces.Open(name)
+	if err != nil {
+		return meta, 0, err
+	}
+	r := salvage(r0, stderr, "postmortem", name)
+	defer r.Close()
+	for rec, err := range traces.All(r) {
+		if err != nil {
+			return meta, 0, fmt.Errorf("read trace %s: %w", name, err)
+		}
+		last = max(last, rec.ArrivalNs)
+	}
+	return r.Meta(), last, nil
 }

@@ -18,27 +18,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func validateCommand() *cli.Command {
-	o := validate.Options{Replay: replay.DefaultOptions()}
-	var (
-		targets, modelMap                 headerFlag
-		metrics, slo, htmlOut, apiKeyFile string
-		asJSON, quiet, failIfBroken       bool
-		seed                              uint64 = validate.DefaultSeed
-		minEffectPct                             = 100 * validate.DefaultMinEffect
-	)
-	o.Speed, o.Repeat = 1, 1
-	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
-	return &cli.Command{
-		Name:  "validate",
-		Usage: "check whether a synthetic benchmark's conclusions hold on real traffic",
-		UsageText: `tokentrace validate --target NAME=SPEC --target NAME=SPEC [flags] REAL SYNTHETIC
+const validateUsageText = `tokentrace validate --target NAME=SPEC --target NAME=SPEC [flags] REAL SYNTHETIC
 
 Examples:
   tokentrace validate --target a=sim --target b=sim:prefix-caching=false,prefill-per-token=30us real.parquet matrix.parquet
   tokentrace validate --target a=sim --target b=sim:max-num-seqs=64 --slo ttft=500ms --html v.html real.parquet model.json
-  tokentrace validate --target old=http://vllm-a:8000 --target new=http://vllm-b:8000 --repeat 3 real.parquet synth.parquet`,
-		Description: `validate runs REAL (a captured or imported trace) and SYNTHETIC (a trace from
+  tokentrace validate --target old=http://vllm-a:8000 --target new=http://vllm-b:8000 --repeat 3 real.parquet synth.parquet`
+
+var validateDescription = `validate runs REAL (a captured or imported trace) and SYNTHETIC (a trace from
 synth gen or synth matrix, or a model from synth fit, generated with --seed over
 REAL's span) against every --target, and asks for each target against the
 first (the baseline) and each metric: does the synthetic workload reach the
@@ -53,7 +40,24 @@ burstiness.
 A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,...]
 (the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
 Simulator targets run offline in virtual time (deterministic, fast) unless
---realtime. Every workload is held in memory.`,
+--realtime. Every workload is held in memory.`
+
+func validateCommand() *cli.Command {
+	o := validate.Options{Replay: replay.DefaultOptions()}
+	var (
+		targets, modelMap                 headerFlag
+		metrics, slo, htmlOut, apiKeyFile string
+		asJSON, quiet, failIfBroken       bool
+		seed                              uint64 = validate.DefaultSeed
+		minEffectPct                             = 100 * validate.DefaultMinEffect
+	)
+	o.Speed, o.Repeat = 1, 1
+	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
+	return &cli.Command{
+		Name:        "validate",
+		Usage:       "check whether a synthetic benchmark's conclusions hold on real traffic",
+		UsageText:   validateUsageText,
+		Description: validateDescription,
 		Flags: []cli.Flag{
 			&cli.GenericFlag{Name: "target", Value: &targets, Usage: "NAME=URL or NAME=sim[:KEY=VALUE,...] (repeatable, at least two; the first is the baseline)"},
 			&cli.StringFlag{Name: "metrics", Usage: "metrics to judge: ttft_pN, tpot_pN, e2e_pN, goodput (default: " + validate.DefaultMetrics + ", plus goodput with --slo)", Destination: &metrics},
