@@ -492,7 +492,7 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/models", nil)
 	if err != nil {
-		return errors.New("list models: bad Options.URL")
+		return errors.New("replay: list models: bad Options.URL") // the parse error would show the URL's credentials
 	}
 	for k, v := range r.headers() {
 		req.Header[k] = v
@@ -500,7 +500,7 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 	resp, err := r.client.Do(req)
 	if err != nil {
 		_, msg := classify(err, ctx, context.Background())
-		return fmt.Errorf("list models at %s: %s (set Options.Model)", RedactURL(r.o.URL), msg)
+		return fmt.Errorf("replay: list models at %s: %s (set Options.Model)", RedactURL(r.o.URL), msg)
 	}
 	defer resp.Body.Close()
 	var lm struct {
@@ -509,7 +509,7 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&lm) != nil || len(lm.Data) == 0 {
-		return fmt.Errorf("list models at %s: HTTP %d, no model found (set Options.Model)", RedactURL(r.o.URL), resp.StatusCode)
+		return fmt.Errorf("replay: list models at %s: HTTP %d, no model found (set Options.Model)", RedactURL(r.o.URL), resp.StatusCode)
 	}
 	r.defaultModel = lm.Data[0].ID
 	return nil
@@ -612,7 +612,7 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 	unreachable := rec.HTTPStatus == 0 && (rec.Error == "connection refused" || rec.Error == "transport error")
 	switch {
 	case refused || unreachable:
-		return fmt.Errorf("preflight: a 1-token %s request for model %q to %s failed (%s: %s); every request would (Options.NoPreflight skips this check)",
+		return fmt.Errorf("replay: preflight: a 1-token %s request for model %q to %s failed (%s: %s); every request would (Options.NoPreflight skips this check)",
 			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error)
 	case rec.Status != traces.StatusOK && r.o.Log != nil:
 		fmt.Fprintf(r.o.Log, "replay: preflight request failed (%s: %s); going on, the run will count such failures\n", rec.Status, rec.Error)

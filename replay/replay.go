@@ -457,7 +457,7 @@ func (r *runner) finish(ctx context.Context, p *Plan, meta traces.Meta, end time
 		return res, je
 	}
 	if r.feedErr != nil {
-		return res, fmt.Errorf("replay stopped early: %w", r.feedErr)
+		return res, fmt.Errorf("replay: stopped early: %w", r.feedErr)
 	}
 	return res, nil
 }

@@ -148,7 +148,7 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read trace: %w", err)
+			return nil, fmt.Errorf("replay: read trace: %w", err)
 		}
 	}
 	if o.ForceAPI {
@@ -175,7 +175,7 @@ func (p *Plan) load(ctx context.Context, o *Options) error {
 	defer rd.Close()
 	recs, err := traces.Collect(traces.All(rd))
 	if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
-		return fmt.Errorf("read trace: %w", err)
+		return fmt.Errorf("replay: read trace: %w", err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -265,7 +265,7 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL may carry credentials; t.Config is redacted
 		}
-		return fmt.Errorf("validate: target %s (%s) is not reachable: %v; nothing was run", t.Name, t.Config, err)
+		return fmt.Errorf("validate: target %s (%s) is not reachable: %w; nothing was run", t.Name, t.Config, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {

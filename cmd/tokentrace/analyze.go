@@ -57,13 +57,13 @@ func (f *analyzeFlags) options() (analyze.Options, error) {
 	o := f.o
 	var err error
 	if o.SLO, err = traces.ParseSLO(f.slo); err != nil {
-		return o, usageErrorf("--slo: %v", err)
+		return o, usageErrorf("--slo: %w", err)
 	}
 	if o.TailPercentile, err = analyze.ParsePercentile(f.tail); err != nil {
-		return o, usageErrorf("--tail: %v", err)
+		return o, usageErrorf("--tail: %w", err)
 	}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("analyze: %v", err)
+		return o, usageErrorf("analyze: %w", err)
 	}
 	return o, nil
 }
@@ -138,17 +138,17 @@ func analyzeCommand() *cli.Command {
 			}
 			vo := analyze.VLLMOptions{MaxConcurrency: f.maxConc, RequestRate: f.requestRate, Date: time.Now().UTC().Format("20060102-150405")}
 			if vo.PercentileMetrics, err = analyze.ParseVLLMMetrics(f.percentileMetrics); err != nil {
-				return usageErrorf("--percentile-metrics: %v", err)
+				return usageErrorf("--percentile-metrics: %w", err)
 			}
 			if vo.MetricPercentiles, err = analyze.ParsePercentiles(f.metricPercentiles); err != nil {
-				return usageErrorf("--metric-percentiles: %v", err)
+				return usageErrorf("--metric-percentiles: %w", err)
 			}
 			if err := capFlags.apply(&o); err != nil {
 				return err
 			}
 			if f.requestsOut != "" {
 				if _, _, err := analyze.RequestsFormat(f.requestsOut); err != nil {
-					return usageErrorf("--requests-out: %v", err)
+					return usageErrorf("--requests-out: %w", err)
 				}
 				o.KeepRequests = true
 			}

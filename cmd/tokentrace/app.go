@@ -104,7 +104,7 @@ Flags go before arguments.`,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return usageErrorf("%v (see --help)", err)
+			return usageErrorf("%w (see --help)", err)
 		},
 		Flags:   profileFlags,
 		Before:  startProfiles,

@@ -113,7 +113,7 @@ func captureCommand() *cli.Command {
 			}
 			o.PartIndex = max(part, 0)
 			if err := o.Validate(); err != nil {
-				return usageErrorf("capture: %v", captureFlagError(err))
+				return usageErrorf("capture: %w", captureFlagError(err))
 			}
 			if o.Key, err = captureKey(keyFile, newKeyFile); err != nil {
 				return err

@@ -117,10 +117,10 @@ func postmortemCommand() *cli.Command {
 			ao := analyze.DefaultOptions()
 			ao.TailMetric = tailMet
 			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
-				return usageErrorf("--tail: %v", err)
+				return usageErrorf("--tail: %w", err)
 			}
 			if ao.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			rep, err := analyze.AnalyzeFiles(c.Context, []string{a[0]}, ao)
 			if err != nil {

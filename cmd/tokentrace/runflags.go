@@ -63,12 +63,12 @@ func (v *capacityFlagValues) apply(o *analyze.Options) error {
 	var err error
 	if v.modelBytes != "" {
 		if o.ModelBytes, err = analyze.ParseBytes(v.modelBytes); err != nil {
-			return usageErrorf("--model-bytes: %v", err)
+			return usageErrorf("--model-bytes: %w", err)
 		}
 	}
 	if v.bandwidth != "" {
 		if o.Bandwidth, err = analyze.ParseBandwidth(v.bandwidth); err != nil {
-			return usageErrorf("--bandwidth: %v", err)
+			return usageErrorf("--bandwidth: %w", err)
 		}
 	}
 	if (o.ModelBytes > 0) != (o.Bandwidth > 0) {

@@ -71,7 +71,7 @@ step-time flags; flags given explicitly override it.`,
 				return err
 			}
 			if err := sim.ApplyPreset(&o, preset); err != nil {
-				return usageErrorf("--preset: %v", err)
+				return usageErrorf("--preset: %w", err)
 			}
 			if !c.IsSet("model") {
 				o.Model = sim.PresetModel(preset)
@@ -93,7 +93,7 @@ step-time flags; flags given explicitly override it.`,
 				}
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("sim: %v", err)
+				return usageErrorf("sim: %w", err)
 			}
 			srv, err := sim.Start(c.Context, o)
 			if err != nil {

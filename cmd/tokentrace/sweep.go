@@ -70,7 +70,7 @@ func (f *sweepSimFlags) flags() []cli.Flag {
 func (f *sweepSimFlags) options() (sim.Options, error) {
 	o := sim.DefaultOptions()
 	if err := sim.ApplyPreset(&o, f.preset); err != nil {
-		return o, usageErrorf("--sim-preset: %v", err)
+		return o, usageErrorf("--sim-preset: %w", err)
 	}
 	o.PerRequestMetrics = f.perRequestMetrics
 	for _, x := range []struct {
@@ -90,7 +90,7 @@ func (f *sweepSimFlags) options() (sim.Options, error) {
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("sim: %v", err)
+		return o, usageErrorf("sim: %w", err)
 	}
 	return o, nil
 }
@@ -145,16 +145,16 @@ func sweepCommand() *cli.Command {
 				return usageErrorf("--repeat: want 1 to 100 runs per speed, got %d", repeat)
 			}
 			if cfg.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			if cfg.SLO.IsZero() {
 				return usageErrorf("--slo: required, e.g. ttft=1s,tpot=50ms")
 			}
 			if cfg.Percentile, err = analyze.ParsePercentile(pct); err != nil {
-				return usageErrorf("--slo-percentile: %v", err)
+				return usageErrorf("--slo-percentile: %w", err)
 			}
 			if cfg.Speeds, err = sweep.ParseSpeeds(speeds); err != nil {
-				return usageErrorf("--%v", err)
+				return usageErrorf("--%w", err)
 			}
 			if search {
 				if cfg.Low, cfg.High, err = searchFlags(searchRange, tol); err != nil {

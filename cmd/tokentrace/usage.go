@@ -29,7 +29,7 @@ func quietUsageErrors(c *cli.Command, parent string) {
 			}
 			return usageErrorf("%s: unknown flag --%s%s (see tokentrace %s --help)", path, name, hint, path)
 		}
-		return usageErrorf("%s: %v (see tokentrace %s --help)", path, err, path)
+		return usageErrorf("%s: %w (see tokentrace %s --help)", path, err, path)
 	}
 	for _, sub := range c.Subcommands {
 		quietUsageErrors(sub, path)

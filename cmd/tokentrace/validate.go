@@ -90,7 +90,7 @@ func validateCommand() *cli.Command {
 			for _, t := range targets.v {
 				tg, err := validate.ParseTarget(t, base)
 				if err != nil {
-					return usageErrorf("--target %v", err)
+					return usageErrorf("--target %w", err)
 				}
 				o.Targets = append(o.Targets, tg)
 			}
@@ -98,11 +98,11 @@ func validateCommand() *cli.Command {
 				return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
 			}
 			if o.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			if metrics != "" {
 				if o.Metrics, err = validate.ParseMetrics(metrics); err != nil {
-					return usageErrorf("--metrics: %v", err)
+					return usageErrorf("--metrics: %w", err)
 				}
 			}
 			o.Seed, o.MinEffect = seed, minEffectPct/100
