@@ -38,6 +38,7 @@ type analyzeFlags struct {
 	compareMode         string
 	practicalPct        float64
 	minChangeMs         float64
+	maxLateness         time.Duration
 }
 
 func (f *analyzeFlags) common() []cli.Flag {
@@ -101,7 +102,7 @@ func analyzeCommand() *cli.Command {
 		&cli.StringFlag{Name: "format", Usage: "output: " + strings.Join(analyzeFormats, ", ") + " (vllm = the block layout of vllm bench serve)", Value: f.format, Destination: &f.format},
 		&cli.StringFlag{Name: "by", Usage: "also summarize per " + strings.Join(analyze.ByDimensions, ", "), Destination: &f.o.By},
 		&cli.DurationFlag{Name: "window", Usage: "timeline window width; prints the timeline (0 = auto width, timeline only in JSON/HTML)", Destination: &f.o.Window},
-		&cli.StringFlag{Name: "requests-out", Usage: "write per-request attribution (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source) to this .csv or .jsonl[.zst] `FILE`", Destination: &f.requestsOut},
+		&cli.StringFlag{Name: "requests-out", Usage: "write the attribution of every successful request (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source, tail) to this .csv or .jsonl[.zst] `FILE`; tail is true for the requests in the --tail of --tail-metric", Destination: &f.requestsOut},
 		&cli.StringFlag{Name: "html", Usage: "write a self-contained HTML report with charts to this `FILE`", Destination: &f.html},
 		&cli.StringFlag{Name: "vllm-json", Usage: "write the JSON of vllm bench serve --save-result to this `FILE`", Destination: &f.vllmJSON},
 		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},

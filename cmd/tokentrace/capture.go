@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -82,15 +83,8 @@ func captureCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			for _, f := range fields.Value() {
-				name, path, ok := strings.Cut(f, "=")
-				if !ok || name == "" || path == "" {
-					return usageErrorf("--field %q: want NAME=path", f)
-				}
-				if o.Fields == nil {
-					o.Fields = map[string]string{}
-				}
-				o.Fields[name] = path
+			if err := fieldFlags(&o, fields.Value()); err != nil {
+				return err
 			}
 			if sortMiB < 1 {
 				return usageErrorf("--sort-memory-mib %d: want at least 1", sortMiB)
@@ -118,15 +112,15 @@ func captureCommand() *cli.Command {
 			if o.Key, err = captureKey(keyFile, newKeyFile); err != nil {
 				return err
 			}
-			o.Part = part >= 0
-			s := stdio(c)
-			stdinUsed := 0
-			for _, n := range names {
-				if n == "-" {
-					stdinUsed++
+			if out != "-" {
+				// Before hours of reading logs, not after.
+				if _, err := traces.FormatOf(out); err != nil {
+					return usageErrorf("capture: --out %s: %w", out, err)
 				}
 			}
-			if stdinUsed > 1 {
+			o.Part = part >= 0
+			s := stdio(c)
+			if i := slices.Index(names, "-"); i >= 0 && slices.Contains(names[i+1:], "-") {
 				return usageErrorf("capture: stdin (-) given more than once")
 			}
 			create := func(m traces.Meta) (traces.Writer, error) {
@@ -147,7 +141,13 @@ func captureCommand() *cli.Command {
 				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
 			}
 			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
-			printCaptureStats(s.err, stats)
+			if err != nil {
+				// No summary of a capture that wrote nothing; the lines it
+				// skipped may explain the error.
+				printCaptureProblems(s.err, stats)
+			} else {
+				printCaptureStats(s.err, stats)
+			}
 			if o.Part {
 				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
 			}
@@ -211,6 +211,21 @@ func (nopWriteCloser) Close() error { return nil }
 // captureCommandLine rebuilds the command line for the metadata: flag names
 // and values (file paths, numbers) and the log names; no secrets exist on it
 // (keys are only read from files).
+// fieldFlags maps --field NAME=path remappings into o.Fields.
+func fieldFlags(o *capture.Options, fields []string) error {
+	for _, f := range fields {
+		name, path, ok := strings.Cut(f, "=")
+		if !ok || name == "" || path == "" {
+			return usageErrorf("--field %q: want NAME=path", f)
+		}
+		if o.Fields == nil {
+			o.Fields = map[string]string{}
+		}
+		o.Fields[name] = path
+	}
+	return nil
+}
+
 // captureKey is the HMAC key of --key-file, or a new one saved at
 // --new-key-file; nil without either (an ephemeral key).
 func captureKey(keyFile, newKeyFile string) ([]byte, error) {
@@ -249,6 +264,13 @@ func captureCommandLine(c *cli.Context) string {
 	return strings.Join(parts, " ")
 }
 
+// printCaptureProblems prints the lines capture skipped, by kind.
+func printCaptureProblems(w io.Writer, s capture.Stats) {
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
+	}
+}
+
 func printCaptureStats(w io.Writer, s capture.Stats) {
 	fmt.Fprintf(w, "capture: %d requests from %d lines (%d inputs, %.1f MB); %d categories kept, %d dropped (k rule); %d sessions\n",
 		s.Requests, s.Lines, s.Inputs, float64(s.Bytes)/1e6, s.Categories, s.CategoriesDropped, s.Sessions)
@@ -260,9 +282,7 @@ func printCaptureStats(w io.Writer, s capture.Stats) {
 		sort.Strings(srcs)
 		fmt.Fprintf(w, "capture: input tokens from %s\n", strings.Join(srcs, ", "))
 	}
-	for _, p := range s.Problems {
-		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
-	}
+	printCaptureProblems(w, s)
 	if s.ParentLinks > 0 || s.ParentsDropped > 0 {
 		fmt.Fprintf(w, "capture: %d calls linked to the call that spawned them (parent_seq); %d logged parents not found among the captured calls of their session (dropped: a span of another kind, a call not captured, or another session)\n", s.ParentLinks, s.ParentsDropped)
 	}

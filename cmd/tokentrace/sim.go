@@ -51,7 +51,7 @@ func simCommand() *cli.Command {
 		Description: simDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
-			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name", DefaultText: "sim-PRESET; sim-llama3-8b for the default preset"},
+			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "serve only this model name (a request naming another gets vLLM's 404); without it every request is served whatever model it names, and /v1/models lists sim-PRESET", DefaultText: "any; listed as sim-PRESET, sim-llama3-8b for the default preset"},
 			&cli.StringFlag{Name: "preset", Value: preset, Destination: &preset, Usage: "deployment preset: " + strings.Join(sim.PresetNames(), ", ")},
 			&cli.IntFlag{Name: "max-num-seqs", Destination: &maxSeqs, Usage: "max running sequences", DefaultText: "preset's"},
 			&cli.IntFlag{Name: "max-num-batched-tokens", Destination: &maxBatched, Usage: "token budget per step", DefaultText: "preset's"},
@@ -99,7 +99,9 @@ func simCommand() *cli.Command {
 				return usageErrorf("--preset: %w", err)
 			}
 			if !c.IsSet("model") {
-				o.Model = sim.PresetModel(preset)
+				// Like the built-in target, a standalone simulator takes
+				// the trace's production model names as they are.
+				o.Model, o.AnyModel = sim.PresetModel(preset), true
 			}
 			setInt := func(name string, v int, dst *int) {
 				if c.IsSet(name) {
@@ -117,17 +119,7 @@ func simCommand() *cli.Command {
 					*dst = c.Duration(name)
 				}
 			}
-			// The fleet flags go through the configuration keys, which
-			// check them together.
-			var keys []string
-			for _, name := range []string{"replicas", "router", "prefill-replicas", "decode-replicas", "kv-transfer-latency",
-				"kv-transfer-per-token", "kv-transfer-bandwidth", "kv-transfer-bytes-per-token"} {
-				if c.IsSet(name) {
-					keys = append(keys, name+"="+fmt.Sprint(c.Value(name)))
-				}
-			}
-			keys = append(keys, replicaConfig.v...)
-			if err := sim.ApplyConfig(&o, strings.Join(keys, ",")); err != nil {
+			if err := sim.ApplyConfig(&o, fleetConfig(c, replicaConfig.v)); err != nil {
 				return usageErrorf("sim: %w", err)
 			}
 			srv, err := fleet.Start(c.Context, o)
@@ -136,11 +128,15 @@ func simCommand() *cli.Command {
 			}
 			out := stdio(c)
 			fmt.Fprintln(out.out, srv.URL)
+			served := fmt.Sprintf("model %q", o.Model)
+			if o.AnyModel {
+				served = fmt.Sprintf("any model a request names (listed as %q; --model serves one name only)", o.Model)
+			}
 			what := ""
 			if o.IsFleet() {
 				what = fmt.Sprintf(" on %d replicas (%s), router %s", len(srv.Replicas()), strings.Join(srv.Replicas(), ", "), o.Fleet.Router)
 			}
-			fmt.Fprintf(out.err, "tokentrace sim: serving model %q (preset %s)%s at %s; Ctrl-C to stop\n", o.Model, o.Preset, what, srv.URL)
+			fmt.Fprintf(out.err, "tokentrace sim: serving %s (preset %s)%s at %s; Ctrl-C to stop\n", served, o.Preset, what, srv.URL)
 			<-c.Context.Done()
 			if err := srv.Close(); err != nil {
 				return err
@@ -151,4 +147,17 @@ func simCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// fleetConfig is the fleet flags that were set, and --replica-config's, as
+// configuration keys: sim.ApplyConfig checks them together.
+func fleetConfig(c *cli.Context, replicaConfig []string) string {
+	var keys []string
+	for _, name := range []string{"replicas", "router", "prefill-replicas", "decode-replicas", "kv-transfer-latency",
+		"kv-transfer-per-token", "kv-transfer-bandwidth", "kv-transfer-bytes-per-token"} {
+		if c.IsSet(name) {
+			keys = append(keys, name+"="+fmt.Sprint(c.Value(name)))
+		}
+	}
+	return strings.Join(append(keys, replicaConfig...), ",")
 }
