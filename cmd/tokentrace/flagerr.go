@@ -108,13 +108,6 @@ var replayFlags = map[string]string{
 	"TargetOptions.MetricsInterval":          "--metrics-interval",
 }
 
-// promFlags are the postmortem command's flags for prom's options.
-var promFlags = map[string]string{
-	"Options.URL":   "--prometheus",
-	"Options.Start": "--start",
-	"Options.Step":  "--step",
-}
-
 // usageError is err as a usage error (exit code 2), its options said as
 // flags.
 func usageError(err error, flags map[string]string) error {

@@ -38,8 +38,8 @@ Without --url, replay starts the built-in simulator in-process.
 
 Nothing is lost: finished requests go to OUT.journal.jsonl (fsync'd every
 250ms) while the run goes; at the end it is converted to OUT and removed.
-After a crash or SIGKILL, read the journal itself: it is a JSONL results file
-(tokentrace inspect OUT.journal.jsonl; tokentrace analyze OUT.journal.jsonl).
+After a crash or SIGKILL, read the journal itself: it is a JSONL results file,
+its last line maybe torn (tokentrace analyze --salvage OUT.journal.jsonl).
 Ctrl-C stops sending, waits --drain for in-flight requests and writes
 everything.
 
@@ -62,6 +62,7 @@ type replayArgs struct {
 	sessionHeader                                         string
 	contextGrowth                                         bool
 	sort                                                  sortFlags
+	read                                                  readFlags
 	// commandLine is the command line recorded in the results' metadata.
 	commandLine string
 }
@@ -148,5 +149,5 @@ func (a *replayArgs) flags() []cli.Flag {
 		&cli.GenericFlag{Name: "metadata", Value: &a.metadata, Usage: "key=value stored in the results metadata as run.meta.KEY (repeatable)"},
 		&cli.GenericFlag{Name: "model-map", Value: &a.modelMap, Usage: "prod-name=served-name (repeatable); unmapped names use --model"},
 		&cli.BoolFlag{Name: "no-describe-server", Usage: "do not store the server's /v1/models, /version and /metrics info in the metadata", Destination: &a.noDescribe},
-	}, a.sort.flags()...)
+	}, append(a.sort.flags(), a.read.flags()...)...)
 }

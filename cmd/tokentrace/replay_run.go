@@ -26,7 +26,7 @@ func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	if err != nil {
 		return err
 	}
-	src, err := traceSource(s.err, "replay", a.trace)
+	src, err := traceInOf(s, &a.read, "replay", "replay sorts the trace by arrival in memory").source(a.trace)
 	if err != nil {
 		return err
 	}
