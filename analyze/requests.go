@@ -31,7 +31,7 @@ const (
 )
 
 // WriteRequests writes every successful request's attribution (see
-// EachRequest), the tail marked, as CSV with a header row or as JSON
+// PerRequest), the tail marked, as CSV with a header row or as JSON
 // lines, with exactly RequestsColumns, then FleetRequestsColumns when the
 // results name replicas (JSON lines leave them out where empty).
 func (rep *Report) WriteRequests(w io.Writer, format string) error {
@@ -48,7 +48,10 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			return err
 		}
 		rec := make([]string, len(cols))
-		err := rep.EachRequest(func(r RequestAttribution) error {
+		for r, err := range rep.PerRequest() {
+			if err != nil {
+				return err
+			}
 			rec[0] = strconv.FormatInt(r.Seq, 10)
 			rec[1] = r.RequestID
 			rec[2] = strconv.FormatInt(r.Lateness, 10)
@@ -63,10 +66,9 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 				rec[10] = strconv.FormatInt(r.DecodeQueue, 10)
 				rec[11], rec[12] = r.Replica, r.PrefillReplica
 			}
-			return cw.Write(rec)
-		})
-		if err != nil {
-			return err
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {
@@ -74,11 +76,13 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 		}
 	case RequestsJSONL:
 		enc := json.NewEncoder(bw)
-		err := rep.EachRequest(func(r RequestAttribution) error {
-			return enc.Encode(r)
-		})
-		if err != nil {
-			return err
+		for r, err := range rep.PerRequest() {
+			if err == nil {
+				err = enc.Encode(r)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	default:
 		return fmt.Errorf("per-request attribution format %q: want %s or %s", format, RequestsCSV, RequestsJSONL)

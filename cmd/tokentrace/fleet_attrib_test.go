@@ -288,7 +288,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			exact := analyzeWith(ao)
 			var sumT [7]float64
 			tail := map[string]bool{}
-			err := exact.EachRequest(func(ra analyze.RequestAttribution) error {
+			err := eachRequest(exact, func(ra analyze.RequestAttribution) error {
 				tr := byID[ra.RequestID]
 				want, got := fleetTruth(tr), fleetSplit(ra)
 				for k := range want {
@@ -321,7 +321,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			est := analyzeWith(eo)
 			var sumE [7]float64
 			n, agree := 0, 0
-			err = est.EachRequest(func(ra analyze.RequestAttribution) error {
+			err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 				if !ra.Tail {
 					return nil
 				}
