@@ -28,8 +28,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -37,6 +35,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/tokentrace/tokentrace/internal/fleetseries"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -60,7 +59,7 @@ const (
 	// PrefillRole is the role value of a prefill pool (llm-d's
 	// llm-d.ai/role and tokentrace sim's role label): its replicas finish
 	// each request once more, before the decode replica that answers it.
-	PrefillRole = "prefill"
+	PrefillRole = fleetseries.PrefillRole
 )
 
 // Options say which Prometheus to ask and for what.
@@ -215,16 +214,12 @@ func columns() []column {
 		{name: "requests_finished", num: []string{"vllm:request_success_total", "vllm:e2e_request_latency_seconds_count", "sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count"}, perRequest: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.RequestsFinished })},
 		{name: "prompt_tokens", num: []string{"vllm:prompt_tokens_total", "sglang:prompt_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PromptTokens })},
 		{name: "generation_tokens", num: []string{"vllm:generation_tokens_total", "sglang:generation_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.GenerationTokens })},
-		// The fleet's: KV pulls as vLLM's NIXL connector observes them on
-		// the pulling (decode) side (NixlPromMetrics in
-		// vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py;
-		// llm-d's model server metrics reference lists the same names),
-		// and the requests a router sent each replica (tokentrace sim's
-		// router; llm-d's router exports request totals per model, not
-		// per replica).
-		{name: "kv_transfer_time_mean_ns", num: []string{"vllm:nixl_xfer_time_seconds_sum"}, den: []string{"vllm:nixl_xfer_time_seconds_count"}, scale: 1e9, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.KVTransferTimeMeanNs })},
-		{name: "kv_transfers", num: []string{"vllm:nixl_xfer_time_seconds_count"}, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.KVTransfers })},
-		{name: "routed", num: []string{"tokentrace_router_decisions_total"}, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Routed })},
+		// The fleet's (where their names come from: fleetseries): KV
+		// pulls as vLLM's NIXL connector observes them on the pulling
+		// (decode) side, and the requests a router sent each replica.
+		{name: "kv_transfer_time_mean_ns", num: []string{fleetseries.NIXLTransferTime + "_sum"}, den: []string{fleetseries.NIXLTransferTime + "_count"}, scale: 1e9, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.KVTransferTimeMeanNs })},
+		{name: "kv_transfers", num: []string{fleetseries.NIXLTransferTime + "_count"}, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.KVTransfers })},
+		{name: "routed", num: []string{fleetseries.RouterDecisions + "_total"}, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Routed })},
 	}
 }
 
@@ -399,9 +394,9 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	// on the decode replica that answers it: the pooled per-request counts
 	// leave the prefill pool's out, so each request counts once.
 	var outOfPool func(model.Metric) bool
-	if o.RoleLabel != "" && disaggregated(res.Roles) {
+	if o.RoleLabel != "" && fleetseries.Disaggregated(res.Roles) {
 		outOfPool = func(m model.Metric) bool {
-			return strings.EqualFold(string(m[model.LabelName(o.RoleLabel)]), PrefillRole)
+			return !fleetseries.CountsInPool(string(m[model.LabelName(o.RoleLabel)]), true)
 		}
 	}
 	required := 0
@@ -494,54 +489,29 @@ func (o *Options) instances(ctx context.Context, papi v1.API, r v1.Range, res *R
 		return err
 	}
 	il, rl := model.LabelName(o.InstanceLabel), model.LabelName(o.RoleLabel)
-	roles := map[string]string{}
-	labelled, unlabelled := false, 0
-	var twoRoles []string
+	var cat fleetseries.Catalog
 	for _, ss := range m {
-		in := string(ss.Metric[il])
-		if in == "" {
-			unlabelled++
-			continue
-		}
-		role := string(ss.Metric[rl])
-		labelled = labelled || role != ""
-		if prev, ok := roles[in]; ok && prev != role {
-			twoRoles = append(twoRoles, fmt.Sprintf("%s has %q and %q", in, prev, role))
-		}
-		if _, ok := roles[in]; !ok || role != "" {
-			roles[in] = role
-		}
+		cat.Add(string(ss.Metric[il]), string(ss.Metric[rl]))
 	}
 	if len(m) == 0 {
 		return nil // no series at all: Fetch says so after reading every metric
 	}
-	switch {
-	case len(roles) == 0 && o.InstanceLabel != DefaultInstanceLabel:
-		return o.labelError(ctx, papi, r, res, fmt.Sprintf("instance label %q (Options.InstanceLabel) is on none", o.InstanceLabel))
-	case o.RoleLabel != "" && !labelled:
-		return o.labelError(ctx, papi, r, res, fmt.Sprintf("role label %q (Options.RoleLabel) is on none", o.RoleLabel))
-	case len(twoRoles) > 0:
-		slices.Sort(twoRoles)
-		return o.labelError(ctx, papi, r, res, fmt.Sprintf("instance label %q (Options.InstanceLabel) does not tell the replicas apart (%s): name the label that does, e.g. pod; it is on all", o.InstanceLabel, strings.Join(twoRoles, "; ")))
+	if p := cat.Problem(fleetseries.Names{
+		Instance: o.InstanceLabel, InstanceOption: "Options.InstanceLabel", InstanceOptional: o.InstanceLabel == DefaultInstanceLabel,
+		Role: o.RoleLabel, RoleOption: "Options.RoleLabel",
+	}); p != "" {
+		return o.labelError(ctx, papi, r, res, p)
 	}
-	for in := range roles {
-		res.Instances = append(res.Instances, in)
-	}
-	sort.Strings(res.Instances)
+	res.Instances = cat.Instances()
 	if o.RoleLabel != "" {
-		res.Roles = roles
-		var none []string
-		for _, in := range res.Instances {
-			if roles[in] == "" {
-				none = append(none, in)
-			}
-		}
-		if len(none) > 0 {
+		res.Roles = map[string]string{}
+		maps.Copy(res.Roles, cat.Roles())
+		if none := cat.NoRole(); len(none) > 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("instances %s have no %s label: they belong to no pool", strings.Join(none, ", "), o.RoleLabel))
 		}
 	}
-	if unlabelled > 0 && o.InstanceLabel != DefaultInstanceLabel {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d series of the running-requests gauge have no %s label: they count in the pooled rows only", unlabelled, o.InstanceLabel))
+	if n := cat.Unlabelled(); n > 0 && o.InstanceLabel != DefaultInstanceLabel {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d series of the running-requests gauge have no %s label: they count in the pooled rows only", n, o.InstanceLabel))
 	}
 	return nil
 }
@@ -549,19 +519,6 @@ func (o *Options) instances(ctx context.Context, papi v1.API, r v1.Range, res *R
 // runningSel is the running-requests gauge of both engines.
 func runningSel(sel string) string {
 	return "vllm:num_requests_running{" + sel + "} or sglang:num_running_reqs{" + sel + "}"
-}
-
-// disaggregated reports whether roles has a prefill pool and another.
-func disaggregated(roles map[string]string) bool {
-	var prefill, other bool
-	for _, r := range roles {
-		if strings.EqualFold(r, PrefillRole) {
-			prefill = true
-		} else if r != "" {
-			other = true
-		}
-	}
-	return prefill && other
 }
 
 // labelError is an ErrLabel whose message starts with what (the label at
@@ -575,42 +532,15 @@ func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *
 	if err != nil {
 		return fmt.Errorf("prom: %w: %s of the servers' series (listing their labels failed: %w)", ErrLabel, what, err)
 	}
-	values := map[string]map[string]bool{}
+	labels := fleetseries.Labels{}
 	for _, ls := range sets {
 		for k, v := range ls {
-			if k == model.MetricNameLabel {
-				continue
+			if k != model.MetricNameLabel {
+				labels.Add(string(k), string(v))
 			}
-			if values[string(k)] == nil {
-				values[string(k)] = map[string]bool{}
-			}
-			values[string(k)][string(v)] = true
 		}
 	}
-	names := make([]string, 0, len(values))
-	for k := range values {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	var b strings.Builder
-	for i, k := range names {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		vs := make([]string, 0, len(values[k]))
-		for v := range values[k] {
-			vs = append(vs, v)
-		}
-		sort.Strings(vs)
-		const show = 4
-		more := ""
-		if len(vs) > show {
-			more = fmt.Sprintf(", … (%d values)", len(vs))
-			vs = vs[:show]
-		}
-		fmt.Fprintf(&b, "%s=%s%s", k, strings.Join(vs, ", "), more)
-	}
-	return fmt.Errorf("prom: %w: %s of the %d series of the servers' running-requests gauge in the window; their labels: %s", ErrLabel, what, len(sets), b.String())
+	return fmt.Errorf("prom: %w: %s of the %d series of the servers' running-requests gauge in the window; their labels: %s", ErrLabel, what, len(sets), labels)
 }
 
 // divide turns num into num/den step by step: NaN where den has no data,
