@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -23,7 +25,7 @@ func snapshotFile(t *testing.T, name string, at time.Duration) metricsSnapshot {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := parseMetricsSnapshot(f)
+	s, err := parseMetricsSnapshot(f, (&Scraper{}).labelNames())
 	if err != nil {
 		t.Fatalf("parseMetricsSnapshot(%s) = %v", name, err)
 	}
@@ -93,6 +95,146 @@ func TestMetricsDeltaLegacy(t *testing.T) {
 	restarted.at = 2 * time.Second
 	if got := metricsDelta(&t1, restarted); got.QueueTimeMeanNs != 250_000_000 || got.RequestsFinished != 3 {
 		t.Errorf("after a restart: queue mean %d, finished %d; want 250ms, 3", got.QueueTimeMeanNs, got.RequestsFinished)
+	}
+}
+
+// snapshotWith parses a fixture with sc's labels.
+func snapshotWith(t *testing.T, sc *Scraper, name string, at time.Duration) metricsSnapshot {
+	t.Helper()
+	b, err := os.ReadFile("testdata/metrics/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseMetricsSnapshot(strings.NewReader(string(b)), sc.labelNames())
+	if err != nil {
+		t.Fatalf("parseMetricsSnapshot(%s) = %v", name, err)
+	}
+	s.at = at
+	return s
+}
+
+// Two scrapes of a prefill/decode fleet's one endpoint: a pooled sample
+// that counts each finished request once (the decode pool's finishes; the
+// prefill replica finished the same requests first) while its means add
+// both pools' time, then one sample per pod with its role, its KV pulls
+// and the router's count of requests it was sent.
+func TestMetricsFleetFixtures(t *testing.T) {
+	sc := &Scraper{}
+	t0 := snapshotWith(t, sc, "fleet_pd_t0.txt", time.Second)
+	t1 := snapshotWith(t, sc, "fleet_pd_t1.txt", 1250*time.Millisecond)
+	got := metricsSamples(&t0, t1)
+	sample := func(instance, role string, f func(s *traces.MetricsSample)) traces.MetricsSample {
+		s := traces.NewMetricsSample(1_250_000_000)
+		s.IntervalNs, s.Instance, s.Role = 250_000_000, instance, role
+		f(&s)
+		return s
+	}
+	want := []traces.MetricsSample{
+		sample("", "", func(s *traces.MetricsSample) {
+			s.Waiting, s.Running, s.KVCacheUsage = 9, 7, 0.5 // mean of 0.3, 0.5, 0.7
+			s.PrefixHitRate = 500.0 / 2000.0
+			s.RequestsFinished = 6                                // 3 + 3 on the decode pool; not prefill-0's 6 as well
+			s.QueueTimeMeanNs = 1_100_000_000                     // (6 + 0.3 + 0.3) s over the 6 requests
+			s.PrefillTimeMeanNs = 210_000_000                     // (1.2 + 0.03 + 0.03) s / 6
+			s.DecodeTimeMeanNs = 1_010_000_000                    // (0.06 + 3 + 3) s / 6
+			s.PromptTokens, s.GenerationTokens = 6000, 66         // every replica's
+			s.KVTransfers, s.KVTransferTimeMeanNs = 6, 25_000_000 // (0.06 + 0.09) s / 6
+			s.Routed = 15                                         // 8 + 4 + 3 decisions
+		}),
+		sample("decode-0", "decode", func(s *traces.MetricsSample) {
+			s.Waiting, s.Running, s.KVCacheUsage = 0, 2, 0.5
+			s.RequestsFinished, s.QueueTimeMeanNs, s.PrefillTimeMeanNs, s.DecodeTimeMeanNs = 3, 100_000_000, 10_000_000, 1_000_000_000
+			s.PromptTokens, s.GenerationTokens = 0, 30
+			s.KVTransfers, s.KVTransferTimeMeanNs, s.Routed = 3, 20_000_000, 4
+		}),
+		sample("decode-1", "decode", func(s *traces.MetricsSample) {
+			s.Waiting, s.Running, s.KVCacheUsage = 0, 1, 0.7
+			s.RequestsFinished, s.QueueTimeMeanNs, s.PrefillTimeMeanNs, s.DecodeTimeMeanNs = 3, 100_000_000, 10_000_000, 1_000_000_000
+			s.PromptTokens, s.GenerationTokens = 0, 30
+			s.KVTransfers, s.KVTransferTimeMeanNs, s.Routed = 3, 30_000_000, 3
+		}),
+		sample("prefill-0", "prefill", func(s *traces.MetricsSample) {
+			s.Waiting, s.Running, s.KVCacheUsage = 9, 4, 0.3
+			s.PrefixHitRate = 0.25
+			s.RequestsFinished, s.QueueTimeMeanNs, s.PrefillTimeMeanNs, s.DecodeTimeMeanNs = 6, 1_000_000_000, 200_000_000, 10_000_000
+			s.PromptTokens, s.GenerationTokens, s.Routed = 6000, 6, 8
+			// No NIXL series: it pulls nothing.
+		}),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d samples, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g := got[i]
+		if math.Abs(g.KVCacheUsage-want[i].KVCacheUsage) < 1e-12 {
+			g.KVCacheUsage = want[i].KVCacheUsage
+		}
+		if math.Abs(g.PrefixHitRate-want[i].PrefixHitRate) < 1e-12 {
+			g.PrefixHitRate = want[i].PrefixHitRate
+		}
+		if g != want[i] {
+			t.Errorf("sample %d:\n got %+v\nwant %+v", i, g, want[i])
+		}
+	}
+	// The first scrape has gauges per pod already.
+	first := metricsSamples(nil, t0)
+	if len(first) != 4 || first[3].Instance != "prefill-0" || first[3].Waiting != 5 || first[3].IntervalNs != 0 || first[3].RequestsFinished != traces.NotReported {
+		t.Errorf("first scrape's samples: %+v", first)
+	}
+}
+
+// Labels that cannot read the fleet per replica leave pooled samples only
+// and say why once, listing the labels the series have; other labels
+// read other instances.
+func TestMetricsFleetLabels(t *testing.T) {
+	for _, c := range []struct {
+		why          string
+		sc           Scraper
+		file         string
+		wantRows     []string // instances with rows, in order
+		wantFinished int64    // pooled
+		wantProblem  []string
+	}{
+		{"a role label no series carries is named with the labels the series have",
+			Scraper{RoleLabel: "llm_d_ai_role"}, "fleet_pd", nil, 12,
+			[]string{`role label "llm_d_ai_role" (Scraper.RoleLabel) is on none of the 3 series`, "pod=decode-0, decode-1, prefill-0", "role=decode, prefill"}},
+		{"an instance label under which one instance has two roles does not tell the replicas apart; the roles still count each request once",
+			Scraper{InstanceLabel: "model_name"}, "fleet_pd", nil, 6,
+			[]string{`instance label "model_name" (Scraper.InstanceLabel) does not tell the replicas apart`, `m has "prefill" and "decode"`}},
+		{"an instance label named that no series carries",
+			Scraper{InstanceLabel: "kubernetes_pod_name"}, "vllm", nil, 6,
+			[]string{`instance label "kubernetes_pod_name" (Scraper.InstanceLabel) is on none of the 2 series`, "engine=0, 1"}},
+		{"one server's series have neither default label: one instance, no warning",
+			Scraper{}, "vllm", nil, 6, nil},
+		{"a server's engines told apart by their engine label, without roles",
+			Scraper{InstanceLabel: "engine"}, "vllm", []string{"0", "1"}, 6, nil},
+	} {
+		t0 := snapshotWith(t, &c.sc, c.file+"_t0.txt", time.Second)
+		t1 := snapshotWith(t, &c.sc, c.file+"_t1.txt", 2*time.Second)
+		got := metricsSamples(&t0, t1)
+		var rows []string
+		var finished int64
+		for _, s := range got[1:] {
+			rows = append(rows, s.Instance)
+			if s.Role != "" {
+				t.Errorf("%s: row of %s has role %q", c.why, s.Instance, s.Role)
+			}
+			finished += s.RequestsFinished
+		}
+		if !slices.Equal(rows, c.wantRows) || got[0].RequestsFinished != c.wantFinished {
+			t.Errorf("%s: rows %v, pooled finished %d; want %v, %d", c.why, rows, got[0].RequestsFinished, c.wantRows, c.wantFinished)
+		}
+		if len(rows) > 0 && finished != got[0].RequestsFinished {
+			t.Errorf("%s: the instances finished %d, the pooled row %d", c.why, finished, got[0].RequestsFinished)
+		}
+		if len(c.wantProblem) == 0 && t1.problem != "" {
+			t.Errorf("%s: problem %q, want none", c.why, t1.problem)
+		}
+		for _, w := range c.wantProblem {
+			if !strings.Contains(t1.problem, w) {
+				t.Errorf("%s: problem %q does not contain %q", c.why, t1.problem, w)
+			}
+		}
 	}
 }
 
@@ -263,7 +405,7 @@ func TestScraperCollect(t *testing.T) {
 }
 
 func FuzzParseMetrics(f *testing.F) {
-	for _, name := range []string{"vllm_t0.txt", "legacy_t1.txt", "garbage.txt"} {
+	for _, name := range []string{"vllm_t0.txt", "legacy_t1.txt", "garbage.txt", "fleet_pd_t1.txt"} {
 		b, err := os.ReadFile("testdata/metrics/" + name)
 		if err != nil {
 			f.Fatal(err)
@@ -271,12 +413,12 @@ func FuzzParseMetrics(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := parseMetricsSnapshot(strings.NewReader(string(b)))
+		s, err := parseMetricsSnapshot(strings.NewReader(string(b)), (&Scraper{}).labelNames())
 		if err != nil {
 			return
 		}
 		prev := s
-		metricsDelta(&prev, s) // must not panic
+		metricsSamples(&prev, s) // must not panic
 	})
 }
 
@@ -385,6 +527,86 @@ func TestScraperSimOverload(t *testing.T) {
 	}
 }
 
+// A prefill/decode fleet in process, scraped through its one /metrics
+// while 24 requests go through it: each scrape has a row per pod with its
+// role; over the series the pooled rows count every request once, the
+// prefill pod finished each, the decode pods between them each, the
+// router's counts say the same, and only the decode pods pulled KV.
+func TestScraperSimFleet(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&o, "prefill-replicas=1,decode-replicas=2"); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fleet.Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sctx, stopScrape := context.WithCancel(ctx)
+	var series []traces.MetricsSample
+	scraped := make(chan struct{}, 1)
+	done := make(chan Stats)
+	go func() {
+		sc := &Scraper{URL: srv.URL + "/metrics", Interval: 20 * time.Millisecond, Timeout: time.Minute}
+		st, _ := sc.Run(sctx, func(s traces.MetricsSample) {
+			series = append(series, s)
+			select {
+			case scraped <- struct{}{}:
+			default:
+			}
+		})
+		done <- st
+	}()
+	<-scraped // a baseline before the load
+	const n = 24
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body := fmt.Sprintf(`{"model":%q,"prompt":"request %d of the fleet test","max_tokens":8,"ignore_eos":true}`, o.Model, i)
+			resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	stopScrape()
+	st := <-done
+	if st.Failures != 0 || st.Instances != 3 || len(st.Warnings) > 0 {
+		t.Errorf("scrapes: %+v, want no failures, 3 instances, no warnings", st)
+	}
+	wantRole := map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"}
+	finished, routed, pulls := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	for _, s := range series {
+		if s.ScrapeError != "" {
+			continue
+		}
+		if r, ok := wantRole[s.Instance]; (ok || s.Instance != "") && s.Role != r {
+			t.Errorf("row of %q has role %q, want %q", s.Instance, s.Role, r)
+		}
+		finished[s.Instance] += max(s.RequestsFinished, 0)
+		routed[s.Instance] += max(s.Routed, 0)
+		pulls[s.Instance] += max(s.KVTransfers, 0)
+	}
+	t.Logf("%d samples; finished %v, routed %v, KV pulls %v", len(series), finished, routed, pulls)
+	if finished[""] != n || finished["prefill-0"] != n || finished["decode-0"]+finished["decode-1"] != n {
+		t.Errorf("finished %v: want %d pooled (each request once), %d on prefill-0 and on the decode pool", finished, n, n)
+	}
+	if routed["prefill-0"] != n || routed["decode-0"]+routed["decode-1"] != n {
+		t.Errorf("routed %v: want %d to prefill-0 and to the decode pool", routed, n)
+	}
+	if pulls["prefill-0"] != 0 || pulls["decode-0"] == 0 || pulls["decode-1"] == 0 || pulls[""] != pulls["decode-0"]+pulls["decode-1"] {
+		t.Errorf("KV pulls %v: want some on each decode pod, none on prefill-0, the pooled row their sum", pulls)
+	}
+}
+
 // Annotate never writes credentials or query tokens into the metadata.
 func TestScrapeAnnotate(t *testing.T) {
 	m := traces.NewMeta("replay")
@@ -405,7 +627,7 @@ func BenchmarkParseMetrics(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := parseMetricsSnapshot(strings.NewReader(string(body))); err != nil {
+		if _, err := parseMetricsSnapshot(strings.NewReader(string(body)), (&Scraper{}).labelNames()); err != nil {
 			b.Fatal(err)
 		}
 	}
