@@ -8,6 +8,7 @@ import (
 // them. The first sentence names the dominant cause; further sentences add
 // secondary causes (share ≥ 25 %) and cache misses.
 func (rep *Report) diagnose() {
+	rep.cited = cited{}
 	at := &rep.Attribution
 	if rep.Completed == 0 {
 		at.Diagnosis = []string{fmt.Sprintf("No request succeeded (%d failed), so there is no latency to attribute; see the failures by status.", rep.Failed)}

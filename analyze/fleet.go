@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/fleetseries"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -789,7 +790,9 @@ func (rep *Report) finding(name string) {
 }
 
 // prefillQueueCause is the queue cause of a mostly disaggregated tail:
-// the wait was on the prefill side.
+// the wait was on the prefill side, with the prefill pool's load at the
+// tail's sends from the results and, where the servers' series name the
+// prefill pool saturated, their evidence too (one finding, not two).
 func (rep *Report) prefillQueueCause() string {
 	at := &rep.Attribution
 	m, all := at.MeanMs.Array(), at.MeanAllMs.Array()
@@ -797,21 +800,35 @@ func (rep *Report) prefillQueueCause() string {
 	if at.Source != SourceServer {
 		est = fmt.Sprintf(" (estimated: each prefill replica works through its requests in send order at the fitted %.1f µs per uncached prompt token)", at.Prefill.PerTokenUs)
 	}
-	fl := rep.Fleet
 	var pl *PoolInFlight
-	if fl != nil {
+	if fl := rep.Fleet; fl != nil {
 		pl = fl.PrefillPool
 	}
-	if pl == nil {
-		return fmt.Sprintf("Prefill-side queueing: tail requests waited %s on average for their prefill replica against %s overall%s.", fmtMs(m[cQueue]), fmtMs(all[cQueue]), est)
-	}
-	s := fmt.Sprintf("tail requests waited %s on average for their prefill replica against %s overall%s; when they were sent the prefill pool's %d replica(s) each held %.1f requests awaiting their first token (the least busy %.1f) against %.1f (%.1f) over the run",
-		fmtMs(m[cQueue]), fmtMs(all[cQueue]), est, pl.Replicas, pl.TailInFlight, pl.TailLeastInFlight, pl.AllInFlight, pl.AllLeastInFlight)
-	if pl.Saturated {
+	series := rep.citePool(fleetseries.IsPrefill)
+	saturated := series != "" || pl != nil && pl.Saturated
+	s := "Prefill-side queueing: "
+	if saturated {
 		rep.finding(FindingPrefillPoolSaturated)
-		return "Prefill pool saturated: " + s + ", so every prefill replica was busy: the prefill pool lacked capacity for the burst (more or faster prefill replicas, or fewer prompt tokens per request), not the routing."
+		s = "Prefill pool saturated: "
 	}
-	return "Prefill-side queueing: " + s + "."
+	s += fmt.Sprintf("tail requests waited %s on average for their prefill replica against %s overall%s", fmtMs(m[cQueue]), fmtMs(all[cQueue]), est)
+	if pl != nil {
+		s += fmt.Sprintf("; when they were sent the prefill pool's %d replica(s) each held %.1f requests awaiting their first token (the least busy %.1f) against %.1f (%.1f) over the run",
+			pl.Replicas, pl.TailInFlight, pl.TailLeastInFlight, pl.AllInFlight, pl.AllLeastInFlight)
+		if pl.Saturated {
+			s += ", so every prefill replica was busy"
+		}
+	}
+	switch {
+	case series != "" && pl != nil && pl.Saturated:
+		s += ", and the servers' own series agree: " + series
+	case series != "":
+		s += "; the servers' own series: " + series
+	}
+	if saturated {
+		s += ": the prefill pool lacked capacity for the burst (more or faster prefill replicas, or fewer prompt tokens per request), not the routing"
+	}
+	return s + "."
 }
 
 // kvTransferCause explains a tail spent pulling KV caches.
@@ -855,6 +872,9 @@ func (rep *Report) kvTransferCause() string {
 		}
 		s += ": the transfers, not the pools, were slow (link bandwidth shared by concurrent pulls, the connector's setup, or a slow network path between the pools)"
 	}
+	if ev := rep.citeKV(); ev != "" {
+		s += ". The servers' own series: " + ev
+	}
 	return s + "."
 }
 
@@ -868,6 +888,9 @@ func (rep *Report) decodeQueueCause() string {
 	if fl := rep.Fleet; fl != nil && fl.DecodePool != nil {
 		dl := fl.DecodePool
 		s += fmt.Sprintf("; the decode replicas each held %.1f requests at their sends (the least busy %.1f) against %.1f over the run", dl.TailInFlight, dl.TailLeastInFlight, dl.AllInFlight)
+	}
+	if ev := rep.citePool(func(role string) bool { return role != "" && !fleetseries.IsPrefill(role) }); ev != "" {
+		s += "; the servers' own series name the pool saturated: " + ev
 	}
 	return s + "."
 }
@@ -898,7 +921,11 @@ func (rep *Report) replicaSentences() []string {
 		if slow := rep.slowReplicas(im); slow != "" {
 			s += "; " + slow
 		}
-		d = append(d, s+".")
+		s += "."
+		if ev := rep.citeInstances(im.Hot); ev != "" {
+			s += " The servers' own series agree: " + ev
+		}
+		d = append(d, s)
 	}
 	if s := rep.cacheRoutingSentence(); s != "" {
 		d = append(d, s)

@@ -309,49 +309,126 @@ func (rep *Report) poolLoad(byInstance map[string][]traces.MetricsSample) {
 
 func ptr(v float64) *float64 { return &v }
 
-// fleetSentences are the diagnosis' sentences on the fleet: the saturated
-// pool, KV transfers slower around the tail, and the instances whose
-// queue explains the tail (unless they are exactly the saturated pool).
-func (rep *Report) fleetSentences() []string {
-	var d []string
-	var saturated *PoolLoad
+// cited records which of the servers' per-instance findings a
+// results-based sentence of the diagnosis has taken in as its evidence
+// (fleet.go), so fleetSentences does not say them a second time.
+type cited struct {
+	pools     map[string]bool // by role
+	kv        bool
+	instances bool
+}
+
+// saturatedPool is the pool the servers' series name saturated, nil for
+// none.
+func (rep *Report) saturatedPool() *PoolLoad {
 	for k := range rep.Pools {
 		if rep.Pools[k].Saturated {
-			saturated = &rep.Pools[k]
+			return &rep.Pools[k]
 		}
 	}
-	if p := saturated; p != nil {
-		var rest []string
-		var restW float64
-		restN := 0
-		for _, q := range rep.Pools {
-			if q.Role != p.Role {
-				rest = append(rest, fmt.Sprintf("%s (%d)", q.Role, len(q.Instances)))
-				restW += deref0(q.TailWaiting)
-				restN += len(q.Instances)
-			}
-		}
-		kv := ""
-		if p.TailKVCacheUsage != nil {
-			kv = fmt.Sprintf("; its KV cache was %.0f%% used", 100**p.TailKVCacheUsage)
-		}
-		d = append(d, fmt.Sprintf("Pool saturated: the %s pool (%d replica(s): %s) held %.0f%% of the requests waiting around the tail, %.1f per replica against %.1f in the other pool(s) (%s)%s; its queue explains the tail.",
-			p.Role, len(p.Instances), strings.Join(p.Instances, ", "), 100*p.TailWaitingShare,
-			deref0(p.TailWaiting)/float64(len(p.Instances)), restW/float64(max(restN, 1)), strings.Join(rest, ", "), kv))
-	}
-	for _, p := range rep.Pools {
-		if p.TailKVTransferMs != nil && p.AllKVTransferMs != nil && *p.TailKVTransferMs >= slowKVTransferMs && *p.TailKVTransferMs >= slowKVTransferRatio**p.AllKVTransferMs {
-			d = append(d, fmt.Sprintf("KV transfers into the %s pool took %s on average around the tail against %s over the whole series (%d transfers; vLLM's NIXL transfer histogram).",
-				p.Role, fmtMs(*p.TailKVTransferMs), fmtMs(*p.AllKVTransferMs), p.KVTransfers))
+	return nil
+}
+
+// poolEvidence is what the servers' series say of the saturated pool p:
+// "the prefill pool (1 replica(s): prefill-0) held 100% of the requests
+// waiting around the tail, 22.0 per replica against 0.0 in the other
+// pool(s) (decode (3))", and its KV cache's use (kv, "" when not
+// reported).
+func (rep *Report) poolEvidence(p *PoolLoad) (held, kv string) {
+	var rest []string
+	var restW float64
+	restN := 0
+	for _, q := range rep.Pools {
+		if q.Role != p.Role {
+			rest = append(rest, fmt.Sprintf("%s (%d)", q.Role, len(q.Instances)))
+			restW += deref0(q.TailWaiting)
+			restN += len(q.Instances)
 		}
 	}
-	if s := rep.instanceSentence(); s != "" {
-		var named []string
-		for _, il := range rep.Instances {
-			if il.ExplainsTail {
-				named = append(named, il.Instance)
-			}
+	held = fmt.Sprintf("the %s pool (%d replica(s): %s) held %.0f%% of the requests waiting around the tail, %.1f per replica against %.1f in the other pool(s) (%s)",
+		p.Role, len(p.Instances), strings.Join(p.Instances, ", "), 100*p.TailWaitingShare,
+		deref0(p.TailWaiting)/float64(len(p.Instances)), restW/float64(max(restN, 1)), strings.Join(rest, ", "))
+	if p.TailKVCacheUsage != nil {
+		kv = fmt.Sprintf("its KV cache was %.0f%% used", 100**p.TailKVCacheUsage)
+	}
+	return held, kv
+}
+
+// citePool is the servers' evidence on the pool with role, for the
+// results-based sentence on that pool: "" when the series do not name it
+// saturated; else the evidence, and fleetSentences leaves it out.
+func (rep *Report) citePool(role func(string) bool) string {
+	p := rep.saturatedPool()
+	if p == nil || !role(p.Role) {
+		return ""
+	}
+	if rep.cited.pools == nil {
+		rep.cited.pools = map[string]bool{}
+	}
+	rep.cited.pools[p.Role] = true
+	held, kv := rep.poolEvidence(p)
+	if kv != "" {
+		held += ", " + kv
+	}
+	return held
+}
+
+// slowKV reports whether p's KV transfers were slow around the tail.
+func (p *PoolLoad) slowKV() bool {
+	return p.TailKVTransferMs != nil && p.AllKVTransferMs != nil && *p.TailKVTransferMs >= slowKVTransferMs && *p.TailKVTransferMs >= slowKVTransferRatio**p.AllKVTransferMs
+}
+
+// kvEvidence is what vLLM's NIXL histograms say of p's transfers:
+// "KV transfers into the decode pool took 25 ms on average around the
+// tail against 6 ms over the whole series (120 transfers; ...)".
+func (p *PoolLoad) kvEvidence() string {
+	tail := "-"
+	if p.TailKVTransferMs != nil {
+		tail = fmtMs(*p.TailKVTransferMs)
+	}
+	return fmt.Sprintf("KV transfers into the %s pool took %s on average around the tail against %s over the whole series (%d transfers; vLLM's NIXL transfer histogram)",
+		p.Role, tail, fmtMs(*p.AllKVTransferMs), p.KVTransfers)
+}
+
+// citeKV is the servers' evidence on KV transfers for the results-based
+// KV-transfer sentence: each pool's NIXL transfer times, slow or not, ""
+// without any; fleetSentences then leaves them out.
+func (rep *Report) citeKV() string {
+	var ev []string
+	for k := range rep.Pools {
+		if p := &rep.Pools[k]; p.AllKVTransferMs != nil {
+			ev = append(ev, p.kvEvidence())
 		}
+	}
+	if len(ev) == 0 {
+		return ""
+	}
+	rep.cited.kv = true
+	return strings.Join(ev, "; ")
+}
+
+// fleetSentences are the diagnosis' sentences on the fleet from the
+// servers' per-instance series: the saturated pool, KV transfers slower
+// around the tail, and the instances whose queue explains the tail
+// (unless they are exactly the saturated pool); each unless a sentence
+// from the results already gave it as its evidence (cited).
+func (rep *Report) fleetSentences() []string {
+	var d []string
+	saturated := rep.saturatedPool()
+	if p := saturated; p != nil && !rep.cited.pools[p.Role] {
+		held, kv := rep.poolEvidence(p)
+		if kv != "" {
+			kv = "; " + kv
+		}
+		d = append(d, "Pool saturated: "+held+kv+"; its queue explains the tail.")
+	}
+	for k := range rep.Pools {
+		if p := &rep.Pools[k]; p.slowKV() && !rep.cited.kv {
+			d = append(d, p.kvEvidence()+".")
+		}
+	}
+	if s := rep.instanceSentence(); s != "" && !rep.cited.instances {
+		named := rep.explainingInstances()
 		if saturated == nil || !slices.Equal(named, saturated.Instances) {
 			d = append(d, s)
 		}
@@ -359,9 +436,51 @@ func (rep *Report) fleetSentences() []string {
 	return d
 }
 
+// explainingInstances are the instances whose queue explains the tail.
+func (rep *Report) explainingInstances() []string {
+	var named []string
+	for _, il := range rep.Instances {
+		if il.ExplainsTail {
+			named = append(named, il.Instance)
+		}
+	}
+	return named
+}
+
 // instanceSentence names the instances whose queue explains the tail, or
 // is "" when the load was even or there are no per-instance series.
 func (rep *Report) instanceSentence() string {
+	ev, n, routed := rep.instanceEvidence()
+	if ev == "" {
+		return ""
+	}
+	return fmt.Sprintf("Uneven load: %s; %s queue explains the tail.%s", ev, map[bool]string{true: "its", false: "their"}[n == 1], routed)
+}
+
+// citeInstances is the servers' evidence for a routing imbalance on the
+// replicas hot: "" unless the instances whose queue explains the tail
+// are exactly those; else it, and fleetSentences leaves it out.
+func (rep *Report) citeInstances(hot []string) string {
+	named := rep.explainingInstances()
+	if len(named) == 0 || len(named) != len(hot) {
+		return ""
+	}
+	for _, h := range hot {
+		if !slices.Contains(named, h) {
+			return ""
+		}
+	}
+	ev, _, routed := rep.instanceEvidence()
+	rep.cited.instances = true
+	return ev + "." + routed
+}
+
+// instanceEvidence is what the servers' series say of the instances
+// whose queue explains the tail ("" for none): "instance replica-3 held
+// 80% of the requests waiting around the tail (9.0 waiting on average
+// against 0.8 on the other 3 instance(s))", how many they are, and the
+// router's share for one instance (" The router sent it 25% of ...").
+func (rep *Report) instanceEvidence() (ev string, n int, routed string) {
 	var named, rest []InstanceLoad
 	for _, il := range rep.Instances {
 		if il.ExplainsTail {
@@ -371,7 +490,7 @@ func (rep *Report) instanceSentence() string {
 		}
 	}
 	if len(named) == 0 {
-		return ""
+		return "", 0, ""
 	}
 	var names []string
 	var share, w, restW float64
@@ -387,7 +506,6 @@ func (rep *Report) instanceSentence() string {
 	if len(names) > 1 {
 		who = "instances " + strings.Join(names, ", ")
 	}
-	routed := ""
 	if len(named) == 1 && named[0].RoutedShare != nil {
 		pool := "of all"
 		if named[0].Role != "" {
@@ -395,8 +513,9 @@ func (rep *Report) instanceSentence() string {
 		}
 		routed = fmt.Sprintf(" The router sent it %.0f%% %s requests.", 100**named[0].RoutedShare, pool)
 	}
-	return fmt.Sprintf("Uneven load: %s held %.0f%% of the requests waiting around the tail (%.1f waiting on average against %.1f on the other %d instance(s)); %s queue explains the tail.%s",
-		who, 100*share, w/float64(len(named)), restW/float64(max(len(rest), 1)), len(rest), map[bool]string{true: "its", false: "their"}[len(named) == 1], routed)
+	ev = fmt.Sprintf("%s held %.0f%% of the requests waiting around the tail (%.1f waiting on average against %.1f on the other %d instance(s))",
+		who, 100*share, w/float64(len(named)), restW/float64(max(len(rest), 1)), len(rest))
+	return ev, len(named), routed
 }
 
 // writeInstancesText prints each pool's and each instance's queue around

@@ -152,6 +152,7 @@ type Report struct {
 	windowT0, windowW int64 // timeline origin and width (ns)
 
 	series []traces.MetricsSample // the server metrics series, by time (the HTML incident timeline)
+	cited  cited                  // the servers' findings a results-based finding gave as evidence (instances.go)
 
 	// Streaming (Sampling set): the run's accumulators, the pooled ITL
 	// sketch (nil while exact), and the sample's scale 2^k (1 when exact).
