@@ -182,11 +182,17 @@ func hashSeed(salt string) uint64 {
 }
 
 // hashBlock chains one block's tokens onto prev (never 0, which marks an
-// uncached block).
+// uncached block). Two tokens go into each mix: the mix is a bijection of
+// 64 bits, so no pair is lost, and a fleet's engines and router hash every
+// prompt block, where one mix per token was a tenth of their time.
 func hashBlock(prev uint64, tokens []int32) uint64 {
 	h := prev
-	for _, t := range tokens {
-		h = mix64(h ^ uint64(uint32(t)))
+	i := 0
+	for ; i+1 < len(tokens); i += 2 {
+		h = mix64(h ^ (uint64(uint32(tokens[i])) | uint64(uint32(tokens[i+1]))<<32))
+	}
+	if i < len(tokens) {
+		h = mix64(h ^ uint64(uint32(tokens[i])))
 	}
 	if h == 0 {
 		h = 1

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"io"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,8 +59,19 @@ func newHistogram(name, help string, bounds []float64) *histogram {
 	return &histogram{name: name, help: help, bounds: bounds, counts: make([]uint64, len(bounds)+1)}
 }
 
+// observe counts v in the first bucket whose bound is >= v (le semantics;
+// sort.SearchFloat64s's answer, NaN included, without its call per probe:
+// the inter-token histogram sees every output token of a fleet).
 func (h *histogram) observe(v float64) {
-	i := sort.SearchFloat64s(h.bounds, v) // first bound >= v: le semantics
+	i, j := 0, len(h.bounds)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if !(h.bounds[m] >= v) {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
 	h.counts[i]++
 	h.sum += v
 	h.count++
