@@ -423,7 +423,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 				}
 				if den, _, err = o.counterValues(ctx, papi, c.den[idx:idx+1], skip, r, n, res); err == nil {
 					for k, v := range vals {
-						divide(v, den[k])
+						divide(v, den[k], c.perRequest)
 					}
 				}
 			}
@@ -544,14 +544,23 @@ func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *
 }
 
 // divide turns num into num/den step by step: NaN where den has no data,
-// +Inf where den did not grow (no events: no mean, not a gap).
-func divide(num, den []float64) {
+// +Inf where den did not grow (no events: no mean, not a gap). A
+// per-request mean carries a step's num whose den did not grow to the
+// next step whose did (fleetseries.MeanCarry: a prefill pool's time
+// before its decode pool finishes the requests).
+func divide(num, den []float64, perRequest bool) {
+	var carry fleetseries.MeanCarry
 	for i := range num {
 		switch {
 		case den == nil || math.IsNaN(den[i]):
 			num[i] = math.NaN()
 		case den[i] == 0:
+			if perRequest && !math.IsNaN(num[i]) {
+				carry.Mean(num[i], 0)
+			}
 			num[i] = math.Inf(1)
+		case perRequest && !math.IsNaN(num[i]):
+			num[i], _ = carry.Mean(num[i], den[i])
 		default:
 			num[i] /= den[i]
 		}

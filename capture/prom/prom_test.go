@@ -442,3 +442,29 @@ func TestFetchFleetRoles(t *testing.T) {
 		t.Logf("%s: %v", c.why, err)
 	}
 }
+
+// TestDividePerRequest: a per-request mean carries the time of a step in
+// which no request was counted (a prefill pool's, before its decode pool
+// finishes the requests) to the next step that counts some; a ratio such
+// as the prefix hit rate does not.
+func TestDividePerRequest(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		why        string
+		perRequest bool
+		num, den   []float64
+		want       []float64
+	}{
+		{"a per-request mean carries", true, []float64{2, 6, 0.6, nan, 0.5}, []float64{2, 0, 6, nan, 1}, []float64{1, math.Inf(1), 1.1, nan, 0.5}},
+		{"a ratio does not", false, []float64{2, 6, 0.6}, []float64{2, 0, 6}, []float64{1, math.Inf(1), 0.1}},
+	} {
+		num := slices.Clone(c.num)
+		divide(num, c.den, c.perRequest)
+		for i := range num {
+			if !(num[i] == c.want[i] || math.IsNaN(num[i]) && math.IsNaN(c.want[i]) || math.Abs(num[i]-c.want[i]) < 1e-12) {
+				t.Errorf("%s: %v, want %v", c.why, num, c.want)
+				break
+			}
+		}
+	}
+}

@@ -62,6 +62,30 @@ func CountsInPool(role string, disaggregated bool) bool {
 	return !disaggregated || !IsPrefill(role)
 }
 
+// MeanCarry turns a per-request histogram's increases, step by step, into
+// its mean per step. Under disaggregation a pooled mean's numerator (the
+// time on both pools) grows when the prefill pool finishes a request and
+// its denominator (each request once) when the decode pool does, often a
+// step later: a step's numerator whose denominator did not grow is carried
+// to the next step whose did, so that over the series no second is lost
+// and the means weighted by the requests finished add up to the totals.
+// On one server both grow together and nothing is carried.
+type MeanCarry struct{ pending float64 }
+
+// Mean is the step's mean of sum over count, with what was carried; ok is
+// false (and sum carried) when count did not grow.
+func (c *MeanCarry) Mean(sum, count float64) (mean float64, ok bool) {
+	if !(count > 0) {
+		if sum > 0 {
+			c.pending += sum
+		}
+		return 0, false
+	}
+	mean = (sum + c.pending) / count
+	c.pending = 0
+	return mean, true
+}
+
 // Catalog gathers the instances that a set of series names, with their
 // roles, one series at a time (Add), and says what makes the labels
 // unusable (Problem).

@@ -1,6 +1,7 @@
 package fleetseries
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -106,5 +107,29 @@ func TestLabelsString(t *testing.T) {
 	want := "job=vllm; pod=decode-0, decode-1, decode-2, prefill-0, … (5 values)"
 	if got := l.String(); got != want {
 		t.Errorf("Labels = %q, want %q", got, want)
+	}
+}
+
+// TestMeanCarry: the time a step adds without a finished request waits for
+// the next step with one; a step's mean is then its time and the carried
+// time over its requests, and nothing is carried on.
+func TestMeanCarry(t *testing.T) {
+	var c MeanCarry
+	steps := []struct {
+		sum, count float64
+		want       float64
+		ok         bool
+	}{
+		{2, 2, 1, true},     // one server's step: 1 s each
+		{6, 0, 0, false},    // the prefill pool finished; the decode pool not yet
+		{0.6, 6, 1.1, true}, // (6 + 0.6) s over the 6 requests
+		{0.5, 1, 0.5, true}, // nothing left to carry
+		{0, 0, 0, false},
+	}
+	for i, s := range steps {
+		got, ok := c.Mean(s.sum, s.count)
+		if ok != s.ok || math.Abs(got-s.want) > 1e-12 {
+			t.Errorf("step %d: Mean(%g, %g) = %g, %v; want %g, %v", i, s.sum, s.count, got, ok, s.want, s.ok)
+		}
 	}
 }

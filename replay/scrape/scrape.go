@@ -196,7 +196,7 @@ func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (Stat
 			st.Warnings = append(st.Warnings, cur.problem)
 		}
 		st.Instances = max(st.Instances, len(cur.instances))
-		for _, smp := range metricsSamples(prev, cur) {
+		for _, smp := range metricsSamples(prev, &cur) {
 			out(smp)
 		}
 		prev = &cur
@@ -321,6 +321,9 @@ type metricsSnapshot struct {
 	// problem says why the labels could not be read per instance ("" when
 	// they could, or when the default labels are simply absent).
 	problem string
+	// carry is what the pooled queue, prefill and decode means carry
+	// past this scrape (fleetseries.MeanCarry), set by metricsDelta.
+	carry [3]fleetseries.MeanCarry
 }
 
 // parseMetricsSnapshot parses the Prometheus text format with the
@@ -584,18 +587,21 @@ func metricsCounterDelta(prev, cur float64) float64 {
 
 // metricsDelta turns a scrape (and the previous successful one, nil for the
 // first) into its pooled sample: gauges from cur, deltas over the interval.
-func metricsDelta(prev *metricsSnapshot, cur metricsSnapshot) traces.MetricsSample {
+// The pooled means carry time past scrapes where no request finished
+// (cur.carry, from prev's).
+func metricsDelta(prev *metricsSnapshot, cur *metricsSnapshot) traces.MetricsSample {
 	var pv *seriesValues
 	var prevAt time.Duration
 	if prev != nil {
 		pv, prevAt = &prev.seriesValues, prev.at
+		cur.carry = prev.carry
 	}
-	return valuesDelta(pv, &cur.seriesValues, prevAt, cur.at)
+	return valuesDelta(pv, &cur.seriesValues, prevAt, cur.at, &cur.carry)
 }
 
 // metricsSamples is a scrape's samples: the pooled one, then one per
 // instance in name order, each with its role.
-func metricsSamples(prev *metricsSnapshot, cur metricsSnapshot) []traces.MetricsSample {
+func metricsSamples(prev *metricsSnapshot, cur *metricsSnapshot) []traces.MetricsSample {
 	out := make([]traces.MetricsSample, 0, 1+len(cur.instances))
 	out = append(out, metricsDelta(prev, cur))
 	for _, in := range cur.instances {
@@ -604,7 +610,8 @@ func metricsSamples(prev *metricsSnapshot, cur metricsSnapshot) []traces.Metrics
 		if prev != nil && prev.by[in] != nil {
 			pv, prevAt = prev.by[in], prev.at
 		}
-		s := valuesDelta(pv, cur.by[in], prevAt, cur.at)
+		var carry [3]fleetseries.MeanCarry // one replica's sums grow with its counts
+		s := valuesDelta(pv, cur.by[in], prevAt, cur.at, &carry)
 		s.Instance, s.Role = in, cur.roles[in]
 		out = append(out, s)
 	}
@@ -612,8 +619,9 @@ func metricsSamples(prev *metricsSnapshot, cur metricsSnapshot) []traces.Metrics
 }
 
 // valuesDelta is one sample: gauges from cur at at, deltas since prev (at
-// prevAt; nil for none).
-func valuesDelta(prev, cur *seriesValues, prevAt, at time.Duration) traces.MetricsSample {
+// prevAt; nil for none); the queue, prefill and decode means carry what
+// carry holds.
+func valuesDelta(prev, cur *seriesValues, prevAt, at time.Duration, carry *[3]fleetseries.MeanCarry) traces.MetricsSample {
 	s := traces.NewMetricsSample(at.Nanoseconds())
 	round := func(f float64) int64 {
 		if math.IsNaN(f) || math.Abs(f) > 9e18 {
@@ -666,7 +674,7 @@ func valuesDelta(prev, cur *seriesValues, prevAt, at time.Duration) traces.Metri
 	if d, ok := delta(prev.routed, cur.routed); ok {
 		s.Routed = round(d)
 	}
-	mean := func(p, c metricsHisto) int64 {
+	mean := func(p, c metricsHisto, carry *fleetseries.MeanCarry) int64 {
 		if !c.ok {
 			return traces.NotReported
 		}
@@ -674,17 +682,27 @@ func valuesDelta(prev, cur *seriesValues, prevAt, at time.Duration) traces.Metri
 		if dc < 0 { // reset
 			dc, ds = c.count, c.sum
 		}
-		if dc <= 0 || ds < 0 {
+		if ds < 0 {
 			return traces.NotReported
 		}
-		return round(ds / dc * 1e9)
+		if carry == nil {
+			if dc <= 0 {
+				return traces.NotReported
+			}
+			return round(ds / dc * 1e9)
+		}
+		m, ok := carry.Mean(ds, dc)
+		if !ok {
+			return traces.NotReported
+		}
+		return round(m * 1e9)
 	}
-	s.QueueTimeMeanNs = mean(prev.queueTime, cur.queueTime)
-	s.PrefillTimeMeanNs = mean(prev.prefillTime, cur.prefillTime)
-	s.DecodeTimeMeanNs = mean(prev.decodeTime, cur.decodeTime)
+	s.QueueTimeMeanNs = mean(prev.queueTime, cur.queueTime, &carry[0])
+	s.PrefillTimeMeanNs = mean(prev.prefillTime, cur.prefillTime, &carry[1])
+	s.DecodeTimeMeanNs = mean(prev.decodeTime, cur.decodeTime, &carry[2])
 	if cur.kvXfer.ok {
 		s.KVTransfers = round(metricsCounterDelta(prev.kvXfer.count, cur.kvXfer.count))
-		s.KVTransferTimeMeanNs = mean(prev.kvXfer, cur.kvXfer)
+		s.KVTransferTimeMeanNs = mean(prev.kvXfer, cur.kvXfer, nil)
 	}
 	return s
 }

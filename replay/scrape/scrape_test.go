@@ -39,14 +39,14 @@ func TestMetricsDeltaFixtures(t *testing.T) {
 	t0 := snapshotFile(t, "vllm_t0.txt", time.Second)
 	t1 := snapshotFile(t, "vllm_t1.txt", 1250*time.Millisecond)
 
-	first := metricsDelta(nil, t0)
+	first := metricsDelta(nil, &t0)
 	wantFirst := traces.NewMetricsSample(1e9)
 	wantFirst.Waiting, wantFirst.Running, wantFirst.KVCacheUsage = 1, 7, 0.5
 	if first != wantFirst {
 		t.Errorf("first sample = %+v\nwant %+v", first, wantFirst)
 	}
 
-	got := metricsDelta(&t0, t1)
+	got := metricsDelta(&t0, &t1)
 	want := traces.MetricsSample{
 		TimeNs:            1_250_000_000,
 		IntervalNs:        250_000_000,
@@ -79,7 +79,7 @@ func TestMetricsDeltaFixtures(t *testing.T) {
 func TestMetricsDeltaLegacy(t *testing.T) {
 	t0 := snapshotFile(t, "legacy_t0.txt", 0)
 	t1 := snapshotFile(t, "legacy_t1.txt", time.Second)
-	got := metricsDelta(&t0, t1)
+	got := metricsDelta(&t0, &t1)
 	want := traces.NewMetricsSample(1e9)
 	want.IntervalNs = 1e9
 	want.KVCacheUsage = 0.625          // vllm:gpu_cache_usage_perc
@@ -93,7 +93,7 @@ func TestMetricsDeltaLegacy(t *testing.T) {
 	restarted := t0
 	restarted.queueTime = metricsHisto{count: 2, sum: 0.5, ok: true}
 	restarted.at = 2 * time.Second
-	if got := metricsDelta(&t1, restarted); got.QueueTimeMeanNs != 250_000_000 || got.RequestsFinished != 3 {
+	if got := metricsDelta(&t1, &restarted); got.QueueTimeMeanNs != 250_000_000 || got.RequestsFinished != 3 {
 		t.Errorf("after a restart: queue mean %d, finished %d; want 250ms, 3", got.QueueTimeMeanNs, got.RequestsFinished)
 	}
 }
@@ -122,7 +122,7 @@ func TestMetricsFleetFixtures(t *testing.T) {
 	sc := &Scraper{}
 	t0 := snapshotWith(t, sc, "fleet_pd_t0.txt", time.Second)
 	t1 := snapshotWith(t, sc, "fleet_pd_t1.txt", 1250*time.Millisecond)
-	got := metricsSamples(&t0, t1)
+	got := metricsSamples(&t0, &t1)
 	sample := func(instance, role string, f func(s *traces.MetricsSample)) traces.MetricsSample {
 		s := traces.NewMetricsSample(1_250_000_000)
 		s.IntervalNs, s.Instance, s.Role = 250_000_000, instance, role
@@ -177,9 +177,39 @@ func TestMetricsFleetFixtures(t *testing.T) {
 		}
 	}
 	// The first scrape has gauges per pod already.
-	first := metricsSamples(nil, t0)
+	first := metricsSamples(nil, &t0)
 	if len(first) != 4 || first[3].Instance != "prefill-0" || first[3].Waiting != 5 || first[3].IntervalNs != 0 || first[3].RequestsFinished != traces.NotReported {
 		t.Errorf("first scrape's samples: %+v", first)
+	}
+}
+
+// Under disaggregation the prefill pool adds its queue time when it
+// finishes a request, the decode pool counts the request a scrape or more
+// later: the pooled mean of the scrape that counts it carries the time of
+// the scrapes before (none is lost), while a replica's own means do not
+// carry.
+func TestMetricsPooledMeanCarries(t *testing.T) {
+	a := metricsSnapshot{at: time.Second}
+	a.queueTime = metricsHisto{count: 4, sum: 5.4, ok: true}
+	b := a
+	b.at = 2 * time.Second
+	b.queueTime.sum += 6 // prefill-0 finished 6 requests that waited 1 s
+	c := b
+	c.at = 3 * time.Second
+	c.queueTime.count += 6 // the decode pool finishes them after 0.1 s of queue each
+	c.queueTime.sum += 0.6
+	if got := metricsDelta(&a, &b).QueueTimeMeanNs; got != traces.NotReported {
+		t.Errorf("a scrape with no request finished: queue mean %d, want not reported", got)
+	}
+	if got := metricsDelta(&b, &c).QueueTimeMeanNs; got != 1_100_000_000 {
+		t.Errorf("the scrape that finishes them: queue mean %d ns, want 1.1 s (the 6 s carried and 0.6 s over 6)", got)
+	}
+	d := c
+	d.at = 4 * time.Second
+	d.queueTime.count++
+	d.queueTime.sum += 0.2
+	if got := metricsDelta(&c, &d).QueueTimeMeanNs; got != 200_000_000 {
+		t.Errorf("the next scrape: queue mean %d ns, want 0.2 s (nothing left to carry)", got)
 	}
 }
 
@@ -211,7 +241,7 @@ func TestMetricsFleetLabels(t *testing.T) {
 	} {
 		t0 := snapshotWith(t, &c.sc, c.file+"_t0.txt", time.Second)
 		t1 := snapshotWith(t, &c.sc, c.file+"_t1.txt", 2*time.Second)
-		got := metricsSamples(&t0, t1)
+		got := metricsSamples(&t0, &t1)
 		var rows []string
 		var finished int64
 		for _, s := range got[1:] {
@@ -418,7 +448,7 @@ func FuzzParseMetrics(f *testing.F) {
 			return
 		}
 		prev := s
-		metricsSamples(&prev, s) // must not panic
+		metricsSamples(&prev, &s) // must not panic
 	})
 }
 
