@@ -19,7 +19,8 @@ type TargetOptions struct {
 	URL string
 	// Sim configures the built-in simulator (default sim.DefaultOptions()):
 	// one engine, or a fleet of them behind a router (Sim.Fleet, package
-	// replay/sim/fleet), whose /metrics ScrapeBuiltin scrapes whole.
+	// replay/sim/fleet), whose /metrics ScrapeBuiltin scrapes per replica
+	// (its series carry pod and role labels).
 	Sim *sim.Options
 	// LongestRequest (input + output tokens) raises the simulator's context
 	// length so it takes the trace's longest request (default 0: as set).
@@ -30,6 +31,11 @@ type TargetOptions struct {
 	MetricsURL      string
 	MetricsInterval time.Duration
 	ScrapeBuiltin   bool
+	// MetricsInstanceLabel and MetricsRoleLabel are the labels that tell
+	// a fleet's replicas apart on the scraped series and hold their roles
+	// (default "": scrape.DefaultInstanceLabel and scrape.DefaultRoleLabel,
+	// the built-in fleet's pod and role).
+	MetricsInstanceLabel, MetricsRoleLabel string
 	// OTLPListen runs an OTLP/HTTP receiver there for the server's spans
 	// (default "": none); the built-in simulator exports to it. OTLPGrace
 	// (default otlp.DefaultGrace) is how long Finish waits for late spans.
@@ -135,7 +141,8 @@ func (t *Target) Apply(o *Options) {
 	if t.MetricsURL == "" {
 		return
 	}
-	t.scraper = &scrape.Scraper{URL: t.MetricsURL, Interval: t.o.MetricsInterval}
+	t.scraper = &scrape.Scraper{URL: t.MetricsURL, Interval: t.o.MetricsInterval,
+		InstanceLabel: t.o.MetricsInstanceLabel, RoleLabel: t.o.MetricsRoleLabel}
 	ctx, stop := context.WithCancel(context.Background())
 	t.stop, t.done = stop, make(chan struct{})
 	prev := o.OnStart

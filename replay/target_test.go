@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/replay/scrape"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -79,5 +80,50 @@ func TestTargetStartsFleet(t *testing.T) {
 	}
 	if len(samples) < 2 || tgt.stats.Failures > 0 {
 		t.Errorf("%d metrics samples scraped, stats %+v", len(samples), tgt.stats)
+	}
+}
+
+// TestTargetScrapesFleetPerReplica: a prefill/decode fleet as the built-in
+// target is scraped per replica: each pod's rows carry its role and
+// metadata says how many replicas the series has, and the pooled rows
+// count each request once although it finished on both pools.
+func TestTargetScrapesFleetPerReplica(t *testing.T) {
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, "preset=tiny,prefill-replicas=1,decode-replicas=2"); err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := StartTarget(ctx, TargetOptions{Sim: &so, ScrapeBuiltin: true, MetricsInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	recs := testTrace(16, 10*time.Millisecond, 64, 4)
+	o := DefaultOptions()
+	tgt.Apply(&o)
+	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := tgt.Finish(ctx, res)
+	if res.Summary.OK != len(recs) {
+		t.Fatalf("%d of %d ok", res.Summary.OK, len(recs))
+	}
+	finished := map[string]int64{}
+	for _, s := range samples {
+		want := map[string]string{"": "", "prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"}[s.Instance]
+		if s.Role != want {
+			t.Errorf("row of %q at %d ns has role %q, want %q", s.Instance, s.TimeNs, s.Role, want)
+		}
+		if s.ScrapeError == "" {
+			finished[s.Instance] += max(s.RequestsFinished, 0)
+		}
+	}
+	n := int64(len(recs))
+	if finished[""] != n || finished["prefill-0"] != n || finished["decode-0"]+finished["decode-1"] != n {
+		t.Errorf("finished per row %v: want %d pooled (once each), on prefill-0 and over the decode pool", finished, n)
+	}
+	if got := res.Meta.Get(scrape.MetaMetricsInstances); got != "3" {
+		t.Errorf("metadata %s = %q, want 3", scrape.MetaMetricsInstances, got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/otlp"
+	"github.com/tokentrace/tokentrace/replay/scrape"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -185,6 +186,9 @@ func (a *replayArgs) joinTarget(ctx context.Context, tgt *replay.Target, res *re
 		sm.Source = "replay-metrics"
 		if err := traces.WriteSamples(metricsOut, sm, samples); err != nil {
 			fmt.Fprintf(s.err, "tokentrace replay: %v\n", err)
+		}
+		if w := res.Meta.Get(scrape.MetaMetricsWarnings); w != "" {
+			fmt.Fprintf(s.err, "tokentrace replay: metrics series: %s\n", w)
 		}
 	}
 	if unmatched > 0 {

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/bench/pmdemo/pdincident"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// TestReplayScrapesFleetPools replays the incident of package pdincident
+// (a burst of long prompts that queues on the one prefill replica while
+// three decode replicas idle) against a simulated prefill/decode fleet in
+// this process with --metrics-url on its one /metrics, and analyzes the
+// results with the series replay scraped: every pod has rows with its
+// role, the pooled rows count each request once (not on both pools), and
+// analyze names the saturated prefill pool from the scraped series, in
+// one sentence with the results' own evidence (the replica columns); the
+// same requests kept as a gateway logs them (no server timings, no
+// replicas) get the postmortem's report: the pool named from the series
+// alone, and a cross-check against the fleet's histograms that agrees.
+func TestReplayScrapesFleetPools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays in real time (~6 s)")
+	}
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, pdincident.Fleet); err != nil {
+		t.Fatal(err)
+	}
+	so.PerRequestMetrics = true
+	srv, err := fleet.Start(context.Background(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	recs := pdincident.Records(33)
+	trace := writeTrace(t, filepath.Join(dir, "trace.parquet"), traces.NewMeta("test"), recs)
+	out := filepath.Join(dir, "results.parquet")
+	_, stderr := runMain(t, "replay", "--url", srv.URL, "--model", so.Model, "--quiet", "--no-preflight", "--max-lateness", "10s",
+		"--metrics-url", srv.URL+"/metrics", "--metrics-interval", "100ms", "--out", out, trace)
+	if strings.Contains(stderr, "metrics series:") {
+		t.Errorf("replay warned about the series: %s", stderr)
+	}
+	samples, _, err := traces.ReadSamples(traces.SamplesPathFor(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRole := map[string]string{"": "", "prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode", "decode-2": "decode"}
+	finished := map[string]int64{}
+	for _, s := range samples {
+		if r, ok := wantRole[s.Instance]; !ok || s.Role != r {
+			t.Errorf("row of %q has role %q, want %q", s.Instance, s.Role, r)
+		}
+		if s.ScrapeError == "" {
+			finished[s.Instance] += max(s.RequestsFinished, 0)
+		}
+	}
+	n := int64(len(recs))
+	if finished[""] != n || finished["prefill-0"] != n {
+		t.Errorf("finished per row %v: want %d pooled (each request once) and %d on prefill-0", finished, n, n)
+	}
+
+	type report struct {
+		Attribution struct {
+			Source    string   `json:"source"`
+			Diagnosis []string `json:"diagnosis"`
+		} `json:"attribution"`
+		Pools      []analyze.PoolLoad  `json:"pools"`
+		CrossCheck *analyze.CrossCheck `json:"cross_check"`
+	}
+	analyzeJSON := func(results string) report {
+		t.Helper()
+		stdout, _ := runMain(t, "analyze", "--tail", "p90", "--tail-metric", "ttft", "--json", results)
+		var rep report
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("analyze %s (%s attribution):\n%s", filepath.Base(results), rep.Attribution.Source, strings.Join(rep.Attribution.Diagnosis, "\n"))
+		sat := ""
+		for _, p := range rep.Pools {
+			if p.Saturated {
+				sat += p.Role
+			}
+		}
+		if len(rep.Pools) != 2 || sat != "prefill" {
+			t.Errorf("%s: pools %+v, want prefill and decode, the prefill pool saturated", results, rep.Pools)
+		}
+		return rep
+	}
+
+	rep := analyzeJSON(out)
+	n1, n2 := 0, 0
+	for _, s := range rep.Attribution.Diagnosis {
+		if strings.Contains(s, "Prefill pool saturated") {
+			n1++
+			if !strings.Contains(s, "servers' own series") || !strings.Contains(s, "the prefill pool (1 replica(s): prefill-0) held") {
+				t.Errorf("the finding does not cite the scraped series: %s", s)
+			}
+		}
+		if strings.Contains(s, "Pool saturated") {
+			n2++
+		}
+	}
+	if n1 != 1 || n2 != 0 {
+		t.Errorf("%d sentences say the prefill pool saturated from the results, %d from the series; want one from both:\n%s", n1, n2, strings.Join(rep.Attribution.Diagnosis, "\n"))
+	}
+
+	// As the gateway logged it: no server timings, no replicas.
+	res, meta, err := traces.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range res {
+		r := &res[i]
+		r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = traces.NotReported, traces.NotReported, traces.NotReported
+		r.ServerKVTransferNs, r.ServerDecodeQueueNs = traces.NotReported, traces.NotReported
+		r.Replica, r.PrefillReplica, r.RouteReason = "", "", ""
+	}
+	logged := writeTrace(t, filepath.Join(dir, "logged.parquet"), meta, res)
+	b, err := os.ReadFile(traces.SamplesPathFor(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(traces.SamplesPathFor(logged), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep = analyzeJSON(logged)
+	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
+	if rep.Attribution.Source != analyze.SourceEstimated || !strings.Contains(diag, "Pool saturated: the prefill pool (1 replica(s): prefill-0)") {
+		t.Errorf("the logged requests (%s attribution) do not name the saturated prefill pool:\n%s", rep.Attribution.Source, diag)
+	}
+	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests != n || cc.Disagree {
+		t.Errorf("cross-check %+v: want the %d requests counted once by the fleet's histograms and agreement within %.0f points", cc, n, analyze.CrossCheckTolerancePoints)
+	} else {
+		t.Logf("cross-check: attribution %+v, server %+v, max %.1f points on %s", cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
+	}
+}
