@@ -117,6 +117,12 @@ type runner struct {
 
 	fast sync.Pool // *fastReq (client.go)
 
+	// The event loop (loop.go), when the run uses it; the dispatcher's
+	// thread alone touches these.
+	loop     *h1.Loop
+	loopFree []*loopReq
+	slab     slab
+
 	mu        sync.Mutex
 	done      []traces.Record
 	journaled int
@@ -172,7 +178,6 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	if o.Client == nil && !o.NetHTTP && !proxied(r.base) {
 		if h, err := h1.New(r.base); err == nil {
 			r.tr.h1 = h
-			h.KeepSpare(spareConns)
 			defer h.CloseIdle()
 		}
 	}
@@ -207,6 +212,10 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		return nil, err
 	}
 	r.warmup(ctx, p.head)
+	r.openLoop(ctx) // loop.go
+	if r.loop == nil && r.tr.h1 != nil {
+		r.tr.h1.KeepSpare(spareConns)
+	}
 
 	// Build the first request bodies before the clock starts, so the
 	// earliest deadlines find them ready.
@@ -310,13 +319,21 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 
 	// The dispatcher gets an OS thread of its own, tuned for waking on time;
 	// it is never unlocked, so the tuned thread ends with the goroutine.
-	ddone := make(chan struct{})
+	ddone, loopDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(ddone)
+		defer close(loopDone)
 		runtime.LockOSThread()
 		tuneDispatcherThread(!o.NoRealtime)
-		r.sched.start(r.sendCtx, ready, runClock{r.t0})
+		var clock waitClock = runClock{r.t0}
+		if r.loop != nil {
+			r.loop.Start(r.t0)
+			lc := loopClock{runClock{r.t0}, r.loop}
+			clock, r.sched.idle = lc, lc.idle
+		}
+		r.sched.start(r.sendCtx, ready, clock)
 		r.dispatch()
+		close(ddone)
+		r.drainLoop() // the event loop's requests still in flight
 	}()
 	<-ddone
 
@@ -334,6 +351,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 			<-allDone
 		}
 	}
+	<-loopDone
 	end := time.Since(r.t0)
 	bgDone := bg.finish() // background rows are in r.done (and the journal)
 	if pdone != nil {
@@ -734,7 +752,7 @@ func (r *runner) dispatch() {
 		}
 		r.live.scheduled.Add(1)
 		r.wg.Add(1)
-		if r.sendCtx.Err() == nil && r.startFast(pick) {
+		if r.sendCtx.Err() == nil && (r.sendLoop(pick) || r.startFast(pick)) {
 			continue
 		}
 		select {
