@@ -223,7 +223,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	r.ack = make(chan struct{}, 1)
 	var next feed
 	if p.InMemory {
-		static, err := r.plan(p.sorted, p.recs)
+		static, err := r.plan(p.sorted, p.recs, meta)
 		if err != nil {
 			jw.abandon()
 			return nil, err
@@ -497,7 +497,7 @@ func scaled(d time.Duration, speed float64) time.Duration {
 // plan returns the items scheduled from the trace. In closed-session mode
 // only the calls that wait for nothing are; each follow-up is queued when
 // its dependencies finish (r.graph).
-func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error) {
+func (r *runner) plan(sel []*traces.Record, all []traces.Record, meta traces.Meta) ([]*item, error) {
 	at := r.o.at
 	var static []*item
 	if r.o.Sessions != SessionsClosed {
@@ -507,7 +507,7 @@ func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error
 		}
 		return static, nil
 	}
-	g, err := buildGraph(sel, all, &r.o)
+	g, err := buildGraph(sel, all, &r.o, meta)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,10 +24,17 @@ type SessionStats struct {
 	// FollowUps is the calls sent after their dependencies finished.
 	FollowUps int
 	// ThinkRecorded: think time from think_ns or from the dependencies'
-	// finish_ns; ThinkEstimated: neither was known, so the call kept its
+	// finishes; ThinkEstimated: neither was known, so the call kept its
 	// recorded spacing from its dependency's send, but never before that
 	// dependency finished.
 	ThinkRecorded, ThinkEstimated int
+	// ThinkFromResults is how many of ThinkRecorded took a dependency's
+	// finish from its last_token_ns, the trace being a replay's results
+	// file without finish_ns (see FinishRule).
+	ThinkFromResults int
+	// FinishRule says where the dependencies' finishes came from:
+	// FinishRuleTrace, or FinishRuleResults with the results file's clock.
+	FinishRule string
 	// ThinkCapped is the think times cut to Options.MaxThink.
 	ThinkCapped int
 	// TopLevelChained is the calls without parent_seq or after_seqs, in a
@@ -55,6 +64,73 @@ type SessionStats struct {
 	ContextGrown, ContextOutputGuessed, ContextFresh, ContextLost int
 }
 
+// FinishRuleTrace and FinishRuleResults are what SessionStats.FinishRule
+// starts with: finishes from finish_ns only, or, where it is absent, from
+// last_token_ns of a replay's results file replayed as a trace.
+const (
+	FinishRuleTrace   = "finish_ns"
+	FinishRuleResults = "finish_ns, else last_token_ns"
+)
+
+// finishClock places a call's finish on the arrival_ns clock. A replay's
+// results file keeps each call's arrival_ns from the trace it replayed,
+// but its last_token_ns is on that run's clock, which started at
+// window_from of the arrival clock and ran speed times faster: its
+// metadata says so (replay.started_at, replay.speed, replay.options). So
+// such a file replayed again knows each call's finish, hence the think
+// times, where the trace has no finish_ns.
+type finishClock struct {
+	results bool
+	from    time.Duration
+	speed   float64
+}
+
+// finishClockOf reads m: a replay's results file gives its run clock.
+func finishClockOf(m traces.Meta) finishClock {
+	if m.Extra[MetaStartedAt] == "" {
+		return finishClock{}
+	}
+	speed, err := strconv.ParseFloat(m.Extra[MetaSpeed], 64)
+	if err != nil || speed <= 0 {
+		return finishClock{}
+	}
+	var opts struct {
+		WindowFrom string `json:"window_from"`
+	}
+	var from time.Duration
+	if s := m.Extra[MetaOptions]; s != "" {
+		if json.Unmarshal([]byte(s), &opts) != nil {
+			return finishClock{}
+		}
+		if opts.WindowFrom != "" {
+			if from, err = time.ParseDuration(opts.WindowFrom); err != nil {
+				return finishClock{}
+			}
+		}
+	}
+	return finishClock{results: true, from: from, speed: speed}
+}
+
+// rule is SessionStats.FinishRule.
+func (c finishClock) rule() string {
+	if !c.results {
+		return FinishRuleTrace
+	}
+	return fmt.Sprintf("%s (a replay's results file: its run clock starts at %v of arrival_ns, speed %g)", FinishRuleResults, c.from, c.speed)
+}
+
+// finish is rec's finish on the arrival clock, -1 when unknown; fromRun
+// says it came from last_token_ns.
+func (c finishClock) finish(rec *traces.Record) (ns int64, fromRun bool) {
+	if rec.FinishNs >= 0 {
+		return rec.FinishNs, false
+	}
+	if c.results && rec.LastTokenNs >= 0 {
+		return int64(c.from) + int64(float64(rec.LastTokenNs)*c.speed), true
+	}
+	return -1, false
+}
+
 // doneAt is when a call was sent and finished, as offsets of the run.
 type doneAt struct{ sent, finished time.Duration }
 
@@ -78,6 +154,7 @@ type graph struct {
 	stats    SessionStats
 	speed    float64
 	maxThink time.Duration
+	clock    finishClock
 }
 
 // buildGraph finds every selected call's dependencies. A session whose
@@ -86,13 +163,16 @@ type graph struct {
 // chain (each turn waits for the one before). A dependency outside the
 // selection (window, shard) is dropped: the call is not held for
 // something that will never be sent. all is the whole trace, to tell
-// "outside the selection" from "not in the trace".
-func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, error) {
+// "outside the selection" from "not in the trace". meta is the trace's
+// metadata: a replay's results file has finishes on its run clock
+// (finishClock).
+func buildGraph(sel []*traces.Record, all []traces.Record, o *Options, meta traces.Meta) (*graph, error) {
 	g := &graph{
 		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
 		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
-		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink,
+		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink, clock: finishClockOf(meta),
 	}
+	g.stats.FinishRule = g.clock.rule()
 	bySeq := make(map[int64]*traces.Record, len(sel))
 	sessions := map[int64][]*traces.Record{}
 	var order []int64
@@ -136,7 +216,7 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 		}
 		var bad []string
 		deps := map[*traces.Record][]*traces.Record{}
-		chained, overlapped := chainTopLevel(recs, deps)
+		chained, overlapped := chainTopLevel(recs, deps, g.clock)
 		for _, rec := range recs {
 			want := slices.Clone(rec.AfterSeqs)
 			if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
@@ -200,15 +280,19 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 // top-level call the next one waits for. A call that production sent
 // before the previous top-level call finished (its finish_ns after this
 // arrival) did not wait for it and keeps its recorded time.
-func chainTopLevel(recs []*traces.Record, deps map[*traces.Record][]*traces.Record) (chained, overlapped int) {
+func chainTopLevel(recs []*traces.Record, deps map[*traces.Record][]*traces.Record, clock finishClock) (chained, overlapped int) {
 	var prev *traces.Record
 	for _, rec := range recs {
 		if rec.ParentSeq >= 0 {
 			continue
 		}
+		var prevFinish int64 = -1
+		if prev != nil {
+			prevFinish, _ = clock.finish(prev)
+		}
 		switch {
 		case prev == nil || len(rec.AfterSeqs) > 0:
-		case prev.FinishNs >= 0 && prev.FinishNs > rec.ArrivalNs:
+		case prevFinish >= 0 && prevFinish > rec.ArrivalNs:
 			overlapped++
 		default:
 			deps[rec] = append(deps[rec], prev)
@@ -289,14 +373,16 @@ func (g *graph) finished(rec *traces.Record, at doneAt) (ready []*item) {
 // think time. Called with g.mu held, every dependency done.
 func (g *graph) schedule(c *traces.Record) time.Duration {
 	var base time.Duration
-	known := true
+	known, fromRun := true, false
 	var lastFinish int64 = -1
 	for _, d := range g.deps[c] {
 		base = max(base, g.done[d].finished)
-		if d.FinishNs < 0 {
+		f, run := g.clock.finish(d)
+		if f < 0 {
 			known = false
 		}
-		lastFinish = max(lastFinish, d.FinishNs)
+		fromRun = fromRun || run
+		lastFinish = max(lastFinish, f)
 	}
 	g.stats.FollowUps++
 	var think time.Duration
@@ -307,6 +393,9 @@ func (g *graph) schedule(c *traces.Record) time.Duration {
 	case known:
 		think = scaled(time.Duration(max(0, c.ArrivalNs-lastFinish)), g.speed)
 		g.stats.ThinkRecorded++
+		if fromRun {
+			g.stats.ThinkFromResults++
+		}
 	default:
 		// No finish recorded: keep the recorded spacing from each
 		// dependency's send, never before it finished. Against a server as
