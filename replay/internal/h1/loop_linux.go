@@ -26,10 +26,12 @@ import (
 // Every method except Close must be called from the one thread that drives
 // the loop. Spare connections are dialed by a goroutine of the loop's own.
 type Loop struct {
-	addr syscall.Sockaddr
-	fam  int
-	t0   time.Time
-	ep   int // epoll instance of every connection, idle or busy
+	// addrs are the host's addresses; the dialer tries them in turn, from
+	// the last that worked (as net.Dial does, one at a time).
+	addrs []syscall.Sockaddr
+	good  int
+	t0    time.Time
+	ep    int // epoll instance of every connection, idle or busy
 
 	byFD       []*lconn // by file descriptor
 	idle       []*lconn // newest last
@@ -83,14 +85,19 @@ func (h *Client) NewLoop(ctx context.Context, timeout time.Duration, spare int) 
 	}
 	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10), spare: int64(max(spare, 1)),
 		want: make(chan struct{}, 1), quit: make(chan struct{}), dialerDone: make(chan struct{})}
-	if ip4 := ips[0].IP.To4(); ip4 != nil {
-		a := &syscall.SockaddrInet4{Port: pn}
-		copy(a.Addr[:], ip4)
-		l.addr, l.fam = a, syscall.AF_INET
-	} else {
-		a := &syscall.SockaddrInet6{Port: pn}
-		copy(a.Addr[:], ips[0].IP.To16())
-		l.addr, l.fam = a, syscall.AF_INET6
+	for _, ip := range ips {
+		if ip4 := ip.IP.To4(); ip4 != nil {
+			a := &syscall.SockaddrInet4{Port: pn}
+			copy(a.Addr[:], ip4)
+			l.addrs = append(l.addrs, a)
+		} else if ip.Zone == "" {
+			a := &syscall.SockaddrInet6{Port: pn}
+			copy(a.Addr[:], ip.IP.To16())
+			l.addrs = append(l.addrs, a)
+		}
+	}
+	if len(l.addrs) == 0 {
+		return nil, errors.New("h1: loop: no usable address for " + host)
 	}
 	if l.ep, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
 		return nil, err
@@ -109,14 +116,31 @@ func (l *Loop) now() int64 { return int64(time.Since(l.t0)) }
 // Inflight is how many requests await their response.
 func (l *Loop) Inflight() int { return len(l.busy) }
 
-// dial opens a non-blocking connection with the socket options net.Dial
-// sets (no delay, keep-alive) plus receive timestamps.
-func (l *Loop) dial() (int, error) {
-	fd, err := syscall.Socket(l.fam, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+// dial opens a non-blocking connection to one of the host's addresses,
+// the last that worked first.
+func (l *Loop) dial() (fd int, err error) {
+	for i := range l.addrs {
+		k := (l.good + i) % len(l.addrs)
+		if fd, err = l.dialAddr(l.addrs[k]); err == nil {
+			l.good = k
+			return fd, nil
+		}
+	}
+	return -1, err
+}
+
+// dialAddr opens a non-blocking connection with the socket options
+// net.Dial sets (no delay, keep-alive) plus receive timestamps.
+func (l *Loop) dialAddr(addr syscall.Sockaddr) (int, error) {
+	fam := syscall.AF_INET
+	if _, ok := addr.(*syscall.SockaddrInet6); ok {
+		fam = syscall.AF_INET6
+	}
+	fd, err := syscall.Socket(fam, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return -1, err
 	}
-	err = syscall.Connect(fd, l.addr)
+	err = syscall.Connect(fd, addr)
 	if err == syscall.EINPROGRESS {
 		pfd := [1]pollFd{{fd: int32(fd), events: pollOut}}
 		ts := syscall.NsecToTimespec(int64(5 * time.Second))

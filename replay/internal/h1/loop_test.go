@@ -276,3 +276,20 @@ func TestLoopStaleConnection(t *testing.T) {
 		l.Wait(0, false)
 	}
 }
+
+// TestLoopDialsByName reaches a server by host name ("localhost"), which
+// may resolve to ::1 first while the server listens on 127.0.0.1 only:
+// the dialer tries each address in turn.
+func TestLoopDialsByName(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	l, req := newLoop(t, "http://localhost:"+port, 5*time.Second)
+	h := &rec{}
+	run(t, l, req, h)
+	if h.err != nil || h.body.String() != "data: x\n\n" {
+		t.Fatalf("err %v body %q", h.err, h.body.String())
+	}
+}
