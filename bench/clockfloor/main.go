@@ -11,7 +11,8 @@
 //	taskset -c 1 go run ./bench/clockfloor -rate 10000 -duration 5s
 //
 // With -sleep it sleeps until each deadline instead, as the dispatcher
-// does: that floor adds the machine's wake-up latency. Its output line has
+// does: that floor adds the machine's wake-up latency, and the CPU per
+// deadline it prints (on stderr) is what one wake-up costs here. Its output line has
 // the shape of the replay's summary line:
 //
 //	floor      p50 0µs  p99 31µs  max 2.31ms
@@ -93,6 +94,9 @@ func main() {
 			next += period
 		}
 	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	cpu := time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
 	slices.Sort(late)
 	q := func(p float64) time.Duration { return late[min(len(late)-1, int(p*float64(len(late))))] }
 	name := "floor"
@@ -100,7 +104,7 @@ func main() {
 		name = "floor-wake"
 	}
 	fmt.Printf("%-10s p50 %s  p99 %s  max %s\n", name, fmtDur(q(0.5)), fmtDur(q(0.99)), fmtDur(late[len(late)-1]))
-	fmt.Fprintf(os.Stderr, "clockfloor: %d deadlines at %.0f/s over %v, %s\n", n, *rate, *duration, class)
+	fmt.Fprintf(os.Stderr, "clockfloor: %d deadlines at %.0f/s over %v, %s, %.1f µs of CPU per deadline\n", n, *rate, *duration, class, float64(cpu)/1e3/float64(n))
 }
 
 // fmtDur formats as the replay's summary does.

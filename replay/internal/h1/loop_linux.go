@@ -44,7 +44,7 @@ type Loop struct {
 	noPwait2   bool
 	idleN      atomic.Int64 // len(idle) plus fresh, for the dialer
 	fresh      freshStack   // dialed, not yet taken in by the loop thread
-	spare      int64
+	spare      atomic.Int64 // grows each time the pool runs dry (maxSpare)
 	want       chan struct{}
 	quit       chan struct{}
 	dialerDone chan struct{}
@@ -66,6 +66,10 @@ type epollEvent = syscall.EpollEvent
 
 const sysEpollPwait2 = 441 // the same number on every architecture
 
+// maxSpare bounds how many idle connections a loop keeps ready as its
+// spares grow.
+const maxSpare = 512
+
 // NewLoop returns a loop for the client's host whose requests time out
 // after timeout. spare is how many idle connections its dialer keeps ready
 // (it refills to twice as many); it starts dialing them now. The host name
@@ -83,8 +87,9 @@ func (h *Client) NewLoop(ctx context.Context, timeout time.Duration, spare int) 
 	if err != nil || len(ips) == 0 {
 		return nil, errors.New("h1: loop: cannot resolve " + host)
 	}
-	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10), spare: int64(max(spare, 1)),
+	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10),
 		want: make(chan struct{}, 1), quit: make(chan struct{}), dialerDone: make(chan struct{})}
+	l.spare.Store(int64(max(spare, 1)))
 	for _, ip := range ips {
 		if ip4 := ip.IP.To4(); ip4 != nil {
 			a := &syscall.SockaddrInet4{Port: pn}
@@ -178,7 +183,8 @@ type pollFd struct {
 const pollOut = 0x4
 
 // dialer keeps spare connections ready: whenever the loop thread finds
-// spare or fewer idle, it dials up to twice as many. A failed dial gives
+// spare or fewer idle, it dials up to twice as many (spare doubles, up to
+// maxSpare, each time the pool runs dry). A failed dial gives
 // up until the next request.
 func (l *Loop) dialer() {
 	defer close(l.dialerDone)
@@ -188,7 +194,7 @@ func (l *Loop) dialer() {
 		case <-l.quit:
 			return
 		}
-		for l.idleN.Load() < 2*l.spare {
+		for l.idleN.Load() < 2*l.spare.Load() {
 			fd, err := l.dial()
 			if err != nil {
 				break
@@ -225,9 +231,9 @@ func (l *Loop) take() {
 }
 
 func (l *Loop) popIdle() *lconn {
-	if int64(len(l.idle)) <= l.spare {
+	if spare := l.spare.Load(); int64(len(l.idle)) <= spare {
 		l.take()
-		if int64(len(l.idle)) <= l.spare {
+		if int64(len(l.idle)) <= spare {
 			select {
 			case l.want <- struct{}{}:
 			default:
@@ -236,6 +242,12 @@ func (l *Loop) popIdle() *lconn {
 	}
 	n := len(l.idle)
 	if n == 0 {
+		// Dry: a burst (after a stall, or of the trace's own) needed more
+		// connections than were kept ready, and this request goes the slow
+		// way (a worker dials). Keep more ready for the next one.
+		if spare := l.spare.Load(); spare < maxSpare {
+			l.spare.Store(min(2*spare, maxSpare))
+		}
 		return nil
 	}
 	c := l.idle[n-1]
