@@ -244,8 +244,9 @@ func (l *Loop) popIdle() *lconn {
 	if n == 0 {
 		// Dry: a burst (after a stall, or of the trace's own) needed more
 		// connections than were kept ready, and this request goes the slow
-		// way (a worker dials). Keep more ready for the next one.
-		if spare := l.spare.Load(); spare < maxSpare {
+		// way (a worker dials). Keep more ready for the next one (not when
+		// the dialer is merely behind: at the start, or after failures).
+		if spare := l.spare.Load(); spare < maxSpare && int64(len(l.busy)) >= spare {
 			l.spare.Store(min(2*spare, maxSpare))
 		}
 		return nil

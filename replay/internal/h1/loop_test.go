@@ -293,3 +293,40 @@ func TestLoopDialsByName(t *testing.T) {
 		t.Fatalf("err %v body %q", h.err, h.body.String())
 	}
 }
+
+// TestLoopSparesGrowAfterABurst: requests that outnumber the spare
+// connections drain the pool; the loop then keeps more ready, so the next
+// burst finds them dialed.
+func TestLoopSparesGrowAfterABurst(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(w, "data: x\n\n")
+	}))
+	defer srv.Close()
+	l, req := newLoop(t, srv.URL, 5*time.Second) // 2 spares, 4 dialed
+	deadline := time.Now().Add(5 * time.Second)
+	for l.idleN.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var hs []*rec
+	for {
+		h := &rec{}
+		j := new(LoopJob)
+		j.Prepare(h, req)
+		if !l.Send(j) {
+			break
+		}
+		hs = append(hs, h)
+	}
+	if got := l.spare.Load(); got <= 2 {
+		t.Fatalf("spare %d after %d requests drained the pool, want more than 2", got, len(hs))
+	}
+	for _, h := range hs {
+		for !h.done && time.Now().Before(deadline) {
+			l.Wait(10*time.Millisecond, false)
+		}
+		if h.err != nil {
+			t.Fatal(h.err)
+		}
+	}
+}
