@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,7 @@ type Loop struct {
 	oob        [64]byte // control messages (the receive timestamp)
 	evs        [128]epollEvent
 	timeout    time.Duration
-	lastExpire int64
+	nextExpire int64 // no busy request times out before this run offset
 	noPwait2   bool
 	idleN      atomic.Int64 // len(idle) plus fresh, for the dialer
 	fresh      freshStack   // dialed, not yet taken in by the loop thread
@@ -90,6 +91,7 @@ func (h *Client) NewLoop(ctx context.Context, timeout time.Duration, spare int) 
 	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10),
 		want: make(chan struct{}, 1), quit: make(chan struct{}), dialerDone: make(chan struct{})}
 	l.spare.Store(int64(max(spare, 1)))
+	l.nextExpire = math.MaxInt64
 	for _, ip := range ips {
 		if ip4 := ip.IP.To4(); ip4 != nil {
 			a := &syscall.SockaddrInet4{Port: pn}
@@ -277,6 +279,7 @@ func (l *Loop) Send(j *LoopJob) bool {
 			continue
 		}
 		c.job = j
+		l.nextExpire = min(l.nextExpire, j.deadline)
 		c.r = resp{carry: c.r.carry[:0]}
 		c.idx = len(l.busy)
 		l.busy = append(l.busy, c)
@@ -353,9 +356,8 @@ func (l *Loop) Wait(d time.Duration, keepP bool) {
 			}
 		}
 	}
-	if now := l.now(); now-l.lastExpire > int64(10*time.Millisecond) {
-		l.lastExpire = now
-		l.expire(now)
+	if now := l.now(); now >= l.nextExpire {
+		l.nextExpire = l.expire(now)
 	}
 }
 
@@ -490,11 +492,14 @@ func (l *Loop) close(c *lconn) {
 	syscall.Close(c.fd) // also leaves the epoll set
 }
 
-// expire fails the requests past their timeout.
-func (l *Loop) expire(now int64) {
+// expire fails the requests past their timeout and returns the earliest
+// deadline of the others.
+func (l *Loop) expire(now int64) (next int64) {
+	next = math.MaxInt64
 	for i := 0; i < len(l.busy); {
 		c := l.busy[i]
 		if c.job.deadline > now {
+			next = min(next, c.job.deadline)
 			i++
 			continue
 		}
@@ -503,6 +508,7 @@ func (l *Loop) expire(now int64) {
 		l.close(c)
 		j.h.Done(errTimeout)
 	}
+	return next
 }
 
 // Abandon ends every request in flight with err, closing its connection.
