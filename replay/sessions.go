@@ -167,16 +167,10 @@ type graph struct {
 // metadata: a replay's results file has finishes on its run clock
 // (finishClock).
 func buildGraph(sel []*traces.Record, all []traces.Record, o *Options, meta traces.Meta) (*graph, error) {
-	g := &graph{
-		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
-		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
-		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink, clock: finishClockOf(meta),
-	}
-	g.stats.FinishRule = g.clock.rule()
+	g := newGraph(o, meta)
 	bySeq := make(map[int64]*traces.Record, len(sel))
 	sessions := map[int64][]*traces.Record{}
 	var order []int64
-	dagSession := map[int64]bool{}
 	for _, rec := range sel {
 		bySeq[rec.Seq] = rec
 		if rec.Session == 0 {
@@ -186,9 +180,6 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options, meta trac
 			order = append(order, rec.Session)
 		}
 		sessions[rec.Session] = append(sessions[rec.Session], rec) // sel is in arrival order
-		if rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0 {
-			dagSession[rec.Session] = true
-		}
 	}
 	var allSeqs map[int64]bool // built on first need: most traces never ask
 	inTrace := func(seq int64) bool {
@@ -202,65 +193,105 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options, meta trac
 	}
 	var problems []string
 	for _, rec := range sel {
-		if rec.Session == 0 && (rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0) {
-			problems = append(problems, fmt.Sprintf("row seq %d has dependencies but no session", rec.Seq))
-		}
+		problems = append(problems, sessionless(rec)...)
 	}
+	lookup := func(seq int64) (*traces.Record, bool) { r, ok := bySeq[seq]; return r, ok }
 	for _, s := range order {
-		recs := sessions[s]
-		if !dagSession[s] {
-			for i := 1; i < len(recs); i++ {
-				g.deps[recs[i]] = []*traces.Record{recs[i-1]}
-			}
-			continue
-		}
-		var bad []string
-		deps := map[*traces.Record][]*traces.Record{}
-		chained, overlapped := chainTopLevel(recs, deps, g.clock)
-		for _, rec := range recs {
-			want := slices.Clone(rec.AfterSeqs)
-			if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
-				want = append(want, rec.ParentSeq)
-			}
-			for _, seq := range want {
-				d, ok := bySeq[seq]
-				switch {
-				case seq == rec.Seq:
-					bad = append(bad, fmt.Sprintf("row seq %d waits for itself", rec.Seq))
-				case !ok && inTrace(seq):
-					// outside the window or shard: not waited for
-				case !ok:
-					bad = append(bad, fmt.Sprintf("row seq %d waits for seq %d, which is not in the trace", rec.Seq, seq))
-				case d.Session != s:
-					bad = append(bad, fmt.Sprintf("row seq %d (session %d) waits for seq %d of session %d", rec.Seq, s, seq, d.Session))
-				default:
-					deps[rec] = append(deps[rec], d)
-				}
-			}
-		}
-		if len(bad) == 0 {
-			if c := cycle(recs, deps); c != "" {
-				bad = append(bad, c)
-			}
-		}
-		if len(bad) > 0 {
-			g.stats.SessionsOpenLoop++
-			problems = append(problems, bad...)
-			continue // replayed open loop: no dependencies
-		}
-		g.stats.TopLevelChained += chained
-		g.stats.TopLevelOverlapped += overlapped
-		for rec, d := range deps {
-			g.deps[rec] = d
-		}
+		problems = append(problems, g.addSession(s, sessions[s], lookup, inTrace)...)
 	}
 	if len(problems) > 0 && o.StrictSessions {
 		return nil, fmt.Errorf("%w: %s", ErrSessionGraph, strings.Join(firstN(problems, 5), "; "))
 	}
 	g.stats.Problems = firstN(problems, 5)
-	g.from = make(map[*traces.Record]*traces.Record, len(g.deps))
-	g.continued = make(map[*traces.Record]int, len(g.deps))
-	for rec, ds := range g.deps {
+	g.link(sel)
+	return g, nil
+}
+
+// newGraph returns an empty graph for a run under o of a trace with
+// metadata meta.
+func newGraph(o *Options, meta traces.Meta) *graph {
+	g := &graph{
+		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
+		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
+		from: map[*traces.Record]*traces.Record{}, continued: map[*traces.Record]int{},
+		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink, clock: finishClockOf(meta),
+	}
+	g.stats.FinishRule = g.clock.rule()
+	return g
+}
+
+// sessionless names rec's problem when it has dependencies but no session.
+func sessionless(rec *traces.Record) []string {
+	if rec.Session == 0 && (rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0) {
+		return []string{fmt.Sprintf("row seq %d has dependencies but no session", rec.Seq)}
+	}
+	return nil
+}
+
+// addSession finds the dependencies of session s's selected calls (recs,
+// in arrival order): bySeq finds a selected call, inTrace tells a call
+// outside the selection from one not in the trace. A session whose
+// dependencies cannot be replayed gets none (open loop); its problems are
+// returned. Call link for recs afterwards.
+func (g *graph) addSession(s int64, recs []*traces.Record, bySeq func(int64) (*traces.Record, bool), inTrace func(int64) bool) (bad []string) {
+	dag := false
+	for _, rec := range recs {
+		dag = dag || rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0
+	}
+	if !dag {
+		for i := 1; i < len(recs); i++ {
+			g.deps[recs[i]] = []*traces.Record{recs[i-1]}
+		}
+		return nil
+	}
+	deps := map[*traces.Record][]*traces.Record{}
+	chained, overlapped := chainTopLevel(recs, deps, g.clock)
+	for _, rec := range recs {
+		want := slices.Clone(rec.AfterSeqs)
+		if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
+			want = append(want, rec.ParentSeq)
+		}
+		for _, seq := range want {
+			d, ok := bySeq(seq)
+			switch {
+			case seq == rec.Seq:
+				bad = append(bad, fmt.Sprintf("row seq %d waits for itself", rec.Seq))
+			case !ok && inTrace(seq):
+				// outside the window or shard: not waited for
+			case !ok:
+				bad = append(bad, fmt.Sprintf("row seq %d waits for seq %d, which is not in the trace", rec.Seq, seq))
+			case d.Session != s:
+				bad = append(bad, fmt.Sprintf("row seq %d (session %d) waits for seq %d of session %d", rec.Seq, s, seq, d.Session))
+			default:
+				deps[rec] = append(deps[rec], d)
+			}
+		}
+	}
+	if len(bad) == 0 {
+		if c := cycle(recs, deps); c != "" {
+			bad = append(bad, c)
+		}
+	}
+	if len(bad) > 0 {
+		g.stats.SessionsOpenLoop++
+		return bad // replayed open loop: no dependencies
+	}
+	g.stats.TopLevelChained += chained
+	g.stats.TopLevelOverlapped += overlapped
+	for rec, d := range deps {
+		g.deps[rec] = d
+	}
+	return nil
+}
+
+// link records who waits for whom among recs (after addSession): the
+// counts each follow-up waits on, and whose context it continues.
+func (g *graph) link(recs []*traces.Record) {
+	for _, rec := range recs {
+		ds := g.deps[rec]
+		if len(ds) == 0 {
+			continue
+		}
 		g.waiting[rec] = len(ds)
 		for _, d := range ds {
 			g.children[d] = append(g.children[d], rec)
@@ -269,7 +300,6 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options, meta trac
 		g.from[rec] = f
 		g.continued[f]++
 	}
-	return g, nil
 }
 
 // chainTopLevel makes each top-level call of a graph session (no
