@@ -233,7 +233,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		}
 		next = sliceFeed(static)
 	} else {
-		f, closeFeed, err := p.streamFeed(&r.o)
+		f, closeFeed, err := r.openFeed(p) // closedstream.go
 		if err != nil {
 			jw.abandon()
 			return nil, err

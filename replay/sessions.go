@@ -155,6 +155,16 @@ type graph struct {
 	speed    float64
 	maxThink time.Duration
 	clock    finishClock
+
+	// A streaming graph (closedstream.go) holds the sessions under way
+	// only: bySeq their calls, sessRecs and sessLeft each session's calls
+	// and how many have yet to finish (or be dropped), after which it is
+	// forgotten. moreProblems counts the problems past the first few.
+	streaming    bool
+	bySeq        map[int64]*traces.Record
+	sessRecs     map[int64][]*traces.Record
+	sessLeft     map[int64]int
+	moreProblems int
 }
 
 // buildGraph finds every selected call's dependencies. A session whose
@@ -215,6 +225,7 @@ func newGraph(o *Options, meta traces.Meta) *graph {
 		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
 		from: map[*traces.Record]*traces.Record{}, continued: map[*traces.Record]int{},
 		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink, clock: finishClockOf(meta),
+		bySeq: map[int64]*traces.Record{}, sessRecs: map[int64][]*traces.Record{}, sessLeft: map[int64]int{},
 	}
 	g.stats.FinishRule = g.clock.rule()
 	return g
@@ -282,6 +293,13 @@ func (g *graph) addSession(s int64, recs []*traces.Record, bySeq func(int64) (*t
 		g.deps[rec] = d
 	}
 	return nil
+}
+
+// continuedBy is how many follow-ups continue rec's context.
+func (g *graph) continuedBy(rec *traces.Record) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.continued[rec]
 }
 
 // link records who waits for whom among recs (after addSession): the
@@ -396,6 +414,7 @@ func (g *graph) finished(rec *traces.Record, at doneAt) (ready []*item) {
 			ready = append(ready, &item{rec: c, sched: g.schedule(c)})
 		}
 	}
+	g.ended(rec)
 	return ready
 }
 
@@ -460,6 +479,7 @@ func (g *graph) drop(rec *traces.Record) int {
 				g.cut[c.Session] = true
 				n++
 				stack = append(stack, c)
+				g.ended(c)
 			}
 		}
 	}
@@ -473,6 +493,7 @@ func (g *graph) dropSelf(rec *traces.Record) int {
 	g.mu.Lock()
 	g.dropped[rec] = true
 	g.cut[rec.Session] = true
+	g.ended(rec)
 	g.mu.Unlock()
 	return g.drop(rec)
 }
@@ -490,5 +511,8 @@ func (g *graph) summary() SessionStats {
 	defer g.mu.Unlock()
 	s := g.stats
 	s.SessionsCut = len(g.cut)
+	if g.moreProblems > 0 {
+		s.Problems = append(s.Problems[:len(s.Problems):len(s.Problems)], fmt.Sprintf("and %d more", g.moreProblems))
+	}
 	return s
 }
