@@ -552,9 +552,13 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)
 	}
+	rep.ReplayClock = replayClock(a.sources) // evidence.go
 	rep.attribute()
 	rep.windows()
 	pooled, byInstance := splitSamples(a.samples)
+	if len(pooled) == 0 && len(byInstance) == 0 {
+		rep.Notes = append(rep.Notes, rep.metricsMissingNote()) // evidence.go
+	}
 	rep.serverLoad(pooled)
 	rep.series = pooled          // sorted by serverLoad; the HTML incident timeline draws them
 	rep.instanceLoad(byInstance) // instances.go

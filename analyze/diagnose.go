@@ -47,13 +47,7 @@ func (rep *Report) diagnose() {
 	if s := rep.crossCheckSentence(); s != "" { // crosscheck.go
 		d = append(d, s)
 	}
-	wh := at.When
-	if wh.LastS-wh.FirstS < 0.05 {
-		d = append(d, fmt.Sprintf("The tail requests were sent at %.1f s.", wh.FirstS))
-	} else {
-		d = append(d, fmt.Sprintf("The tail requests were sent between %.1f s and %.1f s; %.0f%% of them in %.1f–%.1f s.",
-			wh.FirstS, wh.LastS, 100*wh.BusiestShare, wh.BusiestStartS, wh.BusiestEndS))
-	}
+	d = append(d, rep.whenSentence()) // evidence.go
 	at.Diagnosis = d
 }
 

@@ -118,6 +118,13 @@ type Report struct {
 	// MissingMetrics lists the metrics series columns with no value at
 	// all (seriesmissing.go; also a warning).
 	MissingMetrics []string `json:"missing_metrics,omitempty"`
+	// Notes say what the report could not show and how to get it (a
+	// missing server metrics series: evidence.go).
+	Notes []string `json:"notes,omitempty"`
+	// ReplayClock maps the run's times to the trace's when the replay
+	// started at a --window start or ran at another speed (evidence.go;
+	// null when run time is trace time).
+	ReplayClock *ReplayClock `json:"replay_clock,omitempty"`
 
 	opts    Options
 	rows    rowStore

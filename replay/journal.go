@@ -14,8 +14,14 @@ import (
 // JournalPath is the journal that goes with a results file: finished
 // requests are appended to it while the replay runs, so they survive a
 // SIGKILL. It is a JSONL results file (metadata line first) that inspect and
-// analyze read as is; a torn last line is skipped as malformed.
-func JournalPath(out string) string { return out + ".journal.jsonl" }
+// analyze read as is; a torn last line is skipped as malformed. Results
+// sent to the null device (a run for its checks alone) have none: "".
+func JournalPath(out string) string {
+	if out == os.DevNull {
+		return ""
+	}
+	return out + ".journal.jsonl"
+}
 
 // IncompleteJournalPath is where a journal that could not be written to the
 // end is left, so that its name says it is cut short.

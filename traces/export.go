@@ -5,14 +5,47 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 )
 
-// ExportFormats lists the formats Export writes.
-var ExportFormats = []string{"csv", "jsonl", "mooncake"}
+// ExportFormat is one format Export writes: the registry behind Exporter,
+// ExportFormats and `tokentrace export --help`.
+type ExportFormat struct {
+	// Name is the format's name (export --format).
+	Name string
+	// Doc says in a sentence or two what the output holds, for --help
+	// (plain text, unwrapped).
+	Doc string
+	// New is the constructor.
+	New ExportFunc
+}
+
+// exportFormats is the registry, sorted by name.
+var exportFormats = []ExportFormat{
+	{"csv", "tokentrace CSV with the Parquet column names; .zst compresses", func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
+		return NewWriter(w, FormatCSV, m, CreateOptions{})
+	}},
+	{"jsonl", "tokentrace JSON lines (metadata on the first line); .zst compresses", func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
+		return NewWriter(w, FormatJSONL, m, CreateOptions{})
+	}},
+	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every block of the prompt: the trace's own prefix_blocks when their block size matches, otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
+}
+
+// ExportFormatList returns the export formats, sorted by name.
+func ExportFormatList() []ExportFormat { return slices.Clone(exportFormats) }
+
+// ExportFormats lists the names of the formats Export writes.
+var ExportFormats = func() []string {
+	names := make([]string, len(exportFormats))
+	for i, f := range exportFormats {
+		names[i] = f.Name
+	}
+	return names
+}()
 
 // DefaultExportBlockSize is the hash_ids block size of a mooncake export
 // of a trace that has none (Mooncake's own 512).
@@ -46,17 +79,10 @@ type ExportFunc func(w io.Writer, m Meta, o ExportOptions) (Writer, error)
 
 // Exporter returns the constructor of the named export format.
 func Exporter(format string) (ExportFunc, error) {
-	switch format {
-	case "mooncake":
-		return NewMooncakeWriter, nil
-	case "jsonl":
-		return func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
-			return NewWriter(w, FormatJSONL, m, CreateOptions{})
-		}, nil
-	case "csv":
-		return func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
-			return NewWriter(w, FormatCSV, m, CreateOptions{})
-		}, nil
+	for _, f := range exportFormats {
+		if f.Name == format {
+			return f.New, nil
+		}
 	}
 	return nil, fmt.Errorf("%w %q: export formats are %s", ErrUnknownFormat, format, strings.Join(ExportFormats, ", "))
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -34,8 +35,41 @@ import (
 //
 // Seq numbers the kept rows from 0 in file order.
 
-// ImportFormats lists the public trace formats Import reads.
-var ImportFormats = []string{"azure", "bailian", "burstgpt", "mooncake", "splitwise", "tracelab", "weka"}
+// ImportFormat is one public trace format Import reads: the registry
+// behind Importer, ImportFormats and `tokentrace import --help`, so a new
+// importer is one entry here and every list of formats follows.
+type ImportFormat struct {
+	// Name is the format's name (import --format).
+	Name string
+	// Doc says in a sentence or two what the file holds and what
+	// becomes of it, for --help (plain text, unwrapped).
+	Doc string
+	// New is the constructor.
+	New ImportFunc
+}
+
+// importFormats is the registry, sorted by name.
+var importFormats = []ImportFormat{
+	{"azure", "Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets; 2025: extra columns ignored); arrivals are exact offsets from the first row", NewAzureReader},
+	{"bailian", "Alibaba Qwen-Bailian usage JSONL {chat_id, parent_chat_id, timestamp (s), input_length, output_length, type, turn, hash_ids of 16-token blocks}: follow-up turns become sessions, hash_ids prefix_blocks", NewBailianReader},
+	{"burstgpt", "BurstGPT CSV (v1/v2, and v3 with Session ID and Elapsed time): model, class (conversation/api), sessions and turns; failed rows (0 response tokens) are kept with status http_error", NewBurstGPTReader},
+	{"mooncake", "JSONL {timestamp (ms), input_length, output_length, hash_ids}: hash_ids become prefix_blocks (block size 512); the leading blocks a row shares with earlier rows give its category \"prefix-<id>\" and prefix_tokens (shared blocks x 512, capped at the prompt)", NewMooncakeReader},
+	{"splitwise", "Vidur's processed CSVs (arrived_at s, num_prefill_tokens, num_decode_tokens); files without arrived_at read as lengths only, every row at 0", NewSplitwiseReader},
+	{"tracelab", "SyFI TraceLab round JSONL (Claude Code and Codex sessions): one record per LLM round, sent at its last user message or tool result, in sessions", NewTraceLabReader},
+	{"weka", "WEKA kv-cache-tester agentic traces (JSON, one document per conversation, subagents nested): calls become sessions with parents and think times, hash_ids prefix_blocks", NewWekaReader},
+}
+
+// ImportFormatList returns the import formats, sorted by name.
+func ImportFormatList() []ImportFormat { return slices.Clone(importFormats) }
+
+// ImportFormats lists the names of the public trace formats Import reads.
+var ImportFormats = func() []string {
+	names := make([]string, len(importFormats))
+	for i, f := range importFormats {
+		names[i] = f.Name
+	}
+	return names
+}()
 
 // An ImportFunc returns a Reader of Records decoded from r in one public
 // trace format. name is the file name used in Meta.Source and in error
@@ -44,21 +78,10 @@ type ImportFunc func(r io.Reader, name string, o OpenOptions) (Reader, error)
 
 // Importer returns the constructor of the named import format.
 func Importer(format string) (ImportFunc, error) {
-	switch format {
-	case "mooncake":
-		return NewMooncakeReader, nil
-	case "azure":
-		return NewAzureReader, nil
-	case "burstgpt":
-		return NewBurstGPTReader, nil
-	case "splitwise":
-		return NewSplitwiseReader, nil
-	case "bailian":
-		return NewBailianReader, nil
-	case "weka":
-		return NewWekaReader, nil
-	case "tracelab":
-		return NewTraceLabReader, nil
+	for _, f := range importFormats {
+		if f.Name == format {
+			return f.New, nil
+		}
 	}
 	return nil, fmt.Errorf("%w %q: import formats are %s", ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }

@@ -37,9 +37,11 @@ const (
 var Formats = []Format{FormatParquet, FormatJSONL, FormatJSONLZstd, FormatCSV, FormatCSVZstd}
 
 // FormatOf returns the format implied by a file name's extension; "-"
-// (stdout) is FormatJSONL.
+// (stdout) and the null device (os.DevNull) are FormatJSONL.
 func FormatOf(name string) (Format, error) {
-	if name == "-" {
+	if name == "-" || name == os.DevNull {
+		// Nothing written to the null device is kept (a run that only
+		// validates its input): the cheapest codec will do.
 		return FormatJSONL, nil
 	}
 	lower := strings.ToLower(name)

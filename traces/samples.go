@@ -104,6 +104,9 @@ func SamplesPathFor(resultsPath string) string {
 	if resultsPath == "" || resultsPath == "-" {
 		return "metrics.parquet"
 	}
+	if resultsPath == os.DevNull {
+		return os.DevNull // results not kept: neither is their series
+	}
 	base := resultsPath
 	lower := strings.ToLower(base)
 	for _, ext := range []string{".jsonl.zst", ".ndjson.zst", ".json.zst", ".csv.zst", ".parquet", ".pq", ".jsonl", ".ndjson", ".json", ".csv"} {

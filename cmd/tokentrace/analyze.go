@@ -38,6 +38,7 @@ type analyzeFlags struct {
 	compareMode         string
 	practicalPct        float64
 	minChangeMs         float64
+	maxLateness         time.Duration
 }
 
 func (f *analyzeFlags) common() []cli.Flag {
@@ -76,7 +77,7 @@ func analyzeCommand() *cli.Command {
 		&cli.StringFlag{Name: "format", Usage: "output: " + strings.Join(analyzeFormats, ", ") + " (vllm = the block layout of vllm bench serve)", Value: f.format, Destination: &f.format},
 		&cli.StringFlag{Name: "by", Usage: "also summarize per " + strings.Join(analyze.ByDimensions, ", "), Destination: &f.o.By},
 		&cli.DurationFlag{Name: "window", Usage: "timeline window width; prints the timeline (0 = auto width, timeline only in JSON/HTML)", Destination: &f.o.Window},
-		&cli.StringFlag{Name: "requests-out", Usage: "write per-request attribution (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source) to this .csv or .jsonl[.zst] `FILE`", Destination: &f.requestsOut},
+		&cli.StringFlag{Name: "requests-out", Usage: "write the attribution of every successful request (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source, tail) to this .csv or .jsonl[.zst] `FILE`; tail is true for the requests in the --tail of --tail-metric", Destination: &f.requestsOut},
 		&cli.StringFlag{Name: "html", Usage: "write a self-contained HTML report with charts to this `FILE`", Destination: &f.html},
 		&cli.StringFlag{Name: "vllm-json", Usage: "write the JSON of vllm bench serve --save-result to this `FILE`", Destination: &f.vllmJSON},
 		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},
@@ -212,6 +213,7 @@ func analyzeCompareCommand() *cli.Command {
 		&cli.StringFlag{Name: "mode", Usage: "change: B against the baseline A (better/worse); fidelity: does B (a synthetic run) reproduce A (the real one) (same/differs)", Value: analyze.ModeChange, Destination: &f.compareMode},
 		&cli.Float64Flag{Name: "practical-pct", Usage: "--mode fidelity: relative difference (%) under which a metric is the same even when its interval excludes zero", Value: 100 * analyze.DefaultPracticalDiff, Destination: &f.practicalPct},
 		&cli.Float64Flag{Name: "min-change-ms", Usage: "latency differences under this many ms count as no change (noise)", Value: analyze.DefaultMinChangeMs, Destination: &f.minChangeMs},
+		&cli.DurationFlag{Name: "max-lateness", Usage: "warn about a run whose client lateness p99 exceeds this: it did not keep its recorded timing (replay's --max-lateness)", Value: analyze.DefaultMaxLateness, Destination: &f.maxLateness},
 		&cli.StringFlag{Name: "label-a", Usage: "name of the first run (default: its file name)", Destination: &f.labelA},
 		&cli.StringFlag{Name: "label-b", Usage: "name of the second run (default: its file name)", Destination: &f.labelB},
 		&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML comparison with charts to this `FILE`", Destination: &f.html},
@@ -232,8 +234,8 @@ Examples:
 		Description: `compare analyzes A and B with the same options and prints a one-line
 conclusion, then every metric side by side with its change, a seeded
 bootstrap confidence interval of the change of each latency's p50 and p99,
-and a verdict, then the tail attribution of both runs. The metadata that
-differs comes first (what was asked before per-run bookkeeping).
+and a verdict, the tail attribution of both runs, and the metadata that
+differs, shortened; first, a warning for a run over --max-lateness.
 
 --mode change (default): A is the baseline; verdicts better, worse, no
 significant change.
@@ -266,7 +268,7 @@ run's validity, not the workload.`,
 			}
 			co := analyze.CompareOptions{Seed: f.seed, Resamples: f.resamples, Confidence: f.confidence, MaxSample: f.compareMaxSample,
 				Threshold: f.compareThresholdPct / 100, LabelA: f.labelA, LabelB: f.labelB,
-				Mode: f.compareMode, PracticalDiff: f.practicalPct / 100, MinChangeMs: f.minChangeMs}
+				Mode: f.compareMode, PracticalDiff: f.practicalPct / 100, MinChangeMs: f.minChangeMs, MaxLateness: f.maxLateness}
 			if co.LabelA == "" {
 				co.LabelA = names[0]
 			}

@@ -111,7 +111,8 @@ Flags go before arguments.`,
 		After:   stopProfiles,
 		Version: versionString(),
 	}
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the version and its commit (as tokentrace version does)"}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	for _, c := range app.Commands {
 		quietUsageErrors(c, "")
 	}
@@ -121,6 +122,7 @@ Flags go before arguments.`,
 // Main runs the CLI and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdin, stdout, stderr)
+	args = helpArgs(app, args)
 	if msg := unknownCommand(app, args); msg != "" {
 		fmt.Fprintf(stderr, "tokentrace: %s\n", msg)
 		return exitUsage

@@ -125,6 +125,12 @@ also on failure and Ctrl-C).`,
 					return err
 				}
 			}
+			if out != "-" {
+				// Before hours of reading logs, not after.
+				if _, err := traces.FormatOf(out); err != nil {
+					return usageErrorf("capture: --out %s: %v", out, err)
+				}
+			}
 			o.Part = part >= 0
 			s := stdio(c)
 			stdinUsed := 0
@@ -154,7 +160,13 @@ also on failure and Ctrl-C).`,
 				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
 			}
 			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
-			printCaptureStats(s.err, stats)
+			if err != nil {
+				// No summary of a capture that wrote nothing; the lines it
+				// skipped may explain the error.
+				printCaptureProblems(s.err, stats)
+			} else {
+				printCaptureStats(s.err, stats)
+			}
 			if o.Part {
 				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
 			}
@@ -236,6 +248,13 @@ func captureCommandLine(c *cli.Context) string {
 	return strings.Join(parts, " ")
 }
 
+// printCaptureProblems prints the lines capture skipped, by kind.
+func printCaptureProblems(w io.Writer, s capture.Stats) {
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
+	}
+}
+
 func printCaptureStats(w io.Writer, s capture.Stats) {
 	fmt.Fprintf(w, "capture: %d requests from %d lines (%d inputs, %.1f MB); %d categories kept, %d dropped (k rule); %d sessions\n",
 		s.Requests, s.Lines, s.Inputs, float64(s.Bytes)/1e6, s.Categories, s.CategoriesDropped, s.Sessions)
@@ -247,9 +266,7 @@ func printCaptureStats(w io.Writer, s capture.Stats) {
 		sort.Strings(srcs)
 		fmt.Fprintf(w, "capture: input tokens from %s\n", strings.Join(srcs, ", "))
 	}
-	for _, p := range s.Problems {
-		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
-	}
+	printCaptureProblems(w, s)
 	if s.ParentLinks > 0 || s.ParentsDropped > 0 {
 		fmt.Fprintf(w, "capture: %d calls linked to the call that spawned them (parent_seq); %d logged parents not found among the captured calls of their session (dropped: a span of another kind, a call not captured, or another session)\n", s.ParentLinks, s.ParentsDropped)
 	}

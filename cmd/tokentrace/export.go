@@ -28,17 +28,7 @@ Examples:
   tokentrace export --format jsonl trace.parquet | head`,
 		Description: `export reads TRACE (any tokentrace codec, sniffed; "-" = stdin) and writes it
 to --out ("-" = stdout) in one of these formats:
-  mooncake  JSON lines {"timestamp": ms, "input_length", "output_length",
-            "hash_ids"}, the format of the Mooncake traces, read by AIPerf
-            (--custom-dataset-type mooncake_trace), SGLang and vLLM
-            (vllm bench serve --dataset-name timed_trace, with
-            --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size
-            set to --block-size). Timestamps are rounded to the millisecond.
-            hash_ids cover every block of the prompt: the trace's own
-            prefix_blocks when their block size matches, otherwise shared ids
-            for each category's prefix and fresh ids for the rest.
-  jsonl     tokentrace JSON lines (metadata on the first line); .zst compresses
-  csv       tokentrace CSV with the Parquet column names; .zst compresses
+` + formatHelp(exportFormatDocs()) + `
 
 It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: []cli.Flag{
@@ -106,4 +96,14 @@ func exportCheckOut(format, out string) error {
 		return usageErrorf("export: --out %s is named like a %s file but --format is %s (mooncake and jsonl write .jsonl, csv writes .csv)", out, f, format)
 	}
 	return nil
+}
+
+// exportFormatDocs are the export formats' names and docs, from the
+// registry in package traces.
+func exportFormatDocs() [][2]string {
+	var d [][2]string
+	for _, f := range traces.ExportFormatList() {
+		d = append(d, [2]string{f.Name, f.Doc})
+	}
+	return d
 }

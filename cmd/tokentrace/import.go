@@ -19,7 +19,7 @@ func importCommand() *cli.Command {
 	)
 	return &cli.Command{
 		Name:  "import",
-		Usage: "convert a public LLM request trace (Mooncake, Azure, BurstGPT, Splitwise) into a tokentrace trace",
+		Usage: "convert a public LLM request trace (" + strings.Join(traces.ImportFormats, ", ") + ") into a tokentrace trace",
 		UsageText: `tokentrace import --format FORMAT [--strict] [--out OUT] FILE
 
 Examples:
@@ -33,18 +33,7 @@ Parquet, JSONL, JSONL+zstd or CSV chosen by the extension of --out
 ("-" = JSON lines on stdout).
 
 Formats (columns are found by name):
-  mooncake   JSONL {timestamp (ms), input_length, output_length, hash_ids}:
-             hash_ids become prefix_blocks (block size 512); the leading blocks a
-             row shares with earlier rows give its category "prefix-<id>" and
-             prefix_tokens (shared blocks x 512, capped at the prompt)
-  azure      Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens
-             (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets); arrivals are
-             exact offsets from the first row
-  burstgpt   BurstGPT CSV (v1/v2, and v3 with Session ID and Elapsed time):
-             model, class (conversation/api), sessions and turns; failed rows
-             (0 response tokens) are kept with status http_error
-  splitwise  Vidur's processed CSVs (arrived_at s, num_prefill_tokens,
-             num_decode_tokens)
+` + formatHelp(importFormatDocs()) + `
 
 Malformed rows (a missing column, a negative or non-integer count, a line that
 is not JSON) are skipped and counted; --strict stops at the first one with an
@@ -163,3 +152,39 @@ func importCopy(c *cli.Context, w traces.Writer, r traces.Reader) (int64, error)
 
 // importStdout hides Close so writers leave stdout open.
 type importStdout struct{ io.Writer }
+
+// importFormatDocs are the import formats' names and docs, from the
+// registry in package traces, so --help lists every format import takes.
+func importFormatDocs() [][2]string {
+	var d [][2]string
+	for _, f := range traces.ImportFormatList() {
+		d = append(d, [2]string{f.Name, f.Doc})
+	}
+	return d
+}
+
+// formatHelp lays out formats (name, doc) for --help: the name in a
+// column, the doc wrapped beside it to fit 80 columns under --help's indent.
+func formatHelp(formats [][2]string) string {
+	w := 0
+	for _, f := range formats {
+		w = max(w, len(f[0]))
+	}
+	var b strings.Builder
+	for i, f := range formats {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		indent := strings.Repeat(" ", 2+w+2)
+		line := fmt.Sprintf("  %-*s  ", w, f[0])
+		for _, word := range strings.Fields(f[1]) {
+			if len(line)+len(word) > 77 && strings.TrimSpace(line) != f[0] {
+				b.WriteString(strings.TrimRight(line, " ") + "\n")
+				line = indent
+			}
+			line += word + " "
+		}
+		b.WriteString(strings.TrimRight(line, " "))
+	}
+	return b.String()
+}

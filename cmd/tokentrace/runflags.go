@@ -198,6 +198,7 @@ var replayFlags = map[string]string{
 	"replay: background":                             "--background",
 	"replay: model map":                              "--model-map",
 	"replay: metadata":                               "--metadata",
+	"Options.ModelMap":                               "--model-map",
 	"Options.Model":                                  "--model",
 	"Options.URL":                                    "--url",
 }

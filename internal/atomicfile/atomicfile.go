@@ -15,14 +15,25 @@ import (
 
 // File is a file being written under a temporary name.
 type File struct {
-	f    *os.File
-	name string // the final name
-	err  error  // the first write error; Close then removes the file
-	done bool
+	f      *os.File
+	name   string // the final name
+	err    error  // the first write error; Close then removes the file
+	done   bool
+	direct bool // name is a device or a pipe, written in place
 }
 
-// Create starts writing name; the file gets mode 0644.
+// Create starts writing name; the file gets mode 0644. When name already
+// exists and is a device or a pipe (/dev/null for a run that only
+// validates, /dev/stdout, a FIFO), there is no file to complete: the bytes
+// go straight to it, and nothing is renamed over it.
 func Create(name string) (*File, error) {
+	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		f, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &File{f: f, name: name, direct: true}, nil
+	}
 	dir, base := filepath.Split(name)
 	if dir == "" {
 		dir = "."
@@ -83,7 +94,9 @@ func (a *File) Abort() {
 	}
 	a.done = true
 	a.f.Close()
-	os.Remove(a.f.Name())
+	if !a.direct {
+		os.Remove(a.f.Name())
+	}
 }
 
 // Close makes the file durable and gives it its final name, or, after a
@@ -97,6 +110,12 @@ func (a *File) Close() error {
 		return a.err
 	}
 	a.done = true
+	if a.direct {
+		if err := a.f.Close(); err != nil {
+			return a.named(err)
+		}
+		return nil
+	}
 	tmp := a.f.Name()
 	fail := func(err error) error {
 		a.f.Close()
@@ -133,6 +152,9 @@ func (a *File) SetAside() (string, error) {
 	}
 	if a.done {
 		return "", os.ErrClosed
+	}
+	if a.direct {
+		return "", &os.PathError{Op: "set aside", Path: a.name, Err: errors.New("written in place (a device or a pipe): what was written cannot be read back")}
 	}
 	dir, base := filepath.Split(a.name)
 	if dir == "" {
