@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -94,6 +95,7 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 	var rows []traces.Record
 	eof := false
 	var rerr error
+	read := 0
 
 	complete := func(sb *sessionBuf) {
 		sb.complete = true
@@ -150,6 +152,11 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 			}
 			rec := &rows[0]
 			rows = rows[1:]
+			if read++; read%64 == 0 {
+				// Reading ahead is bursty (up to a session's span at once):
+				// let the connections' readers in, whose times would wait.
+				runtime.Gosched()
+			}
 			want := p.sessionCalls[rec.Session]
 			if !o.selects(rec) {
 				if rec.Session != 0 && want > 0 {
