@@ -41,9 +41,7 @@ func (rep *Report) diagnose() {
 		d = append(d, fmt.Sprintf("Cache misses: the tail had %.0f%% of its prompt tokens served from the prefix cache against %.0f%% overall, so it prefilled %.0f uncached tokens per request against %.0f.",
 			100**l.TailCachedFraction, 100**l.AllCachedFraction, l.TailUncachedTokens, l.AllUncachedTokens))
 	}
-	if s := rep.instanceSentence(); s != "" { // instances.go
-		d = append(d, s)
-	}
+	d = append(d, rep.fleetSentences()...)      // instances.go
 	if s := rep.crossCheckSentence(); s != "" { // crosscheck.go
 		d = append(d, s)
 	}

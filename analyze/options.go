@@ -130,6 +130,10 @@ type Options struct {
 	// (its makespan is then final and its state dropped); a later call of
 	// it starts a new part. Defaults to DefaultSessionIdle (1 h).
 	SessionIdle time.Duration
+	// Read is how AnalyzeFiles reads its files (Strict, Salvage): the
+	// rules every command shares (traces.OpenWith). Defaults to the zero
+	// options: bad rows skipped and counted, a damaged file an error.
+	Read traces.OpenOptions
 }
 
 // DefaultOptions returns the defaults.

@@ -111,6 +111,9 @@ type Report struct {
 	// Instances is each server instance's state around the tail, when the
 	// metrics series has per-instance rows (instances.go; null otherwise).
 	Instances []InstanceLoad `json:"instances,omitempty"`
+	// Pools is each pool of a fleet (the instances sharing a role) around
+	// the tail, when the instances' rows carry roles (instances.go).
+	Pools []PoolLoad `json:"pools,omitempty"`
 	// CrossCheck compares the attribution of every request with the
 	// server's own queue/prefill/decode histograms (crosscheck.go; null
 	// without a metrics series).

@@ -21,7 +21,7 @@ func streamRun(n int) []traces.Record {
 	rng := rand.New(rand.NewPCG(7, 9))
 	recs := make([]traces.Record, 0, n)
 	for i := range n {
-		sent := time.Duration(i) * 2 * ms
+		sent := time.Duration(i)*2*ms + ms // after the latest negative lateness: no time before the run start
 		if i%33 == 5 {
 			recs = append(recs, failed(int64(i), sent, traces.StatusHTTPError))
 			continue

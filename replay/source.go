@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -152,10 +151,9 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 			p.last = max(p.last, o.at(rec))
 		}
 		if err == io.EOF {
-			break
-		}
-		if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
-			p.Damaged = true
+			// A damaged trace ends at its damage only when read so
+			// (traces.OpenOptions.Salvage); otherwise the damage is an error.
+			p.Damaged = rd.Stats().Truncated
 			break
 		}
 		if err != nil {
@@ -202,7 +200,7 @@ func (p *Plan) load(ctx context.Context, o *Options) error {
 	}
 	defer rd.Close()
 	recs, err := traces.Collect(traces.All(rd))
-	if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
+	if err != nil {
 		return fmt.Errorf("read trace: %w", err)
 	}
 	if ctx.Err() != nil {
@@ -271,8 +269,6 @@ func (p *Plan) streamFeed(o *Options) (f feed, close func(), err error) {
 			switch {
 			case err == io.EOF:
 				eof = true
-			case errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0:
-				eof = true // Scan said so (Plan.Damaged)
 			case err != nil:
 				eof, rerr = true, fmt.Errorf("read trace: %w", err)
 			}

@@ -42,7 +42,7 @@ type analyzeFlags struct {
 }
 
 func (f *analyzeFlags) common() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "slo", Usage: "goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s (any subset)", Destination: &f.slo},
 		&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &f.tail},
 		&cli.StringFlag{Name: "tail-metric", Usage: "metric that selects the tail: " + strings.Join(analyze.TailMetrics, ", "), Value: analyze.DefaultTailMetric, Destination: &f.o.TailMetric},
@@ -50,7 +50,7 @@ func (f *analyzeFlags) common() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print JSON (same as --format json)", Destination: &f.asJSON},
 		&cli.StringFlag{Name: "class", Usage: "analyze only the rows of this `CLASS` (e.g. interactive, beside a replay --background batch load)", Destination: &f.o.Class},
 		&cli.IntFlag{Name: "exact-rows", Usage: "memory budget in result rows (about 300 bytes each): past it percentiles come from log histograms (within 0.05 %, flagged approx/~) and attribution, timeline and charts from a sample of at most this many rows; --requests-out then fails", Value: analyze.DefaultExactRows, Destination: &f.o.ExactRows},
-	}
+	}, readFlagsInto(&f.o.Read)...)
 }
 
 // options validates the shared flags into analyze.Options.

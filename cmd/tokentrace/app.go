@@ -145,8 +145,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 }
 
 // optionRef is a library error's reference to an option: "synth:
-// Options.RateScale" or "Options.RateScale" (the package prefix goes too).
-var optionRef = regexp.MustCompile(`(?:\b[a-z]+: )?\bOptions\.([A-Z][A-Za-z0-9]*)`)
+// Options.RateScale" or "Options.RateScale" (the package prefix goes too),
+// or a trace reader's "OpenOptions.Salvage".
+var optionRef = regexp.MustCompile(`(?:\b[a-z]+: )?\b(?:Open)?Options\.([A-Z][A-Za-z0-9]*)`)
 
 // optionFlags are the options whose flag is not their kebab-cased name.
 var optionFlags = map[string]string{

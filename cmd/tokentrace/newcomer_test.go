@@ -51,7 +51,7 @@ func TestPreflightNamesServedModels(t *testing.T) {
 		t.Errorf("stderr %q ends its sentence mid-way", se)
 	}
 	// What it suggests works.
-	if code, _, se := runCLI(nil, "replay", "--url", url, "--quiet", "--model-map", "demo-8b=served-8b", "--out", out, trace); code != 0 {
+	if code, _, se := runCLI(nil, "replay", "--url", url, "--quiet", "--max-lateness", "1h", "--model-map", "demo-8b=served-8b", "--out", out, trace); code != 0 {
 		t.Errorf("with the suggested --model-map: exit %d, stderr %q", code, se)
 	}
 }
@@ -154,7 +154,7 @@ func TestOutDevNull(t *testing.T) {
 	}
 	// A replay for its checks alone: no journal or metrics file beside
 	// the null device.
-	if code, _, se := runCLI(nil, "replay", "--quiet", "--out", os.DevNull, writeModelTrace(t, 4, "")); code != 0 {
+	if code, _, se := runCLI(nil, "replay", "--quiet", "--max-lateness", "1h", "--out", os.DevNull, writeModelTrace(t, 4, "")); code != 0 {
 		t.Errorf("replay --out %s: exit %d, stderr %q", os.DevNull, code, se)
 	}
 	for _, p := range []string{os.DevNull + ".journal.jsonl", os.DevNull + ".metrics.parquet"} {
@@ -250,7 +250,9 @@ func TestAnalyzeSaysWhatIsMissing(t *testing.T) {
 
 	url := startSimCommand(t)
 	res := filepath.Join(dir, "url.results.jsonl")
-	runMain(t, "replay", "--url", url, "--quiet", "--out", res, trace)
+	// The lateness gate is not what this test is about; a loaded machine
+	// must not fail it.
+	runMain(t, "replay", "--url", url, "--quiet", "--max-lateness", "1h", "--out", res, trace)
 	tail := filepath.Join(dir, "tail.csv")
 	so, _ := runMain(t, "analyze", "--requests-out", tail, res)
 	for _, want := range []string{"Not in this report", "Server metrics: none", "--metrics-url"} {
@@ -268,7 +270,7 @@ func TestAnalyzeSaysWhatIsMissing(t *testing.T) {
 	}
 
 	win := filepath.Join(dir, "win.results.jsonl")
-	runMain(t, "replay", "--window", "600ms,", "--speed", "2", "--quiet", "--out", win, trace)
+	runMain(t, "replay", "--window", "600ms,", "--speed", "2", "--quiet", "--max-lateness", "1h", "--out", win, trace)
 	so, _ = runMain(t, "analyze", win)
 	if !strings.Contains(so, "of the run, which started at the trace's 0.6 s (--window) and ran at speed 2:") || !strings.Contains(so, "s into the trace") {
 		t.Errorf("tail times of a --window replay do not say they count from the window start:\n%s", so)

@@ -33,6 +33,7 @@ func replayCommand() *cli.Command {
 		sf                                                    = sortFlags{mib: traces.DefaultSortMemoryBytes >> 20}
 	)
 	api = o.API
+	var rf readFlags
 	return &cli.Command{
 		Name:  "replay",
 		Usage: "replay a trace against an OpenAI-compatible server with its arrival timing",
@@ -60,8 +61,8 @@ Without --url, replay starts the built-in simulator in-process.
 
 Nothing is lost: finished requests go to OUT.journal.jsonl (fsync'd every
 250ms) while the run goes; at the end it is converted to OUT and removed.
-After a crash or SIGKILL, read the journal itself: it is a JSONL results file
-(tokentrace inspect OUT.journal.jsonl; tokentrace analyze OUT.journal.jsonl).
+After a crash or SIGKILL, read the journal itself: it is a JSONL results file,
+its last line maybe torn (tokentrace analyze --salvage OUT.journal.jsonl).
 Ctrl-C stops sending, waits --drain for in-flight requests and writes
 everything.
 
@@ -115,7 +116,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			&cli.GenericFlag{Name: "metadata", Value: &metadata, Usage: "key=value stored in the results metadata as run.meta.KEY (repeatable)"},
 			&cli.GenericFlag{Name: "model-map", Value: &modelMap, Usage: "prod-name=served-name (repeatable); unmapped names use --model"},
 			&cli.BoolFlag{Name: "no-describe-server", Usage: "do not store the server's /v1/models, /version and /metrics info in the metadata", Destination: &noDescribe},
-		}, sf.flags()...),
+		}, append(sf.flags(), rf.flags()...)...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
@@ -178,7 +179,7 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`,
 			if err != nil {
 				return err
 			}
-			src, err := traceSource(io.err, "replay", a[0])
+			src, err := newTraceIn(c, &rf, "replay", "replay sorts the trace by arrival in memory").source(a[0])
 			if err != nil {
 				return err
 			}

@@ -109,6 +109,7 @@ func sweepCommand() *cli.Command {
 		modelMap                                                  headerFlag
 		metadata                                                  headerFlag
 		sf                                                        sweepSimFlags
+		rf                                                        readFlags
 	)
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "url", Usage: "server base URL (default: a fresh built-in simulator per step)", Destination: &o.URL},
@@ -132,7 +133,7 @@ func sweepCommand() *cli.Command {
 		&cli.GenericFlag{Name: "metadata", Value: &metadata, Usage: "key=value stored in every step's metadata as run.meta.KEY (repeatable)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-step lines on stderr", Destination: &quiet},
 	}
-	flags = append(flags, sf.flags()...)
+	flags = append(append(flags, sf.flags()...), rf.flags()...)
 	return &cli.Command{
 		Name:  "sweep",
 		Usage: "find how much faster than recorded a trace can run before the SLOs break",
@@ -218,7 +219,7 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 				}
 			}
 			s := stdio(c)
-			recs, meta, err := readTrace(s.err, "sweep", a[0])
+			recs, meta, err := newTraceIn(c, &rf, "sweep", "sweep sorts the trace by arrival").read(a[0])
 			if err != nil {
 				return err
 			}

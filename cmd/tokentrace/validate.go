@@ -27,6 +27,7 @@ func validateCommand() *cli.Command {
 		asJSON, quiet, failIfBroken       bool
 		seed                              uint64 = validate.DefaultSeed
 		minEffectPct                             = 100 * validate.DefaultMinEffect
+		rf                                readFlags
 	)
 	o.Speed, o.Repeat = 1, 1
 	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
@@ -55,7 +56,7 @@ A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,.
 (the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
 Simulator targets run offline in virtual time (deterministic, fast) unless
 --realtime. Every workload is held in memory.`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.GenericFlag{Name: "target", Value: &targets, Usage: "NAME=URL or NAME=sim[:KEY=VALUE,...] (repeatable, at least two; the first is the baseline)"},
 			&cli.StringFlag{Name: "metrics", Usage: "metrics to judge: ttft_pN, tpot_pN, e2e_pN, goodput (default: " + validate.DefaultMetrics + ", plus goodput with --slo)", Destination: &metrics},
 			&cli.StringFlag{Name: "slo", Usage: "SLOs that define goodput, e.g. ttft=500ms,tpot=50ms (default: none)", Destination: &slo},
@@ -76,7 +77,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			&cli.StringFlag{Name: "api-key-file", Usage: "file holding a bearer token for URL targets (never logged or stored)", Destination: &apiKeyFile},
 			&cli.DurationFlag{Name: "timeout", Value: o.Replay.Timeout, Usage: "per-request timeout of replays", Destination: &o.Replay.Timeout},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-run lines on stderr", Destination: &quiet},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 2, 2, "REAL SYNTHETIC")
 			if err != nil {
@@ -120,12 +121,13 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			if !quiet {
 				o.Log = s.err
 			}
-			recs, meta, err := readTrace(s.err, "validate", a[0])
+			in := newTraceIn(c, &rf, "validate", "validate sorts the trace by arrival")
+			recs, meta, err := in.read(a[0])
 			if err != nil {
 				return err
 			}
 			real := validate.Workload{Name: "real", Records: recs, Meta: meta}
-			syn, err := readSynthetic(c, s, a[1], real, seed)
+			syn, err := readSynthetic(c, in, a[1], real, seed)
 			if err != nil {
 				return err
 			}
@@ -155,13 +157,13 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 
 // readSynthetic reads the synthetic workload: a trace, or a synth model
 // (JSON) generated over the real workload's span.
-func readSynthetic(c *cli.Context, s streams, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
+func readSynthetic(c *cli.Context, in *traceIn, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".json") {
 		if m, err := synth.ReadModelFile(name); err == nil {
 			return validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
 		}
 	}
-	recs, meta, err := readTrace(s.err, "validate", name)
+	recs, meta, err := in.read(name)
 	if err != nil {
 		return validate.Workload{}, err
 	}
