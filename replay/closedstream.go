@@ -2,7 +2,6 @@ package replay
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -125,8 +124,8 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 			}
 			if eof && len(rows) == 0 {
 				if len(pending) > 0 {
-					// A damaged trace ended before some sessions' last calls:
-					// replay what was read of them.
+					// A trace read with salvage ended at its damage before
+					// some sessions' last calls: replay what was read of them.
 					for _, sb := range pending {
 						complete(sb)
 					}
@@ -143,8 +142,6 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 				switch {
 				case err == io.EOF:
 					eof = true
-				case errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0:
-					eof = true // Scan said so (Plan.Damaged)
 				case err != nil:
 					eof, rerr = true, fmt.Errorf("read trace: %w", err)
 				}
