@@ -93,8 +93,11 @@ func TestServerAttributionIsExact(t *testing.T) {
 		{Seq: 2, RequestID: recs[2].RequestID, Lateness: int64(1 * ms), Prefill: int64(45 * ms), Decode: int64(1940 * ms), Other: int64(15 * ms), Source: SourceServer, Tail: true},
 	}
 	var got []RequestAttribution
-	if err := rep.EachRequest(func(r RequestAttribution) error { got = append(got, r); return nil }); err != nil {
-		t.Fatal(err)
+	for r, err := range rep.PerRequest() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d requests, want %d", len(got), len(want))

@@ -105,7 +105,7 @@ type Options struct {
 	// charts, Compare's bootstrap samples, the vLLM latencies list) are
 	// computed on a deterministic 1-in-2^k sample of at most ExactRows
 	// rows, their counts scaled by 2^k (Report.Sampling says so); and the
-	// per-request attribution (EachRequest, WriteRequests) is refused.
+	// per-request attribution (PerRequest, WriteRequests) is refused.
 	// Defaults to DefaultExactRows (4 Mi rows).
 	ExactRows int
 	// ModelBytes is the model's weight size in bytes (--model-bytes); with
@@ -174,7 +174,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("analyze: Options.TailPercentile %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
 	}
 	if o.ExactRows < 0 {
-		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows (--exact-rows)", o.ExactRows)
+		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows", o.ExactRows)
 	}
 	if o.KVBlocks < 0 {
 		return fmt.Errorf("analyze: Options.KVBlocks %d: want a number of blocks, or 0 for an unbounded cache", o.KVBlocks)

@@ -26,7 +26,7 @@ const (
 )
 
 // WriteRequests writes every successful request's attribution (see
-// EachRequest), the tail marked, as CSV with a header row or as JSON
+// PerRequest), the tail marked, as CSV with a header row or as JSON
 // lines, with exactly RequestsColumns.
 func (rep *Report) WriteRequests(w io.Writer, format string) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
@@ -37,7 +37,10 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			return err
 		}
 		rec := make([]string, len(RequestsColumns))
-		err := rep.EachRequest(func(r RequestAttribution) error {
+		for r, err := range rep.PerRequest() {
+			if err != nil {
+				return err
+			}
 			rec[0] = strconv.FormatInt(r.Seq, 10)
 			rec[1] = r.RequestID
 			rec[2] = strconv.FormatInt(r.Lateness, 10)
@@ -47,10 +50,9 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			rec[6] = strconv.FormatInt(r.Other, 10)
 			rec[7] = r.Source
 			rec[8] = strconv.FormatBool(r.Tail)
-			return cw.Write(rec)
-		})
-		if err != nil {
-			return err
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {
@@ -58,11 +60,13 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 		}
 	case RequestsJSONL:
 		enc := json.NewEncoder(bw)
-		err := rep.EachRequest(func(r RequestAttribution) error {
-			return enc.Encode(r)
-		})
-		if err != nil {
-			return err
+		for r, err := range rep.PerRequest() {
+			if err == nil {
+				err = enc.Encode(r)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	default:
 		return fmt.Errorf("per-request attribution format %q: want %s or %s", format, RequestsCSV, RequestsJSONL)

@@ -549,7 +549,7 @@ func (r *runner) servedModels(ctx context.Context) ([]string, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/models", nil)
 	if err != nil {
-		return nil, errors.New("list models: bad Options.URL")
+		return nil, errors.New("replay: list models: bad Options.URL") // the parse error would show the URL's credentials
 	}
 	for k, v := range r.headers() {
 		req.Header[k] = v
@@ -557,7 +557,7 @@ func (r *runner) servedModels(ctx context.Context) ([]string, error) {
 	resp, err := r.client.Do(req)
 	if err != nil {
 		_, msg := classify(err, ctx, context.Background())
-		return nil, fmt.Errorf("list models at %s: %s", RedactURL(r.o.URL), msg)
+		return nil, fmt.Errorf("replay: list models at %s: %s", RedactURL(r.o.URL), msg)
 	}
 	defer resp.Body.Close()
 	var lm struct {
@@ -566,7 +566,7 @@ func (r *runner) servedModels(ctx context.Context) ([]string, error) {
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&lm) != nil || len(lm.Data) == 0 {
-		return nil, fmt.Errorf("list models at %s: HTTP %d, no model found", RedactURL(r.o.URL), resp.StatusCode)
+		return nil, fmt.Errorf("replay: list models at %s: HTTP %d, no model found", RedactURL(r.o.URL), resp.StatusCode)
 	}
 	ids := make([]string, 0, len(lm.Data))
 	for _, d := range lm.Data {
@@ -676,7 +676,7 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 		if rec.HTTPStatus == http.StatusNotFound {
 			hint = r.notFoundHint(ctx, it.model, sel[0].Model)
 		}
-		return fmt.Errorf("preflight: a 1-token %s request for model %q to %s failed (%s: %s), so every request of the run would fail the same way%s (Options.NoPreflight skips this check)",
+		return fmt.Errorf("replay: preflight: a 1-token %s request for model %q to %s failed (%s: %s), so every request of the run would fail the same way%s (Options.NoPreflight skips this check)",
 			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error, hint)
 	case rec.Status != traces.StatusOK && r.o.Log != nil:
 		fmt.Fprintf(r.o.Log, "replay: preflight request failed (%s: %s); going on, the run will count such failures\n", rec.Status, rec.Error)

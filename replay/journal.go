@@ -71,7 +71,7 @@ type journal struct {
 func openJournal(path string, m traces.Meta) (*journal, error) {
 	f, err := createJournal(path)
 	if err != nil {
-		return nil, fmt.Errorf("create journal: %w", err)
+		return nil, fmt.Errorf("replay: create journal: %w", err)
 	}
 	j := &journal{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10)}
 	if m.SchemaVersion == "" {
@@ -80,14 +80,14 @@ func openJournal(path string, m traces.Meta) (*journal, error) {
 	hdr, err := json.Marshal(map[string]traces.Meta{"tokentrace_meta": m})
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("journal metadata: %w", err)
+		return nil, fmt.Errorf("replay: journal metadata: %w", err)
 	}
 	j.bw.Write(hdr)
 	j.bw.WriteByte('\n')
 	if err := j.sync(); err != nil {
 		f.Close()
 		os.Remove(path) // a journal that cannot take its first line holds nothing
-		return nil, fmt.Errorf("write journal: %w", err)
+		return nil, fmt.Errorf("replay: write journal: %w", err)
 	}
 	return j, nil
 }

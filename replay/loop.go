@@ -44,6 +44,7 @@ func (r *runner) openLoop(ctx context.Context) {
 		return // the reader goroutines do it
 	}
 	r.loop = l
+	r.atEnd(l.Close) // when the run ends before its dispatcher drove the loop; else drainLoop closed it
 }
 
 // loopClock is the run's clock when the dispatcher drives the event loop:

@@ -95,9 +95,10 @@ func (o *Options) at(rec *traces.Record) time.Duration {
 // ErrNothingToSend that says which option left nothing. Memory stays
 // bounded, except that a trace out of arrival order, and closed sessions
 // with Options.StrictSessions, are read into memory (Plan.InMemory);
-// closed sessions otherwise keep a count per session.
+// closed sessions otherwise keep a count per session. o's zero fields take
+// their defaults (WithDefaults).
 func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
-	o = o.withSelectionDefaults()
+	o = o.WithDefaults()
 	p := &Plan{src: src, sel: selectionOf(&o), maxSeq: -1}
 	rd, err := src()
 	if err != nil {
@@ -157,7 +158,7 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read trace: %w", err)
+			return nil, fmt.Errorf("replay: read trace: %w", err)
 		}
 	}
 	if o.ForceAPI {
@@ -177,20 +178,6 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 	return p, nil
 }
 
-// withSelectionDefaults fills the defaults Scan needs before Validate ran.
-func (o Options) withSelectionDefaults() Options {
-	if o.Speed == 0 {
-		o.Speed = DefaultSpeed
-	}
-	if o.API == "" {
-		o.API = DefaultAPI
-	}
-	if o.Sessions == "" {
-		o.Sessions = DefaultSessions
-	}
-	return o
-}
-
 // load reads the trace into memory and sorts the selected records by
 // arrival (closed sessions, or a trace out of order).
 func (p *Plan) load(ctx context.Context, o *Options) error {
@@ -201,7 +188,7 @@ func (p *Plan) load(ctx context.Context, o *Options) error {
 	defer rd.Close()
 	recs, err := traces.Collect(traces.All(rd))
 	if err != nil {
-		return fmt.Errorf("read trace: %w", err)
+		return fmt.Errorf("replay: read trace: %w", err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

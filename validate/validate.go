@@ -115,7 +115,10 @@ type Options struct {
 	Log io.Writer
 }
 
-func (o *Options) withDefaults() {
+// WithDefaults returns o with every zero field that has a default set to
+// that default (each field's doc says it), Replay's through
+// replay.Options.WithDefaults.
+func (o Options) WithDefaults() Options {
 	if len(o.Metrics) == 0 {
 		spec := DefaultMetrics
 		if !o.SLO.IsZero() {
@@ -129,7 +132,7 @@ func (o *Options) withDefaults() {
 	if o.Repeat == 0 {
 		o.Repeat = 1
 	}
-	fillReplayDefaults(&o.Replay)
+	o.Replay = o.Replay.WithDefaults()
 	if o.Resamples == 0 {
 		o.Resamples = DefaultResamples
 	}
@@ -148,39 +151,7 @@ func (o *Options) withDefaults() {
 	if o.MaxLateness == 0 {
 		o.MaxLateness = replay.DefaultMaxLateness
 	}
-}
-
-// fillReplayDefaults gives every zero field of r that replay requires its
-// replay.DefaultOptions() value, keeping what the caller set.
-func fillReplayDefaults(r *replay.Options) {
-	d := replay.DefaultOptions()
-	if r.API == "" {
-		r.API = d.API
-	}
-	if r.Sessions == "" {
-		r.Sessions = d.Sessions
-	}
-	if r.ShardCount == 0 {
-		r.ShardCount = d.ShardCount
-	}
-	if r.Timeout == 0 {
-		r.Timeout = d.Timeout
-	}
-	if r.Drain == 0 {
-		r.Drain = d.Drain
-	}
-	if r.BlockSize == 0 {
-		r.BlockSize = d.BlockSize
-	}
-	if r.TokenIDMax == 0 {
-		r.TokenIDMin, r.TokenIDMax = d.TokenIDMin, d.TokenIDMax
-	}
-	if r.JournalSync == 0 {
-		r.JournalSync = d.JournalSync
-	}
-	if r.ProgressPeriod == 0 {
-		r.ProgressPeriod = d.ProgressPeriod
-	}
+	return o
 }
 
 // Validate reports the first option that cannot run, naming it.
@@ -223,7 +194,7 @@ func (o *Options) Validate() error {
 // later stops the validation with an error that names it (and the results
 // already written to OutDir, if any, stay).
 func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, error) {
-	o.withDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -297,7 +268,7 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL may carry credentials; t.Config is redacted
 		}
-		return fmt.Errorf("validate: target %s (%s) is not reachable: %v; nothing was run", t.Name, t.Config, err)
+		return fmt.Errorf("validate: target %s (%s) is not reachable: %w; nothing was run", t.Name, t.Config, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -400,8 +371,7 @@ func dominantShare(a analyze.Attribution) float64 {
 // rows come back as results whose send time is their arrival (no client).
 func simulate(ctx context.Context, w Workload, t Target, o *Options, run string) ([]traces.Record, error) {
 	so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
-	ro := o.Replay
-	ro.Run = run
+	ro := o.runOptions(run)
 	var t0 int64
 	for i := range w.Records {
 		r := &w.Records[i]
@@ -448,10 +418,18 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string)
 	return recs, nil
 }
 
-// replayOnce replays w against t: its URL, or a fresh simulator.
-func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run string) (*replay.Result, error) {
+// runOptions are the replay options of the run named run: Replay's, with
+// the run's name and Speed, and no journal (results stay in memory, or go
+// to OutDir).
+func (o *Options) runOptions(run string) replay.Options {
 	ro := o.Replay
 	ro.Speed, ro.Run, ro.Journal = o.Speed, run, ""
+	return ro
+}
+
+// replayOnce replays w against t: its URL, or a fresh simulator.
+func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run string) (*replay.Result, error) {
+	ro := o.runOptions(run)
 	ro.URL = t.URL
 	if t.Sim != nil {
 		so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))

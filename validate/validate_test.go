@@ -327,14 +327,13 @@ func TestSimTargetTakesLongestRequest(t *testing.T) {
 	w := workload("real", 3, 20, false, 3)
 	w.Records[1].InputTokens, w.Records[1].OutputTokens = 9000, 8
 	tg := targets(t, "a=sim")[0]
-	o := &Options{}
-	o.withDefaults()
+	o := Options{}.WithDefaults()
 	o.Replay.NoPreflight = true
-	recs, err := simulate(context.Background(), w, tg, o, "offline")
+	recs, err := simulate(context.Background(), w, tg, &o, "offline")
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := replayOnce(context.Background(), w, tg, o, "replayed")
+	run, err := replayOnce(context.Background(), w, tg, &o, "replayed")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,30 +256,31 @@ func (o *Options) defaults() {
 // labelName is Prometheus' label name syntax.
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
-// Validate reports the first unusable option, naming it.
+// Validate reports the first unusable option, naming it in a
+// *traces.OptionError.
 func (o *Options) Validate() error {
 	u, err := url.Parse(o.URL)
 	switch {
 	case o.URL == "":
-		return errors.New("prom: Options.URL is required")
+		return optionErr("Options.URL", "required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("prom: Options.URL: want http(s)://host:port, got %q", redactURL(o.URL))
+		return optionErr("Options.URL", "want http(s)://host:port, got %q", redactURL(o.URL))
 	case u.User != nil:
-		return errors.New("prom: Options.URL carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
+		return optionErr("Options.URL", "carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
 	case o.Start.IsZero():
-		return errors.New("prom: Options.Start is required (the trace's wall-clock start)")
+		return optionErr("Options.Start", "required (the trace's wall-clock start)")
 	case o.Duration <= 0:
-		return fmt.Errorf("prom: Options.Duration: want > 0, got %v", o.Duration)
+		return optionErr("Options.Duration", "want > 0, got %v", o.Duration)
 	case o.Step < time.Second || o.Step%time.Second != 0:
-		return fmt.Errorf("prom: Options.Step: want whole seconds ≥ 1s, got %v", o.Step)
+		return optionErr("Options.Step", "want whole seconds ≥ 1s, got %v", o.Step)
 	case o.Duration/o.Step > 11000:
-		return fmt.Errorf("prom: Options.Step %v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
+		return optionErr("Options.Step", "%v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
 	case o.InstanceLabel != "" && !labelName.MatchString(o.InstanceLabel):
-		return fmt.Errorf("prom: Options.InstanceLabel %q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.InstanceLabel)
+		return optionErr("Options.InstanceLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.InstanceLabel)
 	case o.RoleLabel != "" && !labelName.MatchString(o.RoleLabel):
-		return fmt.Errorf("prom: Options.RoleLabel %q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
+		return optionErr("Options.RoleLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
 	case o.RoleLabel != "" && o.RoleLabel == cmp.Or(o.InstanceLabel, DefaultInstanceLabel):
-		return fmt.Errorf("prom: Options.RoleLabel %q is also Options.InstanceLabel: one label cannot name both a replica and its pool", o.RoleLabel)
+		return optionErr("Options.RoleLabel", "%q is also Options.InstanceLabel: one label cannot name both a replica and its pool", o.RoleLabel)
 	}
 	return nil
 }
@@ -318,11 +319,11 @@ func (o *Options) transport() (http.RoundTripper, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return "", fmt.Errorf("prom: %s %s: %w", option, path, err)
+			return "", optionErr(option, "%s: %w", path, err)
 		}
 		s := strings.TrimSpace(string(b))
 		if s == "" {
-			return "", fmt.Errorf("prom: %s %s is empty", option, path)
+			return "", optionErr(option, "%s is empty", path)
 		}
 		return s, nil
 	}
@@ -340,7 +341,7 @@ func (o *Options) transport() (http.RoundTripper, error) {
 		}
 		user, pass, ok := strings.Cut(up, ":")
 		if !ok {
-			return nil, fmt.Errorf("prom: Options.BasicAuthFile %s: want user:password", o.BasicAuthFile)
+			return nil, optionErr("Options.BasicAuthFile", "%s: want user:password", o.BasicAuthFile)
 		}
 		req, _ := http.NewRequest("GET", "http://x", nil)
 		req.SetBasicAuth(user, pass)
@@ -572,7 +573,7 @@ func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *
 	sets, warns, _, err := papi.Series(qctx, []string{"vllm:num_requests_running{" + o.Selector + "}", "sglang:num_running_reqs{" + o.Selector + "}"}, r.Start, r.End, v1.WithLimit(1000))
 	res.Warnings = append(res.Warnings, warns...)
 	if err != nil {
-		return fmt.Errorf("prom: %w: %s of the servers' series (listing their labels failed: %v)", ErrLabel, what, err)
+		return fmt.Errorf("prom: %w: %s of the servers' series (listing their labels failed: %w)", ErrLabel, what, err)
 	}
 	values := map[string]map[string]bool{}
 	for _, ls := range sets {
@@ -780,4 +781,9 @@ func (o *Options) queryRange(ctx context.Context, papi v1.API, q string, r v1.Ra
 		}
 	}
 	return nil, fmt.Errorf("prom: query %s at %s: %w", q, redactURL(o.URL), last)
+}
+
+// optionErr is prom's error for option (a field of Options).
+func optionErr(option, format string, a ...any) error {
+	return traces.OptionErrorf("prom", option, format, a...)
 }

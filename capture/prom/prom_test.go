@@ -171,27 +171,29 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 	}
 }
 
-// TestValidate names the option at fault.
+// TestValidate names the option at fault, in a *traces.OptionError.
 func TestValidate(t *testing.T) {
 	ok := Options{URL: "http://p:9090", Start: time.Unix(1, 0), Duration: time.Minute, Step: time.Second}
 	for _, c := range []struct {
-		why  string
-		edit func(o *Options)
-		want string
+		why    string
+		edit   func(o *Options)
+		option string
+		want   string
 	}{
-		{"a URL is required", func(o *Options) { o.URL = "" }, "Options.URL is required"},
-		{"credentials in the URL are refused without echoing them", func(o *Options) { o.URL = "http://user:pw@p:9090" }, "carries credentials"},
-		{"a start is required", func(o *Options) { o.Start = time.Time{} }, "Options.Start"},
-		{"the step is whole seconds", func(o *Options) { o.Step = 1500 * time.Millisecond }, "Options.Step"},
-		{"too many points are refused", func(o *Options) { o.Duration = 24 * time.Hour }, "11,000 points"},
-		{"a role label that is a Kubernetes pod label, not a series label, is refused", func(o *Options) { o.RoleLabel = "llm-d.ai/role" }, "Options.RoleLabel \"llm-d.ai/role\" is not a Prometheus label name"},
-		{"one label cannot name both a replica and its pool", func(o *Options) { o.InstanceLabel, o.RoleLabel = "pod", "pod" }, "also Options.InstanceLabel"},
+		{"a URL is required", func(o *Options) { o.URL = "" }, "Options.URL", "prom: Options.URL: required"},
+		{"credentials in the URL are refused without echoing them", func(o *Options) { o.URL = "http://user:pw@p:9090" }, "Options.URL", "carries credentials"},
+		{"a start is required", func(o *Options) { o.Start = time.Time{} }, "Options.Start", "required"},
+		{"the step is whole seconds", func(o *Options) { o.Step = 1500 * time.Millisecond }, "Options.Step", "whole seconds"},
+		{"too many points are refused", func(o *Options) { o.Duration = 24 * time.Hour }, "Options.Step", "11,000 points"},
+		{"a role label that is a Kubernetes pod label, not a series label, is refused", func(o *Options) { o.RoleLabel = "llm-d.ai/role" }, "Options.RoleLabel", `Options.RoleLabel: "llm-d.ai/role" is not a Prometheus label name`},
+		{"one label cannot name both a replica and its pool", func(o *Options) { o.InstanceLabel, o.RoleLabel = "pod", "pod" }, "Options.RoleLabel", "also Options.InstanceLabel"},
 	} {
 		o := ok
 		c.edit(&o)
 		err := o.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
-			t.Errorf("%s: %v, want an error containing %q", c.why, err, c.want)
+		var oe *traces.OptionError
+		if !errors.As(err, &oe) || oe.Option != c.option || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
+			t.Errorf("%s: %v, want an option error for %s containing %q", c.why, err, c.option, c.want)
 		}
 	}
 	if err := ok.Validate(); err != nil {

@@ -104,7 +104,7 @@ Flags go before arguments.`,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return usageErrorf("%v (see --help)", err)
+			return usageErrorf("%w (see --help)", err)
 		},
 		Flags:   profileFlags,
 		Before:  startProfiles,
@@ -140,7 +140,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "tokentrace: %s\n", cliNames(err.Error()))
+	fmt.Fprintf(stderr, "tokentrace: %s\n", cliNames(flagged(err, nil).Error()))
 	return code
 }
 
@@ -159,9 +159,11 @@ var optionFlags = map[string]string{
 	"ShardCount":        "shard",
 }
 
-// cliNames rewrites the options a library error names to the flags that
-// set them ("synth: Options.RateScale must be > 0" reads "--rate-scale
-// must be > 0"): libraries name options, users type flags.
+// cliNames rewrites the options a library error names in its text to the
+// flags that set them ("synth: Options.RateScale must be > 0" reads
+// "--rate-scale must be > 0"): libraries name options, users type flags.
+// It only changes what is printed; option errors (traces.OptionError) are
+// said with their flags by flagged, without parsing any text.
 func cliNames(msg string) string {
 	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
 		name := optionRef.FindStringSubmatch(m)[1]

@@ -56,7 +56,7 @@ trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				return err
 			}
 			if err := eo.Validate(); err != nil {
-				return usageErrorf("export: --block-size: %v", err)
+				return usageErrorf("export: --block-size: %w", err)
 			}
 			if err := exportCheckOut(format, out); err != nil {
 				return err

@@ -59,7 +59,7 @@ N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			if out != "-" {
 				if _, err := traces.FormatOf(out); err != nil {
-					return usageErrorf("import: --out %s: %v", out, err)
+					return usageErrorf("import: --out %s: %w", out, err)
 				}
 			}
 			s := stdio(c)

@@ -162,7 +162,7 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	p("categories", "%s", shareList(s.Categories, "(none)"))
 	p("models", "%s", shareList(s.Models, "(unset)"))
 	p("meta", "%s", metaLine(s.Meta))
-	if l := runRecordLine(s.Meta); l != "" { // sweep.go (issue 9)
+	if l := runRecordLine(s.Meta); l != "" { // runflags.go
 		p("run", "%s", l)
 	}
 	if l := serverLine(s.Meta); l != "" {

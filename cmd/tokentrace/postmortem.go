@@ -23,25 +23,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func postmortemCommand() *cli.Command {
-	var (
-		o                   prom.Options
-		start, slo, html    string
-		metricsOut, tailMet string
-		tail, jsonOut       string
-		rf                  readFlags
-	)
-	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
-	return &cli.Command{
-		Name:  "postmortem",
-		Usage: "explain a production tail from a captured trace and the server's Prometheus history",
-		UsageText: `tokentrace postmortem --prometheus URL [flags] TRACE
+const postmortemUsageText = `tokentrace postmortem --prometheus URL [flags] TRACE
 
 Examples:
   tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
   tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet
-  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet`,
-		Description: `postmortem reads vLLM's series, or SGLang's where they mean the same
+  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet`
+
+const postmortemDescription = `postmortem reads vLLM's series, or SGLang's where they mean the same
 (running and waiting requests, KV-cache usage, preemptions, prefix-cache
 hits, queue/prefill/decode time means, prompt and generation tokens) from
 Prometheus' query_range API for the trace's window, stores them beside the
@@ -59,7 +48,22 @@ per-replica counts are read where exported. A label that no series has is
 an error listing the labels they have.
 
 The window starts at the trace's recorded start (capture --keep-start) or
---start; credentials come from files and never reach output or errors.`,
+--start; credentials come from files and never reach output or errors.`
+
+func postmortemCommand() *cli.Command {
+	var (
+		o                   prom.Options
+		start, slo, html    string
+		metricsOut, tailMet string
+		tail, jsonOut       string
+		rf                  readFlags
+	)
+	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
+	return &cli.Command{
+		Name:        "postmortem",
+		Usage:       "explain a production tail from a captured trace and the server's Prometheus history",
+		UsageText:   postmortemUsageText,
+		Description: postmortemDescription,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "prometheus", Usage: "Prometheus base URL (required)", Destination: &o.URL},
 			&cli.StringFlag{Name: "start", Usage: "wall time of the trace's first arrival, RFC 3339 (default: the trace's capture.start when captured with --keep-start)", Destination: &start},
@@ -86,16 +90,10 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			if err != nil {
 				return err
 			}
-			meta := r.Meta()
-			var last int64
-			for rec, err := range traces.All(r) {
-				if err != nil {
-					r.Close()
-					return fmt.Errorf("read trace %s: %w", a[0], err)
-				}
-				last = max(last, rec.ArrivalNs)
+			meta, last, err := lastArrival(r, a[0])
+			if err != nil {
+				return err
 			}
-			r.Close()
 			if start == "" {
 				if meta.Get("capture.start_precision") != "exact" {
 					return usageErrorf("--start: %s does not record its exact start (capture with --keep-start, or give --start)", a[0])
@@ -112,30 +110,17 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				o.Duration = max(end.Sub(o.Start).Truncate(o.Step), o.Step) // no history after now
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("%v", flagNames(err, promFlags))
+				return usageError(err, promFlags)
 			}
 			res, err := prom.Fetch(c.Context, o)
 			if errors.Is(err, prom.ErrLabel) {
-				return usageErrorf("%v", flagNames(err, promFlags))
+				return usageError(err, promFlags)
 			}
 			if err != nil {
 				return err
 			}
 			s := stdio(c)
-			fmt.Fprintf(s.err, "postmortem: %d steps of %v from %s; instances %v", res.Steps, o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
-			if o.RoleLabel != "" {
-				fmt.Fprintf(s.err, "; pools %s", pools(res.Roles))
-				if len(res.NotExported) > 0 {
-					fmt.Fprintf(s.err, "; no fleet series for %v", res.NotExported)
-				}
-			}
-			if len(res.Missing) > 0 {
-				fmt.Fprintf(s.err, "; no series for %v (shown as not reported)", res.Missing)
-			}
-			if res.Gaps > 0 || res.Resets > 0 {
-				fmt.Fprintf(s.err, "; %d gaps, %d counter resets", res.Gaps, res.Resets)
-			}
-			fmt.Fprintln(s.err)
+			fetchLine(s.err, &o, res)
 			if metricsOut == "" {
 				metricsOut = traces.SamplesPathFor(a[0])
 			}
@@ -153,10 +138,10 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			ao := analyze.DefaultOptions()
 			ao.TailMetric, ao.Read = tailMet, rf.options(c)
 			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
-				return usageErrorf("--tail: %v", err)
+				return usageErrorf("--tail: %w", err)
 			}
 			if ao.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			rep, err := analyze.AnalyzeFiles(c.Context, []string{a[0]}, ao)
 			if err != nil {
@@ -188,6 +173,38 @@ The window starts at the trace's recorded start (capture --keep-start) or
 var promFlags = map[string]string{
 	"Options.URL": "--prometheus", "Options.Start": "--start", "Options.Step": "--step",
 	"Options.InstanceLabel": "--instance-label", "Options.RoleLabel": "--role-label",
+}
+
+// lastArrival reads r (the trace name) to its end, closes it and returns
+// its metadata and its last arrival_ns.
+func lastArrival(r traces.Reader, name string) (meta traces.Meta, last int64, err error) {
+	defer r.Close()
+	for rec, err := range traces.All(r) {
+		if err != nil {
+			return meta, 0, fmt.Errorf("read trace %s: %w", name, err)
+		}
+		last = max(last, rec.ArrivalNs)
+	}
+	return r.Meta(), last, nil
+}
+
+// fetchLine says on w what Prometheus had for the window: steps, instances,
+// pools, and what was missing, broken or reset.
+func fetchLine(w io.Writer, o *prom.Options, res *prom.Result) {
+	fmt.Fprintf(w, "postmortem: %d steps of %v from %s; instances %v", res.Steps, o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
+	if o.RoleLabel != "" {
+		fmt.Fprintf(w, "; pools %s", pools(res.Roles))
+		if len(res.NotExported) > 0 {
+			fmt.Fprintf(w, "; no fleet series for %v", res.NotExported)
+		}
+	}
+	if len(res.Missing) > 0 {
+		fmt.Fprintf(w, "; no series for %v (shown as not reported)", res.Missing)
+	}
+	if res.Gaps > 0 || res.Resets > 0 {
+		fmt.Fprintf(w, "; %d gaps, %d counter resets", res.Gaps, res.Resets)
+	}
+	fmt.Fprintln(w)
 }
 
 // pools says which instances each role holds: "decode [decode-0 decode-1],

@@ -123,7 +123,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 		{"a Prometheus that is not there is a failure naming it", []string{"postmortem", "--prometheus", "http://127.0.0.1:1", "--timeout", "1s", trace}, exitFailure, "127.0.0.1:1"},
 		{"a window outside the retention is a failure saying so", []string{"postmortem", "--prometheus", promURL, "--step", "1s", "--start", start.Add(-3 * time.Hour).UTC().Format(time.RFC3339), trace}, exitFailure, "outside Prometheus' retention"},
 		{"a URL that is not Prometheus' API is a failure saying so", []string{"postmortem", "--prometheus", srv.URL, "--timeout", "1s", trace}, exitFailure, "not as Prometheus' HTTP API"},
-		{"a URL with credentials is refused", []string{"postmortem", "--prometheus", "http://u:secretpw@127.0.0.1:1", trace}, exitUsage, "--prometheus carries credentials"},
+		{"a URL with credentials is refused", []string{"postmortem", "--prometheus", "http://u:secretpw@127.0.0.1:1", trace}, exitUsage, "--prometheus: carries credentials"},
 	} {
 		var o, e bytes.Buffer
 		got := Main(ctx, append([]string{"tokentrace"}, c.args...), nil, &o, &e)
@@ -245,7 +245,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 		Attribution struct {
 			Source    string             `json:"source"`
 			Share     map[string]float64 `json:"share"`
-			When      analyze.When       `json:"when"`
+			When      analyze.TailTiming `json:"when"`
 			Diagnosis []string           `json:"diagnosis"`
 		} `json:"attribution"`
 		Instances  []analyze.InstanceLoad `json:"instances"`
@@ -319,7 +319,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	var sumT, sumE [5]float64
 	tail, agree, onA := 0, 0, 0
 	schedLo, schedHi, sentLo, sentHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	err = est.EachRequest(func(ra analyze.RequestAttribution) error {
+	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if !ra.Tail {
 			return nil
 		}

@@ -53,7 +53,15 @@ type traceIn struct {
 }
 
 func newTraceIn(c *cli.Context, f *readFlags, cmd, order string) *traceIn {
-	return &traceIn{cmd: cmd, o: f.options(c), order: order, stderr: stdio(c).err, said: map[string]bool{}}
+	return traceInOf(stdio(c), f, cmd, order)
+}
+
+// traceInOf is newTraceIn for a command's body, which has its streams but
+// no cli.Context (runReplay).
+func traceInOf(s streams, f *readFlags, cmd, order string) *traceIn {
+	o := f.o
+	o.Stdin = s.in
+	return &traceIn{cmd: cmd, o: o, order: order, stderr: s.err, said: map[string]bool{}}
 }
 
 // note prints what the reader of name has to say about its rows, once.

@@ -101,7 +101,7 @@ Example:
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("synth fit: %v", err)
+				return usageErrorf("synth fit: %w", err)
 			}
 			r, err := newTraceIn(c, &rf, "synth fit", "synth fit puts them back in order (--reorder-window)").open(a[0])
 			if err != nil {
@@ -166,10 +166,10 @@ Example:
 			}
 			o.Duration = duration
 			if o.Mix, err = synth.ParseMix(mix); err != nil {
-				return usageErrorf("synth gen: %v", err)
+				return usageErrorf("synth gen: %w", err)
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("synth gen: %v", err)
+				return usageErrorf("synth gen: %w", err)
 			}
 			var m *synth.Model
 			if a[0] == "-" {
@@ -240,11 +240,11 @@ Example:
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("synth matrix: %v", err)
+				return usageErrorf("synth matrix: %w", err)
 			}
 			recs, meta, err := synth.Matrix(o)
 			if err != nil {
-				return usageErrorf("synth matrix: %v", err)
+				return usageErrorf("synth matrix: %w", err)
 			}
 			meta.Command = synthCommandLine(c, "matrix")
 			w, err := synthOut(c, out, meta)

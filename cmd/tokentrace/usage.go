@@ -37,7 +37,7 @@ func quietUsageErrors(c *cli.Command, parent string) {
 				return usageErrorf("%s: --%s %q: want %s (see tokentrace %s --help)", path, m[2], m[1], expectedForm(f), path)
 			}
 		}
-		return usageErrorf("%s: %v (see tokentrace %s --help)", path, err, path)
+		return usageErrorf("%s: %w (see tokentrace %s --help)", path, err, path)
 	}
 	for _, sub := range c.Subcommands {
 		quietUsageErrors(sub, path)
