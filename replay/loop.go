@@ -139,9 +139,10 @@ func (r *runner) sendLoop(it *item) bool {
 	return true
 }
 
-func (q *loopReq) Head(status int) {
+func (q *loopReq) Head(status int, kept []string) {
 	q.status, q.head = status, true
 	q.rec.HTTPStatus = int32(status)
+	keepFleetColumns(&q.rec, q.r.keep, func(i int) string { return kept[i] }) // replica.go
 }
 
 func (q *loopReq) Body(p []byte, at int64) bool {
@@ -198,6 +199,7 @@ func (q *loopReq) Done(err error) {
 			}
 		}
 		q.st.end()
+		decodeSide(rec) // replica.go
 	}
 	if len(rec.ChunkNs) == 0 {
 		rec.ChunkNs, rec.ChunkTokens = nil, nil // as appending to nil leaves them

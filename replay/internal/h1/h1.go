@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,23 @@ type Client struct {
 	want  atomic.Pointer[chan struct{}]
 	mu    sync.Mutex
 	quit  chan struct{}
+
+	// keep are the response headers whose values a Response keeps
+	// (KeepHeaders), lower case.
+	keep []string
+}
+
+// MaxKeptHeaders bounds KeepHeaders.
+const MaxKeptHeaders = 4
+
+// KeepHeaders makes every response keep the values of the named headers
+// (at most MaxKeptHeaders; Response.Kept(i) is names[i]'s). Call it
+// before the first request.
+func (h *Client) KeepHeaders(names ...string) {
+	h.keep = h.keep[:0]
+	for _, n := range names[:min(len(names), MaxKeptHeaders)] {
+		h.keep = append(h.keep, strings.ToLower(n))
+	}
 }
 
 type conn struct {
@@ -367,6 +385,17 @@ type Response struct {
 	pooled bool // finish put the connection back in the pool
 	// release, when set, is closed by finish (the synchronous do waits on it).
 	release chan struct{}
+	// kept are the values of the client's KeepHeaders ("" = absent).
+	kept [MaxKeptHeaders]string
+}
+
+// Kept is the value of the i-th header of the client's KeepHeaders ("" when
+// the response did not carry it).
+func (r *Response) Kept(i int) string {
+	if i < 0 || i >= MaxKeptHeaders {
+		return ""
+	}
+	return r.kept[i]
 }
 
 // Read reads the body; at its end a reusable connection goes back to the
@@ -616,12 +645,12 @@ func (h *Client) readHead(j *Job, c *conn) (*Response, error) {
 		if err != nil {
 			return nil, ctxErr(ctx, err)
 		}
-		if !hd.header(l) {
+		if !hd.header(l, h.keep) {
 			break
 		}
 	}
 	status, reuse, length, chunked := hd.status, hd.reuse, hd.length, hd.chunked
-	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j}
+	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j, kept: hd.kept}
 	switch {
 	case chunked:
 		r.body = &chunkedReader{br: c.br}
@@ -668,6 +697,7 @@ type head struct {
 	reuse   bool  // HTTP/1.1 and no "Connection: close"
 	length  int64 // Content-Length, -1 when absent
 	chunked bool
+	kept    [MaxKeptHeaders]string // the values of the client's KeepHeaders
 }
 
 // statusLine reads "HTTP/1.1 200 OK".
@@ -683,9 +713,10 @@ func (hd *head) statusLine(line []byte) error {
 	return nil
 }
 
-// header reads one header line (its line end included); false at the
-// blank line that ends the head.
-func (hd *head) header(l []byte) bool {
+// header reads one header line (its line end included), keeping the
+// values of the headers named in keep (lower case); false at the blank
+// line that ends the head.
+func (hd *head) header(l []byte, keep []string) bool {
 	l = bytes.TrimRight(l, "\r\n")
 	if len(l) == 0 {
 		return false
@@ -705,6 +736,12 @@ func (hd *head) header(l []byte) bool {
 	case asciiEqualFold(k, "connection"):
 		if bytes.Contains(bytes.ToLower(v), []byte("close")) {
 			hd.reuse = false
+		}
+	default:
+		for i, name := range keep {
+			if hd.kept[i] == "" && asciiEqualFold(k, name) {
+				hd.kept[i] = string(v)
+			}
 		}
 	}
 	return true

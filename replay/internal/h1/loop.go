@@ -10,8 +10,10 @@ import (
 
 // A LoopHandler receives one response of a Loop, on the loop's thread.
 type LoopHandler interface {
-	// Head is called once the status line and headers arrived.
-	Head(status int)
+	// Head is called once the status line and headers arrived; kept are
+	// the values of the client's KeepHeaders ("" = absent), valid during
+	// the call.
+	Head(status int, kept []string)
 	// Body gets body bytes (chunked encoding removed) that reached the
 	// socket at the run offset at; p is valid during the call only. It
 	// returns false to stop reading: the connection is then closed and
@@ -67,6 +69,7 @@ type resp struct {
 	carry []byte // a head or line split over reads
 	got   bool   // some bytes of this response arrived
 	first bool   // the status line was read
+	keep  []string
 }
 
 var errHeadTooLong = errors.New("HTTP response head too long")
@@ -149,10 +152,10 @@ func (r *resp) line(line []byte, h LoopHandler) (done bool, err error) {
 			r.first = true
 			return false, nil
 		}
-		if r.hd.header(line) {
+		if r.hd.header(line, r.keep) {
 			return false, nil
 		}
-		h.Head(r.hd.status)
+		h.Head(r.hd.status, r.hd.kept[:])
 		switch {
 		case r.hd.chunked:
 			r.state = stChunkSize

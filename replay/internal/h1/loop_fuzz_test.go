@@ -14,7 +14,7 @@ type bodyRec struct {
 	body   []byte
 }
 
-func (b *bodyRec) Head(status int)              { b.status = status }
+func (b *bodyRec) Head(status int, _ []string)  { b.status = status }
 func (b *bodyRec) Body(p []byte, at int64) bool { b.body = append(b.body, p...); return true }
 func (b *bodyRec) Done(error)                   {}
 

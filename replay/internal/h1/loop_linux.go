@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,6 +41,7 @@ type Loop struct {
 	buf        []byte   // receive buffer
 	oob        [64]byte // control messages (the receive timestamp)
 	evs        [128]epollEvent
+	keep       []string // the client's KeepHeaders
 	timeout    time.Duration
 	nextExpire int64 // no busy request times out before this run offset
 	noPwait2   bool
@@ -88,7 +90,7 @@ func (h *Client) NewLoop(ctx context.Context, timeout time.Duration, spare int) 
 	if err != nil || len(ips) == 0 {
 		return nil, errors.New("h1: loop: cannot resolve " + host)
 	}
-	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10),
+	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10), keep: slices.Clone(h.keep),
 		want: make(chan struct{}, 1), quit: make(chan struct{}), dialerDone: make(chan struct{})}
 	l.spare.Store(int64(max(spare, 1)))
 	l.nextExpire = math.MaxInt64
@@ -280,7 +282,7 @@ func (l *Loop) Send(j *LoopJob) bool {
 		}
 		c.job = j
 		l.nextExpire = min(l.nextExpire, j.deadline)
-		c.r = resp{carry: c.r.carry[:0]}
+		c.r = resp{carry: c.r.carry[:0], keep: l.keep}
 		c.idx = len(l.busy)
 		l.busy = append(l.busy, c)
 		return true

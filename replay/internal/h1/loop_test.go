@@ -27,7 +27,7 @@ type rec struct {
 	stopAt int // Body returns false once the body is this long (0: never)
 }
 
-func (r *rec) Head(status int) { r.status = status }
+func (r *rec) Head(status int, _ []string) { r.status = status }
 func (r *rec) Body(p []byte, at int64) bool {
 	r.body.Write(p)
 	r.ats = append(r.ats, at)
