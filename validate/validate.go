@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,9 @@ type Workload struct {
 	Name    string
 	Records []traces.Record
 	Meta    traces.Meta
+	// File is where the workload was read from, as given: the next steps'
+	// commands name it ("" = a placeholder in capitals).
+	File string
 }
 
 // Options configure a validation.
@@ -105,6 +109,11 @@ type Options struct {
 	// lateness p99 is above it gets a warning. Defaults to
 	// replay.DefaultMaxLateness.
 	MaxLateness time.Duration
+	// Explain is how a conclusion that does not hold is explained:
+	// ExplainAuto (ablation when every target simulates offline, else its
+	// cost and a prior), ExplainNone (the prior only) or ExplainAblation
+	// (ablation even on replayed targets). Defaults to ExplainAuto.
+	Explain string
 	// OutDir receives every run's results (WORKLOAD-TARGET[-rN].parquet);
 	// "" (the default) keeps them in memory only.
 	OutDir string
@@ -144,6 +153,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.MaxLateness == 0 {
 		o.MaxLateness = replay.DefaultMaxLateness
+	}
+	if o.Explain == "" {
+		o.Explain = ExplainAuto
 	}
 }
 
@@ -211,6 +223,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("validate: Options.Confidence: want 0 < c < 1, got %g", o.Confidence)
 	case o.MinEffect < 0 || o.MagnitudeTolerance < 0:
 		return errors.New("validate: Options.MinEffect, Options.MagnitudeTolerance: want >= 0")
+	case o.Explain != "" && !slices.Contains(ExplainModes, o.Explain):
+		return fmt.Errorf("validate: Options.Explain: want one of %s, got %q", strings.Join(ExplainModes, ", "), o.Explain)
 	}
 	return nil
 }
@@ -267,7 +281,12 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 		}
 	}
 	res.judge(samples, real.Name, synthetic.Name)
+	clear(samples) // the ablation measures its own runs
+	if err := res.ablate(ctx, real, synthetic); err != nil {
+		return res, fmt.Errorf("validate: %w", err)
+	}
 	res.explain()
+	res.NextSteps = res.nextSteps(real, synthetic)
 	res.Conclusion = res.conclude()
 	return res, nil
 }
@@ -308,31 +327,10 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 func runCell(ctx context.Context, w Workload, t Target, o *Options, res *Result) (*Cell, sample, error) {
 	c := &Cell{Workload: w.Name, Target: t.Name}
 	var pooled []traces.Record
-	runs := o.Repeat
-	offline := t.Sim != nil && !o.Realtime
-	if offline {
-		runs = 1
-	}
+	runs := runsOf(t, o)
 	for rep := range runs {
-		name := w.Name + "-" + t.Name
-		if runs > 1 {
-			name += fmt.Sprintf("-r%d", rep+1)
-		}
-		var recs []traces.Record
-		meta := w.Meta
-		var err error
-		if offline {
-			recs, err = simulate(ctx, w, t, o, name)
-		} else {
-			var run *replay.Result
-			run, err = replayOnce(ctx, w, t, o, name)
-			if run != nil {
-				recs, meta = run.Records, run.Meta
-				if l := run.Summary.LatenessP99; l > o.MaxLateness {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("%s: client lateness p99 %.2f ms is over the %v validity gate: its latencies include the client's delay", name, float64(l)/1e6, o.MaxLateness))
-				}
-			}
-		}
+		name := runName(w, t, rep, runs)
+		recs, meta, err := runOnce(ctx, w, t, o, name, res)
 		if err != nil {
 			return nil, sample{}, err
 		}
@@ -379,6 +377,61 @@ func runCell(ctx context.Context, w Workload, t Target, o *Options, res *Result)
 	}
 	c.TailCause, c.TailShare = rep.Attribution.Dominant, dominantShare(rep.Attribution)
 	return c, s, nil
+}
+
+// offline reports whether t runs as an offline simulation.
+func offline(t Target, o *Options) bool { return t.Sim != nil && !o.Realtime }
+
+// runsOf is how many times a workload runs on t: once offline (the
+// simulation is deterministic), else Options.Repeat.
+func runsOf(t Target, o *Options) int {
+	if offline(t, o) {
+		return 1
+	}
+	return o.Repeat
+}
+
+// runName names one run: WORKLOAD-TARGET[-rN] (a counterfactual
+// workload's spaces become dashes: a run label has none).
+func runName(w Workload, t Target, rep, runs int) string {
+	name := strings.ReplaceAll(w.Name, " ", "-") + "-" + t.Name
+	if runs > 1 {
+		name += fmt.Sprintf("-r%d", rep+1)
+	}
+	return name
+}
+
+// runOnce runs w on t once, offline or replayed, and returns the result
+// rows and their metadata; a replay that could not keep its timing adds a
+// warning to res.
+func runOnce(ctx context.Context, w Workload, t Target, o *Options, name string, res *Result) ([]traces.Record, traces.Meta, error) {
+	if offline(t, o) {
+		recs, err := simulate(ctx, w, t, o, name)
+		return recs, w.Meta, err
+	}
+	run, err := replayOnce(ctx, w, t, o, name)
+	if run == nil {
+		return nil, w.Meta, err
+	}
+	if l := run.Summary.LatenessP99; l > o.MaxLateness {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: client lateness p99 %.2f ms is over the %v validity gate: its latencies include the client's delay", name, float64(l)/1e6, o.MaxLateness))
+	}
+	return run.Records, run.Meta, err
+}
+
+// measure runs w on t (Options.Repeat times unless offline) and keeps only
+// what the bootstrap needs: an ablation's counterfactual runs.
+func measure(ctx context.Context, w Workload, t Target, o *Options, res *Result) (sample, int, error) {
+	var pooled []traces.Record
+	runs := runsOf(t, o)
+	for rep := range runs {
+		recs, _, err := runOnce(ctx, w, t, o, runName(w, t, rep, runs), res)
+		if err != nil {
+			return sample{}, rep, err
+		}
+		pooled = append(pooled, recs...)
+	}
+	return newSample(pooled, o.SLO), runs, nil
 }
 
 func dominantShare(a analyze.Attribution) float64 {

@@ -67,6 +67,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			&cli.Float64Flag{Name: "confidence", Value: o.Confidence, Usage: "confidence level of the intervals", Destination: &o.Confidence},
 			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
 			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
+			&cli.StringFlag{Name: "explain", Value: validate.ExplainAuto, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
 			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
 			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
@@ -124,7 +125,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			if err != nil {
 				return err
 			}
-			real := validate.Workload{Name: "real", Records: recs, Meta: meta}
+			real := validate.Workload{Name: "real", Records: recs, Meta: meta, File: a[0]}
 			syn, err := readSynthetic(c, s, a[1], real, seed)
 			if err != nil {
 				return err
@@ -158,12 +159,14 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 func readSynthetic(c *cli.Context, s streams, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".json") {
 		if m, err := synth.ReadModelFile(name); err == nil {
-			return validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+			w, err := validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+			w.File = name
+			return w, err
 		}
 	}
 	recs, meta, err := readTrace(s.err, "validate", name)
 	if err != nil {
 		return validate.Workload{}, err
 	}
-	return validate.Workload{Name: "synthetic", Records: recs, Meta: meta}, nil
+	return validate.Workload{Name: "synthetic", Records: recs, Meta: meta, File: name}, nil
 }
