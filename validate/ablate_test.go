@@ -367,4 +367,3 @@ func TestChangedKeysAndPrior(t *testing.T) {
 		t.Error("a URL target's configuration is unknown: no prior")
 	}
 }
-

@@ -109,10 +109,10 @@ type Result struct {
 	Ablation *Ablation `json:"ablation,omitempty"`
 	// NextSteps say what to change in the synthetic workload so that it
 	// carries the real conclusion.
-	NextSteps []NextStep `json:"next_steps,omitempty"`
-	Cells    []Cell        `json:"cells"`
-	Fidelity *synth.Report `json:"fidelity"`
-	Warnings []string      `json:"warnings,omitempty"`
+	NextSteps []NextStep    `json:"next_steps,omitempty"`
+	Cells     []Cell        `json:"cells"`
+	Fidelity  *synth.Report `json:"fidelity"`
+	Warnings  []string      `json:"warnings,omitempty"`
 
 	opts Options
 }
