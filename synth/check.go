@@ -138,6 +138,10 @@ type Report struct {
 	ContextGrowth float64     `json:"context_growth,omitempty"`
 	// Checks lists each thresholded figure.
 	Checks []CheckResult `json:"checks"`
+	// Unmeasured are the reported (not thresholded) figures that mean
+	// nothing on these traces, with why (ks.rate_per_minute on a trace of
+	// a few minutes).
+	Unmeasured map[string]string `json:"unmeasured,omitempty"`
 	// Pass is true when every check passes.
 	Pass bool `json:"pass"`
 }
@@ -168,7 +172,21 @@ type CheckResult struct {
 	Value     float64 `json:"value"`
 	Threshold float64 `json:"threshold"`
 	Pass      bool    `json:"pass"`
+	// Skipped says why the figure means nothing on these traces (too
+	// short for its window); a skipped check passes.
+	Skipped string `json:"skipped,omitempty"`
+	// Affects says which conclusions a miss can change, Fix what to change
+	// in the synthetic trace (set on failed checks).
+	Affects string `json:"affects,omitempty"`
+	Fix     string `json:"fix,omitempty"`
 }
+
+// MinWindows is the fewest full windows both traces must share for a
+// windowed figure (the index of dispersion per window, the per-minute
+// rate's distribution) to be checked: the index of dispersion from k
+// windows has a relative sampling error of about √(2/(k−1)), 47 % at 10
+// windows and 100 % at 3, so with fewer it measures noise.
+const MinWindows = 10
 
 // Summary describes one trace.
 type Summary struct {
@@ -468,30 +486,45 @@ func Check(real, synth []traces.Record, th Thresholds) Report {
 	rep.Turns = relErr(ss.sum.TurnsPerSess, rs.sum.TurnsPerSess)
 	growth, think := rep.compareTurns(rs.turns, ss.turns)
 
-	add := func(name string, v, limit float64) {
+	// Windows of w both traces cover in full: a windowed figure needs
+	// MinWindows of them.
+	short := func(w time.Duration) string {
+		if n := end / int64(w); n < MinWindows {
+			return fmt.Sprintf("needs %d full %v windows in both traces, they share %d (%.0f s)", MinWindows, w, n, float64(end)/1e9)
+		}
+		return ""
+	}
+	add := func(name string, v, limit float64, skipped string) {
 		if limit < 0 {
 			return
 		}
-		rep.Checks = append(rep.Checks, CheckResult{Name: name, Value: v, Threshold: limit, Pass: v <= limit})
+		c := CheckResult{Name: name, Value: v, Threshold: limit, Pass: v <= limit || skipped != "", Skipped: skipped}
+		if !c.Pass {
+			c.Affects, c.Fix = rep.advice(name, "")
+		}
+		rep.Checks = append(rep.Checks, c)
 	}
-	add("ks.input_tokens", rep.KS.InputTokens, th.KSLengths)
-	add("ks.output_tokens", rep.KS.OutputTokens, th.KSLengths)
-	add("ks.interarrival", rep.KS.Interarrival, th.KSGaps)
-	add("rate_error", rep.RateError, th.RateError)
+	add("ks.input_tokens", rep.KS.InputTokens, th.KSLengths, "")
+	add("ks.output_tokens", rep.KS.OutputTokens, th.KSLengths, "")
+	add("ks.interarrival", rep.KS.Interarrival, th.KSGaps, "")
+	add("rate_error", rep.RateError, th.RateError, "")
 	for _, w := range DispersionWindows {
 		k := windowLabel(w)
-		add("dispersion."+k, rep.Dispersion[k], th.Dispersion)
+		add("dispersion."+k, rep.Dispersion[k], th.Dispersion, short(w))
 	}
-	add("cv", rep.CV, th.CV)
-	add("category_share_max_diff", rep.CategoryShareMaxDiff, th.CategoryShare)
-	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse)
-	add("sessions", rep.Sessions, th.Sessions)
-	add("turns", rep.Turns, th.Turns)
+	add("cv", rep.CV, th.CV, "")
+	add("category_share_max_diff", rep.CategoryShareMaxDiff, th.CategoryShare, "")
+	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse, "")
+	add("sessions", rep.Sessions, th.Sessions, "")
+	add("turns", rep.Turns, th.Turns, "")
 	if growth {
-		add("context_growth", rep.ContextGrowth, th.ContextGrowth)
+		add("context_growth", rep.ContextGrowth, th.ContextGrowth, "")
 	}
 	if think {
-		add("ks.think", rep.KS.Think, th.KSThink)
+		add("ks.think", rep.KS.Think, th.KSThink, "")
+	}
+	if why := short(time.Minute); why != "" {
+		rep.Unmeasured = map[string]string{"ks.rate_per_minute": why, "wasserstein.rate_per_minute": why}
 	}
 	rep.Pass = true
 	for _, c := range rep.Checks {
@@ -532,18 +565,36 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%-28s %14d %14d\n", "categories", r.Real.Categories, r.Synth.Categories)
 	r.writeTurns(&b)
 	fmt.Fprintf(&b, "\n%-28s %10s %10s  %s\n", "check", "value", "limit", "result")
+	var failed []CheckResult
 	for _, c := range r.Checks {
-		res := "ok"
-		if !c.Pass {
-			res = "FAIL"
+		switch {
+		case c.Skipped != "":
+			fmt.Fprintf(&b, "%-28s %10s %10.4f  skipped: %s\n", c.Name, "-", c.Threshold, c.Skipped)
+		case c.Pass:
+			fmt.Fprintf(&b, "%-28s %10.4f %10.4f  ok\n", c.Name, c.Value, c.Threshold)
+		default:
+			fmt.Fprintf(&b, "%-28s %10.4f %10.4f  FAIL\n", c.Name, c.Value, c.Threshold)
+			failed = append(failed, c)
 		}
-		fmt.Fprintf(&b, "%-28s %10.4f %10.4f  %s\n", c.Name, c.Value, c.Threshold, res)
 	}
-	fmt.Fprintf(&b, "%-28s %10.4f\n", "ks.rate_per_minute", r.KS.RatePerMinute)
-	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.input_tokens", r.Wasserstein.InputTokens)
-	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.output_tokens", r.Wasserstein.OutputTokens)
-	fmt.Fprintf(&b, "%-28s %10.4f\n", "wasserstein.interarrival_s", r.Wasserstein.InterarrivalS)
-	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.rate_per_minute", r.Wasserstein.RatePerMinute)
+	reported := func(name, format string, v float64) {
+		if why := r.Unmeasured[name]; why != "" {
+			fmt.Fprintf(&b, "%-28s %10s  not measured: %s\n", name, "-", why)
+			return
+		}
+		fmt.Fprintf(&b, "%-28s "+format+"\n", name, v)
+	}
+	reported("ks.rate_per_minute", "%10.4f", r.KS.RatePerMinute)
+	reported("wasserstein.input_tokens", "%10.2f", r.Wasserstein.InputTokens)
+	reported("wasserstein.output_tokens", "%10.2f", r.Wasserstein.OutputTokens)
+	reported("wasserstein.interarrival_s", "%10.4f", r.Wasserstein.InterarrivalS)
+	reported("wasserstein.rate_per_minute", "%10.2f", r.Wasserstein.RatePerMinute)
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "\nWhat the misses mean and what to change:\n")
+		for _, c := range failed {
+			fmt.Fprintf(&b, "  %s: affects %s.\n    change: %s\n", c.Name, c.Affects, c.Fix)
+		}
+	}
 	verdict := "PASS"
 	if !r.Pass {
 		verdict = "FAIL"

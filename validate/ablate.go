@@ -128,7 +128,7 @@ func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 	}
 	switch {
 	case o.Explain == ExplainNone:
-		a.Status, a.Note = AblationOff, "no ablation (explain none): the reasons are a prior from what the change acts through, not a proof"
+		a.Status, a.Note = AblationOff, "no ablation (Options.Explain none, --explain none): the reasons are a prior from what the change acts through, not a proof"
 		return nil
 	case o.Explain == ExplainAuto && !allOffline:
 		a.Status, a.Note = AblationSkipped, r.ablationCost(real, syn, targets)
@@ -202,7 +202,7 @@ func (r *Result) ablationCost(real, syn Workload, targets []Target) string {
 			}
 		}
 	}
-	return fmt.Sprintf("ablation not run: the targets are replayed in real time, so it would take %d more runs (%d counterfactual workloads on %s), about %s of replay; run it with explain ablation (--explain ablation)",
+	return fmt.Sprintf("ablation not run: the targets are replayed in real time, so it would take %d more runs (%d counterfactual workloads on %s), about %s of replay; run it with Options.Explain ablation (--explain ablation)",
 		runs, props, targetNames(targets), fmtSeconds(secs))
 }
 

@@ -245,6 +245,8 @@ var htmlTmpl = template.Must(template.New("validate").Funcs(template.FuncMap{
 	"eff":  fmtEffect,
 	"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
 	"rank": rankText,
+	"join": strings.Join,
+	"secs": fmtSeconds,
 	"val": func(c Cell, m Metric) string {
 		v, ok := c.Values[m.Name]
 		if !ok {
@@ -274,7 +276,14 @@ Speed {{.R.Speed}}×; {{printf "%.0f" .ConfPct}}% bootstrap intervals of the rel
 <table><tr><th>metric</th><th class="l">target</th><th>{{index .R.Workloads 1}} change [CI]</th><th>{{index .R.Workloads 0}} change [CI]</th><th class="l">verdict</th></tr>
 {{range .R.Conclusions}}<tr><td>{{.Metric}}</td><td class="l">{{.Target}}</td><td>{{eff .Synthetic}}</td><td>{{eff .Real}}</td><td class="l {{if eq .Verdict "holds"}}holds{{else}}broken{{end}}">{{.Verdict}}</td></tr>
 {{end}}</table>
-{{if .R.Reasons}}<h2>Where the {{index .R.Workloads 1}} workload differs</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>: {{.Detail}}</p>{{end}}</div>{{end}}
+{{with .R.Ablation}}{{if eq .Status "ran"}}<h2>Why, by ablation</h2>
+<p>The {{index $.R.Workloads 1}} workload with one property of the {{index $.R.Workloads 0}} one at a time, on {{join .Targets ", "}}: {{.Runs}} extra runs, {{secs .Seconds}}.</p>
+<table><tr><th class="l">property</th><th>restores</th><th>gap closed (median)</th><th class="l"></th></tr>
+{{range .Properties}}<tr><td class="l">{{.Property}}</td>{{if .NotBuilt}}<td colspan="3" class="l">not built: {{.NotBuilt}}</td>{{else}}<td>{{.Restored}} of {{.Broken}}</td><td>{{pct .GapClosed}}</td><td class="l">{{if gt .Restored 0}}<span class="holds">proven</span>{{else if .Closes}}part of the gap{{else}}closes none: not a reason{{end}}</td>{{end}}</tr>
+{{end}}</table>{{else if .Note}}<p>{{.Note}}</p>{{end}}{{end}}
+{{if .R.Reasons}}<h2>Reasons</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>{{if .Proven}} <span class="holds">[proven]</span>{{else if eq .Evidence "prior"}} [a prior: the change of {{join .Keys ", "}} acts through it; not proven]{{else if eq .Evidence "difference"}} [a difference; not proven]{{end}}: {{.Detail}}</p>{{end}}</div>{{end}}
+{{if .R.NextSteps}}<h2>Next steps</h2>{{range .R.NextSteps}}<p><b>{{.Property}}</b> ({{.Evidence}}): {{.Change}}</p>{{if .Commands}}<pre>{{range .Commands}}{{.}}
+{{end}}</pre>{{end}}{{end}}{{end}}
 <h2>Side by side</h2>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Values</h2>
