@@ -3,7 +3,6 @@ package validate
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -68,9 +67,9 @@ type Transplant struct {
 	// for a magnitude that was off, a verdict of holds), of Broken.
 	Restored int `json:"restored"`
 	Broken   int `json:"broken"`
-	// GapClosed is the median share of the gap between the synthetic and
-	// the real effect that the transplant closes (1 = all of it, 0 = none,
-	// negative = it widens it).
+	// GapClosed is the median share of the way from the synthetic effect
+	// to the real one that the transplant moves it: 1 = all the way, 0 =
+	// not at all, above 1 past the real effect, below 0 away from it.
 	GapClosed float64 `json:"gap_closed"`
 	// Closes says the transplant moved at least one effect towards the
 	// real one by more than the synthetic effect's own interval.
@@ -236,15 +235,16 @@ func fmtSeconds(s float64) string {
 	return d.Round(10 * time.Millisecond).String()
 }
 
-// gapClosed is the share of the gap between the synthetic and the real
-// effect that e closes: 1 − |e − real| / |synthetic − real| (NaN when
-// there was no gap).
+// gapClosed is the share of the way from the synthetic effect to the real
+// one that e lies: (e − synthetic) / (real − synthetic), 1 at the real
+// effect, above 1 past it, below 0 on the far side of the synthetic one
+// (0 when there was no gap).
 func gapClosed(c Conclusion, e Effect) float64 {
-	gap := math.Abs(c.Synthetic.Change - c.Real.Change)
+	gap := c.Real.Change - c.Synthetic.Change
 	if gap == 0 {
 		return 0
 	}
-	return 1 - math.Abs(e.Change-c.Real.Change)/gap
+	return (e.Change - c.Synthetic.Change) / gap
 }
 
 // minGapClosed is the share of a gap a transplant must close, beyond the
@@ -271,9 +271,10 @@ func decision(e Effect) int {
 }
 
 // restores reports whether e reaches the real conclusion where the
-// synthetic one did not: the same decision (direction and significance)
-// without moving away from the real effect, and for a conclusion whose
-// decision already carried over (magnitude off), a verdict of holds.
+// synthetic one did not: the same decision (direction and significance),
+// moved from the synthetic effect towards the real one (past it counts),
+// and for a conclusion whose decision already carried over (magnitude
+// off), a verdict of holds.
 func restores(c Conclusion, e Effect, o *Options) bool {
 	if decision(e) != decision(c.Real) || gapClosed(c, e) <= 0 {
 		return false

@@ -97,7 +97,7 @@ func (r *Result) stepFor(prop string, real, syn Workload) NextStep {
 		reuse := f.Real.PrefixReuse
 		switch {
 		case source == sourceMatrix:
-			if cmd, ok := matrixWithPrefixes(syn, reuse); ok {
+			if cmd, ok := matrixCommand(syn, reuse, 1); ok {
 				st.Change = fmt.Sprintf("give the matrix rows warm shared prefixes of the real share of prompt tokens (%.0f%%), or fit a model on the real trace, which keeps its prefix categories and block reuse", 100*reuse)
 				st.Commands = append([]string{cmd}, fitGen...)
 				return st
@@ -152,6 +152,10 @@ func (r *Result) stepFor(prop string, real, syn Workload) NextStep {
 		case source == sourceMatrix:
 			st.Change = fmt.Sprintf("matrix rows arrive at fixed Poisson rates; the real traffic comes at %.2f req/s with bursts (inter-arrival CV %.2f): fit a model on the real trace, whose arrivals follow the real rate per 4 s and the gaps within", f.Real.RatePerS, f.Real.CV)
 			st.Commands = fitGen
+			if cmd, ok := matrixCommand(syn, -1, f.Real.RatePerS/f.Synth.RatePerS); ok && rateOff {
+				st.Change += fmt.Sprintf(", or at least run the rows at the real mean rate (×%.2f)", f.Real.RatePerS/f.Synth.RatePerS)
+				st.Commands = append(st.Commands, cmd)
+			}
 		default:
 			st.Change = fmt.Sprintf("fit a model on the real trace and generate from it: it keeps the real rate over time (%.2f req/s) and burstiness (CV %.2f)", f.Real.RatePerS, f.Real.CV)
 			st.Commands = fitGen
@@ -203,10 +207,11 @@ func metaFloat(w Workload, key string, def float64) float64 {
 	return def
 }
 
-// matrixWithPrefixes rebuilds the synth matrix command of syn (from its
+// matrixCommand rebuilds the synth matrix command of syn (from its
 // metadata) with every row given a warm shared prefix of share × its
-// prompt length.
-func matrixWithPrefixes(syn Workload, share float64) (string, bool) {
+// prompt length (share < 0: the rows keep their prefixes) and its rate
+// multiplied by rateScale.
+func matrixCommand(syn Workload, share, rateScale float64) (string, bool) {
 	rows, err := synth.ParseRows(syn.Meta.Get("synth.rows"))
 	if err != nil {
 		return "", false
@@ -216,10 +221,17 @@ func matrixWithPrefixes(syn Workload, share float64) (string, bool) {
 		load := "sat"
 		if !row.Saturation {
 			load = strconv.FormatFloat(row.RatePerS, 'g', -1, 64) + "rps"
+			if rateScale != 1 {
+				load = strconv.FormatFloat(row.RatePerS*rateScale, 'g', 3, 64) + "rps"
+			}
+		}
+		p := row.PrefixTokens
+		if share >= 0 {
+			p = min(int32(math.Round(share*float64(row.InputTokens))), row.InputTokens)
 		}
 		spec := fmt.Sprintf("%d/%d@%s", row.InputTokens, row.OutputTokens, load)
-		if p := int32(math.Round(share * float64(row.InputTokens))); p >= 1 {
-			spec = fmt.Sprintf("%d/%d+%dw@%s", row.InputTokens, row.OutputTokens, min(p, row.InputTokens), load)
+		if p >= 1 {
+			spec = fmt.Sprintf("%d/%d+%dw@%s", row.InputTokens, row.OutputTokens, p, load)
 		}
 		specs = append(specs, spec)
 	}

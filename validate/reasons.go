@@ -216,11 +216,12 @@ func (r *Result) explain() {
 				named = append(named, t)
 			}
 		}
+		// Most restored first, then the nearest to the real effects.
 		sort.SliceStable(named, func(i, j int) bool {
 			if named[i].Restored != named[j].Restored {
 				return named[i].Restored > named[j].Restored
 			}
-			return named[i].GapClosed > named[j].GapClosed
+			return math.Abs(1-named[i].GapClosed) < math.Abs(1-named[j].GapClosed)
 		})
 		for _, t := range named {
 			sev, detail := r.difference(t.Property)
@@ -416,7 +417,7 @@ func (r *Result) reasonSentence() string {
 			return fmt.Sprintf(" Proven reason (ablation): %s; the %s workload with the %s %s reaches the %s conclusion for %d of %d%s and %s.",
 				rs.Property, r.Workloads[1], r.Workloads[0], rs.Property, r.Workloads[0], rs.Restored, rs.Broken, r.restoredList(rs), gapText(rs.GapClosed))
 		}
-		return fmt.Sprintf(" By ablation, no single property restores it; %s closes the most of the gap (median %.0f%%).", rs.Property, 100*rs.GapClosed)
+		return fmt.Sprintf(" By ablation, no single property restores it; %s comes nearest (it %s).", rs.Property, gapText(rs.GapClosed))
 	case EvidencePrior:
 		return fmt.Sprintf(" Likely reason (a prior, not proven: the change of %s acts through it): %s (%s).", strings.Join(rs.Keys, ", "), rs.Property, rs.Detail)
 	}

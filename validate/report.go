@@ -158,11 +158,15 @@ func (r *Result) writeWhy(p func(string, ...any)) {
 	}
 }
 
-// gapText says how much of the gap a transplant closes (the median over
-// the conclusions that did not hold).
+// gapText says how far a transplant moves the effects from the synthetic
+// towards the real ones (the median over the conclusions that did not
+// hold).
 func gapText(g float64) string {
-	if g < 0 {
-		return fmt.Sprintf("widens the gap (median %.0f%%)", 100*g)
+	switch {
+	case g < 0:
+		return fmt.Sprintf("moves away from the real effect (median %.0f%% of the gap)", 100*g)
+	case g > 1:
+		return fmt.Sprintf("overshoots the real effect (median %.0f%% of the gap)", 100*g)
 	}
 	return fmt.Sprintf("closes %.0f%% of the gap", 100*g)
 }

@@ -47,9 +47,18 @@ same conclusion as the real one? Verdicts: holds, reversed, magnitude off (same
 direction, effects disagree beyond the intervals and --magnitude-tolerance),
 not significant on real / on synthetic. Intervals are seeded bootstrap
 intervals of the relative change (paired by request when both runs hold the
-same requests). Where a conclusion breaks, it names the likely reason: prefix
-reuse and the cache hits it gives, the tail's cause, lengths, rate,
-burstiness.
+same requests). The headline is the decision: which conclusions keep their
+direction and significance on real traffic (holds, magnitude off) and which
+do not (reversed, significant on one side only).
+
+Where a conclusion breaks, --explain ablation (the default when every target
+simulates offline) reruns the synthetic workload with one property of the
+real one transplanted at a time (prompt lengths, output lengths, arrivals,
+prefix reuse, sessions) and names the properties that restore the real
+conclusion (proven) or close part of the gap; with URL targets it says what
+that would cost and runs it only when asked. Without it (--explain none) the
+reasons are a prior from what the configuration change acts through. Next
+steps say what to change in the synthetic workload, with the command.
 
 A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,...]
 (the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).

@@ -117,3 +117,36 @@ func TestValidateUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// The next step validate prints for a matrix without prefix reuse is a
+// command that runs as printed, and the matrix it builds reaches the real
+// decision.
+func TestValidateNextStepRuns(t *testing.T) {
+	dir := t.TempDir()
+	real, _ := validateTraces(t, dir)
+	matrix := filepath.Join(dir, "matrix.parquet")
+	if code, _, stderr := runCLI(nil, "synth", "matrix", "--rows", "1786/128@4rps,1786/128@12rps", "--row-duration", "25s", "--row-gap", "1s", "--out", matrix); code != 0 {
+		t.Fatal(stderr)
+	}
+	change := []string{"validate", "-q", "--target", "a=sim", "--target", "b=sim:prefix-caching=false"}
+	code, stdout, stderr := runCLI(nil, append(change, real, matrix)...)
+	if code != 0 || !strings.Contains(stdout, "does not carry over") {
+		t.Fatalf("exit %d, %s\n%s", code, stderr, stdout)
+	}
+	var step []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "tokentrace" && f[1] == "synth" && f[2] == "matrix" {
+			step = f
+		}
+	}
+	if len(step) == 0 || !strings.Contains(strings.Join(step, " "), "+1526w@4rps") {
+		t.Fatalf("no synth matrix next step with the real prefix share (85%% of 1786 tokens) in:\n%s", stdout)
+	}
+	if code, _, stderr := runCLI(nil, step[1:]...); code != 0 {
+		t.Fatalf("%s: exit %d, %s", strings.Join(step, " "), code, stderr)
+	}
+	code, stdout, stderr = runCLI(nil, append(change, real, step[len(step)-1])...)
+	if code != 0 || !strings.HasPrefix(strings.Split(stdout, "\n")[1], "Conclusion: The decision carries over") {
+		t.Errorf("after the next step: exit %d, %s\n%s", code, stderr, stdout)
+	}
+}
