@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -323,60 +324,96 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 }
 
 // runCell runs workload w on target t (Options.Repeat times unless
-// offline) and measures the pooled results.
+// offline) and reduces the results, row by row, to the cell's figures and
+// its sample; with Options.OutDir every run's rows are written as they
+// come.
 func runCell(ctx context.Context, w Workload, t Target, o *Options, res *Result) (*Cell, sample, error) {
 	c := &Cell{Workload: w.Name, Target: t.Name}
-	var pooled []traces.Record
 	runs := runsOf(t, o)
+	acc, err := newCellAcc(o, runs*len(w.Records))
+	if err != nil {
+		return nil, sample{}, err
+	}
 	for rep := range runs {
 		name := runName(w, t, rep, runs)
-		recs, meta, err := runOnce(ctx, w, t, o, name, res)
+		if o.OutDir == "" {
+			if err := runOnce(ctx, w, t, o, name, res, acc.add); err != nil {
+				return nil, sample{}, err
+			}
+			continue
+		}
+		f := filepath.Join(o.OutDir, name+".parquet")
+		meta := w.Meta
+		meta.Extra = maps.Clone(meta.Extra)
+		meta.Set("validate.workload", w.Name)
+		meta.Set("validate.target", t.Name)
+		meta.Set("validate.target_config", t.Config)
+		out, err := newRowWriter(f, meta)
 		if err != nil {
 			return nil, sample{}, err
 		}
-		if o.OutDir != "" {
-			f := filepath.Join(o.OutDir, name+".parquet")
-			meta.Set("validate.workload", w.Name)
-			meta.Set("validate.target", t.Name)
-			meta.Set("validate.target_config", t.Config)
-			if err := traces.WriteAll(f, meta, recs); err != nil {
-				return nil, sample{}, fmt.Errorf("write results %s: %w", f, err)
-			}
-			c.Files = append(c.Files, f)
+		err = runOnce(ctx, w, t, o, name, res, func(r *traces.Record) {
+			acc.add(r)
+			out.add(r)
+		})
+		if cerr := out.close(); err == nil {
+			err = cerr
 		}
-		pooled = append(pooled, recs...)
+		if err != nil {
+			return nil, sample{}, err
+		}
+		c.Files = append(c.Files, f)
 	}
 	c.Runs = runs
-	s := newSample(pooled, o.SLO)
-	c.Requests = len(pooled)
-	var prompt, cached int64
-	for i := range pooled {
-		r := &pooled[i]
-		if !r.OK() {
-			c.Failed++
-		}
-		if r.ServerPromptTokens > 0 && r.ServerCachedTokens >= 0 {
-			prompt += int64(r.ServerPromptTokens)
-			cached += int64(r.ServerCachedTokens)
-		}
-	}
-	if prompt > 0 {
-		c.CachedShare = float64(cached) / float64(prompt)
-	} else {
-		c.CachedShare = -1
-	}
-	c.Values = map[string]float64{}
-	for _, m := range o.Metrics {
-		if v, ok := s.value(m); ok {
-			c.Values[m.Name] = v
-		}
-	}
-	rep, err := analyze.Analyze(ctx, pooled, analyze.Options{SLO: o.SLO})
+	s, err := acc.close(ctx, c, o.Metrics)
 	if err != nil {
-		return nil, sample{}, fmt.Errorf("analyze: %w", err)
+		return nil, sample{}, err
 	}
-	c.TailCause, c.TailShare = rep.Attribution.Dominant, dominantShare(rep.Attribution)
 	return c, s, nil
+}
+
+// rowWriter writes result rows as they come, in batches.
+type rowWriter struct {
+	name string
+	w    traces.Writer
+	buf  []traces.Record
+	err  error
+}
+
+func newRowWriter(name string, meta traces.Meta) (*rowWriter, error) {
+	w, err := traces.Create(name, meta)
+	if err != nil {
+		return nil, fmt.Errorf("write results %s: %w", name, err)
+	}
+	return &rowWriter{name: name, w: w}, nil
+}
+
+func (w *rowWriter) add(r *traces.Record) {
+	if w.err != nil {
+		return
+	}
+	w.buf = append(w.buf, *r)
+	if len(w.buf) == 4096 {
+		w.flush()
+	}
+}
+
+func (w *rowWriter) flush() {
+	if w.err == nil && len(w.buf) > 0 {
+		_, w.err = w.w.Write(w.buf)
+	}
+	w.buf = w.buf[:0]
+}
+
+func (w *rowWriter) close() error {
+	w.flush()
+	if err := w.w.Close(); w.err == nil {
+		w.err = err
+	}
+	if w.err != nil {
+		return fmt.Errorf("write results %s: %w", w.name, w.err)
+	}
+	return nil
 }
 
 // offline reports whether t runs as an offline simulation.
@@ -401,37 +438,36 @@ func runName(w Workload, t Target, rep, runs int) string {
 	return name
 }
 
-// runOnce runs w on t once, offline or replayed, and returns the result
-// rows and their metadata; a replay that could not keep its timing adds a
-// warning to res.
-func runOnce(ctx context.Context, w Workload, t Target, o *Options, name string, res *Result) ([]traces.Record, traces.Meta, error) {
+// runOnce runs w on t once, offline or replayed, and hands each result row
+// to emit; a replay that could not keep its timing adds a warning to res.
+func runOnce(ctx context.Context, w Workload, t Target, o *Options, name string, res *Result, emit func(*traces.Record)) error {
 	if offline(t, o) {
-		recs, err := simulate(ctx, w, t, o, name)
-		return recs, w.Meta, err
+		return simulate(ctx, w, t, o, name, emit)
 	}
 	run, err := replayOnce(ctx, w, t, o, name)
 	if run == nil {
-		return nil, w.Meta, err
+		return err
 	}
 	if l := run.Summary.LatenessP99; l > o.MaxLateness {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: client lateness p99 %.2f ms is over the %v validity gate: its latencies include the client's delay", name, float64(l)/1e6, o.MaxLateness))
 	}
-	return run.Records, run.Meta, err
+	for i := range run.Records {
+		emit(&run.Records[i])
+	}
+	return err
 }
 
 // measure runs w on t (Options.Repeat times unless offline) and keeps only
 // what the bootstrap needs: an ablation's counterfactual runs.
 func measure(ctx context.Context, w Workload, t Target, o *Options, res *Result) (sample, int, error) {
-	var pooled []traces.Record
 	runs := runsOf(t, o)
+	sb := newSampleBuilder(o.SLO, runs*len(w.Records))
 	for rep := range runs {
-		recs, _, err := runOnce(ctx, w, t, o, runName(w, t, rep, runs), res)
-		if err != nil {
+		if err := runOnce(ctx, w, t, o, runName(w, t, rep, runs), res, sb.add); err != nil {
 			return sample{}, rep, err
 		}
-		pooled = append(pooled, recs...)
 	}
-	return newSample(pooled, o.SLO), runs, nil
+	return sb.sample(), runs, nil
 }
 
 func dominantShare(a analyze.Attribution) float64 {
@@ -448,7 +484,7 @@ func dominantShare(a analyze.Attribution) float64 {
 // prompts are the ones replay would send (so prefix caching sees the same
 // shared prefixes), arrivals are scaled by Options.Speed, and the truth
 // rows come back as results whose send time is their arrival (no client).
-func simulate(ctx context.Context, w Workload, t Target, o *Options, run string) ([]traces.Record, error) {
+func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) error {
 	so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
 	ro := o.Replay
 	ro.Run = run
@@ -472,15 +508,16 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string)
 	}
 	sr, err := sim.Simulate(ctx, so, reqs)
 	if err != nil {
-		return nil, fmt.Errorf("simulate: %w", err)
+		return fmt.Errorf("simulate: %w", err)
 	}
-	recs := sr.Truth
-	for i := range recs {
-		r, src := &recs[i], &w.Records[i]
+	reqs = nil
+	for i := range sr.Truth {
+		r, src := &sr.Truth[i], &w.Records[i]
 		r.Seq, r.Run, r.Category, r.Class = src.Seq, run, src.Category, src.Class
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
+		emit(r)
 	}
-	return recs, nil
+	return nil
 }
 
 // replayOnce replays w against t: its URL, or a fresh simulator.

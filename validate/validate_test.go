@@ -334,8 +334,8 @@ func TestSimTargetTakesLongestRequest(t *testing.T) {
 	o := &Options{}
 	o.withDefaults()
 	o.Replay.NoPreflight = true
-	recs, err := simulate(context.Background(), w, tg, o, "offline")
-	if err != nil {
+	var recs []traces.Record
+	if err := simulate(context.Background(), w, tg, o, "offline", func(r *traces.Record) { recs = append(recs, *r) }); err != nil {
 		t.Fatal(err)
 	}
 	run, err := replayOnce(context.Background(), w, tg, o, "replayed")
