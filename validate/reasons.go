@@ -243,11 +243,17 @@ func (r *Result) explain() {
 			other = append(other, Reason{Property: p, Detail: detail, Severity: sev, Evidence: EvidenceDifference})
 		}
 	}
-	// The prior's order: the properties the change acts through most
-	// directly first (the first key's list), then by how far apart.
-	sort.SliceStable(prior, func(i, j int) bool {
-		return slices.Index(props, prior[i].Property) < slices.Index(props, prior[j].Property)
-	})
+	// The prior's order: how far apart the workloads are, except that
+	// when the targets themselves differ in prefix-cache hits the change
+	// is seen to act through the cache, and prefix reuse comes first.
+	_, spread := r.cacheSpread()
+	weight := func(rs Reason) float64 {
+		if rs.Property == PropPrefixReuse && spread >= 0.10 {
+			return rs.Severity * 10
+		}
+		return rs.Severity
+	}
+	sort.SliceStable(prior, func(i, j int) bool { return weight(prior[i]) > weight(prior[j]) })
 	sort.SliceStable(other, func(i, j int) bool { return other[i].Severity > other[j].Severity })
 	real, syn := r.Workloads[0], r.Workloads[1]
 	for _, t := range r.Targets {

@@ -8,6 +8,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
@@ -139,7 +140,11 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			if err != nil {
 				return err
 			}
-			defer replay.TuneProcess(1)()
+			// Replays need the real-time tuning (fewer collections, more
+			// Ps); offline simulations need the memory it would cost.
+			if slices.ContainsFunc(o.Targets, func(t validate.Target) bool { return t.URL != "" || o.Realtime }) {
+				defer replay.TuneProcess(1)()
+			}
 			res, err := validate.Run(c.Context, real, syn, o)
 			if err != nil {
 				return err
