@@ -88,8 +88,8 @@ func transplantOf(res *Result, prop string) *Transplant {
 // prefixes the synthetic workload reaches the real conclusion (direction
 // and significance), and the lengths close none of the gap.
 func TestAblationNamesPrefixReuse(t *testing.T) {
-	real := workload("real", 500, 6, true, 1)
-	syn := fixedLengths("synthetic", 500, 6, 1786, 128, 2)
+	real := workload("real", 300, 6, true, 1)
+	syn := fixedLengths("synthetic", 300, 6, 1786, 128, 2)
 	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false")})
 	v := verdicts(res)
 	if v["ttft_p50"] != VerdictNotSignificantSynthetic {
@@ -134,8 +134,8 @@ func TestAblationNamesPrefixReuse(t *testing.T) {
 // cannot build prefix reuse or sessions, which neither workload has,
 // before going on.
 func TestAblationNamesBurstiness(t *testing.T) {
-	real := bursty("real", 480, 4, 48, 1)
-	syn := workload("synthetic", 480, 4, false, 1)
+	real := bursty("real", 288, 4, 48, 1)
+	syn := workload("synthetic", 288, 4, false, 1)
 	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim:max-num-seqs=256", "b=sim:max-num-seqs=32")})
 	if v := verdicts(res); v["ttft_p99"] != VerdictNotSignificantSynthetic {
 		t.Fatalf("ttft_p99 verdict %q, want %q", v["ttft_p99"], VerdictNotSignificantSynthetic)
@@ -238,13 +238,13 @@ func TestHeadlineDecisionCarriesOver(t *testing.T) {
 	// Both workloads share system prompts, the synthetic one in every
 	// request, the real one in every other: turning the cache off hurts
 	// both, the synthetic workload more.
-	real := workload("real", 400, 4, true, 1)
+	real := workload("real", 250, 4, true, 1)
 	for i := range real.Records {
 		if i%2 == 1 {
 			real.Records[i].Category, real.Records[i].PrefixTokens = "", 0
 		}
 	}
-	syn := workload("synthetic", 400, 4, true, 2)
+	syn := workload("synthetic", 250, 4, true, 2)
 	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false")})
 	off := 0
 	for _, c := range res.Conclusions {
@@ -318,8 +318,8 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 // Without an ablation the reasons are a prior: what the configuration
 // change acts through comes first, and says it is a prior.
 func TestPriorFromTheConfigurationChange(t *testing.T) {
-	real := workload("real", 500, 6, true, 1)
-	syn := fixedLengths("synthetic", 500, 6, 1786, 128, 2)
+	real := workload("real", 300, 6, true, 1)
+	syn := fixedLengths("synthetic", 300, 6, 1786, 128, 2)
 	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false"), Explain: ExplainNone})
 	if res.Ablation == nil || res.Ablation.Status != AblationOff || res.Ablation.Runs != 0 {
 		t.Errorf("ablation %+v, want off", res.Ablation)
