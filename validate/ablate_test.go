@@ -342,7 +342,8 @@ func TestChangedKeysAndPrior(t *testing.T) {
 		{"a faster prefill acts through the prompt lengths", "sim", "sim:prefill-per-token=20us", []string{PropPromptLengths}},
 		{"a faster decode acts through the output lengths", "sim", "sim:decode-per-seq=20us", []string{PropOutputLengths}},
 		{"routing acts through prefix reuse, sessions and the length mix", "sim:replicas=2", "sim:replicas=2,router=prefix-aware", []string{PropPrefixReuse, PropSessions, PropPromptLengths, PropOutputLengths}},
-		{"a KV transfer key counts as disaggregation", "sim", "sim:kv-transfer-gbps=50", []string{PropPromptLengths, PropPrefixReuse, PropSessions}},
+		{"a KV transfer key counts as disaggregation", "sim", "sim:kv-transfer-latency=2ms", []string{PropPromptLengths, PropPrefixReuse, PropSessions}},
+		{"a key scoped to one pool acts as the key", "sim:prefill-replicas=2,decode-replicas=6", "sim:prefill-replicas=2,decode-replicas=6,decode.max-num-seqs=512", []string{PropArrivals}},
 		{"a preset changes everything", "sim", "sim:preset=tiny", Properties},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,8 +50,12 @@ var actsThrough = map[string][]string{
 }
 
 // propertiesOf is what a change of key acts through (every property for
-// a preset or an unknown key).
+// a preset or an unknown key). A key scoped to one pool or replica of a
+// fleet ("decode.max-num-seqs") acts as the key does.
 func propertiesOf(key string) []string {
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		key = key[i+1:]
+	}
 	if p, ok := actsThrough[key]; ok {
 		return p
 	}
