@@ -8,6 +8,7 @@ import (
 	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/replay/scrape"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -16,7 +17,9 @@ type TargetOptions struct {
 	// URL is the server; "" (the default) starts the built-in simulator in
 	// process, configured by Sim.
 	URL string
-	// Sim configures the built-in simulator (default sim.DefaultOptions()).
+	// Sim configures the built-in simulator (default sim.DefaultOptions()):
+	// one engine, or a fleet of them behind a router (Sim.Fleet, package
+	// replay/sim/fleet), whose /metrics ScrapeBuiltin scrapes whole.
 	Sim *sim.Options
 	// LongestRequest (input + output tokens) raises the simulator's context
 	// length so it takes the trace's longest request (default 0: as set).
@@ -50,7 +53,7 @@ type Target struct {
 	OTLPAddr string
 
 	o       TargetOptions
-	srv     *sim.Server
+	srv     *fleet.Server
 	rcv     *otlp.Receiver
 	scraper *scrape.Scraper
 	samples []traces.MetricsSample
@@ -92,7 +95,7 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 			so.OTLPTracesEndpoint = "http://" + t.OTLPAddr
 		}
 		so = so.TakeLongest(o.LongestRequest)
-		srv, err := sim.Start(ctx, so)
+		srv, err := fleet.Start(ctx, so)
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("replay: start the built-in simulator: %w", err)

@@ -51,3 +51,33 @@ func TestTargetWiresCompanions(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetStartsFleet: with a fleet in Sim, the built-in target is the
+// fleet's one endpoint, and its /metrics (every replica, labelled) scrapes
+// as one server's would.
+func TestTargetStartsFleet(t *testing.T) {
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, "preset=tiny,replicas=3,router=least-outstanding"); err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := StartTarget(ctx, TargetOptions{Sim: &so, ScrapeBuiltin: true, MetricsInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	recs := testTrace(12, 20*time.Millisecond, 64, 4)
+	o := DefaultOptions()
+	tgt.Apply(&o)
+	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, _ := tgt.Finish(ctx, res)
+	if res.Summary.OK != len(recs) {
+		t.Fatalf("%d of %d ok", res.Summary.OK, len(recs))
+	}
+	if len(samples) < 2 || tgt.stats.Failures > 0 {
+		t.Errorf("%d metrics samples scraped, stats %+v", len(samples), tgt.stats)
+	}
+}

@@ -129,6 +129,28 @@ type Record struct {
 	// ServerPreemptions is how often the server preempted the request
 	// (the simulator's truth; vLLM does not report it per request).
 	ServerPreemptions int32 `parquet:"server_preemptions,delta" json:"server_preemptions" trace:"outcome,unreported"`
+	// ServerKVTransferNs is how long the serving replica waited for the
+	// request's KV cache to arrive from the prefill replica that computed
+	// it (prefill/decode disaggregation; NotReported where the prompt was
+	// prefilled where it was decoded).
+	ServerKVTransferNs int64 `parquet:"server_kv_transfer_ns,delta" json:"server_kv_transfer_ns" trace:"outcome,unreported"`
+	// ServerDecodeQueueNs is the decode replica's own queueing time under
+	// prefill/decode disaggregation: waiting for KV blocks and a batch slot
+	// there, before and after the transfer (NotReported without
+	// disaggregation, where ServerQueueNs is the one queue).
+	ServerDecodeQueueNs int64 `parquet:"server_decode_queue_ns,delta" json:"server_decode_queue_ns" trace:"outcome,unreported"`
+	// Replica is the name of the replica that served the request behind a
+	// router (under prefill/decode disaggregation, the decode replica); "" =
+	// not known, or no fleet.
+	Replica string `parquet:"replica,dict" json:"replica" trace:"outcome"`
+	// PrefillReplica is the name of the replica that computed the prompt
+	// under prefill/decode disaggregation ("" = none: Replica did it).
+	PrefillReplica string `parquet:"prefill_replica,dict" json:"prefill_replica" trace:"outcome"`
+	// RouteReason is why the router chose the replica: round-robin,
+	// least-outstanding, session, session-new, no-session, prefix or load;
+	// under disaggregation "PREFILL/DECODE", the reasons of both choices
+	// ("" = not known).
+	RouteReason string `parquet:"route_reason,dict" json:"route_reason" trace:"outcome"`
 	// Status is ok, http_error, stream_error, timeout, disconnect or
 	// client_error (Statuses), or "" when the row carries no outcome.
 	Status string `parquet:"status,dict" json:"status" trace:"outcome"`
@@ -151,6 +173,8 @@ func (r *Record) ClearOutcome() {
 	r.ServerPromptTokens, r.ServerOutputTokens, r.ServerCachedTokens = NotReported, NotReported, NotReported
 	r.ServerQueueNs, r.ServerPrefillNs, r.ServerDecodeNs = NotReported, NotReported, NotReported
 	r.ServerPreemptions = NotReported
+	r.ServerKVTransferNs, r.ServerDecodeQueueNs = NotReported, NotReported
+	r.Replica, r.PrefillReplica, r.RouteReason = "", "", ""
 	r.Status = ""
 	r.HTTPStatus = 0
 	r.Error = ""

@@ -28,7 +28,8 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
 // ParseTarget parses "NAME=URL" (a running server), "NAME=sim" (the
 // simulator as base configures it) or "NAME=sim:KEY=VALUE,..." (base with
 // the keys of sim.ApplyConfig applied, e.g.
-// "b=sim:max-num-seqs=64,prefix-caching=false").
+// "b=sim:max-num-seqs=64,prefix-caching=false", or a fleet:
+// "pa=sim:replicas=4,router=prefix-aware").
 func ParseTarget(s string, base sim.Options) (Target, error) {
 	name, spec, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok || spec == "" {

@@ -12,13 +12,14 @@
 // validate sits above the products, like the CLI: it wires replay (and its
 // simulator), synth and analyze; none of them imports it.
 //
-// Simulator targets run offline by default (sim.Simulate in virtual time,
-// with the very prompts replay would send): deterministic and as fast as
-// the CPU allows. Options.Realtime replays them through the HTTP client
+// Simulator targets run offline by default (in virtual time, with the very
+// prompts replay would send; a target may be a fleet, see package
+// replay/sim/fleet): deterministic and as fast as the CPU allows. Options.Realtime replays them through the HTTP client
 // instead, as URL targets always are.
 package validate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ import (
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -495,27 +497,39 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string,
 			t0 = r.ArrivalNs
 		}
 	}
-	reqs := make([]sim.SimRequest, len(w.Records))
-	for i := range w.Records {
-		r := &w.Records[i]
-		out := max(int(r.OutputTokens), 1)
-		reqs[i] = sim.SimRequest{
-			ID:        fmt.Sprintf("%s-%d", run, r.Seq),
-			ArrivalNs: int64(float64(r.ArrivalNs-t0) / o.Speed),
-			Prompt:    replay.PromptTokens(r, ro, w.Meta.BlockSize),
-			MaxTokens: out, MinTokens: out, IgnoreEOS: true,
+	arrival := func(i int) int64 { return int64(float64(w.Records[i].ArrivalNs-t0) / o.Speed) }
+	// The simulation reads requests in arrival order, one at a time (a
+	// fleet or one engine alike); its rows come back as requests finish.
+	order := make([]int, len(w.Records))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(arrival(a), arrival(b)) })
+	reqs := func(yield func(sim.SimRequest, error) bool) {
+		for _, i := range order {
+			r := &w.Records[i]
+			out := max(int(r.OutputTokens), 1)
+			q := sim.SimRequest{
+				ID:        fmt.Sprintf("%s-%d", run, r.Seq),
+				ArrivalNs: arrival(i),
+				Prompt:    replay.PromptTokens(r, ro, w.Meta.BlockSize),
+				MaxTokens: out, MinTokens: out, IgnoreEOS: true,
+				Session: r.Session,
+			}
+			if !yield(q, nil) {
+				return
+			}
 		}
 	}
-	sr, err := sim.Simulate(ctx, so, reqs)
-	if err != nil {
-		return fmt.Errorf("simulate: %w", err)
-	}
-	reqs = nil
-	for i := range sr.Truth {
-		r, src := &sr.Truth[i], &w.Records[i]
+	_, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
+		src := &w.Records[order[r.Seq]]
 		r.Seq, r.Run, r.Category, r.Class = src.Seq, run, src.Category, src.Class
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
-		emit(r)
+		emit(&r)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("simulate: %w", err)
 	}
 	return nil
 }
@@ -527,7 +541,7 @@ func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run strin
 	ro.URL = t.URL
 	if t.Sim != nil {
 		so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
-		srv, err := sim.Start(ctx, so)
+		srv, err := fleet.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/urfave/cli/v2"
 )
 
@@ -15,6 +16,7 @@ func simCommand() *cli.Command {
 	// Capacity and step-time flags default to "unset" so --preset can fill
 	// them; explicit flags override the preset.
 	var maxSeqs, maxBatched, blocks, blockSize, maxLen int
+	var replicaConfig headerFlag
 	return &cli.Command{
 		Name:  "sim",
 		Usage: "run the vLLM-like engine simulator behind the OpenAI API",
@@ -23,7 +25,9 @@ func simCommand() *cli.Command {
 Examples:
   tokentrace sim --listen 127.0.0.1:8000
   tokentrace sim --preset phi4-mini-l4 --truth-out truth.parquet
-  tokentrace sim --fail-rate 0.05 --fail-status 429 --stream-error-rate 0.01`,
+  tokentrace sim --fail-rate 0.05 --fail-status 429 --stream-error-rate 0.01
+  tokentrace sim --replicas 4 --router prefix-aware --replica-config replica-3.step-fixed=24ms
+  tokentrace sim --prefill-replicas 2 --decode-replicas 6 --kv-transfer-latency 2ms --kv-transfer-bandwidth 25GB/s`,
 		Description: `sim serves POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
 GET /v1/models, GET /health and GET /metrics like vLLM's OpenAI-compatible
 server, backed by a simulated continuous-batching engine (chunked prefill,
@@ -32,7 +36,15 @@ Ctrl-C and then writes --truth-out: one row per request with the engine's
 own queue, prefill and decode times.
 
 Presets: ` + strings.Join(sim.PresetNames(), ", ") + `. A preset sets the capacity and
-step-time flags; flags given explicitly override it.`,
+step-time flags; flags given explicitly override it.
+
+--replicas N serves a fleet instead: N engines behind one endpoint and a
+router (` + strings.Join(sim.Routers, ", ") + `); --prefill-replicas and
+--decode-replicas a disaggregated one whose decode replicas pull the KV
+cache over a shared link. Every engine flag applies to every replica;
+--replica-config SCOPE.KEY=VALUE sets one pool (prefill, decode) or one
+replica (replica-3, decode-0). /metrics has every replica with pod and
+role labels, /replicas/NAME/metrics one of them.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
 			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name", DefaultText: "sim-PRESET; sim-llama3-8b for the default preset"},
@@ -65,6 +77,15 @@ step-time flags; flags given explicitly override it.`,
 			&cli.DurationFlag{Name: "stall-duration", Value: o.StallDuration, Destination: &o.StallDuration, Usage: "pause of a stalled stream"},
 			&cli.StringFlag{Name: "otlp-traces-endpoint", Destination: &o.OTLPTracesEndpoint, Usage: "export llm_request spans as OTLP/HTTP protobuf to this URL"},
 			&cli.StringFlag{Name: "truth-out", Destination: &o.TruthOut, Usage: "write the engine's per-request truth here on exit (.parquet, .jsonl, .csv, ...)"},
+			&cli.IntFlag{Name: "replicas", Usage: "serve a fleet of N aggregated replicas behind a router", DefaultText: "one engine, no router"},
+			&cli.StringFlag{Name: "router", Value: o.Fleet.Router, Usage: "fleet router policy: " + strings.Join(sim.Routers, ", ")},
+			&cli.IntFlag{Name: "prefill-replicas", Usage: "serve a disaggregated fleet: its prefill pool's size (with --decode-replicas)"},
+			&cli.IntFlag{Name: "decode-replicas", Usage: "serve a disaggregated fleet: its decode pool's size (with --prefill-replicas)"},
+			&cli.DurationFlag{Name: "kv-transfer-latency", Value: o.Fleet.KVTransferLatency, Usage: "disaggregated fleet: fixed cost of a KV pull"},
+			&cli.DurationFlag{Name: "kv-transfer-per-token", Value: o.Fleet.KVTransferPerToken, Usage: "disaggregated fleet: cost per token of a KV pull on an idle link"},
+			&cli.StringFlag{Name: "kv-transfer-bandwidth", Value: "0", Usage: "disaggregated fleet: bytes/s all pulls share (25GB/s, 3GiB/s; 0 = no cap)"},
+			&cli.IntFlag{Name: "kv-transfer-bytes-per-token", Value: o.Fleet.KVTransferBytesPerToken, Usage: "disaggregated fleet: KV cache bytes per token"},
+			&cli.GenericFlag{Name: "replica-config", Value: &replicaConfig, Usage: "SCOPE.KEY=VALUE for one pool or replica of a fleet, e.g. replica-3.step-fixed=24ms (repeatable)"},
 		},
 		Action: func(c *cli.Context) error {
 			if _, err := args(c, 0, 0, "none"); err != nil {
@@ -92,16 +113,30 @@ step-time flags; flags given explicitly override it.`,
 					*dst = c.Duration(name)
 				}
 			}
-			if err := o.Validate(); err != nil {
+			// The fleet flags go through the configuration keys, which
+			// check them together.
+			var keys []string
+			for _, name := range []string{"replicas", "router", "prefill-replicas", "decode-replicas", "kv-transfer-latency",
+				"kv-transfer-per-token", "kv-transfer-bandwidth", "kv-transfer-bytes-per-token"} {
+				if c.IsSet(name) {
+					keys = append(keys, name+"="+fmt.Sprint(c.Value(name)))
+				}
+			}
+			keys = append(keys, replicaConfig.v...)
+			if err := sim.ApplyConfig(&o, strings.Join(keys, ",")); err != nil {
 				return usageErrorf("sim: %v", err)
 			}
-			srv, err := sim.Start(c.Context, o)
+			srv, err := fleet.Start(c.Context, o)
 			if err != nil {
 				return err
 			}
 			out := stdio(c)
 			fmt.Fprintln(out.out, srv.URL)
-			fmt.Fprintf(out.err, "tokentrace sim: serving model %q (preset %s) at %s; Ctrl-C to stop\n", o.Model, o.Preset, srv.URL)
+			what := ""
+			if o.IsFleet() {
+				what = fmt.Sprintf(" on %d replicas (%s), router %s", len(srv.Replicas()), strings.Join(srv.Replicas(), ", "), o.Fleet.Router)
+			}
+			fmt.Fprintf(out.err, "tokentrace sim: serving model %q (preset %s)%s at %s; Ctrl-C to stop\n", o.Model, o.Preset, what, srv.URL)
 			<-c.Context.Done()
 			if err := srv.Close(); err != nil {
 				return err

@@ -76,3 +76,65 @@ func TestSimCommandUsage(t *testing.T) {
 		}
 	}
 }
+
+// tokentrace sim --replicas serves a fleet: each response names its
+// replica, and the truth has the replica of every request.
+func TestSimFleetCommand(t *testing.T) {
+	truth := filepath.Join(t.TempDir(), "truth.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, []string{"tokentrace", "sim", "--preset", "tiny", "--replicas", "2", "--router", "least-outstanding",
+			"--replica-config", "replica-1.step-fixed=2ms", "--truth-out", truth}, strings.NewReader(""), pw, &stderr)
+		pw.Close()
+	}()
+	url, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
+	}
+	url = strings.TrimSpace(url)
+	var served []string
+	for range 2 {
+		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"ignore_eos":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		served = append(served, resp.Header.Get("X-Sim-Replica"))
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d, stderr %s", c, stderr.String())
+	}
+	if served[0] != "replica-0" || served[1] != "replica-1" || !strings.Contains(stderr.String(), "on 2 replicas (replica-0, replica-1), router least-outstanding") {
+		t.Errorf("served by %v; stderr %s", served, stderr.String())
+	}
+	recs, _, err := traces.ReadAll(truth)
+	if err != nil || len(recs) != 2 || recs[0].Replica != "replica-0" || recs[1].Replica != "replica-1" {
+		t.Fatalf("truth: %v %+v", err, recs)
+	}
+}
+
+// Bad fleet flags are usage errors that say what is wrong.
+func TestSimFleetFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--replicas", "0"}, "pool of size 0"},
+		{[]string{"--replicas", "2", "--router", "random"}, "round-robin, least-outstanding, session-affinity, prefix-aware"},
+		{[]string{"--prefill-replicas", "2"}, "needs a decode pool"},
+		{[]string{"--replicas", "2", "--replica-config", "replica-9.step-fixed=1ms"}, `no replica or pool "replica-9"`},
+		{[]string{"--kv-transfer-latency", "3ms"}, "applies to a disaggregated fleet"},
+	} {
+		var stderr bytes.Buffer
+		code := Main(context.Background(), append([]string{"tokentrace", "sim"}, tc.args...), strings.NewReader(""), io.Discard, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("sim %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}

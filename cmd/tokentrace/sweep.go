@@ -50,6 +50,7 @@ type sweepSimFlags struct {
 	maxSeqs, maxBatched, blocks      int
 	stepFixed, prefill, decode, attn time.Duration
 	perRequestMetrics                bool
+	config                           string
 }
 
 func (f *sweepSimFlags) flags() []cli.Flag {
@@ -63,6 +64,7 @@ func (f *sweepSimFlags) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "sim-decode-per-seq", Value: -1, Destination: &f.decode, Usage: "built-in simulator: cost per decoding sequence", DefaultText: "preset's"},
 		&cli.DurationFlag{Name: "sim-attn-per-context-token", Value: -1, Destination: &f.attn, Usage: "built-in simulator: cost per context token read", DefaultText: "preset's"},
 		&cli.BoolFlag{Name: "sim-per-request-metrics", Value: true, Destination: &f.perRequestMetrics, Usage: "built-in simulator: return vLLM's per-request metrics"},
+		&cli.StringFlag{Name: "sim-config", Destination: &f.config, Usage: "built-in simulator: configuration keys applied last, KEY=VALUE,... (a fleet: replicas=4,router=prefix-aware)"},
 	}
 }
 
@@ -90,6 +92,9 @@ func (f *sweepSimFlags) options() (sim.Options, error) {
 	}
 	if err := o.Validate(); err != nil {
 		return o, usageErrorf("sim: %v", err)
+	}
+	if err := sim.ApplyConfig(&o, f.config); err != nil {
+		return o, usageErrorf("--sim-config: %v", err)
 	}
 	return o, nil
 }

@@ -142,6 +142,12 @@ type genBody struct {
 	// ReturnTokenIDs is vLLM's return_token_ids: each choice carries the
 	// ids of the tokens it generated ("token_ids").
 	ReturnTokenIDs bool `json:"return_token_ids"`
+	// KVTransferParams are vLLM's KV connector parameters: a decode
+	// replica gets do_remote_prefill (pull the prompt's KV from the
+	// prefill replica that computed it).
+	KVTransferParams *struct {
+		DoRemotePrefill bool `json:"do_remote_prefill"`
+	} `json:"kv_transfer_params"`
 }
 
 // genRequest is a parsed, validated generation request.
@@ -154,6 +160,7 @@ type genRequest struct {
 	continuous bool
 	salt       string
 	returnIDs  bool
+	remote     bool // kv_transfer_params.do_remote_prefill
 }
 
 func missing(field string) *apiError {
@@ -170,7 +177,8 @@ func (s *Server) parseGen(body []byte, api string) (*genRequest, *apiError) {
 	if b.Model != nil && *b.Model != s.o.Model {
 		return nil, &apiError{status: http.StatusNotFound, typ: "NotFoundError", msg: fmt.Sprintf("The model `%s` does not exist.", *b.Model)}
 	}
-	g := &genRequest{api: api, stream: b.Stream, salt: b.CacheSalt, returnIDs: b.ReturnTokenIDs}
+	g := &genRequest{api: api, stream: b.Stream, salt: b.CacheSalt, returnIDs: b.ReturnTokenIDs,
+		remote: b.KVTransferParams != nil && b.KVTransferParams.DoRemotePrefill}
 	var err *apiError
 	if api == traces.APIChat {
 		if len(b.Messages) == 0 || string(b.Messages) == "null" {
@@ -449,6 +457,7 @@ func (s *Server) serveGen(w http.ResponseWriter, hr *http.Request, api string) {
 		}
 		r, err := buildRequest(s.o, id, s.seq.Add(1)-1, api, p, g.salt, g.params)
 		r.arrival = s.now()
+		r.remote = g.remote
 		if api == traces.APIChat {
 			r.extID = "chatcmpl-" + rid
 		} else {
@@ -885,6 +894,43 @@ func (c *call) complete(ctx context.Context, w http.ResponseWriter) {
 	}
 	b = append(b, '}')
 	writeJSON(w, http.StatusOK, b)
+}
+
+// PromptHashes returns the chained hashes of the full blockSize-token
+// blocks of the first prompt of a completions or chat request body (api is
+// traces.APICompletions or traces.APIChat), as the engine keys its prefix
+// cache (cache_salt included): what a prefix-aware router scores. It
+// returns nil when the body does not parse.
+func PromptHashes(api string, body []byte, blockSize int) []uint64 {
+	var b struct {
+		Prompt    json.RawMessage `json:"prompt"`
+		Messages  json.RawMessage `json:"messages"`
+		CacheSalt string          `json:"cache_salt"`
+	}
+	if json.Unmarshal(body, &b) != nil || blockSize <= 0 {
+		return nil
+	}
+	var toks []int32
+	if api == traces.APIChat {
+		if len(b.Messages) == 0 {
+			return nil
+		}
+		msgs, err := parseMessages(b.Messages)
+		if err != nil {
+			return nil
+		}
+		toks = ChatTokens(msgs)
+	} else {
+		if len(bytes.TrimSpace(b.Prompt)) == 0 {
+			return nil
+		}
+		ps, err := parsePrompt(b.Prompt)
+		if err != nil || len(ps) == 0 {
+			return nil
+		}
+		toks = ps[0]
+	}
+	return blockHashes(toks, blockSize, b.CacheSalt)
 }
 
 // serveTokenize is vLLM's POST /tokenize.

@@ -62,10 +62,15 @@ func durKey(f func(*Options) *time.Duration) func(*Options, string) error {
 	}
 }
 
-// ConfigKeys lists the keys ApplyConfig takes, sorted ("preset" first).
+// ConfigKeys lists the keys ApplyConfig takes, sorted ("preset" first):
+// the engine's and the fleet's. An engine key can also be scoped to a pool
+// or a replica of a fleet: "SCOPE.KEY" (see Fleet.Overrides).
 func ConfigKeys() []string {
 	keys := []string{"preset"}
 	for k := range configKeys {
+		keys = append(keys, k)
+	}
+	for k := range fleetKeys {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys[1:])
@@ -77,6 +82,12 @@ func ConfigKeys() []string {
 // key=value pairs (ConfigKeys). A preset is applied first wherever it
 // stands, so the other keys override it. The empty string changes nothing.
 // The result is validated.
+//
+// Fleet keys make the options a fleet: "replicas=4,router=prefix-aware",
+// or "prefill-replicas=2,decode-replicas=6,kv-transfer-latency=2ms,
+// kv-transfer-per-token=5us,kv-transfer-bandwidth=25GB/s"; a key with a
+// scope configures one pool or replica ("decode.max-num-seqs=512",
+// "replica-3.step-fixed=24ms"; see Fleet.Overrides).
 func ApplyConfig(o *Options, s string) error {
 	if strings.TrimSpace(s) == "" {
 		return o.Validate()
@@ -89,13 +100,23 @@ func ApplyConfig(o *Options, s string) error {
 		if !ok || k == "" || v == "" {
 			return fmt.Errorf("simulator configuration %q: %q is not key=value (keys: %s)", s, part, strings.Join(ConfigKeys(), ", "))
 		}
-		if _, known := configKeys[k]; !known && k != "preset" {
-			return fmt.Errorf("simulator configuration %q: unknown key %q (keys: %s)", s, k, strings.Join(ConfigKeys(), ", "))
-		}
 		if seen[k] {
 			return fmt.Errorf("simulator configuration %q: %s is given twice", s, k)
 		}
 		seen[k] = true
+		if scope, key, scoped := strings.Cut(k, "."); scoped {
+			if _, known := configKeys[key]; (!known && key != "preset") || scope == "" {
+				return fmt.Errorf("simulator configuration %q: unknown key %q in %q (a scoped key is SCOPE.KEY with an engine key: %s)", s, key, k, strings.Join(scopedKeys(), ", "))
+			}
+			if fleetWide[key] {
+				return fmt.Errorf("simulator configuration %q: %s: %s is fleet-wide (one model, one block size and context length); set it without a scope", s, k, key)
+			}
+			o.Fleet.Overrides = append(o.Fleet.Overrides, k+"="+v)
+			continue
+		}
+		if _, known := configKeys[k]; !known && k != "preset" && fleetKeys[k] == nil {
+			return fmt.Errorf("simulator configuration %q: unknown key %q (keys: %s)", s, k, strings.Join(ConfigKeys(), ", "))
+		}
 		if k == "preset" {
 			if err := ApplyPreset(o, v); err != nil {
 				return fmt.Errorf("simulator configuration %q: %w", s, err)
@@ -105,9 +126,16 @@ func ApplyConfig(o *Options, s string) error {
 		kvs = append(kvs, [2]string{k, v})
 	}
 	for _, kv := range kvs {
-		if err := configKeys[kv[0]](o, kv[1]); err != nil {
+		set := configKeys[kv[0]]
+		if set == nil {
+			set = fleetKeys[kv[0]]
+		}
+		if err := set(o, kv[1]); err != nil {
 			return fmt.Errorf("simulator configuration %q: %s: %w", s, kv[0], err)
 		}
+	}
+	if err := checkFleetKeys(o, seen); err != nil {
+		return fmt.Errorf("simulator configuration %q: %w", s, err)
 	}
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("simulator configuration %q: %w", s, err)

@@ -33,6 +33,13 @@ type request struct {
 	priority  int
 	maxTokens int // the max_tokens parameter (for the histogram)
 	arrival   int64
+	// remote marks a request whose prompt a prefill replica computed: on
+	// admission the engine allocates its blocks and pulls the KV cache
+	// (engine.onRemote) instead of computing it, then recomputes only the
+	// last prompt token, as vLLM's NIXL connector does.
+	remote bool
+	// ext is the exported handle of a request built for a Replica.
+	ext *Request
 
 	// engine-owned
 	numComputed int
@@ -47,6 +54,10 @@ type request struct {
 	running     bool
 	finished    bool
 	lastPub     int
+	// admitted is when a remote request got its blocks and its pull began,
+	// kvAt when the pulled KV landed (-1 before); pulling is set meanwhile.
+	admitted, kvAt int64
+	pulling        bool
 
 	// published to the handler
 	pub    atomic.Int64 // output tokens published so far
@@ -74,7 +85,7 @@ type finalInfo struct {
 }
 
 func newRequest() *request {
-	return &request{firstSched: -1, firstTok: -1, lastTok: -1, notify: make(chan struct{}, 1)}
+	return &request{firstSched: -1, firstTok: -1, lastTok: -1, admitted: -1, kvAt: -1, notify: make(chan struct{}, 1)}
 }
 
 func (r *request) total() int { return r.promptLen + r.numOut }
@@ -127,7 +138,14 @@ type engine struct {
 	// onPublish, when set, is called just before tokens are published to
 	// r's handler.
 	onPublish func(r *request)
-	aborts    int
+	// onRemote, when set, starts pulling tokens tokens of a remote
+	// request's KV cache; kvArrived ends the pull. Unset, the KV lands at
+	// once.
+	onRemote func(r *request, tokens int, now int64)
+	// pulls counts admitted remote requests whose KV is still on its way
+	// (vLLM counts them as waiting).
+	pulls  int
+	aborts int
 
 	// plan results
 	prefillTokens, decodeSeqs, ctxTokens int
@@ -138,8 +156,13 @@ func newEngine(o Options, st *stats) *engine {
 	return &engine{o: o, kv: newKVCache(o.NumGPUBlocks, o.BlockSize, !o.DisablePrefixCaching), st: st}
 }
 
-// idle reports whether nothing is queued or running.
+// idle reports whether nothing is queued or running (KV pulls may still
+// be on their way: see pulls).
 func (e *engine) idle() bool { return len(e.waiting) == 0 && len(e.running) == 0 }
+
+// numWaiting is vllm:num_requests_waiting: the queue and the requests
+// waiting for their KV cache to arrive.
+func (e *engine) numWaiting() int { return len(e.waiting) + e.pulls }
 
 // add puts a request in the waiting queue (arrival already stamped).
 func (e *engine) add(r *request) {
@@ -188,7 +211,7 @@ func (e *engine) reapAborts(now int64) {
 	}
 	e.compactRunning()
 	e.st.mu.Lock()
-	e.st.running, e.st.waiting, e.st.kvUsage = len(e.running), len(e.waiting), e.kv.usage()
+	e.st.running, e.st.waiting, e.st.kvUsage = len(e.running), e.numWaiting(), e.kv.usage()
 	e.st.mu.Unlock()
 }
 
@@ -253,6 +276,34 @@ func (e *engine) plan(now int64) (time.Duration, bool) {
 	for !preempted && len(e.waiting) > 0 && budget > 0 && len(e.running) < e.o.MaxNumSeqs {
 		r := e.waiting[0]
 		total := r.total()
+		if r.remote && r.kvAt < 0 {
+			if !e.admitRemote(r, now) {
+				break
+			}
+			continue
+		}
+		if r.kvAt >= 0 && len(r.blocks) > 0 {
+			// A remote request whose KV landed: its blocks are held, one
+			// prompt token is left to compute.
+			n := min(total-r.numComputed, budget)
+			need := e.blocksFor(r.numComputed+n) - len(r.blocks)
+			if need > 0 && !e.kv.canAllocate(nil, need) {
+				break
+			}
+			if need > 0 {
+				r.blocks = e.kv.allocate(r.blocks, need)
+			}
+			if r.firstSched < 0 {
+				r.firstSched = now
+			}
+			e.waiting[0] = nil
+			e.waiting = e.waiting[1:]
+			r.running = true
+			e.running = append(e.running, r)
+			e.sched = append(e.sched, schedItem{r, n})
+			budget -= n
+			continue
+		}
 		hit := e.hitBuf[:0]
 		if !e.o.DisablePrefixCaching {
 			maxHit := min(len(r.hashes), (total-1)/e.o.BlockSize)
@@ -300,6 +351,85 @@ func (e *engine) plan(now int64) (time.Duration, bool) {
 		time.Duration(e.decodeSeqs)*e.o.DecodePerSeq +
 		time.Duration(e.ctxTokens)*e.o.AttnPerContextToken
 	return d, true
+}
+
+// admitRemote admits the remote request r at the head of the waiting
+// queue: it takes the blocks of the whole prompt (the local prefix-cache
+// hits among them) and starts pulling the rest of the KV, all but the last
+// prompt token, which the engine recomputes to sample the first output
+// token. It returns false when the blocks do not fit (r keeps its place).
+func (e *engine) admitRemote(r *request, now int64) bool {
+	total := r.total()
+	hit := e.hitBuf[:0]
+	if !e.o.DisablePrefixCaching {
+		hit = e.kv.lookup(r.hashes[:min(len(r.hashes), (total-1)/e.o.BlockSize)], hit)
+		e.hitBuf = hit
+	}
+	computed := len(hit) * e.o.BlockSize
+	need := e.blocksFor(total) - len(hit)
+	if !e.kv.canAllocate(hit, need) {
+		return false
+	}
+	if !e.o.DisablePrefixCaching {
+		e.st.prefixQuery(total, computed)
+	}
+	e.kv.touch(hit)
+	r.blocks = append(r.blocks[:0], hit...)
+	r.blocks = e.kv.allocate(r.blocks, need)
+	r.numComputed, r.hashed, r.cached, r.admitted = computed, len(hit), computed, now
+	e.waiting[0] = nil
+	e.waiting = e.waiting[1:]
+	tokens := total - 1 - computed
+	if tokens <= 0 || e.onRemote == nil {
+		e.kvArrived(r, now)
+		return true
+	}
+	r.pulling = true
+	e.pulls++
+	e.onRemote(r, tokens, now)
+	return true
+}
+
+// kvArrived ends r's pull at time now: its prompt KV (all but the last
+// token) is computed and its full blocks join the prefix cache, and r
+// goes back to the waiting queue in arrival order to be scheduled.
+func (e *engine) kvArrived(r *request, now int64) {
+	pulled := r.pulling
+	if pulled {
+		r.pulling = false
+		e.pulls--
+	}
+	if r.finished {
+		return
+	}
+	r.kvAt = now
+	r.numComputed = max(r.total()-1, r.numComputed)
+	bs := e.o.BlockSize
+	full := r.numComputed / bs
+	for i := r.hashed; i < full && i < len(r.hashes) && !e.o.DisablePrefixCaching; i++ {
+		e.kv.commit(r.blocks[i], r.hashes[i])
+	}
+	r.hashed = max(r.hashed, min(full, len(r.hashes)))
+	if pulled {
+		e.st.mu.Lock()
+		e.st.kvPulled(float64(now-r.admitted)/1e9, r.total()-1-r.cached)
+		e.st.mu.Unlock()
+	}
+	if r.abort.Load() {
+		e.finish(r, now, traces.StatusDisconnect)
+		return
+	}
+	if e.o.Policy == "priority" {
+		e.add(r)
+		return
+	}
+	i := len(e.waiting)
+	for i > 0 && (e.waiting[i-1].arrival > r.arrival || e.waiting[i-1].arrival == r.arrival && e.waiting[i-1].seq > r.seq) {
+		i--
+	}
+	e.waiting = append(e.waiting, nil)
+	copy(e.waiting[i+1:], e.waiting[i:])
+	e.waiting[i] = r
 }
 
 // preempt frees a running request's blocks and puts it back at the front of
@@ -372,7 +502,7 @@ func (e *engine) commit(end int64) {
 	if anyFinished {
 		e.compactRunning()
 	}
-	e.st.running, e.st.waiting, e.st.kvUsage = len(e.running), len(e.waiting), e.kv.usage()
+	e.st.running, e.st.waiting, e.st.kvUsage = len(e.running), e.numWaiting(), e.kv.usage()
 	e.st.mu.Unlock()
 }
 
@@ -449,6 +579,22 @@ func truthRecord(r *request, status string) traces.Record {
 	}
 	if r.firstSched < 0 {
 		t.ServerCachedTokens = traces.NotReported
+	}
+	if r.remote && r.admitted >= 0 {
+		// The decode side of a disaggregated request: its queue is the
+		// wait for blocks and, once the KV landed, for a batch; its
+		// prefill only the last prompt token (the prefill replica's row
+		// has the rest); the pull sits between.
+		t.ServerQueueNs = traces.NotReported
+		if r.kvAt >= 0 {
+			t.ServerKVTransferNs = r.kvAt - r.admitted
+		}
+		if r.firstSched >= 0 {
+			t.ServerDecodeQueueNs = r.admitted - r.arrival + r.firstSched - r.kvAt
+		}
+		if r.firstTok < 0 {
+			t.ServerPrefillNs, t.ServerDecodeNs = traces.NotReported, traces.NotReported
+		}
 	}
 	return t
 }

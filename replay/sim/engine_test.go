@@ -213,8 +213,8 @@ func TestKVCacheAccounting(t *testing.T) {
 	c.commit(a[0], 11)
 	c.commit(a[1], 12)
 	c.free(a)
-	if c.nfree != 4 || len(c.cached) != 2 {
-		t.Fatalf("after free: nfree %d cached %d, want 4 and 2", c.nfree, len(c.cached))
+	if c.nfree != 4 || c.cached.Len() != 2 {
+		t.Fatalf("after free: nfree %d cached %d, want 4 and 2", c.nfree, c.cached.Len())
 	}
 	if hit := c.lookup([]uint64{11, 12, 13}, nil); len(hit) != 2 {
 		t.Fatalf("lookup hit %d blocks, want 2", len(hit))
@@ -222,10 +222,10 @@ func TestKVCacheAccounting(t *testing.T) {
 	// Allocating 3 blocks takes the 2 never-used ones first, then evicts the
 	// freed request's tail block (12) before its head (11).
 	b := c.allocate(nil, 3)
-	if _, ok := c.cached[12]; ok {
+	if _, ok := c.cached.Get(12); ok {
 		t.Errorf("block hash 12 still cached after eviction")
 	}
-	if _, ok := c.cached[11]; !ok {
+	if _, ok := c.cached.Get(11); !ok {
 		t.Errorf("block hash 11 evicted before 12")
 	}
 	c.free(b)

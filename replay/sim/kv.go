@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/tokentrace/tokentrace/internal/u64map"
+
 // kvCache is vLLM V1's block pool with prefix caching, reduced to its
 // accounting: blocks have a reference count and, once a full block has been
 // computed, the chained hash of its tokens (prompt and generated tokens alike,
@@ -19,8 +21,11 @@ type kvCache struct {
 	head      int32
 	tail      int32
 	nfree     int
-	cached    map[uint64]int32
-	caching   bool
+	// cached maps a block hash to the block holding it: u64map, as a fleet
+	// of engines does tens of lookups per request on tables past the CPU's
+	// caches.
+	cached  *u64map.Map
+	caching bool
 }
 
 func newKVCache(nblocks, blockSize int, caching bool) *kvCache {
@@ -33,7 +38,7 @@ func newKVCache(nblocks, blockSize int, caching bool) *kvCache {
 		inFree:    make([]bool, nblocks),
 		head:      -1,
 		tail:      -1,
-		cached:    map[uint64]int32{},
+		cached:    u64map.New(min(nblocks, 1<<16)),
 		caching:   caching,
 	}
 	for i := range nblocks {
@@ -82,7 +87,7 @@ func (c *kvCache) lookup(hashes []uint64, dst []int32) []int32 {
 		return dst
 	}
 	for _, h := range hashes {
-		b, ok := c.cached[h]
+		b, ok := c.cached.Get(h)
 		if !ok {
 			break
 		}
@@ -118,9 +123,7 @@ func (c *kvCache) allocate(dst []int32, n int) []int32 {
 		b := c.head
 		c.unlink(b)
 		if h := c.hash[b]; h != 0 {
-			if c.cached[h] == b {
-				delete(c.cached, h)
-			}
+			c.cached.DeleteIf(h, b)
 			c.hash[b] = 0
 		}
 		c.refcnt[b] = 1
@@ -134,10 +137,11 @@ func (c *kvCache) commit(b int32, h uint64) {
 	if !c.caching || c.hash[b] != 0 {
 		return
 	}
-	if _, ok := c.cached[h]; ok {
+	v, existed := c.cached.Upsert(h)
+	if existed {
 		return // an equal block is already cached; keep the first
 	}
-	c.cached[h] = b
+	*v = b
 	c.hash[b] = h
 }
 

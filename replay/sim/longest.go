@@ -15,7 +15,16 @@ func LongestRequest(recs []traces.Record) int {
 // longest tokens (input + output), but no further than the KV cache holds
 // (NumGPUBlocks × BlockSize): a trace's production requests then get an
 // answer rather than vLLM's 400, unless no cache could hold them.
+//
+// In a fleet the context length is fleet-wide: it stops at the smallest
+// replica's cache.
 func (o Options) TakeLongest(longest int) Options {
-	o.MaxModelLen = min(max(o.MaxModelLen, longest), o.NumGPUBlocks*o.BlockSize)
+	limit := o.NumGPUBlocks * o.BlockSize
+	if specs, err := o.ReplicaSpecs(); err == nil {
+		for _, sp := range specs {
+			limit = min(limit, sp.Options.NumGPUBlocks*sp.Options.BlockSize)
+		}
+	}
+	o.MaxModelLen = min(max(o.MaxModelLen, longest), limit)
 	return o
 }

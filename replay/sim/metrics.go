@@ -19,6 +19,17 @@ var (
 	requestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
 		60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
 	iterationBuckets = []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+	// The NIXL connector's (vllm/distributed/kv_transfer/kv_connector/v1/
+	// nixl_connector.py, NixlPromMetrics): transfer time, and bytes from
+	// 2 KiB to 8 GiB in steps of 4.
+	nixlTimeBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0}
+	nixlBytesBuckets = func() []float64 {
+		var b []float64
+		for i := 1; i < 25; i += 2 {
+			b = append(b, float64(int64(1)<<(10+i)))
+		}
+		return b
+	}()
 )
 
 // buckets125 is vLLM's build_1_2_5_buckets(max): 1, 2, 5, 10, 20, 50, ... ≤ max.
@@ -73,6 +84,11 @@ type stats struct {
 	promptLen, genLen, maxTokens, iterTokens                *histogram
 	// hists are all of the above in the order vLLM exposes them.
 	hists []*histogram
+
+	// KV pulls of a decode replica under prefill/decode disaggregation,
+	// as vLLM's NIXL connector exposes them (written once there was one).
+	kvTime, kvBytes *histogram
+	kvBytesPerToken int
 }
 
 func newStats(maxModelLen int) *stats {
@@ -93,7 +109,18 @@ func newStats(maxModelLen int) *stats {
 		decode:     newHistogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", requestLatencyBuckets),
 	}
 	s.hists = []*histogram{s.promptLen, s.genLen, s.iterTokens, s.maxTokens, s.ttft, s.itl, s.tpot, s.e2e, s.queue, s.inference, s.prefill, s.decode}
+	s.kvTime = newHistogram("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for NIXL KV Cache transfers.", nixlTimeBuckets)
+	s.kvBytes = newHistogram("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per NIXL KV Cache transfers.", nixlBytesBuckets)
 	return s
+}
+
+// kvPulled records one KV pull of tokens tokens that took sec seconds (mu
+// held).
+func (s *stats) kvPulled(sec float64, tokens int) {
+	s.kvTime.observe(sec)
+	if s.kvBytesPerToken > 0 {
+		s.kvBytes.observe(float64(tokens) * float64(s.kvBytesPerToken))
+	}
 }
 
 func (s *stats) prefixQuery(queried, hit int) {
@@ -133,47 +160,140 @@ func (s *stats) finished(r *request, reason string, now int64) {
 // prometheus_client does: HELP and TYPE lines, counters with a _total
 // suffix, labels sorted by name, numbers as Python floats.
 func (s *stats) writeProm(w io.Writer, model string) error {
+	return writeProm(w, model, []MetricsSource{{Meter: Meter{s}}})
+}
+
+// writeProm writes the exposition of several engines: each family once,
+// with every source's samples, told apart by the source's labels.
+func writeProm(w io.Writer, model string, srcs []MetricsSource) error {
 	bw := bufio.NewWriter(w)
-	base := [][2]string{{"engine", "0"}, {"model_name", model}}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	gauge := func(name, help string, v float64) {
-		header(bw, name, help, "gauge")
-		sample(bw, name, base, v)
+	// labels are a sample's: engine, the family's own label, model_name,
+	// then the source's (all sorting after model_name).
+	labels := func(src *MetricsSource, own ...[2]string) [][2]string {
+		l := make([][2]string, 0, 3+len(src.Labels))
+		l = append(l, [2]string{"engine", "0"})
+		l = append(l, own...)
+		l = append(l, [2]string{"model_name", model})
+		return append(l, src.Labels...)
 	}
-	counter := func(name, help string, v int64) {
-		header(bw, name+"_total", help, "counter")
-		sample(bw, name+"_total", base, float64(v))
-	}
-	hist := func(h *histogram) {
-		name := h.name
-		header(bw, name, h.help, "histogram")
-		var cum uint64
-		for i, b := range h.bounds {
-			cum += h.counts[i]
-			sample(bw, name+"_bucket", append(base[:1:1], [2]string{"le", pyFloat(b)}, base[1]), float64(cum))
+	each := func(f func(src *MetricsSource, st *stats)) {
+		for i := range srcs {
+			st := srcs[i].Meter.st
+			st.mu.Lock()
+			f(&srcs[i], st)
+			st.mu.Unlock()
 		}
-		cum += h.counts[len(h.bounds)]
-		sample(bw, name+"_bucket", append(base[:1:1], [2]string{"le", "+Inf"}, base[1]), float64(cum))
-		sample(bw, name+"_count", base, float64(h.count))
-		sample(bw, name+"_sum", base, h.sum)
 	}
-	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(s.running))
-	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(s.waiting))
-	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kvUsage)
-	counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", s.prefixQueries)
-	counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", s.prefixHits)
-	counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", s.preemptions)
-	counter("vllm:prompt_tokens", "Number of prefill tokens processed.", s.promptTokens)
-	counter("vllm:generation_tokens", "Number of generation tokens processed.", s.generation)
+	gauge := func(name, help string, v func(*stats) float64) {
+		header(bw, name, help, "gauge")
+		each(func(src *MetricsSource, st *stats) { sample(bw, name, labels(src), v(st)) })
+	}
+	counter := func(name, help string, v func(*stats) int64) {
+		header(bw, name+"_total", help, "counter")
+		each(func(src *MetricsSource, st *stats) { sample(bw, name+"_total", labels(src), float64(v(st))) })
+	}
+	hist := func(pick func(*stats) *histogram, cond func(*stats) bool) {
+		first := pick(srcs[0].Meter.st)
+		header(bw, first.name, first.help, "histogram")
+		each(func(src *MetricsSource, st *stats) {
+			h := pick(st)
+			if cond != nil && !cond(st) {
+				return
+			}
+			var cum uint64
+			for i, b := range h.bounds {
+				cum += h.counts[i]
+				sample(bw, h.name+"_bucket", labels(src, [2]string{"le", pyFloat(b)}), float64(cum))
+			}
+			cum += h.counts[len(h.bounds)]
+			sample(bw, h.name+"_bucket", labels(src, [2]string{"le", "+Inf"}), float64(cum))
+			sample(bw, h.name+"_count", labels(src), float64(h.count))
+			sample(bw, h.name+"_sum", labels(src), h.sum)
+		})
+	}
+	if len(srcs) == 0 {
+		return nil
+	}
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", func(st *stats) float64 { return float64(st.running) })
+	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", func(st *stats) float64 { return float64(st.waiting) })
+	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", func(st *stats) float64 { return st.kvUsage })
+	counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", func(st *stats) int64 { return st.prefixQueries })
+	counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", func(st *stats) int64 { return st.prefixHits })
+	counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", func(st *stats) int64 { return st.preemptions })
+	counter("vllm:prompt_tokens", "Number of prefill tokens processed.", func(st *stats) int64 { return st.promptTokens })
+	counter("vllm:generation_tokens", "Number of generation tokens processed.", func(st *stats) int64 { return st.generation })
 	header(bw, "vllm:request_success_total", "Count of successfully processed requests.", "counter")
-	for _, reason := range []string{"abort", "length", "stop"} {
-		sample(bw, "vllm:request_success_total", [][2]string{base[0], {"finished_reason", reason}, base[1]}, float64(s.success[reason]))
+	each(func(src *MetricsSource, st *stats) {
+		for _, reason := range []string{"abort", "length", "stop"} {
+			sample(bw, "vllm:request_success_total", labels(src, [2]string{"finished_reason", reason}), float64(st.success[reason]))
+		}
+	})
+	for k := range srcs[0].Meter.st.hists {
+		hist(func(st *stats) *histogram { return st.hists[k] }, nil)
 	}
-	for _, h := range s.hists {
-		hist(h)
+	pulled := false
+	each(func(_ *MetricsSource, st *stats) { pulled = pulled || st.kvTime.count > 0 })
+	if pulled {
+		// Only the engines that pulled KV (decode replicas) have the
+		// connector's series, as in vLLM.
+		hist(func(st *stats) *histogram { return st.kvTime }, func(st *stats) bool { return st.kvTime.count > 0 })
+		bytes := false
+		each(func(_ *MetricsSource, st *stats) { bytes = bytes || st.kvBytes.count > 0 })
+		if bytes {
+			hist(func(st *stats) *histogram { return st.kvBytes }, func(st *stats) bool { return st.kvBytes.count > 0 })
+		}
 	}
 	return bw.Flush()
+}
+
+// Meter is one engine's metrics: what its /metrics reports.
+type Meter struct{ st *stats }
+
+// MetricsSource is an engine's metrics with the labels that tell it apart
+// from the others in one exposition (WriteMetrics).
+type MetricsSource struct {
+	Meter Meter
+	// Labels are added to every sample after vLLM's own (engine, model_name
+	// and the family's); their names must sort after "model_name" (pod,
+	// role, ...), in order.
+	Labels [][2]string
+}
+
+// WriteMetrics writes one Prometheus exposition of several engines (a
+// fleet's replicas): vLLM's families, each once, with every source's
+// samples and labels.
+func WriteMetrics(w io.Writer, model string, srcs []MetricsSource) error {
+	return writeProm(w, model, srcs)
+}
+
+// Counters are an engine's counters and gauges, as its /metrics reports
+// them.
+type Counters struct {
+	Running, Waiting               int
+	KVUsage                        float64
+	PrefixQueries, PrefixHits      int64 // tokens
+	Preemptions                    int64
+	PromptTokens, GenerationTokens int64
+	// Finished counts requests that ended normally; Aborted the others.
+	Finished, Aborted int64
+	// KVPulls counts the KV pulls of a decode replica; KVPullSeconds is
+	// their summed time.
+	KVPulls       int64
+	KVPullSeconds float64
+}
+
+// Counters returns m's counters now.
+func (m Meter) Counters() Counters {
+	st := m.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return Counters{
+		Running: st.running, Waiting: st.waiting, KVUsage: st.kvUsage,
+		PrefixQueries: st.prefixQueries, PrefixHits: st.prefixHits, Preemptions: st.preemptions,
+		PromptTokens: st.promptTokens, GenerationTokens: st.generation,
+		Finished: st.success["stop"] + st.success["length"], Aborted: st.success["abort"],
+		KVPulls: int64(st.kvTime.count), KVPullSeconds: st.kvTime.sum,
+	}
 }
 
 func header(w *bufio.Writer, name, help, typ string) {

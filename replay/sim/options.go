@@ -30,6 +30,11 @@
 // timestamps, so a client recovers the truth exactly (to the float64
 // rounding of milliseconds).
 //
+// Replica is the same engine stepped on a caller's clock, and a request
+// may come with its prompt already computed elsewhere (a decode replica
+// pulls its KV cache first): package replay/sim/fleet builds fleets of
+// engines behind a router from them, described by Options.Fleet.
+//
 // Text prompts are tokenized with a built-in deterministic rule (see
 // Tokenize, also behind POST /tokenize); token-id prompts are used as they
 // are. Output text is deterministic filler, one word per token.
@@ -174,6 +179,26 @@ type Options struct {
 	// TruthOut is a file (any traces codec, by extension) that Close writes
 	// with one row per finished request. Defaults to "" (none).
 	TruthOut string
+
+	// KVPull times the KV pulls of requests whose prompt a prefill replica
+	// computed (a body with kv_transfer_params.do_remote_prefill, as llm-d's
+	// routing sidecar sends to a decode replica). Defaults to nil: the KV
+	// arrives at once.
+	KVPull KVPuller
+
+	// Fleet, when it has replicas, makes these options a fleet: replicas
+	// (each configured by these options and Fleet.Overrides) behind a
+	// router, run by package replay/sim/fleet. Defaults to no fleet, with
+	// the fleet defaults (DefaultRouter, DefaultKVTransfer*) filled in.
+	Fleet Fleet
+}
+
+// KVPuller moves a request's KV cache from the prefill replica that
+// computed it (Options.KVPull).
+type KVPuller interface {
+	// Pull starts moving tokens tokens of KV cache and calls done, from any
+	// goroutine, once they are there.
+	Pull(tokens int, done func())
 }
 
 // DefaultOptions returns the documented defaults (preset DefaultPreset).
@@ -188,6 +213,12 @@ func DefaultOptions() Options {
 		PromptTokensDetails: true,
 		FailStatus:          DefaultFailStatus,
 		StallDuration:       DefaultStallDuration,
+		Fleet: Fleet{
+			Router:                  DefaultRouter,
+			KVTransferLatency:       DefaultKVTransferLatency,
+			KVTransferPerToken:      DefaultKVTransferPerToken,
+			KVTransferBytesPerToken: DefaultKVTransferBytesPerToken,
+		},
 	}
 	if err := ApplyPreset(&o, DefaultPreset); err != nil {
 		panic(err)
@@ -333,6 +364,11 @@ func (o *Options) Validate() error {
 	case "fcfs", "priority":
 	default:
 		errs = append(errs, fmt.Errorf("sim: Options.Policy %q isn't one of [fcfs, priority]", o.Policy))
+	}
+	if len(errs) == 0 {
+		if err := o.validateFleet(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

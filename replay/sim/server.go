@@ -31,6 +31,9 @@ type Server struct {
 	mu      sync.Mutex
 	pending []*request
 	truth   []traces.Record
+	// pulled are remote requests whose KV arrived (Options.KVPull), for
+	// the engine goroutine to take.
+	pulled []*request
 
 	wake     chan struct{}
 	stop     chan struct{}
@@ -54,9 +57,31 @@ type Server struct {
 // Start validates o, listens on o.Listen and runs the engine until Close or
 // until ctx is done.
 func Start(ctx context.Context, o Options) (*Server, error) {
+	return start(ctx, o, true)
+}
+
+// StartHandler is Start without a listener: the server's URL is "" and its
+// Handler is served by the caller (a fleet's router mounts its replicas
+// so).
+func StartHandler(ctx context.Context, o Options) (*Server, error) {
+	return start(ctx, o, false)
+}
+
+func start(ctx context.Context, o Options, listen bool) (*Server, error) {
 	s, err := newServer(o)
 	if err != nil {
 		return nil, err
+	}
+	if !listen {
+		go s.loop()
+		go func() {
+			select {
+			case <-ctx.Done():
+				s.Close()
+			case <-s.stop:
+			}
+		}()
+		return s, nil
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -84,6 +109,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 }
 
 func newServer(o Options) (*Server, error) {
+	if o.IsFleet() {
+		return nil, errFleet(o)
+	}
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -96,7 +124,18 @@ func newServer(o Options) (*Server, error) {
 		loopDone: make(chan struct{}),
 		ackCh:    make(chan struct{}, 1),
 	}
+	s.st.kvBytesPerToken = o.Fleet.KVTransferBytesPerToken
 	s.eng = newEngine(o, s.st)
+	if o.KVPull != nil {
+		s.eng.onRemote = func(r *request, tokens int, _ int64) {
+			o.KVPull.Pull(tokens, func() {
+				s.mu.Lock()
+				s.pulled = append(s.pulled, r)
+				s.mu.Unlock()
+				s.poke()
+			})
+		}
+	}
 	s.eng.onFinish = func(r *request, status string) {
 		if status != traces.StatusOK {
 			if st := r.abortStatus; st != "" {
@@ -132,6 +171,12 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // Options returns the options the server runs with.
 func (s *Server) Options() Options { return s.o }
+
+// StartTime is the server's clock origin: truth offsets count from it.
+func (s *Server) StartTime() time.Time { return s.start }
+
+// Meter returns the server's metrics.
+func (s *Server) Meter() Meter { return Meter{s.st} }
 
 // Close stops the HTTP server and the engine and writes TruthOut. It is
 // idempotent and returns the same error every time.
@@ -217,10 +262,11 @@ func (s *Server) loop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastEnd int64
-	var batch []*request
+	var batch, pulled []*request
 	for {
 		s.mu.Lock()
 		batch, s.pending = s.pending, batch[:0]
+		pulled, s.pulled = s.pulled, pulled[:0]
 		s.mu.Unlock()
 		now := s.now()
 		if s.o.Virtual && !e.idle() {
@@ -234,9 +280,13 @@ func (s *Server) loop() {
 			e.add(r)
 			batch[i] = nil
 		}
-		if len(batch) > 0 {
+		for i, r := range pulled {
+			e.kvArrived(r, max(now, lastEnd))
+			pulled[i] = nil
+		}
+		if len(batch) > 0 || len(pulled) > 0 {
 			s.st.mu.Lock()
-			s.st.waiting = len(e.waiting)
+			s.st.waiting = e.numWaiting()
 			s.st.mu.Unlock()
 		}
 		if s.aborts.Swap(0) > 0 {

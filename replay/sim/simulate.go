@@ -26,6 +26,9 @@ type SimRequest struct {
 	IgnoreEOS bool
 	// Priority orders the waiting queue under the "priority" policy.
 	Priority int
+	// Session is the request's session (0 = none): a fleet's
+	// session-affinity router keeps a session on one replica.
+	Session int64
 }
 
 // StepStat is the engine state after one simulated step.
@@ -54,6 +57,9 @@ type SimResult struct {
 // MaxTokens exceeds MaxModelLen are rejected with an error row (status
 // http_error, 400), as the server would.
 func Simulate(ctx context.Context, o Options, reqs []SimRequest) (*SimResult, error) {
+	if o.IsFleet() {
+		return nil, errFleet(o)
+	}
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -40,7 +41,8 @@ type Options struct {
 	// Replay is the base replay options; Speed, Run and Journal are set per
 	// step. URL "" starts a fresh simulator (Sim) for every step.
 	Replay replay.Options
-	// Sim configures the built-in simulator when Replay.URL is "".
+	// Sim configures the built-in simulator when Replay.URL is "" (one
+	// engine or a fleet, see package replay/sim/fleet).
 	Sim sim.Options
 	// SLO are the bounds every step is judged against, at Percentile
 	// (default DefaultPercentile). Required.
@@ -292,7 +294,7 @@ func runOne(ctx context.Context, opts Options, recs []traces.Record, meta traces
 	o.Journal = ""
 	if o.URL == "" {
 		so := opts.Sim.TakeLongest(sim.LongestRequest(recs))
-		srv, err := sim.Start(ctx, so)
+		srv, err := fleet.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)
 		}
