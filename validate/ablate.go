@@ -88,8 +88,11 @@ type AblatedEffect struct {
 }
 
 // named reports whether the transplant is a reason: it restores a
-// conclusion or closes part of a gap beyond noise.
-func (t *Transplant) named() bool { return t.NotBuilt == "" && (t.Restored > 0 || t.Closes) }
+// conclusion, or closes part of a gap beyond noise and at least
+// minGapClosed of the gaps in the median.
+func (t *Transplant) named() bool {
+	return t.NotBuilt == "" && (t.Restored > 0 || t.Closes && t.GapClosed >= minGapClosed)
+}
 
 // broken lists the conclusions that do not hold.
 func (r *Result) broken() []Conclusion {
@@ -255,8 +258,13 @@ const minGapClosed = 0.10
 // effect and lies outside the synthetic effect's interval (a move beyond
 // its noise).
 func movesTowardReal(c Conclusion, e Effect) bool {
-	return gapClosed(c, e) >= minGapClosed && (e.Change < c.Synthetic.CILow || e.Change > c.Synthetic.CIHigh)
+	return gapClosed(c, e) >= minGapClosed && outside(e, c.Synthetic)
 }
+
+// outside reports whether e lies outside s's interval: a move beyond the
+// synthetic effect's own noise (a decision that flips within it proves
+// nothing).
+func outside(e, s Effect) bool { return e.Change < s.CILow || e.Change > s.CIHigh }
 
 // decision is an effect as a decision reads it: its direction when
 // significant, else 0 (no difference).
@@ -272,11 +280,11 @@ func decision(e Effect) int {
 
 // restores reports whether e reaches the real conclusion where the
 // synthetic one did not: the same decision (direction and significance),
-// moved from the synthetic effect towards the real one (past it counts),
-// and for a conclusion whose decision already carried over (magnitude
-// off), a verdict of holds.
+// moved from the synthetic effect towards the real one (past it counts)
+// and out of the synthetic effect's interval, and for a conclusion whose
+// decision already carried over (magnitude off), a verdict of holds.
 func restores(c Conclusion, e Effect, o *Options) bool {
-	if decision(e) != decision(c.Real) || gapClosed(c, e) <= 0 {
+	if decision(e) != decision(c.Real) || gapClosed(c, e) <= 0 || !outside(e, c.Synthetic) {
 		return false
 	}
 	if c.Verdict == VerdictMagnitudeOff {
