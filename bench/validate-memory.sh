@@ -27,8 +27,9 @@ go build -o "$WORK/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/samplelogs" ./testdata/samplelogs/gen
 TT="$WORK/tokentrace"
 cd "$WORK"
-./samplelogs --out gateway.jsonl
-"$TT" capture --new-key-file capture.key --out sample.parquet gateway.jsonl 2>/dev/null
+./samplelogs --rate 3 --out gateway.jsonl # the demo's traffic: about 8 req/s
+rm -f capture.key
+"$TT" capture --new-key-file capture.key --out sample.parquet gateway.jsonl >/dev/null
 "$TT" synth fit --out model.json sample.parquet 2>/dev/null
 # The sample's rate (requests over its span) gives the duration of N requests.
 rate=$("$TT" inspect sample.parquet | awk '$1 == "rate" {print $2}')

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"slices"
 	"sort"
@@ -228,17 +229,8 @@ func windowLabel(w time.Duration) string { return fmt.Sprintf("%ds", int(w.Secon
 const maxShareCategories = 20
 
 func statsOf(recs []traces.Record) traceStats {
-	var s traceStats
-	n := len(recs)
-	s.sum.Records = int64(n)
-	s.input = make([]float64, n)
-	s.output = make([]float64, n)
-	s.arrivals = make([]int64, n)
-	order := make([]int, n)
-	for i := range recs {
-		s.input[i] = float64(recs[i].InputTokens)
-		s.output[i] = float64(recs[i].OutputTokens)
-		s.arrivals[i] = recs[i].ArrivalNs
+	order := make([]int, len(recs))
+	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
@@ -247,6 +239,54 @@ func statsOf(recs []traces.Record) traceStats {
 		}
 		return recs[order[a]].Seq < recs[order[b]].Seq
 	})
+	return statsOfSeq(func(yield func(*traces.Record) bool) {
+		for _, i := range order {
+			if !yield(&recs[i]) {
+				return
+			}
+		}
+	})
+}
+
+// statsOfSeq reads a trace in arrival order, once: categories, prefix
+// reuse and sessions count what came before each row.
+func statsOfSeq(recs iter.Seq[*traces.Record]) traceStats {
+	var s traceStats
+	counts := map[string]int{}
+	seenBlock := map[int64]bool{}
+	seenCat := map[string]bool{}
+	var blocks, reusedBlocks, tokens, reusedTokens int64
+	sess := map[int64]int{}
+	var turns turnAcc
+	n := 0
+	for r := range recs {
+		n++
+		s.input = append(s.input, float64(r.InputTokens))
+		s.output = append(s.output, float64(r.OutputTokens))
+		s.arrivals = append(s.arrivals, r.ArrivalNs)
+		counts[r.Category]++
+		tokens += int64(r.InputTokens)
+		for _, b := range r.PrefixBlocks {
+			blocks++
+			if seenBlock[b] {
+				reusedBlocks++
+			}
+		}
+		for _, b := range r.PrefixBlocks {
+			seenBlock[b] = true
+		}
+		if r.Category != "" {
+			if seenCat[r.Category] {
+				reusedTokens += int64(r.PrefixTokens)
+			}
+			seenCat[r.Category] = true
+		}
+		if r.Session != 0 {
+			sess[r.Session]++
+		}
+		turns.add(r)
+	}
+	s.sum.Records = int64(n)
 	slices.Sort(s.input)
 	slices.Sort(s.output)
 	slices.Sort(s.arrivals)
@@ -270,42 +310,12 @@ func statsOf(recs []traces.Record) traceStats {
 	for _, w := range DispersionWindows {
 		s.sum.Dispersion[windowLabel(w)] = dispersion(s.arrivals, int64(w))
 	}
-	// Categories, prefix reuse, sessions: in arrival order.
-	counts := map[string]int{}
-	seenBlock := map[int64]bool{}
-	seenCat := map[string]bool{}
-	var blocks, reusedBlocks, tokens, reusedTokens int64
-	sess := map[int64]int{}
-	for _, i := range order {
-		r := &recs[i]
-		counts[r.Category]++
-		tokens += int64(r.InputTokens)
-		for j, b := range r.PrefixBlocks {
-			blocks++
-			if seenBlock[b] {
-				reusedBlocks++
-			}
-			_ = j
-		}
-		for _, b := range r.PrefixBlocks {
-			seenBlock[b] = true
-		}
-		if r.Category != "" {
-			if seenCat[r.Category] {
-				reusedTokens += int64(r.PrefixTokens)
-			}
-			seenCat[r.Category] = true
-		}
-		if r.Session != 0 {
-			sess[r.Session]++
-		}
-	}
 	if blocks > 0 {
 		s.sum.PrefixReuse = float64(reusedBlocks) / float64(blocks)
 	} else if tokens > 0 {
 		s.sum.PrefixReuse = float64(reusedTokens) / float64(tokens)
 	}
-	s.turns = sessionTurns(recs, order)
+	s.turns = turns.finish()
 	s.sum.Sessions = int64(len(sess))
 	if len(sess) > 0 {
 		t := 0
@@ -430,8 +440,20 @@ func relErr(synth, real float64) float64 {
 // Check compares a synthetic trace with a real one (see Report for the
 // figures and Thresholds for pass/fail).
 func Check(real, synth []traces.Record, th Thresholds) Report {
+	return compare(statsOf(real), statsOf(synth), th)
+}
+
+// CheckSeq is Check for traces read as streams, each once and in arrival
+// order (arrival, then seq; rows out of that order count their prefix
+// reuse and session turns as they come). It keeps a few numbers per
+// request (lengths, arrival) and the distinct prefix blocks, categories
+// and sessions, not the rows.
+func CheckSeq(real, synth iter.Seq[*traces.Record], th Thresholds) Report {
+	return compare(statsOfSeq(real), statsOfSeq(synth), th)
+}
+
+func compare(rs, ss traceStats, th Thresholds) Report {
 	th = th.withDefaults()
-	rs, ss := statsOf(real), statsOf(synth)
 	rep := Report{Real: rs.sum, Synth: ss.sum, Dispersion: map[string]float64{}}
 	rep.KS.InputTokens = ks(rs.input, ss.input)
 	rep.KS.OutputTokens = ks(rs.output, ss.output)

@@ -2,6 +2,9 @@ package synth
 
 import (
 	"bytes"
+	"cmp"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +111,32 @@ func TestCheckAdviceBySource(t *testing.T) {
 	}
 	if f := fix(SourceGen, "rate_error"); !strings.Contains(f, "--rate-scale") {
 		t.Errorf("generated, rate: %q", f)
+	}
+}
+
+// CheckSeq, reading each trace once in arrival order, reports what Check
+// does on the same traces held in memory in any order.
+func TestCheckSeqIsCheck(t *testing.T) {
+	real, syn := synthetic(2000, 11), synthetic(1500, 12)
+	inOrder := func(recs []traces.Record) func(func(*traces.Record) bool) {
+		sorted := slices.Clone(recs)
+		slices.SortStableFunc(sorted, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+		return func(yield func(*traces.Record) bool) {
+			for i := range sorted {
+				if !yield(&sorted[i]) {
+					return
+				}
+			}
+		}
+	}
+	shuffled := slices.Clone(real)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	var a, b bytes.Buffer
+	want := Check(shuffled, syn, DefaultThresholds())
+	got := CheckSeq(inOrder(real), inOrder(syn), DefaultThresholds())
+	want.WriteJSON(&a)
+	got.WriteJSON(&b)
+	if a.String() != b.String() {
+		t.Errorf("CheckSeq differs from Check:\n%s\nwant\n%s", b.String(), a.String())
 	}
 }
