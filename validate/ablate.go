@@ -147,7 +147,7 @@ func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 			a.Properties = append(a.Properties, tr)
 			continue
 		}
-		tr.Requests = len(w.Records)
+		tr.Requests = len(w.reqs)
 		samples := map[string]sample{}
 		for _, t := range targets {
 			s, n, err := measure(ctx, w, t, o, r)
@@ -157,7 +157,7 @@ func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 			}
 			samples[t.Name] = s
 			if o.Log != nil {
-				fmt.Fprintf(o.Log, "validate: ablation: %s on %s (%d requests)\n", w.Name, t.Name, len(w.Records))
+				fmt.Fprintf(o.Log, "validate: ablation: %s on %s (%d requests)\n", w.Name, t.Name, len(w.reqs))
 			}
 		}
 		var gaps []float64
@@ -208,15 +208,12 @@ func (r *Result) ablationCost(real, syn Workload, targets []Target) string {
 		runs, props, targetNames(targets), fmtSeconds(secs))
 }
 
+// spanS is a loaded workload's span in seconds.
 func spanS(w Workload) float64 {
-	if len(w.Records) == 0 {
+	if len(w.reqs) == 0 {
 		return 0
 	}
-	lo, hi := w.Records[0].ArrivalNs, w.Records[0].ArrivalNs
-	for i := range w.Records {
-		lo, hi = min(lo, w.Records[i].ArrivalNs), max(hi, w.Records[i].ArrivalNs)
-	}
-	return float64(hi-lo) / 1e9
+	return float64(w.reqs[len(w.reqs)-1].arrival-w.reqs[0].arrival) / 1e9
 }
 
 func targetNames(ts []Target) string {

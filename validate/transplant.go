@@ -37,7 +37,7 @@ func transplant(prop string, real, syn Workload, blockSize int) (Workload, strin
 		return Workload{}, why
 	}
 	w, why := build(prop, real, syn, blockSize)
-	if why == "" && sameRequests(w.Records, syn.Records) {
+	if why == "" && sameRequests(w.reqs, syn.reqs) {
 		return Workload{}, "the synthetic workload already has the real " + prop + ": nothing to transplant"
 	}
 	return w, why
@@ -46,9 +46,9 @@ func transplant(prop string, real, syn Workload, blockSize int) (Workload, strin
 func build(prop string, real, syn Workload, blockSize int) (Workload, string) {
 	switch prop {
 	case PropPromptLengths:
-		return transplantLengths(real, syn, func(r *traces.Record) *int32 { return &r.InputTokens }, "with real prompt lengths"), ""
+		return transplantLengths(real, syn, func(r *request) *int32 { return &r.in }, "with real prompt lengths"), ""
 	case PropOutputLengths:
-		return transplantLengths(real, syn, func(r *traces.Record) *int32 { return &r.OutputTokens }, "with real output lengths"), ""
+		return transplantLengths(real, syn, func(r *request) *int32 { return &r.out }, "with real output lengths"), ""
 	case PropArrivals:
 		return transplantArrivals(real, syn), ""
 	case PropPrefixReuse:
@@ -64,15 +64,15 @@ func build(prop string, real, syn Workload, blockSize int) (Workload, string) {
 func transplantable(prop string, real, syn Workload) (bool, string) {
 	switch prop {
 	case PropArrivals:
-		if len(real.Records) < 2 {
+		if len(real.reqs) < 2 {
 			return false, "the real workload has fewer than two requests: it has no arrival process"
 		}
 	case PropPrefixReuse:
-		if !sharesPrefixes(real.Records) && !sharesPrefixes(syn.Records) {
+		if !sharesPrefixes(real.reqs) && !sharesPrefixes(syn.reqs) {
 			return false, "neither workload has shared prefixes (no prefix blocks, no category with prefix tokens): nothing to transplant"
 		}
 	case PropSessions:
-		if !hasFollowUps(real.Records) {
+		if !hasFollowUps(real.reqs) {
 			return false, "the real workload has no sessions (no session with two or more requests)"
 		}
 	}
@@ -81,40 +81,17 @@ func transplantable(prop string, real, syn Workload) (bool, string) {
 
 // sameRequests reports whether a and b send the same requests: the same
 // arrivals, lengths, prefixes and sessions.
-func sameRequests(a, b []traces.Record) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := &a[i], &b[i]
-		if x.ArrivalNs != y.ArrivalNs || x.InputTokens != y.InputTokens || x.OutputTokens != y.OutputTokens ||
-			x.Category != y.Category || x.PrefixTokens != y.PrefixTokens || x.Session != y.Session ||
-			!slices.Equal(x.PrefixBlocks, y.PrefixBlocks) {
-			return false
-		}
-	}
-	return true
-}
-
-// counterfactual starts a workload from syn's metadata.
-func counterfactual(syn Workload, what string, n int) Workload {
-	return Workload{Name: syn.Name + " " + what, Meta: syn.Meta, Records: make([]traces.Record, 0, n)}
-}
-
-// arrivalOrder is the order of recs by (arrival, seq).
-func arrivalOrder(recs []traces.Record) []int32 {
-	ord := make([]int32, len(recs))
-	for i := range ord {
-		ord[i] = int32(i)
-	}
-	slices.SortStableFunc(ord, func(a, b int32) int {
-		ra, rb := &recs[a], &recs[b]
-		if c := cmp.Compare(ra.ArrivalNs, rb.ArrivalNs); c != 0 {
-			return c
-		}
-		return cmp.Compare(ra.Seq, rb.Seq)
+func sameRequests(a, b []request) bool {
+	return slices.EqualFunc(a, b, func(x, y request) bool {
+		return x.arrival == y.arrival && x.in == y.in && x.out == y.out && x.category == y.category &&
+			x.prefix == y.prefix && x.session == y.session && slices.Equal(x.blocks, y.blocks)
 	})
-	return ord
+}
+
+// counterfactual starts a workload from syn's metadata. Its requests are
+// in arrival order, as every transplant builds them.
+func counterfactual(syn Workload, what string, n int) Workload {
+	return Workload{Name: syn.Name + " " + what, Meta: syn.Meta, reqs: make([]request, 0, n)}
 }
 
 // at is the index, among m, standing for rank i of n.
@@ -125,35 +102,35 @@ func at(i, n, m int) int { return int(int64(i) * int64(m) / int64(n)) }
 // the real value of the same rank. The order of lengths over time, their
 // pairing with arrivals and prefixes stay the synthetic workload's; a
 // shared prefix is cut to a shorter prompt.
-func transplantLengths(real, syn Workload, field func(*traces.Record) *int32, what string) Workload {
-	rv := make([]int32, len(real.Records))
-	for i := range real.Records {
-		rv[i] = *field(&real.Records[i])
+func transplantLengths(real, syn Workload, field func(*request) *int32, what string) Workload {
+	rv := make([]int32, len(real.reqs))
+	for i := range real.reqs {
+		rv[i] = *field(&real.reqs[i])
 	}
 	slices.Sort(rv)
-	ord := make([]int32, len(syn.Records))
+	ord := make([]int32, len(syn.reqs))
 	for i := range ord {
 		ord[i] = int32(i)
 	}
 	slices.SortStableFunc(ord, func(a, b int32) int {
-		return cmp.Compare(*field(&syn.Records[a]), *field(&syn.Records[b]))
+		return cmp.Compare(*field(&syn.reqs[a]), *field(&syn.reqs[b]))
 	})
-	w := counterfactual(syn, what, len(syn.Records))
-	w.Records = append(w.Records, syn.Records...)
+	w := counterfactual(syn, what, len(syn.reqs))
+	w.reqs = append(w.reqs, syn.reqs...)
 	n := len(ord)
 	for k, i := range ord {
-		r := &w.Records[i]
+		r := &w.reqs[i]
 		*field(r) = rv[at(2*k+1, 2*n, len(rv))] // the middle of the rank's share
-		r.PrefixTokens = min(r.PrefixTokens, r.InputTokens)
+		r.prefix = min(r.prefix, r.in)
 	}
 	return w
 }
 
 // blockUses counts in how many requests each prefix block occurs, up to 2.
-func blockUses(recs []traces.Record) map[int64]uint8 {
+func blockUses(reqs []request) map[int64]uint8 {
 	uses := map[int64]uint8{}
-	for i := range recs {
-		for _, b := range recs[i].PrefixBlocks {
+	for i := range reqs {
+		for _, b := range reqs[i].blocks {
 			if uses[b] < 2 {
 				uses[b]++
 			}
@@ -193,34 +170,33 @@ func mix64(x uint64) uint64 {
 // blocks and its session renamed, so it is a new request of the same
 // shape); with more, an even subset is used.
 func transplantArrivals(real, syn Workload) Workload {
-	ro, so := arrivalOrder(real.Records), arrivalOrder(syn.Records)
-	uses := blockUses(syn.Records)
+	uses := blockUses(syn.reqs)
 	var maxSess int64
-	for i := range syn.Records {
-		maxSess = max(maxSess, syn.Records[i].Session)
+	for i := range syn.reqs {
+		maxSess = max(maxSess, syn.reqs[i].session)
 	}
-	copies := make([]int32, len(syn.Records))
-	w := counterfactual(syn, "with real arrivals", len(real.Records))
-	for i, ri := range ro {
-		si := so[at(i, len(ro), len(so))]
+	copies := make([]int32, len(syn.reqs))
+	w := counterfactual(syn, "with real arrivals", len(real.reqs))
+	for i := range real.reqs {
+		si := at(i, len(real.reqs), len(syn.reqs))
 		k := copies[si]
 		copies[si]++
-		r := syn.Records[si]
-		r.Seq, r.ArrivalNs = int64(i), real.Records[ri].ArrivalNs
-		r.PrefixBlocks = renameBlocks(r.PrefixBlocks, int(k), uses)
-		if r.Session != 0 {
-			r.Session += int64(k) * (maxSess + 1)
+		r := syn.reqs[si]
+		r.seq, r.arrival = int64(i), real.reqs[i].arrival
+		r.blocks = renameBlocks(r.blocks, int(k), uses)
+		if r.session != 0 {
+			r.session += int64(k) * (maxSess + 1)
 		}
-		r.ParentSeq, r.AfterSeqs = traces.NotReported, nil // seqs are new
-		w.Records = append(w.Records, r)
+		r.parent, r.after = traces.NotReported, nil // seqs are new
+		w.reqs = append(w.reqs, r)
 	}
 	return w
 }
 
 // sharesPrefixes reports whether any request carries a shared prefix.
-func sharesPrefixes(recs []traces.Record) bool {
-	for i := range recs {
-		if len(recs[i].PrefixBlocks) > 0 || (recs[i].Category != "" && recs[i].PrefixTokens > 0) {
+func sharesPrefixes(reqs []request) bool {
+	for i := range reqs {
+		if len(reqs[i].blocks) > 0 || (reqs[i].category != "" && reqs[i].prefix > 0) {
 			return true
 		}
 	}
@@ -235,35 +211,34 @@ func sharesPrefixes(recs []traces.Record) bool {
 // turn before survives; a real request used twice shares with the others
 // what it shared, and its own blocks are renamed.
 func transplantPrefixes(real, syn Workload) Workload {
-	ro, so := arrivalOrder(real.Records), arrivalOrder(syn.Records)
-	ro = wholeConversations(real.Records, ro, len(so))
-	uses := blockUses(real.Records)
-	copies := make([]int32, len(real.Records))
-	w := counterfactual(syn, "with real prefix reuse", len(syn.Records))
-	w.Records = append(w.Records, syn.Records...)
+	ro := wholeConversations(real.reqs, len(syn.reqs))
+	uses := blockUses(real.reqs)
+	copies := make([]int32, len(real.reqs))
+	w := counterfactual(syn, "with real prefix reuse", len(syn.reqs))
+	w.reqs = append(w.reqs, syn.reqs...)
 	bs := real.Meta.BlockSize
-	if sharesBlocks(real.Records) {
+	if sharesBlocks(real.reqs) {
 		w.Meta.BlockSize = bs
 	}
-	for j, si := range so {
-		ri := ro[at(j, len(so), len(ro))]
+	for j := range w.reqs {
+		ri := ro[at(j, len(w.reqs), len(ro))]
 		k := copies[ri]
 		copies[ri]++
-		src, r := &real.Records[ri], &w.Records[si]
-		r.Category = src.Category
-		r.PrefixTokens = min(src.PrefixTokens, r.InputTokens)
-		blocks := src.PrefixBlocks
+		src, r := &real.reqs[ri], &w.reqs[j]
+		r.category = src.category
+		r.prefix = min(src.prefix, r.in)
+		blocks := src.blocks
 		if bs > 0 {
-			blocks = blocks[:min(len(blocks), (int(r.InputTokens)+bs-1)/bs)]
+			blocks = blocks[:min(len(blocks), (int(r.in)+bs-1)/bs)]
 		}
-		r.PrefixBlocks = renameBlocks(blocks, int(k), uses)
+		r.blocks = renameBlocks(blocks, int(k), uses)
 	}
 	return w
 }
 
-func sharesBlocks(recs []traces.Record) bool {
-	for i := range recs {
-		if len(recs[i].PrefixBlocks) > 0 {
+func sharesBlocks(reqs []request) bool {
+	for i := range reqs {
+		if len(reqs[i].blocks) > 0 {
 			return true
 		}
 	}
@@ -271,10 +246,10 @@ func sharesBlocks(recs []traces.Record) bool {
 }
 
 // hasFollowUps reports whether some session has two or more requests.
-func hasFollowUps(recs []traces.Record) bool {
+func hasFollowUps(reqs []request) bool {
 	seen := map[int64]bool{}
-	for i := range recs {
-		if s := recs[i].Session; s != 0 {
+	for i := range reqs {
+		if s := reqs[i].session; s != 0 {
 			if seen[s] {
 				return true
 			}
@@ -303,24 +278,23 @@ const sessionBlockSize = 64
 // blocks first (their category prefix shared at block granularity), so
 // the sharing is expressed the same way for every request.
 func transplantSessions(real, syn Workload, blockSize int) Workload {
-	ro, so := arrivalOrder(real.Records), arrivalOrder(syn.Records)
-	ro = wholeConversations(real.Records, ro, len(so))
+	ro := wholeConversations(real.reqs, len(syn.reqs))
 	// The previous request of each real session, by index.
-	prev := make([]int32, len(real.Records))
+	prev := make([]int32, len(real.reqs))
 	last := map[int64]int32{}
 	for _, ri := range ro {
 		prev[ri] = -1
-		if s := real.Records[ri].Session; s != 0 {
+		if s := real.reqs[ri].session; s != 0 {
 			if p, ok := last[s]; ok {
 				prev[ri] = p
 			}
 			last[s] = ri
 		}
 	}
-	w := counterfactual(syn, "with real sessions", len(syn.Records))
-	w.Records = append(w.Records, syn.Records...)
+	w := counterfactual(syn, "with real sessions", len(syn.reqs))
+	w.reqs = append(w.reqs, syn.reqs...)
 	bs := syn.Meta.BlockSize
-	if !sharesBlocks(syn.Records) {
+	if !sharesBlocks(syn.reqs) {
 		bs = sessionBlockSize
 	} else if bs <= 0 {
 		bs = blockSize
@@ -337,39 +311,39 @@ func transplantSessions(real, syn Workload, blockSize int) Workload {
 	}
 	nb := func(tokens int32) int { return (int(tokens) + bs - 1) / bs }
 	var sessions int64
-	lastC := make([]int32, len(real.Records)) // real index → synthetic index standing for it, +1
-	for j, si := range so {
-		ri := ro[at(j, len(so), len(ro))]
-		r, src := &w.Records[si], &real.Records[ri]
-		r.Session, r.Turn, r.ParentSeq, r.AfterSeqs = 0, 0, traces.NotReported, nil
-		lastC[ri] = int32(si) + 1
+	lastC := make([]int32, len(real.reqs)) // real index → synthetic index standing for it, +1
+	for j := range w.reqs {
+		ri := ro[at(j, len(w.reqs), len(ro))]
+		r, src := &w.reqs[j], &real.reqs[ri]
+		r.session, r.turn, r.parent, r.after = 0, 0, traces.NotReported, nil
+		lastC[ri] = int32(j) + 1
 		p := prev[ri]
 		if p < 0 || lastC[p] == 0 {
 			// A first turn: its own prompt, in blocks; a session of its
 			// own when the real request starts one.
-			if len(r.PrefixBlocks) == 0 {
-				r.PrefixBlocks = categoryBlocks(r, bs, fresh)
+			if len(r.blocks) == 0 {
+				r.blocks = categoryBlocks(r, bs, fresh)
 			}
-			if src.Session != 0 {
+			if src.session != 0 {
 				sessions++
-				r.Session, r.Turn = sessions, 1
+				r.session, r.turn = sessions, 1
 			}
 			continue
 		}
-		pc, srcPrev := &w.Records[lastC[p]-1], &real.Records[p]
-		r.Session, r.Turn = pc.Session, pc.Turn+1
-		r.ParentSeq, r.ThinkNs = pc.Seq, src.ThinkNs
-		r.Category, r.PrefixTokens = pc.Category, pc.PrefixTokens
-		added := int64(src.InputTokens) - int64(srcPrev.InputTokens) - int64(srcPrev.OutputTokens)
+		pc, srcPrev := &w.reqs[lastC[p]-1], &real.reqs[p]
+		r.session, r.turn = pc.session, pc.turn+1
+		r.parent, r.think = pc.seq, src.think
+		r.category, r.prefix = pc.category, pc.prefix
+		added := int64(src.in) - int64(srcPrev.in) - int64(srcPrev.out)
 		if added < 0 { // a fresh prompt in the same conversation
-			r.PrefixBlocks = categoryBlocks(r, bs, fresh)
+			r.blocks = categoryBlocks(r, bs, fresh)
 			continue
 		}
-		r.InputTokens = int32(min(int64(pc.InputTokens)+int64(pc.OutputTokens)+added, 1<<30))
-		shared := pc.PrefixBlocks[:min(len(pc.PrefixBlocks), int(pc.InputTokens)/bs)]
-		blocks := make([]int64, 0, nb(r.InputTokens))
+		r.in = int32(min(int64(pc.in)+int64(pc.out)+added, 1<<30))
+		shared := pc.blocks[:min(len(pc.blocks), int(pc.in)/bs)]
+		blocks := make([]int64, 0, nb(r.in))
 		blocks = append(blocks, shared...)
-		r.PrefixBlocks = append(blocks, fresh(nb(r.InputTokens)-len(shared))...)
+		r.blocks = append(blocks, fresh(nb(r.in)-len(shared))...)
 	}
 	return w
 }
@@ -379,16 +353,23 @@ func transplantSessions(real, syn Workload, blockSize int) Workload {
 // and single requests in order of their first request. Thinning request by
 // request would cut conversations apart, and a follow-up whose predecessor
 // is gone is no follow-up.
-func wholeConversations(recs []traces.Record, ord []int32, n int) []int32 {
-	if n >= len(ord) {
-		return ord
+func wholeConversations(reqs []request, n int) []int32 {
+	all := func() []int32 {
+		out := make([]int32, len(reqs))
+		for i := range out {
+			out[i] = int32(i)
+		}
+		return out
 	}
-	frac := float64(n) / float64(len(ord))
+	if n >= len(reqs) {
+		return all()
+	}
+	frac := float64(n) / float64(len(reqs))
 	keep := map[int64]bool{}
 	var units int
 	out := make([]int32, 0, n+n/8)
-	for _, i := range ord {
-		s := recs[i].Session
+	for i := range reqs {
+		s := reqs[i].session
 		k, seen := keep[s]
 		if s == 0 || !seen {
 			k = int(float64(units+1)*frac) > int(float64(units)*frac)
@@ -398,11 +379,11 @@ func wholeConversations(recs []traces.Record, ord []int32, n int) []int32 {
 			}
 		}
 		if k {
-			out = append(out, i)
+			out = append(out, int32(i))
 		}
 	}
 	if len(out) == 0 {
-		return ord
+		return all()
 	}
 	return out
 }
@@ -410,12 +391,12 @@ func wholeConversations(recs []traces.Record, ord []int32, n int) []int32 {
 // categoryBlocks expresses a request's prompt as blocks: its category
 // prefix's whole blocks (the same ids for every request of the category)
 // and fresh blocks for the rest.
-func categoryBlocks(r *traces.Record, bs int, fresh func(int) []int64) []int64 {
-	n := (int(r.InputTokens) + bs - 1) / bs
+func categoryBlocks(r *request, bs int, fresh func(int) []int64) []int64 {
+	n := (int(r.in) + bs - 1) / bs
 	var blocks []int64
-	if r.Category != "" && r.PrefixTokens > 0 {
-		h := hashCategory(r.Category)
-		for i := range min(int(r.PrefixTokens)/bs, n) {
+	if r.category != "" && r.prefix > 0 {
+		h := hashCategory(r.category)
+		for i := range min(int(r.prefix)/bs, n) {
 			blocks = append(blocks, int64(mix64(h+uint64(i))>>2)|1<<61)
 		}
 	}

@@ -24,26 +24,28 @@ func arrival(r *traces.Record) int64 { return r.ArrivalNs }
 // Each transplant carries exactly its property over and keeps the
 // synthetic workload's others.
 func TestTransplants(t *testing.T) {
-	real := workload("real", 200, 5, true, 1)
+	real := loaded(t, workload("real", 200, 5, true, 1))
 	syn := fixedLengths("synthetic", 100, 2, 1000, 100, 2)
 	syn.Records[0].Category, syn.Records[0].PrefixTokens = "own", 500
+	syn = loaded(t, syn)
 
 	t.Run("prompt lengths take the real distribution, nothing else moves", func(t *testing.T) {
 		w, why := transplant(PropPromptLengths, real, syn, 512)
 		if why != "" {
 			t.Fatal(why)
 		}
-		got, want := sortedField(w.Records, input), sortedField(real.Records, input)
+		got, want := sortedField(records(w), input), sortedField(records(real), input)
 		for k, v := range got { // the middle of each synthetic rank's share of the real values
 			if v != want[(2*k+1)*len(want)/(2*len(got))] {
 				t.Fatalf("rank %d: input %d, want the real value at its quantile %d", k, v, want[(2*k+1)*len(want)/(2*len(got))])
 			}
 		}
-		if !slices.Equal(sortedField(w.Records, output), sortedField(syn.Records, output)) || !slices.Equal(sortedField(w.Records, arrival), sortedField(syn.Records, arrival)) {
+		recs := records(w)
+		if !slices.Equal(sortedField(recs, output), sortedField(records(syn), output)) || !slices.Equal(sortedField(recs, arrival), sortedField(records(syn), arrival)) {
 			t.Error("outputs or arrivals changed")
 		}
-		if w.Records[0].Category != "own" || w.Records[0].PrefixTokens > w.Records[0].InputTokens {
-			t.Errorf("the synthetic prefix %+v should stay, cut to the prompt", w.Records[0])
+		if recs[0].Category != "own" || recs[0].PrefixTokens > recs[0].InputTokens {
+			t.Errorf("the synthetic prefix %+v should stay, cut to the prompt", recs[0])
 		}
 	})
 	t.Run("arrivals are the real ones, the requests the synthetic ones used again", func(t *testing.T) {
@@ -51,12 +53,13 @@ func TestTransplants(t *testing.T) {
 		if why != "" {
 			t.Fatal(why)
 		}
-		if !slices.Equal(sortedField(w.Records, arrival), sortedField(real.Records, arrival)) {
+		recs := records(w)
+		if !slices.Equal(sortedField(recs, arrival), sortedField(records(real), arrival)) {
 			t.Error("arrival times are not the real ones")
 		}
-		for i := range w.Records {
-			if w.Records[i].InputTokens != 1000 || w.Records[i].Seq != int64(i) {
-				t.Fatalf("request %d: %+v, want a synthetic request renumbered", i, w.Records[i])
+		for i := range recs {
+			if recs[i].InputTokens != 1000 || recs[i].Seq != int64(i) {
+				t.Fatalf("request %d: %+v, want a synthetic request renumbered", i, recs[i])
 			}
 		}
 	})
@@ -66,8 +69,9 @@ func TestTransplants(t *testing.T) {
 			t.Fatal(why)
 		}
 		cats := map[string]int{}
-		for i := range w.Records {
-			r := &w.Records[i]
+		recs := records(w)
+		for i := range recs {
+			r := &recs[i]
 			cats[r.Category]++
 			if r.InputTokens != 1000 || r.PrefixTokens != min(1536, r.InputTokens) {
 				t.Fatalf("request %d: %+v, want its own length and the real prefix cut to it", i, r)
@@ -87,17 +91,18 @@ func TestTransplants(t *testing.T) {
 				r.InputTokens = prev.InputTokens + prev.OutputTokens + 50
 			}
 		}
-		w, why := transplant(PropSessions, real, syn, 512)
+		w, why := transplant(PropSessions, loaded(t, real), syn, 512)
 		if why != "" {
 			t.Fatal(why)
 		}
+		recs := records(w)
 		bySeq := map[int64]*traces.Record{}
-		for i := range w.Records {
-			bySeq[w.Records[i].Seq] = &w.Records[i]
+		for i := range recs {
+			bySeq[recs[i].Seq] = &recs[i]
 		}
 		follow := 0
-		for i := range w.Records {
-			r := &w.Records[i]
+		for i := range recs {
+			r := &recs[i]
 			if r.ParentSeq == traces.NotReported {
 				continue
 			}
@@ -122,11 +127,11 @@ func TestTransplants(t *testing.T) {
 			PropPrefixReuse:   "neither workload has shared prefixes",
 			PropOutputLengths: "already has the real output lengths",
 		} {
-			if _, why := transplant(prop, plain, syn2(syn), 512); !strings.Contains(why, want) {
+			if _, why := transplant(prop, loaded(t, plain), syn2(t, syn), 512); !strings.Contains(why, want) {
 				t.Errorf("%s: %q, want %q", prop, why, want)
 			}
 		}
-		one := Workload{Name: "real", Records: plain.Records[:1]}
+		one := loaded(t, Workload{Name: "real", Records: plain.Records[:1]})
 		if _, why := transplant(PropArrivals, one, syn, 512); !strings.Contains(why, "fewer than two requests") {
 			t.Errorf("arrivals from one request: %q", why)
 		}
@@ -134,9 +139,8 @@ func TestTransplants(t *testing.T) {
 }
 
 // syn2 is syn without its one shared prefix.
-func syn2(syn Workload) Workload {
-	w := syn
-	w.Records = slices.Clone(syn.Records)
-	w.Records[0].Category, w.Records[0].PrefixTokens = "", 0
-	return w
+func syn2(t *testing.T, syn Workload) Workload {
+	recs := records(syn)
+	recs[0].Category, recs[0].PrefixTokens = "", 0
+	return loaded(t, Workload{Name: syn.Name, Records: recs, Meta: syn.Meta})
 }

@@ -19,7 +19,6 @@
 package validate
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,15 +60,24 @@ const (
 	DefaultMagnitudeTolerance = 0.5
 )
 
-// Workload is a named trace held in memory (every configuration replays
-// all of it).
+// Workload is a named trace: Records in memory, or a Source read once as
+// a stream. Either way validate keeps of each request only what it runs
+// and compares (about 180 bytes and its prefix blocks, none of its
+// outcome), in arrival order, and every configuration runs all of them.
 type Workload struct {
-	Name    string
+	Name string
+	// Records is the workload in memory; when nil, Source is read.
 	Records []traces.Record
-	Meta    traces.Meta
+	// Source reads the workload as a stream (replay.Source: a file opened
+	// when validate starts); its metadata is the reader's unless Meta is
+	// set.
+	Source replay.Source
+	Meta   traces.Meta
 	// File is where the workload was read from, as given: the next steps'
 	// commands name it ("" = a placeholder in capitals).
 	File string
+
+	reqs []request // what validate keeps, in arrival order (load)
 }
 
 // Options configure a validation.
@@ -241,8 +249,12 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	for _, w := range []Workload{real, synthetic} {
-		if len(w.Records) == 0 {
+	var err error
+	for _, w := range []*Workload{&real, &synthetic} {
+		if *w, err = w.load(); err != nil {
+			return nil, fmt.Errorf("validate: %w", err)
+		}
+		if len(w.reqs) == 0 {
 			return nil, fmt.Errorf("validate: the %s workload has no requests", w.Name)
 		}
 	}
@@ -263,7 +275,7 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 	for _, t := range o.Targets {
 		res.Targets = append(res.Targets, TargetInfo{Name: t.Name, Config: t.Config})
 	}
-	fid := synth.Check(real.Records, synthetic.Records, synth.DefaultThresholds())
+	fid := synth.CheckSeq(real.each(), synthetic.each(), synth.DefaultThresholds())
 	res.Fidelity = &fid
 
 	samples := map[[2]string]sample{}
@@ -332,7 +344,7 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 func runCell(ctx context.Context, w Workload, t Target, o *Options, res *Result) (*Cell, sample, error) {
 	c := &Cell{Workload: w.Name, Target: t.Name}
 	runs := runsOf(t, o)
-	acc, err := newCellAcc(o, runs*len(w.Records))
+	acc, err := newCellAcc(o, runs*len(w.reqs))
 	if err != nil {
 		return nil, sample{}, err
 	}
@@ -463,7 +475,7 @@ func runOnce(ctx context.Context, w Workload, t Target, o *Options, name string,
 // what the bootstrap needs: an ablation's counterfactual runs.
 func measure(ctx context.Context, w Workload, t Target, o *Options, res *Result) (sample, int, error) {
 	runs := runsOf(t, o)
-	sb := newSampleBuilder(o.SLO, runs*len(w.Records))
+	sb := newSampleBuilder(o.SLO, runs*len(w.reqs))
 	for rep := range runs {
 		if err := runOnce(ctx, w, t, o, runName(w, t, rep, runs), res, sb.add); err != nil {
 			return sample{}, rep, err
@@ -487,43 +499,34 @@ func dominantShare(a analyze.Attribution) float64 {
 // shared prefixes), arrivals are scaled by Options.Speed, and the truth
 // rows come back as results whose send time is their arrival (no client).
 func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) error {
-	so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
+	so := t.Sim.TakeLongest(longest(w))
 	ro := o.Replay
 	ro.Run = run
-	var t0 int64
-	for i := range w.Records {
-		r := &w.Records[i]
-		if i == 0 || r.ArrivalNs < t0 {
-			t0 = r.ArrivalNs
-		}
-	}
-	arrival := func(i int) int64 { return int64(float64(w.Records[i].ArrivalNs-t0) / o.Speed) }
-	// The simulation reads requests in arrival order, one at a time (a
-	// fleet or one engine alike); its rows come back as requests finish.
-	order := make([]int, len(w.Records))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(arrival(a), arrival(b)) })
+	t0 := w.reqs[0].arrival
+	// The simulation reads the requests in arrival order (the workload's),
+	// one at a time, building each prompt as it goes; its rows come back
+	// as requests finish.
 	reqs := func(yield func(sim.SimRequest, error) bool) {
-		for _, i := range order {
-			r := &w.Records[i]
-			out := max(int(r.OutputTokens), 1)
-			q := sim.SimRequest{
-				ID:        fmt.Sprintf("%s-%d", run, r.Seq),
-				ArrivalNs: arrival(i),
-				Prompt:    replay.PromptTokens(r, ro, w.Meta.BlockSize),
+		var r traces.Record
+		for i := range w.reqs {
+			q := &w.reqs[i]
+			q.record(&r)
+			out := max(int(q.out), 1)
+			sq := sim.SimRequest{
+				ID:        fmt.Sprintf("%s-%d", run, q.seq),
+				ArrivalNs: int64(float64(q.arrival-t0) / o.Speed),
+				Prompt:    replay.PromptTokens(&r, ro, w.Meta.BlockSize),
 				MaxTokens: out, MinTokens: out, IgnoreEOS: true,
-				Session: r.Session,
+				Session: q.session,
 			}
-			if !yield(q, nil) {
+			if !yield(sq, nil) {
 				return
 			}
 		}
 	}
 	_, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
-		src := &w.Records[order[r.Seq]]
-		r.Seq, r.Run, r.Category, r.Class = src.Seq, run, src.Category, src.Class
+		src := &w.reqs[r.Seq]
+		r.Seq, r.Run, r.Category, r.Class = src.seq, run, src.category, src.class
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
 		emit(&r)
 		return nil
@@ -534,13 +537,22 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string,
 	return nil
 }
 
+// longest is the workload's longest request (input + output tokens).
+func longest(w Workload) int {
+	n := 0
+	for i := range w.reqs {
+		n = max(n, int(w.reqs[i].in)+int(w.reqs[i].out))
+	}
+	return n
+}
+
 // replayOnce replays w against t: its URL, or a fresh simulator.
 func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run string) (*replay.Result, error) {
 	ro := o.Replay
 	ro.Speed, ro.Run, ro.Journal = o.Speed, run, ""
 	ro.URL = t.URL
 	if t.Sim != nil {
-		so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
+		so := t.Sim.TakeLongest(longest(w))
 		srv, err := fleet.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)
@@ -551,35 +563,61 @@ func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run strin
 			ro.Model = so.Model
 		}
 	}
-	run2, err := replay.Run(ctx, w.Records, w.Meta, ro)
+	if err := ro.Validate(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	plan, err := replay.Scan(ctx, w.source(), ro)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	run2, err := plan.Run(ctx, w.Meta, ro)
 	if err != nil {
 		return run2, fmt.Errorf("replay: %w", err)
 	}
 	return run2, ctx.Err()
 }
 
-// sliceWriter collects generated records in memory.
-type sliceWriter struct{ recs []traces.Record }
+// requestWriter keeps what validate needs of generated records.
+type requestWriter struct {
+	reqs []request
+	in   interner
+}
 
-func (w *sliceWriter) Write(recs []traces.Record) (int, error) {
-	w.recs = append(w.recs, recs...)
+func (w *requestWriter) Write(recs []traces.Record) (int, error) {
+	for i := range recs {
+		w.reqs = append(w.reqs, requestOf(&recs[i], w.in))
+	}
 	return len(recs), nil
 }
-func (w *sliceWriter) Close() error { return nil }
+func (w *requestWriter) Close() error { return nil }
 
 // Generate draws a synthetic workload from a fitted model, covering the
-// same span as like (the real workload) unless o.Duration is set.
+// same span as like (the real workload) unless o.Duration is set. The
+// workload keeps what validate needs of each generated request, not the
+// records.
 func Generate(ctx context.Context, name string, m *synth.Model, like Workload, o synth.GenOptions) (Workload, error) {
-	if o.Duration == 0 && len(like.Records) > 1 {
-		lo, hi := like.Records[0].ArrivalNs, like.Records[0].ArrivalNs
-		for i := range like.Records {
-			lo, hi = min(lo, like.Records[i].ArrivalNs), max(hi, like.Records[i].ArrivalNs)
+	if o.Duration == 0 {
+		lo, hi, err := like.span()
+		if err != nil {
+			return Workload{}, fmt.Errorf("generate the %s workload: %w", name, err)
 		}
-		o.Duration = time.Duration(hi - lo + 1)
+		if hi > lo {
+			o.Duration = time.Duration(hi - lo + 1)
+		}
 	}
-	var w sliceWriter
-	if _, err := m.Generate(ctx, o, &w); err != nil {
+	w := &requestWriter{in: interner{}}
+	if _, err := m.Generate(ctx, o, w); err != nil {
 		return Workload{}, fmt.Errorf("generate the %s workload: %w", name, err)
 	}
-	return Workload{Name: name, Records: w.recs, Meta: m.GenMeta(o)}, nil
+	return Workload{Name: name, Meta: m.GenMeta(o)}.withRequests(w.reqs), nil
+}
+
+// withRequests returns w holding reqs (sorted by arrival if they are not).
+func (w Workload) withRequests(reqs []request) Workload {
+	w.Records, w.Source = nil, nil
+	if !slices.IsSortedFunc(reqs, byArrival) {
+		slices.SortStableFunc(reqs, byArrival)
+	}
+	w.reqs = reqs
+	return w
 }

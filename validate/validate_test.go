@@ -72,6 +72,25 @@ func targets(t *testing.T, specs ...string) []Target {
 	return ts
 }
 
+// loaded is w as Run holds it.
+func loaded(t *testing.T, w Workload) Workload {
+	t.Helper()
+	w, err := w.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// records are a loaded workload's requests as records, in arrival order.
+func records(w Workload) []traces.Record {
+	var out []traces.Record
+	for r := range w.each() {
+		out = append(out, *r)
+	}
+	return out
+}
+
 func verdicts(res *Result) map[string]string {
 	v := map[string]string{}
 	for _, c := range res.Conclusions {
@@ -330,6 +349,7 @@ func TestReplayedTargets(t *testing.T) {
 func TestSimTargetTakesLongestRequest(t *testing.T) {
 	w := workload("real", 3, 20, false, 3)
 	w.Records[1].InputTokens, w.Records[1].OutputTokens = 9000, 8
+	w = loaded(t, w)
 	tg := targets(t, "a=sim")[0]
 	o := &Options{}
 	o.withDefaults()

@@ -131,11 +131,11 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			if !quiet {
 				o.Log = s.err
 			}
-			recs, meta, err := readTrace(s.err, "validate", a[0])
+			src, err := traceSource(s.err, "validate", a[0])
 			if err != nil {
 				return err
 			}
-			real := validate.Workload{Name: "real", Records: recs, Meta: meta, File: a[0]}
+			real := validate.Workload{Name: "real", Source: src, File: a[0]}
 			syn, err := readSynthetic(c, s, a[1], real, seed)
 			if err != nil {
 				return err
@@ -178,9 +178,9 @@ func readSynthetic(c *cli.Context, s streams, name string, real validate.Workloa
 			return w, err
 		}
 	}
-	recs, meta, err := readTrace(s.err, "validate", name)
+	src, err := traceSource(s.err, "validate", name)
 	if err != nil {
 		return validate.Workload{}, err
 	}
-	return validate.Workload{Name: "synthetic", Records: recs, Meta: meta, File: name}, nil
+	return validate.Workload{Name: "synthetic", Source: src, File: name}, nil
 }
