@@ -37,13 +37,23 @@ func (in interner) of(s string) string {
 	return s
 }
 
+// requestOf keeps what validate needs of r. Its lists are copied: a
+// reader reuses its rows' memory for the next ones.
 func requestOf(r *traces.Record, in interner) request {
 	return request{
 		seq: r.Seq, arrival: r.ArrivalNs, session: r.Session, think: r.ThinkNs, parent: r.ParentSeq, finish: r.FinishNs,
 		in: r.InputTokens, out: r.OutputTokens, prefix: r.PrefixTokens, turn: r.Turn,
 		category: in.of(r.Category), class: in.of(r.Class), model: in.of(r.Model), api: in.of(r.API),
-		blocks: slices.Clip(r.PrefixBlocks), after: slices.Clip(r.AfterSeqs),
+		blocks: clone(r.PrefixBlocks), after: clone(r.AfterSeqs),
 	}
+}
+
+// clone copies a list, nil when empty.
+func clone(x []int64) []int64 {
+	if len(x) == 0 {
+		return nil
+	}
+	return slices.Clone(x)
 }
 
 // record fills r with q's request columns; r's outcome is cleared.

@@ -370,3 +370,33 @@ func TestSimTargetTakesLongestRequest(t *testing.T) {
 		}
 	}
 }
+
+// A workload read as a stream from a file (prefix blocks, sessions) gives
+// the validation the same workload held in memory gives, byte for byte.
+// (More rows than a reader's batch: a reader reuses its rows' lists.)
+func TestWorkloadFromSourceIsWorkloadInMemory(t *testing.T) {
+	real, syn := workloads(1500, 20)
+	for i := range real.Records {
+		r := &real.Records[i]
+		r.PrefixBlocks = []int64{int64(1 + i%4), int64(100 + i)} // a shared first block, one of its own
+		r.Session = int64(1 + i/3)
+	}
+	real.Meta.BlockSize = 512
+	file := t.TempDir() + "/real.parquet"
+	if err := traces.WriteAll(file, real.Meta, real.Records); err != nil {
+		t.Fatal(err)
+	}
+	var out [2]string
+	for k, w := range []Workload{real, {Name: "real", Source: func() (traces.Reader, error) { return traces.Open(file) }}} {
+		res, err := Run(context.Background(), w, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false"), Explain: ExplainNone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		res.WriteJSON(&buf)
+		out[k] = buf.String()
+	}
+	if out[0] != out[1] {
+		t.Errorf("from a file:\n%s\nin memory:\n%s", out[1], out[0])
+	}
+}
