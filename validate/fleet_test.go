@@ -22,7 +22,7 @@ func TestFleetTargetsSimulateOffline(t *testing.T) {
 	o := &Options{Targets: ts, Speed: 1, Replay: replay.DefaultOptions()}
 	for _, tg := range ts {
 		bySeq := map[int64]traces.Record{}
-		err := simulate(context.Background(), w, tg, o, "real-"+tg.Name, func(r *traces.Record) { bySeq[r.Seq] = *r })
+		_, err := simulate(context.Background(), w, tg, o, "real-"+tg.Name, func(r *traces.Record) { bySeq[r.Seq] = *r })
 		if err != nil {
 			t.Fatal(err)
 		}

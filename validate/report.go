@@ -165,7 +165,7 @@ func gapText(g float64) string {
 	switch {
 	case g < 0:
 		return fmt.Sprintf("moves away from the real effect (median %.0f%% of the gap)", 100*g)
-	case g > 1:
+	case g >= 1.005:
 		return fmt.Sprintf("overshoots the real effect (median %.0f%% of the gap)", 100*g)
 	}
 	return fmt.Sprintf("closes %.0f%% of the gap", 100*g)

@@ -456,7 +456,11 @@ func runName(w Workload, t Target, rep, runs int) string {
 // to emit; a replay that could not keep its timing adds a warning to res.
 func runOnce(ctx context.Context, w Workload, t Target, o *Options, name string, res *Result, emit func(*traces.Record)) error {
 	if offline(t, o) {
-		return simulate(ctx, w, t, o, name, emit)
+		inFlight, err := simulate(ctx, w, t, o, name, emit)
+		if n := len(w.reqs); err == nil && inFlight > max(overloaded, n/10) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the target held up to %d of the %d requests at once: it was overloaded, so its latencies measure its queue (and the simulation's memory grows with the queue)", name, inFlight, n))
+		}
+		return err
 	}
 	run, err := replayOnce(ctx, w, t, o, name)
 	if run == nil {
@@ -498,7 +502,8 @@ func dominantShare(a analyze.Attribution) float64 {
 // prompts are the ones replay would send (so prefix caching sees the same
 // shared prefixes), arrivals are scaled by Options.Speed, and the truth
 // rows come back as results whose send time is their arrival (no client).
-func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) error {
+// It returns the most requests the target held at once.
+func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) (int, error) {
 	so := t.Sim.TakeLongest(longest(w))
 	ro := o.Replay
 	ro.Run = run
@@ -524,7 +529,7 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string,
 			}
 		}
 	}
-	_, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
+	fr, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
 		src := &w.reqs[r.Seq]
 		r.Seq, r.Run, r.Category, r.Class = src.seq, run, src.category, src.class
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
@@ -532,10 +537,14 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string,
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("simulate: %w", err)
+		return 0, fmt.Errorf("simulate: %w", err)
 	}
-	return nil
+	return fr.MaxInFlight, nil
 }
+
+// overloaded is the fewest requests in flight at once that can call a
+// target overloaded (with a tenth of the workload's).
+const overloaded = 1000
 
 // longest is the workload's longest request (input + output tokens).
 func longest(w Workload) int {

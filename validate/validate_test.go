@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -355,7 +356,7 @@ func TestSimTargetTakesLongestRequest(t *testing.T) {
 	o.withDefaults()
 	o.Replay.NoPreflight = true
 	var recs []traces.Record
-	if err := simulate(context.Background(), w, tg, o, "offline", func(r *traces.Record) { recs = append(recs, *r) }); err != nil {
+	if _, err := simulate(context.Background(), w, tg, o, "offline", func(r *traces.Record) { recs = append(recs, *r) }); err != nil {
 		t.Fatal(err)
 	}
 	run, err := replayOnce(context.Background(), w, tg, o, "replayed")
@@ -398,5 +399,24 @@ func TestWorkloadFromSourceIsWorkloadInMemory(t *testing.T) {
 	}
 	if out[0] != out[1] {
 		t.Errorf("from a file:\n%s\nin memory:\n%s", out[1], out[0])
+	}
+}
+
+// A workload that overloads a target is said to: its latencies measure
+// the target's queue, and the simulation holds the queue in memory.
+func TestOverloadedTargetWarns(t *testing.T) {
+	real, syn := workload("real", 1500, 3000, false, 1), workload("synthetic", 1500, 3, false, 2)
+	res, err := Run(context.Background(), real, syn, Options{Targets: targets(t, "a=sim", "b=sim:max-num-seqs=8"), Explain: ExplainNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "it was overloaded") {
+			warned = append(warned, w[:strings.Index(w, ":")])
+		}
+	}
+	if !slices.Equal(warned, []string{"real-a", "real-b"}) {
+		t.Errorf("overload warnings for %v, want the real workload's two runs (1500 requests in half a second) only: %q", warned, res.Warnings)
 	}
 }
