@@ -93,8 +93,11 @@ func TestServerAttributionIsExact(t *testing.T) {
 		{Seq: 2, RequestID: recs[2].RequestID, Lateness: int64(1 * ms), Prefill: int64(45 * ms), Decode: int64(1940 * ms), Other: int64(15 * ms), Source: SourceServer, Tail: true},
 	}
 	var got []RequestAttribution
-	if err := rep.EachRequest(func(r RequestAttribution) error { got = append(got, r); return nil }); err != nil {
-		t.Fatal(err)
+	for r, err := range rep.PerRequest() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d requests, want %d", len(got), len(want))
@@ -369,7 +372,7 @@ func TestAttributionSource(t *testing.T) {
 }
 
 // The JSON-lines per-request file holds the CSV's columns, in its order,
-// with the same values (no "tail" key).
+// with the same values, the tail marked in both.
 func TestRequestsJSONLMatchesCSV(t *testing.T) {
 	rep := mustAnalyze(t, []traces.Record{
 		withServer(rec(0, 0, 0, 100*ms, 3000*ms, 200, 10, 1), 20*ms, 70*ms, 2900*ms, 0),
@@ -401,6 +404,11 @@ func TestRequestsJSONLMatchesCSV(t *testing.T) {
 		if line != "{"+want.String()+"}" {
 			t.Errorf("line %d = %s, want {%s}", i, line, want.String())
 		}
+	}
+	// The p50 tail of two requests is the slower one, seq 0 (it was not
+	// marked at all: every request came out alike).
+	if !strings.HasSuffix(rows[0], ",true") || !strings.HasSuffix(rows[1], ",false") {
+		t.Errorf("tail column: %q, %q; want seq 0 in the tail, seq 1 not", rows[0], rows[1])
 	}
 }
 

@@ -358,10 +358,7 @@ func drain(ctx context.Context, rd traces.Reader, fn func(*traces.Record)) error
 			fn(&buf[i])
 		}
 		if err == io.EOF {
-			return nil
-		}
-		if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
-			return nil // the rows before the damage count; the caller warns (Stats().Truncated)
+			return nil // a salvaged file ends at its damage (Options.Read.Salvage)
 		}
 		if err != nil {
 			return err
@@ -375,9 +372,6 @@ func drainAhead(ctx context.Context, rd traces.Reader, fn func(*traces.Record)) 
 	n := 0
 	for rec, err := range traces.AllAhead(rd) {
 		if err != nil {
-			if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
-				return nil // the rows before the damage count; the caller warns (Stats().Truncated)
-			}
 			return err
 		}
 		if n++; n%4096 == 0 {
@@ -438,7 +432,7 @@ func AnalyzeFiles(ctx context.Context, names []string, o Options) (*Report, erro
 }
 
 func (a *Analyzer) addFile(ctx context.Context, name string) error {
-	rd, err := traces.Open(name)
+	rd, err := traces.OpenWith(name, a.o.Read)
 	if err != nil {
 		return err // it names the file
 	}
@@ -451,11 +445,8 @@ func (a *Analyzer) addFile(ctx context.Context, name string) error {
 	st := rd.Stats()
 	a.AddSource(Source{File: name, Rows: st.Rows, Skipped: st.Skipped, Meta: rd.Meta()})
 	a.addSamplesFor(name)
-	if st.Skipped > 0 {
-		a.Warnf("%s: skipped %d malformed row(s); first: %v", name, st.Skipped, st.FirstSkip)
-	}
-	if st.Truncated {
-		a.Warnf("%s", traces.SalvageNote(name, st.Rows))
+	for _, n := range st.Notes(name, fmt.Sprintf("the implied prefix-cache rate puts them back in order within %d rows; nothing else depends on order", reorderRows)) {
+		a.Warnf("%s", n)
 	}
 	switch {
 	case st.Rows == 0:
@@ -552,9 +543,13 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)
 	}
+	rep.ReplayClock = replayClock(a.sources) // evidence.go
 	rep.attribute()
 	rep.windows()
 	pooled, byInstance := splitSamples(a.samples)
+	if len(pooled) == 0 && len(byInstance) == 0 {
+		rep.Notes = append(rep.Notes, rep.metricsMissingNote()) // evidence.go
+	}
 	rep.serverLoad(pooled)
 	rep.series = pooled          // sorted by serverLoad; the HTML incident timeline draws them
 	rep.instanceLoad(byInstance) // instances.go

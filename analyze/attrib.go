@@ -2,8 +2,11 @@ package analyze
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Component indices of a request's latency.
@@ -45,8 +48,8 @@ func (s Shares) Array() [nComponents]float64 {
 	return [nComponents]float64{s.Lateness, s.Queue, s.Prefill, s.Decode, s.Other}
 }
 
-// When says when the tail requests were sent.
-type When struct {
+// TailTiming says when the tail requests were sent.
+type TailTiming struct {
 	// FirstS and LastS are the first and last tail send, seconds from the
 	// run start.
 	FirstS float64 `json:"first_s"`
@@ -58,19 +61,24 @@ type When struct {
 	BusiestShare  float64 `json:"busiest_share"`
 }
 
-// Load compares the tail's requests with all successful ones (means).
-type Load struct {
-	// InFlight is the other requests in flight when the request was sent.
+// TailLoad compares the tail's requests with all successful ones: each
+// Tail field is the mean over the tail, its All twin the mean over every
+// successful request.
+type TailLoad struct {
+	// TailInFlight and AllInFlight are the other requests in flight when a
+	// request was sent.
 	TailInFlight float64 `json:"tail_in_flight"`
 	AllInFlight  float64 `json:"all_in_flight"`
-	// PromptTokensInFlight is the prompt tokens of those requests.
+	// TailPromptTokensInFlight and AllPromptTokensInFlight are the prompt
+	// tokens of those requests.
 	TailPromptTokensInFlight float64 `json:"tail_prompt_tokens_in_flight"`
 	AllPromptTokensInFlight  float64 `json:"all_prompt_tokens_in_flight"`
-	// UncachedTokens is prompt − server-cached tokens (prompt when unknown).
+	// TailUncachedTokens and AllUncachedTokens are prompt − server-cached
+	// tokens (prompt when unknown).
 	TailUncachedTokens float64 `json:"tail_uncached_tokens"`
 	AllUncachedTokens  float64 `json:"all_uncached_tokens"`
-	// CachedFraction is cached / prompt tokens over the requests whose
-	// cached tokens are known (null when none is).
+	// TailCachedFraction and AllCachedFraction are cached / prompt tokens
+	// over the requests whose cached tokens are known (null when none is).
 	TailCachedFraction *float64 `json:"tail_cached_fraction"`
 	AllCachedFraction  *float64 `json:"all_cached_fraction"`
 	TailOutputTokens   float64  `json:"tail_output_tokens"`
@@ -118,8 +126,8 @@ type Attribution struct {
 	// ShareAll and MeanAllMs are the same over every successful request.
 	ShareAll  Shares       `json:"share_all"`
 	MeanAllMs Shares       `json:"mean_all_ms"`
-	When      When         `json:"when"`
-	Load      Load         `json:"load"`
+	When      TailTiming   `json:"when"`
+	Load      TailLoad     `json:"load"`
 	Prefill   PrefillModel `json:"prefill_model"`
 	// ServerLoad is the scraped server state around the tail (null
 	// without a metrics series).
@@ -153,8 +161,8 @@ func (rep *Report) fitEstimator() {
 	if len(cand) == 0 {
 		return
 	}
-	// counting: q is the lowest in-flight level holding a quarter of the
-	// candidates (and at least 20 of them).
+	// counting: q is the lowest in-flight level holding a tenth
+	// (1/fitShareDiv) of the candidates (and at least 20 of them).
 	maxF := int32(0)
 	for _, i := range cand {
 		maxF = max(maxF, rep.load.inflight[i])
@@ -454,7 +462,7 @@ func (rep *Report) loadCompare() {
 		f := div(a.cached, a.promptCk)
 		return &f
 	}
-	rep.Attribution.Load = Load{
+	rep.Attribution.Load = TailLoad{
 		TailInFlight: div(t.in, float64(t.nIn)), AllInFlight: div(all.in, float64(all.nIn)),
 		TailPromptTokensInFlight: div(t.prompt, float64(t.nIn)), AllPromptTokensInFlight: div(all.prompt, float64(all.nIn)),
 		TailUncachedTokens: div(t.unc, float64(t.n)), AllUncachedTokens: div(all.unc, float64(all.n)),
@@ -480,36 +488,40 @@ type RequestAttribution struct {
 	Tail bool `json:"tail"`
 }
 
-// EachRequest calls fn with the attribution of every successful request, in
-// input order; it stops at fn's first error. Request ids are empty unless
-// Options.KeepRequests was set.
-func (rep *Report) EachRequest(fn func(RequestAttribution) error) error {
-	if s := rep.Sampling; s != nil {
-		return fmt.Errorf("analyze: per-request attribution needs every row, but the input has %d rows, more than Options.ExactRows (--exact-rows) %d, so only a 1-in-%d sample was kept; raise --exact-rows to at least %d (about 300 bytes of memory per row)",
-			s.Rows, s.ExactRows, s.OneIn, s.Rows)
-	}
-	tail := map[int32]bool{}
-	for _, i := range rep.tail {
-		tail[i] = true
-	}
-	for i := range rep.rows.n {
-		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
-		if !ok {
-			continue
+// PerRequest yields the attribution of every successful request, in input
+// order. Request ids are empty unless Options.KeepRequests was set. Past
+// Options.ExactRows (Sampling set) only a sample of the rows is kept, so it
+// yields nothing but one *traces.OptionError naming Options.ExactRows.
+func (rep *Report) PerRequest() iter.Seq2[RequestAttribution, error] {
+	return func(yield func(RequestAttribution, error) bool) {
+		if s := rep.Sampling; s != nil {
+			yield(RequestAttribution{}, traces.OptionErrorf("analyze", "Options.ExactRows",
+				"per-request attribution needs every row, but the input has %d rows, more than the %d kept exactly, so only a 1-in-%d sample was kept; raise it to at least %d (about 300 bytes of memory per row)",
+				s.Rows, s.ExactRows, s.OneIn, s.Rows))
+			return
 		}
-		src := SourceEstimated
-		if server {
-			src = SourceServer
+		tail := map[int32]bool{}
+		for _, i := range rep.tail {
+			tail[i] = true
 		}
-		ra := RequestAttribution{Seq: r.seq, RequestID: rep.reqID(i), Lateness: int64(math.Round(c[cLateness])),
-			Queue: int64(math.Round(c[cQueue])), Prefill: int64(math.Round(c[cPrefill])), Decode: int64(math.Round(c[cDecode])),
-			Other: int64(math.Round(c[cOther])), Source: src, Tail: tail[int32(i)]}
-		if err := fn(ra); err != nil {
-			return err
+		for i := range rep.rows.n {
+			r := rep.rows.at(int(i))
+			c, server, ok := rep.components(r)
+			if !ok {
+				continue
+			}
+			src := SourceEstimated
+			if server {
+				src = SourceServer
+			}
+			ra := RequestAttribution{Seq: r.seq, RequestID: rep.reqID(i), Lateness: int64(math.Round(c[cLateness])),
+				Queue: int64(math.Round(c[cQueue])), Prefill: int64(math.Round(c[cPrefill])), Decode: int64(math.Round(c[cDecode])),
+				Other: int64(math.Round(c[cOther])), Source: src, Tail: tail[int32(i)]}
+			if !yield(ra, nil) {
+				return
+			}
 		}
 	}
-	return nil
 }
 
 func fmtMs(ms float64) string {

@@ -289,7 +289,7 @@ func AttributeGroupsFiles(ctx context.Context, rep *Report, names []string) erro
 		}
 	}
 	for _, name := range names {
-		rd, err := traces.Open(name)
+		rd, err := traces.OpenWith(name, rep.opts.Read)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Verdicts of a MetricChange. Change mode judges B against the baseline A
@@ -48,6 +49,11 @@ const DefaultRelativeThreshold = 0.05
 // DefaultMaxBootstrapSample caps the values per side in the bootstrap.
 const DefaultMaxBootstrapSample = 10000
 
+// DefaultMaxLateness is the client lateness p99 above which a replayed run
+// did not keep its recorded timing (replay's own default gate, its
+// --max-lateness): its latencies then include the client's delay.
+const DefaultMaxLateness = 5 * time.Millisecond
+
 // CompareOptions tunes Compare.
 type CompareOptions struct {
 	// Seed seeds the bootstrap. Defaults to DefaultSeed.
@@ -78,6 +84,10 @@ type CompareOptions struct {
 	// MinChangeMs is the latency difference under which a metric counts as
 	// unchanged. Defaults to DefaultMinChangeMs (1 ms).
 	MinChangeMs float64
+	// MaxLateness is the lateness p99 above which a run failed its timing
+	// check: the comparison warns, since such a run measured the client as
+	// well as the server. Defaults to DefaultMaxLateness (5 ms).
+	MaxLateness time.Duration
 }
 
 func (o CompareOptions) withDefaults() CompareOptions {
@@ -104,6 +114,9 @@ func (o CompareOptions) withDefaults() CompareOptions {
 	}
 	if o.MinChangeMs <= 0 {
 		o.MinChangeMs = DefaultMinChangeMs
+	}
+	if o.MaxLateness <= 0 {
+		o.MaxLateness = DefaultMaxLateness
 	}
 	if o.LabelA == "" {
 		o.LabelA = "A"
@@ -148,9 +161,12 @@ type Comparison struct {
 	// Conclusion is the comparison in one sentence, from the key metrics
 	// (TTFT, TPOT and E2E p50/p99, failure rate, goodput) and the tails'
 	// dominant causes.
-	Conclusion string         `json:"conclusion"`
-	MetaDiffs  []MetaDiff     `json:"meta_diffs,omitempty"`
-	Metrics    []MetricChange `json:"metrics"`
+	Conclusion string `json:"conclusion"`
+	// Warnings say why the comparison may not hold: a run that failed its
+	// lateness check (CompareOptions.MaxLateness).
+	Warnings  []string       `json:"warnings,omitempty"`
+	MetaDiffs []MetaDiff     `json:"meta_diffs,omitempty"`
+	Metrics   []MetricChange `json:"metrics"`
 	// Attribution of each side's tail.
 	AttributionA Attribution `json:"attribution_a"`
 	AttributionB Attribution `json:"attribution_b"`
@@ -205,6 +221,7 @@ func Compare(a, b *Report, o CompareOptions) *Comparison {
 		c.PracticalDiff = o.PracticalDiff
 	}
 	c.MetaDiffs = metaDiffs(a, b)
+	c.Warnings = latenessWarnings(a, b, o)
 	plain := func(name string, va, vb float64, lowerBetter bool) {
 		m := MetricChange{Name: name, A: va, B: vb, Change: vb - va, LowerIsBetter: lowerBetter}
 		if va != 0 {
@@ -520,9 +537,9 @@ func (c *Comparison) WriteJSON(w io.Writer) error {
 	return enc.Encode(c)
 }
 
-// WriteText writes the comparison: differing metadata first, then every
-// metric with its change, interval and verdict, then the tails'
-// attribution side by side.
+// WriteText writes the comparison: the conclusion and any warning, every
+// metric with its change, interval and verdict, the tails' attribution
+// side by side, and last the metadata that differs, shortened.
 func (c *Comparison) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	p := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
@@ -539,12 +556,8 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			p("Approximate %s: %s\n\n", s.label, s.s.Note())
 		}
 	}
-	if len(c.MetaDiffs) > 0 {
-		p("Metadata differs (%s vs %s)\n", c.LabelA, c.LabelB)
-		for _, d := range c.MetaDiffs {
-			p("  %-24s %s | %s\n", d.Key, orDash(d.A), orDash(d.B))
-		}
-		p("\n")
+	for _, w := range c.Warnings {
+		p("Warning: %s\n\n", w)
 	}
 	lw := max(12, len(c.LabelA), len(c.LabelB)) // labels whole, never cut
 	p("%-34s %*s %*s %12s %9s  %-25s %s\n", "metric", lw, c.LabelA, lw, c.LabelB, "change", "change%",
@@ -596,6 +609,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			p("  %-34s %*s %*s\n", "tail dominant", lw, orDash(k.AttributionA.Dominant), lw, orDash(k.AttributionB.Dominant))
 		}
 	}
+	c.writeMetaDiffsText(p) // compare_meta.go
 	return bw.Flush()
 }
 

@@ -87,8 +87,11 @@ func TestCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	if !strings.HasPrefix(out, "Conclusion: vllm against sim: worse on ttft_ms.p50 +") || !strings.Contains(out, "\n\nMetadata differs") || !strings.Contains(out, "extra.target") {
-		t.Errorf("compare text does not start with the conclusion, then the metadata difference:\n%s", out)
+	if !strings.HasPrefix(out, "Conclusion: vllm against sim: worse on ttft_ms.p50 +") || !strings.Contains(out, "\nMetadata that differs") || !strings.Contains(out, "  target  sim | vllm") {
+		t.Errorf("compare text does not start with the conclusion, or lacks the metadata difference:\n%s", out)
+	}
+	if strings.Index(out, "Metadata that differs") < strings.Index(out, "Tail attribution") {
+		t.Errorf("compare text puts the metadata before the tables:\n%s", out)
 	}
 	if !strings.Contains(out, "Tail attribution") {
 		t.Errorf("compare text lacks the attribution:\n%s", out)
@@ -190,5 +193,66 @@ func TestOptionsClass(t *testing.T) {
 	o.Class = "nope"
 	if _, err := Analyze(context.Background(), recs, o); !errors.Is(err, ErrNoRequests) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("class nope: %v", err)
+	}
+}
+
+// compare warns when a run failed its lateness check (two of the demo's
+// replays exited 3 and compare said nothing), and puts the metadata that
+// differs after the tables, shortened: a JSON option value as the sub-keys
+// that differ, long values cut, per-run bookkeeping by name only (the
+// whole replay.options JSON and every start time led the page).
+func TestCompareLatenessAndMetadata(t *testing.T) {
+	run := func(lateness time.Duration, opts, target string) *Report {
+		var recs []traces.Record
+		for i := range 40 {
+			recs = append(recs, rec(int64(i), time.Duration(i)*50*ms, lateness, 40*ms, 300*ms, 100, 10, 1))
+		}
+		a, err := New(DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range recs {
+			a.Add(&recs[i])
+		}
+		m := traces.NewMeta("replay")
+		m.Command = "tokentrace replay --out results.parquet --metadata team=serving-platform-latency trace.parquet " + target
+		m.Extra = map[string]string{"replay.options": opts, "replay.started_at": "2026-11-28T13:38:" + target,
+			"replay.target": "http://127.0.0.1:" + target, "run.meta.note": "a long note about this run that nobody needs whole here: " + target}
+		a.AddSource(Source{File: target + ".parquet", Rows: 40, Meta: m})
+		rep, err := a.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	a := run(100*time.Microsecond, `{"api":"completions","speed":1,"sessions":"open","block_size":512}`, "34331")
+	b := run(20*ms, `{"api":"completions","speed":4,"window_from":"30s","sessions":"open","block_size":512}`, "37241")
+	c := Compare(a, b, CompareOptions{Resamples: 50, LabelA: "before", LabelB: "after"})
+	if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], "after did not keep its recorded timing: its client lateness p99 is 20.00 ms, over 5ms") {
+		t.Errorf("warnings %q; want one, for after's 20 ms lateness p99", c.Warnings)
+	}
+	if w := Compare(a, a, CompareOptions{Resamples: 50}).Warnings; len(w) != 0 {
+		t.Errorf("two runs that kept their timing: warnings %q", w)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	warn, table, meta := strings.Index(out, "Warning: after did not keep"), strings.Index(out, "\nmetric "), strings.Index(out, "\nMetadata that differs")
+	if warn < 0 || table < 0 || meta < 0 || !(warn < table && table < meta) {
+		t.Fatalf("want the warning, then the table, then the metadata:\n%s", out)
+	}
+	tail := out[meta:]
+	for _, want := range []string{"replay.options.speed        1 | 4", "replay.options.window_from  - | 30s", "run.meta.note               a long note about this run that nobody needs wh… | a long note",
+		"per-run bookkeeping also differs: command, replay.started_at, replay.target"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("metadata section lacks %q:\n%s", want, tail)
+		}
+	}
+	for _, not := range []string{`{"api"`, "127.0.0.1"} {
+		if strings.Contains(tail, not) {
+			t.Errorf("metadata section shows %q whole:\n%s", not, tail)
+		}
 	}
 }

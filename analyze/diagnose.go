@@ -41,19 +41,11 @@ func (rep *Report) diagnose() {
 		d = append(d, fmt.Sprintf("Cache misses: the tail had %.0f%% of its prompt tokens served from the prefix cache against %.0f%% overall, so it prefilled %.0f uncached tokens per request against %.0f.",
 			100**l.TailCachedFraction, 100**l.AllCachedFraction, l.TailUncachedTokens, l.AllUncachedTokens))
 	}
-	if s := rep.instanceSentence(); s != "" { // instances.go
-		d = append(d, s)
-	}
+	d = append(d, rep.fleetSentences()...)      // instances.go
 	if s := rep.crossCheckSentence(); s != "" { // crosscheck.go
 		d = append(d, s)
 	}
-	wh := at.When
-	if wh.LastS-wh.FirstS < 0.05 {
-		d = append(d, fmt.Sprintf("The tail requests were sent at %.1f s.", wh.FirstS))
-	} else {
-		d = append(d, fmt.Sprintf("The tail requests were sent between %.1f s and %.1f s; %.0f%% of them in %.1f–%.1f s.",
-			wh.FirstS, wh.LastS, 100*wh.BusiestShare, wh.BusiestStartS, wh.BusiestEndS))
-	}
+	d = append(d, rep.whenSentence()) // evidence.go
 	at.Diagnosis = d
 }
 

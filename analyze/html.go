@@ -420,6 +420,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 </div>
 <h2>Diagnosis</h2>
 <div class="diag">{{range .Attribution.Diagnosis}}<p>{{.}}</p>{{else}}<p>No tail to diagnose.</p>{{end}}</div>
+{{if .Notes}}<h3>Not in this report</h3>{{range .Notes}}<p class="warn">{{.}}</p>{{end}}{{end}}
 {{if .Attribution.TailRequests}}
 <p>{{.SplitNote}}</p>
 <table><tr><th>component</th><th>tail share</th><th>tail mean</th><th>all share</th><th>all mean</th></tr>

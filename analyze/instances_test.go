@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,195 @@ func TestInstancesNamedWhenUneven(t *testing.T) {
 		if sl := rep.Attribution.ServerLoad; sl == nil || sl.Samples != 24 {
 			t.Errorf("%s: server load %+v, want 24 pooled samples", c.why, sl)
 		}
+	}
+}
+
+// fleetRun is queueBurstRun for a fleet: each instance's rows carry its
+// role, and kv (if set) gives each row's KV transfers (mean ns, count)
+// and routed (if set) the requests routed to the instance per row.
+func fleetRun(t *testing.T, roles map[string]string, waiting func(in string, t time.Duration) int64,
+	kv func(in string, t time.Duration) (int64, int64), routed func(in string) int64, slowDecode bool) *Report {
+	t.Helper()
+	o := DefaultOptions()
+	o.TailMetric, o.TailPercentile = MetricE2E, 90
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []traces.MetricsSample
+	for k := range 24 {
+		at := time.Duration(k) * 500 * ms
+		pooled := traces.NewMetricsSample(int64(at))
+		pooled.Waiting, pooled.Running = 0, 4
+		for in, role := range roles {
+			x := traces.NewMetricsSample(int64(at))
+			x.Instance, x.Role, x.Waiting, x.Running, x.KVCacheUsage = in, role, waiting(in, at), 2, 0.5
+			if kv != nil {
+				x.KVTransferTimeMeanNs, x.KVTransfers = kv(in, at)
+			}
+			if routed != nil {
+				x.Routed = routed(in)
+			}
+			pooled.Waiting += x.Waiting
+			s = append(s, x)
+		}
+		s = append(s, pooled)
+	}
+	a.AddSamples(s)
+	for i := range 100 {
+		sent := time.Duration(i) * 100 * ms
+		queue, decode := 10*ms, 200*ms
+		if sent >= 5000*ms && sent < 6000*ms {
+			queue = 1000 * ms
+			if slowDecode {
+				queue, decode = 100*ms, 3000*ms
+			}
+		}
+		r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+50*ms+decode, 200, 20, 1), queue, 50*ms, decode, 0)
+		a.Add(&r)
+	}
+	rep, err := a.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestPoolsNamedWhenSaturated: with roles on the instances' rows, the
+// report has one pool per role, and the diagnosis names the pool whose
+// queue explains the tail (a pool holding most of the waiting requests,
+// more per replica than the others, spread over its replicas), not a pool
+// whose one hot replica holds them (that replica is named instead, with
+// the router's share of the pool's requests it got), nor any pool when the
+// queue follows the pools' sizes or the tail decoded slowly; KV transfers
+// slower around the tail are named with their times.
+func TestPoolsNamedWhenSaturated(t *testing.T) {
+	burst := func(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
+	pd := func(prefill, decode int) map[string]string {
+		m := map[string]string{}
+		for i := range prefill {
+			m[fmt.Sprintf("prefill-%d", i)] = "prefill"
+		}
+		for i := range decode {
+			m[fmt.Sprintf("decode-%d", i)] = "decode"
+		}
+		return m
+	}
+	for _, c := range []struct {
+		why        string
+		roles      map[string]string
+		waiting    func(in string, t time.Duration) int64
+		kv         func(in string, t time.Duration) (int64, int64)
+		routed     func(in string) int64
+		slowDecode bool
+		saturated  string   // the pool named saturated ("" none)
+		say        []string // in the diagnosis
+		notSay     []string // not in it
+	}{
+		{"a burst queued on the one-replica prefill pool names the pool (and not its one instance again)", pd(1, 3),
+			func(in string, t time.Duration) int64 {
+				if in == "prefill-0" && burst(t) {
+					return 30
+				}
+				return 0
+			}, nil, nil, false, "prefill",
+			[]string{"Pool saturated: the prefill pool (1 replica(s): prefill-0) held 100% of the requests waiting around the tail", "its KV cache was 50% used"},
+			[]string{"Uneven load"}},
+		{"a queue spread over a three-replica prefill pool beside one decode replica names the prefill pool", pd(3, 1),
+			func(in string, t time.Duration) int64 {
+				if strings.HasPrefix(in, "prefill") && burst(t) {
+					return 10
+				}
+				if burst(t) {
+					return 1
+				}
+				return 0
+			}, nil, nil, false, "prefill",
+			[]string{"Pool saturated: the prefill pool (3 replica(s): prefill-0, prefill-1, prefill-2)", "10.0 per replica against 1.0 in the other pool(s) (decode (1))"},
+			nil},
+		{"a queue in proportion to the pools' sizes names none", pd(1, 3),
+			func(in string, t time.Duration) int64 {
+				if burst(t) {
+					return 10
+				}
+				return 0
+			}, nil, nil, false, "", nil, []string{"Pool saturated"}},
+		{"a queue in the prefill pool while the tail was slow decoding names none", pd(1, 3),
+			func(in string, t time.Duration) int64 {
+				if in == "prefill-0" && burst(t) {
+					return 30
+				}
+				return 0
+			}, nil, nil, true, "", nil, []string{"Pool saturated"}},
+		{"one hot replica of three in the decode pool is uneven load within the pool: the replica is named with its routed share, no pool", pd(1, 3),
+			func(in string, t time.Duration) int64 {
+				if in == "decode-1" && burst(t) {
+					return 30
+				}
+				return 0
+			}, nil,
+			func(in string) int64 {
+				if in == "decode-1" {
+					return 2
+				}
+				return 1
+			}, false, "",
+			[]string{"Uneven load: instance decode-1 held 100%", "The router sent it 50% of its pool's requests."},
+			[]string{"Pool saturated"}},
+		{"KV transfers of 80 ms during the burst against 5 ms elsewhere are named with their times", pd(1, 3),
+			func(in string, t time.Duration) int64 { return 0 },
+			func(in string, t time.Duration) (int64, int64) {
+				if !strings.HasPrefix(in, "decode") {
+					return traces.NotReported, traces.NotReported
+				}
+				if burst(t) {
+					return int64(80 * ms), 2
+				}
+				return int64(5 * ms), 2
+			}, nil, false, "",
+			[]string{"KV transfers into the decode pool took 80.0 ms on average around the tail against"},
+			[]string{"Pool saturated", "prefill pool took"}},
+		{"KV transfers as fast around the tail as elsewhere are not named", pd(1, 3),
+			func(in string, t time.Duration) int64 { return 0 },
+			func(in string, t time.Duration) (int64, int64) { return int64(5 * ms), 2 }, nil, false, "",
+			nil, []string{"KV transfers"}},
+	} {
+		rep := fleetRun(t, c.roles, c.waiting, c.kv, c.routed, c.slowDecode)
+		diag := strings.Join(rep.Attribution.Diagnosis, "\n")
+		t.Logf("%s:\n%s", c.why, diag)
+		if len(rep.Pools) != 2 {
+			t.Errorf("%s: pools %+v, want prefill and decode", c.why, rep.Pools)
+		}
+		sat := ""
+		for _, p := range rep.Pools {
+			if p.Saturated {
+				sat += p.Role
+			}
+		}
+		if sat != c.saturated {
+			t.Errorf("%s: saturated pool %q, want %q (pools %+v)", c.why, sat, c.saturated, rep.Pools)
+		}
+		for _, w := range c.say {
+			if !strings.Contains(diag, w) {
+				t.Errorf("%s: diagnosis does not say %q:\n%s", c.why, w, diag)
+			}
+		}
+		for _, w := range c.notSay {
+			if strings.Contains(diag, w) {
+				t.Errorf("%s: diagnosis says %q:\n%s", c.why, w, diag)
+			}
+		}
+		var b strings.Builder
+		if err := rep.WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "Pools (instances by role") || !strings.Contains(b.String(), "role") {
+			t.Errorf("%s: text report has no pools table:\n%s", c.why, b.String())
+		}
+	}
+	// No roles, no pools.
+	rep := queueBurstRun(t, []string{"a:8000", "b:8000"}, func(string, time.Duration) int64 { return 1 }, false)
+	if len(rep.Pools) != 0 {
+		t.Errorf("a series without roles has pools %+v", rep.Pools)
 	}
 }

@@ -105,7 +105,7 @@ type Options struct {
 	// charts, Compare's bootstrap samples, the vLLM latencies list) are
 	// computed on a deterministic 1-in-2^k sample of at most ExactRows
 	// rows, their counts scaled by 2^k (Report.Sampling says so); and the
-	// per-request attribution (EachRequest, WriteRequests) is refused.
+	// per-request attribution (PerRequest, WriteRequests) is refused.
 	// Defaults to DefaultExactRows (4 Mi rows).
 	ExactRows int
 	// ModelBytes is the model's weight size in bytes (--model-bytes); with
@@ -130,6 +130,10 @@ type Options struct {
 	// (its makespan is then final and its state dropped); a later call of
 	// it starts a new part. Defaults to DefaultSessionIdle (1 h).
 	SessionIdle time.Duration
+	// Read is how AnalyzeFiles reads its files (Strict, Salvage): the
+	// rules every command shares (traces.OpenWith). Defaults to the zero
+	// options: bad rows skipped and counted, a damaged file an error.
+	Read traces.OpenOptions
 }
 
 // DefaultOptions returns the defaults.
@@ -170,7 +174,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("analyze: Options.TailPercentile %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
 	}
 	if o.ExactRows < 0 {
-		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows (--exact-rows)", o.ExactRows)
+		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows", o.ExactRows)
 	}
 	if o.KVBlocks < 0 {
 		return fmt.Errorf("analyze: Options.KVBlocks %d: want a number of blocks, or 0 for an unbounded cache", o.KVBlocks)

@@ -111,6 +111,9 @@ type Report struct {
 	// Instances is each server instance's state around the tail, when the
 	// metrics series has per-instance rows (instances.go; null otherwise).
 	Instances []InstanceLoad `json:"instances,omitempty"`
+	// Pools is each pool of a fleet (the instances sharing a role) around
+	// the tail, when the instances' rows carry roles (instances.go).
+	Pools []PoolLoad `json:"pools,omitempty"`
 	// CrossCheck compares the attribution of every request with the
 	// server's own queue/prefill/decode histograms (crosscheck.go; null
 	// without a metrics series).
@@ -118,6 +121,13 @@ type Report struct {
 	// MissingMetrics lists the metrics series columns with no value at
 	// all (seriesmissing.go; also a warning).
 	MissingMetrics []string `json:"missing_metrics,omitempty"`
+	// Notes say what the report could not show and how to get it (a
+	// missing server metrics series: evidence.go).
+	Notes []string `json:"notes,omitempty"`
+	// ReplayClock maps the run's times to the trace's when the replay
+	// started at a --window start or ran at another speed (evidence.go;
+	// null when run time is trace time).
+	ReplayClock *ReplayClock `json:"replay_clock,omitempty"`
 
 	opts    Options
 	rows    rowStore

@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
 )
 
-// RequestsColumns are the columns of the per-request attribution file.
-var RequestsColumns = []string{"seq", "request_id", "lateness_ns", "queue_ns", "prefill_ns", "decode_ns", "other_ns", "source"}
+// RequestsColumns are the columns of the per-request attribution file;
+// tail is true for the requests in the tail the report attributes
+// (Options.TailPercentile of Options.TailMetric), false for the others.
+var RequestsColumns = []string{"seq", "request_id", "lateness_ns", "queue_ns", "prefill_ns", "decode_ns", "other_ns", "source", "tail"}
 
 // Per-request attribution file formats.
 const (
@@ -23,8 +26,8 @@ const (
 )
 
 // WriteRequests writes every successful request's attribution (see
-// EachRequest) as CSV with a header row or as JSON lines, with exactly
-// RequestsColumns.
+// PerRequest), the tail marked, as CSV with a header row or as JSON
+// lines, with exactly RequestsColumns.
 func (rep *Report) WriteRequests(w io.Writer, format string) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	switch format {
@@ -34,7 +37,10 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			return err
 		}
 		rec := make([]string, len(RequestsColumns))
-		err := rep.EachRequest(func(r RequestAttribution) error {
+		for r, err := range rep.PerRequest() {
+			if err != nil {
+				return err
+			}
 			rec[0] = strconv.FormatInt(r.Seq, 10)
 			rec[1] = r.RequestID
 			rec[2] = strconv.FormatInt(r.Lateness, 10)
@@ -43,28 +49,24 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			rec[5] = strconv.FormatInt(r.Decode, 10)
 			rec[6] = strconv.FormatInt(r.Other, 10)
 			rec[7] = r.Source
-			return cw.Write(rec)
-		})
-		if err != nil {
-			return err
+			rec[8] = strconv.FormatBool(r.Tail)
+			if err := cw.Write(rec); err != nil {
+				return err
+			}
 		}
 		cw.Flush()
 		if err := cw.Error(); err != nil {
 			return err
 		}
 	case RequestsJSONL:
-		// A line is the attribution without whether it is in the tail (the
-		// CSV's columns): the nil Tail hides the embedded one.
-		type line struct {
-			RequestAttribution
-			Tail *bool `json:"tail,omitempty"`
-		}
 		enc := json.NewEncoder(bw)
-		err := rep.EachRequest(func(r RequestAttribution) error {
-			return enc.Encode(line{RequestAttribution: r})
-		})
-		if err != nil {
-			return err
+		for r, err := range rep.PerRequest() {
+			if err == nil {
+				err = enc.Encode(r)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	default:
 		return fmt.Errorf("per-request attribution format %q: want %s or %s", format, RequestsCSV, RequestsJSONL)
@@ -77,7 +79,7 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 // package traces writes Parquet, and its Writer takes Records.
 func RequestsFormat(name string) (format string, zst bool, err error) {
 	n := strings.ToLower(name)
-	if n == "-" {
+	if n == "-" || name == os.DevNull {
 		return RequestsJSONL, false, nil
 	}
 	n, zst = strings.CutSuffix(n, ".zst")

@@ -180,21 +180,25 @@ func TestEstimatedAttributionFindsTheCause(t *testing.T) {
 			}
 			// Per tail request: the estimated largest component is the true one.
 			trueArg := map[int64]int{}
-			truth.EachRequest(func(r RequestAttribution) error {
+			for r, err := range truth.PerRequest() {
+				if err != nil {
+					t.Fatal(err)
+				}
 				trueArg[r.Seq] = argmax(clampPos([nComponents]float64{float64(r.Lateness), float64(r.Queue), float64(r.Prefill), float64(r.Decode), float64(r.Other)}))
-				return nil
-			})
+			}
 			var n, agree int
-			est.EachRequest(func(r RequestAttribution) error {
+			for r, err := range est.PerRequest() {
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !r.Tail {
-					return nil
+					continue
 				}
 				n++
 				if argmax(clampPos([nComponents]float64{float64(r.Lateness), float64(r.Queue), float64(r.Prefill), float64(r.Decode), float64(r.Other)})) == trueArg[r.Seq] {
 					agree++
 				}
-				return nil
-			})
+			}
 			if n == 0 || float64(agree) < 0.9*float64(n) {
 				t.Errorf("per-request dominant cause right for %d of %d tail requests, want ≥ 90%%", agree, n)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -21,7 +22,7 @@ func streamRun(n int) []traces.Record {
 	rng := rand.New(rand.NewPCG(7, 9))
 	recs := make([]traces.Record, 0, n)
 	for i := range n {
-		sent := time.Duration(i) * 2 * ms
+		sent := time.Duration(i)*2*ms + ms // after the latest negative lateness: no time before the run start
 		if i%33 == 5 {
 			recs = append(recs, failed(int64(i), sent, traces.StatusHTTPError))
 			continue
@@ -157,9 +158,15 @@ func TestExactRowsStreaming(t *testing.T) {
 	if !strings.Contains(html.String(), "Approximate:") || !strings.Contains(html.String(), "TTFT ~") {
 		t.Errorf("HTML does not say it is approximate")
 	}
-	err := rep.EachRequest(func(RequestAttribution) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "--exact-rows") {
-		t.Errorf("per-request attribution past the budget: %v, want an error naming --exact-rows", err)
+	// Per-request attribution past the budget is refused with one error
+	// that names the option (the library knows no flags).
+	var errs []error
+	for _, err := range rep.PerRequest() {
+		errs = append(errs, err)
+	}
+	var oe *traces.OptionError
+	if len(errs) != 1 || !errors.As(errs[0], &oe) || oe.Option != "Options.ExactRows" || strings.Contains(errs[0].Error(), "--") {
+		t.Errorf("per-request attribution past the budget: %v, want one option error naming Options.ExactRows and no flag", errs)
 	}
 	// vLLM percentiles come from the sketch, any percentile.
 	m := rep.vllmMetric(VLLMTTFT)

@@ -61,6 +61,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 			p("  - %s\n", d)
 		}
 	}
+	if len(rep.Notes) > 0 {
+		p("\nNot in this report\n")
+		for _, n := range rep.Notes {
+			p("  - %s\n", n)
+		}
+	}
 	if len(rep.Groups) > 0 {
 		p("\nBy %s\n", rep.Groups[0].By)
 		p("  %-20s %8s %8s %7s %10s %10s %10s %10s %10s %10s\n", "value", "requests", "ok", "failed",
@@ -81,7 +87,11 @@ func (rep *Report) WriteText(w io.Writer) error {
 	rep.writeInstancesText(p)        // instances.go
 	rep.writeCrossCheckText(p)       // crosscheck.go
 	if rep.opts.Window > 0 && len(rep.Windows) > 0 {
-		p("\nTimeline (%.3gs windows; latency ms of requests sent in the window)\n", rep.Windows[0].EndS-rep.Windows[0].StartS)
+		clock := ""
+		if c := rep.ReplayClock; c != nil {
+			clock = fmt.Sprintf("; start s is run time, the trace's %s + start × %g", fmtS(c.WindowFromS), c.Speed)
+		}
+		p("\nTimeline (%.3gs windows; latency ms of requests sent in the window%s)\n", rep.Windows[0].EndS-rep.Windows[0].StartS, clock)
 		p("  %8s %6s %5s %5s %9s %9s %9s %9s %8s %9s %8s %8s %9s %5s\n", "start s", "sent", "ok", "fail",
 			"ttft p50", "ttft p99", "e2e p50", "e2e p99", "req/s", "out tok/s", "in-fl", "in-max", "late p99", "tail")
 		for _, x := range rep.Windows {

@@ -10,6 +10,7 @@
 package capture
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -424,13 +425,13 @@ func Capture(ctx context.Context, o Options, inputs []Input) (*Result, error) {
 	}
 	defer pl.close()
 	res := &Result{Meta: pl.meta(), Records: make([]traces.Record, 0, pl.requests())}
-	for r := range pl.records() {
+	for r, err := range pl.records() {
+		if err != nil {
+			return nil, err
+		}
 		res.Records = append(res.Records, r)
 	}
 	res.Stats = pl.stats
-	if pl.err != nil {
-		return nil, pl.err
-	}
 	return res, nil
 }
 
@@ -478,7 +479,11 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 	// stream still runs to its end so that the stats are complete.
 	batch := make([]traces.Record, 0, 4096)
 	var werr error
-	for r := range pl.records() {
+	for r, err := range pl.records() {
+		if err != nil {
+			werr = cmp.Or(werr, err)
+			break
+		}
 		if werr != nil {
 			continue
 		}
@@ -492,9 +497,6 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 	}
 	if werr == nil && len(batch) > 0 {
 		_, werr = w.Write(batch)
-	}
-	if werr == nil {
-		werr = pl.err
 	}
 	if werr != nil {
 		traces.Abort(w) // the output name never holds a partial trace

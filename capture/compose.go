@@ -44,6 +44,12 @@ type ComposeOptions struct {
 	// first appearance, as a single capture numbers them. Session ids stay
 	// digests either way. Defaults to false.
 	KeepHashes bool
+	// Read is how the parts are read (Strict, Salvage: see
+	// traces.OpenOptions; a part is always allowed its deferred
+	// k-anonymity). A part's rows must be in arrival order: the merge
+	// relies on it, so a row out of order is an error. Defaults to the
+	// zero options.
+	Read traces.OpenOptions
 }
 
 // ComposeStats says what Compose did.
@@ -54,6 +60,8 @@ type ComposeStats struct {
 	BlocksKept, BlocksDropped     int64
 	K                             int
 	SessionIdle                   time.Duration
+	// Notes say which rows of the parts were skipped (traces.ReadStats.Notes).
+	Notes []string
 }
 
 // Compose finishes a trace captured in parts (Options.Part): it reads the
@@ -105,7 +113,7 @@ func Compose(ctx context.Context, o ComposeOptions, names []string, command stri
 	// First pass: counts.
 	c := newComposer(k, idle, o.KeepHashes)
 	first := true
-	if err := mergeParts(ctx, parts, func(r *traces.Record) error {
+	if err := mergeParts(ctx, parts, o.Read, &st.Notes, func(r *traces.Record) error {
 		if first {
 			c.origin, first = r.ArrivalNs, false
 		}
@@ -133,7 +141,7 @@ func Compose(ctx context.Context, o ComposeOptions, names []string, command stri
 		return st, err
 	}
 	batch := make([]traces.Record, 0, 1024)
-	err = mergeParts(ctx, parts, func(r *traces.Record) error {
+	err = mergeParts(ctx, parts, o.Read, nil, func(r *traces.Record) error {
 		c.rewrite(r)
 		st.Requests++
 		if batch = append(batch, r.Clone()); len(batch) == cap(batch) {
@@ -217,8 +225,9 @@ func partsMeta(parts []string) (traces.Meta, int, time.Duration, error) {
 }
 
 // mergeParts calls fn with every row of the parts in arrival order (ties
-// in part order, then row order).
-func mergeParts(ctx context.Context, parts []string, fn func(r *traces.Record) error) error {
+// in part order, then row order), read with ro; notes, when not nil, gets
+// what the readers say about the parts' rows.
+func mergeParts(ctx context.Context, parts []string, ro traces.OpenOptions, notes *[]string, fn func(r *traces.Record) error) error {
 	var srcs []kmerge.Source[*traces.Record]
 	var stops []func()
 	defer func() {
@@ -226,15 +235,19 @@ func mergeParts(ctx context.Context, parts []string, fn func(r *traces.Record) e
 			s()
 		}
 	}()
+	ro.AllowDeferred = true
+	var readers []traces.Reader
 	for _, p := range parts {
-		r, err := traces.OpenWith(p, traces.OpenOptions{AllowDeferred: true})
+		r, err := traces.OpenWith(p, ro)
 		if err != nil {
 			return err
 		}
 		defer r.Close()
+		readers = append(readers, r)
 		next, stop := iter.Pull2(traces.All(r))
 		stops = append(stops, stop)
 		var rec traces.Record
+		seen := false
 		srcs = append(srcs, func() (*traces.Record, bool, error) {
 			v, err, ok := next()
 			if !ok {
@@ -243,9 +256,21 @@ func mergeParts(ctx context.Context, parts []string, fn func(r *traces.Record) e
 			if err != nil {
 				return nil, false, err
 			}
-			rec = v
+			if seen && v.ArrivalNs < rec.ArrivalNs {
+				st := r.Stats()
+				return nil, false, fmt.Errorf("compose: %s: compose merges parts that are each in arrival order, as capture writes them", st.OrderNote(p))
+			}
+			rec, seen = v, true
 			return &rec, true, nil
 		})
+	}
+	if notes != nil {
+		defer func() {
+			for i, r := range readers {
+				st := r.Stats()
+				*notes = append(*notes, st.Notes(parts[i], "")...)
+			}
+		}()
 	}
 	m, err := kmerge.New(srcs, func(a, b *traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
 	if err != nil {

@@ -51,7 +51,6 @@ type pipeline struct {
 
 	problems problems
 	stats    Stats
-	err      error // reading the spool back
 	started  time.Time
 	lastTick time.Time
 	formats  []string // per input
@@ -174,9 +173,9 @@ func (pl *pipeline) requests() int64 { return pl.spool.n }
 // records runs the sessions and records stages over the requests in
 // arrival order and yields the records one at a time; pl.stats is complete
 // once the stream has run to its end. A failure to read the spool's runs
-// back ends the stream and is returned by pl.err.
-func (pl *pipeline) records() iter.Seq[traces.Record] {
-	return func(yield func(traces.Record) bool) {
+// back ends the stream with that error.
+func (pl *pipeline) records() iter.Seq2[traces.Record, error] {
+	return func(yield func(traces.Record, error) bool) {
 		// First pass: every session's number of requests, kept for the
 		// second in order of first request.
 		sess := newSessions(pl.o)
@@ -185,16 +184,16 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 		counter := newSessionCounter(pl.o, ends)
 		pos := 0
 		var cerr error
-		pl.err = pl.spool.each(func(e *redacted) bool {
+		err := pl.spool.each(func(e *redacted) bool {
 			if id := sess.find(e, pos); id != 0 {
 				cerr = counter.add(id, e.t)
 			}
 			pos++
 			return cerr == nil
 		})
-		pl.err = cmp.Or(pl.err, cerr)
-		if pl.err == nil {
-			pl.err = counter.finish()
+		err = cmp.Or(err, cerr)
+		if err == nil {
+			err = counter.finish()
 		}
 		sess, counter = nil, nil // the second pass has its own
 		// The second pass finds the same sessions again (the stage is
@@ -212,11 +211,13 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 			pl.stats.Problems = pl.problems.list()
 			pl.stats.Overlaps = pl.overlaps()
 		}()
-		if pl.err != nil {
+		if err != nil {
+			yield(traces.Record{}, err)
 			return
 		}
 		pos = 0
-		pl.err = pl.spool.each(func(e *redacted) bool {
+		stopped := false
+		err = pl.spool.each(func(e *redacted) bool {
 			if pos&4095 == 0 {
 				pl.tick("writing", int64(pos))
 			}
@@ -232,9 +233,15 @@ func (pl *pipeline) records() iter.Seq[traces.Record] {
 				}
 			}
 			pos++
-			return yield(rs.next(e, sid))
+			if !yield(rs.next(e, sid), nil) {
+				stopped = true
+				return false
+			}
+			return true
 		})
-		pl.err = cmp.Or(pl.err, cerr)
+		if err = cmp.Or(err, cerr); err != nil && !stopped {
+			yield(traces.Record{}, err)
+		}
 	}
 }
 

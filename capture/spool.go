@@ -14,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/tokentrace/tokentrace/internal/kmerge"
+	"github.com/tokentrace/tokentrace/internal/tempfile"
 )
 
 // spool holds the redacted requests between the parse and the sessions
@@ -27,6 +28,7 @@ type spool struct {
 	budget  int64
 	tmpRoot string
 	dir     string
+	release func() // the lock that marks dir as in use
 	mem     []redacted
 	bytes   int64
 	runs    []string
@@ -71,11 +73,15 @@ func (s *spool) sortMem() {
 // tempDir returns the capture's temporary directory, made on first use.
 func (s *spool) tempDir() (string, error) {
 	if s.dir == "" {
-		d, err := os.MkdirTemp(s.tmpRoot, "tokentrace-capture-*")
+		// A killed capture's runs are removed first (they are locked
+		// while in use: internal/tempfile).
+		const pattern = "tokentrace-capture-*"
+		tempfile.Sweep(filepath.Join(cmp.Or(s.tmpRoot, os.TempDir()), pattern))
+		d, release, err := tempfile.MkdirTemp(s.tmpRoot, pattern)
 		if err != nil {
 			return "", fmt.Errorf("spill sorted requests (Options.TempDir): %w", err)
 		}
-		s.dir = d
+		s.dir, s.release = d, release
 	}
 	return s.dir, nil
 }
@@ -186,6 +192,7 @@ func (s *spool) finish() error {
 func (s *spool) close() {
 	if s.dir != "" {
 		os.RemoveAll(s.dir)
+		s.release()
 		s.dir = ""
 	}
 	s.mem = nil

@@ -32,11 +32,11 @@ func captureBytes(t *testing.T, o Options, logs map[string][]byte, names ...stri
 	defer pl.close()
 	runs := pl.spool.spilled
 	res := &Result{Meta: pl.meta()}
-	for r := range pl.records() {
+	for r, err := range pl.records() {
+		if err != nil {
+			t.Fatal(err)
+		}
 		res.Records = append(res.Records, r)
-	}
-	if pl.err != nil {
-		t.Fatal(pl.err)
 	}
 	res.Stats = pl.stats
 	return res, runs
@@ -272,5 +272,44 @@ func TestSpoolTiesKeepInputOrder(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) || s.merged == 0 {
 		t.Fatalf("order %v, want %v (%d merges)", got, want, s.merged)
+	}
+}
+
+// A spilled run that cannot be read back ends the record stream with its
+// error, the stream's last item, so no caller takes a short trace for a
+// whole one.
+func TestSpillReadErrorEndsStream(t *testing.T) {
+	var sample bytes.Buffer
+	so := DefaultSampleOptions()
+	so.Duration = 20 * time.Second
+	if err := WriteSampleLogs(context.Background(), &sample, 7, so); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Key = []byte("spill-test-key-0123456789")
+	o.TempDir, o.SortMemoryBytes = t.TempDir(), 64<<10
+	pl, err := start(context.Background(), o, []Input{{Name: "sample.jsonl", R: bytes.NewReader(sample.Bytes())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.close()
+	if len(pl.spool.runs) < 2 {
+		t.Fatalf("%d runs spilled: the test does not read runs back", len(pl.spool.runs))
+	}
+	if err := os.WriteFile(pl.spool.runs[1], []byte("not a run"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var errs []error
+	after := 0
+	for _, err := range pl.records() {
+		if len(errs) > 0 {
+			after++
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) != 1 || after != 0 {
+		t.Errorf("stream over a damaged run: errors %v, %d items after the first, want one error, last", errs, after)
 	}
 }

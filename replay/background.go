@@ -63,19 +63,19 @@ func ParseBackground(s string) (Background, error) {
 	err := commalist.Each(s, func(part string) error {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return fmt.Errorf("replay: background: %q: want key=value (class, concurrency, input, output)", part)
+			return optionErr("background", "%q: want key=value (class, concurrency, input, output)", part)
 		}
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if k == "class" {
 			if v == "" || strings.ContainsAny(v, " \t\r\n,") {
-				return fmt.Errorf("replay: background: class %q: want a non-empty name without spaces", v)
+				return optionErr("background", "class %q: want a non-empty name without spaces", v)
 			}
 			b.Class = v
 			return nil
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("replay: background: %s=%q: want an integer", k, v)
+			return optionErr("background", "%s=%q: want an integer", k, v)
 		}
 		switch k {
 		case "concurrency":
@@ -85,7 +85,7 @@ func ParseBackground(s string) (Background, error) {
 		case "output":
 			b.Output = n
 		default:
-			return fmt.Errorf("replay: background: unknown key %q (want class, concurrency, input, output)", k)
+			return optionErr("background", "unknown key %q (want class, concurrency, input, output)", k)
 		}
 		return nil
 	})
@@ -103,19 +103,19 @@ func validateBackground(bs []Background) []error {
 	seen := map[string]bool{}
 	for _, b := range bs {
 		if b.Concurrency < 1 {
-			errs = append(errs, fmt.Errorf("replay: Options.Background: concurrency must be >= 1, got %d", b.Concurrency))
+			errs = append(errs, optionErr("Options.Background", "concurrency must be >= 1, got %d", b.Concurrency))
 		}
 		if b.Input < 1 {
-			errs = append(errs, fmt.Errorf("replay: Options.Background: input must be >= 1, got %d", b.Input))
+			errs = append(errs, optionErr("Options.Background", "input must be >= 1, got %d", b.Input))
 		}
 		if b.Output < 1 {
-			errs = append(errs, fmt.Errorf("replay: Options.Background: output must be >= 1, got %d", b.Output))
+			errs = append(errs, optionErr("Options.Background", "output must be >= 1, got %d", b.Output))
 		}
 		if b.Class == "" {
-			errs = append(errs, errors.New("replay: Options.Background: class must not be empty"))
+			errs = append(errs, optionErr("Options.Background", "class must not be empty"))
 		}
 		if seen[b.Class] {
-			errs = append(errs, fmt.Errorf("replay: Options.Background: class %q given twice", b.Class))
+			errs = append(errs, optionErr("Options.Background", "class %q given twice", b.Class))
 		}
 		seen[b.Class] = true
 	}

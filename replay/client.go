@@ -10,7 +10,9 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -488,11 +490,22 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 	if !need {
 		return nil
 	}
+	models, err := r.servedModels(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (set Options.Model)", err)
+	}
+	r.defaultModel = models[0]
+	return nil
+}
+
+// servedModels lists the ids of GET /v1/models; an error when there are
+// none, saying why.
+func (r *runner) servedModels(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/models", nil)
 	if err != nil {
-		return errors.New("list models: bad Options.URL")
+		return nil, errors.New("replay: list models: bad Options.URL") // the parse error would show the URL's credentials
 	}
 	for k, v := range r.headers() {
 		req.Header[k] = v
@@ -500,7 +513,7 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 	resp, err := r.client.Do(req)
 	if err != nil {
 		_, msg := classify(err, ctx, context.Background())
-		return fmt.Errorf("list models at %s: %s (set Options.Model)", RedactURL(r.o.URL), msg)
+		return nil, fmt.Errorf("replay: list models at %s: %s", RedactURL(r.o.URL), msg)
 	}
 	defer resp.Body.Close()
 	var lm struct {
@@ -509,10 +522,13 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 		} `json:"data"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&lm) != nil || len(lm.Data) == 0 {
-		return fmt.Errorf("list models at %s: HTTP %d, no model found (set Options.Model)", RedactURL(r.o.URL), resp.StatusCode)
+		return nil, fmt.Errorf("replay: list models at %s: HTTP %d, no model found", RedactURL(r.o.URL), resp.StatusCode)
 	}
-	r.defaultModel = lm.Data[0].ID
-	return nil
+	ids := make([]string, 0, len(lm.Data))
+	for _, d := range lm.Data {
+		ids = append(ids, d.ID)
+	}
+	return ids, nil
 }
 
 // chatCalibration maps a target token count to a word count for chat
@@ -612,12 +628,43 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 	unreachable := rec.HTTPStatus == 0 && (rec.Error == "connection refused" || rec.Error == "transport error")
 	switch {
 	case refused || unreachable:
-		return fmt.Errorf("preflight: a 1-token %s request for model %q to %s failed (%s: %s); every request would (Options.NoPreflight skips this check)",
-			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error)
+		hint := ""
+		if rec.HTTPStatus == http.StatusNotFound {
+			hint = r.notFoundHint(ctx, it.model, sel[0].Model)
+		}
+		return fmt.Errorf("replay: preflight: a 1-token %s request for model %q to %s failed (%s: %s), so every request of the run would fail the same way%s (Options.NoPreflight skips this check)",
+			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error, hint)
 	case rec.Status != traces.StatusOK && r.o.Log != nil:
 		fmt.Fprintf(r.o.Log, "replay: preflight request failed (%s: %s); going on, the run will count such failures\n", rec.Status, rec.Error)
 	}
 	return nil
+}
+
+// notFoundHint explains a preflight's 404 (vLLM's answer to a model it
+// does not serve): the models the server lists, and how to send one of
+// them (Options.Model, or Options.ModelMap from the trace's own name).
+func (r *runner) notFoundHint(ctx context.Context, sent, traceModel string) string {
+	models, err := r.servedModels(ctx)
+	if err != nil {
+		return fmt.Sprintf("; a 404 usually means a model the server does not serve, and its models could not be listed (%v): set Options.Model to one it serves", err)
+	}
+	if slices.Contains(models, sent) {
+		return fmt.Sprintf("; the server lists %q, so the path is wrong: Options.URL is the base URL, without /v1", sent)
+	}
+	const most = 8
+	quoted := make([]string, 0, most)
+	for _, m := range models[:min(len(models), most)] {
+		quoted = append(quoted, strconv.Quote(m))
+	}
+	list := strings.Join(quoted, ", ")
+	if len(models) > most {
+		list += fmt.Sprintf(" and %d more", len(models)-most)
+	}
+	hint := fmt.Sprintf("; the server serves %s, not %q: set Options.Model to the one to send", list, sent)
+	if traceModel != "" && traceModel == sent {
+		hint += fmt.Sprintf(", or map the trace's model name with Options.ModelMap %s=%s", traceModel, models[0])
+	}
+	return hint
 }
 
 func (r *runner) warmup(ctx context.Context, sel []*traces.Record) {

@@ -14,8 +14,14 @@ import (
 // JournalPath is the journal that goes with a results file: finished
 // requests are appended to it while the replay runs, so they survive a
 // SIGKILL. It is a JSONL results file (metadata line first) that inspect and
-// analyze read as is; a torn last line is skipped as malformed.
-func JournalPath(out string) string { return out + ".journal.jsonl" }
+// analyze read as is; a torn last line is skipped as malformed. Results
+// sent to the null device (a run for its checks alone) have none: "".
+func JournalPath(out string) string {
+	if out == os.DevNull {
+		return ""
+	}
+	return out + ".journal.jsonl"
+}
 
 // IncompleteJournalPath is where a journal that could not be written to the
 // end is left, so that its name says it is cut short.
@@ -65,7 +71,7 @@ type journal struct {
 func openJournal(path string, m traces.Meta) (*journal, error) {
 	f, err := createJournal(path)
 	if err != nil {
-		return nil, fmt.Errorf("create journal: %w", err)
+		return nil, fmt.Errorf("replay: create journal: %w", err)
 	}
 	j := &journal{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10)}
 	if m.SchemaVersion == "" {
@@ -74,14 +80,14 @@ func openJournal(path string, m traces.Meta) (*journal, error) {
 	hdr, err := json.Marshal(map[string]traces.Meta{"tokentrace_meta": m})
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("journal metadata: %w", err)
+		return nil, fmt.Errorf("replay: journal metadata: %w", err)
 	}
 	j.bw.Write(hdr)
 	j.bw.WriteByte('\n')
 	if err := j.sync(); err != nil {
 		f.Close()
 		os.Remove(path) // a journal that cannot take its first line holds nothing
-		return nil, fmt.Errorf("write journal: %w", err)
+		return nil, fmt.Errorf("replay: write journal: %w", err)
 	}
 	return j, nil
 }

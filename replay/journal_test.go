@@ -119,3 +119,14 @@ func TestJournalUnwritableAtStart(t *testing.T) {
 		t.Errorf("%d files left, want none (%s)", len(es), es[0].Name())
 	}
 }
+
+// Results sent to the null device have no journal beside them: it would be
+// a file created in /dev.
+func TestJournalPathDevNull(t *testing.T) {
+	if p := JournalPath(os.DevNull); p != "" {
+		t.Errorf("JournalPath(%s) = %q, want none", os.DevNull, p)
+	}
+	if p := JournalPath("res.parquet"); p != "res.parquet.journal.jsonl" {
+		t.Errorf("JournalPath(res.parquet) = %q", p)
+	}
+}

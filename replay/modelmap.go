@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -19,10 +18,10 @@ func ParseModelMap(kvs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("replay: model map: want prod-name=served-name, got %q", kv)
+			return nil, optionErr("model map", "want prod-name=served-name, got %q", kv)
 		}
 		if old, dup := m[k]; dup && old != v {
-			return nil, fmt.Errorf("replay: model map: %q mapped twice (%q and %q)", k, old, v)
+			return nil, optionErr("model map", "%q mapped twice (%q and %q)", k, old, v)
 		}
 		m[k] = v
 	}

@@ -60,8 +60,10 @@ const (
 	SessionsClosed = "closed"
 )
 
-// Options configure a replay. The zero value is not usable: start from
-// DefaultOptions.
+// Options configure a replay. A zero field takes its default through
+// WithDefaults (DefaultOptions is the zero Options with its defaults), which
+// callers apply before they set what they mean; Validate checks the options
+// as given, so a zero field that has a default is an error there.
 type Options struct {
 	// URL is the server's base URL (http://host:port, optionally ending in
 	// /v1). Required.
@@ -146,7 +148,8 @@ type Options struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Drain is how long in-flight requests may finish after sending stops
-	// early (ctx cancelled or Duration reached). Defaults to DefaultDrain.
+	// early (ctx cancelled or Duration reached). Defaults to DefaultDrain;
+	// 0, set after WithDefaults, abandons them at once.
 	Drain time.Duration
 	// NoVLLMExtensions leaves out ignore_eos and min_tokens, for servers that
 	// reject them. Defaults to false.
@@ -245,79 +248,109 @@ const DefaultSessionHeader = "X-Session-ID"
 
 var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 
-// DefaultOptions returns the defaults; set URL before use.
-func DefaultOptions() Options {
-	return Options{
-		API:            DefaultAPI,
-		Run:            DefaultRunLabel,
-		Speed:          DefaultSpeed,
-		Sessions:       DefaultSessions,
-		ShardCount:     1,
-		Timeout:        DefaultTimeout,
-		Drain:          DefaultDrain,
-		BlockSize:      DefaultBlockSize,
-		TokenIDMin:     DefaultTokenIDMin,
-		TokenIDMax:     DefaultTokenIDMax,
-		Spin:           DefaultSpin,
-		JournalSync:    DefaultJournalSync,
-		ProgressPeriod: DefaultProgressPeriod,
+// DefaultOptions returns the defaults (the zero Options WithDefaults); set
+// URL before use.
+func DefaultOptions() Options { return Options{}.WithDefaults() }
+
+// WithDefaults returns o with every zero field that has a default set to
+// that default (each field's doc says it); the fields the caller set stay.
+// It is the one place replay's defaults live: the CLI, validate and sweep
+// all start from it.
+func (o Options) WithDefaults() Options {
+	if o.API == "" {
+		o.API = DefaultAPI
 	}
+	if o.Run == "" {
+		o.Run = DefaultRunLabel
+	}
+	if o.Speed == 0 {
+		o.Speed = DefaultSpeed
+	}
+	if o.Sessions == "" {
+		o.Sessions = DefaultSessions
+	}
+	if o.ShardCount == 0 {
+		o.ShardCount = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Drain == 0 {
+		o.Drain = DefaultDrain
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.TokenIDMin == 0 && o.TokenIDMax == 0 {
+		o.TokenIDMin, o.TokenIDMax = DefaultTokenIDMin, DefaultTokenIDMax
+	}
+	if o.Spin == 0 {
+		o.Spin = DefaultSpin
+	}
+	if o.JournalSync == 0 {
+		o.JournalSync = DefaultJournalSync
+	}
+	if o.ProgressPeriod == 0 {
+		o.ProgressPeriod = DefaultProgressPeriod
+	}
+	return o
 }
 
 // DefaultMaxFailed is the share of failed requests above which the replay
 // command calls the run invalid (exit 3): it measured errors, not latency.
 const DefaultMaxFailed = 0.5
 
-// Validate checks the options; errors name the option (Options.Speed).
+// Validate checks the options as given; each problem is a
+// *traces.OptionError naming the option (Options.Speed), all of them joined.
 func (o *Options) Validate() error {
 	var errs []error
 	if o.URL == "" {
-		errs = append(errs, errors.New("replay: Options.URL: required"))
+		errs = append(errs, optionErr("Options.URL", "required"))
 	} else if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
-		errs = append(errs, errors.New("replay: Options.URL: want http:// or https://"))
+		errs = append(errs, optionErr("Options.URL", "want http:// or https://"))
 	}
 	if o.API != traces.APICompletions && o.API != traces.APIChat {
-		errs = append(errs, fmt.Errorf("replay: Options.API: %q is not one of %s, %s", o.API, traces.APICompletions, traces.APIChat))
+		errs = append(errs, optionErr("Options.API", "%q is not one of %s, %s", o.API, traces.APICompletions, traces.APIChat))
 	}
 	if !(o.Speed > 0) {
-		errs = append(errs, fmt.Errorf("replay: Options.Speed: must be > 0, got %v", o.Speed))
+		errs = append(errs, optionErr("Options.Speed", "must be > 0, got %v", o.Speed))
 	}
 	if o.WindowFrom < 0 || (o.WindowTo != 0 && o.WindowTo <= o.WindowFrom) {
-		errs = append(errs, fmt.Errorf("replay: Options.WindowFrom, Options.WindowTo: want 0 <= FROM < TO, got %v,%v", o.WindowFrom, o.WindowTo))
+		errs = append(errs, optionErr("Options.WindowFrom, Options.WindowTo", "want 0 <= FROM < TO, got %v,%v", o.WindowFrom, o.WindowTo))
 	}
 	if o.MaxConcurrency < 0 {
-		errs = append(errs, errors.New("replay: Options.MaxConcurrency: must be >= 0"))
+		errs = append(errs, optionErr("Options.MaxConcurrency", "must be >= 0"))
 	}
 	if o.Warmup < 0 {
-		errs = append(errs, errors.New("replay: Options.Warmup: must be >= 0"))
+		errs = append(errs, optionErr("Options.Warmup", "must be >= 0"))
 	}
 	if o.Duration < 0 {
-		errs = append(errs, errors.New("replay: Options.Duration: must be >= 0"))
+		errs = append(errs, optionErr("Options.Duration", "must be >= 0"))
 	}
 	if o.SessionHeader != "" && !headerName.MatchString(o.SessionHeader) {
-		errs = append(errs, fmt.Errorf("replay: Options.SessionHeader: %q is not a header name (letters, digits, '-')", o.SessionHeader))
+		errs = append(errs, optionErr("Options.SessionHeader", "%q is not a header name (letters, digits, '-')", o.SessionHeader))
 	}
 	if o.Sessions != SessionsOpen && o.Sessions != SessionsClosed {
-		errs = append(errs, fmt.Errorf("replay: Options.Sessions: %q is not one of open, closed", o.Sessions))
+		errs = append(errs, optionErr("Options.Sessions", "%q is not one of open, closed", o.Sessions))
 	}
 	if o.ShardCount < 1 || o.ShardIndex < 0 || o.ShardIndex >= o.ShardCount {
-		errs = append(errs, fmt.Errorf("replay: Options.ShardIndex, Options.ShardCount: want i/n with 0 <= i < n, got %d/%d", o.ShardIndex, o.ShardCount))
+		errs = append(errs, optionErr("Options.ShardIndex, Options.ShardCount", "want i/n with 0 <= i < n, got %d/%d", o.ShardIndex, o.ShardCount))
 	}
 	if o.Timeout <= 0 {
-		errs = append(errs, errors.New("replay: Options.Timeout: must be > 0"))
+		errs = append(errs, optionErr("Options.Timeout", "must be > 0"))
 	}
 	if o.Drain < 0 {
-		errs = append(errs, errors.New("replay: Options.Drain: must be >= 0"))
+		errs = append(errs, optionErr("Options.Drain", "must be >= 0"))
 	}
 	if o.BlockSize <= 0 {
-		errs = append(errs, errors.New("replay: Options.BlockSize: must be > 0"))
+		errs = append(errs, optionErr("Options.BlockSize", "must be > 0"))
 	}
 	if o.TokenIDMin < 0 || o.TokenIDMax <= o.TokenIDMin {
-		errs = append(errs, errors.New("replay: Options.TokenIDMin, Options.TokenIDMax: want 0 <= min < max"))
+		errs = append(errs, optionErr("Options.TokenIDMin, Options.TokenIDMax", "want 0 <= min < max"))
 	}
 	errs = append(errs, validateBackground(o.Background)...)
 	if o.Run == "" || strings.ContainsAny(o.Run, " \t\r\n") {
-		errs = append(errs, errors.New("replay: Options.Run: want a non-empty label without spaces"))
+		errs = append(errs, optionErr("Options.Run", "want a non-empty label without spaces"))
 	}
 	return errors.Join(errs...)
 }
@@ -326,13 +359,13 @@ func (o *Options) Validate() error {
 func ParseShard(s string) (i, n int, err error) {
 	a, b, ok := strings.Cut(s, "/")
 	if !ok {
-		return 0, 0, fmt.Errorf("replay: shard: want i/n, got %q", s)
+		return 0, 0, optionErr("shard", "want i/n, got %q", s)
 	}
 	if _, err := fmt.Sscanf(a+" "+b, "%d %d", &i, &n); err != nil {
-		return 0, 0, fmt.Errorf("replay: shard: want i/n, got %q", s)
+		return 0, 0, optionErr("shard", "want i/n, got %q", s)
 	}
 	if n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("replay: shard: want 0 <= i < n, got %q", s)
+		return 0, 0, optionErr("shard", "want 0 <= i < n, got %q", s)
 	}
 	return i, n, nil
 }
@@ -341,21 +374,28 @@ func ParseShard(s string) (i, n int, err error) {
 func ParseWindow(s string) (from, to time.Duration, err error) {
 	a, b, ok := strings.Cut(s, ",")
 	if !ok {
-		return 0, 0, fmt.Errorf("replay: window: want FROM,TO (e.g. 0s,60s), got %q", s)
+		return 0, 0, optionErr("window", "want FROM,TO (e.g. 0s,60s), got %q", s)
 	}
 	if from, err = time.ParseDuration(strings.TrimSpace(a)); err != nil {
-		return 0, 0, fmt.Errorf("replay: window: FROM: %w", err)
+		return 0, 0, optionErr("window", "FROM: %w", err)
 	}
 	if strings.TrimSpace(b) != "" {
 		if to, err = time.ParseDuration(strings.TrimSpace(b)); err != nil {
-			return 0, 0, fmt.Errorf("replay: window: TO: %w", err)
+			return 0, 0, optionErr("window", "TO: %w", err)
 		}
 		if to <= from {
-			return 0, 0, fmt.Errorf("replay: window: TO must be after FROM, got %q", s)
+			return 0, 0, optionErr("window", "TO must be after FROM, got %q", s)
 		}
 	}
 	if from < 0 {
-		return 0, 0, fmt.Errorf("replay: window: FROM must be >= 0, got %q", s)
+		return 0, 0, optionErr("window", "FROM must be >= 0, got %q", s)
 	}
 	return from, to, nil
+}
+
+// optionErr is replay's option error: option is a field of Options (or of
+// TargetOptions), or an input that ParseShard, ParseWindow, ParseBackground,
+// ParseModelMap or ParseMetadata reads.
+func optionErr(option, format string, a ...any) error {
+	return traces.OptionErrorf("replay", option, format, a...)
 }

@@ -36,6 +36,38 @@ func TestPreflight(t *testing.T) {
 			t.Errorf("%d requests reached the server, want the preflight only", n)
 		}
 	})
+	t.Run("unknown model", func(t *testing.T) {
+		// vLLM's 404 for a model it does not serve: the error lists what
+		// it serves and says how to send it (the message once ended
+		// "every request would" and named nothing the server serves).
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+				w.Write([]byte(`{"object":"list","data":[{"id":"served-a"},{"id":"served-b"}]}`))
+				return
+			}
+			http.Error(w, `{"error":{"message":"The model does not exist.","type":"NotFoundError","code":404}}`, 404)
+		}))
+		defer srv.Close()
+		recs := testTrace(5, time.Millisecond, 4, 2)
+		for i := range recs {
+			recs[i].Model = "prod-x"
+		}
+		o := DefaultOptions()
+		o.URL = srv.URL
+		_, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
+		if err == nil {
+			t.Fatal("Run succeeded against a server that serves another model")
+		}
+		for _, want := range []string{`model "prod-x"`, `the server serves "served-a", "served-b", not "prod-x"`,
+			"Options.Model", "Options.ModelMap prod-x=served-a", "every request of the run would fail the same way"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "every request would (") {
+			t.Errorf("error %q ends mid-sentence", err)
+		}
+	})
 	t.Run("server error", func(t *testing.T) {
 		f := newFakeMode(0, func(string) string { return "500" })
 		defer f.Close()

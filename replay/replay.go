@@ -129,6 +129,19 @@ type runner struct {
 	hdr          http.Header
 
 	live liveStats
+
+	// The run's parts between Run's steps (setUp, startClock, send,
+	// finish).
+	cleanups    []func() // atEnd
+	jw          *journal // nil without Options.Journal
+	jdone       chan error
+	pdone       chan struct{}
+	ready       chan []*item // prepared batches (prepare)
+	prepDone    chan struct{}
+	bg          *bgRun
+	tw          *throttleWatch
+	cg          *cgroup.CPU // nil where unknown
+	notRealtime string      // why the dispatcher is not real-time ("" when it is)
 }
 
 // Run replays recs (a trace in memory with metadata meta) against o.URL and
@@ -153,15 +166,38 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, o Options)
 // requests get o.Drain to finish, then they are abandoned and recorded as
 // cancelled.
 func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, error) {
-	if err := o.Validate(); err != nil {
+	if err := p.check(&o); err != nil {
 		return nil, err
 	}
-	if od := o.withSelectionDefaults(); selectionOf(&od) != p.sel {
-		return nil, errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
+	r := newRunner(o, meta)
+	defer r.cleanUp()
+	if err := r.setUp(ctx, p, meta); err != nil {
+		return nil, err
+	}
+	r.startClock(ctx, p)
+	end := r.send()
+	return r.finish(ctx, p, meta, end)
+}
+
+// check refuses options Run cannot use, or that select other records than
+// the plan holds.
+func (p *Plan) check(o *Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if od := o.WithDefaults(); selectionOf(&od) != p.sel {
+		return errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {
-		return nil, errors.New("replay: Options.RecordsInJournal needs Options.Journal")
+		return optionErr("Options.RecordsInJournal", "needs Options.Journal")
 	}
+	return nil
+}
+
+// newRunner sets up the HTTP side: the client (replay's own HTTP/1.1 one
+// for plain http without a proxy), the prompt builder and the concurrency
+// cap.
+func newRunner(o Options, meta traces.Meta) *runner {
 	r := &runner{o: o, sched: newScheduler(o.Sessions == SessionsClosed, o.Spin)}
 	r.base = baseURL(o.URL)
 	r.client = o.Client
@@ -173,93 +209,123 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		if h, err := h1.New(r.base); err == nil {
 			r.tr.h1 = h
 			h.KeepSpare(spareConns)
-			defer h.CloseIdle()
+			r.atEnd(h.CloseIdle)
 		}
 	}
-	bs := meta.BlockSize
-	r.prompts = newPromptBuilder(&o, bs)
+	r.prompts = newPromptBuilder(&r.o, meta.BlockSize)
 	if o.MaxConcurrency > 0 {
 		r.sem = make(chan struct{}, o.MaxConcurrency)
 	}
 	r.sum = newSummarizer()
+	return r
+}
 
+// atEnd has f run when Run returns, after what was registered later (as
+// a defer in Run would).
+func (r *runner) atEnd(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// cleanUp runs what atEnd registered, the last first.
+func (r *runner) cleanUp() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+}
+
+// setUp does everything before the clock starts: the model and the chat
+// calibration, the journal (a run that cannot keep its journal does not
+// start), the preflight check and the warm-up, and the first request
+// bodies, built before the clock starts so the earliest deadlines find
+// them ready. It also reads what can slow the replayer's own CPU.
+func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
+	o := &r.o
 	if err := r.resolveModel(ctx, p.needModel); err != nil {
-		return nil, err
+		return err
 	}
 	if p.needChat && !o.NoCalibrate {
 		r.chat = r.calibrate(ctx)
 	} else if p.needChat {
 		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
 	}
-
-	// The journal is opened before anything is sent: a run that cannot
-	// keep its journal does not start.
-	var jw *journal
 	if o.Journal != "" {
 		var err error
-		jm := r.resultMeta(meta)
-		if jw, err = openJournal(o.Journal, jm); err != nil {
-			return nil, err
+		if r.jw, err = openJournal(o.Journal, r.resultMeta(meta)); err != nil {
+			return err
 		}
 	}
 	if err := r.preflight(ctx, p.head); err != nil {
-		jw.abandon()
-		return nil, err
+		r.jw.abandon()
+		return err
 	}
 	r.warmup(ctx, p.head)
+	next, err := r.feed(p)
+	if err != nil {
+		r.jw.abandon()
+		return err
+	}
+	r.live.total = int64(p.Selected)
+	r.startPrepare(ctx, next)
 
-	// Build the first request bodies before the clock starts, so the
-	// earliest deadlines find them ready.
+	// The replayer's own CPU: the real-time class for the dispatcher where
+	// the OS permits it, and the cgroup quota that can stall the process.
+	r.notRealtime = RealtimeNotAsked
+	if !o.NoRealtime {
+		if r.notRealtime = probeRealtime(); r.notRealtime != "" && o.Log != nil {
+			fmt.Fprintf(o.Log, "replay: the dispatcher runs without the real-time class (%s): a busy neighbour on its core can delay sends by a scheduler slice, milliseconds\n", r.notRealtime)
+		}
+	}
+	r.cg, _ = cgroup.Self()
+	return nil
+}
+
+// feed is where the items come from: the plan's sorted records in memory,
+// or the trace read again in streaming order.
+func (r *runner) feed(p *Plan) (feed, error) {
 	r.work = make(chan *item)
 	r.ack = make(chan struct{}, 1)
-	var next feed
 	if p.InMemory {
 		static, err := r.plan(p.sorted, p.recs)
 		if err != nil {
-			jw.abandon()
 			return nil, err
 		}
 		for _, it := range static {
 			r.live.last = max(r.live.last, it.sched)
 		}
-		next = sliceFeed(static)
-	} else {
-		f, closeFeed, err := p.streamFeed(&r.o)
-		if err != nil {
-			jw.abandon()
-			return nil, err
-		}
-		defer closeFeed()
-		r.live.last = p.last
-		next = f
+		return sliceFeed(static), nil
 	}
-	r.live.total = int64(p.Selected)
-	ready := make(chan []*item, prepBatches)
+	f, closeFeed, err := p.streamFeed(&r.o)
+	if err != nil {
+		return nil, err
+	}
+	r.atEnd(closeFeed)
+	r.live.last = p.last
+	return f, nil
+}
+
+// startPrepare starts building request bodies from next ahead of the
+// dispatcher (prepare) and waits until the first batches are ready.
+func (r *runner) startPrepare(ctx context.Context, next feed) {
+	r.ready = make(chan []*item, prepBatches)
 	primed := make(chan struct{})
 	var prepCtx context.Context
 	prepCtx, r.stopPrep = context.WithCancel(ctx)
-	defer r.stopPrep()
-	prepDone := make(chan struct{})
+	r.atEnd(r.stopPrep)
+	r.prepDone = make(chan struct{})
 	go func() {
-		defer close(prepDone)
-		r.prepare(prepCtx, next, ready, primed)
+		defer close(r.prepDone)
+		r.prepare(prepCtx, next, r.ready, primed)
 	}()
 	select {
 	case <-primed:
 	case <-prepCtx.Done():
 	}
+}
 
-	// The replayer's own CPU: the real-time class for the dispatcher where
-	// the OS permits it, and the cgroup quota that can stall the process.
-	notRealtime := RealtimeNotAsked
-	if !o.NoRealtime {
-		if notRealtime = probeRealtime(); notRealtime != "" && o.Log != nil {
-			fmt.Fprintf(o.Log, "replay: the dispatcher runs without the real-time class (%s): a busy neighbour on its core can delay sends by a scheduler slice, milliseconds\n", notRealtime)
-		}
-	}
-	cg, _ := cgroup.Self()
-
-	// The clock.
+// startClock waits for Options.StartAt (measuring the target's clock
+// meanwhile) and starts the run's clock: t0, the contexts that stop
+// sending and abandon requests, the background loads, the throttling
+// watch and the Duration timer.
+func (r *runner) startClock(ctx context.Context, p *Plan) {
+	o := &r.o
 	if !o.StartAt.IsZero() {
 		r.clock = r.probeClock(ctx) // clock.go: while waiting for StartAt
 		if d := time.Until(o.StartAt); d > 0 {
@@ -283,45 +349,42 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		r.stopPrep()
 	}()
 	r.reqCtx, r.abandon = context.WithCancel(context.WithoutCancel(ctx))
-	defer r.stopSend()
-	defer r.abandon()
-	bg := r.startBackground(p.maxSeq+1, p.head) // background.go
-	tw := watchThrottling(cg, r.t0)
+	r.atEnd(r.stopSend)
+	r.atEnd(r.abandon)
+	r.bg = r.startBackground(p.maxSeq+1, p.head) // background.go
+	r.tw = watchThrottling(r.cg, r.t0)
 	if o.Duration > 0 {
 		t := time.AfterFunc(time.Until(r.t0.Add(o.Duration)), r.stopSend)
-		defer t.Stop()
+		r.atEnd(func() { t.Stop() })
 	}
+}
 
-	// One more P than the default: the dispatcher's thread sleeps in
-	// nanosleep and spins briefly, and must not take a P from the workers
-	// (nor wait for one when it wakes).
-
-	var jdone chan error
-	if jw != nil {
+// send runs the journal and progress loops and the dispatcher until it
+// has released every item, then waits for the requests in flight; when
+// the run was cut short (ctx cancelled, Duration reached) it abandons
+// them after Drain. It returns the run's length.
+func (r *runner) send() time.Duration {
+	if r.jw != nil {
 		r.jstop = make(chan struct{})
-		jdone = make(chan error, 1)
-		go func() { jdone <- r.journalLoop(jw) }()
+		r.jdone = make(chan error, 1)
+		go func() { r.jdone <- r.journalLoop(r.jw) }()
 	}
-	var pdone chan struct{}
-	if o.Progress != nil {
-		pdone = make(chan struct{})
-		go r.progressLoop(pdone)
+	if r.o.Progress != nil {
+		r.pdone = make(chan struct{})
+		go r.progressLoop(r.pdone)
 	}
-
 	// The dispatcher gets an OS thread of its own, tuned for waking on time;
 	// it is never unlocked, so the tuned thread ends with the goroutine.
 	ddone := make(chan struct{})
 	go func() {
 		defer close(ddone)
 		runtime.LockOSThread()
-		tuneDispatcherThread(!o.NoRealtime)
-		r.sched.start(r.sendCtx, ready, runClock{r.t0})
+		tuneDispatcherThread(!r.o.NoRealtime)
+		r.sched.start(r.sendCtx, r.ready, runClock{r.t0})
 		r.dispatch()
 	}()
 	<-ddone
 
-	// Sending is over. Wait for in-flight requests; when the run was cut
-	// short (ctx cancelled, Duration reached), abandon them after Drain.
 	allDone := make(chan struct{})
 	go func() { r.wg.Wait(); close(allDone) }()
 	select {
@@ -329,23 +392,32 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	case <-r.sendCtx.Done():
 		select {
 		case <-allDone:
-		case <-time.After(o.Drain):
+		case <-time.After(r.o.Drain):
 			r.abandon()
 			<-allDone
 		}
 	}
-	end := time.Since(r.t0)
-	bgDone := bg.finish() // background rows are in r.done (and the journal)
-	if pdone != nil {
-		close(pdone)
+	return time.Since(r.t0)
+}
+
+// finish stops what still runs beside the run (background loads,
+// progress, journal, body preparation) and makes the Result: the records
+// by seq, the summary and the metadata. A failed journal write is a
+// *JournalError, its journal renamed as incomplete; a trace that could not
+// be read on is an error too; both come with the Result.
+func (r *runner) finish(ctx context.Context, p *Plan, meta traces.Meta, end time.Duration) (*Result, error) {
+	o := &r.o
+	bgDone := r.bg.finish() // background rows are in r.done (and the journal)
+	if r.pdone != nil {
+		close(r.pdone)
 	}
 	var jerr error
-	if jw != nil {
+	if r.jw != nil {
 		close(r.jstop)
-		jerr = <-jdone
+		jerr = <-r.jdone
 	}
 	r.stopPrep()
-	<-prepDone
+	<-r.prepDone
 	r.mu.Lock()
 	out := r.done
 	r.done = nil
@@ -360,16 +432,16 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 	}
 	res.Summary = sum.summary(end)
 	res.Summary.NotSent = notSent
-	res.Summary.Realtime = notRealtime
-	if cg != nil {
-		res.Summary.CPUQuota = cg.String()
+	res.Summary.Realtime = r.notRealtime
+	if r.cg != nil {
+		res.Summary.CPUQuota = r.cg.String()
 	}
-	tw.finish(&res.Meta, &res.Summary)
+	r.tw.finish(&res.Meta, &res.Summary)
 	if r.graph != nil {
 		res.Summary.Sessions = r.graph.summary()
 	}
 	r.finishMeta(&res.Meta, &res.Summary)
-	bg.annotate(&res.Meta)
+	r.bg.annotate(&res.Meta)
 	r.addRunInfo(ctx, &res.Meta) // runinfo.go
 	if o.Progress != nil && !o.ProgressLines {
 		fmt.Fprint(o.Progress, "\r\033[K")
@@ -385,7 +457,7 @@ func (p *Plan) Run(ctx context.Context, meta traces.Meta, o Options) (*Result, e
 		return res, je
 	}
 	if r.feedErr != nil {
-		return res, fmt.Errorf("replay stopped early: %w", r.feedErr)
+		return res, fmt.Errorf("replay: stopped early: %w", r.feedErr)
 	}
 	return res, nil
 }
@@ -402,12 +474,12 @@ func nothingToSend(total int, lo, hi int64, o *Options) error {
 	}
 	span := fmt.Sprintf("the trace's %d records arrive from %v to %v", total, time.Duration(lo), time.Duration(hi))
 	if o.WindowFrom > 0 || o.WindowTo > 0 {
-		return fmt.Errorf("%w: replay: window [%v, %v) selects none of them; %s", ErrNothingToSend, o.WindowFrom, o.WindowTo, span)
+		return fmt.Errorf("%w: %w", ErrNothingToSend, optionErr("Options.WindowFrom, Options.WindowTo", "[%v, %v) selects none of them; %s", o.WindowFrom, o.WindowTo, span))
 	}
 	if o.ShardCount > 1 {
-		return fmt.Errorf("%w: replay: shard %d/%d holds none of the trace's %d records", ErrNothingToSend, o.ShardIndex, o.ShardCount, total)
+		return fmt.Errorf("%w: %w", ErrNothingToSend, optionErr("Options.ShardIndex, Options.ShardCount", "shard %d/%d holds none of the trace's %d records", o.ShardIndex, o.ShardCount, total))
 	}
-	return fmt.Errorf("%w: replay: Options.Duration %v selects none of them; %s", ErrNothingToSend, o.Duration, span)
+	return fmt.Errorf("%w: %w", ErrNothingToSend, optionErr("Options.Duration", "%v selects none of them; %s", o.Duration, span))
 }
 
 // baseURL strips a trailing slash and /v1 from u.
@@ -782,9 +854,10 @@ const extraProcs = 1
 // TuneProcess prepares the process for runs replays at once: GOMAXPROCS
 // gets extraProcs more Ps per run, and the garbage collector runs rarely
 // (on Linux GOGC 400 with a heap goal of at least 256 MB, under a soft
-// memory limit of a quarter of RAM, unless GOGC or GOMEMLIMIT is set), because each collection can stall the
-// dispatcher. These are process-wide settings, so programs call it (the
-// CLI does, once per command); the library never does. restore undoes it.
+// memory limit of a quarter of RAM, unless GOGC or GOMEMLIMIT is set),
+// because each collection can stall the dispatcher. These are
+// process-wide settings, so programs call it (the CLI does, once per
+// command); the library never does. restore undoes it.
 func TuneProcess(runs int) (restore func()) {
 	base := runtime.GOMAXPROCS(0)
 	runtime.GOMAXPROCS(base + max(runs, 1)*extraProcs)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -45,7 +44,7 @@ func ParseMetadata(kvs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") {
-			return nil, fmt.Errorf("replay: metadata: want key=value, got %q", kv)
+			return nil, optionErr("metadata", "want key=value, got %q", kv)
 		}
 		m[k] = strings.TrimSpace(v)
 	}

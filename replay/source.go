@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -91,9 +90,10 @@ func (o *Options) at(rec *traces.Record) time.Duration {
 // what the target must serve. A trace with nothing to send is an
 // ErrNothingToSend that says which option left nothing. Memory stays
 // bounded, except that closed sessions and a trace out of arrival order
-// are read into memory (Plan.InMemory).
+// are read into memory (Plan.InMemory). o's zero fields take their
+// defaults (WithDefaults).
 func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
-	o = o.withSelectionDefaults()
+	o = o.WithDefaults()
 	p := &Plan{src: src, sel: selectionOf(&o), maxSeq: -1}
 	rd, err := src()
 	if err != nil {
@@ -140,14 +140,13 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 			p.last = max(p.last, o.at(rec))
 		}
 		if err == io.EOF {
-			break
-		}
-		if errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0 {
-			p.Damaged = true
+			// A damaged trace ends at its damage only when read so
+			// (traces.OpenOptions.Salvage); otherwise the damage is an error.
+			p.Damaged = rd.Stats().Truncated
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read trace: %w", err)
+			return nil, fmt.Errorf("replay: read trace: %w", err)
 		}
 	}
 	if o.ForceAPI {
@@ -164,20 +163,6 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 	return p, nil
 }
 
-// withSelectionDefaults fills the defaults Scan needs before Validate ran.
-func (o Options) withSelectionDefaults() Options {
-	if o.Speed == 0 {
-		o.Speed = DefaultSpeed
-	}
-	if o.API == "" {
-		o.API = DefaultAPI
-	}
-	if o.Sessions == "" {
-		o.Sessions = DefaultSessions
-	}
-	return o
-}
-
 // load reads the trace into memory and sorts the selected records by
 // arrival (closed sessions, or a trace out of order).
 func (p *Plan) load(ctx context.Context, o *Options) error {
@@ -187,8 +172,8 @@ func (p *Plan) load(ctx context.Context, o *Options) error {
 	}
 	defer rd.Close()
 	recs, err := traces.Collect(traces.All(rd))
-	if err != nil && !(errors.Is(err, traces.ErrTruncated) && len(recs) > 0) {
-		return fmt.Errorf("read trace: %w", err)
+	if err != nil {
+		return fmt.Errorf("replay: read trace: %w", err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -256,8 +241,6 @@ func (p *Plan) streamFeed(o *Options) (f feed, close func(), err error) {
 			switch {
 			case err == io.EOF:
 				eof = true
-			case errors.Is(err, traces.ErrTruncated) && rd.Stats().Rows > 0:
-				eof = true // Scan said so (Plan.Damaged)
 			case err != nil:
 				eof, rerr = true, fmt.Errorf("read trace: %w", err)
 			}

@@ -197,8 +197,9 @@ func TestScanNothingToSend(t *testing.T) {
 	o := DefaultOptions()
 	o.WindowFrom, o.WindowTo = 100*time.Second, 200*time.Second
 	_, err := Scan(context.Background(), Records(testTrace(10, time.Second, 1, 1), traces.Meta{}), o)
-	if !errors.Is(err, ErrNothingToSend) || !strings.Contains(err.Error(), "window") || !strings.Contains(err.Error(), "10 records arrive from 0s to 9s") {
-		t.Errorf("Scan = %v", err)
+	var oe *traces.OptionError
+	if !errors.Is(err, ErrNothingToSend) || !errors.As(err, &oe) || oe.Option != "Options.WindowFrom, Options.WindowTo" || !strings.Contains(err.Error(), "10 records arrive from 0s to 9s") {
+		t.Errorf("Scan = %v, want ErrNothingToSend with an option error naming the window", err)
 	}
 	_, err = Scan(context.Background(), Records(nil, traces.Meta{}), DefaultOptions())
 	if !errors.Is(err, ErrNothingToSend) || !strings.Contains(err.Error(), "empty") {

@@ -69,7 +69,7 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 		o.MetricsInterval = scrape.DefaultInterval
 	}
 	if o.MetricsInterval < 0 {
-		return nil, fmt.Errorf("replay: TargetOptions.MetricsInterval: must be > 0, got %v", o.MetricsInterval)
+		return nil, optionErr("TargetOptions.MetricsInterval", "must be > 0, got %v", o.MetricsInterval)
 	}
 	if o.OTLPGrace == 0 {
 		o.OTLPGrace = otlp.DefaultGrace
@@ -82,7 +82,7 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 		addr, err := t.rcv.Start(rctx, o.OTLPListen)
 		if err != nil {
 			cancel()
-			return nil, fmt.Errorf("replay: TargetOptions.OTLPListen: %w", err)
+			return nil, optionErr("TargetOptions.OTLPListen", "%w", err)
 		}
 		t.OTLPAddr = addr
 	}

@@ -373,21 +373,50 @@ func countsPer(sorted []int64, w, end int64) []float64 {
 	return c
 }
 
+// maxDenseWindows bounds the windows counted one by one. A longer span
+// (years of sparse traffic) is counted by its non-empty windows only:
+// the same figures, in memory that follows the arrivals, not the span.
+const maxDenseWindows = 1 << 20
+
+// sparseCounts returns the number of full windows of w from 0 up to end,
+// and the arrival counts of the non-empty ones.
+func sparseCounts(sorted []int64, w, end int64) (n int64, counts []float64) {
+	n = end / w
+	cur := int64(-1)
+	for _, t := range sorted {
+		i := t / w
+		if i >= n {
+			break
+		}
+		if i != cur {
+			counts = append(counts, 0)
+			cur = i
+		}
+		counts[len(counts)-1]++
+	}
+	return n, counts
+}
+
 // dispersion is the index of dispersion (variance/mean) of counts in full
-// windows of w over the trace.
+// windows of w over the trace. It sums the non-empty windows, so a long
+// span costs nothing more.
 func dispersion(sorted []int64, w int64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	c := countsPer(sorted, w, sorted[len(sorted)-1]+1)
-	if len(c) < 2 {
+	n, c := sparseCounts(sorted, w, sorted[len(sorted)-1]+1)
+	if n < 2 {
 		return 0
 	}
-	m, v := stat.MeanVariance(c, nil)
+	var sum, sumsq float64
+	for _, x := range c {
+		sum, sumsq = sum+x, sumsq+x*x
+	}
+	m := sum / float64(n)
 	if m == 0 {
 		return 0
 	}
-	return v / m
+	return (sumsq - sum*m) / float64(n-1) / m
 }
 
 // ks is the two-sample KS distance of sorted samples (0 if both empty).
@@ -468,25 +497,11 @@ func compare(rs, ss traceStats, th Thresholds) Report {
 		end = min(rs.arrivals[len(rs.arrivals)-1], ss.arrivals[len(ss.arrivals)-1]) + 1
 	}
 	minute := int64(time.Minute)
-	rc, sc := countsPer(rs.arrivals, minute, end), countsPer(ss.arrivals, minute, end)
-	if len(rc) == 0 && end > 0 { // under a minute: compare the rate over the common span
-		rc = []float64{float64(countBefore(rs.arrivals, end))}
-		sc = []float64{float64(countBefore(ss.arrivals, end))}
+	if end/minute > maxDenseWindows {
+		rep.rateSparse(rs.arrivals, ss.arrivals, end)
+	} else {
+		rep.rateDense(rs.arrivals, ss.arrivals, end)
 	}
-	var num, den float64
-	for i := range rc {
-		num += math.Abs(sc[i] - rc[i])
-		den += rc[i]
-	}
-	rep.RateError = relErr(num, 0)
-	if den > 0 {
-		rep.RateError = num / den
-	}
-	rcs, scs := slices.Clone(rc), slices.Clone(sc)
-	slices.Sort(rcs)
-	slices.Sort(scs)
-	rep.KS.RatePerMinute = ks(rcs, scs)
-	rep.Wasserstein.RatePerMinute = wasserstein1(rcs, scs)
 
 	for _, w := range DispersionWindows {
 		k := windowLabel(w)

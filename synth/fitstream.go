@@ -137,11 +137,17 @@ func (r *fitRow) set(rec *traces.Record) {
 
 // checkRecord rejects what Fit cannot fit.
 func checkRecord(r *traces.Record) error {
-	if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 || r.PrefixTokens < 0 {
-		return fmt.Errorf("fit: record seq %d has a negative arrival or token count", r.Seq)
+	// The rules every reader applies (a file's rows already passed them):
+	// arrivals and counts in range, so no span or bin overflows.
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("fit: record seq %d: %w", r.Seq, err)
 	}
 	return nil
 }
+
+// maxArrivalBins bounds the arrival-rate bins of a model (8 MiB of counts
+// per class): 48 days at the default bin, beyond which the bin widens.
+const maxArrivalBins = 1 << 20
 
 // fitter is the state of one streaming fit.
 type fitter struct {
@@ -555,6 +561,17 @@ func (f *fitter) model(ctx context.Context) (*Model, error) {
 		// cells, so the model keeps a rate, not the trace's own cell
 		// counts.
 		m.BinNs = max(minQuantaPerBin*q, (m.BinNs+q/2)/q*q)
+	}
+	if bins := (m.SpanNs-1)/m.BinNs + 1; bins > maxArrivalBins {
+		// A span this long at this bin would take a count per bin (and a
+		// model) that grows with the span: widen the bin instead.
+		w := (m.SpanNs-1)/maxArrivalBins + 1
+		if q := m.QuantumNs; q > 0 {
+			w = (w-1)/q*q + q
+		}
+		f.approx.notes = append(f.approx.notes, fmt.Sprintf("the arrival-rate bin is %v, not %v: the span of %v would take %d bins of %v (at most %d)",
+			time.Duration(w), time.Duration(m.BinNs), time.Duration(m.SpanNs).Round(time.Second), bins, time.Duration(m.BinNs), maxArrivalBins))
+		m.BinNs = w
 	}
 	m.Fit.Bin = time.Duration(m.BinNs)
 	m.Fit.Quantum = time.Duration(m.QuantumNs)
@@ -979,7 +996,7 @@ func countOf(runs []run) int64 {
 // distribution. It replays the start log twice: bin counts first (the
 // load levels are cut at their quantiles), then the gaps.
 func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap *approx, rng *rand.Rand) (Arrival, error) {
-	nbins := int((m.SpanNs + m.BinNs - 1) / m.BinNs)
+	nbins := int((m.SpanNs-1)/m.BinNs + 1)
 	counts := make([]float64, nbins)
 	q := m.QuantumNs
 	// On a quantized trace each arrival is spread over its grid cell (below)

@@ -66,7 +66,8 @@ func (o GenOptions) withDefaults(m *Model) GenOptions {
 		o.Seed = DefaultSeed
 	}
 	if o.Duration == 0 {
-		o.Duration = time.Duration(m.SpanNs)
+		// Arrivals stay within what a trace holds (traces.MaxTimeNs).
+		o.Duration = time.Duration(min(m.SpanNs, traces.MaxTimeNs))
 	}
 	if o.RateScale == 0 {
 		o.RateScale = DefaultRateScale
@@ -83,8 +84,8 @@ func (o GenOptions) withDefaults(m *Model) GenOptions {
 // Validate reports the first bad option, naming its flag.
 func (o GenOptions) Validate() error {
 	switch {
-	case o.Duration < 0:
-		return fmt.Errorf("synth: Options.Duration must be > 0, got %v", o.Duration)
+	case o.Duration < 0 || o.Duration > traces.MaxTimeNs:
+		return fmt.Errorf("synth: Options.Duration must be > 0 and at most about 146 years (traces.MaxTimeNs), got %v", o.Duration)
 	case o.RateScale < 0 || math.IsNaN(o.RateScale) || math.IsInf(o.RateScale, 0):
 		return fmt.Errorf("synth: Options.RateScale must be > 0, got %g", o.RateScale)
 	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):

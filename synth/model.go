@@ -1,11 +1,13 @@
 package synth
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/traces"
 	"io"
 	"math"
 	"os"
@@ -336,11 +338,28 @@ const (
 // (ErrModelVersion) and inconsistent contents (ErrBadModel: negative counts,
 // overlapping bins, bad shares) are clear errors.
 func LoadModel(r io.Reader) (*Model, error) {
-	data, err := io.ReadAll(r)
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, _ := br.Peek(64 << 10)
+	if err := notAModel(head); err != nil {
+		return nil, err // said before a trace is read whole
+	}
+	data, err := io.ReadAll(br)
 	if err != nil {
 		return nil, fmt.Errorf("read model: %w", err)
 	}
 	return parseModel(data)
+}
+
+// notAModel says what head, the start of a file given as a model, is when
+// it is a trace or the logs capture reads, the likely mistakes.
+func notAModel(head []byte) error {
+	if shape := traces.LogsShape(head); shape != "" {
+		return fmt.Errorf("%w: this looks like %s, not a synth model: capture a trace from them (tokentrace capture), then fit a model to it (tokentrace synth fit)", ErrBadModel, shape)
+	}
+	if traces.LooksLikeTrace(head) {
+		return fmt.Errorf("%w: this is a tokentrace trace, not a synth model: fit one to it with tokentrace synth fit", ErrBadModel)
+	}
+	return nil
 }
 
 // ReadModelFile loads the named model file ("-" = stdin).

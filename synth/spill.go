@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"github.com/tokentrace/tokentrace/internal/tempfile"
 )
 
 // varintLog is an append-only sequence of unsigned integers that the fit
@@ -45,7 +48,15 @@ func (l *varintLog) put(x uint64) {
 }
 
 func (l *varintLog) spill() {
-	f, err := os.CreateTemp(l.dir, "tokentrace-fit-*.tmp")
+	// A killed fit's spill files are removed first (they are locked while
+	// in use: internal/tempfile).
+	const pattern = "tokentrace-fit-*.tmp"
+	dir := l.dir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	tempfile.Sweep(filepath.Join(dir, pattern))
+	f, err := tempfile.CreateTemp(l.dir, pattern)
 	if err != nil {
 		l.err = fmt.Errorf("spill %s (FitOptions.TempDir): %w", l.what, err)
 		return

@@ -57,7 +57,7 @@ func compactness(tb testing.TB, format, rel string) (src int64, rows, pq int, ok
 	return fi.Size(), len(recs), parquetSize(tb, m, recs), true
 }
 
-// TestParquetCompactness holds issue 2's target: the Azure traces take at
+// TestParquetCompactness holds the format's size target: the Azure traces take at
 // most 8 bytes per request in our Parquet. BenchmarkParquetCompactness
 // measures every shared trace.
 func TestParquetCompactness(t *testing.T) {

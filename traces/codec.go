@@ -45,11 +45,15 @@ type ReadStats struct {
 	// Truncated is set when the file ended in the middle of a row or block
 	// and the rows before the damage were returned.
 	Truncated bool
+	// Bad counts the bad rows by Problem (the index), with the first of
+	// each: the skipped rows, and the rows out of arrival order, which
+	// are kept.
+	Bad [NumProblems]BadRows
 }
 
-// malformed handles a row that failed to decode: in strict mode it is the
-// reader's error; otherwise it is counted, the first one kept for the
-// report, and reading goes on (nil).
+// malformed handles a row that failed to decode or validate: in strict
+// mode it is the reader's error; otherwise it is counted under its
+// Problem, the first one kept for the report, and reading goes on (nil).
 func (s *ReadStats) malformed(rerr error, strict bool) error {
 	if strict {
 		return rerr
@@ -58,6 +62,23 @@ func (s *ReadStats) malformed(rerr error, strict bool) error {
 	if s.FirstSkip == nil {
 		s.FirstSkip = rerr
 	}
+	s.add(ProblemOf(rerr), rerr)
+	return nil
+}
+
+// outOfOrder handles a valid row that arrives before the row above it:
+// in strict mode it is the reader's error; otherwise it is counted and
+// kept (nil). rerr makes the row's error, only when it is needed (the
+// first such row, or strict mode): a file in completion order has many.
+func (s *ReadStats) outOfOrder(rerr func() error, strict bool) error {
+	if strict {
+		return rerr()
+	}
+	b := &s.Bad[ProblemOutOfOrder]
+	if b.First == nil {
+		b.First = rerr()
+	}
+	b.Rows++
 	return nil
 }
 
@@ -72,6 +93,7 @@ type textReader struct {
 	strict bool
 	err    error // sticky: Read returns it from then on
 	intern interner
+	order  orderCheck
 }
 
 func (r *textReader) Meta() Meta       { return r.meta }
@@ -87,8 +109,15 @@ func (r *textReader) Close() error {
 // nil) is counted and kept (true). A malformed one is not kept: skipped and
 // counted, or in strict mode it becomes r.err, which the next turn of the
 // read loop returns.
-func (r *textReader) row(line int64, err error) bool {
+func (r *textReader) row(line int64, rec *Record, err error) bool {
 	if err == nil {
+		if back, late := r.order.check(rec.ArrivalNs); late {
+			rerr := func() error { return &RowError{File: r.name, Line: line, Err: outOfOrder(rec.ArrivalNs, back)} }
+			if stop := r.stats.outOfOrder(rerr, r.strict); stop != nil {
+				r.err = stop
+				return false
+			}
+		}
 		r.stats.Rows++
 		return true
 	}
@@ -100,9 +129,16 @@ func (r *textReader) row(line int64, err error) bool {
 
 // OpenOptions tunes Open.
 type OpenOptions struct {
-	// Strict fails on the first malformed row instead of skipping and
-	// counting it. Defaults to false.
+	// Strict fails on the first bad row (any Problem, a row out of
+	// arrival order included) instead of skipping and counting it.
+	// Defaults to false.
 	Strict bool
+	// Salvage reads a damaged (truncated) file up to the damage: the rows
+	// before it, then the end of the stream, with ReadStats.Truncated set
+	// (SalvageNote says it in the words every command uses). Without it
+	// the damage is a *DamagedError naming the file and the rows before
+	// it. Defaults to false.
+	Salvage bool
 	// Stdin is what the name "-" reads. Defaults to os.Stdin.
 	Stdin io.Reader
 	// AllowDeferred opens a capture part whose k-anonymity is deferred

@@ -153,6 +153,7 @@ func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions
 			r.meta = m
 		}
 	}
+	r.order.off = !checksOrder(r.meta)
 	r.src = &eofTracker{r: br}
 	r.cr = csv.NewReader(r.src)
 	r.cr.FieldsPerRecord = -1
@@ -254,7 +255,7 @@ func (r *csvReader) Read(recs []Record) (int, error) {
 			rec.resetForDecode()
 			err = r.decode(fields, rec)
 		} else {
-			err = fmt.Errorf("%w: %v", ErrMalformed, unwrapParseError(err))
+			err = unreadable("%v", unwrapParseError(err))
 		}
 		if err != nil && r.atTruncatedEnd() {
 			r.stats.Truncated = true
@@ -264,7 +265,7 @@ func (r *csvReader) Read(recs []Record) (int, error) {
 			}
 			return n, r.err
 		}
-		if r.row(line, err) {
+		if r.row(line, rec, err) {
 			n++
 		}
 	}
@@ -281,10 +282,10 @@ func unwrapParseError(err error) error {
 
 func (r *csvReader) decode(fields []string, rec *Record) error {
 	if len(fields) == 1 && fields[0] == "" {
-		return fmt.Errorf("%w: empty row", ErrMalformed)
+		return unreadable("empty row")
 	}
 	if len(fields) != r.ncols {
-		return fmt.Errorf("%w: %d columns, header has %d", ErrMalformed, len(fields), r.ncols)
+		return unreadable("%d columns, header has %d", len(fields), r.ncols)
 	}
 	for i, f := range fields {
 		col := r.cols[i]
@@ -292,12 +293,9 @@ func (r *csvReader) decode(fields []string, rec *Record) error {
 			continue
 		}
 		if err := schema[col].setText(rec, f, r.intern.str); err != nil {
-			return fmt.Errorf("%w: %w", ErrMalformed, err)
+			return err
 		}
 	}
 	rec.normalizeLists()
-	if err := rec.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	return nil
+	return rec.Validate()
 }

@@ -79,7 +79,7 @@ type datasetReader struct {
 
 func openDataset(parts []string, o OpenOptions) (Reader, error) {
 	d := &datasetReader{parts: parts, o: o}
-	r, err := OpenWith(parts[0], o)
+	r, err := openPart(parts[0], o)
 	if err != nil {
 		return nil, err
 	}
@@ -93,13 +93,7 @@ func (d *datasetReader) Meta() Meta { return d.meta }
 func (d *datasetReader) Stats() ReadStats {
 	s := d.stats
 	if d.cur != nil {
-		c := d.cur.Stats()
-		s.Rows += c.Rows
-		s.Skipped += c.Skipped
-		s.Truncated = s.Truncated || c.Truncated
-		if s.FirstSkip == nil {
-			s.FirstSkip = c.FirstSkip
-		}
+		s.merge(d.cur.Stats())
 	}
 	return s
 }
@@ -138,12 +132,7 @@ func (d *datasetReader) Read(recs []Record) (int, error) {
 // the last).
 func (d *datasetReader) next() error {
 	s := d.cur.Stats()
-	d.stats.Rows += s.Rows
-	d.stats.Skipped += s.Skipped
-	d.stats.Truncated = d.stats.Truncated || s.Truncated
-	if d.stats.FirstSkip == nil {
-		d.stats.FirstSkip = s.FirstSkip
-	}
+	d.stats.merge(s)
 	d.seen = d.seen || s.Rows > 0
 	cerr := d.cur.Close()
 	d.cur = nil
@@ -154,7 +143,7 @@ func (d *datasetReader) next() error {
 	if d.i == len(d.parts) {
 		return io.EOF
 	}
-	r, err := OpenWith(d.parts[d.i], d.o)
+	r, err := openPart(d.parts[d.i], d.o)
 	if err != nil {
 		return err // names the part
 	}
@@ -176,4 +165,19 @@ func (d *datasetReader) Close() error {
 		return nil
 	}
 	return err
+}
+
+// openPart opens one part file of a dataset with its codec's reader: the
+// damage and bad rows of a part are the dataset's, which OpenWith checks
+// once for all its parts.
+func openPart(name string, o OpenOptions) (Reader, error) {
+	r, err := openWith(name, o)
+	if err != nil {
+		return nil, err
+	}
+	if m := r.Meta(); m.KAnonDeferred() && !o.AllowDeferred {
+		r.Close()
+		return nil, fmt.Errorf("open trace %s: %w", name, ErrKAnonDeferred)
+	}
+	return r, nil
 }

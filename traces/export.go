@@ -5,14 +5,55 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 )
 
-// ExportFormats lists the formats Export writes.
-var ExportFormats = []string{"csv", "jsonl", "mooncake"}
+// ExportFormat is one format Export writes: the registry behind Exporter,
+// ExportFormats and `tokentrace export --help`.
+type ExportFormat struct {
+	// Name is the format's name (export --format).
+	Name string
+	// Doc says in a sentence or two what the output holds, for --help
+	// (plain text, unwrapped).
+	Doc string
+	// New is the constructor.
+	New ExportFunc
+}
+
+// exportFormats is the registry, sorted by name.
+var exportFormats = []ExportFormat{
+	{"aiperf", "AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: a session's rows carry its session_id (AIPerf sends its turns in order), delay its think time; subagent links and joins are counted as lost", NewAIPerfWriter},
+	{"aiperf-dag", "AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)", NewAIPerfDAGWriter},
+	{"azure", "Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns", NewAzureWriter},
+	{"csv", "tokentrace CSV with the Parquet column names; .zst compresses", func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
+		return NewWriter(w, FormatCSV, m, CreateOptions{})
+	}},
+	{"guidellm", "GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)", NewGuideLLMWriter},
+	{"inference-perf", "inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with start and end times, token usage and filler messages; it infers dependencies from the times, and the links the times do not imply are counted", NewInferencePerfWriter},
+	{"jsonl", "tokentrace JSON lines (metadata on the first line); .zst compresses", func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
+		return NewWriter(w, FormatJSONL, m, CreateOptions{})
+	}},
+	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every block of the prompt: the trace's own prefix_blocks when their block size matches, otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
+	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost", NewSGLangAgenticWriter},
+	{"vllm", "vllm bench serve --dataset-name timed_trace JSONL {timestamp (s), input_length, output_length, hash_ids of the trace's block size, else 16}", NewVLLMWriter},
+	{"weka", "kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time; joins and session start offsets are counted as lost", NewWekaWriter},
+}
+
+// ExportFormatList returns the export formats, sorted by name.
+func ExportFormatList() []ExportFormat { return slices.Clone(exportFormats) }
+
+// ExportFormats lists the names of the formats Export writes.
+var ExportFormats = func() []string {
+	names := make([]string, len(exportFormats))
+	for i, f := range exportFormats {
+		names[i] = f.Name
+	}
+	return names
+}()
 
 // DefaultExportBlockSize is the hash_ids block size of a mooncake export
 // of a trace that has none (Mooncake's own 512).
@@ -29,6 +70,10 @@ type ExportOptions struct {
 	// "ok", e.g. BurstGPT's failed requests with 0 output tokens, which a
 	// replayer would send with max_tokens 0). Defaults to false.
 	OKOnly bool
+	// Lost is told, once per kind at the end of an export, what the format
+	// could not hold, as a sentence with a count ("412 parent links not
+	// representable in aiperf"); nil discards it. Defaults to nil.
+	Lost func(string)
 }
 
 // Validate checks the options.
@@ -46,17 +91,10 @@ type ExportFunc func(w io.Writer, m Meta, o ExportOptions) (Writer, error)
 
 // Exporter returns the constructor of the named export format.
 func Exporter(format string) (ExportFunc, error) {
-	switch format {
-	case "mooncake":
-		return NewMooncakeWriter, nil
-	case "jsonl":
-		return func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
-			return NewWriter(w, FormatJSONL, m, CreateOptions{})
-		}, nil
-	case "csv":
-		return func(w io.Writer, m Meta, _ ExportOptions) (Writer, error) {
-			return NewWriter(w, FormatCSV, m, CreateOptions{})
-		}, nil
+	for _, f := range exportFormats {
+		if f.Name == format {
+			return f.New, nil
+		}
 	}
 	return nil, fmt.Errorf("%w %q: export formats are %s", ErrUnknownFormat, format, strings.Join(ExportFormats, ", "))
 }
@@ -80,6 +118,9 @@ func Export(ctx context.Context, format string, w io.Writer, r Reader, o ExportO
 	if cerr := ew.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("export %s: %w", format, cerr)
 	}
+	if err == nil {
+		reportLosses(ew, o)
+	}
 	return n, err
 }
 
@@ -98,7 +139,7 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 		return Export(ctx, format, os.Stdout, r, o)
 	}
 	codec := Format("")
-	if format != "mooncake" {
+	if format == "jsonl" || format == "csv" {
 		codec = Format(format)
 		if f, err := FormatOf(name); err == nil && f != Format(format) && f != Format(format)+".zst" {
 			return 0, fmt.Errorf("export %s: output %s has the extension of %s; use format %s or a .%s name", format, name, f, exportFamily(f), format)
@@ -112,7 +153,8 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 	}
 	var ew Writer
 	if codec == "" {
-		ew, err = NewMooncakeWriter(f, r.Meta(), o)
+		fn, _ := Exporter(format)
+		ew, err = fn(f, r.Meta(), o)
 	} else {
 		ew, err = NewWriter(f, codec, r.Meta(), CreateOptions{})
 	}
@@ -130,6 +172,7 @@ func ExportFile(ctx context.Context, format, name string, r Reader, o ExportOpti
 	if err != nil {
 		return n, err
 	}
+	reportLosses(ew, o)
 	return n, nil
 }
 
@@ -277,30 +320,36 @@ func (w *mooncakeWriter) fresh() int64 {
 	return id
 }
 
+// hashIDs sets w.hash to the row's exported hash_ids (see
+// NewMooncakeWriter).
+func (w *mooncakeWriter) hashIDs(r *Record) {
+	nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
+	w.hash = w.hash[:0]
+	if w.useBlocks && len(r.PrefixBlocks) > 0 {
+		for _, id := range r.PrefixBlocks {
+			w.hash = append(w.hash, w.mapID(id))
+		}
+	} else if r.Category != "" && r.PrefixTokens > 0 {
+		shared := min(int64(r.PrefixTokens)/w.blockSize, nb)
+		cat := w.cats[r.Category]
+		for int64(len(cat)) < shared {
+			cat = append(cat, w.fresh())
+		}
+		w.cats[r.Category] = cat
+		w.hash = append(w.hash, cat[:shared]...)
+	}
+	for int64(len(w.hash)) < nb {
+		w.hash = append(w.hash, w.fresh())
+	}
+}
+
 func (w *mooncakeWriter) Write(recs []Record) (int, error) {
 	for i := range recs {
 		r := &recs[i]
 		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
 		}
-		nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
-		w.hash = w.hash[:0]
-		if w.useBlocks && len(r.PrefixBlocks) > 0 {
-			for _, id := range r.PrefixBlocks {
-				w.hash = append(w.hash, w.mapID(id))
-			}
-		} else if r.Category != "" && r.PrefixTokens > 0 {
-			shared := min(int64(r.PrefixTokens)/w.blockSize, nb)
-			cat := w.cats[r.Category]
-			for int64(len(cat)) < shared {
-				cat = append(cat, w.fresh())
-			}
-			w.cats[r.Category] = cat
-			w.hash = append(w.hash, cat[:shared]...)
-		}
-		for int64(len(w.hash)) < nb {
-			w.hash = append(w.hash, w.fresh())
-		}
+		w.hashIDs(r)
 		b := w.buf[:0]
 		b = append(b, `{"timestamp": `...)
 		b = strconv.AppendInt(b, (r.ArrivalNs+500_000)/1_000_000, 10)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -34,8 +35,51 @@ import (
 //
 // Seq numbers the kept rows from 0 in file order.
 
-// ImportFormats lists the public trace formats Import reads.
-var ImportFormats = []string{"azure", "bailian", "burstgpt", "mooncake", "splitwise", "tracelab", "weka"}
+// ImportFormat is one public trace format Import reads: the registry
+// behind Importer, ImportFormats and `tokentrace import --help`, so a new
+// importer is one entry here and every list of formats follows.
+type ImportFormat struct {
+	// Name is the format's name (import --format).
+	Name string
+	// Doc says in a sentence or two what the file holds and what
+	// becomes of it, for --help (plain text, unwrapped).
+	Doc string
+	// New is the constructor.
+	New ImportFunc
+}
+
+// importFormats is the registry, sorted by name.
+var importFormats = []ImportFormat{
+	{"aiperf", "AIPerf mooncake_trace JSONL with session_id and delay (ms): sessions become chains, delay their think times, hash_ids prefix_blocks (block size 512)", NewAIPerfReader},
+	{"aiperf-dag", "AIPerf dag_jsonl conversations (forks, spawns with join_at, orchestrator rounds): a session graph with joins and think times; inputs estimated from the message text (4 bytes per token, said in a note)", NewAIPerfDAGReader},
+	{"azure", "Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets; 2025: NumImages counted in a note, not kept); arrivals are exact offsets from the first row", NewAzureReader},
+	{"bailian", "Alibaba Qwen-Bailian usage JSONL {chat_id, parent_chat_id, timestamp (s), input_length, output_length, type, turn, hash_ids of 16-token blocks}: follow-up turns become sessions, hash_ids prefix_blocks", NewBailianReader},
+	{"baseten", "AIPerf's Baseten Parquet trace: arrivals, counts, total_hashes, sessions (provided_session_id, else poor_man_session_id) and the recorded TTFT/E2E as the production outcome; prompt text never read", NewBasetenReader},
+	{"burstgpt", "BurstGPT CSV (v1 with 6 columns, v2, and v3 with Session ID and Elapsed time): model, class (conversation/api), sessions and turns; failed rows (0 response tokens) are kept with status http_error and counted", NewBurstGPTReader},
+	{"dynamo", "Dynamo request trace JSONL (dynamo.request.trace.v1, bare or in the file sinks' envelope): agent trees as sessions with subagent parents, sequence hashes, and the timings Dynamo measured; read whole and ordered by arrival", NewDynamoReader},
+	{"guidellm", "GuideLLM trace_synthetic JSONL {timestamp (s), input_length, output_length, hash_ids}", NewGuideLLMReader},
+	{"inference-perf", "inference-perf OTel trace-replay files (a {spans} document per trace, back to back): a session per trace, calls from chat spans, dependencies from span timing as inference-perf infers them (joins included)", NewOTelReader},
+	{"mooncake", "JSONL {timestamp (ms), input_length, output_length, hash_ids}: hash_ids become prefix_blocks (block size 512); the leading blocks a row shares with earlier rows give its category \"prefix-<id>\" and prefix_tokens (shared blocks x 512, capped at the prompt)", NewMooncakeReader},
+	{"sagemaker", "SageMaker data capture JSONL: arrivals from inferenceTime, counts from the response's usage (else estimated, said in a note); content never kept", NewSageMakerReader},
+	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens}]]}: a session per conversation, chained turns, no times", NewSGLangAgenticReader},
+	{"sglang-tokens", "SGLang bench_serving token trace JSONL {input_tokens, output_tokens | num_output_tokens, ts (ms)}: counts, and the ids hashed into chained 16-token prefix blocks (never kept)", NewSGLangTokenTraceReader},
+	{"splitwise", "Vidur's processed CSVs (arrived_at s, num_prefill_tokens, num_decode_tokens); files without arrived_at read as lengths only, every row at 0", NewSplitwiseReader},
+	{"tracelab", "SyFI TraceLab round JSONL (Claude Code and Codex sessions): one record per LLM round, sent at its last user message or tool result, in sessions; or its replay CSV (csv_export), sniffed: sessions with tool waits as think times", NewTraceLabReader},
+	{"vllm", "vllm bench serve timed trace JSONL {timestamp (s), input_length, output_length, hash_ids of 16 tokens}", NewVLLMReader},
+	{"weka", "WEKA kv-cache-tester agentic traces (JSON, one document per conversation, subagents nested): calls become sessions with parents and think times, hash_ids prefix_blocks", NewWekaReader},
+}
+
+// ImportFormatList returns the import formats, sorted by name.
+func ImportFormatList() []ImportFormat { return slices.Clone(importFormats) }
+
+// ImportFormats lists the names of the public trace formats Import reads.
+var ImportFormats = func() []string {
+	names := make([]string, len(importFormats))
+	for i, f := range importFormats {
+		names[i] = f.Name
+	}
+	return names
+}()
 
 // An ImportFunc returns a Reader of Records decoded from r in one public
 // trace format. name is the file name used in Meta.Source and in error
@@ -44,21 +88,10 @@ type ImportFunc func(r io.Reader, name string, o OpenOptions) (Reader, error)
 
 // Importer returns the constructor of the named import format.
 func Importer(format string) (ImportFunc, error) {
-	switch format {
-	case "mooncake":
-		return NewMooncakeReader, nil
-	case "azure":
-		return NewAzureReader, nil
-	case "burstgpt":
-		return NewBurstGPTReader, nil
-	case "splitwise":
-		return NewSplitwiseReader, nil
-	case "bailian":
-		return NewBailianReader, nil
-	case "weka":
-		return NewWekaReader, nil
-	case "tracelab":
-		return NewTraceLabReader, nil
+	for _, f := range importFormats {
+		if f.Name == format {
+			return f.New, nil
+		}
 	}
 	return nil, fmt.Errorf("%w %q: import formats are %s", ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }
@@ -98,8 +131,10 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 	if c, ok := r.(io.ReadCloser); ok && r != io.Reader(os.Stdin) {
 		rc = c
 	}
-	in, err := importDecompress(rc)
-	if err != nil {
+	var in io.ReadCloser
+	if f, ok := r.(*os.File); ok && format == "baseten" {
+		in = f // Parquet needs the file itself (random access)
+	} else if in, err = importDecompress(rc); err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
 	}
@@ -108,7 +143,14 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 		in.Close()
 		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
 	}
-	return &importCtxReader{Reader: ir, ctx: ctx}, nil
+	if r, ok := ir.(*importReader); ok {
+		r.name = importDisplay(name)
+	}
+	// A file with no valid row is import's to explain (the wrong format is
+	// the likely cause), so only the damage rule applies here.
+	c := withChecks(ir, name, o).(*checked)
+	c.allowEmpty = true
+	return &importCtxReader{Reader: c, ctx: ctx}, nil
 }
 
 // ImportAll reads every row of the named file in the given import format.
@@ -198,14 +240,21 @@ type rowDecoder interface {
 type importReader struct {
 	dec    rowDecoder
 	meta   Meta
+	name   string // for errors
 	strict bool
 	closer io.Closer
 	stats  ReadStats
+	order  orderCheck
 	err    error // sticky
 }
 
 func newImportReader(r io.Reader, dec rowDecoder, m Meta, o OpenOptions) *importReader {
-	ir := &importReader{dec: dec, meta: m, strict: o.Strict}
+	// Rows keep the source's order (some formats group them by session);
+	// the trace written is checked for arrival order when it is read.
+	ir := &importReader{dec: dec, meta: m, strict: o.Strict, name: "stdin", order: orderCheck{off: true}}
+	if _, base, ok := strings.Cut(m.Source, ":"); ok {
+		ir.name = base
+	}
 	if c, ok := r.(io.Closer); ok {
 		ir.closer = c
 	}
@@ -216,6 +265,9 @@ func (r *importReader) Meta() Meta       { return r.meta }
 func (r *importReader) Stats() ReadStats { return r.stats }
 
 func (r *importReader) Close() error {
+	if c, ok := r.dec.(io.Closer); ok {
+		c.Close() // a decoder's temporary files
+	}
 	if r.closer == nil {
 		return nil
 	}
@@ -233,6 +285,13 @@ func (r *importReader) Read(recs []Record) (int, error) {
 		rec := NewRecord()
 		err := r.dec.next(&rec)
 		if err == nil {
+			if late, cerr := r.check(&rec); late {
+				err = r.stats.outOfOrder(func() error { return cerr }, r.strict) // kept unless strict
+			} else {
+				err = cerr
+			}
+		}
+		if err == nil {
 			rec.Seq = r.stats.Rows
 			recs[n] = rec
 			n++
@@ -243,6 +302,14 @@ func (r *importReader) Read(recs []Record) (int, error) {
 		if errors.As(err, &re) && err != io.EOF && r.stats.malformed(err, r.strict) == nil {
 			continue
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) && re == nil {
+			// A compressed input cut short: the rows before are whole.
+			r.stats.Truncated = true
+			err = &RowError{File: r.name, Line: r.stats.Rows + r.stats.Skipped + 1, Err: truncErr(err)}
+			if l, ok := r.dec.(lineOf); ok {
+				err.(*RowError).Line = l.lastLine() + 1
+			}
+		}
 		r.err = err
 		return n, err
 	}
@@ -252,7 +319,12 @@ func (r *importReader) Read(recs []Record) (int, error) {
 // importRowError builds the error of a malformed row: file, line and a
 // content-free reason, wrapping ErrMalformed.
 func importRowError(name string, line int64, format string, a ...any) *RowError {
-	return &RowError{File: importDisplay(name), Line: line, Err: fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))}
+	p := importProblem(a)
+	detail := fmt.Sprintf(format, a...)
+	if p != ProblemUnreadable {
+		detail = strings.TrimSuffix(detail, ": "+p.String()) // the problem says it first
+	}
+	return &RowError{File: importDisplay(name), Line: line, Err: &RowProblem{Problem: p, Detail: detail}}
 }
 
 // importCSV reads a CSV file with a header row and finds columns by name
@@ -262,6 +334,7 @@ type importCSV struct {
 	name string
 	cr   *csv.Reader
 	cols map[string]int
+	hdr  []string // the header as written, for notes naming columns
 	nhdr int
 	line int64
 }
@@ -287,6 +360,7 @@ func newImportCSV(r io.Reader, name string) (*importCSV, error) {
 		}
 	}
 	c.nhdr = len(hdr)
+	c.hdr = append([]string(nil), hdr...)
 	return c, nil
 }
 

@@ -1,10 +1,14 @@
 package traces
 
-import "io"
+import (
+	"fmt"
+	"io"
+	"strings"
+)
 
 // NewAzureReader reads an Azure LLM inference trace (Azure/AzurePublicDataset):
 // CSV with the columns TIMESTAMP, ContextTokens and GeneratedTokens, found by
-// name (extra columns such as the 2025 NumImages are ignored). It reads
+// name. It reads
 //   - 2023 (Splitwise): "2023-11-16 18:17:03.9799600", 7 fractional digits,
 //     no time zone (read as UTC), CRLF line endings, no final newline;
 //   - 2024 (DynamoLLM): "2024-05-10 00:00:00.009930+00:00" with mixed
@@ -16,6 +20,12 @@ import "io"
 // for 2023); the absolute start time is not kept. A row earlier than the
 // first one is malformed (the files are sorted). InputTokens = ContextTokens,
 // OutputTokens = GeneratedTokens.
+//
+// Columns tokentrace has no place for are not dropped silently: the 2025
+// NumImages (images sent with the request; ContextTokens is taken as it
+// is) becomes an import note with the number of rows that had images and
+// the images they carried, and any other extra column a note naming it
+// (ImportNotes).
 func NewAzureReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 	c, err := newImportCSV(r, name)
 	if err != nil {
@@ -28,6 +38,10 @@ func NewAzureReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 	if d.lengths, err = c.requireLengths("ContextTokens", "GeneratedTokens"); err != nil {
 		return nil, err
 	}
+	d.images = c.col("NumImages")
+	if other := droppedColumns(c, "TIMESTAMP", "ContextTokens", "GeneratedTokens", "NumImages"); len(other) > 0 {
+		d.tally.say(fmt.Sprintf("columns dropped (tokentrace has no place for them): %s", strings.Join(other, ", ")))
+	}
 	return newImportReader(r, d, NewMeta(importSource("azure", name)), o), nil
 }
 
@@ -36,6 +50,19 @@ type azureDecoder struct {
 	ts      int
 	lengths importLengths
 	clock   importClock
+	images  int // NumImages column, -1 = none
+	tally   importTally
+	rows    int64
+	withImg int64
+	imgs    int64
+}
+
+func (d *azureDecoder) notes() []string {
+	out := d.tally.notes()
+	if d.images >= 0 {
+		out = append(out, fmt.Sprintf("NumImages dropped: %d of %d rows sent images (%d images in all); tokentrace keeps token counts only, and ContextTokens is kept as written", d.withImg, d.rows, d.imgs))
+	}
+	return out
 }
 
 func (d *azureDecoder) next(rec *Record) error {
@@ -51,6 +78,17 @@ func (d *azureDecoder) next(rec *Record) error {
 	if rec.InputTokens, rec.OutputTokens, err = d.lengths.parse(row); err != nil {
 		return err
 	}
-	rec.ArrivalNs, err = d.clock.offset(d.c, t)
-	return err
+	if rec.ArrivalNs, err = d.clock.offset(d.c, t); err != nil {
+		return err
+	}
+	d.rows++
+	if d.images >= 0 {
+		// An unreadable image count does not make the row's tokens wrong:
+		// it is counted as a row without images.
+		if n, err := parseCount(row[d.images]); err == nil && n > 0 {
+			d.withImg++
+			d.imgs += int64(n)
+		}
+	}
+	return nil
 }

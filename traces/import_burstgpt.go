@@ -1,6 +1,7 @@
 package traces
 
 import (
+	"fmt"
 	"io"
 	"strings"
 )
@@ -40,7 +41,11 @@ const BurstGPTFailedError = "failed in the source trace (0 response tokens)"
 //     is kept (its arrival is real load) with OutputTokens 0, Status
 //     "http_error" and Error BurstGPTFailedError, so consumers that want
 //     only successful requests filter on Record.OK(). Replay ignores outcome
-//     columns of its input.
+//     columns of its input. Their number is an import note.
+//
+// Total tokens (the sum of the two counts) is not kept, and neither is any
+// column the layouts above do not name; both are import notes
+// (ImportNotes).
 func NewBurstGPTReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 	c, err := newImportCSV(r, name)
 	if err != nil {
@@ -57,6 +62,9 @@ func NewBurstGPTReader(r io.Reader, name string, o OpenOptions) (Reader, error) 
 	d.logType = c.col("Log Type")
 	d.session = c.col("Session ID")
 	d.elapsed = c.col("Elapsed time")
+	if other := droppedColumns(c, "Timestamp", "Request tokens", "Response tokens", "Model", "Log Type", "Session ID", "Elapsed time"); len(other) > 0 {
+		d.tally.say(fmt.Sprintf("columns dropped (Total tokens is Request + Response tokens; tokentrace has no place for the others): %s", strings.Join(other, ", ")))
+	}
 	m := NewMeta(importSource("burstgpt", name))
 	if d.session >= 0 || d.elapsed >= 0 {
 		m.Set("burstgpt_version", "3")
@@ -79,7 +87,10 @@ type burstgptDecoder struct {
 	nextSession            int64
 	lastModel, lastModelIn string // interned
 	lastClass, lastClassIn string
+	tally                  importTally
 }
+
+func (d *burstgptDecoder) notes() []string { return d.tally.notes() }
 
 func (d *burstgptDecoder) next(rec *Record) error {
 	row, err := d.c.row()
@@ -141,6 +152,7 @@ func (d *burstgptDecoder) next(rec *Record) error {
 	} else {
 		rec.Status = StatusHTTPError
 		rec.Error = BurstGPTFailedError
+		d.tally.add("%d rows failed in the source (0 response tokens): kept as real load with status http_error and 0 output tokens (export --ok-only drops them)", 1)
 	}
 	return nil
 }

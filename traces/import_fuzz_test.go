@@ -148,3 +148,96 @@ func FuzzImportTraceLab(f *testing.F) {
 		"\n\n{}\n[1,2]\n")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
 }
+
+func FuzzImportTraceLabCSV(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/tracelab_example_replay.csv"},
+		"id,input_len,output_len,arrival_time\n0,1,1,0\n0,2,1,9e18\n"+fuzzSecret+",1,1,1\n",
+		"\ufeffid,input_len,output_len,arrival_time,round_idx,tool_wait_after_ms,prefix_len\n7,1,1,1.5,2147483646,9223372036854775807,2147483647\n7,1,1,0,0,1,0\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "tracelab", data) })
+}
+
+func FuzzImportSGLangTokens(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/sglang_token_trace.jsonl"},
+		`{"input_tokens": [1], "num_output_tokens": "3", "ts": "1e3"}`+"\n"+fuzzSecret+"\n",
+		`{"input_tokens": [], "output_tokens": null}`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sglang-tokens", data) })
+}
+
+func FuzzImportSGLangAgentic(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/sglang_agentic_trace.json"},
+		`{"metadata": 1, "conversations": [[{"messages": [{"role": "user", "content": "`+fuzzSecret+`"}]}], 3, []]}`,
+		`{"conversations": {}}`, `[1]`, `{"conversations": [[{"messages": [{}], "prompt_tokens": 1e9, "output_tokens": 2147483647}]]`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sglang-agentic", data) })
+}
+
+func FuzzImportDynamo(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/dynamo_request_trace.jsonl"},
+		`{"event":{"schema":"dynamo.request.trace.v1","event_type":"request_end","event_time_unix_ms":1e3,"agent_context":{"session_id":"a","parent_session_id":"a"},"request":{"input_tokens":1,"output_tokens":1,"total_time_ms":2e3}}}`+"\n"+fuzzSecret+"\n",
+		`{"schema":"x"}`+"\n"+`{"schema":"dynamo.request.trace.v1","event_type":"request_end","request":{"input_tokens":1,"output_tokens":1,"request_received_ms":9223372036854,"ttft_ms":9e12,"replay":{"trace_block_size":0,"input_sequence_hashes":[-1]}}}`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "dynamo", data) })
+}
+
+func FuzzImportSageMaker(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/sagemaker_data_capture.jsonl"},
+		`{"captureData":{"endpointInput":{"data":"{\"prompt\":\"`+fuzzSecret+`\"}","encoding":"JSON"}},"eventMetadata":{"inferenceTime":"2024-01-01T00:00:00Z"}}`,
+		`{"captureData":{"endpointInput":{"data":"!!","encoding":"BASE64"}},"eventMetadata":{"inferenceTime":"1900-01-01T00:00:00Z"}}`+"\n[]\n")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "sagemaker", data) })
+}
+
+// Parquet has no lines, so a damaged Baseten file fails as a whole (not
+// a RowError per line); what must hold is no panic, sane rows, and no
+// error quoting the input.
+func FuzzImportBaseten(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/baseten_trace.parquet"}, "PAR1"+fuzzSecret+"PAR1")
+	if b, err := os.ReadFile("../testdata/publictraces/baseten_trace.parquet"); err == nil {
+		f.Add(b[:len(b)/2])
+		f.Add(append(append([]byte{}, b[:200]...), b[len(b)-600:]...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := traces.NewBasetenReader(bytes.NewReader(data), "fuzz.input", traces.OpenOptions{})
+		if err != nil {
+			if strings.Contains(err.Error(), fuzzSecret) {
+				t.Fatalf("error %q quotes the input", err)
+			}
+			return
+		}
+		defer r.Close()
+		recs, err := traces.ReadFrom(r)
+		if err != nil && strings.Contains(err.Error(), fuzzSecret) {
+			t.Fatalf("error %q quotes the input", err)
+		}
+		for i, rec := range recs {
+			if rec.Seq != int64(i) || rec.ArrivalNs < 0 || rec.InputTokens < 0 || rec.OutputTokens < 0 {
+				t.Fatalf("row %d is not sane: %+v", i, rec)
+			}
+		}
+	})
+}
+
+func FuzzImportInferencePerf(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/inference-perf_fan_in_dependencies.json"},
+		`{"spans":[{"name":"chat","start_time_unix_nano":1,"end_time_unix_nano":1,"attributes":{"gen_ai.usage.input_tokens":"`+fuzzSecret+`"}}]}`,
+		`{"spans":[{"name":"chat","start_time":"2026-01-01T00:00:00","end_time":"2026-01-01T00:00:00","attributes":{"gen_ai.input.messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}}]}[]`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "inference-perf", data) })
+}
+
+func FuzzImportAIPerfDAG(f *testing.F) {
+	fuzzSeeds(f, []string{"../testdata/publictraces/aiperf_mixed_full.dag.jsonl", "../testdata/publictraces/aiperf_orchestrator_spine_per_round.dag.jsonl"},
+		`{"session_id":"a","turns":[{"messages":[{"role":"user","content":"`+fuzzSecret+`"}],"forks":["a"],"spawns":[{"children":["a"],"join_at":0}],"delay":9e15}]}`,
+		`{"session_id":"o","orchestrator":true,"rounds":3,"spawns":["o"]}`+"\n"+`{"session_id":"p","pre_session_spawns":["p"],"turns":[{"messages":[]}]}`)
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzImport(t, "aiperf-dag", data) })
+}
+
+// The line formats of AIPerf (sessioned mooncake_trace), vllm's timed trace
+// and GuideLLM's trace_synthetic share one reader.
+func FuzzImportLines(f *testing.F) {
+	fuzzSeeds(f, nil,
+		`{"timestamp": 1.5, "input_length": 10, "output_length": 1, "hash_ids": [3], "session_id": "s1"}`+"\n"+`{"session_id": "s1", "delay": 2.5e3, "input_length": 20, "output_length": 2}`+"\n"+fuzzSecret+"\n",
+		`{"session_id": "s", "delay": 9223372036854775807, "input_length": 1, "output_length": 1}`+"\n"+`{"session_id": "s", "delay": 9223372036854775807, "input_length": 1, "output_length": 1}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "output_length": 4}`, "\n\n{}\n[1,2]\n")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, format := range []string{"aiperf", "vllm", "guidellm"} {
+			fuzzImport(t, format, data)
+		}
+	})
+}

@@ -42,8 +42,15 @@ import (
 //
 // No prefix blocks (the trace has the provider's cached-prefix counts, not
 // block ids). The importer holds one small entry per session.
+//
+// A file that does not start with a JSON object is read as TraceLab's
+// replay CSV instead (see newTraceLabCSVReader).
 func NewTraceLabReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
-	sc := bufio.NewScanner(r)
+	br := bufio.NewReaderSize(r, 64<<10)
+	if tracelabIsCSV(br) {
+		return newTraceLabCSVReader(r, br, name, o)
+	}
+	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	m := NewMeta(importSource("tracelab", name))
 	d := &tracelabDecoder{name: name, sc: sc, sessions: map[string]*tracelabSession{}}

@@ -146,3 +146,49 @@ func TestImportTraceLabPublicSample(t *testing.T) {
 		t.Errorf("think time before the second Claude round = %d ns, want 19.291 s", think)
 	}
 }
+
+// TraceLab's replay CSV (csv_export) reads under the same --format: the
+// published sample sessions, converted by the documented mapping, give one
+// session per id with the whole prompt, chained parents and the tool waits
+// as think times, and arrivals that add the waits to the session's start.
+func TestImportTraceLabReplayCSV(t *testing.T) {
+	recs, m, st := importAllT(t, "tracelab", "../testdata/publictraces/tracelab_example_replay.csv", true)
+	if st.Rows != 19 || st.Skipped != 0 || m.Get("tracelab_layout") != "replay_csv" {
+		t.Fatalf("stats %+v, meta %+v: want 19 rows of the replay CSV layout", st, m)
+	}
+	const nr = traces.NotReported
+	want := []struct {
+		seq, arrivalNs, think, parent, session int64
+		turn, in, out                          int32
+	}{
+		{0, 0, nr, nr, 1, 1, 27217 + 5055, 931},                                    // the first round: its arrival_time, no parent
+		{1, 20_151_000_000, 20_151_000_000, 0, 1, 2, 29380 + 6360, 1016},           // after the first round's 20.151 s of tools
+		{4, 54_451_000_000, 145_000_000, 3, 1, 5, 41129 + 460, 1275},               // waits add up: 20.151 + 12.688 + 21.467 + 0.145 s
+		{5, 54_451_000_000, 0, 4, 1, 6, 41587 + 1289, 273},                         // a round without tools: think time 0
+		{10, 1_000_000_000, nr, nr, 2, 1, 6912 + 2412, 444},                        // the second session arrives at 1 s
+		{13, 1_000_000_000 + 6_332_000_000, 8_000_000, 12, 2, 4, 3456 + 6696, 233}, // compaction: the prefix shrank, the prompt is what was sent
+	}
+	for _, w := range want {
+		r := recs[w.seq]
+		if r.Seq != w.seq || r.ArrivalNs != w.arrivalNs || r.ThinkNs != w.think || r.ParentSeq != w.parent || r.Session != w.session ||
+			r.Turn != w.turn || r.InputTokens != w.in || r.OutputTokens != w.out {
+			t.Errorf("row %d = arrival %d think %d parent %d session %d turn %d in %d out %d; want %+v",
+				w.seq, r.ArrivalNs, r.ThinkNs, r.ParentSeq, r.Session, r.Turn, r.InputTokens, r.OutputTokens, w)
+		}
+		if r.FinishNs != nr || r.HasOutcome() {
+			t.Errorf("row %d sets a finish or outcome the CSV does not carry", w.seq)
+		}
+	}
+}
+
+// A malformed replay-CSV row is named by line and skipped, not the file.
+func TestImportTraceLabReplayCSVBadRows(t *testing.T) {
+	const secret = "ZZSECRETZZ"
+	content := "id,input_len,output_len,arrival_time,round_idx,tool_wait_after_ms,prefix_len\n" +
+		"0,10," + secret + ",0,0,1,0\n" +
+		"0,10,5,0,1,0,20\n"
+	recs, st, err := importBadLine2T(t, "tracelab", "replay.csv", content, secret)
+	if err != nil || len(recs) != 1 || st.Skipped != 1 || recs[0].InputTokens != 30 || recs[0].ParentSeq != traces.NotReported {
+		t.Fatalf("rows %+v, stats %+v, err %v: want the good row alone, a session of its own", recs, st, err)
+	}
+}

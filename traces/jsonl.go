@@ -139,7 +139,8 @@ func (l *lineReader) next() ([]byte, error) {
 		frag, err := l.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			if len(l.long)+len(frag) > maxLineBytes {
-				l.line++
+				// Not counted: the caller names the line after the last
+				// one read, as for any error that returns no line.
 				return nil, fmt.Errorf("line longer than %d bytes", maxLineBytes)
 			}
 			l.long = append(l.long, frag...)
@@ -212,6 +213,7 @@ func newJSONLReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptio
 		if jr.meta.SchemaVersion == "" {
 			jr.meta.SchemaVersion = SchemaVersion
 		}
+		jr.order.off = !checksOrder(jr.meta)
 	} else if line != nil || err != nil {
 		jr.peeked = append([]byte{}, line...)
 		if err != nil && err != io.EOF {
@@ -281,7 +283,7 @@ func (r *jsonlReader) Read(recs []Record) (int, error) {
 			r.err = r.truncated(fmt.Errorf("%w: last line is incomplete", ErrTruncated))
 			return n, r.err
 		}
-		if r.row(r.lr.line, err) {
+		if r.row(r.lr.line, rec, err) {
 			n++
 		}
 	}
@@ -333,7 +335,8 @@ func (in *interner) str(s string) string {
 // keys go straight into the Record, unknown keys are skipped.
 type jsonDecoder struct {
 	jsonlex.Lexer
-	next int // column expected next (keys usually come in Columns order)
+	next  int  // column expected next (keys usually come in Columns order)
+	known bool // a key of a column was seen
 }
 
 // column finds key's column: first by scanning forward from the expected
@@ -350,7 +353,7 @@ func (d *jsonDecoder) column(key []byte) (int, bool) {
 	return col, ok
 }
 
-var errJSON = fmt.Errorf("%w: not a JSON record", ErrMalformed)
+var errJSON = unreadable("not a JSON object")
 
 // errMetaLine marks a metadata line after the first (concatenated files):
 // readers skip it.
@@ -371,17 +374,20 @@ func decodeJSONRecord(line []byte, rec *Record, in *interner) error {
 	if !ok || !d.End() {
 		return errJSON
 	}
-	rec.normalizeLists()
-	if err := rec.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrMalformed, err)
+	if !d.known {
+		// An object of other keys only (a log line of an unknown shape):
+		// reading it as a row of defaults would make a trace of nothing.
+		return errNoColumn
 	}
-	return nil
+	rec.normalizeLists()
+	return rec.Validate()
 }
 
-var errNotString = errors.New("not a string")
+var errNoColumn = unreadable("a JSON object with none of the tokentrace columns")
 
 func (d *jsonDecoder) field(key []byte, r *Record, in *interner) error {
 	col, ok := d.column(key)
+	d.known = d.known || ok
 	if !ok {
 		if string(key) == jsonlMetaKey {
 			return errMetaLine
@@ -395,17 +401,17 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *interner) error {
 		return nil
 	}
 	c := &schema[col]
-	var err error
+	var err *RowProblem
 	switch c.kind {
 	case kindInt64:
-		*c.int64p(r), err = d.Int64()
+		*c.int64p(r), err = d.int64()
 	case kindInt32:
 		*c.int32p(r), err = d.int32()
 	case kindString:
 		s, ok := d.String()
 		switch {
 		case !ok:
-			err = errNotString
+			err = unreadable("is not a string")
 		case c.label:
 			*c.strp(r) = in.bytes(s)
 		default:
@@ -413,34 +419,50 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *interner) error {
 		}
 	case kindList64:
 		p := c.list64p(r)
-		*p, err = decodeList(d, (*p)[:0], d.Int64)
+		*p, err = decodeList(d, (*p)[:0], d.int64)
 	default:
 		p := c.list32p(r)
 		*p, err = decodeList(d, (*p)[:0], d.int32)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: column %s: %w", ErrMalformed, c.name, err)
+		err.Column = c.name
+		return err
 	}
 	return nil
 }
 
-func (d *jsonDecoder) int32() (int32, error) {
+// int64 reads a whole number; its error says whether the value was a
+// fraction, too large, or not a number (its Column is left to the caller).
+func (d *jsonDecoder) int64() (int64, *RowProblem) {
+	start := d.I
 	v, err := d.Int64()
+	if err == nil {
+		return v, nil
+	}
+	text := bytes.TrimSpace(d.B[start:d.I])
+	if len(text) == 0 {
+		return 0, unreadable("is not a number")
+	}
+	return 0, numberProblem("", string(text))
+}
+
+func (d *jsonDecoder) int32() (int32, *RowProblem) {
+	v, err := d.int64()
 	if err != nil {
 		return 0, err
 	}
 	if v < -1<<31 || v > 1<<31-1 {
-		return 0, errors.New("out of int32 range")
+		return 0, problemf(ProblemOutOfRange, "", "%d", v)
 	}
 	return int32(v), nil
 }
 
 // decodeList appends the integers of a JSON array to dst, each parsed by elem.
-func decodeList[T int32 | int64](d *jsonDecoder, dst []T, elem func() (T, error)) ([]T, error) {
+func decodeList[T int32 | int64](d *jsonDecoder, dst []T, elem func() (T, *RowProblem)) ([]T, *RowProblem) {
 	if d.Peek() != '[' {
-		return nil, errors.New("not a list")
+		return nil, unreadable("is not a list")
 	}
-	var err error
+	var err *RowProblem
 	ok := d.Array(func() bool {
 		var v T
 		v, err = elem()
@@ -448,10 +470,11 @@ func decodeList[T int32 | int64](d *jsonDecoder, dst []T, elem func() (T, error)
 		return err == nil
 	})
 	if err != nil {
+		err.Detail = "entry " + err.Detail
 		return nil, err
 	}
 	if !ok {
-		return nil, errJSON
+		return nil, unreadable("is not a list of numbers")
 	}
 	return dst, nil
 }

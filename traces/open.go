@@ -37,9 +37,11 @@ const (
 var Formats = []Format{FormatParquet, FormatJSONL, FormatJSONLZstd, FormatCSV, FormatCSVZstd}
 
 // FormatOf returns the format implied by a file name's extension; "-"
-// (stdout) is FormatJSONL.
+// (stdout) and the null device (os.DevNull) are FormatJSONL.
 func FormatOf(name string) (Format, error) {
-	if name == "-" {
+	if name == "-" || name == os.DevNull {
+		// Nothing written to the null device is kept (a run that only
+		// validates its input): the cheapest codec will do.
 		return FormatJSONL, nil
 	}
 	lower := strings.ToLower(name)
@@ -78,16 +80,21 @@ func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
 // "#tokentrace" metadata line). An empty file is an empty trace. Parquet from
 // stdin is spooled to a temporary file first, because Parquet needs random
 // access.
+//
+// Every row is checked by Record.Validate and for arrival order; bad rows
+// are skipped and counted (ReadStats.Bad), or with o.Strict the first is
+// an error. A damaged file is an error unless o.Salvage; a file with rows
+// but no valid record is an error (ErrNoValidRows).
 func OpenWith(name string, o OpenOptions) (Reader, error) {
 	r, err := openWith(name, o)
-	if err != nil || o.AllowDeferred {
-		return r, err
+	if err != nil {
+		return nil, err
 	}
-	if m := r.Meta(); m.KAnonDeferred() {
+	if m := r.Meta(); m.KAnonDeferred() && !o.AllowDeferred {
 		r.Close()
 		return nil, fmt.Errorf("open trace %s: %w", displayName(name), ErrKAnonDeferred)
 	}
-	return r, nil
+	return withChecks(r, name, o), nil
 }
 
 func openWith(name string, o OpenOptions) (Reader, error) {
@@ -166,6 +173,14 @@ func newStreamReader(r io.Reader, closer io.Closer, name string, o OpenOptions) 
 		br = bufio.NewReaderSize(r, 256<<10)
 	}
 	head, _ := br.Peek(4)
+	if bytes.HasPrefix(head, gzipMagic) {
+		head, _ = br.Peek(br.Size())
+		err := gzipError(head)
+		if le, ok := err.(*LogsError); ok {
+			le.File = displayName(name)
+		}
+		return nil, err
+	}
 	if bytes.Equal(head, zstdMagic) {
 		zr, err := newZstdReader(br)
 		if err != nil {
@@ -192,6 +207,9 @@ func sniffText(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, z
 	case bytes.Contains(head, []byte(`"tokentrace-synth-model"`)):
 		return nil, fmt.Errorf("%w: this is a synth model (the output of synth fit), not a trace: generate a trace from it with synth gen", ErrUnknownFormat)
 	case trimmed[0] == '{':
+		if shape := logShapeOf(trimmed); shape != "" {
+			return nil, &LogsError{File: displayName(name), Shape: shape}
+		}
 		if f := importFormatOf(trimmed); f != "" {
 			return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
 		}
@@ -201,6 +219,9 @@ func sniffText(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, z
 	}
 	if f := importFormatOf(trimmed); f != "" {
 		return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+	}
+	if shape := logShapeOf(trimmed); shape != "" {
+		return nil, &LogsError{File: displayName(name), Shape: shape}
 	}
 	return nil, fmt.Errorf("%w: content is neither Parquet, zstd, JSON lines nor CSV with tokentrace column names", ErrUnknownFormat)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/tokentrace/tokentrace/internal/kmerge"
+	"github.com/tokentrace/tokentrace/internal/tempfile"
 )
 
 // parquetMagic starts and ends every Parquet file.
@@ -60,6 +61,7 @@ type parquetWriter struct {
 	arena32 []int32
 	bytes   int64 // what recs hold, as counted against the budget
 	tmpDir  string
+	release func()   // the lock that marks tmpDir as in use
 	runs    []string // spilled runs, in order
 	merged  int      // runs merged by compact so far
 	closed  bool
@@ -206,11 +208,13 @@ func (w *parquetWriter) sortBuffer() {
 // spill writes the buffer, sorted, as the next run and empties it.
 func (w *parquetWriter) spill() error {
 	if w.tmpDir == "" {
-		d, err := os.MkdirTemp(w.o.TempDir, "tokentrace-sort-*")
+		// Runs of a sort that was killed are removed first.
+		tempfile.Sweep(filepath.Join(cmp.Or(w.o.TempDir, os.TempDir()), SortDirPattern))
+		d, release, err := tempfile.MkdirTemp(w.o.TempDir, SortDirPattern)
 		if err != nil {
 			return fmt.Errorf("spill sorted run (CreateOptions.TempDir): %w", err)
 		}
-		w.tmpDir = d
+		w.tmpDir, w.release = d, release
 	}
 	w.sortBuffer()
 	name := filepath.Join(w.tmpDir, fmt.Sprintf("run-%05d.parquet", len(w.runs)))
@@ -272,6 +276,7 @@ func (w *parquetWriter) discard() {
 	w.aside = nil
 	if w.tmpDir != "" {
 		os.RemoveAll(w.tmpDir)
+		w.release()
 		w.tmpDir = ""
 	}
 }
@@ -502,6 +507,7 @@ type parquetReader struct {
 	salvaged error
 	// sorted: the file promises its rows in (arrival_ns, seq) order.
 	sorted bool
+	order  orderCheck
 }
 
 // sortedByArrival reports whether pf is a file tokentrace's writer made
@@ -600,6 +606,7 @@ func newParquetReaderAt(f *os.File, size int64, name string, o OpenOptions, clos
 		meta.SchemaVersion = SchemaVersion
 	}
 	r = &parquetReader{name: displayName(name), f: f, closeF: closeF, meta: meta, strict: o.Strict, sorted: sortedByArrival(pf)}
+	r.order.off = !checksOrder(meta)
 	if salvaged != nil {
 		r.salvaged = salvaged
 		r.stats.Truncated = true
@@ -629,10 +636,21 @@ func newParquetReaderAt(f *os.File, size int64, name string, o OpenOptions, clos
 	return r, nil
 }
 
+// Temporary names: a sort's spilled runs go to a directory named after
+// SortDirPattern in CreateOptions.TempDir, Parquet read from stdin to a
+// file named after StdinSpoolPattern in os.TempDir(). Both are locked
+// while in use (internal/tempfile); the next writer that spills, or the
+// next read of Parquet from stdin, removes those a killed run left.
+const (
+	SortDirPattern    = "tokentrace-sort-*"
+	StdinSpoolPattern = "tokentrace-stdin-*.parquet"
+)
+
 // spoolParquet copies a Parquet stream (stdin) to a temporary file, which
 // Close removes.
 func spoolParquet(src io.Reader, name string, o OpenOptions) (Reader, error) {
-	tmp, err := os.CreateTemp("", "tokentrace-*.parquet")
+	tempfile.Sweep(filepath.Join(os.TempDir(), StdinSpoolPattern))
+	tmp, err := tempfile.CreateTemp("", StdinSpoolPattern)
 	if err != nil {
 		return nil, fmt.Errorf("spool Parquet from %s: %w", displayName(name), err)
 	}
@@ -741,10 +759,16 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			continue
 		}
 		if err := rec.Validate(); err != nil {
-			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: fmt.Errorf("%w: %w", ErrMalformed, err)}, r.strict); err != nil {
+			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: err}, r.strict); err != nil {
 				return n, err
 			}
 			continue
+		}
+		if back, late := r.order.check(rec.ArrivalNs); late {
+			rerr := func() error { return &RowError{File: r.name, Line: r.row, Err: outOfOrder(rec.ArrivalNs, back)} }
+			if err := r.stats.outOfOrder(rerr, r.strict); err != nil {
+				return n, err
+			}
 		}
 		if n != i {
 			recs[n], recs[i] = recs[i], recs[n]

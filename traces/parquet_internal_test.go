@@ -124,7 +124,7 @@ func TestParquetFastPathLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if r.(*parquetReader).fast == nil {
+	if r.(*checked).Reader.(*parquetReader).fast == nil {
 		t.Fatal("fast path not used for our own file")
 	}
 	buf := make([]Record, 999)

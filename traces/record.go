@@ -181,7 +181,9 @@ func (r *Record) ClearOutcome() {
 	r.RequestID = ""
 }
 
-// NewRecord returns a Record with no outcome (see ClearOutcome).
+// NewRecord returns an empty Record as a decoder reads a row with no
+// columns: no outcome (ClearOutcome: NotReported numbers, empty strings),
+// FinishNs, ThinkNs and ParentSeq NotReported, and nil chunk lists.
 func NewRecord() Record {
 	var r Record
 	r.ClearOutcome()

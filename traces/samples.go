@@ -70,6 +70,25 @@ type MetricsSample struct {
 	// instance's rows at the same times. Files written before this column
 	// read as "".
 	Instance string `parquet:"instance,dict" json:"instance,omitempty"`
+	// Role is an instance row's role in a fleet, the value of the label
+	// postmortem was told holds it (llm-d's llm-d.ai/role: prefill, decode;
+	// tokentrace sim's role label adds prefill-decode for an aggregated
+	// replica); "" on pooled rows and where no role was read. Files
+	// written before this column read as "".
+	Role string `parquet:"role,dict" json:"role,omitempty"`
+	// KVTransferTimeMeanNs is Δsum/Δcount of vllm:nixl_xfer_time_seconds,
+	// vLLM's NIXL connector's histogram of KV transfers, observed by the
+	// instance that pulls the KV (a decode replica under prefill/decode
+	// disaggregation): the mean duration of the transfers that finished
+	// in the interval. NotReported without NIXL series or transfers.
+	KVTransferTimeMeanNs int64 `parquet:"kv_transfer_time_mean_ns,delta" json:"kv_transfer_time_mean_ns"`
+	// KVTransfers is the Δcount of that histogram: KV transfers finished
+	// in the interval.
+	KVTransfers int64 `parquet:"kv_transfers,delta" json:"kv_transfers"`
+	// Routed is the Δ of the router's count of requests it sent to the
+	// instance (tokentrace sim's tokentrace_router_decisions_total), where
+	// the router exports one per replica.
+	Routed int64 `parquet:"routed,delta" json:"routed"`
 }
 
 // NewMetricsSample returns a sample at timeNs with every value NotReported.
@@ -87,6 +106,10 @@ func NewMetricsSample(timeNs int64) MetricsSample {
 		RequestsFinished:  NotReported,
 		PromptTokens:      NotReported,
 		GenerationTokens:  NotReported,
+
+		KVTransferTimeMeanNs: NotReported,
+		KVTransfers:          NotReported,
+		Routed:               NotReported,
 	}
 }
 
@@ -95,6 +118,7 @@ var SampleColumns = []string{
 	"time_ns", "interval_ns", "waiting", "running", "kv_cache_usage", "prefix_hit_rate",
 	"preemptions", "queue_time_mean_ns", "prefill_time_mean_ns", "decode_time_mean_ns",
 	"requests_finished", "prompt_tokens", "generation_tokens", "scrape_error", "instance",
+	"role", "kv_transfer_time_mean_ns", "kv_transfers", "routed",
 }
 
 // SamplesPathFor returns where the metrics series of a results file goes:
@@ -103,6 +127,9 @@ var SampleColumns = []string{
 func SamplesPathFor(resultsPath string) string {
 	if resultsPath == "" || resultsPath == "-" {
 		return "metrics.parquet"
+	}
+	if resultsPath == os.DevNull {
+		return os.DevNull // results not kept: neither is their series
 	}
 	base := resultsPath
 	lower := strings.ToLower(base)
@@ -235,7 +262,7 @@ func samplesToRow(s *MetricsSample, row []string) {
 	row[4], row[5], row[6] = f64(s.KVCacheUsage), f64(s.PrefixHitRate), i64(s.Preemptions)
 	row[7], row[8], row[9] = i64(s.QueueTimeMeanNs), i64(s.PrefillTimeMeanNs), i64(s.DecodeTimeMeanNs)
 	row[10], row[11], row[12], row[13] = i64(s.RequestsFinished), i64(s.PromptTokens), i64(s.GenerationTokens), s.ScrapeError
-	row[14] = s.Instance
+	row[14], row[15], row[16], row[17], row[18] = s.Instance, s.Role, i64(s.KVTransferTimeMeanNs), i64(s.KVTransfers), i64(s.Routed)
 }
 
 // samplesFromRow fills s from a CSV row whose columns are named by header.
@@ -279,6 +306,14 @@ func samplesFromRow(header, row []string, s *MetricsSample) error {
 			s.ScrapeError = v
 		case "instance":
 			s.Instance = v
+		case "role":
+			s.Role = v
+		case "kv_transfer_time_mean_ns":
+			i64(&s.KVTransferTimeMeanNs)
+		case "kv_transfers":
+			i64(&s.KVTransfers)
+		case "routed":
+			i64(&s.Routed)
 		}
 		if err != nil {
 			return fmt.Errorf("column %s: not a number", col)
@@ -352,12 +387,32 @@ func samplesReadParquet(f *os.File) ([]MetricsSample, Meta, error) {
 	if _, ok := pf.Schema().Lookup("time_ns"); !ok {
 		return nil, m, fmt.Errorf("%w: not a metrics series (no time_ns column)", ErrUnknownFormat)
 	}
+	// Columns added after the first files were written read as zero
+	// there; they were not reported.
+	var absent []func(s *MetricsSample)
+	for _, c := range []struct {
+		name string
+		set  func(s *MetricsSample)
+	}{
+		{"kv_transfer_time_mean_ns", func(s *MetricsSample) { s.KVTransferTimeMeanNs = NotReported }},
+		{"kv_transfers", func(s *MetricsSample) { s.KVTransfers = NotReported }},
+		{"routed", func(s *MetricsSample) { s.Routed = NotReported }},
+	} {
+		if _, ok := pf.Schema().Lookup(c.name); !ok {
+			absent = append(absent, c.set)
+		}
+	}
 	r := parquet.NewGenericReader[MetricsSample](pf)
 	defer r.Close()
 	out := make([]MetricsSample, 0, r.NumRows())
 	buf := make([]MetricsSample, 1024)
 	for {
 		n, err := r.Read(buf)
+		for i := range buf[:n] {
+			for _, set := range absent {
+				set(&buf[i])
+			}
+		}
 		out = append(out, buf[:n]...)
 		if err == io.EOF {
 			return out, m, nil

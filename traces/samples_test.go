@@ -22,13 +22,16 @@ func sampleSeries() []traces.MetricsSample {
 	b.QueueTimeMeanNs, b.PrefillTimeMeanNs, b.DecodeTimeMeanNs = 1_800_000_000, 300_000_000, 2_100_000_000
 	d := b
 	d.Instance, d.Waiting = "10.0.0.7:8000", 5
+	d.Role, d.KVTransferTimeMeanNs, d.KVTransfers, d.Routed = "decode", 12_500_000, 6, 9
 	c := traces.NewMetricsSample(500_000_000)
 	c.ScrapeError = `GET /metrics: status 503, "quoted", comma`
 	return []traces.MetricsSample{a, b, c, d}
 }
 
 // TestSamplesWithoutInstanceColumn reads a Parquet series written before
-// the instance column existed: every row is a pooled row (instance "").
+// the instance column existed: every row is a pooled row (instance "");
+// nor had it the fleet's columns, which read as not reported (not zero)
+// and no role.
 func TestSamplesWithoutInstanceColumn(t *testing.T) {
 	type oldSample struct {
 		TimeNs      int64  `parquet:"time_ns,delta"`
@@ -60,6 +63,11 @@ func TestSamplesWithoutInstanceColumn(t *testing.T) {
 	}
 	if len(got) != 2 || got[1].Waiting != 9 || got[0].Instance != "" || got[1].Instance != "" {
 		t.Errorf("old series read as %+v", got)
+	}
+	for _, x := range got {
+		if x.Role != "" || x.KVTransferTimeMeanNs != traces.NotReported || x.KVTransfers != traces.NotReported || x.Routed != traces.NotReported {
+			t.Errorf("old series: fleet columns read as role %q, KV transfer %d ns × %d, routed %d; want none and not reported", x.Role, x.KVTransferTimeMeanNs, x.KVTransfers, x.Routed)
+		}
 	}
 }
 

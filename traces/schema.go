@@ -188,7 +188,7 @@ func appendInts[T int32 | int64](dst []byte, v []T, sep byte) []byte {
 // setText sets the column of r from CSV cell text (see appendValue). Labels
 // go through intern so repeated values share one allocation.
 func (c *column) setText(r *Record, s string, intern func(string) string) error {
-	var err error
+	var err *RowProblem
 	switch c.kind {
 	case kindInt64:
 		*c.int64p(r), err = parseInt64(s)
@@ -207,37 +207,8 @@ func (c *column) setText(r *Record, s string, intern func(string) string) error 
 		*p, err = parseList((*p)[:0], s, parseInt32)
 	}
 	if err != nil {
-		return fmt.Errorf("column %s: %w", c.name, err)
-	}
-	return nil
-}
-
-// Validate reports the first reason r is not a valid record: negative token
-// counts or lengths. Decoders treat such rows as malformed.
-func (r *Record) Validate() error {
-	switch {
-	case r.InputTokens < 0:
-		return fmt.Errorf("negative input_tokens %d", r.InputTokens)
-	case r.OutputTokens < 0:
-		return fmt.Errorf("negative output_tokens %d", r.OutputTokens)
-	case r.PrefixTokens < 0:
-		return fmt.Errorf("negative prefix_tokens %d", r.PrefixTokens)
-	case r.Turn < 0:
-		return fmt.Errorf("negative turn %d", r.Turn)
-	case r.ThinkNs < NotReported:
-		return fmt.Errorf("negative think_ns %d", r.ThinkNs)
-	case r.ParentSeq < NotReported:
-		return fmt.Errorf("negative parent_seq %d", r.ParentSeq)
-	}
-	for _, s := range r.AfterSeqs {
-		if s < 0 {
-			return fmt.Errorf("negative after_seqs entry %d", s)
-		}
-	}
-	for _, t := range r.ChunkTokens {
-		if t < 0 {
-			return fmt.Errorf("negative chunk_tokens entry %d", t)
-		}
+		err.Column = c.name
+		return err
 	}
 	return nil
 }
@@ -259,27 +230,19 @@ func (r *Record) normalizeLists() {
 	}
 }
 
-func parseInt64(s string) (int64, error) {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("not an integer")
-	}
-	return n, nil
-}
+func parseInt64(s string) (int64, *RowProblem) { return parseInt(s, 64) }
 
-func parseInt32(s string) (int32, error) {
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return 0, fmt.Errorf("not a 32-bit integer")
-	}
-	return int32(n), nil
+func parseInt32(s string) (int32, *RowProblem) {
+	n, err := parseInt(s, 32)
+	return int32(n), err
 }
 
 // parseList parses space- or semicolon-separated integers.
-func parseList[T int32 | int64](dst []T, s string, parse func(string) (T, error)) ([]T, error) {
+func parseList[T int32 | int64](dst []T, s string, parse func(string) (T, *RowProblem)) ([]T, *RowProblem) {
 	for f := range fieldsSeq(s) {
 		n, err := parse(f)
 		if err != nil {
+			err.Detail = "entry " + err.Detail
 			return nil, err
 		}
 		dst = append(dst, n)

@@ -105,8 +105,10 @@ func durOfMs(ms float64) time.Duration {
 	return time.Duration(math.Round(ms * float64(time.Millisecond)))
 }
 
-// ParseSLO parses "ttft=500ms,tpot=50ms,e2e=10s" (any subset, Go durations;
-// a bare number is milliseconds, and vLLM's "ttft:500" syntax is accepted).
+// ParseSLO parses "ttft=500ms,tpot=50ms,e2e=10s" (any subset, Go
+// durations). A bound written with "=" needs its unit: "ttft=500" is
+// refused rather than guessed. vLLM's --goodput syntax "ttft:500" is read
+// as vLLM reads it, in milliseconds.
 func ParseSLO(s string) (SLO, error) {
 	var slo SLO
 	if strings.TrimSpace(s) == "" {
@@ -114,15 +116,21 @@ func ParseSLO(s string) (SLO, error) {
 	}
 	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
 		k, v, ok := strings.Cut(part, "=")
+		vllm := false
 		if !ok {
 			k, v, ok = strings.Cut(part, ":")
+			vllm = ok
 		}
 		if !ok {
-			return slo, fmt.Errorf("slo %q: want name=duration, e.g. ttft=500ms", part)
+			return SLO{}, fmt.Errorf("slo %q: want name=duration, e.g. ttft=500ms", part)
+		}
+		if _, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && !vllm {
+			return SLO{}, fmt.Errorf("slo %q: %s has no unit: write it with one, e.g. %s=%sms or %s=%ss (vLLM's %s:%s is read in milliseconds)",
+				part, strings.TrimSpace(v), strings.TrimSpace(k), strings.TrimSpace(v), strings.TrimSpace(k), strings.TrimSpace(v), strings.TrimSpace(k), strings.TrimSpace(v))
 		}
 		d, err := parseDurationMs(v)
 		if err != nil || d <= 0 {
-			return slo, fmt.Errorf("slo %q: want a positive duration such as 500ms", part)
+			return SLO{}, fmt.Errorf("slo %q: want a positive duration such as 500ms", part)
 		}
 		switch strings.ToLower(strings.TrimSpace(k)) {
 		case MetricTTFT:
@@ -132,7 +140,7 @@ func ParseSLO(s string) (SLO, error) {
 		case MetricE2E, "e2el":
 			slo.E2E = d
 		default:
-			return slo, fmt.Errorf("slo %q: unknown metric %q (want ttft, tpot or e2e)", part, k)
+			return SLO{}, fmt.Errorf("slo %q: unknown metric %q (want ttft, tpot or e2e)", part, k)
 		}
 	}
 	return slo, nil

@@ -23,7 +23,13 @@ func TestParseSLO(t *testing.T) {
 		// Bounds are positive.
 		{"ttft=-5ms", traces.SLO{}, true},
 		// A bare number that would overflow a duration is refused.
-		{"ttft=1e300", traces.SLO{}, true},
+		{"ttft:1e300", traces.SLO{}, true},
+		// A bound written with "=" needs its unit: 500 what? (It was
+		// read as milliseconds, silently.)
+		{"ttft=500", traces.SLO{}, true},
+		{"tpot=50ms,e2e=10", traces.SLO{}, true},
+		// vLLM's syntax takes a unit too.
+		{"ttft:1s", traces.SLO{TTFT: 1e9}, false},
 		// Nothing is no SLO.
 		{"", traces.SLO{}, false},
 	}
@@ -36,7 +42,7 @@ func TestParseSLO(t *testing.T) {
 }
 
 func FuzzParseSLO(f *testing.F) {
-	for _, s := range []string{"ttft=500ms", "ttft:300 e2el:2000", "tpot=0.5", "e2e=1h,ttft=1ns"} {
+	for _, s := range []string{"ttft=500ms", "ttft:300 e2el:2000", "tpot=0.5", "tpot:0.5", "e2e=1h,ttft=1ns"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

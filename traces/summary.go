@@ -16,6 +16,10 @@ type Summary struct {
 	Rows int64 `json:"rows"`
 	// SkippedRows counts malformed rows skipped (non-strict reading).
 	SkippedRows int64 `json:"skipped_rows"`
+	// BadRows counts the bad rows by Problem (its Key: "negative",
+	// "out_of_arrival_order", ...): the skipped rows and the rows out of
+	// arrival order, which are kept.
+	BadRows map[string]int64 `json:"bad_rows,omitempty"`
 	// Truncated is set when the file ended in the middle of a row.
 	Truncated bool `json:"truncated,omitempty"`
 	// DurationS is last arrival − first arrival, in seconds.
@@ -152,6 +156,14 @@ func Summarize(ctx context.Context, r Reader) (Summary, error) {
 	s.Meta = r.Meta()
 	s.Rows = int64(len(arrivals))
 	s.SkippedRows, s.Truncated = st.Skipped, st.Truncated
+	for p, b := range st.Bad {
+		if b.Rows > 0 {
+			if s.BadRows == nil {
+				s.BadRows = map[string]int64{}
+			}
+			s.BadRows[Problem(p).Key()] = b.Rows
+		}
+	}
 	slices.Sort(arrivals)
 	if len(arrivals) > 1 {
 		span := arrivals[len(arrivals)-1] - arrivals[0]

@@ -132,7 +132,10 @@ type Options struct {
 	Log io.Writer
 }
 
-func (o *Options) withDefaults() {
+// WithDefaults returns o with every zero field that has a default set to
+// that default (each field's doc says it), Replay's through
+// replay.Options.WithDefaults.
+func (o Options) WithDefaults() Options {
 	if len(o.Metrics) == 0 {
 		spec := DefaultMetrics
 		if !o.SLO.IsZero() {
@@ -146,7 +149,7 @@ func (o *Options) withDefaults() {
 	if o.Repeat == 0 {
 		o.Repeat = 1
 	}
-	fillReplayDefaults(&o.Replay)
+	o.Replay = o.Replay.WithDefaults()
 	if o.Resamples == 0 {
 		o.Resamples = DefaultResamples
 	}
@@ -168,39 +171,7 @@ func (o *Options) withDefaults() {
 	if o.Explain == "" {
 		o.Explain = ExplainAuto
 	}
-}
-
-// fillReplayDefaults gives every zero field of r that replay requires its
-// replay.DefaultOptions() value, keeping what the caller set.
-func fillReplayDefaults(r *replay.Options) {
-	d := replay.DefaultOptions()
-	if r.API == "" {
-		r.API = d.API
-	}
-	if r.Sessions == "" {
-		r.Sessions = d.Sessions
-	}
-	if r.ShardCount == 0 {
-		r.ShardCount = d.ShardCount
-	}
-	if r.Timeout == 0 {
-		r.Timeout = d.Timeout
-	}
-	if r.Drain == 0 {
-		r.Drain = d.Drain
-	}
-	if r.BlockSize == 0 {
-		r.BlockSize = d.BlockSize
-	}
-	if r.TokenIDMax == 0 {
-		r.TokenIDMin, r.TokenIDMax = d.TokenIDMin, d.TokenIDMax
-	}
-	if r.JournalSync == 0 {
-		r.JournalSync = d.JournalSync
-	}
-	if r.ProgressPeriod == 0 {
-		r.ProgressPeriod = d.ProgressPeriod
-	}
+	return o
 }
 
 // Validate reports the first option that cannot run, naming it.
@@ -245,7 +216,7 @@ func (o *Options) Validate() error {
 // later stops the validation with an error that names it (and the results
 // already written to OutDir, if any, stay).
 func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, error) {
-	o.withDefaults()
+	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -328,7 +299,7 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL may carry credentials; t.Config is redacted
 		}
-		return fmt.Errorf("validate: target %s (%s) is not reachable: %v; nothing was run", t.Name, t.Config, err)
+		return fmt.Errorf("validate: target %s (%s) is not reachable: %w; nothing was run", t.Name, t.Config, err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -505,8 +476,7 @@ func dominantShare(a analyze.Attribution) float64 {
 // It returns the most requests the target held at once.
 func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) (int, error) {
 	so := t.Sim.TakeLongest(longest(w))
-	ro := o.Replay
-	ro.Run = run
+	ro := o.runOptions(run)
 	t0 := w.reqs[0].arrival
 	// The simulation reads the requests in arrival order (the workload's),
 	// one at a time, building each prompt as it goes; its rows come back
@@ -555,10 +525,18 @@ func longest(w Workload) int {
 	return n
 }
 
-// replayOnce replays w against t: its URL, or a fresh simulator.
-func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run string) (*replay.Result, error) {
+// runOptions are the replay options of the run named run: Replay's, with
+// the run's name and Speed, and no journal (results stay in memory, or go
+// to OutDir).
+func (o *Options) runOptions(run string) replay.Options {
 	ro := o.Replay
 	ro.Speed, ro.Run, ro.Journal = o.Speed, run, ""
+	return ro
+}
+
+// replayOnce replays w against t: its URL, or a fresh simulator.
+func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run string) (*replay.Result, error) {
+	ro := o.runOptions(run)
 	ro.URL = t.URL
 	if t.Sim != nil {
 		so := t.Sim.TakeLongest(longest(w))

@@ -352,14 +352,13 @@ func TestSimTargetTakesLongestRequest(t *testing.T) {
 	w.Records[1].InputTokens, w.Records[1].OutputTokens = 9000, 8
 	w = loaded(t, w)
 	tg := targets(t, "a=sim")[0]
-	o := &Options{}
-	o.withDefaults()
+	o := Options{}.WithDefaults()
 	o.Replay.NoPreflight = true
 	var recs []traces.Record
-	if _, err := simulate(context.Background(), w, tg, o, "offline", func(r *traces.Record) { recs = append(recs, *r) }); err != nil {
+	if _, err := simulate(context.Background(), w, tg, &o, "offline", func(r *traces.Record) { recs = append(recs, *r) }); err != nil {
 		t.Fatal(err)
 	}
-	run, err := replayOnce(context.Background(), w, tg, o, "replayed")
+	run, err := replayOnce(context.Background(), w, tg, &o, "replayed")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,14 @@
 // Command pmdemo plays the incident of bench/postmortem-demo.sh (package
 // incident: a burst on one of two servers, the results pooled as the
 // gateway would have logged them) and writes the pooled trace with its
-// wall-clock start recorded exactly, as capture --keep-start does. It
-// returns once the servers have been idle for a few seconds, so
-// Prometheus has scraped the whole incident.
+// wall-clock start recorded exactly, as capture --keep-start does. With
+// --fleet it plays bench/postmortem-pd-demo.sh's instead (package
+// pdincident: a burst of long prompts on a disaggregated fleet's one
+// prefill replica). It returns once the servers have been idle for a few
+// seconds, so Prometheus has scraped the whole incident.
 //
 //	go run ./bench/pmdemo --a http://127.0.0.1:18431 --b http://127.0.0.1:18432 --out incident.parquet
+//	go run ./bench/pmdemo --fleet http://127.0.0.1:18433 --out incident.parquet
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/bench/pmdemo/incident"
+	"github.com/tokentrace/tokentrace/bench/pmdemo/pdincident"
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
@@ -26,10 +30,11 @@ func main() {
 	b := flag.String("b", "", "base URL of the other server")
 	out := flag.String("out", "incident.parquet", "where to write the pooled trace")
 	seed := flag.Uint64("seed", 16, "seed of the lengths and arrival times")
-	promURL := flag.String("prometheus", "", "if set, wait until this Prometheus has scraped both servers 3 times")
+	fleetURL := flag.String("fleet", "", "base URL of a disaggregated fleet (tokentrace sim "+pdincident.Fleet+"): play its incident instead")
+	promURL := flag.String("prometheus", "", "if set, wait until this Prometheus has scraped its targets 3 times")
 	flag.Parse()
-	if *a == "" || *b == "" {
-		fmt.Fprintln(os.Stderr, "pmdemo: --a and --b are required")
+	if *fleetURL == "" && (*a == "" || *b == "") {
+		fmt.Fprintln(os.Stderr, "pmdemo: --a and --b, or --fleet, are required")
 		os.Exit(2)
 	}
 	if *promURL != "" {
@@ -38,7 +43,11 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(context.Background(), [2]string{*a, *b}, *out, *seed); err != nil {
+	run := func() error { return run(context.Background(), [2]string{*a, *b}, *out, *seed) }
+	if *fleetURL != "" {
+		run = func() error { return runFleet(context.Background(), *fleetURL, *out, *seed) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "pmdemo:", err)
 		os.Exit(1)
 	}
@@ -57,6 +66,23 @@ func run(ctx context.Context, urls [2]string, out string, seed uint64) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "pmdemo: %d requests pooled into %s (start %s)\n", len(pl.Pooled), out, pl.Origin.UTC().Format(time.RFC3339))
+	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 4*time.Second)))
+	return nil
+}
+
+func runFleet(ctx context.Context, url, out string, seed uint64) error {
+	ro := replay.DefaultOptions()
+	ro.NoPreflight = true
+	pl, err := pdincident.Play(ctx, url, pdincident.Records(seed), traces.NewMeta("pmdemo"), ro)
+	if err != nil {
+		return err
+	}
+	m := traces.NewMeta("pmdemo:gateway")
+	pl.StartMeta(&m)
+	if err := traces.WriteAll(out, m, pl.Logged); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "pmdemo: %d requests logged into %s (start %s)\n", len(pl.Logged), out, pl.Origin.UTC().Format(time.RFC3339))
 	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 4*time.Second)))
 	return nil
 }

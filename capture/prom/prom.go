@@ -8,16 +8,27 @@
 // Missing data is reported, never turned into zeros: a metric with no
 // series in the window is listed in Result.Missing and its column holds
 // traces.NotReported; a step with no point is a gap (Result.Gaps).
+//
+// A fleet (replicas behind a router, perhaps a prefill pool and a decode
+// pool) is read per replica: Options.InstanceLabel names the label that
+// tells the replicas apart and Options.RoleLabel the one that holds their
+// role; each replica's rows then carry its role, with the KV transfers
+// of vLLM's NIXL connector and the router's per-replica counts where they
+// are exported.
 package prom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -33,11 +44,23 @@ import (
 // series in the window.
 var ErrNoSeries = errors.New("no vLLM or SGLang series")
 
+// ErrLabel is returned when Options.InstanceLabel or Options.RoleLabel is
+// on none of the servers' series, or does not tell them apart; the error
+// lists the labels the series have.
+var ErrLabel = errors.New("unusable label")
+
 // Defaults of Options.
 const (
 	DefaultStep    = 5 * time.Second
 	DefaultTimeout = 30 * time.Second
 	DefaultRetries = 2
+	// DefaultInstanceLabel is Prometheus' own target label: one scrape
+	// target per server.
+	DefaultInstanceLabel = "instance"
+	// PrefillRole is the role value of a prefill pool (llm-d's
+	// llm-d.ai/role and tokentrace sim's role label): its replicas finish
+	// each request once more, before the decode replica that answers it.
+	PrefillRole = "prefill"
 )
 
 // Options say which Prometheus to ask and for what.
@@ -55,6 +78,17 @@ type Options struct {
 	// Selector holds extra label matchers for every series, e.g.
 	// `job="vllm",model_name="llama"` (default "": all series).
 	Selector string
+	// InstanceLabel is the label that tells the servers apart (default
+	// DefaultInstanceLabel, "instance"). Replicas scraped through one
+	// endpoint (tokentrace sim's fleet) or known by their pod name are
+	// told apart by another, e.g. "pod".
+	InstanceLabel string
+	// RoleLabel is the label holding each server's role in a fleet, e.g.
+	// "role", or llm-d's pod label llm-d.ai/role where the scrape
+	// configuration copies it onto the series (as "llm_d_ai_role", say);
+	// default "": no roles. A role label that no series carries is an
+	// error (ErrLabel) listing the labels the series have.
+	RoleLabel string
 	// BearerTokenFile and BasicAuthFile ("user:password") hold credentials;
 	// their contents never appear in errors or logs (default: none).
 	BearerTokenFile, BasicAuthFile string
@@ -79,9 +113,17 @@ type Result struct {
 	Gaps int
 	// Resets counts counter resets (a server restart) seen in the window.
 	Resets int
-	// Instances are the distinct instance labels seen (several servers
-	// behind one gateway show up here).
+	// Instances are the distinct values of Options.InstanceLabel seen
+	// (several servers behind one gateway show up here).
 	Instances []string
+	// Roles maps each instance to its value of Options.RoleLabel ("" when
+	// it has none); nil without a role label.
+	Roles map[string]string
+	// NotExported lists the fleet's optional columns with no series in
+	// the window (kv_transfer_time_mean_ns, kv_transfers: no NIXL
+	// connector; routed: no per-replica router counts). They are not in
+	// Missing: a server without disaggregation has no KV transfers.
+	NotExported []string
 	// Warnings are Prometheus' own warnings.
 	Warnings []string
 }
@@ -103,6 +145,15 @@ type column struct {
 	den   []string // ... divided by the increase of den[i] when num[i] answered, if set
 	scale float64  // applied to the value (seconds → ns)
 	set   func(s *traces.MetricsSample, v float64)
+	// perRequest marks a count of finished requests (the column itself,
+	// or the denominator of a per-request mean): under disaggregation the
+	// pooled rows count a prefill replica's finishes out, so each request
+	// counts once and a pooled mean is the time a request spent in that
+	// phase on both pools.
+	perRequest bool
+	// optional marks a fleet's column: without series it goes to
+	// Result.NotExported, not Result.Missing.
+	optional bool
 }
 
 // SGLang's names, from sgl-project/sglang python/sglang/srt/metrics/collector.py
@@ -158,12 +209,22 @@ func columns() []column {
 			den: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "sglang:prompt_tokens_total"},
 			set: func(s *traces.MetricsSample, v float64) { s.PrefixHitRate = v }},
 		{name: "preemptions", num: []string{"vllm:num_preemptions_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Preemptions })},
-		{name: "queue_time_mean_ns", num: qn, den: qd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.QueueTimeMeanNs })},
-		{name: "prefill_time_mean_ns", num: pn, den: pd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PrefillTimeMeanNs })},
-		{name: "decode_time_mean_ns", num: dn, den: dd, scale: 1e9, set: i64(func(s *traces.MetricsSample) *int64 { return &s.DecodeTimeMeanNs })},
-		{name: "requests_finished", num: []string{"vllm:request_success_total", "vllm:e2e_request_latency_seconds_count", "sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.RequestsFinished })},
+		{name: "queue_time_mean_ns", num: qn, den: qd, scale: 1e9, perRequest: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.QueueTimeMeanNs })},
+		{name: "prefill_time_mean_ns", num: pn, den: pd, scale: 1e9, perRequest: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PrefillTimeMeanNs })},
+		{name: "decode_time_mean_ns", num: dn, den: dd, scale: 1e9, perRequest: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.DecodeTimeMeanNs })},
+		{name: "requests_finished", num: []string{"vllm:request_success_total", "vllm:e2e_request_latency_seconds_count", "sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count"}, perRequest: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.RequestsFinished })},
 		{name: "prompt_tokens", num: []string{"vllm:prompt_tokens_total", "sglang:prompt_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.PromptTokens })},
 		{name: "generation_tokens", num: []string{"vllm:generation_tokens_total", "sglang:generation_tokens_total"}, set: i64(func(s *traces.MetricsSample) *int64 { return &s.GenerationTokens })},
+		// The fleet's: KV pulls as vLLM's NIXL connector observes them on
+		// the pulling (decode) side (NixlPromMetrics in
+		// vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py;
+		// llm-d's model server metrics reference lists the same names),
+		// and the requests a router sent each replica (tokentrace sim's
+		// router; llm-d's router exports request totals per model, not
+		// per replica).
+		{name: "kv_transfer_time_mean_ns", num: []string{"vllm:nixl_xfer_time_seconds_sum"}, den: []string{"vllm:nixl_xfer_time_seconds_count"}, scale: 1e9, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.KVTransferTimeMeanNs })},
+		{name: "kv_transfers", num: []string{"vllm:nixl_xfer_time_seconds_count"}, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.KVTransfers })},
+		{name: "routed", num: []string{"tokentrace_router_decisions_total"}, optional: true, set: i64(func(s *traces.MetricsSample) *int64 { return &s.Routed })},
 	}
 }
 
@@ -187,26 +248,39 @@ func (o *Options) defaults() {
 	if o.Retries == 0 {
 		o.Retries = DefaultRetries
 	}
+	if o.InstanceLabel == "" {
+		o.InstanceLabel = DefaultInstanceLabel
+	}
 }
 
-// Validate reports the first unusable option, naming it.
+// labelName is Prometheus' label name syntax.
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Validate reports the first unusable option, naming it in a
+// *traces.OptionError.
 func (o *Options) Validate() error {
 	u, err := url.Parse(o.URL)
 	switch {
 	case o.URL == "":
-		return errors.New("prom: Options.URL is required")
+		return optionErr("Options.URL", "required")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("prom: Options.URL: want http(s)://host:port, got %q", redactURL(o.URL))
+		return optionErr("Options.URL", "want http(s)://host:port, got %q", redactURL(o.URL))
 	case u.User != nil:
-		return errors.New("prom: Options.URL carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
+		return optionErr("Options.URL", "carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
 	case o.Start.IsZero():
-		return errors.New("prom: Options.Start is required (the trace's wall-clock start)")
+		return optionErr("Options.Start", "required (the trace's wall-clock start)")
 	case o.Duration <= 0:
-		return fmt.Errorf("prom: Options.Duration: want > 0, got %v", o.Duration)
+		return optionErr("Options.Duration", "want > 0, got %v", o.Duration)
 	case o.Step < time.Second || o.Step%time.Second != 0:
-		return fmt.Errorf("prom: Options.Step: want whole seconds ≥ 1s, got %v", o.Step)
+		return optionErr("Options.Step", "want whole seconds ≥ 1s, got %v", o.Step)
 	case o.Duration/o.Step > 11000:
-		return fmt.Errorf("prom: Options.Step %v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
+		return optionErr("Options.Step", "%v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
+	case o.InstanceLabel != "" && !labelName.MatchString(o.InstanceLabel):
+		return optionErr("Options.InstanceLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.InstanceLabel)
+	case o.RoleLabel != "" && !labelName.MatchString(o.RoleLabel):
+		return optionErr("Options.RoleLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
+	case o.RoleLabel != "" && o.RoleLabel == cmp.Or(o.InstanceLabel, DefaultInstanceLabel):
+		return optionErr("Options.RoleLabel", "%q is also Options.InstanceLabel: one label cannot name both a replica and its pool", o.RoleLabel)
 	}
 	return nil
 }
@@ -245,11 +319,11 @@ func (o *Options) transport() (http.RoundTripper, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return "", fmt.Errorf("prom: %s %s: %w", option, path, err)
+			return "", optionErr(option, "%s: %w", path, err)
 		}
 		s := strings.TrimSpace(string(b))
 		if s == "" {
-			return "", fmt.Errorf("prom: %s %s is empty", option, path)
+			return "", optionErr(option, "%s is empty", path)
 		}
 		return s, nil
 	}
@@ -267,7 +341,7 @@ func (o *Options) transport() (http.RoundTripper, error) {
 		}
 		user, pass, ok := strings.Cut(up, ":")
 		if !ok {
-			return nil, fmt.Errorf("prom: Options.BasicAuthFile %s: want user:password", o.BasicAuthFile)
+			return nil, optionErr("Options.BasicAuthFile", "%s: want user:password", o.BasicAuthFile)
 		}
 		req, _ := http.NewRequest("GET", "http://x", nil)
 		req.SetBasicAuth(user, pass)
@@ -308,36 +382,51 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		return rows
 	}
 	r := v1.Range{Start: o.Start, End: o.Start.Add(time.Duration(n-1) * o.Step), Step: o.Step}
-	// Which instances served: one query for the whole window, over both
-	// engines' running gauge.
-	m, err := o.queryRange(ctx, papi, "count by (instance) (vllm:num_requests_running{"+o.Selector+"} or sglang:num_running_reqs{"+o.Selector+"})", r, res)
-	if err != nil {
+	if err := o.instances(ctx, papi, r, res); err != nil {
 		return nil, err
 	}
-	for _, ss := range m {
-		if in := string(ss.Metric["instance"]); in != "" {
-			res.Instances = append(res.Instances, in)
-		}
-	}
-	sort.Strings(res.Instances)
 	rows := map[string][]traces.MetricsSample{"": newRows("")}
 	perInstance := len(res.Instances) > 1
 	if perInstance {
 		for _, in := range res.Instances {
 			rows[in] = newRows(in)
+			for i := range rows[in] {
+				rows[in][i].Role = res.Roles[in]
+			}
 		}
 	}
+	// Under disaggregation a request finishes on a prefill replica, then
+	// on the decode replica that answers it: the pooled per-request counts
+	// leave the prefill pool's out, so each request counts once.
+	var outOfPool func(model.Metric) bool
+	if o.RoleLabel != "" && disaggregated(res.Roles) {
+		outOfPool = func(m model.Metric) bool {
+			return strings.EqualFold(string(m[model.LabelName(o.RoleLabel)]), PrefillRole)
+		}
+	}
+	required := 0
 	for _, c := range columns() {
+		if !c.optional {
+			required++
+		}
 		var vals map[string][]float64 // by instance ("" pooled), per step; NaN = no data
 		var err error
 		if c.gauge != nil {
 			vals, err = o.gaugeValues(ctx, papi, c.agg, c.gauge, perInstance, r, n, res)
 		} else {
 			var idx int
-			vals, idx, err = o.counterValues(ctx, papi, c.num, r, n, res)
+			skip := outOfPool
+			if !c.perRequest || c.den != nil {
+				skip = nil // a sum over every replica (a mean's numerator: the time on both pools)
+			}
+			vals, idx, err = o.counterValues(ctx, papi, c.num, skip, r, n, res)
 			if err == nil && vals != nil && c.den != nil {
 				var den map[string][]float64
-				if den, _, err = o.counterValues(ctx, papi, c.den[idx:idx+1], r, n, res); err == nil {
+				skip = outOfPool
+				if !c.perRequest {
+					skip = nil
+				}
+				if den, _, err = o.counterValues(ctx, papi, c.den[idx:idx+1], skip, r, n, res); err == nil {
 					for k, v := range vals {
 						divide(v, den[k])
 					}
@@ -348,14 +437,18 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 		if vals[""] == nil {
-			res.Missing = append(res.Missing, c.name)
+			if c.optional {
+				res.NotExported = append(res.NotExported, c.name)
+			} else {
+				res.Missing = append(res.Missing, c.name)
+			}
 			continue
 		}
 		for key, rs := range rows {
 			for i, v := range vals[key] {
 				switch {
 				case math.IsNaN(v):
-					if key == "" && (i > 0 || c.gauge != nil) { // a counter has no increase at the first step
+					if key == "" && !c.optional && (i > 0 || c.gauge != nil) { // a counter has no increase at the first step
 						res.Gaps++
 					}
 				case math.IsInf(v, 0):
@@ -369,7 +462,7 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 	}
-	if len(res.Missing) == len(columns()) {
+	if len(res.Missing) == required {
 		sel := "no selector"
 		if o.Selector != "" {
 			sel = "selector " + o.Selector
@@ -384,6 +477,140 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// instances fills res.Instances (and res.Roles with a role label) from
+// the running-requests gauge over the window. A label that no series
+// carries, or an instance label under which one instance has two roles
+// (it does not tell the replicas apart), is an ErrLabel listing the labels
+// the series have.
+func (o *Options) instances(ctx context.Context, papi v1.API, r v1.Range, res *Result) error {
+	by := o.InstanceLabel
+	if o.RoleLabel != "" {
+		by += ", " + o.RoleLabel
+	}
+	m, err := o.queryRange(ctx, papi, "count by ("+by+") ("+runningSel(o.Selector)+")", r, res)
+	if err != nil {
+		return err
+	}
+	il, rl := model.LabelName(o.InstanceLabel), model.LabelName(o.RoleLabel)
+	roles := map[string]string{}
+	labelled, unlabelled := false, 0
+	var twoRoles []string
+	for _, ss := range m {
+		in := string(ss.Metric[il])
+		if in == "" {
+			unlabelled++
+			continue
+		}
+		role := string(ss.Metric[rl])
+		labelled = labelled || role != ""
+		if prev, ok := roles[in]; ok && prev != role {
+			twoRoles = append(twoRoles, fmt.Sprintf("%s has %q and %q", in, prev, role))
+		}
+		if _, ok := roles[in]; !ok || role != "" {
+			roles[in] = role
+		}
+	}
+	if len(m) == 0 {
+		return nil // no series at all: Fetch says so after reading every metric
+	}
+	switch {
+	case len(roles) == 0 && o.InstanceLabel != DefaultInstanceLabel:
+		return o.labelError(ctx, papi, r, res, fmt.Sprintf("instance label %q (Options.InstanceLabel) is on none", o.InstanceLabel))
+	case o.RoleLabel != "" && !labelled:
+		return o.labelError(ctx, papi, r, res, fmt.Sprintf("role label %q (Options.RoleLabel) is on none", o.RoleLabel))
+	case len(twoRoles) > 0:
+		slices.Sort(twoRoles)
+		return o.labelError(ctx, papi, r, res, fmt.Sprintf("instance label %q (Options.InstanceLabel) does not tell the replicas apart (%s): name the label that does, e.g. pod; it is on all", o.InstanceLabel, strings.Join(twoRoles, "; ")))
+	}
+	for in := range roles {
+		res.Instances = append(res.Instances, in)
+	}
+	sort.Strings(res.Instances)
+	if o.RoleLabel != "" {
+		res.Roles = roles
+		var none []string
+		for _, in := range res.Instances {
+			if roles[in] == "" {
+				none = append(none, in)
+			}
+		}
+		if len(none) > 0 {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("instances %s have no %s label: they belong to no pool", strings.Join(none, ", "), o.RoleLabel))
+		}
+	}
+	if unlabelled > 0 && o.InstanceLabel != DefaultInstanceLabel {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d series of the running-requests gauge have no %s label: they count in the pooled rows only", unlabelled, o.InstanceLabel))
+	}
+	return nil
+}
+
+// runningSel is the running-requests gauge of both engines.
+func runningSel(sel string) string {
+	return "vllm:num_requests_running{" + sel + "} or sglang:num_running_reqs{" + sel + "}"
+}
+
+// disaggregated reports whether roles has a prefill pool and another.
+func disaggregated(roles map[string]string) bool {
+	var prefill, other bool
+	for _, r := range roles {
+		if strings.EqualFold(r, PrefillRole) {
+			prefill = true
+		} else if r != "" {
+			other = true
+		}
+	}
+	return prefill && other
+}
+
+// labelError is an ErrLabel whose message starts with what (the label at
+// fault, "... is on none") and lists the labels of the running-requests
+// gauge's series in the window, with a few values each.
+func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *Result, what string) error {
+	qctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	sets, warns, _, err := papi.Series(qctx, []string{"vllm:num_requests_running{" + o.Selector + "}", "sglang:num_running_reqs{" + o.Selector + "}"}, r.Start, r.End, v1.WithLimit(1000))
+	res.Warnings = append(res.Warnings, warns...)
+	if err != nil {
+		return fmt.Errorf("prom: %w: %s of the servers' series (listing their labels failed: %w)", ErrLabel, what, err)
+	}
+	values := map[string]map[string]bool{}
+	for _, ls := range sets {
+		for k, v := range ls {
+			if k == model.MetricNameLabel {
+				continue
+			}
+			if values[string(k)] == nil {
+				values[string(k)] = map[string]bool{}
+			}
+			values[string(k)][string(v)] = true
+		}
+	}
+	names := make([]string, 0, len(values))
+	for k := range values {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		vs := make([]string, 0, len(values[k]))
+		for v := range values[k] {
+			vs = append(vs, v)
+		}
+		sort.Strings(vs)
+		const show = 4
+		more := ""
+		if len(vs) > show {
+			more = fmt.Sprintf(", … (%d values)", len(vs))
+			vs = vs[:show]
+		}
+		fmt.Fprintf(&b, "%s=%s%s", k, strings.Join(vs, ", "), more)
+	}
+	return fmt.Errorf("prom: %w: %s of the %d series of the servers' running-requests gauge in the window; their labels: %s", ErrLabel, what, len(sets), b.String())
 }
 
 // divide turns num into num/den step by step: NaN where den has no data,
@@ -439,11 +666,14 @@ func (o *Options) gaugeValues(ctx context.Context, papi v1.API, agg string, name
 		out := map[string][]float64{}
 		fill(m, func(*model.SampleStream) string { return "" }, out)
 		if perInstance {
-			m, err := o.queryRange(ctx, papi, agg+" by (instance) ("+sel+")", r, res)
+			m, err := o.queryRange(ctx, papi, agg+" by ("+o.InstanceLabel+") ("+sel+")", r, res)
 			if err != nil {
 				return nil, err
 			}
-			fill(m, func(ss *model.SampleStream) string { return string(ss.Metric["instance"]) }, out)
+			byInstance := map[string][]float64{}
+			fill(m, func(ss *model.SampleStream) string { return string(ss.Metric[model.LabelName(o.InstanceLabel)]) }, byInstance)
+			delete(byInstance, "") // series without the label count in the pooled value only
+			maps.Copy(out, byInstance)
 		}
 		return out, nil
 	}
@@ -451,10 +681,11 @@ func (o *Options) gaugeValues(ctx context.Context, papi v1.API, agg string, name
 }
 
 // counterValues is the increase per step of the first of names that has
-// series, summed over them (key "") and by instance label, and that name's
-// index; a counter that drops was reset and counts its new value. Steps no
-// series covers are NaN.
-func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, r v1.Range, n int, res *Result) (map[string][]float64, int, error) {
+// series, summed over them (key "", leaving out the series outOfPool
+// reports, if set) and by instance label, and that name's index; a
+// counter that drops was reset and counts its new value. Steps no series
+// covers are NaN.
+func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string, outOfPool func(model.Metric) bool, r v1.Range, n int, res *Result) (map[string][]float64, int, error) {
 	for idx, name := range names {
 		m, err := o.queryRange(ctx, papi, name+"{"+o.Selector+"}", r, res)
 		if err != nil {
@@ -465,8 +696,15 @@ func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string
 		}
 		out := map[string][]float64{}
 		for _, ss := range m {
-			in := string(ss.Metric["instance"])
-			for _, k := range []string{"", in} {
+			in := string(ss.Metric[model.LabelName(o.InstanceLabel)])
+			keys := []string{"", in}
+			if in == "" {
+				keys = keys[:1] // the pooled key once
+			}
+			if outOfPool != nil && outOfPool(ss.Metric) {
+				keys = keys[1:]
+			}
+			for _, k := range keys {
 				if out[k] == nil {
 					out[k] = nanSlice(n)
 				}
@@ -483,14 +721,11 @@ func (o *Options) counterValues(ctx context.Context, papi v1.API, names []string
 						d = v
 						res.Resets++
 					}
-					for _, k := range []string{"", in} {
+					for _, k := range keys {
 						if math.IsNaN(out[k][i]) {
 							out[k][i] = 0
 						}
 						out[k][i] += d
-						if in == "" {
-							break // the pooled key once
-						}
 					}
 				}
 				prev, prevOK = v, true
@@ -546,4 +781,9 @@ func (o *Options) queryRange(ctx context.Context, papi v1.API, q string, r v1.Ra
 		}
 	}
 	return nil, fmt.Errorf("prom: query %s at %s: %w", q, redactURL(o.URL), last)
+}
+
+// optionErr is prom's error for option (a field of Options).
+func optionErr(option, format string, a ...any) error {
+	return traces.OptionErrorf("prom", option, format, a...)
 }

@@ -2,8 +2,10 @@ package prom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -168,25 +171,29 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 	}
 }
 
-// TestValidate names the option at fault.
+// TestValidate names the option at fault, in a *traces.OptionError.
 func TestValidate(t *testing.T) {
 	ok := Options{URL: "http://p:9090", Start: time.Unix(1, 0), Duration: time.Minute, Step: time.Second}
 	for _, c := range []struct {
-		why  string
-		edit func(o *Options)
-		want string
+		why    string
+		edit   func(o *Options)
+		option string
+		want   string
 	}{
-		{"a URL is required", func(o *Options) { o.URL = "" }, "Options.URL is required"},
-		{"credentials in the URL are refused without echoing them", func(o *Options) { o.URL = "http://user:pw@p:9090" }, "carries credentials"},
-		{"a start is required", func(o *Options) { o.Start = time.Time{} }, "Options.Start"},
-		{"the step is whole seconds", func(o *Options) { o.Step = 1500 * time.Millisecond }, "Options.Step"},
-		{"too many points are refused", func(o *Options) { o.Duration = 24 * time.Hour }, "11,000 points"},
+		{"a URL is required", func(o *Options) { o.URL = "" }, "Options.URL", "prom: Options.URL: required"},
+		{"credentials in the URL are refused without echoing them", func(o *Options) { o.URL = "http://user:pw@p:9090" }, "Options.URL", "carries credentials"},
+		{"a start is required", func(o *Options) { o.Start = time.Time{} }, "Options.Start", "required"},
+		{"the step is whole seconds", func(o *Options) { o.Step = 1500 * time.Millisecond }, "Options.Step", "whole seconds"},
+		{"too many points are refused", func(o *Options) { o.Duration = 24 * time.Hour }, "Options.Step", "11,000 points"},
+		{"a role label that is a Kubernetes pod label, not a series label, is refused", func(o *Options) { o.RoleLabel = "llm-d.ai/role" }, "Options.RoleLabel", `Options.RoleLabel: "llm-d.ai/role" is not a Prometheus label name`},
+		{"one label cannot name both a replica and its pool", func(o *Options) { o.InstanceLabel, o.RoleLabel = "pod", "pod" }, "Options.RoleLabel", "also Options.InstanceLabel"},
 	} {
 		o := ok
 		c.edit(&o)
 		err := o.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
-			t.Errorf("%s: %v, want an error containing %q", c.why, err, c.want)
+		var oe *traces.OptionError
+		if !errors.As(err, &oe) || oe.Option != c.option || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "pw") {
+			t.Errorf("%s: %v, want an option error for %s containing %q", c.why, err, c.option, c.want)
 		}
 	}
 	if err := ok.Validate(); err != nil {
@@ -318,4 +325,120 @@ func TestFetchSGLangNames(t *testing.T) {
 		t.Errorf("%d gaps in %d steps of a series scraped every second", res.Gaps, res.Steps)
 	}
 	t.Logf("missing %v, gaps %d, first rows %+v", res.Missing, res.Gaps, pooled[1])
+}
+
+// TestFetchFleetRoles has a real Prometheus scrape a simulated
+// disaggregated fleet (one prefill and two decode replicas behind one
+// endpoint, every series labelled with its pod and role) and reads it per
+// replica: each replica's rows carry its role, the decode replicas' KV
+// pulls come from vLLM's NIXL histograms, the router's per-replica counts
+// add up to the requests each pool served, and the pooled finished
+// requests count each request once though the prefill and the decode
+// replica both finish it. A role label no series has, an instance label
+// no series has, and an instance label that does not tell the replicas
+// apart are errors listing the labels the series do have.
+func TestFetchFleetRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and waits for scrapes (~12 s)")
+	}
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, "prefill-replicas=1,decode-replicas=2"); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fleet.Start(ctx, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	promtest.WaitScrapes(t, promURL, 3)
+	start := time.Now().Truncate(time.Second)
+	const n = 40
+	load(t, srv.URL, n, 3*time.Second)
+	time.Sleep(5 * time.Second)
+	o := Options{URL: promURL, Start: start, Duration: 8 * time.Second, Step: time.Second, InstanceLabel: "pod", RoleLabel: "role"}
+	res, err := Fetch(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.Instances, ","); got != "decode-0,decode-1,prefill-0" {
+		t.Fatalf("instances %s, want the three pods", got)
+	}
+	wantRole := map[string]string{"decode-0": "decode", "decode-1": "decode", "prefill-0": "prefill"}
+	if !maps.Equal(res.Roles, wantRole) {
+		t.Errorf("roles %v, want %v", res.Roles, wantRole)
+	}
+	if len(res.NotExported) > 0 || len(res.Missing) > 2 {
+		t.Errorf("not exported %v, missing %v: want every fleet column", res.NotExported, res.Missing)
+	}
+	finished, routed, pulls := 0.0, map[string]int64{}, map[string]int64{}
+	pullTime := map[string]bool{}
+	for _, s := range res.Samples {
+		if s.Instance == "" {
+			if s.Role != "" {
+				t.Errorf("pooled row at %d has role %q", s.TimeNs, s.Role)
+			}
+			finished += float64(max(s.RequestsFinished, 0))
+			continue
+		}
+		if s.Role != wantRole[s.Instance] {
+			t.Errorf("row of %s has role %q, want %q", s.Instance, s.Role, wantRole[s.Instance])
+		}
+		routed[s.Instance] += max(s.Routed, 0)
+		pulls[s.Instance] += max(s.KVTransfers, 0)
+		pullTime[s.Instance] = pullTime[s.Instance] || s.KVTransferTimeMeanNs > 0
+	}
+	// Each request finishes on the prefill and on the decode replica; the
+	// pooled rows count it once.
+	if finished < 0.8*n || finished > 1.2*n {
+		t.Errorf("requests finished over the window: %.0f, want about %d (each request once)", finished, n)
+	}
+	if r := routed["prefill-0"]; r < n*8/10 || r > n {
+		t.Errorf("routed to prefill-0: %d, want about %d", r, n)
+	}
+	if r := routed["decode-0"] + routed["decode-1"]; r < n*8/10 || r > n {
+		t.Errorf("routed to the decode pool: %d, want about %d", r, n)
+	}
+	// A decode replica pulls what its own prefix cache lacks (every
+	// prompt here is the same): at most one pull per request it served.
+	for _, d := range []string{"decode-0", "decode-1"} {
+		if pulls[d] <= 0 || pulls[d] > routed[d] || !pullTime[d] {
+			t.Errorf("KV pulls of %s: %d (mean time seen: %v), want some and at most the %d requests routed there", d, pulls[d], pullTime[d], routed[d])
+		}
+	}
+	if pulls["prefill-0"] != 0 {
+		t.Errorf("the prefill replica pulled KV %d times, want never", pulls["prefill-0"])
+	}
+	t.Logf("finished %.0f, routed %v, pulls %v, gaps %d, missing %v", finished, routed, pulls, res.Gaps, res.Missing)
+
+	for _, c := range []struct {
+		why  string
+		edit func(o *Options)
+		want []string
+	}{
+		{"a role label on no series lists the labels and values the series have",
+			func(o *Options) { o.RoleLabel = "llm_d_ai_role" },
+			[]string{`role label "llm_d_ai_role"`, "is on none", "pod=decode-0, decode-1, prefill-0", "role=decode, prefill", "job=vllm"}},
+		{"an instance label on no series is named with the labels the series have",
+			func(o *Options) { o.InstanceLabel, o.RoleLabel = "kubernetes_pod_name", "" },
+			[]string{`instance label "kubernetes_pod_name"`, "is on none", "pod=decode-0"}},
+		{"an instance label under which one instance has two roles does not tell the replicas apart",
+			func(o *Options) { o.InstanceLabel = "" },
+			[]string{`instance label "instance"`, "does not tell the replicas apart", `has "decode" and "prefill"`, "pod=decode-0"}},
+	} {
+		bad := o
+		c.edit(&bad)
+		_, err := Fetch(ctx, bad)
+		if !errors.Is(err, ErrLabel) {
+			t.Errorf("%s: error %v, want ErrLabel", c.why, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not contain %q", c.why, err, w)
+			}
+		}
+		t.Logf("%s: %v", c.why, err)
+	}
 }

@@ -38,10 +38,11 @@ type analyzeFlags struct {
 	compareMode         string
 	practicalPct        float64
 	minChangeMs         float64
+	maxLateness         time.Duration
 }
 
 func (f *analyzeFlags) common() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "slo", Usage: "goodput SLOs, e.g. ttft=500ms,tpot=50ms,e2e=10s (any subset)", Destination: &f.slo},
 		&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &f.tail},
 		&cli.StringFlag{Name: "tail-metric", Usage: "metric that selects the tail: " + strings.Join(analyze.TailMetrics, ", "), Value: analyze.DefaultTailMetric, Destination: &f.o.TailMetric},
@@ -49,7 +50,7 @@ func (f *analyzeFlags) common() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print JSON (same as --format json)", Destination: &f.asJSON},
 		&cli.StringFlag{Name: "class", Usage: "analyze only the rows of this `CLASS` (e.g. interactive, beside a replay --background batch load)", Destination: &f.o.Class},
 		&cli.IntFlag{Name: "exact-rows", Usage: "memory budget in result rows (about 300 bytes each): past it percentiles come from log histograms (within 0.05 %, flagged approx/~) and attribution, timeline and charts from a sample of at most this many rows; --requests-out then fails", Value: analyze.DefaultExactRows, Destination: &f.o.ExactRows},
-	}
+	}, readFlagsInto(&f.o.Read)...)
 }
 
 // options validates the shared flags into analyze.Options.
@@ -57,40 +58,18 @@ func (f *analyzeFlags) options() (analyze.Options, error) {
 	o := f.o
 	var err error
 	if o.SLO, err = traces.ParseSLO(f.slo); err != nil {
-		return o, usageErrorf("--slo: %v", err)
+		return o, usageErrorf("--slo: %w", err)
 	}
 	if o.TailPercentile, err = analyze.ParsePercentile(f.tail); err != nil {
-		return o, usageErrorf("--tail: %v", err)
+		return o, usageErrorf("--tail: %w", err)
 	}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("analyze: %v", err)
+		return o, usageErrorf("analyze: %w", err)
 	}
 	return o, nil
 }
 
-func analyzeCommand() *cli.Command {
-	f := &analyzeFlags{o: analyze.DefaultOptions(), format: "text"}
-	vd := analyze.DefaultVLLMOptions()
-	var capFlags capacityFlagValues
-	flags := append(f.common(),
-		&cli.StringFlag{Name: "format", Usage: "output: " + strings.Join(analyzeFormats, ", ") + " (vllm = the block layout of vllm bench serve)", Value: f.format, Destination: &f.format},
-		&cli.StringFlag{Name: "by", Usage: "also summarize per " + strings.Join(analyze.ByDimensions, ", "), Destination: &f.o.By},
-		&cli.DurationFlag{Name: "window", Usage: "timeline window width; prints the timeline (0 = auto width, timeline only in JSON/HTML)", Destination: &f.o.Window},
-		&cli.StringFlag{Name: "requests-out", Usage: "write per-request attribution (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source) to this .csv or .jsonl[.zst] `FILE`", Destination: &f.requestsOut},
-		&cli.StringFlag{Name: "html", Usage: "write a self-contained HTML report with charts to this `FILE`", Destination: &f.html},
-		&cli.StringFlag{Name: "vllm-json", Usage: "write the JSON of vllm bench serve --save-result to this `FILE`", Destination: &f.vllmJSON},
-		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},
-		&cli.StringFlag{Name: "metric-percentiles", Usage: "--format vllm / --vllm-json: percentiles, e.g. 50,90,99", Value: "99", Destination: &f.metricPercentiles},
-		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Destination: &f.maxConc},
-		&cli.IntFlag{Name: "kv-blocks", Usage: "capacity in prefix blocks (the results' block size) of the LRU cache that gives the prefix-cache hit rate the trace implies, beside the server's (0 = unbounded)", Destination: &f.o.KVBlocks},
-		&cli.DurationFlag{Name: "session-idle", Usage: "a session ends this long after its last send or token (its makespan is then final)", Value: analyze.DefaultSessionIdle, Destination: &f.o.SessionIdle},
-		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
-	)
-	flags = append(flags, capacityFlags(&capFlags)...) // sweep.go (issue 9)
-	return &cli.Command{
-		Name:  "analyze",
-		Usage: "summarize results, attribute the tail latency, compare runs, write reports",
-		UsageText: `tokentrace analyze [flags] RESULTS...
+const analyzeUsageText = `tokentrace analyze [flags] RESULTS...
 tokentrace analyze compare [flags] A B
 
 Examples:
@@ -99,8 +78,9 @@ Examples:
   tokentrace analyze --tail p99 --tail-metric ttft --requests-out attribution.csv results.parquet
   tokentrace analyze --window 10s shard-0.parquet shard-1.parquet shard-2.parquet
   tokentrace analyze --format vllm --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,99 results.parquet
-  tokentrace analyze compare synth-results.parquet real-results.parquet`,
-		Description: `analyze reads results files (any tokentrace codec; several files, e.g. the
+  tokentrace analyze compare synth-results.parquet real-results.parquet`
+
+const analyzeDescription = `analyze reads results files (any tokentrace codec; several files, e.g. the
 shards of one replay, are pooled) and reports requests by status, duration,
 throughput, peak concurrency, and mean/std/p50/p90/p95/p99/p99.9/max of TTFT,
 TPOT, ITL (per chunk and per token), E2E and client lateness, with TTFT and
@@ -112,8 +92,33 @@ prefill, decode and the remainder: exactly where the results carry server
 timings, otherwise estimated (prefill fitted on the least-loaded requests as
 a function of uncached prompt tokens). For the tail (--tail, on
 --tail-metric) it gives each component's share, the dominant cause, when the
-tail happened, the load around it, and a diagnosis in words.`,
-		Flags: flags,
+tail happened, the load around it, and a diagnosis in words.`
+
+func analyzeCommand() *cli.Command {
+	f := &analyzeFlags{o: analyze.DefaultOptions(), format: "text"}
+	vd := analyze.DefaultVLLMOptions()
+	var capFlags capacityFlagValues
+	flags := append(f.common(),
+		&cli.StringFlag{Name: "format", Usage: "output: " + strings.Join(analyzeFormats, ", ") + " (vllm = the block layout of vllm bench serve)", Value: f.format, Destination: &f.format},
+		&cli.StringFlag{Name: "by", Usage: "also summarize per " + strings.Join(analyze.ByDimensions, ", "), Destination: &f.o.By},
+		&cli.DurationFlag{Name: "window", Usage: "timeline window width; prints the timeline (0 = auto width, timeline only in JSON/HTML)", Destination: &f.o.Window},
+		&cli.StringFlag{Name: "requests-out", Usage: "write the attribution of every successful request (seq, request_id, lateness_ns, queue_ns, prefill_ns, decode_ns, other_ns, source, tail) to this .csv or .jsonl[.zst] `FILE`; tail is true for the requests in the --tail of --tail-metric", Destination: &f.requestsOut},
+		&cli.StringFlag{Name: "html", Usage: "write a self-contained HTML report with charts to this `FILE`", Destination: &f.html},
+		&cli.StringFlag{Name: "vllm-json", Usage: "write the JSON of vllm bench serve --save-result to this `FILE`", Destination: &f.vllmJSON},
+		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},
+		&cli.StringFlag{Name: "metric-percentiles", Usage: "--format vllm / --vllm-json: percentiles, e.g. 50,90,99", Value: "99", Destination: &f.metricPercentiles},
+		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Destination: &f.maxConc},
+		&cli.IntFlag{Name: "kv-blocks", Usage: "capacity in prefix blocks (the results' block size) of the LRU cache that gives the prefix-cache hit rate the trace implies, beside the server's (0 = unbounded)", Destination: &f.o.KVBlocks},
+		&cli.DurationFlag{Name: "session-idle", Usage: "a session ends this long after its last send or token (its makespan is then final)", Value: analyze.DefaultSessionIdle, Destination: &f.o.SessionIdle},
+		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
+	)
+	flags = append(flags, capacityFlags(&capFlags)...) // runflags.go
+	return &cli.Command{
+		Name:        "analyze",
+		Usage:       "summarize results, attribute the tail latency, compare runs, write reports",
+		UsageText:   analyzeUsageText,
+		Description: analyzeDescription,
+		Flags:       flags,
 		Subcommands: []*cli.Command{
 			analyzeCompareCommand(),
 		},
@@ -134,17 +139,17 @@ tail happened, the load around it, and a diagnosis in words.`,
 			}
 			vo := analyze.VLLMOptions{MaxConcurrency: f.maxConc, RequestRate: f.requestRate, Date: time.Now().UTC().Format("20060102-150405")}
 			if vo.PercentileMetrics, err = analyze.ParseVLLMMetrics(f.percentileMetrics); err != nil {
-				return usageErrorf("--percentile-metrics: %v", err)
+				return usageErrorf("--percentile-metrics: %w", err)
 			}
 			if vo.MetricPercentiles, err = analyze.ParsePercentiles(f.metricPercentiles); err != nil {
-				return usageErrorf("--metric-percentiles: %v", err)
+				return usageErrorf("--metric-percentiles: %w", err)
 			}
 			if err := capFlags.apply(&o); err != nil {
 				return err
 			}
 			if f.requestsOut != "" {
 				if _, _, err := analyze.RequestsFormat(f.requestsOut); err != nil {
-					return usageErrorf("--requests-out: %v", err)
+					return usageErrorf("--requests-out: %w", err)
 				}
 				o.KeepRequests = true
 			}
@@ -199,100 +204,4 @@ func analyzeError(err error) error {
 		return withCode(exitFailure, err)
 	}
 	return err
-}
-
-func analyzeCompareCommand() *cli.Command {
-	f := &analyzeFlags{o: analyze.DefaultOptions()}
-	flags := append(f.common(),
-		&cli.Uint64Flag{Name: "seed", Usage: "bootstrap seed", Value: analyze.DefaultSeed, Destination: &f.seed},
-		&cli.IntFlag{Name: "resamples", Usage: "bootstrap resamples", Value: analyze.DefaultResamples, Destination: &f.resamples},
-		&cli.Float64Flag{Name: "confidence", Usage: "confidence level of the intervals", Value: analyze.DefaultConfidence, Destination: &f.confidence},
-		&cli.IntFlag{Name: "max-sample", Usage: "values per side kept for the bootstrap (evenly spaced order statistics)", Value: analyze.DefaultMaxBootstrapSample, Destination: &f.compareMaxSample},
-		&cli.Float64Flag{Name: "threshold-pct", Usage: "relative change (%) under which metrics without an interval are unchanged", Value: 100 * analyze.DefaultRelativeThreshold, Destination: &f.compareThresholdPct},
-		&cli.StringFlag{Name: "mode", Usage: "change: B against the baseline A (better/worse); fidelity: does B (a synthetic run) reproduce A (the real one) (same/differs)", Value: analyze.ModeChange, Destination: &f.compareMode},
-		&cli.Float64Flag{Name: "practical-pct", Usage: "--mode fidelity: relative difference (%) under which a metric is the same even when its interval excludes zero", Value: 100 * analyze.DefaultPracticalDiff, Destination: &f.practicalPct},
-		&cli.Float64Flag{Name: "min-change-ms", Usage: "latency differences under this many ms count as no change (noise)", Value: analyze.DefaultMinChangeMs, Destination: &f.minChangeMs},
-		&cli.StringFlag{Name: "label-a", Usage: "name of the first run (default: its file name)", Destination: &f.labelA},
-		&cli.StringFlag{Name: "label-b", Usage: "name of the second run (default: its file name)", Destination: &f.labelB},
-		&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML comparison with charts to this `FILE`", Destination: &f.html},
-	)
-	return &cli.Command{
-		Name:  "compare",
-		Usage: "compare two runs metric by metric, with bootstrap intervals and verdicts",
-		UsageText: `tokentrace analyze compare [flags] A B
-
-A and B are results files; give the shards of one run as a comma-separated list.
-
-Examples:
-  tokentrace analyze compare before.parquet after.parquet
-  tokentrace analyze compare --mode fidelity --label-a real --label-b synthetic real-results.parquet synth-results.parquet
-  tokentrace analyze compare --slo ttft=500ms --label-a before --label-b after before.parquet after-0.parquet,after-1.parquet
-  tokentrace analyze compare --json --seed 7 a.parquet b.parquet
-  tokentrace analyze compare --html compare.html before.parquet after.parquet`,
-		Description: `compare analyzes A and B with the same options and prints a one-line
-conclusion, then every metric side by side with its change, a seeded
-bootstrap confidence interval of the change of each latency's p50 and p99,
-and a verdict, then the tail attribution of both runs. The metadata that
-differs comes first (what was asked before per-run bookkeeping).
-
---mode change (default): A is the baseline; verdicts better, worse, no
-significant change.
---mode fidelity: A is the real traffic's run, B a synthetic workload's;
-verdicts same within interval, same within threshold (--practical-pct),
-differs; the conclusion says whether B reaches A's conclusion (tail cause and
-key percentiles). Lateness is left out of the verdicts there: it judges each
-run's validity, not the workload.`,
-		Flags: flags,
-		Action: func(c *cli.Context) error {
-			names, err := args(c, 2, 2, "results A and B")
-			if err != nil {
-				return err
-			}
-			o, err := f.options()
-			if err != nil {
-				return err
-			}
-			if f.confidence <= 0 || f.confidence >= 1 {
-				return usageErrorf("--confidence %v: want a level strictly between 0 and 1, e.g. 0.95", f.confidence)
-			}
-			if f.resamples < 10 {
-				return usageErrorf("--resamples %d: want at least 10", f.resamples)
-			}
-			if f.compareMode != analyze.ModeChange && f.compareMode != analyze.ModeFidelity {
-				return usageErrorf("--mode %q: want change or fidelity", f.compareMode)
-			}
-			if f.practicalPct <= 0 || f.minChangeMs < 0 {
-				return usageErrorf("--practical-pct and --min-change-ms: want positive values")
-			}
-			co := analyze.CompareOptions{Seed: f.seed, Resamples: f.resamples, Confidence: f.confidence, MaxSample: f.compareMaxSample,
-				Threshold: f.compareThresholdPct / 100, LabelA: f.labelA, LabelB: f.labelB,
-				Mode: f.compareMode, PracticalDiff: f.practicalPct / 100, MinChangeMs: f.minChangeMs}
-			if co.LabelA == "" {
-				co.LabelA = names[0]
-			}
-			if co.LabelB == "" {
-				co.LabelB = names[1]
-			}
-			cmp, err := analyze.CompareFiles(c.Context, strings.Split(names[0], ","), strings.Split(names[1], ","), o, co)
-			if err != nil {
-				return analyzeError(err)
-			}
-			s := stdio(c)
-			if f.asJSON {
-				err = cmp.WriteJSON(s.out)
-			} else {
-				err = cmp.WriteText(s.out)
-			}
-			if err != nil {
-				return fmt.Errorf("write comparison: %w", err)
-			}
-			if f.html != "" {
-				if err := atomicfile.WriteFile(f.html, func(w io.Writer) error { return cmp.WriteHTML(w) }); err != nil {
-					return err
-				}
-				fmt.Fprintf(s.err, "wrote %s\n", f.html)
-			}
-			return nil
-		},
-	}
 }

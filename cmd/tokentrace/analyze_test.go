@@ -64,7 +64,7 @@ func TestAnalyzeCLI(t *testing.T) {
 		// Every side output at once, and the timeline.
 		{"files", []string{"analyze", "--window", "5s", "--html", html, "--requests-out", reqs, "--vllm-json", vj, a, b}, 0, "Timeline"},
 		// Compare prints the metadata difference first.
-		{"compare", []string{"analyze", "compare", "--resamples", "200", "--html", chtml, a, b}, 0, "Metadata differs"},
+		{"compare", []string{"analyze", "compare", "--resamples", "200", "--html", chtml, a, b}, 0, "Metadata that differs"},
 		// Past --exact-rows: approximate percentiles, a sampled attribution.
 		{"exact rows json", []string{"analyze", "--json", "--exact-rows", "50", a}, 0, `"approx": true`},
 		{"exact rows text", []string{"analyze", "--exact-rows", "50", "--by", "class", a}, 0, "Approximate "},
@@ -104,7 +104,7 @@ func TestAnalyzeCLI(t *testing.T) {
 		}
 	}
 	got, _ := os.ReadFile(reqs)
-	if !strings.HasPrefix(string(got), "seq,request_id,lateness_ns,queue_ns,prefill_ns,decode_ns,other_ns,source\n") {
+	if !strings.HasPrefix(string(got), "seq,request_id,lateness_ns,queue_ns,prefill_ns,decode_ns,other_ns,source,tail\n") {
 		t.Errorf("requests CSV header: %.100q", got)
 	}
 }

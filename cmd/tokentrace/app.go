@@ -104,14 +104,15 @@ Flags go before arguments.`,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return usageErrorf("%v (see --help)", err)
+			return usageErrorf("%w (see --help)", err)
 		},
 		Flags:   profileFlags,
 		Before:  startProfiles,
 		After:   stopProfiles,
 		Version: versionString(),
 	}
-	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the version and its commit (as tokentrace version does)"}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	for _, c := range app.Commands {
 		quietUsageErrors(c, "")
 	}
@@ -121,6 +122,7 @@ Flags go before arguments.`,
 // Main runs the CLI and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdin, stdout, stderr)
+	args = helpArgs(app, args)
 	if msg := unknownCommand(app, args); msg != "" {
 		fmt.Fprintf(stderr, "tokentrace: %s\n", msg)
 		return exitUsage
@@ -138,13 +140,14 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "tokentrace: %s\n", cliNames(err.Error()))
+	fmt.Fprintf(stderr, "tokentrace: %s\n", cliNames(flagged(err, nil).Error()))
 	return code
 }
 
 // optionRef is a library error's reference to an option: "synth:
-// Options.RateScale" or "Options.RateScale" (the package prefix goes too).
-var optionRef = regexp.MustCompile(`(?:\b[a-z]+: )?\bOptions\.([A-Z][A-Za-z0-9]*)`)
+// Options.RateScale" or "Options.RateScale" (the package prefix goes too),
+// or a trace reader's "OpenOptions.Salvage".
+var optionRef = regexp.MustCompile(`(?:\b[a-z]+: )?\b(?:Open)?Options\.([A-Z][A-Za-z0-9]*)`)
 
 // optionFlags are the options whose flag is not their kebab-cased name.
 var optionFlags = map[string]string{
@@ -156,9 +159,11 @@ var optionFlags = map[string]string{
 	"ShardCount":        "shard",
 }
 
-// cliNames rewrites the options a library error names to the flags that
-// set them ("synth: Options.RateScale must be > 0" reads "--rate-scale
-// must be > 0"): libraries name options, users type flags.
+// cliNames rewrites the options a library error names in its text to the
+// flags that set them ("synth: Options.RateScale must be > 0" reads
+// "--rate-scale must be > 0"): libraries name options, users type flags.
+// It only changes what is printed; option errors (traces.OptionError) are
+// said with their flags by flagged, without parsing any text.
 func cliNames(msg string) string {
 	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
 		name := optionRef.FindStringSubmatch(m)[1]

@@ -91,7 +91,7 @@ func TestUsageErrorsAreShortAndSuggest(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line containing %q", c.why, code, se, c.want)
 		}
 	}
-	if code, so, se := runCLI(nil, "--version"); code != 0 || !strings.HasPrefix(so, "tokentrace version ") {
+	if code, so, se := runCLI(nil, "--version"); code != 0 || !strings.HasPrefix(so, "tokentrace ") || !strings.Contains(so, "(commit ") {
 		t.Errorf("--version: exit %d, %q %q", code, so, se)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// The attribution accuracy tests (issue 8, "Must show"): three workloads
+// The attribution accuracy tests: three workloads
 // replayed in real time against the built-in simulator, each designed so a
 // different cause dominates the tail, analyzed twice — with the simulator's
 // per-request server timings (must equal the simulator's truth within 1 ms
@@ -345,7 +345,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	exact := run.analyze(t, ao, analyze.SourceServer)
 	exactTail := map[string]bool{}
 	n := 0
-	err := exact.EachRequest(func(ra analyze.RequestAttribution) error {
+	err := eachRequest(exact, func(ra analyze.RequestAttribution) error {
 		n++
 		tr, ok := run.truth[ra.RequestID]
 		if !ok {
@@ -397,7 +397,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	out.prefillModel = est.Attribution.Prefill
 	var sumT, sumE [5]float64
 	var lines []string
-	err = est.EachRequest(func(ra analyze.RequestAttribution) error {
+	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if ra.Tail != exactTail[ra.RequestID] {
 			return fmt.Errorf("request %s: in the tail of one analysis but not the other", ra.RequestID)
 		}
@@ -648,4 +648,18 @@ func TestITLPerTokenAgainstSimTruth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eachRequest calls fn with every request of rep.PerRequest, stopping at
+// the first error (the stream's or fn's).
+func eachRequest(rep *analyze.Report, fn func(analyze.RequestAttribution) error) error {
+	for ra, err := range rep.PerRequest() {
+		if err == nil {
+			err = fn(ra)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,27 +16,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func captureCommand() *cli.Command {
-	o := capture.DefaultOptions()
-	var (
-		out, keyFile, newKeyFile string
-		fields                   cli.StringSlice
-		sortMiB                  int
-		memLimitMiB              = defaultCaptureMemLimitMiB
-		part                     = -1
-	)
-	return &cli.Command{
-		Name:  "capture",
-		Usage: "turn serving logs into a content-free, privacy-redacted trace",
-		UsageText: `tokentrace capture [flags] LOG...
+const captureUsageText = `tokentrace capture [flags] LOG...
 
 Examples:
   tokentrace capture --new-key-file capture.key --out trace.parquet gateway.jsonl.gz
   tokentrace capture --key-file capture.key --out week.parquet 'gateway.log*'   (rotated, .gz/.zst)
   tokentrace capture --format vllm-log --year 2025 --key-file capture.key --out trace.parquet vllm.log
   zcat spans.json.gz | tokentrace capture --format otlp-json --out - - > trace.jsonl
-  tokentrace capture --field time=ts --field request=body.req --field response=body.resp --out t.parquet logs.jsonl`,
-		Description: `capture reads openai-jsonl gateway logs, LiteLLM standard logging payloads,
+  tokentrace capture --field time=ts --field request=body.req --field response=body.resp --out t.parquet logs.jsonl`
+
+const captureDescription = `capture reads openai-jsonl gateway logs, LiteLLM standard logging payloads,
 vLLM request logs (--enable-log-requests / --enable-log-outputs) or OTLP JSON
 span exports holding vLLM llm_request spans (gzip/zstd detected, "-" = stdin)
 and writes a trace with no text: token counts (from usage numbers or token
@@ -49,7 +39,22 @@ Inputs (files, glob patterns, rotated and compressed logs) are merged into
 one stream by arrival time; inputs that overlap in time are reported.
 Memory does not grow with the number of requests: beyond --sort-memory-mib
 the requests are sorted in runs spilled to --temp-dir (removed at the end,
-also on failure and Ctrl-C).`,
+also on failure and Ctrl-C).`
+
+func captureCommand() *cli.Command {
+	o := capture.DefaultOptions()
+	var (
+		out, keyFile, newKeyFile string
+		fields                   cli.StringSlice
+		sortMiB                  int
+		memLimitMiB              = defaultCaptureMemLimitMiB
+		part                     = -1
+	)
+	return &cli.Command{
+		Name:        "capture",
+		Usage:       "turn serving logs into a content-free, privacy-redacted trace",
+		UsageText:   captureUsageText,
+		Description: captureDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Required: true, Destination: &out},
 			&cli.StringFlag{Name: "format", Usage: "log format: " + strings.Join(capture.Formats, ", "), Value: o.Format, Destination: &o.Format},
@@ -78,15 +83,8 @@ also on failure and Ctrl-C).`,
 			if err != nil {
 				return err
 			}
-			for _, f := range fields.Value() {
-				name, path, ok := strings.Cut(f, "=")
-				if !ok || name == "" || path == "" {
-					return usageErrorf("--field %q: want NAME=path", f)
-				}
-				if o.Fields == nil {
-					o.Fields = map[string]string{}
-				}
-				o.Fields[name] = path
+			if err := fieldFlags(&o, fields.Value()); err != nil {
+				return err
 			}
 			if sortMiB < 1 {
 				return usageErrorf("--sort-memory-mib %d: want at least 1", sortMiB)
@@ -109,31 +107,20 @@ also on failure and Ctrl-C).`,
 			}
 			o.PartIndex = max(part, 0)
 			if err := o.Validate(); err != nil {
-				return usageErrorf("capture: %v", captureFlagError(err))
+				return usageErrorf("capture: %w", captureFlagError(err))
 			}
-			switch {
-			case keyFile != "":
-				if o.Key, err = capture.ReadKeyFile(keyFile); errors.Is(err, os.ErrNotExist) {
-					return fmt.Errorf("%w (to make a new key there: --new-key-file %s)", err, keyFile)
-				} else if err != nil {
-					return err
-				}
-			case newKeyFile != "":
-				if o.Key, err = capture.NewKeyFile(newKeyFile); errors.Is(err, os.ErrExist) {
-					return fmt.Errorf("%w (to use the key it holds: --key-file %s; keys are never overwritten)", err, newKeyFile)
-				} else if err != nil {
-					return err
+			if o.Key, err = captureKey(keyFile, newKeyFile); err != nil {
+				return err
+			}
+			if out != "-" {
+				// Before hours of reading logs, not after.
+				if _, err := traces.FormatOf(out); err != nil {
+					return usageErrorf("capture: --out %s: %w", out, err)
 				}
 			}
 			o.Part = part >= 0
 			s := stdio(c)
-			stdinUsed := 0
-			for _, n := range names {
-				if n == "-" {
-					stdinUsed++
-				}
-			}
-			if stdinUsed > 1 {
+			if i := slices.Index(names, "-"); i >= 0 && slices.Contains(names[i+1:], "-") {
 				return usageErrorf("capture: stdin (-) given more than once")
 			}
 			create := func(m traces.Meta) (traces.Writer, error) {
@@ -154,7 +141,13 @@ also on failure and Ctrl-C).`,
 				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
 			}
 			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
-			printCaptureStats(s.err, stats)
+			if err != nil {
+				// No summary of a capture that wrote nothing; the lines it
+				// skipped may explain the error.
+				printCaptureProblems(s.err, stats)
+			} else {
+				printCaptureStats(s.err, stats)
+			}
 			if o.Part {
 				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
 			}
@@ -218,6 +211,41 @@ func (nopWriteCloser) Close() error { return nil }
 // captureCommandLine rebuilds the command line for the metadata: flag names
 // and values (file paths, numbers) and the log names; no secrets exist on it
 // (keys are only read from files).
+// fieldFlags maps --field NAME=path remappings into o.Fields.
+func fieldFlags(o *capture.Options, fields []string) error {
+	for _, f := range fields {
+		name, path, ok := strings.Cut(f, "=")
+		if !ok || name == "" || path == "" {
+			return usageErrorf("--field %q: want NAME=path", f)
+		}
+		if o.Fields == nil {
+			o.Fields = map[string]string{}
+		}
+		o.Fields[name] = path
+	}
+	return nil
+}
+
+// captureKey is the HMAC key of --key-file, or a new one saved at
+// --new-key-file; nil without either (an ephemeral key).
+func captureKey(keyFile, newKeyFile string) ([]byte, error) {
+	switch {
+	case keyFile != "":
+		key, err := capture.ReadKeyFile(keyFile)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w (to make a new key there: --new-key-file %s)", err, keyFile)
+		}
+		return key, err
+	case newKeyFile != "":
+		key, err := capture.NewKeyFile(newKeyFile)
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("%w (to use the key it holds: --key-file %s; keys are never overwritten)", err, newKeyFile)
+		}
+		return key, err
+	}
+	return nil, nil
+}
+
 func captureCommandLine(c *cli.Context) string {
 	parts := []string{"tokentrace", "capture"}
 	for name := range setFlags(c) {
@@ -236,6 +264,13 @@ func captureCommandLine(c *cli.Context) string {
 	return strings.Join(parts, " ")
 }
 
+// printCaptureProblems prints the lines capture skipped, by kind.
+func printCaptureProblems(w io.Writer, s capture.Stats) {
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
+	}
+}
+
 func printCaptureStats(w io.Writer, s capture.Stats) {
 	fmt.Fprintf(w, "capture: %d requests from %d lines (%d inputs, %.1f MB); %d categories kept, %d dropped (k rule); %d sessions\n",
 		s.Requests, s.Lines, s.Inputs, float64(s.Bytes)/1e6, s.Categories, s.CategoriesDropped, s.Sessions)
@@ -247,9 +282,7 @@ func printCaptureStats(w io.Writer, s capture.Stats) {
 		sort.Strings(srcs)
 		fmt.Fprintf(w, "capture: input tokens from %s\n", strings.Join(srcs, ", "))
 	}
-	for _, p := range s.Problems {
-		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
-	}
+	printCaptureProblems(w, s)
 	if s.ParentLinks > 0 || s.ParentsDropped > 0 {
 		fmt.Fprintf(w, "capture: %d calls linked to the call that spawned them (parent_seq); %d logged parents not found among the captured calls of their session (dropped: a span of another kind, a call not captured, or another session)\n", s.ParentLinks, s.ParentsDropped)
 	}

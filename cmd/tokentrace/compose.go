@@ -13,6 +13,7 @@ func composeCommand() *cli.Command {
 	var (
 		o   capture.ComposeOptions
 		out string
+		rf  readFlags
 	)
 	return &cli.Command{
 		Name:  "compose",
@@ -28,22 +29,28 @@ writes the finished trace: categories and prefix blocks shared by fewer than k
 requests over all the parts are dropped, sessions (keyed digests, the same in
 every part) are split where idle for longer than the parts' --session-idle,
 single-request sessions dropped and turns numbered, and arrivals counted from
-the first request. Until then a part is refused by replay, synth and analyze.`,
-		Flags: []cli.Flag{
+the first request. Until then a part is refused by replay, synth and analyze.
+Bad rows of the parts are skipped and named on stderr (--strict fails on the
+first); a part out of arrival order is an error.`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv)", Required: true, Destination: &out},
 			&cli.IntFlag{Name: "min-category-size", Usage: "k (0 = the k the parts were captured with; smaller is refused)", Destination: &o.MinCategorySize},
 			&cli.DurationFlag{Name: "session-idle", Usage: "split a session where idle for longer (0 = the parts' --session-idle)", Destination: &o.SessionIdle},
 			&cli.BoolFlag{Name: "keep-hashes", Usage: "keep keyed digests as category and block ids instead of numbering them", Destination: &o.KeepHashes},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, -1, "capture parts: files, directories or glob patterns")
 			if err != nil {
 				return err
 			}
 			command := "tokentrace compose " + strings.Join(c.Args().Slice(), " ")
+			o.Read = rf.options(c)
 			st, err := capture.Compose(c.Context, o, names, command, func(m traces.Meta) (traces.Writer, error) {
 				return traces.Create(out, m)
 			})
+			for _, n := range st.Notes {
+				fmt.Fprintf(stdio(c).err, "tokentrace compose: warning: %s\n", n)
+			}
 			if err != nil {
 				return captureFlagError(err)
 			}

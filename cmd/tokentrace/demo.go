@@ -106,13 +106,11 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return fmt.Errorf("demo: create %s: %w", o.Out, err)
 	}
-	path := func(name string) string { return filepath.Join(o.Out, name) }
-	var outMu sync.Mutex // the two replays report from their own goroutines
-	step := func(n int, format string, a ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(out, "[%d/6 %5.1fs] %s\n", n, time.Since(start).Seconds(), fmt.Sprintf(format, a...))
-	}
+	d := &demo{o: o, out: out, start: start}
+	path, step := d.path, d.step
+	// The replays run in real time on this machine: a busy host moves the
+	// simulator's timings and the client's lateness, so say how busy.
+	fmt.Fprintf(out, "Host: %s. The simulator runs in real time here, so its timings and each replay's lateness depend on the host's load.\n", hostLoad())
 
 	// 1. Sample logs.
 	so := capture.DefaultSampleOptions()
@@ -181,57 +179,16 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	// 4–5. Replay both against the simulator.
 	// The replays run side by side but report in step order: the second
 	// waits for the first's lines (wait), each closes printed when done.
-	replayOne := func(n int, name string, recs []traces.Record, meta traces.Meta, label string, wait <-chan struct{}, printed chan<- struct{}) (*replay.Result, error) {
-		defer close(printed)
-		so := demoSim()
-		// Scrape the simulator's /metrics during the run, as `replay` does,
-		// so the report can show the server's waiting queue.
-		tgt, err := replay.StartTarget(ctx, replay.TargetOptions{Sim: &so, ScrapeBuiltin: true})
-		if err != nil {
-			return nil, fmt.Errorf("demo: %w", err)
-		}
-		defer tgt.Close()
-		ro := replay.DefaultOptions()
-		tgt.Apply(&ro)
-		ro.Run = label
-		ro.Speed = o.Speed
-		ro.ContinuousUsage = true // per-chunk token counts → per-token ITL
-		ro.Journal = path(name + ".journal.jsonl")
-		res, err := replay.Run(ctx, recs, meta, ro)
-		if err != nil {
-			return nil, fmt.Errorf("demo: replay %s: %w", label, err)
-		}
-		samples, _ := tgt.Finish(ctx, res)
-		res.Meta.Command = "tokentrace demo"
-		out := path(name + ".parquet")
-		if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
-			return nil, fmt.Errorf("demo: %w", err)
-		}
-		sm := res.Meta
-		sm.Source = "replay-metrics"
-		if err := traces.WriteSamples(traces.SamplesPathFor(out), sm, samples); err != nil {
-			return nil, fmt.Errorf("demo: %w", err)
-		}
-		os.Remove(ro.Journal)
-		<-wait
-		step(n, "replayed the %s trace at %gx against the simulator: %d ok, %d failed, lateness p99 %v → %s",
-			label, o.Speed, res.Summary.OK, res.Summary.Failed, res.Summary.LatenessP99.Round(time.Microsecond), path(name+".parquet"))
-		if res.Summary.LatenessP99 > replay.DefaultMaxLateness {
-			step(n, "warning: the %s replay's lateness p99 %v exceeds %v: this machine was too busy to send on time; latencies from the scheduled time stay valid",
-				label, res.Summary.LatenessP99.Round(time.Microsecond), replay.DefaultMaxLateness)
-		}
-		return res, nil
-	}
 	// The two replays run side by side, each against its own simulator:
 	// half the wall time, and neither run disturbs the other's server.
 	synErr := make(chan error, 1)
 	ready, realDone, synDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	close(ready)
 	go func() {
-		_, err := replayOne(5, "synth.results", syn, synMeta, "synthetic", realDone, synDone)
+		_, err := d.replay(ctx, 5, "synth.results", syn, synMeta, "synthetic", realDone, synDone)
 		synErr <- err
 	}()
-	_, err = replayOne(4, "real.results", real, capRes.Meta, "real", ready, realDone)
+	_, err = d.replay(ctx, 4, "real.results", real, capRes.Meta, "real", ready, realDone)
 	if serr := <-synErr; err == nil {
 		err = serr
 	}
@@ -242,6 +199,66 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if err := demoReport(ctx, out, path, step); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "Done in %.0fs.\n", time.Since(start).Seconds())
+	fmt.Fprintf(out, "Done in %.0fs (host: %s).\n", time.Since(start).Seconds(), hostLoad())
 	return nil
+}
+
+// demo is one run of the demo: where it writes and how it reports its
+// steps.
+type demo struct {
+	o     DemoOptions
+	out   io.Writer
+	start time.Time
+	mu    sync.Mutex // the two replays report from their own goroutines
+}
+
+func (d *demo) path(name string) string { return filepath.Join(d.o.Out, name) }
+
+// step reports step n of 6 with the time since the start.
+func (d *demo) step(n int, format string, a ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fmt.Fprintf(d.out, "[%d/6 %5.1fs] %s\n", n, time.Since(d.start).Seconds(), fmt.Sprintf(format, a...))
+}
+
+// replay replays recs (the trace name, as label) against a fresh
+// simulator, scraping its /metrics as the replay command does, and
+// writes the results and the series. It reports as step n once wait is
+// closed, and closes printed when done.
+func (d *demo) replay(ctx context.Context, n int, name string, recs []traces.Record, meta traces.Meta, label string, wait <-chan struct{}, printed chan<- struct{}) (*replay.Result, error) {
+	defer close(printed)
+	so := demoSim()
+	// Scrape the simulator's /metrics during the run, as `replay` does,
+	// so the report can show the server's waiting queue.
+	tgt, err := replay.StartTarget(ctx, replay.TargetOptions{Sim: &so, ScrapeBuiltin: true})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	defer tgt.Close()
+	ro := replay.DefaultOptions()
+	tgt.Apply(&ro)
+	ro.Run = label
+	ro.Speed = d.o.Speed
+	ro.ContinuousUsage = true // per-chunk token counts → per-token ITL
+	ro.Journal = d.path(name + ".journal.jsonl")
+	res, err := replay.Run(ctx, recs, meta, ro)
+	if err != nil {
+		return nil, fmt.Errorf("demo: replay %s: %w", label, err)
+	}
+	samples, _ := tgt.Finish(ctx, res)
+	res.Meta.Command = "tokentrace demo"
+	out := d.path(name + ".parquet")
+	if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	sm := res.Meta
+	sm.Source = "replay-metrics"
+	if err := traces.WriteSamples(traces.SamplesPathFor(out), sm, samples); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	os.Remove(ro.Journal)
+	<-wait
+	d.step(n, "replayed the %s trace at %gx against the simulator: %d ok, %d failed, %s → %s",
+		label, d.o.Speed, res.Summary.OK, res.Summary.Failed, timingKept(res.Summary.LatenessP99), d.path(name+".parquet"))
+	return res, nil
 }

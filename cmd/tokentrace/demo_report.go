@@ -6,13 +6,16 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -110,4 +113,27 @@ func writeGzip(name string, b []byte) error {
 		}
 		return zw.Close()
 	})
+}
+
+// hostLoad says how busy the machine is: its CPUs and, on Linux, its load
+// average (1, 5 and 15 minutes).
+func hostLoad() string {
+	cpus := fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return fmt.Sprintf("%s, load average %s %s %s", cpus, f[0], f[1], f[2])
+	}
+	return cpus
+}
+
+// timingKept says whether a replay kept its recorded timing, by replay's
+// own gate (lateness p99 within replay.DefaultMaxLateness; `replay` exits 3
+// otherwise).
+func timingKept(p99 time.Duration) string {
+	p99 = p99.Round(time.Microsecond)
+	if p99 <= replay.DefaultMaxLateness {
+		return fmt.Sprintf("kept its timing (lateness p99 %v ≤ %v)", p99, replay.DefaultMaxLateness)
+	}
+	return fmt.Sprintf("did NOT keep its timing (lateness p99 %v > %v: the host was too busy to send on time, so these latencies include the client's delay; replay would exit 3; rerun on a quieter machine or with --speed below 1)",
+		p99, replay.DefaultMaxLateness)
 }

@@ -51,6 +51,19 @@ func TestDemoEndToEnd(t *testing.T) {
 	if !strings.Contains(out, "Tail attribution") || !strings.Contains(out, "Open the report") {
 		t.Errorf("demo output lacks the attribution or the report path:\n%s", out)
 	}
+	// Its figures depend on the host: it says how busy the host was and
+	// whether each replay kept its timing.
+	if !strings.HasPrefix(out, "Host: ") || !strings.Contains(out, "depend on the host's load") || !strings.Contains(out, "Done in ") {
+		t.Errorf("demo output does not say how busy the host was:\n%s", out)
+	}
+	for _, step := range []string{"[4/6", "[5/6"} {
+		i := strings.Index(out, step)
+		line, _, _ := strings.Cut(out[max(i, 0):], "\n")
+		// On a busy host a replay may not keep it: either answer, said.
+		if i < 0 || !(strings.Contains(line, "kept its timing (lateness p99") || strings.Contains(line, "did NOT keep its timing (lateness p99")) {
+			t.Errorf("replay step %s does not say whether it kept its timing: %q", step, line)
+		}
+	}
 }
 
 // TestDemoPrintedCommandsReproduce runs the commands the demo prints beside

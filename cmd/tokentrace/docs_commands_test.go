@@ -72,6 +72,7 @@ func TestDocsCommandsExist(t *testing.T) {
 // checkDocCommand walks args down the command tree and checks each flag;
 // placeholders (CMD, [...]) end the check. It returns what is wrong, or "".
 func checkDocCommand(app *cli.App, args []string) string {
+	args = helpArgs(app, append([]string{"tokentrace"}, args...))[1:] // "help CMD" is CMD --help
 	cmds, flags := app.Commands, app.Flags
 	path := "tokentrace"
 	descend, skipValue := true, false
@@ -118,15 +119,6 @@ func checkDocCommand(app *cli.App, args []string) string {
 		}
 	}
 	return ""
-}
-
-func findFlag(flags []cli.Flag, name string) cli.Flag {
-	for _, f := range flags {
-		if slices.Contains(f.Names(), name) {
-			return f
-		}
-	}
-	return nil
 }
 
 // TestCheckDocCommand: the checker itself, on lines that must pass and fail.

@@ -12,42 +12,41 @@ func exportCommand() *cli.Command {
 	var (
 		format string
 		out    string
-		o      traces.OpenOptions
+		rf     readFlags
 		eo     traces.ExportOptions
 	)
 	return &cli.Command{
 		Name:  "export",
-		Usage: "write a trace in another format: Mooncake JSONL for AIPerf, SGLang and vllm bench serve, or JSONL/CSV",
-		UsageText: `tokentrace export --format FORMAT [--out OUT] [--block-size N] [--ok-only] [--strict] TRACE
+		Usage: "write a trace for another tool (AIPerf, inference-perf, GuideLLM, SGLang, vllm, ...) or as JSONL/CSV",
+		UsageText: `tokentrace export --format FORMAT [--out OUT] [--block-size N] [--ok-only] [--strict] [--salvage] TRACE
 
 Examples:
   tokentrace export --format mooncake --out trace.jsonl trace.parquet
-  vllm bench serve --dataset-name timed_trace --dataset-path trace.jsonl \
-      --timed-trace-sec-multiplier 0.001 --timed-trace-chunk-hash-size 512 ...
+  tokentrace export --format vllm --out timed.jsonl trace.parquet
+  vllm bench serve --dataset-name timed_trace --dataset-path timed.jsonl \
+      --timed-trace-chunk-hash-size 16 ...
+  tokentrace export --format aiperf-dag --out agents.dag.jsonl agentic.parquet
   tokentrace export --format csv --out trace.csv trace.parquet
   tokentrace export --format jsonl trace.parquet | head`,
 		Description: `export reads TRACE (any tokentrace codec, sniffed; "-" = stdin) and writes it
-to --out ("-" = stdout) in one of these formats:
-  mooncake  JSON lines {"timestamp": ms, "input_length", "output_length",
-            "hash_ids"}, the format of the Mooncake traces, read by AIPerf
-            (--custom-dataset-type mooncake_trace), SGLang and vLLM
-            (vllm bench serve --dataset-name timed_trace, with
-            --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size
-            set to --block-size). Timestamps are rounded to the millisecond.
-            hash_ids cover every block of the prompt: the trace's own
-            prefix_blocks when their block size matches, otherwise shared ids
-            for each category's prefix and fresh ids for the rest.
-  jsonl     tokentrace JSON lines (metadata on the first line); .zst compresses
-  csv       tokentrace CSV with the Parquet column names; .zst compresses
+to --out ("-" = stdout) in one of these formats (docs/traces.md says what each
+carries and loses):
+` + formatHelp(exportFormatDocs()) + `
 
-It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
-		Flags: []cli.Flag{
+Bad rows of TRACE are skipped and named on stderr (--strict fails on the
+first); rows out of arrival order are exported in file order. It prints
+"exported N rows" on stderr.
+
+What the format cannot hold is said once per export on stderr with a count
+("note: 3 parent links ... not representable in aiperf"). Formats written
+session by session (aiperf-dag, inference-perf, sglang-agentic, weka) hold the
+trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(traces.ExportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output file (- = stdout)", Destination: &out},
-			&cli.IntFlag{Name: "block-size", Usage: "mooncake: tokens per hash_ids entry (0 = the trace's block size, else 512)", Destination: &eo.BlockSize},
+			&cli.IntFlag{Name: "block-size", Usage: "tokens per hash_ids entry (0 = the trace's block size, else the format's: 512, vllm 16, weka 64)", Destination: &eo.BlockSize},
 			&cli.BoolFlag{Name: "ok-only", Usage: "drop rows with a failed outcome (e.g. BurstGPT failures with 0 output tokens)", Destination: &eo.OKOnly},
-			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row of TRACE instead of skipping it", Destination: &o.Strict},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, 1, "the trace to export, - = stdin")
 			if err != nil {
@@ -57,20 +56,19 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				return err
 			}
 			if err := eo.Validate(); err != nil {
-				return usageErrorf("export: --block-size: %v", err)
+				return usageErrorf("export: --block-size: %w", err)
 			}
 			if err := exportCheckOut(format, out); err != nil {
 				return err
 			}
 			s := stdio(c)
 			name := names[0]
-			o.Stdin = s.in
-			r, err := traces.OpenWith(name, o)
+			eo.Lost = func(l string) { fmt.Fprintf(s.err, "note: %s\n", l) }
+			r, err := newTraceIn(c, &rf, "export", "exported in file order").open(name)
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
 			defer r.Close()
-			r = salvage(r, s.err, "export", name)
 			var n int64
 			if out == "-" {
 				n, err = traces.Export(c.Context, format, s.out, r, eo)
@@ -81,9 +79,6 @@ It prints "exported N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				return withCode(exitFailure, err)
 			}
 			fmt.Fprintf(s.err, "exported %d rows\n", n)
-			if st := r.Stats(); st.Skipped > 0 {
-				fmt.Fprintf(s.err, "skipped %d malformed rows of %s (first: %v)\n", st.Skipped, name, st.FirstSkip)
-			}
 			return nil
 		},
 	}
@@ -100,10 +95,26 @@ func exportCheckOut(format, out string) error {
 		return nil // no known extension: written as asked
 	}
 	switch {
-	case format == "mooncake" && f == traces.FormatJSONL:
-	case format != "mooncake" && strings.TrimSuffix(string(f), ".zst") == format:
-	default:
-		return usageErrorf("export: --out %s is named like a %s file but --format is %s (mooncake and jsonl write .jsonl, csv writes .csv)", out, f, format)
+	case format == "csv" || format == "jsonl":
+		if strings.TrimSuffix(string(f), ".zst") == format {
+			return nil
+		}
+	case format == "azure":
+		if f == traces.FormatCSV {
+			return nil
+		}
+	case f == traces.FormatJSONL:
+		return nil // the peer formats are JSON lines or JSON
 	}
-	return nil
+	return usageErrorf("export: --out %s is named like a %s file but --format is %s (csv and azure write .csv, jsonl and the other formats .jsonl or .json)", out, f, format)
+}
+
+// exportFormatDocs are the export formats' names and docs, from the
+// registry in package traces.
+func exportFormatDocs() [][2]string {
+	var d [][2]string
+	for _, f := range traces.ExportFormatList() {
+		d = append(d, [2]string{f.Name, f.Doc})
+	}
+	return d
 }

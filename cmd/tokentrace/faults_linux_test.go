@@ -352,6 +352,19 @@ func TestFaultSIGKILLMidWrite(t *testing.T) {
 		if len(names) != 1 || !strings.HasPrefix(names[0], "."+out+".partial-") {
 			t.Errorf("import killed writing %s left %v; want only its .partial- file", out, names)
 		}
+		// The next run writing the same output recognises the killed
+		// run's leftover (unlocked, and older than a run's first seconds)
+		// and removes it.
+		old := time.Now().Add(-time.Minute)
+		for _, n := range names {
+			os.Chtimes(filepath.Join(dir, n), old, old)
+		}
+		if code, _, se := runCLI(bytes.NewReader(rows), "import", "--format", "mooncake", "--out", filepath.Join(dir, out), "-"); code != 0 {
+			t.Fatalf("import again: exit %d: %s", code, se)
+		}
+		if left := partials(dir); len(left) != 0 {
+			t.Errorf("import of %s again left the killed run's %v", out, left)
+		}
 	}
 }
 
@@ -418,9 +431,10 @@ func TestOutputsAreAtomic(t *testing.T) {
 		"capture/capture.go":            "a new key file is created with O_EXCL and removed if cut short",
 		"cmd/tokentrace/profile.go":     "--cpuprofile and --exectrace, written as the command runs",
 		"traces/parquet.go":             "the sort's spill file in the temporary directory",
+		"traces/import_baseten.go":      "a piped Baseten Parquet trace copied to the temporary directory for random access, removed on Close",
 		"capture/spool.go":              "capture's sorted runs in their temporary directory",
 		"capture/sessions.go":           "capture's spilled session counts in the same directory",
-		"synth/spill.go":                "synth fit's spilled logs in the temporary directory, removed when the fit ends",
+		"internal/tempfile/tempfile.go": "temporary files and directories (synth fit's spills, stdin's Parquet, the sorts' run directories), locked while in use so that a later run removes what a killed one left",
 		"internal/promtest/promtest.go": "tests' Prometheus configuration",
 		"internal/golden/golden.go":     "tests' golden files, rewritten with -update",
 	}

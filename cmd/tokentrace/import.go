@@ -14,47 +14,41 @@ func importCommand() *cli.Command {
 	var (
 		format string
 		out    string
-		o      traces.OpenOptions
+		rf     readFlags
 		sf     = sortFlags{mib: traces.DefaultSortMemoryBytes >> 20}
 	)
 	return &cli.Command{
 		Name:  "import",
-		Usage: "convert a public LLM request trace (Mooncake, Azure, BurstGPT, Splitwise) into a tokentrace trace",
-		UsageText: `tokentrace import --format FORMAT [--strict] [--out OUT] FILE
+		Usage: "convert a public or another tool's trace (Mooncake, Azure, AIPerf, Dynamo, ...) into a tokentrace trace",
+		UsageText: `tokentrace import --format FORMAT [--strict] [--salvage] [--out OUT] FILE
 
 Examples:
   tokentrace import --format azure --out code.parquet AzureLLMInferenceTrace_code.csv
   tokentrace import --format mooncake --out conv.parquet conversation_trace.jsonl
   tokentrace import --format burstgpt --out burst.parquet BurstGPT_3.csv.gz
+  zcat trace.*.jsonl.gz | tokentrace import --format dynamo --out agents.parquet -
   zcat trace.jsonl.gz | tokentrace import --format mooncake - | tokentrace inspect -`,
 		Description: `import reads FILE ("-" = stdin; gzip or zstd compressed files are
-decompressed) in one public trace format and writes a tokentrace trace:
+decompressed) in one public or peer trace format and writes a tokentrace trace:
 Parquet, JSONL, JSONL+zstd or CSV chosen by the extension of --out
 ("-" = JSON lines on stdout).
 
-Formats (columns are found by name):
-  mooncake   JSONL {timestamp (ms), input_length, output_length, hash_ids}:
-             hash_ids become prefix_blocks (block size 512); the leading blocks a
-             row shares with earlier rows give its category "prefix-<id>" and
-             prefix_tokens (shared blocks x 512, capped at the prompt)
-  azure      Azure LLM inference CSV TIMESTAMP,ContextTokens,GeneratedTokens
-             (2023: CRLF, 7-digit fractions; 2024: +00:00 offsets); arrivals are
-             exact offsets from the first row
-  burstgpt   BurstGPT CSV (v1/v2, and v3 with Session ID and Elapsed time):
-             model, class (conversation/api), sessions and turns; failed rows
-             (0 response tokens) are kept with status http_error
-  splitwise  Vidur's processed CSVs (arrived_at s, num_prefill_tokens,
-             num_decode_tokens)
+Formats (columns are found by name; docs/traces.md says what each carries
+and loses):
+` + formatHelp(importFormatDocs()) + `
 
-Malformed rows (a missing column, a negative or non-integer count, a line that
-is not JSON) are skipped and counted; --strict stops at the first one with an
-error naming the file and line. It prints "imported N rows (skipped M
-malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
+What a format has that tokentrace does not keep, or what had to be estimated
+(token counts from message text), is printed as "note: ..." lines with counts.
+
+Bad rows (a missing column, a negative, fractional or out-of-range count, a
+line that is not JSON) are skipped, counted by kind and named on stderr;
+--strict stops at the first one with an error naming the file and line. A
+damaged (truncated) input is an error unless --salvage. It prints "imported
+N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Usage: "import format: " + strings.Join(traces.ImportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv, .csv.zst; - = JSON lines on stdout)", Destination: &out},
-			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row instead of skipping and counting it (default: skip)", Destination: &o.Strict},
-		}, sf.flags()...),
+		}, append(rf.flags(), sf.flags()...)...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, 1, "the public trace file, - = stdin")
 			if err != nil {
@@ -65,12 +59,12 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			if out != "-" {
 				if _, err := traces.FormatOf(out); err != nil {
-					return usageErrorf("import: --out %s: %v", out, err)
+					return usageErrorf("import: --out %s: %w", out, err)
 				}
 			}
 			s := stdio(c)
 			name := names[0]
-			o.Stdin = s.in
+			o := rf.options(c)
 			r, err := traces.Import(c.Context, format, name, o)
 			if err != nil {
 				return withCode(exitFailure, err)
@@ -87,9 +81,12 @@ malformed)" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
-			fmt.Fprintf(s.err, "imported %d rows (skipped %d malformed)\n", n, st.Skipped)
-			if st.FirstSkip != nil {
-				fmt.Fprintf(s.err, "first skipped row: %v\n", st.FirstSkip)
+			fmt.Fprintf(s.err, "imported %d rows\n", n)
+			for _, note := range st.Notes(name, "") {
+				fmt.Fprintf(s.err, "tokentrace import: warning: %s\n", note)
+			}
+			for _, note := range traces.ImportNotes(r) {
+				fmt.Fprintf(s.err, "note: %s\n", note)
 			}
 			return nil
 		},
@@ -163,3 +160,39 @@ func importCopy(c *cli.Context, w traces.Writer, r traces.Reader) (int64, error)
 
 // importStdout hides Close so writers leave stdout open.
 type importStdout struct{ io.Writer }
+
+// importFormatDocs are the import formats' names and docs, from the
+// registry in package traces, so --help lists every format import takes.
+func importFormatDocs() [][2]string {
+	var d [][2]string
+	for _, f := range traces.ImportFormatList() {
+		d = append(d, [2]string{f.Name, f.Doc})
+	}
+	return d
+}
+
+// formatHelp lays out formats (name, doc) for --help: the name in a
+// column, the doc wrapped beside it to fit 80 columns under --help's indent.
+func formatHelp(formats [][2]string) string {
+	w := 0
+	for _, f := range formats {
+		w = max(w, len(f[0]))
+	}
+	var b strings.Builder
+	for i, f := range formats {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		indent := strings.Repeat(" ", 2+w+2)
+		line := fmt.Sprintf("  %-*s  ", w, f[0])
+		for _, word := range strings.Fields(f[1]) {
+			if len(line)+len(word) > 77 && strings.TrimSpace(line) != f[0] {
+				b.WriteString(strings.TrimRight(line, " ") + "\n")
+				line = indent
+			}
+			line += word + " "
+		}
+		b.WriteString(strings.TrimRight(line, " "))
+	}
+	return b.String()
+}

@@ -36,12 +36,12 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name:    "an Azure file imports to Parquet",
 			args:    []string{"import", "--format", "azure", "--out", filepath.Join(dir, "a.parquet"), importFixtures + "azure2023_crlf.csv"},
-			wantErr: "imported 6 rows (skipped 0 malformed)", check: filepath.Join(dir, "a.parquet"), wantRows: 6,
+			wantErr: "imported 6 rows\n", check: filepath.Join(dir, "a.parquet"), wantRows: 6,
 		},
 		{
 			name:    "malformed rows are skipped and counted by default",
 			args:    []string{"import", "--format", "azure", "--out", filepath.Join(dir, "b.jsonl"), badCSV},
-			wantErr: "imported 2 rows (skipped 2 malformed)", check: filepath.Join(dir, "b.jsonl"), wantRows: 2,
+			wantErr: "skipped 2 bad rows: 1 unreadable (first " + badCSV + ":3: unreadable: 2 columns, header has 3), 1 negative (first " + badCSV + ":4: negative: ContextTokens)", check: filepath.Join(dir, "b.jsonl"), wantRows: 2,
 		},
 		{
 			name: "--strict stops at the first malformed row, naming file and line",
@@ -73,7 +73,7 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "an unknown format is a usage error",
 			args: []string{"import", "--format", "sharegpt", importFixtures + "mooncake.jsonl"},
-			code: 2, wantErr: "want one of azure, bailian, burstgpt, mooncake, splitwise, tracelab, weka",
+			code: 2, wantErr: "want one of " + strings.Join(traces.ImportFormats, ", "),
 		},
 		{
 			name: "--format is required",
@@ -103,12 +103,12 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "export without --format is a usage error naming the formats",
 			args: []string{"export", filepath.Join(dir, "a.parquet")},
-			code: 2, wantErr: "export: --format is required (one of csv, jsonl, mooncake)",
+			code: 2, wantErr: "export: --format is required (one of " + strings.Join(traces.ExportFormats, ", ") + ")",
 		},
 		{
 			name: "export to an unknown format is a usage error",
 			args: []string{"export", "--format", "sharegpt", filepath.Join(dir, "a.parquet")},
-			code: 2, wantErr: `export: --format "sharegpt": want one of csv, jsonl, mooncake`,
+			code: 2, wantErr: `export: --format "sharegpt": want one of ` + strings.Join(traces.ExportFormats, ", "),
 		},
 		{
 			name:    "export mooncake of an imported Mooncake trace is the original file",
@@ -144,7 +144,7 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "an unknown export format is a usage error",
 			args: []string{"export", "--format", "parquet", filepath.Join(dir, "a.parquet")},
-			code: 2, wantErr: "want one of csv, jsonl, mooncake",
+			code: 2, wantErr: "want one of " + strings.Join(traces.ExportFormats, ", "),
 		},
 		{
 			name: "a missing trace fails with exit 1",
@@ -195,5 +195,35 @@ func TestImportExportHelp(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "tokentrace "+cmd+" --format") {
 			t.Errorf("%s --help: exit %d, output lacks an example:\n%s", cmd, code, stdout)
 		}
+	}
+}
+
+// Peer formats through the CLI: TraceLab's replay CSV imports under
+// --format tracelab (it used to be refused as all rows malformed), an
+// import says what it could not keep, and an export of an agentic trace
+// says once, with counts, what the format cannot hold.
+func TestImportExportPeersCLI(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "tl.parquet")
+	_, stderr := runMain(t, "import", "--format", "tracelab", "--out", trace, "../../testdata/publictraces/tracelab_example_replay.csv")
+	if !strings.Contains(stderr, "imported 19 rows\n") {
+		t.Fatalf("tracelab replay CSV import: stderr %q", stderr)
+	}
+	_, stderr = runMain(t, "import", "--format", "aiperf-dag", "--out", filepath.Join(dir, "dag.jsonl"), "../../testdata/publictraces/aiperf_mixed_full.dag.jsonl")
+	if !strings.Contains(stderr, "note: the format has no token counts: the input of all 6 calls was estimated") {
+		t.Errorf("aiperf-dag import does not say its inputs are estimates: %q", stderr)
+	}
+	out := filepath.Join(dir, "out.jsonl")
+	_, stderr = runMain(t, "export", "--format", "aiperf", "--out", out, trace)
+	if !strings.Contains(stderr, "exported 19 rows") || strings.Count(stderr, "think times") > 1 {
+		t.Errorf("export stderr %q: want the row count and each loss said once", stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || strings.Count(string(b), `"session_id": "s1"`) != 10 || !strings.Contains(string(b), `"delay": 20151`) {
+		t.Errorf("aiperf export %q (err %v): want session 1's 10 rows and its tool wait as delay", b, err)
+	}
+	code, _, stderr := runCLI(strings.NewReader(""), "export", "--format", "weka", "--out", filepath.Join(dir, "x.parquet"), trace)
+	if code != 2 || !strings.Contains(stderr, "--out") {
+		t.Errorf("weka export to a .parquet name: code %d, stderr %q; want a usage error", code, stderr)
 	}
 }

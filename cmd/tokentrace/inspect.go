@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,12 +21,12 @@ const inspectMaxLabels = 10
 func inspectCommand() *cli.Command {
 	var (
 		asJSON bool
-		o      traces.OpenOptions
+		rf     readFlags
 	)
 	return &cli.Command{
 		Name:  "inspect",
 		Usage: "summarize trace or results files: rate, burstiness, lengths, categories, outcomes",
-		UsageText: `tokentrace inspect [--json] [--strict] TRACE...
+		UsageText: `tokentrace inspect [--json] [--strict] [--salvage] TRACE...
 
 Examples:
   tokentrace inspect trace.parquet
@@ -41,22 +42,24 @@ for results files the outcome summary (ok/failed by status; TTFT and E2E of
 successful requests and client lateness, p50/p90/p99/max in ms).
 
 --json prints one JSON object per file with stable snake_case keys (file,
-rows, skipped_rows, duration_s, rate_rps, burstiness_cv,
+rows, skipped_rows, bad_rows, duration_s, rate_rps, burstiness_cv,
 input_tokens.{p50,p90,p99,max,mean,sum}, output_tokens.{...}, categories,
 sessions, models, outcome, meta).
 
-Malformed rows are skipped and counted (--strict fails on the first). A
-truncated file prints the summary of the rows before the damage and exits 1.`,
-		Flags: []cli.Flag{
+Bad rows are skipped, counted by kind and named on stderr (--strict fails
+on the first); rows out of arrival order are kept and counted. A truncated
+file prints the summary of the rows before the damage and exits 1 (0 with
+--salvage). A file with rows but no valid one is an error.`,
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per file", Destination: &asJSON},
-			&cli.BoolFlag{Name: "strict", Usage: "fail on the first malformed row instead of skipping it", Destination: &o.Strict},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, -1, "trace files, - = stdin")
 			if err != nil {
 				return err
 			}
 			std := stdio(c)
+			in := newTraceIn(c, &rf, "inspect", "kept (inspect sorts the arrivals it measures)")
 			var failed []error
 			fail := func(err error) {
 				failed = append(failed, err)
@@ -65,8 +68,8 @@ truncated file prints the summary of the rows before the damage and exits 1.`,
 				}
 			}
 			for i, name := range names {
-				s, err := inspectFile(c, name, o)
-				if err != nil && s == nil {
+				s, err := inspectFile(c, name, in)
+				if err != nil && (s == nil || errors.Is(err, traces.ErrNoValidRows)) {
 					fail(err)
 					continue
 				}
@@ -79,9 +82,6 @@ truncated file prints the summary of the rows before the damage and exits 1.`,
 						fmt.Fprintln(std.out)
 					}
 					writeSummaryText(std.out, name, s)
-				}
-				if s.SkippedRows > 0 {
-					fmt.Fprintf(std.err, "tokentrace: inspect %s: skipped %d malformed row(s)\n", inspectName(name), s.SkippedRows)
 				}
 				if err != nil {
 					fail(err)
@@ -107,9 +107,8 @@ func inspectName(name string) string {
 
 // inspectFile summarizes one file. A nil summary means it could not be
 // opened; a summary with an error is a partial read.
-func inspectFile(c *cli.Context, name string, o traces.OpenOptions) (*traces.Summary, error) {
-	o.Stdin = stdio(c).in
-	r, err := traces.OpenWith(name, o)
+func inspectFile(c *cli.Context, name string, in *traceIn) (*traces.Summary, error) {
+	r, err := in.open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +141,10 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	fmt.Fprintf(w, "%s\n", inspectName(name))
 	rows := fmt.Sprintf("%d", s.Rows)
 	if s.SkippedRows > 0 {
-		rows += fmt.Sprintf(" (%d malformed rows skipped)", s.SkippedRows)
+		rows += fmt.Sprintf(" (%d bad %s skipped)", s.SkippedRows, plural(s.SkippedRows, "row", "rows"))
+	}
+	if n := s.BadRows[traces.ProblemOutOfOrder.Key()]; n > 0 {
+		rows += fmt.Sprintf(" (%d out of arrival order)", n)
 	}
 	if s.Truncated {
 		rows += " (file truncated: rows before the damage)"
@@ -160,7 +162,7 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 	p("categories", "%s", shareList(s.Categories, "(none)"))
 	p("models", "%s", shareList(s.Models, "(unset)"))
 	p("meta", "%s", metaLine(s.Meta))
-	if l := runRecordLine(s.Meta); l != "" { // sweep.go (issue 9)
+	if l := runRecordLine(s.Meta); l != "" { // runflags.go
 		p("run", "%s", l)
 	}
 	if l := serverLine(s.Meta); l != "" {
@@ -230,4 +232,11 @@ func metaLine(m traces.Meta) string {
 		parts = append(parts, k+" "+v)
 	}
 	return strings.Join(parts, ", ")
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

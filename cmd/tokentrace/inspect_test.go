@@ -114,8 +114,10 @@ func TestInspectErrors(t *testing.T) {
 	}{
 		// A truncated Parquet file fails with exit 1 and names the file.
 		{"truncated parquet", []string{trunc}, 1, trunc},
-		// A malformed JSONL line is skipped and counted by default.
-		{"skip malformed", []string{bad}, 0, "skipped 1 malformed row"},
+		// --salvage reads it up to the damage and says so.
+		{"salvaged parquet", []string{"--salvage", trunc}, 0, "is damaged (truncated): using the"},
+		// A malformed JSONL line is skipped, counted and named by default.
+		{"skip malformed", []string{bad}, 0, "skipped 1 bad row: 1 unreadable (first " + bad + ":2: unreadable: not a JSON object)"},
 		// --strict fails on it, naming file and line.
 		{"strict", []string{"--strict", bad}, 1, bad + ":2"},
 		// A missing file is a failure, not a usage error.

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,6 +96,47 @@ func TestCommandFilesAreThin(t *testing.T) {
 		}
 		if lines := bytes.Count(b, []byte("\n")); lines > 300 {
 			t.Errorf("%s has %d lines, over 300: move what is not flag mapping into a library", n, lines)
+		}
+	}
+}
+
+// maxFuncLines bounds a function of the CLI and of replay, from its func
+// line to its closing brace: past it a function holds more than one step
+// and its steps want names (Plan.Run reads set up, start the clock, send,
+// finish; a command maps flags to options and calls a function for the
+// body).
+const maxFuncLines = 120
+
+// TestFunctionsAreShort keeps every function (and method) of cmd/tokentrace
+// and replay, tests aside, within maxFuncLines.
+func TestFunctionsAreShort(t *testing.T) {
+	for _, dir := range []string{".", filepath.Join("..", "..", "replay")} {
+		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) == 0 {
+			t.Fatalf("no Go files in %s", dir)
+		}
+		fset := token.NewFileSet()
+		for _, n := range names {
+			if strings.HasSuffix(n, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, n, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok {
+					continue
+				}
+				from, to := fset.Position(fd.Pos()), fset.Position(fd.End())
+				if lines := to.Line - from.Line + 1; lines > maxFuncLines {
+					t.Errorf("%s:%d: %s has %d lines, over %d: give its steps names", n, from.Line, fd.Name.Name, lines, maxFuncLines)
+				}
+			}
 		}
 	}
 }

@@ -8,10 +8,14 @@ package main
 // offline, without Prometheus.
 
 import (
+	"errors"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/capture/prom"
@@ -19,23 +23,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func postmortemCommand() *cli.Command {
-	var (
-		o                   prom.Options
-		start, slo, html    string
-		metricsOut, tailMet string
-		tail, jsonOut       string
-	)
-	o.Step, o.Timeout, o.Retries = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries
-	return &cli.Command{
-		Name:  "postmortem",
-		Usage: "explain a production tail from a captured trace and the server's Prometheus history",
-		UsageText: `tokentrace postmortem --prometheus URL [flags] TRACE
+const postmortemUsageText = `tokentrace postmortem --prometheus URL [flags] TRACE
 
 Examples:
   tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
-  tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet`,
-		Description: `postmortem reads vLLM's series, or SGLang's where they mean the same
+  tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet
+  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet`
+
+const postmortemDescription = `postmortem reads vLLM's series, or SGLang's where they mean the same
 (running and waiting requests, KV-cache usage, preemptions, prefix-cache
 hits, queue/prefill/decode time means, prompt and generation tokens) from
 Prometheus' query_range API for the trace's window, stores them beside the
@@ -43,13 +38,39 @@ trace (TRACE.metrics.parquet, the format replay's scraper writes), and analyzes 
 its attribution, and what the server was doing around it. Metrics with no
 series, gaps and counter resets are reported, never read as zeros.
 
+A fleet is read per replica: --instance-label names the label that tells
+the replicas apart (default instance, one scrape target per server; pod for
+replicas behind one endpoint), --role-label the one holding each replica's
+pool (llm-d's llm-d.ai/role as the scrape configuration copies it, e.g.
+llm_d_ai_role). The report then has a table per pool and names the
+saturated pool; vLLM's NIXL KV-transfer histogram and a router's
+per-replica counts are read where exported. A label that no series has is
+an error listing the labels they have.
+
 The window starts at the trace's recorded start (capture --keep-start) or
---start; credentials come from files and never reach output or errors.`,
-		Flags: []cli.Flag{
+--start; credentials come from files and never reach output or errors.`
+
+func postmortemCommand() *cli.Command {
+	var (
+		o                   prom.Options
+		start, slo, html    string
+		metricsOut, tailMet string
+		tail, jsonOut       string
+		rf                  readFlags
+	)
+	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
+	return &cli.Command{
+		Name:        "postmortem",
+		Usage:       "explain a production tail from a captured trace and the server's Prometheus history",
+		UsageText:   postmortemUsageText,
+		Description: postmortemDescription,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "prometheus", Usage: "Prometheus base URL (required)", Destination: &o.URL},
 			&cli.StringFlag{Name: "start", Usage: "wall time of the trace's first arrival, RFC 3339 (default: the trace's capture.start when captured with --keep-start)", Destination: &start},
 			&cli.DurationFlag{Name: "step", Value: o.Step, Usage: "series resolution (whole seconds)", Destination: &o.Step},
 			&cli.StringFlag{Name: "selector", Usage: `extra label matchers for every series, e.g. job="vllm",instance="a:8000"`, Destination: &o.Selector},
+			&cli.StringFlag{Name: "instance-label", Value: o.InstanceLabel, Usage: "label that tells the servers apart, e.g. pod for a fleet behind one endpoint", Destination: &o.InstanceLabel},
+			&cli.StringFlag{Name: "role-label", Usage: "label holding each server's role in a fleet (its pool), e.g. role or llm_d_ai_role (default: no roles)", Destination: &o.RoleLabel},
 			&cli.StringFlag{Name: "bearer-token-file", Usage: "file holding a bearer token for Prometheus", Destination: &o.BearerTokenFile},
 			&cli.StringFlag{Name: "basic-auth-file", Usage: "file holding user:password for Prometheus", Destination: &o.BasicAuthFile},
 			&cli.DurationFlag{Name: "timeout", Value: o.Timeout, Usage: "timeout of each query", Destination: &o.Timeout},
@@ -59,27 +80,20 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &tail},
 			&cli.StringFlag{Name: "html", Usage: "also write the HTML report here", Destination: &html},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON here", Destination: &jsonOut},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
 				return err
 			}
-			r0, err := traces.Open(a[0])
+			r, err := newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order").open(a[0])
 			if err != nil {
 				return err
 			}
-			r := salvage(r0, stdio(c).err, "postmortem", a[0])
-			meta := r.Meta()
-			var last int64
-			for rec, err := range traces.All(r) {
-				if err != nil {
-					r.Close()
-					return fmt.Errorf("read trace %s: %w", a[0], err)
-				}
-				last = max(last, rec.ArrivalNs)
+			meta, last, err := lastArrival(r, a[0])
+			if err != nil {
+				return err
 			}
-			r.Close()
 			if start == "" {
 				if meta.Get("capture.start_precision") != "exact" {
 					return usageErrorf("--start: %s does not record its exact start (capture with --keep-start, or give --start)", a[0])
@@ -96,23 +110,17 @@ The window starts at the trace's recorded start (capture --keep-start) or
 				o.Duration = max(end.Sub(o.Start).Truncate(o.Step), o.Step) // no history after now
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("%v", flagNames(err, map[string]string{
-					"Options.URL": "--prometheus", "Options.Start": "--start", "Options.Step": "--step",
-				}))
+				return usageError(err, promFlags)
 			}
 			res, err := prom.Fetch(c.Context, o)
+			if errors.Is(err, prom.ErrLabel) {
+				return usageError(err, promFlags)
+			}
 			if err != nil {
 				return err
 			}
 			s := stdio(c)
-			fmt.Fprintf(s.err, "postmortem: %d steps of %v from %s; instances %v", res.Steps, o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
-			if len(res.Missing) > 0 {
-				fmt.Fprintf(s.err, "; no series for %v (shown as not reported)", res.Missing)
-			}
-			if res.Gaps > 0 || res.Resets > 0 {
-				fmt.Fprintf(s.err, "; %d gaps, %d counter resets", res.Gaps, res.Resets)
-			}
-			fmt.Fprintln(s.err)
+			fetchLine(s.err, &o, res)
 			if metricsOut == "" {
 				metricsOut = traces.SamplesPathFor(a[0])
 			}
@@ -120,16 +128,20 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
 			m.Set("prometheus.step", o.Step.String())
 			m.Set("prometheus.selector", o.Selector)
+			m.Set("prometheus.instance_label", o.InstanceLabel)
+			if o.RoleLabel != "" {
+				m.Set("prometheus.role_label", o.RoleLabel)
+			}
 			if err := traces.WriteSamples(metricsOut, m, res.Samples); err != nil {
 				return err
 			}
 			ao := analyze.DefaultOptions()
-			ao.TailMetric = tailMet
+			ao.TailMetric, ao.Read = tailMet, rf.options(c)
 			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
-				return usageErrorf("--tail: %v", err)
+				return usageErrorf("--tail: %w", err)
 			}
 			if ao.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			rep, err := analyze.AnalyzeFiles(c.Context, []string{a[0]}, ao)
 			if err != nil {
@@ -155,4 +167,61 @@ The window starts at the trace's recorded start (capture --keep-start) or
 			return nil
 		},
 	}
+}
+
+// promFlags maps capture/prom's option names to postmortem's flags.
+var promFlags = map[string]string{
+	"Options.URL": "--prometheus", "Options.Start": "--start", "Options.Step": "--step",
+	"Options.InstanceLabel": "--instance-label", "Options.RoleLabel": "--role-label",
+}
+
+// lastArrival reads r (the trace name) to its end, closes it and returns
+// its metadata and its last arrival_ns.
+func lastArrival(r traces.Reader, name string) (meta traces.Meta, last int64, err error) {
+	defer r.Close()
+	for rec, err := range traces.All(r) {
+		if err != nil {
+			return meta, 0, fmt.Errorf("read trace %s: %w", name, err)
+		}
+		last = max(last, rec.ArrivalNs)
+	}
+	return r.Meta(), last, nil
+}
+
+// fetchLine says on w what Prometheus had for the window: steps, instances,
+// pools, and what was missing, broken or reset.
+func fetchLine(w io.Writer, o *prom.Options, res *prom.Result) {
+	fmt.Fprintf(w, "postmortem: %d steps of %v from %s; instances %v", res.Steps, o.Step, o.Start.UTC().Format(time.RFC3339), res.Instances)
+	if o.RoleLabel != "" {
+		fmt.Fprintf(w, "; pools %s", pools(res.Roles))
+		if len(res.NotExported) > 0 {
+			fmt.Fprintf(w, "; no fleet series for %v", res.NotExported)
+		}
+	}
+	if len(res.Missing) > 0 {
+		fmt.Fprintf(w, "; no series for %v (shown as not reported)", res.Missing)
+	}
+	if res.Gaps > 0 || res.Resets > 0 {
+		fmt.Fprintf(w, "; %d gaps, %d counter resets", res.Gaps, res.Resets)
+	}
+	fmt.Fprintln(w)
+}
+
+// pools says which instances each role holds: "decode [decode-0 decode-1],
+// prefill [prefill-0]".
+func pools(roles map[string]string) string {
+	by := map[string][]string{}
+	for in, r := range roles {
+		if r == "" {
+			r = "(no role)"
+		}
+		by[r] = append(by[r], in)
+	}
+	var parts []string
+	for r, ins := range by {
+		slices.Sort(ins)
+		parts = append(parts, fmt.Sprintf("%s %v", r, ins))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }

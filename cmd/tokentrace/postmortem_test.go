@@ -14,9 +14,11 @@ import (
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/bench/pmdemo/incident"
+	"github.com/tokentrace/tokentrace/bench/pmdemo/pdincident"
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -121,7 +123,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 		{"a Prometheus that is not there is a failure naming it", []string{"postmortem", "--prometheus", "http://127.0.0.1:1", "--timeout", "1s", trace}, exitFailure, "127.0.0.1:1"},
 		{"a window outside the retention is a failure saying so", []string{"postmortem", "--prometheus", promURL, "--step", "1s", "--start", start.Add(-3 * time.Hour).UTC().Format(time.RFC3339), trace}, exitFailure, "outside Prometheus' retention"},
 		{"a URL that is not Prometheus' API is a failure saying so", []string{"postmortem", "--prometheus", srv.URL, "--timeout", "1s", trace}, exitFailure, "not as Prometheus' HTTP API"},
-		{"a URL with credentials is refused", []string{"postmortem", "--prometheus", "http://u:secretpw@127.0.0.1:1", trace}, exitUsage, "--prometheus carries credentials"},
+		{"a URL with credentials is refused", []string{"postmortem", "--prometheus", "http://u:secretpw@127.0.0.1:1", trace}, exitUsage, "--prometheus: carries credentials"},
 	} {
 		var o, e bytes.Buffer
 		got := Main(ctx, append([]string{"tokentrace"}, c.args...), nil, &o, &e)
@@ -136,7 +138,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	}
 }
 
-// The incident scenario of issue 16 ("Must show"), as the postmortem demo
+// The two-server incident, as the postmortem demo
 // plays it (package incident): two simulators behind an imaginary gateway,
 // both scraped every second by one real Prometheus (two targets, two
 // instance labels), a burst at incident.BurstAt overflowing instance A's
@@ -243,7 +245,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 		Attribution struct {
 			Source    string             `json:"source"`
 			Share     map[string]float64 `json:"share"`
-			When      analyze.When       `json:"when"`
+			When      analyze.TailTiming `json:"when"`
 			Diagnosis []string           `json:"diagnosis"`
 		} `json:"attribution"`
 		Instances  []analyze.InstanceLoad `json:"instances"`
@@ -317,7 +319,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	var sumT, sumE [5]float64
 	tail, agree, onA := 0, 0, 0
 	schedLo, schedHi, sentLo, sentHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
-	err = est.EachRequest(func(ra analyze.RequestAttribution) error {
+	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if !ra.Tail {
 			return nil
 		}
@@ -375,5 +377,127 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	if rate < attribDominantRate {
 		t.Errorf("dominant cause right for %d/%d tail requests (%.0f%% < %.0f%%)", agree, tail, rate*100, attribDominantRate*100)
+	}
+}
+
+// TestPostmortemDisaggregatedFleet has a real Prometheus scrape a
+// simulated disaggregated fleet through its one /metrics (every replica's
+// series labelled with its pod and role), plays the incident of package
+// pdincident against it (a burst of long prompts that queues on the one
+// prefill replica while the three decode replicas idle), keeps the
+// results as the gateway would have logged them (no server timings, no
+// replicas) and runs postmortem per pod with the role label: the report
+// has both pools and names the prefill pool as the saturated one, the
+// decode pool's KV transfers come from vLLM's NIXL histograms, and the
+// estimated split of every request agrees with the replicas' own
+// queue/prefill/decode histograms, summed over both pools, within 10
+// points. A role label no series has is a usage error listing the labels
+// the series do have.
+func TestPostmortemDisaggregatedFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and a fleet, replays in real time (~20 s)")
+	}
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, pdincident.Fleet); err != nil {
+		t.Fatal(err)
+	}
+	so.PerRequestMetrics = true
+	srv, err := fleet.Start(ctx, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	promtest.WaitScrapes(t, promURL, 3) // the load starts inside scraped history
+
+	ro := replay.DefaultOptions()
+	ro.NoPreflight = true
+	ro.Model = so.Model
+	pl, err := pdincident.Play(ctx, srv.URL, pdincident.Records(33), traces.NewMeta("incident"), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range pl.Result.Records {
+		if r.Status != traces.StatusOK {
+			t.Fatalf("request %s: status %s (%s)", r.RequestID, r.Status, r.Error)
+		}
+	}
+	meta := pl.Result.Meta
+	pl.StartMeta(&meta)
+	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second))) // scrapes past the last token
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "incident.parquet")
+	if err := traces.WriteAll(trace, meta, pl.Logged); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "incident.json")
+	var so2, se bytes.Buffer
+	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s",
+		"--instance-label", "pod", "--role-label", "role", "--tail", "p90", "--tail-metric", "ttft", "--json", jsonPath, trace}, nil, &so2, &se)
+	if code != 0 {
+		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
+	}
+	t.Logf("stderr: %s\nreport:\n%s", se.String(), so2.String())
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Attribution struct {
+			Source    string             `json:"source"`
+			Share     map[string]float64 `json:"share"`
+			Diagnosis []string           `json:"diagnosis"`
+		} `json:"attribution"`
+		Pools      []analyze.PoolLoad  `json:"pools"`
+		CrossCheck *analyze.CrossCheck `json:"cross_check"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
+	if rep.Attribution.Source != analyze.SourceEstimated {
+		t.Errorf("attribution source %q, want %q (the gateway's log has no server timings)", rep.Attribution.Source, analyze.SourceEstimated)
+	}
+	if !strings.Contains(se.String(), "pools decode [decode-0 decode-1 decode-2], prefill [prefill-0]") {
+		t.Errorf("stderr does not name the pools and their replicas: %s", se.String())
+	}
+	sat, kv := "", false
+	for _, p := range rep.Pools {
+		if p.Saturated {
+			sat += p.Role
+		}
+		if p.Role == "decode" {
+			kv = p.KVTransfers > 0 && p.AllKVTransferMs != nil
+		}
+	}
+	if len(rep.Pools) != 2 || sat != "prefill" {
+		t.Errorf("pools %+v: want prefill and decode, the prefill pool saturated", rep.Pools)
+	}
+	if !strings.Contains(diag, "Pool saturated: the prefill pool (1 replica(s): prefill-0)") {
+		t.Errorf("diagnosis does not name the saturated prefill pool:\n%s", diag)
+	}
+	if !kv {
+		t.Errorf("pools %+v: the decode pool's KV transfers are missing", rep.Pools)
+	}
+	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.Requests < len(pl.Logged)*9/10 {
+		t.Errorf("cross-check %+v: want most of the %d requests compared, no histogram missing", cc, len(pl.Logged))
+	} else {
+		t.Logf("cross-check: %d requests against %d finished; attribution %+v, server %+v, max %.1f points on %s",
+			cc.Requests, cc.ServerRequests, cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
+		if cc.ServerRequests > int64(len(pl.Logged))*11/10 {
+			t.Errorf("the server finished %d requests per the pooled series, the trace has %d: a request finishing on both pools counts once", cc.ServerRequests, len(pl.Logged))
+		}
+		if cc.Disagree || cc.MaxDiffPoints > analyze.CrossCheckTolerancePoints {
+			t.Errorf("the estimated split disagrees with the fleet's histograms by %.1f points on %s", cc.MaxDiffPoints, cc.Worst)
+		}
+	}
+
+	// A role label that no series has: a usage error listing the labels.
+	var o, e bytes.Buffer
+	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s",
+		"--instance-label", "pod", "--role-label", "llm_d_ai_role", trace}, nil, &o, &e); got != exitUsage ||
+		!strings.Contains(e.String(), `role label "llm_d_ai_role" (--role-label) is on none`) || !strings.Contains(e.String(), "role=decode, prefill") {
+		t.Errorf("a role label on no series: exit %d, stderr %q", got, e.String())
 	}
 }

@@ -37,7 +37,7 @@ func startProfiles(c *cli.Context) error {
 		}
 		f, err := os.Create(path)
 		if err != nil {
-			return usageErrorf("--%s: %v", p.flag, err)
+			return usageErrorf("--%s: %w", p.flag, err)
 		}
 		if err := p.start(f); err != nil {
 			f.Close()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
-	"github.com/urfave/cli/v2"
 )
 
 // replayWrite is where a replay's results go and what becomes of its
@@ -24,11 +23,10 @@ type replayWrite struct {
 // removes or keeps the journal, and prints the summary. A failed journal
 // write stopped the run: the journal is cut short and must never be called
 // complete.
-func (w replayWrite) write(c *cli.Context, res *replay.Result, runErr error) error {
-	io := stdio(c)
+func (w replayWrite) write(ctx context.Context, io streams, res *replay.Result, runErr error) error {
 	var jerr *replay.JournalError
 	journalOK := !errors.As(runErr, &jerr)
-	if _, err := res.Write(context.WithoutCancel(c.Context), w.out, w.co); err != nil {
+	if _, err := res.Write(context.WithoutCancel(ctx), w.out, w.co); err != nil {
 		msg := fmt.Errorf("write results: %w", err)
 		switch {
 		case !journalOK:
@@ -53,7 +51,7 @@ func (w replayWrite) write(c *cli.Context, res *replay.Result, runErr error) err
 		sw = io.err
 	}
 	res.Summary.WriteText(sw)
-	if c.Context.Err() != nil {
+	if ctx.Err() != nil {
 		fmt.Fprintf(io.err, "tokentrace replay: interrupted; wrote %d finished requests to %s\n", res.Count, w.out)
 	}
 	if !journalOK {

@@ -22,29 +22,30 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// runRecordOptions fills the replay options of issue 9 (background loads,
-// run label metadata, model map, server self-description) from their flags.
+// runRecordOptions fills the replay options that record what a run was
+// (background loads, run label metadata, model map, server
+// self-description) from their flags.
 // Errors are usage errors naming the flag.
 func runRecordOptions(o *replay.Options, background, metadata, modelMap []string, describe bool) error {
 	for _, b := range background {
 		bg, err := replay.ParseBackground(b)
 		if err != nil {
-			return replayUsageError(err)
+			return usageError(err, replayFlags)
 		}
 		o.Background = append(o.Background, bg)
 	}
 	var err error
 	if o.Metadata, err = replay.ParseMetadata(metadata); err != nil {
-		return replayUsageError(err)
+		return usageError(err, replayFlags)
 	}
 	if o.ModelMap, err = replay.ParseModelMap(modelMap); err != nil {
-		return replayUsageError(err)
+		return usageError(err, replayFlags)
 	}
 	o.DescribeServer = describe
 	return nil
 }
 
-// capacityFlagValues are analyze's bandwidth and cost flags (issue 9).
+// capacityFlagValues are analyze's bandwidth and cost flags.
 type capacityFlagValues struct {
 	modelBytes, bandwidth string
 	costPerHour           float64
@@ -62,12 +63,12 @@ func (v *capacityFlagValues) apply(o *analyze.Options) error {
 	var err error
 	if v.modelBytes != "" {
 		if o.ModelBytes, err = analyze.ParseBytes(v.modelBytes); err != nil {
-			return usageErrorf("--model-bytes: %v", err)
+			return usageErrorf("--model-bytes: %w", err)
 		}
 	}
 	if v.bandwidth != "" {
 		if o.Bandwidth, err = analyze.ParseBandwidth(v.bandwidth); err != nil {
-			return usageErrorf("--bandwidth: %v", err)
+			return usageErrorf("--bandwidth: %w", err)
 		}
 	}
 	if (o.ModelBytes > 0) != (o.Bandwidth > 0) {
@@ -119,20 +120,18 @@ func serverLine(m traces.Meta) string {
 	return strings.Join(parts, ", ")
 }
 
-// flagNames rewrites a library error that names options ("Options.Step")
-// to name the CLI flags instead, for usage errors.
-func flagNames(err error, flags map[string]string) string {
-	msg := err.Error()
-	keys := make([]string, 0, len(flags))
-	for k := range flags {
-		keys = append(keys, k)
+// readAPIKey reads the bearer token of --api-key-file. Its errors name
+// the file and keep the cause; the key itself is never in them.
+func readAPIKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageError(fmt.Errorf("--api-key-file: %w", err), nil)
 	}
-	// Longest first: "replay: Options.URL" before "Options.URL".
-	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
-	for _, k := range keys {
-		msg = strings.ReplaceAll(msg, k, flags[k])
+	key := strings.TrimSpace(string(b))
+	if key == "" {
+		return "", usageErrorf("--api-key-file: %s is empty", path)
 	}
-	return msg
+	return key, nil
 }
 
 // headerFlag collects repeated --header "Name: value" flags without
@@ -172,40 +171,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// replayFlags maps replay's option and input names in errors to the flags
-// of the replay and sweep commands.
-var replayFlags = map[string]string{
-	"replay: Options.URL":                            "--url",
-	"replay: Options.API":                            "--api",
-	"replay: Options.Speed":                          "--speed",
-	"replay: Options.WindowFrom, Options.WindowTo":   "--window",
-	"replay: window":                                 "--window",
-	"replay: Options.MaxConcurrency":                 "--max-concurrency",
-	"replay: Options.Warmup":                         "--warmup",
-	"Options.NoPreflight":                            "--no-preflight",
-	"replay: Options.Duration":                       "--duration",
-	"replay: Options.Sessions":                       "--sessions",
-	"replay: Options.ShardIndex, Options.ShardCount": "--shard",
-	"replay: shard":                                  "--shard",
-	"replay: Options.Timeout":                        "--timeout",
-	"replay: Options.Drain":                          "--drain",
-	"replay: Options.BlockSize":                      "--block-size",
-	"replay: Options.TokenIDMin, Options.TokenIDMax": "token ids",
-	"replay: Options.Run":                            "--run",
-	"replay: Options.Background":                     "--background",
-	"replay: background":                             "--background",
-	"replay: model map":                              "--model-map",
-	"replay: metadata":                               "--metadata",
-	"Options.Model":                                  "--model",
-	"Options.URL":                                    "--url",
-}
-
-// replayUsageError is a usage error for a replay library error, naming
-// flags instead of options.
-func replayUsageError(err error) error {
-	return usageErrorf("%s", flagNames(err, replayFlags))
 }
 
 // pathFlags are the flags whose values are file paths.

@@ -55,13 +55,14 @@ func TestRunRecordRoundTripAndModelMap(t *testing.T) {
 		t.Errorf("inspect does not show the run record:\n%s", out)
 	}
 	out, _ = runMain(t, "analyze", "compare", resA, resB)
-	// The metric table starts at its header; the conclusion line above the
-	// metadata may name metrics too when the two runs happen to differ.
-	if i, j := strings.Index(out, "run.label"), strings.Index(out, "\nmetric "); i < 0 || j < 0 || i > j {
-		t.Errorf("compare does not print the differing label first:\n%s", out)
+	// The metadata that differs follows the tables; what was asked (the
+	// label) leads it, the per-run bookkeeping (command, start time) after.
+	md := strings.Index(out, "\nMetadata that differs")
+	if md < 0 || md < strings.Index(out, "\nmetric ") || !strings.Contains(out[md:], "  run.label  baseline | candidate") {
+		t.Errorf("compare does not list the differing label after the table:\n%s", out)
 	}
-	if i, j := strings.Index(out, "run.label"), strings.Index(out, "command "); j >= 0 && i > j {
-		t.Errorf("the label should lead the metadata differences:\n%s", out)
+	if i, j := strings.Index(out, "run.label"), strings.Index(out, "per-run bookkeeping also differs: command"); j < 0 || i > j {
+		t.Errorf("the label should lead the metadata differences, the command among the bookkeeping:\n%s", out)
 	}
 }
 

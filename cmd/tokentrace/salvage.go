@@ -1,77 +1,145 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"sync"
 
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
 )
 
-// Every command treats a damaged (truncated) input the same way: it goes on
-// with the rows before the damage and says so on stderr in the words of
-// traces.SalvageNote. A file with no complete row is an error.
+// Every command reads a trace the same way (traces.OpenWith): bad rows are
+// skipped, counted and named on stderr in the words of traces.ReadStats
+// (--strict fails on the first), rows out of arrival order are counted and
+// the command says what it does with them, a damaged file is an error
+// unless --salvage asks for the rows before the damage, and a file with no
+// valid row is an error.
 
-// readTrace reads the whole named trace for command cmd, salvaging damage.
-func readTrace(stderr io.Writer, cmd, name string) ([]traces.Record, traces.Meta, error) {
-	recs, m, err := traces.ReadAll(name)
-	if errors.Is(err, traces.ErrTruncated) && len(recs) > 0 {
-		fmt.Fprintf(stderr, "tokentrace %s: warning: %s\n", cmd, traces.SalvageNote(name, int64(len(recs))))
-		return recs, m, nil
+// readFlags are --strict and --salvage, shared by every command that
+// reads traces.
+type readFlags struct{ o traces.OpenOptions }
+
+func (f *readFlags) flags() []cli.Flag { return readFlagsInto(&f.o) }
+
+// readFlagsInto are the flags, setting o (for a command whose library
+// options hold the traces.OpenOptions).
+func readFlagsInto(o *traces.OpenOptions) []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "strict", Usage: "fail on the first bad row of an input (unreadable, negative, not an integer, out of range, list/count mismatch, out of arrival order) instead of skipping and counting it", Destination: &o.Strict},
+		&cli.BoolFlag{Name: "salvage", Usage: "read a damaged (truncated) input up to the damage instead of failing", Destination: &o.Salvage},
 	}
-	if err != nil {
-		return nil, m, fmt.Errorf("read trace: %w", err)
-	}
-	return recs, m, nil
 }
 
-// traceSource is the trace name as replay reads it: a file is opened each
-// time replay reads it (never held whole), stdin is read into memory once.
-// A damaged file is read up to the damage, with one warning.
-func traceSource(stderr io.Writer, cmd, name string) (replay.Source, error) {
+// options are the traces.OpenOptions the flags ask for.
+func (f *readFlags) options(c *cli.Context) traces.OpenOptions {
+	o := f.o
+	o.Stdin = stdio(c).in
+	return o
+}
+
+// traceIn is how one command reads its traces: the options, what it does
+// with rows out of arrival order (said after the count), and where it
+// says so.
+type traceIn struct {
+	cmd    string
+	o      traces.OpenOptions
+	order  string
+	stderr io.Writer
+
+	mu   sync.Mutex
+	said map[string]bool // notes already printed (replay reads a trace twice)
+}
+
+func newTraceIn(c *cli.Context, f *readFlags, cmd, order string) *traceIn {
+	return traceInOf(stdio(c), f, cmd, order)
+}
+
+// traceInOf is newTraceIn for a command's body, which has its streams but
+// no cli.Context (runReplay).
+func traceInOf(s streams, f *readFlags, cmd, order string) *traceIn {
+	o := f.o
+	o.Stdin = s.in
+	return &traceIn{cmd: cmd, o: o, order: order, stderr: s.err, said: map[string]bool{}}
+}
+
+// note prints what the reader of name has to say about its rows, once.
+func (t *traceIn) note(name string, st traces.ReadStats) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range st.Notes(name, t.order) {
+		if !t.said[n] {
+			t.said[n] = true
+			fmt.Fprintf(t.stderr, "tokentrace %s: warning: %s\n", t.cmd, n)
+		}
+	}
+}
+
+// open opens the named trace; its notes are printed when the stream ends
+// (or the reader is closed before).
+func (t *traceIn) open(name string) (traces.Reader, error) {
+	r, err := traces.OpenWith(name, t.o)
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	return &noting{Reader: r, in: t, name: name}, nil
+}
+
+// read reads the whole named trace.
+func (t *traceIn) read(name string) ([]traces.Record, traces.Meta, error) {
+	r, err := t.open(name)
+	if err != nil {
+		return nil, traces.Meta{}, err
+	}
+	defer r.Close()
+	recs, err := traces.ReadFrom(r)
+	if err != nil {
+		return nil, r.Meta(), fmt.Errorf("read trace: %w", err)
+	}
+	return recs, r.Meta(), nil
+}
+
+// source is the trace name as replay reads it: a file is opened each time
+// replay reads it (never held whole), stdin is read into memory once.
+func (t *traceIn) source(name string) (replay.Source, error) {
 	if name == "-" {
-		recs, m, err := readTrace(stderr, cmd, name)
+		recs, m, err := t.read(name)
 		if err != nil {
 			return nil, err
 		}
 		return replay.Records(recs, m), nil
 	}
-	var once sync.Once
-	return func() (traces.Reader, error) {
-		r, err := traces.Open(name)
-		if err != nil {
-			return nil, fmt.Errorf("read trace: %w", err)
-		}
-		warn := io.Discard
-		once.Do(func() { warn = stderr })
-		return salvage(r, warn, cmd, name), nil
-	}, nil
+	return func() (traces.Reader, error) { return t.open(name) }, nil
 }
 
-// salvaging ends a reader's stream at the damage, with the warning, instead
-// of failing.
-type salvaging struct {
+// noting prints its reader's notes at the end of the stream.
+type noting struct {
 	traces.Reader
-	stderr    io.Writer
-	cmd, name string
+	in   *traceIn
+	name string
+	done bool
 }
 
-func salvage(r traces.Reader, stderr io.Writer, cmd, name string) traces.Reader {
-	return &salvaging{Reader: r, stderr: stderr, cmd: cmd, name: name}
-}
-
-func (s *salvaging) Read(buf []traces.Record) (int, error) {
-	n, err := s.Reader.Read(buf)
-	if err != nil && errors.Is(err, traces.ErrTruncated) {
-		if rows := s.Reader.Stats().Rows; rows > 0 {
-			fmt.Fprintf(s.stderr, "tokentrace %s: warning: %s\n", s.cmd, traces.SalvageNote(s.name, rows))
-			return n, io.EOF
+func (n *noting) Read(buf []traces.Record) (int, error) {
+	k, err := n.Reader.Read(buf)
+	if err != nil && !n.done {
+		// A stream that ends in an error says so itself.
+		n.done = true
+		if err == io.EOF {
+			n.in.note(n.name, n.Reader.Stats())
 		}
 	}
-	return n, err
+	return k, err
+}
+
+func (n *noting) Close() error {
+	if !n.done {
+		n.done = true
+		n.in.note(n.name, n.Reader.Stats())
+	}
+	return n.Reader.Close()
 }
 
 // SortedByArrival passes on the wrapped reader's promise of arrival order.
-func (s *salvaging) SortedByArrival() bool { return traces.IsSorted(s.Reader) }
+func (n *noting) SortedByArrival() bool { return traces.IsSorted(n.Reader) }

@@ -55,8 +55,9 @@ func TestWrongInputIsAnError(t *testing.T) {
 }
 
 // TestDamagedTraceSameEverywhere cuts 100 bytes off a Parquet trace and a
-// Parquet results file: every command that reads them goes on with the
-// rows before the damage and says so in the same words.
+// Parquet results file: every command that reads them fails, naming the
+// file and the complete rows before the damage, and with --salvage goes
+// on with those rows and says so in the same words.
 func TestDamagedTraceSameEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	trace := toParquet(t, writeReplayTrace(t, 40), filepath.Join(dir, "trace.parquet"))
@@ -75,24 +76,29 @@ func TestDamagedTraceSameEverywhere(t *testing.T) {
 	}
 	ct, cr := cut(trace), cut(results)
 	for _, c := range []struct {
-		cmd  string
+		cmd  []string
 		args []string
 		name string
 	}{
-		{"replay", []string{"replay", "--quiet", "--max-lateness", "10s", "--out", filepath.Join(dir, "r2.parquet"), ct}, ct},
-		{"synth fit", []string{"synth", "fit", "--out", filepath.Join(dir, "m.json"), ct}, ct},
-		{"export", []string{"export", "--format", "jsonl", "--out", filepath.Join(dir, "e.jsonl"), ct}, ct},
-		{"synth check", []string{"synth", "check", ct, trace}, ct},
-		{"analyze", []string{"analyze", cr}, cr},
+		{[]string{"replay"}, []string{"--quiet", "--max-lateness", "10s", "--out", filepath.Join(dir, "r2.parquet"), ct}, ct},
+		{[]string{"synth", "fit"}, []string{"--out", filepath.Join(dir, "m.json"), ct}, ct},
+		{[]string{"export"}, []string{"--format", "jsonl", "--out", filepath.Join(dir, "e.jsonl"), ct}, ct},
+		{[]string{"synth", "check"}, []string{ct, trace}, ct},
+		{[]string{"inspect"}, []string{ct}, ct},
+		{[]string{"analyze"}, []string{cr}, cr},
 	} {
-		// analyze puts the note among the report's warnings, on stdout
-		code, so, se := runCLI(nil, c.args...)
-		se = so + se
-		if c.cmd != "synth check" && code != 0 {
-			t.Errorf("%s on a damaged file: exit %d: %s", c.cmd, code, se)
+		cmd := strings.Join(c.cmd, " ")
+		code, so, se := runCLI(nil, append(c.cmd, c.args...)...)
+		if want := c.name + " is damaged (truncated): 40 complete rows before the damage, which --salvage uses"; code != exitFailure || !strings.Contains(se, want) {
+			t.Errorf("%s on a damaged file: exit %d, want 1 saying %q:\n%s", cmd, code, want, so+se)
 		}
-		if want := "is damaged (truncated): using the 40 rows before the damage"; !strings.Contains(se, filepath.Base(c.name)) || !strings.Contains(se, want) {
-			t.Errorf("%s on a damaged file: output %q lacks %q", c.cmd, se, want)
+		// analyze puts the note among the report's warnings, on stdout
+		code, so, se = runCLI(nil, append(append(c.cmd, "--salvage"), c.args...)...)
+		if cmd != "synth check" && code != 0 {
+			t.Errorf("%s --salvage on a damaged file: exit %d: %s", cmd, code, so+se)
+		}
+		if want := traces.SalvageNote(c.name, 40); !strings.Contains(so+se, want) {
+			t.Errorf("%s --salvage on a damaged file: output %q lacks %q", cmd, so+se, want)
 		}
 	}
 }

@@ -10,25 +10,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func simCommand() *cli.Command {
-	o := sim.DefaultOptions()
-	preset := sim.DefaultPreset
-	// Capacity and step-time flags default to "unset" so --preset can fill
-	// them; explicit flags override the preset.
-	var maxSeqs, maxBatched, blocks, blockSize, maxLen int
-	var replicaConfig headerFlag
-	return &cli.Command{
-		Name:  "sim",
-		Usage: "run the vLLM-like engine simulator behind the OpenAI API",
-		UsageText: `tokentrace sim [flags]
+const simUsageText = `tokentrace sim [flags]
 
 Examples:
   tokentrace sim --listen 127.0.0.1:8000
   tokentrace sim --preset phi4-mini-l4 --truth-out truth.parquet
   tokentrace sim --fail-rate 0.05 --fail-status 429 --stream-error-rate 0.01
   tokentrace sim --replicas 4 --router prefix-aware --replica-config replica-3.step-fixed=24ms
-  tokentrace sim --prefill-replicas 2 --decode-replicas 6 --kv-transfer-latency 2ms --kv-transfer-bandwidth 25GB/s`,
-		Description: `sim serves POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
+  tokentrace sim --prefill-replicas 2 --decode-replicas 6 --kv-transfer-latency 2ms --kv-transfer-bandwidth 25GB/s`
+
+var simDescription = `sim serves POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
 GET /v1/models, GET /health and GET /metrics like vLLM's OpenAI-compatible
 server, backed by a simulated continuous-batching engine (chunked prefill,
 KV blocks with prefix caching, preemption). It prints its URL, runs until
@@ -44,10 +35,23 @@ router (` + strings.Join(sim.Routers, ", ") + `); --prefill-replicas and
 cache over a shared link. Every engine flag applies to every replica;
 --replica-config SCOPE.KEY=VALUE sets one pool (prefill, decode) or one
 replica (replica-3, decode-0). /metrics has every replica with pod and
-role labels, /replicas/NAME/metrics one of them.`,
+role labels, /replicas/NAME/metrics one of them.`
+
+func simCommand() *cli.Command {
+	o := sim.DefaultOptions()
+	preset := sim.DefaultPreset
+	// Capacity and step-time flags default to "unset" so --preset can fill
+	// them; explicit flags override the preset.
+	var maxSeqs, maxBatched, blocks, blockSize, maxLen int
+	var replicaConfig headerFlag
+	return &cli.Command{
+		Name:        "sim",
+		Usage:       "run the vLLM-like engine simulator behind the OpenAI API",
+		UsageText:   simUsageText,
+		Description: simDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
-			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "served model name", DefaultText: "sim-PRESET; sim-llama3-8b for the default preset"},
+			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "serve only this model name (a request naming another gets vLLM's 404); without it every request is served whatever model it names, and /v1/models lists sim-PRESET", DefaultText: "any; listed as sim-PRESET, sim-llama3-8b for the default preset"},
 			&cli.StringFlag{Name: "preset", Value: preset, Destination: &preset, Usage: "deployment preset: " + strings.Join(sim.PresetNames(), ", ")},
 			&cli.IntFlag{Name: "max-num-seqs", Destination: &maxSeqs, Usage: "max running sequences", DefaultText: "preset's"},
 			&cli.IntFlag{Name: "max-num-batched-tokens", Destination: &maxBatched, Usage: "token budget per step", DefaultText: "preset's"},
@@ -92,10 +96,12 @@ role labels, /replicas/NAME/metrics one of them.`,
 				return err
 			}
 			if err := sim.ApplyPreset(&o, preset); err != nil {
-				return usageErrorf("--preset: %v", err)
+				return usageErrorf("--preset: %w", err)
 			}
 			if !c.IsSet("model") {
-				o.Model = sim.PresetModel(preset)
+				// Like the built-in target, a standalone simulator takes
+				// the trace's production model names as they are.
+				o.Model, o.AnyModel = sim.PresetModel(preset), true
 			}
 			setInt := func(name string, v int, dst *int) {
 				if c.IsSet(name) {
@@ -113,18 +119,8 @@ role labels, /replicas/NAME/metrics one of them.`,
 					*dst = c.Duration(name)
 				}
 			}
-			// The fleet flags go through the configuration keys, which
-			// check them together.
-			var keys []string
-			for _, name := range []string{"replicas", "router", "prefill-replicas", "decode-replicas", "kv-transfer-latency",
-				"kv-transfer-per-token", "kv-transfer-bandwidth", "kv-transfer-bytes-per-token"} {
-				if c.IsSet(name) {
-					keys = append(keys, name+"="+fmt.Sprint(c.Value(name)))
-				}
-			}
-			keys = append(keys, replicaConfig.v...)
-			if err := sim.ApplyConfig(&o, strings.Join(keys, ",")); err != nil {
-				return usageErrorf("sim: %v", err)
+			if err := sim.ApplyConfig(&o, fleetConfig(c, replicaConfig.v)); err != nil {
+				return usageErrorf("sim: %w", err)
 			}
 			srv, err := fleet.Start(c.Context, o)
 			if err != nil {
@@ -132,11 +128,15 @@ role labels, /replicas/NAME/metrics one of them.`,
 			}
 			out := stdio(c)
 			fmt.Fprintln(out.out, srv.URL)
+			served := fmt.Sprintf("model %q", o.Model)
+			if o.AnyModel {
+				served = fmt.Sprintf("any model a request names (listed as %q; --model serves one name only)", o.Model)
+			}
 			what := ""
 			if o.IsFleet() {
 				what = fmt.Sprintf(" on %d replicas (%s), router %s", len(srv.Replicas()), strings.Join(srv.Replicas(), ", "), o.Fleet.Router)
 			}
-			fmt.Fprintf(out.err, "tokentrace sim: serving model %q (preset %s)%s at %s; Ctrl-C to stop\n", o.Model, o.Preset, what, srv.URL)
+			fmt.Fprintf(out.err, "tokentrace sim: serving %s (preset %s)%s at %s; Ctrl-C to stop\n", served, o.Preset, what, srv.URL)
 			<-c.Context.Done()
 			if err := srv.Close(); err != nil {
 				return err
@@ -147,4 +147,17 @@ role labels, /replicas/NAME/metrics one of them.`,
 			return nil
 		},
 	}
+}
+
+// fleetConfig is the fleet flags that were set, and --replica-config's, as
+// configuration keys: sim.ApplyConfig checks them together.
+func fleetConfig(c *cli.Context, replicaConfig []string) string {
+	var keys []string
+	for _, name := range []string{"replicas", "router", "prefill-replicas", "decode-replicas", "kv-transfer-latency",
+		"kv-transfer-per-token", "kv-transfer-bandwidth", "kv-transfer-bytes-per-token"} {
+		if c.IsSet(name) {
+			keys = append(keys, name+"="+fmt.Sprint(c.Value(name)))
+		}
+	}
+	return strings.Join(append(keys, replicaConfig...), ",")
 }

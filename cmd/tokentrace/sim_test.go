@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -137,4 +138,78 @@ func TestSimFleetFlagErrors(t *testing.T) {
 			t.Errorf("sim %v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
+}
+
+// startSimCommand runs `tokentrace sim ARGS` until the test ends and
+// returns its URL.
+func startSimCommand(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr syncBuf
+	code := make(chan int, 1)
+	go func() {
+		code <- Main(ctx, append([]string{"tokentrace", "sim", "--virtual"}, args...), strings.NewReader(""), pw, &stderr)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-code:
+		case <-time.After(10 * time.Second):
+			t.Error("sim did not stop on cancel")
+		}
+	})
+	url, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
+	}
+	go io.Copy(io.Discard, pr)
+	return strings.TrimSpace(url)
+}
+
+// A standalone simulator serves a trace's production model names as the
+// built-in one does (it answered 404 to them once, so a documented replay
+// against it failed its preflight); --model restricts it to one name.
+func TestSimServesAnyModelUnlessTold(t *testing.T) {
+	post := func(url, model string) int {
+		resp, err := http.Post(url+"/v1/completions", "application/json",
+			strings.NewReader(`{"model":"`+model+`","prompt":"hi","max_tokens":2,"ignore_eos":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	anyURL := startSimCommand(t)
+	if got := post(anyURL, "prod-llama-70b"); got != http.StatusOK {
+		t.Errorf("sim without --model: a request for a production model name got HTTP %d, want 200", got)
+	}
+	oneURL := startSimCommand(t, "--model", "only-this")
+	if got := post(oneURL, "prod-llama-70b"); got != http.StatusNotFound {
+		t.Errorf("sim --model only-this: a request for another model got HTTP %d, want vLLM's 404", got)
+	}
+	if got := post(oneURL, "only-this"); got != http.StatusOK {
+		t.Errorf("sim --model only-this: a request for it got HTTP %d, want 200", got)
+	}
+}
+
+// syncBuf is a bytes.Buffer a command's goroutine writes while the test
+// reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ func (f *sweepSimFlags) flags() []cli.Flag {
 func (f *sweepSimFlags) options() (sim.Options, error) {
 	o := sim.DefaultOptions()
 	if err := sim.ApplyPreset(&o, f.preset); err != nil {
-		return o, usageErrorf("--sim-preset: %v", err)
+		return o, usageErrorf("--sim-preset: %w", err)
 	}
 	o.PerRequestMetrics = f.perRequestMetrics
 	for _, x := range []struct {
@@ -91,10 +92,10 @@ func (f *sweepSimFlags) options() (sim.Options, error) {
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("sim: %v", err)
+		return o, usageErrorf("sim: %w", err)
 	}
 	if err := sim.ApplyConfig(&o, f.config); err != nil {
-		return o, usageErrorf("--sim-config: %v", err)
+		return o, usageErrorf("--sim-config: %w", err)
 	}
 	return o, nil
 }
@@ -109,6 +110,7 @@ func sweepCommand() *cli.Command {
 		modelMap                                                  headerFlag
 		metadata                                                  headerFlag
 		sf                                                        sweepSimFlags
+		rf                                                        readFlags
 	)
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "url", Usage: "server base URL (default: a fresh built-in simulator per step)", Destination: &o.URL},
@@ -132,25 +134,13 @@ func sweepCommand() *cli.Command {
 		&cli.GenericFlag{Name: "metadata", Value: &metadata, Usage: "key=value stored in every step's metadata as run.meta.KEY (repeatable)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-step lines on stderr", Destination: &quiet},
 	}
-	flags = append(flags, sf.flags()...)
+	flags = append(append(flags, sf.flags()...), rf.flags()...)
 	return &cli.Command{
-		Name:  "sweep",
-		Usage: "find how much faster than recorded a trace can run before the SLOs break",
-		UsageText: `tokentrace sweep [flags] TRACE
-
-Examples:
-  tokentrace sweep --slo ttft=1s,tpot=50ms --speeds 0.5,1,1.5,2,3 trace.parquet           # built-in simulator
-  tokentrace sweep --slo ttft=1s --search --slo-percentile 99 --url http://vllm:8000 trace.parquet
-  tokentrace sweep --slo ttft=500ms --sim-preset tiny --out-dir sweep --chart sweep/knee.png trace.parquet`,
-		Description: `sweep replays the same trace at several speeds (or binary-searches the
-highest speed that still meets every SLO at --slo-percentile), against --url
-or a fresh built-in simulator per step. Each step's results go to
-OUT-DIR/speed-S.parquet. It prints a table (offered and achieved rate,
-throughput, TTFT/TPOT percentiles, each SLO metric at the percentile,
-goodput), draws throughput against p50/p99 latency with the knee marked, and
-answers in one line: "this trace can run at 2.3× its recorded rate before
-p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
-		Flags: flags,
+		Name:        "sweep",
+		Usage:       "find how much faster than recorded a trace can run before the SLOs break",
+		UsageText:   sweepUsageText,
+		Description: sweepDescription,
+		Flags:       flags,
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
@@ -161,33 +151,25 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 				return usageErrorf("--repeat: want 1 to 100 runs per speed, got %d", repeat)
 			}
 			if cfg.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			if cfg.SLO.IsZero() {
 				return usageErrorf("--slo: required, e.g. ttft=1s,tpot=50ms")
 			}
 			if cfg.Percentile, err = analyze.ParsePercentile(pct); err != nil {
-				return usageErrorf("--slo-percentile: %v", err)
+				return usageErrorf("--slo-percentile: %w", err)
 			}
 			if cfg.Speeds, err = sweep.ParseSpeeds(speeds); err != nil {
-				return usageErrorf("--%v", err)
+				return usageErrorf("--%w", err)
 			}
 			if search {
-				lo, hi, ok := strings.Cut(searchRange, ",")
-				cfg.Low, err = strconv.ParseFloat(strings.TrimSpace(lo), 64)
-				if err == nil && ok {
-					cfg.High, err = strconv.ParseFloat(strings.TrimSpace(hi), 64)
-				}
-				if !ok || err != nil || !(cfg.Low > 0) || !(cfg.High > cfg.Low) || math.IsInf(cfg.High, 0) {
-					return usageErrorf("--search-range: want LOW,HIGH with 0 < LOW < HIGH, got %q", searchRange)
-				}
-				if !(tol > 0) || tol >= 1 {
-					return usageErrorf("--search-tolerance: want 0 < tol < 1, got %g", tol)
+				if cfg.Low, cfg.High, err = searchFlags(searchRange, tol); err != nil {
+					return err
 				}
 			}
 			if window != "" {
 				if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(window); err != nil {
-					return replayUsageError(err)
+					return usageError(err, replayFlags)
 				}
 			}
 			if err := runRecordOptions(&o, nil, metadata.v, modelMap.v, true); err != nil {
@@ -200,25 +182,15 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			} else {
 				probe := o
 				if err := probe.Validate(); err != nil {
-					return replayUsageError(err)
+					return usageError(err, replayFlags)
 				}
 			}
-			if outDir == "" {
-				cfg.OutDir = ""
-			}
-			if chart == "" && outDir != "" {
-				chart = filepath.Join(outDir, "sweep.svg")
-			}
-			if chart == "none" {
-				chart = ""
-			}
-			for _, ch := range strings.Split(chart, ",") {
-				if ce := strings.ToLower(filepath.Ext(ch)); ch != "" && ce != ".svg" && ce != ".png" && ce != ".pdf" {
-					return usageErrorf("--chart %s: want .svg, .png or .pdf", ch)
-				}
+			charts, err := chartFlag(chart, outDir)
+			if err != nil {
+				return err
 			}
 			s := stdio(c)
-			recs, meta, err := readTrace(s.err, "sweep", a[0])
+			recs, meta, err := newTraceIn(c, &rf, "sweep", "sweep sorts the trace by arrival").read(a[0])
 			if err != nil {
 				return err
 			}
@@ -231,17 +203,8 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			if err != nil {
 				return err
 			}
-			for _, ch := range strings.Split(chart, ",") {
-				if ch == "" || len(res.Steps) == 0 {
-					continue
-				}
-				if err := os.MkdirAll(filepath.Dir(ch), 0o755); err != nil {
-					return fmt.Errorf("--chart: %w", err)
-				}
-				if err := res.WriteChart(ch); err != nil {
-					return fmt.Errorf("write chart %s: %w", ch, err)
-				}
-				fmt.Fprintf(s.err, "wrote %s\n", ch)
+			if err := writeCharts(res, charts, s.err); err != nil {
+				return err
 			}
 			if asJSON {
 				return res.WriteJSON(s.out)
@@ -254,4 +217,74 @@ p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`,
 			return nil
 		},
 	}
+}
+
+const sweepUsageText = `tokentrace sweep [flags] TRACE
+
+Examples:
+  tokentrace sweep --slo ttft=1s,tpot=50ms --speeds 0.5,1,1.5,2,3 trace.parquet           # built-in simulator
+  tokentrace sweep --slo ttft=1s --search --slo-percentile 99 --url http://vllm:8000 trace.parquet
+  tokentrace sweep --slo ttft=500ms --sim-preset tiny --out-dir sweep --chart sweep/knee.png trace.parquet`
+
+const sweepDescription = `sweep replays the same trace at several speeds (or binary-searches the
+highest speed that still meets every SLO at --slo-percentile), against --url
+or a fresh built-in simulator per step. Each step's results go to
+OUT-DIR/speed-S.parquet. It prints a table (offered and achieved rate,
+throughput, TTFT/TPOT percentiles, each SLO metric at the percentile,
+goodput), draws throughput against p50/p99 latency with the knee marked, and
+answers in one line: "this trace can run at 2.3× its recorded rate before
+p99 TTFT exceeds 1 s". Failed requests count as infinitely slow.`
+
+// searchFlags checks --search-range (LOW,HIGH) and --search-tolerance.
+func searchFlags(searchRange string, tol float64) (low, high float64, err error) {
+	lo, hi, ok := strings.Cut(searchRange, ",")
+	low, err = strconv.ParseFloat(strings.TrimSpace(lo), 64)
+	if err == nil && ok {
+		high, err = strconv.ParseFloat(strings.TrimSpace(hi), 64)
+	}
+	if !ok || err != nil || !(low > 0) || !(high > low) || math.IsInf(high, 0) {
+		return 0, 0, usageErrorf("--search-range: want LOW,HIGH with 0 < LOW < HIGH, got %q", searchRange)
+	}
+	if !(tol > 0) || tol >= 1 {
+		return 0, 0, usageErrorf("--search-tolerance: want 0 < tol < 1, got %g", tol)
+	}
+	return low, high, nil
+}
+
+// chartFlag is --chart's files: OUT-DIR/sweep.svg when not given (none
+// without an OUT-DIR), none for "none", each .svg, .png or .pdf.
+func chartFlag(chart, outDir string) ([]string, error) {
+	if chart == "" && outDir != "" {
+		chart = filepath.Join(outDir, "sweep.svg")
+	}
+	if chart == "none" || chart == "" {
+		return nil, nil
+	}
+	var names []string
+	for _, ch := range strings.Split(chart, ",") {
+		if ce := strings.ToLower(filepath.Ext(ch)); ch != "" && ce != ".svg" && ce != ".png" && ce != ".pdf" {
+			return nil, usageErrorf("--chart %s: want .svg, .png or .pdf", ch)
+		}
+		if ch != "" {
+			names = append(names, ch)
+		}
+	}
+	return names, nil
+}
+
+// writeCharts draws the sweep's chart into each file (none without steps).
+func writeCharts(res *sweep.Result, names []string, stderr io.Writer) error {
+	if len(res.Steps) == 0 {
+		return nil
+	}
+	for _, ch := range names {
+		if err := os.MkdirAll(filepath.Dir(ch), 0o755); err != nil {
+			return fmt.Errorf("--chart: %w", err)
+		}
+		if err := res.WriteChart(ch); err != nil {
+			return fmt.Errorf("write chart %s: %w", ch, err)
+		}
+		fmt.Fprintf(stderr, "wrote %s\n", ch)
+	}
+	return nil
 }

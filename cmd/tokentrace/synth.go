@@ -65,6 +65,7 @@ func synthFitCommand() *cli.Command {
 	var (
 		o   synth.FitOptions
 		out = "-"
+		rf  readFlags
 	)
 	return &cli.Command{
 		Name:      "fit",
@@ -78,11 +79,12 @@ process as counts per --bin plus within-bin gap distributions (empirical
 histograms and exponential/gamma/Weibull MLE fits). No raw records.
 TRACE is read once, in arrival order, and memory does not grow with its
 length; records up to --reorder-window places out of (arrival_ns, seq)
-order are put back in order, one further out is an error.
+order are put back in order, one further out is an error. Bad rows are
+skipped and named on stderr (--strict fails on the first).
 
 Example:
   tokentrace synth fit --out model.json trace.parquet`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Value: out, Usage: "model file (- = stdout)", Destination: &out},
 			&cli.DurationFlag{Name: "bin", Value: synth.DefaultBin, Usage: "width of the arrival-rate bins", Destination: &o.Bin},
 			&cli.DurationFlag{Name: "cluster-gap", Value: synth.DefaultClusterGap, Usage: "arrivals closer than this form one cluster", Destination: &o.ClusterGap},
@@ -92,21 +94,20 @@ Example:
 			&cli.IntFlag{Name: "min-category-records", Value: synth.DefaultMinCategoryRecords, Usage: "smaller categories are pooled", Destination: &o.MinCategoryRecords},
 			&cli.DurationFlag{Name: "quantum", Usage: "arrival-time grid of a coarsened trace (0 = detect, negative = none)", Destination: &o.Quantum},
 			&cli.IntFlag{Name: "reorder-window", Value: synth.DefaultReorderWindow, Usage: "records held to restore arrival order (negative = none)", Destination: &o.ReorderWindow},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("synth fit: %v", err)
+				return usageErrorf("synth fit: %w", err)
 			}
-			r, err := traces.OpenWith(a[0], traces.OpenOptions{Stdin: stdio(c).in})
+			r, err := newTraceIn(c, &rf, "synth fit", "synth fit puts them back in order (--reorder-window)").open(a[0])
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			r = salvage(r, stdio(c).err, "synth fit", a[0])
 			fo := o
 			fo.File = filepath.Base(a[0])
 			m, err := synth.FitReader(c.Context, r, fo)
@@ -165,10 +166,10 @@ Example:
 			}
 			o.Duration = duration
 			if o.Mix, err = synth.ParseMix(mix); err != nil {
-				return usageErrorf("synth gen: %v", err)
+				return usageErrorf("synth gen: %w", err)
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("synth gen: %v", err)
+				return usageErrorf("synth gen: %w", err)
 			}
 			var m *synth.Model
 			if a[0] == "-" {
@@ -239,11 +240,11 @@ Example:
 				return err
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("synth matrix: %v", err)
+				return usageErrorf("synth matrix: %w", err)
 			}
 			recs, meta, err := synth.Matrix(o)
 			if err != nil {
-				return usageErrorf("synth matrix: %v", err)
+				return usageErrorf("synth matrix: %w", err)
 			}
 			meta.Command = synthCommandLine(c, "matrix")
 			w, err := synthOut(c, out, meta)

@@ -11,7 +11,10 @@ import (
 
 func synthCheckCommand() *cli.Command {
 	th := synth.DefaultThresholds()
-	var asJSON bool
+	var (
+		asJSON bool
+		rf     readFlags
+	)
 	return &cli.Command{
 		Name:      "check",
 		Usage:     "measure how faithful a synthetic trace is to a real one",
@@ -33,7 +36,7 @@ follow-ups input_by_turn, context_growth, ks.think.
 
 Example:
   tokentrace synth check --json trace.parquet synth.parquet`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON", Destination: &asJSON},
 			&cli.Float64Flag{Name: "max-ks-lengths", Value: th.KSLengths, Usage: "limit of ks.input_tokens and ks.output_tokens", Destination: &th.KSLengths},
 			&cli.Float64Flag{Name: "max-ks-gaps", Value: th.KSGaps, Usage: "limit of ks.interarrival", Destination: &th.KSGaps},
@@ -44,17 +47,18 @@ Example:
 			&cli.Float64Flag{Name: "max-prefix-reuse-diff", Value: th.PrefixReuse, Usage: "limit of prefix_reuse", Destination: &th.PrefixReuse},
 			&cli.Float64Flag{Name: "max-context-growth", Value: th.ContextGrowth, Usage: "limit of context_growth (input by turn index)", Destination: &th.ContextGrowth},
 			&cli.Float64Flag{Name: "max-ks-think", Value: th.KSThink, Usage: "limit of ks.think (think time before follow-ups)", Destination: &th.KSThink},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 2, 2, "REAL SYNTH")
 			if err != nil {
 				return err
 			}
-			real, _, err := readTrace(stdio(c).err, "synth check", a[0])
+			in := newTraceIn(c, &rf, "synth check", "synth check sorts the trace by arrival")
+			real, _, err := in.read(a[0])
 			if err != nil {
 				return fmt.Errorf("synth check: %w", err)
 			}
-			syn, synMeta, err := readTrace(stdio(c).err, "synth check", a[1])
+			syn, synMeta, err := in.read(a[1])
 			if err != nil {
 				return fmt.Errorf("synth check: %w", err)
 			}

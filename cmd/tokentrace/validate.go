@@ -7,7 +7,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -20,27 +19,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-func validateCommand() *cli.Command {
-	o := validate.Options{Replay: replay.DefaultOptions()}
-	var (
-		targets, modelMap                 headerFlag
-		metrics, slo, htmlOut, apiKeyFile string
-		asJSON, quiet, failIfBroken       bool
-		seed                              uint64 = validate.DefaultSeed
-		minEffectPct                             = 100 * validate.DefaultMinEffect
-	)
-	o.Speed, o.Repeat = 1, 1
-	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
-	return &cli.Command{
-		Name:  "validate",
-		Usage: "check whether a synthetic benchmark's conclusions hold on real traffic",
-		UsageText: `tokentrace validate --target NAME=SPEC --target NAME=SPEC [flags] REAL SYNTHETIC
+const validateUsageText = `tokentrace validate --target NAME=SPEC --target NAME=SPEC [flags] REAL SYNTHETIC
 
 Examples:
   tokentrace validate --target a=sim --target b=sim:prefix-caching=false,prefill-per-token=30us real.parquet matrix.parquet
   tokentrace validate --target a=sim --target b=sim:max-num-seqs=64 --slo ttft=500ms --html v.html real.parquet model.json
-  tokentrace validate --target old=http://vllm-a:8000 --target new=http://vllm-b:8000 --repeat 3 real.parquet synth.parquet`,
-		Description: `validate runs REAL (a captured or imported trace) and SYNTHETIC (a trace from
+  tokentrace validate --target old=http://vllm-a:8000 --target new=http://vllm-b:8000 --repeat 3 real.parquet synth.parquet`
+
+var validateDescription = `validate runs REAL (a captured or imported trace) and SYNTHETIC (a trace from
 synth gen or synth matrix, or a model from synth fit, generated with --seed over
 REAL's span) against every --target, and asks for each target against the
 first (the baseline) and each metric: does the synthetic workload reach the
@@ -64,8 +50,26 @@ steps say what to change in the synthetic workload, with the command.
 A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,...]
 (the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
 Simulator targets run offline in virtual time (deterministic, fast) unless
---realtime. Every workload is held in memory.`,
-		Flags: []cli.Flag{
+--realtime. Every workload is held in memory.`
+
+func validateCommand() *cli.Command {
+	o := validate.Options{Replay: replay.DefaultOptions()}
+	var (
+		targets, modelMap                 headerFlag
+		metrics, slo, htmlOut, apiKeyFile string
+		asJSON, quiet, failIfBroken       bool
+		seed                              uint64 = validate.DefaultSeed
+		minEffectPct                             = 100 * validate.DefaultMinEffect
+		rf                                readFlags
+	)
+	o.Speed, o.Repeat = 1, 1
+	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
+	return &cli.Command{
+		Name:        "validate",
+		Usage:       "check whether a synthetic benchmark's conclusions hold on real traffic",
+		UsageText:   validateUsageText,
+		Description: validateDescription,
+		Flags: append([]cli.Flag{
 			&cli.GenericFlag{Name: "target", Value: &targets, Usage: "NAME=URL or NAME=sim[:KEY=VALUE,...] (repeatable, at least two; the first is the baseline)"},
 			&cli.StringFlag{Name: "metrics", Usage: "metrics to judge: ttft_pN, tpot_pN, e2e_pN, goodput (default: " + validate.DefaultMetrics + ", plus goodput with --slo)", Destination: &metrics},
 			&cli.StringFlag{Name: "slo", Usage: "SLOs that define goodput, e.g. ttft=500ms,tpot=50ms (default: none)", Destination: &slo},
@@ -87,7 +91,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			&cli.StringFlag{Name: "api-key-file", Usage: "file holding a bearer token for URL targets (never logged or stored)", Destination: &apiKeyFile},
 			&cli.DurationFlag{Name: "timeout", Value: o.Replay.Timeout, Usage: "per-request timeout of replays", Destination: &o.Replay.Timeout},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-run lines on stderr", Destination: &quiet},
-		},
+		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 2, 2, "REAL SYNTHETIC")
 			if err != nil {
@@ -98,7 +102,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 			for _, t := range targets.v {
 				tg, err := validate.ParseTarget(t, base)
 				if err != nil {
-					return usageErrorf("--target %v", err)
+					return usageErrorf("--target %w", err)
 				}
 				o.Targets = append(o.Targets, tg)
 			}
@@ -106,37 +110,36 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 				return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
 			}
 			if o.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %v", err)
+				return usageErrorf("--slo: %w", err)
 			}
 			if metrics != "" {
 				if o.Metrics, err = validate.ParseMetrics(metrics); err != nil {
-					return usageErrorf("--metrics: %v", err)
+					return usageErrorf("--metrics: %w", err)
 				}
 			}
 			o.Seed, o.MinEffect = seed, minEffectPct/100
 			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
-				return replayUsageError(err)
+				return usageError(err, replayFlags)
 			}
 			if apiKeyFile != "" {
-				b, err := os.ReadFile(apiKeyFile)
-				if err != nil || strings.TrimSpace(string(b)) == "" {
-					return usageErrorf("--api-key-file: cannot read a key from %s", apiKeyFile)
+				if o.Replay.APIKey, err = readAPIKey(apiKeyFile); err != nil {
+					return err
 				}
-				o.Replay.APIKey = strings.TrimSpace(string(b))
 			}
 			if err := o.Validate(); err != nil {
-				return usageErrorf("%s", cliNames(err.Error()))
+				return usageError(err, nil)
 			}
 			s := stdio(c)
 			if !quiet {
 				o.Log = s.err
 			}
-			src, err := traceSource(s.err, "validate", a[0])
+			in := newTraceIn(c, &rf, "validate", "validate sorts the trace by arrival")
+			src, err := in.source(a[0])
 			if err != nil {
 				return err
 			}
 			real := validate.Workload{Name: "real", Source: src, File: a[0]}
-			syn, err := readSynthetic(c, s, a[1], real, seed)
+			syn, err := readSynthetic(c, in, a[1], real, seed)
 			if err != nil {
 				return err
 			}
@@ -170,7 +173,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 
 // readSynthetic reads the synthetic workload: a trace, or a synth model
 // (JSON) generated over the real workload's span.
-func readSynthetic(c *cli.Context, s streams, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
+func readSynthetic(c *cli.Context, in *traceIn, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".json") {
 		if m, err := synth.ReadModelFile(name); err == nil {
 			w, err := validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
@@ -178,7 +181,7 @@ func readSynthetic(c *cli.Context, s streams, name string, real validate.Workloa
 			return w, err
 		}
 	}
-	src, err := traceSource(s.err, "validate", name)
+	src, err := in.source(name)
 	if err != nil {
 		return validate.Workload{}, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -9,39 +10,81 @@ import (
 )
 
 // version is stamped by release and image builds
-// (-ldflags "-X main.version=v1.2.3"); otherwise the module version or the
-// VCS revision Go recorded at build time is shown.
+// (-ldflags "-X main.version=v1.2.3"); otherwise the module version is
+// shown, or "(devel)".
 var version string
 
+// commit is the VCS revision stamped at link time (-X main.commit=...) by
+// builds where Go records none in the build info (-buildvcs=false, a build
+// outside the clone); the build info's vcs.revision wins when present.
+var commit string
+
 // versionString names this build: the stamped version, else the module
-// version, else "(devel)" with the VCS revision when Go recorded one.
+// version, else "(devel)".
 func versionString() string {
-	if version != "" {
-		return version
+	bi, _ := debug.ReadBuildInfo()
+	v, _ := buildVersion(bi)
+	return v
+}
+
+// buildVersion is the version and commit of the build bi describes (nil:
+// no build info). The commit is vcs.revision from Go's build info (12
+// hex digits, "+modified" for a build from a dirty tree), else the stamped
+// commit, else "unknown".
+func buildVersion(bi *debug.BuildInfo) (ver, rev string) {
+	ver, rev = version, "unknown"
+	if commit != "" {
+		rev = shortRev(commit)
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(devel)"
+	if bi == nil {
+		if ver == "" {
+			ver = "(devel)"
+		}
+		return ver, rev
 	}
-	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	v := "(devel)"
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+	if ver == "" {
+		ver = "(devel)"
+		if bi.Main.Version != "" {
+			ver = bi.Main.Version
 		}
 	}
-	return v
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = shortRev(s.Value)
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if modified && rev != "unknown" {
+		rev += "+modified"
+	}
+	return ver, rev
+}
+
+func shortRev(r string) string {
+	if len(r) > 12 {
+		return r[:12]
+	}
+	return r
+}
+
+// versionLine is what `tokentrace version`, --version and -v print: one
+// format, carrying the commit, so a bug report names the exact build.
+func versionLine() string {
+	bi, _ := debug.ReadBuildInfo()
+	ver, rev := buildVersion(bi)
+	return fmt.Sprintf("tokentrace %s (commit %s, trace schema %s, %s)", ver, rev, traces.SchemaVersion, runtime.Version())
 }
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "version",
-		Usage:     "print the tokentrace version and trace schema version",
-		UsageText: "tokentrace version",
+		Usage:     "print the tokentrace version, its commit and the trace schema version",
+		UsageText: "tokentrace version    (also: tokentrace --version, tokentrace -v)",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(stdio(c).out, "tokentrace %s (trace schema %s)\n", versionString(), traces.SchemaVersion)
+			fmt.Fprintln(stdio(c).out, versionLine())
 			return nil
 		},
 	}

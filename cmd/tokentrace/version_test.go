@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,49 @@ func TestVersionStamped(t *testing.T) {
 	old := version
 	t.Cleanup(func() { version = old })
 	version = "v1.2.3-test"
-	if so, _ := runMain(t, "version"); !strings.HasPrefix(so, "tokentrace v1.2.3-test (trace schema ") {
+	if so, _ := runMain(t, "version"); !strings.HasPrefix(so, "tokentrace v1.2.3-test (commit ") {
 		t.Errorf("version printed %q", so)
+	}
+}
+
+// TestVersionOneFormat checks that `version`, --version and -v print one
+// line, the same, carrying the commit (they printed two formats, and
+// neither named the commit).
+func TestVersionOneFormat(t *testing.T) {
+	want, _ := runMain(t, "version")
+	if !strings.HasPrefix(want, "tokentrace ") || !strings.Contains(want, "(commit ") || !strings.Contains(want, "trace schema ") || strings.Count(want, "\n") != 1 {
+		t.Errorf("version printed %q, want one line naming the commit and the trace schema", want)
+	}
+	for _, flag := range []string{"--version", "-v"} {
+		if got, _ := runMain(t, flag); got != want {
+			t.Errorf("%s printed %q, want what version prints, %q", flag, got, want)
+		}
+	}
+}
+
+// TestBuildVersionCommit checks where the commit comes from: Go's build
+// info (vcs.revision, marked when the tree was dirty), else the commit
+// stamped at link time, else "unknown".
+func TestBuildVersionCommit(t *testing.T) {
+	oldV, oldC := version, commit
+	t.Cleanup(func() { version, commit = oldV, oldC })
+	version, commit = "", ""
+	bi := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, c := range []struct {
+		why              string
+		bi               *debug.BuildInfo
+		version, commit  string
+		wantVer, wantRev string
+	}{
+		{"the build info's revision, marked modified", bi, "", "", "(devel)", "0123456789ab+modified"},
+		{"a stamped version keeps the build info's revision", bi, "v1.2.3", "", "v1.2.3", "0123456789ab+modified"},
+		{"a stamped commit where Go recorded none", &debug.BuildInfo{}, "v1.2.3", "fedcba9876543210", "v1.2.3", "fedcba987654"},
+		{"no build info and nothing stamped", nil, "", "", "(devel)", "unknown"},
+	} {
+		version, commit = c.version, c.commit
+		if v, r := buildVersion(c.bi); v != c.wantVer || r != c.wantRev {
+			t.Errorf("%s: got %q, %q; want %q, %q", c.why, v, r, c.wantVer, c.wantRev)
+		}
 	}
 }

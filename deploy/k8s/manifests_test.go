@@ -87,6 +87,8 @@ func check(dir string) []error {
 			obj = &corev1.PersistentVolumeClaim{}
 		case "ConfigMap":
 			obj = &corev1.ConfigMap{}
+		case "Pod":
+			obj = &corev1.Pod{}
 		default:
 			bad("unexpected kind %s", meta.Kind)
 			continue
@@ -95,10 +97,41 @@ func check(dir string) []error {
 			bad("%s: %v", firstLine(b), err)
 		}
 	}
+	var loader *corev1.Pod
 	for _, b := range objs {
 		j := &batchv1.Job{}
 		if yaml.Unmarshal(b, j) == nil && j.Kind == "Job" {
 			jobs[j.Name] = j
+		}
+		p := &corev1.Pod{}
+		if yaml.Unmarshal(b, p) == nil && p.Kind == "Pod" && p.Name == "tokentrace-loader" {
+			loader = p
+		}
+	}
+	if loader == nil {
+		bad("pod tokentrace-loader missing: nothing can copy the logs onto the volume")
+	} else {
+		spec := loader.Spec
+		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			bad("pod tokentrace-loader: automountServiceAccountToken must be false")
+		}
+		if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			bad("pod tokentrace-loader: securityContext.runAsNonRoot must be true")
+		}
+		mounted := false
+		for _, v := range spec.Volumes {
+			mounted = mounted || (v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "tokentrace-data")
+		}
+		if !mounted {
+			bad("pod tokentrace-loader does not mount the tokentrace-data volume")
+		}
+		for _, c := range spec.Containers {
+			if c.Image == image || !strings.Contains(c.Image, ":") || strings.HasSuffix(c.Image, ":latest") {
+				// kubectl cp needs tar in the container: not in the FROM
+				// scratch tokentrace image.
+				bad("pod tokentrace-loader container %s: image %q, want a pinned image with tar (busybox)", c.Name, c.Image)
+			}
+			checkContainer("pod tokentrace-loader", c, bad)
 		}
 	}
 	for _, name := range []string{"tokentrace-capture", "tokentrace-compose", "tokentrace-replay", "tokentrace-analyze"} {
@@ -119,25 +152,17 @@ func check(dir string) []error {
 				bad("job %s: volume %s is a ConfigMap (1 MiB limit): traces and results belong on a volume", name, v.Name)
 			}
 		}
+		if j.Spec.Suspend == nil || !*j.Spec.Suspend {
+			// Applied running, every Job would start at once: compose
+			// before capture has written its parts, replay before the
+			// trace exists.
+			bad("job %s: suspend must be true (run.sh starts the Jobs in order)", name)
+		}
 		for _, c := range spec.Containers {
 			if c.Image != image {
 				bad("job %s container %s: image %q, want the kustomization's %q", name, c.Name, c.Image, image)
 			}
-			for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				if _, ok := c.Resources.Requests[res]; !ok {
-					bad("job %s container %s: no %s request", name, c.Name, res)
-				}
-				if _, ok := c.Resources.Limits[res]; !ok {
-					bad("job %s container %s: no %s limit", name, c.Name, res)
-				}
-			}
-			sc := c.SecurityContext
-			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-				bad("job %s container %s: readOnlyRootFilesystem must be true", name, c.Name)
-			}
-			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-				bad("job %s container %s: allowPrivilegeEscalation must be false", name, c.Name)
-			}
+			checkContainer("job "+name, c, bad)
 		}
 		if j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion {
 			if j.Spec.Completions == nil || j.Spec.Parallelism == nil || *j.Spec.Completions != *j.Spec.Parallelism {
@@ -179,6 +204,26 @@ func check(dir string) []error {
 	return errs
 }
 
+// checkContainer checks the limits and the security context every
+// container must have.
+func checkContainer(owner string, c corev1.Container, bad func(string, ...any)) {
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[res]; !ok {
+			bad("%s container %s: no %s request", owner, c.Name, res)
+		}
+		if _, ok := c.Resources.Limits[res]; !ok {
+			bad("%s container %s: no %s limit", owner, c.Name, res)
+		}
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		bad("%s container %s: readOnlyRootFilesystem must be true", owner, c.Name)
+	}
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		bad("%s container %s: allowPrivilegeEscalation must be false", owner, c.Name)
+	}
+}
+
 func indexFromAnnotation(cs []corev1.Container) bool {
 	for _, c := range cs {
 		for _, e := range c.Env {
@@ -218,6 +263,8 @@ func TestManifestsCatchMistakes(t *testing.T) {
 		{"a writable root filesystem is caught", "capture-job.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "readOnlyRootFilesystem"},
 		{"a capture pod that writes a finished trace instead of a part is caught", "capture-job.yaml", "- --part=$(INDEX)", "- --keep-hashes", "--part=$(INDEX)"},
 		{"an image not set by the kustomization is caught", "replay-job.yaml", "image: tokentrace", "image: busybox", "want the kustomization's"},
+		{"a Job applied running (all four would start at once) is caught", "compose-job.yaml", "suspend: true", "suspend: false", "suspend must be true"},
+		{"a loader without tar (the tokentrace image) is caught", "loader-pod.yaml", "image: docker.io/library/busybox:1.37", "image: tokentrace", "want a pinned image with tar"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -3,7 +3,9 @@
 // directory, so the rename cannot cross file systems), and Close syncs and
 // renames it into place only when every write succeeded. A failed write (a
 // full disk), Abort, or a crash leaves the final name untouched; a crash
-// leaves a hidden ".NAME.partial-*" file that says what it is.
+// leaves a hidden ".NAME.partial-*" file that says what it is, which the
+// next Create of NAME removes (it is locked while in use: see
+// internal/tempfile).
 package atomicfile
 
 import (
@@ -11,23 +13,40 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/tokentrace/tokentrace/internal/tempfile"
 )
 
 // File is a file being written under a temporary name.
 type File struct {
-	f    *os.File
-	name string // the final name
-	err  error  // the first write error; Close then removes the file
-	done bool
+	f      *os.File
+	name   string // the final name
+	err    error  // the first write error; Close then removes the file
+	done   bool
+	direct bool     // name is a device or a pipe, written in place
+	aside  *os.File // holds the lock of the set-aside file, if any
 }
 
-// Create starts writing name; the file gets mode 0644.
+// Create starts writing name; the file gets mode 0644. When name already
+// exists and is a device or a pipe (/dev/null for a run that only
+// validates, /dev/stdout, a FIFO), there is no file to complete: the bytes
+// go straight to it, and nothing is renamed over it. Otherwise the
+// temporary files of an earlier write of name that was killed are removed
+// first.
 func Create(name string) (*File, error) {
+	if st, err := os.Stat(name); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		f, err := os.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		return &File{f: f, name: name, direct: true}, nil
+	}
 	dir, base := filepath.Split(name)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".partial-*")
+	Sweep(name)
+	f, err := tempfile.CreateTemp(dir, "."+base+".partial-*")
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -43,6 +62,34 @@ func Create(name string) (*File, error) {
 		return nil, &os.PathError{Op: "create", Path: name, Err: err}
 	}
 	return &File{f: f, name: name}, nil
+}
+
+// Sweep removes the temporary files a killed write of name left beside
+// it (".NAME.partial-*", ".NAME.aside-*") and returns their names; those of
+// a write still running are locked and left alone.
+func Sweep(name string) []string {
+	dir, base := filepath.Split(name)
+	if dir == "" {
+		dir = "."
+	}
+	var removed []string
+	for _, kind := range []string{".partial-*", ".aside-*"} {
+		removed = append(removed, tempfile.Sweep(filepath.Join(dir, "."+escapeGlob(base)+kind))...)
+	}
+	return removed
+}
+
+// escapeGlob quotes the characters filepath.Match treats specially.
+func escapeGlob(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', '\\':
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 // Name is the final name.
@@ -83,7 +130,17 @@ func (a *File) Abort() {
 	}
 	a.done = true
 	a.f.Close()
-	os.Remove(a.f.Name())
+	if !a.direct {
+		os.Remove(a.f.Name())
+	}
+	a.releaseAside()
+}
+
+func (a *File) releaseAside() {
+	if a.aside != nil {
+		a.aside.Close()
+		a.aside = nil
+	}
 }
 
 // Close makes the file durable and gives it its final name, or, after a
@@ -97,6 +154,13 @@ func (a *File) Close() error {
 		return a.err
 	}
 	a.done = true
+	defer a.releaseAside()
+	if a.direct {
+		if err := a.f.Close(); err != nil {
+			return a.named(err)
+		}
+		return nil
+	}
 	tmp := a.f.Name()
 	fail := func(err error) error {
 		a.f.Close()
@@ -134,33 +198,37 @@ func (a *File) SetAside() (string, error) {
 	if a.done {
 		return "", os.ErrClosed
 	}
+	if a.direct {
+		return "", &os.PathError{Op: "set aside", Path: a.name, Err: errors.New("written in place (a device or a pipe): what was written cannot be read back")}
+	}
 	dir, base := filepath.Split(a.name)
 	if dir == "" {
 		dir = "."
 	}
-	old := a.f.Name()
-	if err := a.f.Close(); err != nil {
-		a.err = a.named(err)
-		os.Remove(old)
+	old := a.f
+	fail := func(err error, remove ...string) (string, error) {
+		old.Close()
+		for _, n := range append(remove, old.Name()) {
+			os.Remove(n)
+		}
 		a.done = true
+		a.err = a.named(err)
 		return "", a.err
 	}
-	aside, err := os.CreateTemp(dir, "."+base+".aside-*")
+	if err := old.Sync(); err != nil {
+		return fail(err)
+	}
+	// The written file keeps its descriptor, and so its lock, under its
+	// new name: only the name changes.
+	name, err := os.CreateTemp(dir, "."+base+".aside-*")
 	if err != nil {
-		os.Remove(old)
-		a.done = true
-		a.err = a.named(err)
-		return "", a.err
+		return fail(err)
 	}
-	aside.Close()
-	if err := os.Rename(old, aside.Name()); err != nil {
-		os.Remove(old)
-		os.Remove(aside.Name())
-		a.done = true
-		a.err = a.named(err)
-		return "", a.err
+	name.Close()
+	if err := os.Rename(old.Name(), name.Name()); err != nil {
+		return fail(err, name.Name())
 	}
-	f, err := os.CreateTemp(dir, "."+base+".partial-*")
+	f, err := tempfile.CreateTemp(dir, "."+base+".partial-*")
 	if err == nil {
 		if err = f.Chmod(0o644); err != nil {
 			f.Close()
@@ -168,13 +236,15 @@ func (a *File) SetAside() (string, error) {
 		}
 	}
 	if err != nil {
-		os.Remove(aside.Name())
+		old.Close()
+		os.Remove(name.Name())
 		a.done = true
 		a.err = a.named(err)
 		return "", a.err
 	}
-	a.f = f
-	return aside.Name(), nil
+	a.releaseAside()
+	a.aside, a.f = old, f
+	return name.Name(), nil
 }
 
 // Err is the first write error, if any.

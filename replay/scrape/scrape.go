@@ -190,7 +190,7 @@ func (s *Scraper) scrapeOnce(ctx context.Context) (metricsSnapshot, error) {
 		if errors.As(err, &ue) && ue.Unwrap() != nil {
 			err = ue.Unwrap() // drop the URL, which may carry credentials
 		}
-		return metricsSnapshot{}, fmt.Errorf("scrape failed: %v", err)
+		return metricsSnapshot{}, fmt.Errorf("scrape failed: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {

@@ -174,7 +174,7 @@ func (s *Server) parseGen(body []byte, api string) (*genRequest, *apiError) {
 	if err := dec.Decode(&b); err != nil {
 		return nil, badRequest("[{'type': 'json_invalid', 'loc': ('body',), 'msg': 'JSON decode error: %s'}]", jsonErrMsg(err))
 	}
-	if b.Model != nil && *b.Model != s.o.Model {
+	if b.Model != nil && !s.serves(*b.Model) {
 		return nil, &apiError{status: http.StatusNotFound, typ: "NotFoundError", msg: fmt.Sprintf("The model `%s` does not exist.", *b.Model)}
 	}
 	g := &genRequest{api: api, stream: b.Stream, salt: b.CacheSalt, returnIDs: b.ReturnTokenIDs,
@@ -950,7 +950,7 @@ func (s *Server) serveTokenize(w http.ResponseWriter, hr *http.Request) {
 		s.writeError(w, badRequest("[{'type': 'json_invalid', 'loc': ('body',), 'msg': 'JSON decode error: %s'}]", jsonErrMsg(err)))
 		return
 	}
-	if b.Model != nil && *b.Model != s.o.Model {
+	if b.Model != nil && !s.serves(*b.Model) {
 		s.writeError(w, &apiError{status: 404, typ: "NotFoundError", msg: fmt.Sprintf("The model `%s` does not exist.", *b.Model)})
 		return
 	}
@@ -1001,6 +1001,9 @@ func (s *Server) serveTokenize(w http.ResponseWriter, hr *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, append(out, '}'))
 }
+
+// serves says whether a request naming model is served (else vLLM's 404).
+func (s *Server) serves(model string) bool { return s.o.AnyModel || model == s.o.Model }
 
 // serveModels is vLLM's GET /v1/models.
 func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {

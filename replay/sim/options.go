@@ -71,8 +71,15 @@ type Options struct {
 	// Listen is the TCP address to serve on. Defaults to "127.0.0.1:0" (any free port).
 	Listen string
 	// Model is the served model name; requests naming another model get
-	// vLLM's 404. Defaults to DefaultModel ("sim-llama3-8b").
+	// vLLM's 404 unless AnyModel is set. Defaults to DefaultModel
+	// ("sim-llama3-8b").
 	Model string
+	// AnyModel serves a request whatever model it names, as if it named
+	// Model (responses, metrics and truth rows say Model): a trace
+	// captured with production model names then replays against the
+	// simulator without a model mapping. /v1/models still lists Model.
+	// Defaults to false (vLLM's behaviour).
+	AnyModel bool
 	// Preset names the deployment the capacity and step-time fields were
 	// taken from (see Presets); informational once applied. Defaults to
 	// "llama3-8b-h100".

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/replay/otlp"
+	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// runReplay is the replay command: it maps a to replay's options, plans
+// the run over the trace, starts the target (a server, or the built-in
+// simulator), runs, joins what the target gathered to the results, writes
+// them and says whether the run reproduced the trace. Its errors keep the
+// library's chain (errors.Is finds replay.ErrNothingToSend,
+// traces.ErrTruncated) and name flags where the library named options.
+func runReplay(ctx context.Context, a *replayArgs, s streams) error {
+	o, err := a.options()
+	if err != nil {
+		return err
+	}
+	co, err := a.sort.options()
+	if err != nil {
+		return err
+	}
+	src, err := traceInOf(s, &a.read, "replay", "replay sorts the trace by arrival in memory").source(a.trace)
+	if err != nil {
+		return err
+	}
+	// One pass over the trace plans the run; the run reads it again, a
+	// little ahead of the schedule.
+	plan, err := replay.Scan(ctx, src, o)
+	if err != nil {
+		return flagged(err, replayFlags)
+	}
+	tgt, metricsOut, err := a.startTarget(ctx, &o, plan.Longest, s)
+	if err != nil {
+		return err
+	}
+	defer tgt.Close()
+	if err := o.Validate(); err != nil {
+		return usageError(err, replayFlags)
+	}
+	journal := a.runOptions(&o, tgt, s)
+	// Process-wide knobs are the CLI's to set, for the run only: the
+	// results are written with the collector's usual pace.
+	restore := replay.TuneProcess(1)
+	res, runErr := plan.Run(ctx, plan.Meta, o)
+	restore()
+	if res == nil {
+		return flagged(runErr, replayFlags)
+	}
+	a.joinTarget(ctx, tgt, res, metricsOut, s)
+	res.Meta.Command = a.commandLine
+	w := replayWrite{out: a.out, journal: journal, keepJournal: a.keepJournal, co: co}
+	if err := w.write(ctx, s, res, runErr); err != nil {
+		return err
+	}
+	return replayValid(&res.Summary, a.maxFailed, a.maxLateness)
+}
+
+// options maps the flags to replay's options. Bad values fail here, before
+// the trace is read or anything starts, as usage errors naming the flag.
+func (a *replayArgs) options() (replay.Options, error) {
+	o := a.o
+	o.API = a.api
+	var err error
+	if a.window != "" {
+		if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(a.window); err != nil {
+			return o, usageError(err, replayFlags)
+		}
+	}
+	if o.ShardIndex, o.ShardCount, err = replay.ParseShard(a.shard); err != nil {
+		return o, usageError(err, replayFlags)
+	}
+	if a.startAt != "" {
+		if o.StartAt, err = time.Parse(time.RFC3339, a.startAt); err != nil {
+			return o, usageErrorf("--start-at: want RFC3339 (2026-11-22T03:00:00Z), got %q", a.startAt)
+		}
+	}
+	if o.Headers, err = parseHeaders(a.headers.v); err != nil {
+		return o, usageError(err, nil)
+	}
+	if a.apiKeyFile != "" {
+		if o.APIKey, err = readAPIKey(a.apiKeyFile); err != nil {
+			return o, err
+		}
+	}
+	if a.maxLateness <= 0 {
+		return o, usageErrorf("--max-lateness: must be > 0")
+	}
+	if !(a.maxFailed >= 0 && a.maxFailed <= 1) {
+		return o, usageErrorf("--max-failed: want a share from 0 to 1, got %v", a.maxFailed)
+	}
+	if err := runRecordOptions(&o, a.background.v, a.metadata.v, a.modelMap.v, !a.noDescribe); err != nil {
+		return o, err
+	}
+	if a.affinity {
+		o.SessionHeader = a.sessionHeader
+	}
+	o.NoContextGrowth = !a.contextGrowth
+	// The built-in simulator's URL is not known yet.
+	probe := o
+	if probe.URL == "" {
+		probe.URL = "http://built-in"
+	}
+	if err := probe.Validate(); err != nil {
+		return o, usageError(err, replayFlags)
+	}
+	if a.metricsInterval <= 0 {
+		return o, usageErrorf("--metrics-interval: must be > 0")
+	}
+	return o, nil
+}
+
+// startTarget starts what the run goes against (the server at --url, or
+// the built-in simulator sized for the trace's longest request) with its
+// OTLP receiver and metrics scraper, and points o at it. metricsOut is
+// where the scraped series go ("" when nothing is scraped).
+func (a *replayArgs) startTarget(ctx context.Context, o *replay.Options, longest int, s streams) (tgt *replay.Target, metricsOut string, err error) {
+	so := sim.DefaultOptions()
+	so.PerRequestMetrics = a.simMetrics
+	tgt, err = replay.StartTarget(ctx, replay.TargetOptions{
+		URL: o.URL, Sim: &so, LongestRequest: longest,
+		MetricsURL: a.metricsURL, MetricsInterval: a.metricsInterval,
+		// The built-in simulator is scraped when results go to a file, so
+		// analyze can show the server's queue beside the tail.
+		ScrapeBuiltin: a.metricsOut != "" || a.out != "-",
+		OTLPListen:    a.otlpListen, OTLPGrace: a.otlpGrace,
+	})
+	if err != nil {
+		return nil, "", flagged(err, replayFlags)
+	}
+	tgt.Apply(o)
+	if tgt.OTLPAddr != "" {
+		fmt.Fprintf(s.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", tgt.OTLPAddr, otlp.TracesPath)
+	}
+	if tgt.Builtin {
+		fmt.Fprintf(s.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s (model %s)\n", tgt.URL, o.Model)
+	}
+	metricsOut = a.metricsOut
+	if tgt.MetricsURL != "" && metricsOut == "" {
+		if a.out == "-" {
+			tgt.Close()
+			return nil, "", usageErrorf("--metrics-out: required when --out is -")
+		}
+		metricsOut = traces.SamplesPathFor(a.out) // where analyze looks for it
+	}
+	return tgt, metricsOut, nil
+}
+
+// runOptions sets the options of the run itself: the journal (returned;
+// "" for none), where results live while it goes, progress and notices.
+func (a *replayArgs) runOptions(o *replay.Options, tgt *replay.Target, s streams) (journal string) {
+	journal = a.journal
+	if journal == "" && a.out != "-" {
+		journal = replay.JournalPath(a.out)
+	}
+	o.Journal = journal
+	// Results stream to the journal and leave memory, unless spans must be
+	// joined to them at the end.
+	o.RecordsInJournal = journal != "" && tgt.OTLPAddr == ""
+	// Progress: one line rewritten every second on a terminal, a plain line
+	// every 10 s in logs and pipes.
+	if !a.quiet {
+		o.Progress = s.err
+		if !isTerminal(s.err) {
+			o.Progress = prefixWriter{s.err, "tokentrace "}
+			o.ProgressLines, o.ProgressPeriod = true, 10*time.Second
+		}
+	}
+	o.Log = prefixWriter{s.err, "tokentrace "}
+	return journal
+}
+
+// joinTarget joins the target's OTLP spans to the results and writes the
+// scraped series to metricsOut; neither failing fails the run.
+func (a *replayArgs) joinTarget(ctx context.Context, tgt *replay.Target, res *replay.Result, metricsOut string, s streams) {
+	samples, unmatched := tgt.Finish(ctx, res)
+	if tgt.MetricsURL != "" {
+		sm := res.Meta
+		sm.Source = "replay-metrics"
+		if err := traces.WriteSamples(metricsOut, sm, samples); err != nil {
+			fmt.Fprintf(s.err, "tokentrace replay: %v\n", err)
+		}
+	}
+	if unmatched > 0 {
+		fmt.Fprintf(s.err, "tokentrace replay: %d successful requests have no OTLP span (left as not reported)\n", unmatched)
+	}
+}
