@@ -5,9 +5,17 @@
 // configuration's difference from the first (the baseline) on the metrics
 // asked for, with bootstrap intervals, under each workload, and judges each
 // conclusion: holds, reversed, magnitude off, or not significant on one
-// side. Where a conclusion breaks it names the likely reason from the
-// workloads' fidelity check (synth.Check) and the tails' attribution
-// (analyze).
+// side, headlined as the decision (does the direction and significance
+// carry over). Where a conclusion breaks it proves why by ablation: the
+// synthetic workload rerun with one property of the real one transplanted
+// at a time (lengths, arrivals, prefix reuse, sessions; transplant.go,
+// ablate.go), or, without one, gives a prior from what the configuration
+// change acts through (reasons.go); and it says what to change in the
+// synthetic workload (nextsteps.go).
+//
+// Workloads stream through: each is read once and kept as what validate
+// needs of each request (request.go), and each run's rows are reduced as
+// they come to the figures they feed (cell.go).
 //
 // validate sits above the products, like the CLI: it wires replay (and its
 // simulator), synth and analyze; none of them imports it.
