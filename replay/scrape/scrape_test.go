@@ -637,6 +637,38 @@ func TestScraperSimFleet(t *testing.T) {
 	}
 }
 
+// A scraper told a role label the endpoint's series do not carry says so
+// once, however many scrapes, with the labels they have, and records it
+// in the metadata; its samples are the pooled ones.
+func TestScraperWarnsOnce(t *testing.T) {
+	body, err := os.ReadFile("testdata/metrics/fleet_pd_t1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	sc := &Scraper{URL: srv.URL, Interval: time.Millisecond, RoleLabel: "llm_d_ai_role"}
+	n := 0
+	st, err := sc.Run(ctx, func(s traces.MetricsSample) {
+		if s.Instance != "" {
+			t.Errorf("a row of instance %q", s.Instance)
+		}
+		if n++; n == 4 {
+			cancel()
+		}
+	})
+	cancel()
+	if err != nil || st.Scrapes < 4 || st.Instances != 0 || len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], `role label "llm_d_ai_role" (Scraper.RoleLabel) is on none`) {
+		t.Fatalf("Run = %+v, %v; want one warning naming the role label, no instances", st, err)
+	}
+	m := traces.NewMeta("replay")
+	st.Annotate(&m, sc)
+	if got := m.Get(MetaMetricsWarnings); got != st.Warnings[0] || m.Get(MetaMetricsInstances) != "" {
+		t.Errorf("metadata: warnings %q, instances %q", got, m.Get(MetaMetricsInstances))
+	}
+}
+
 // Annotate never writes credentials or query tokens into the metadata.
 func TestScrapeAnnotate(t *testing.T) {
 	m := traces.NewMeta("replay")
