@@ -16,9 +16,9 @@ import (
 func TestParseTarget(t *testing.T) {
 	for _, tc := range []struct {
 		why, spec string
-		url       string                // a URL target's URL
+		url       string                  // a URL target's URL
 		sim       func(*sim.Options) bool // a simulator target's check
-		err       []string              // an error's words
+		err       []string                // an error's words
 	}{
 		{why: "a URL is a running server", spec: "http://localhost:8000", url: "http://localhost:8000"},
 		{why: "an https URL keeps its credentials for the requests", spec: " https://u:p@vllm.example:443/ ", url: "https://u:p@vllm.example:443/"},
