@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
@@ -95,6 +96,53 @@ func TestReplayTargetUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			code, _, se := runCLI(nil, append(append([]string{"replay"}, tc.args...), trace)...)
+			if code != exitUsage || !strings.Contains(se, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 with %q", code, se, tc.want)
+			}
+		})
+	}
+}
+
+// TestSweepTarget: sweep --target runs every step against the simulator
+// the spec configures, over the --sim-* flags, and each step's results
+// record it; --sim-config says the same keys.
+func TestSweepTarget(t *testing.T) {
+	dir := t.TempDir()
+	trace := writeTrace(t, filepath.Join(dir, "t.jsonl"), traces.NewMeta("test"), testtraces.Constant(8, 20, 32, 4))
+	for _, tc := range []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"a spec's keys apply over the --sim-* flags", []string{"--sim-preset", "tiny", "--target", "sim:max-num-seqs=2,replicas=2"}, "sim:preset=tiny,replicas=2,max-num-seqs=2"},
+		{"--sim-config is the same keys", []string{"--sim-preset", "tiny", "--sim-config", "max-num-seqs=2,replicas=2"}, "sim:preset=tiny,replicas=2,max-num-seqs=2"},
+		{"no target is the simulator the flags set", []string{"--sim-max-num-seqs", "3"}, "sim:max-num-seqs=3"},
+	} {
+		t.Run(tc.why, func(t *testing.T) {
+			outDir := filepath.Join(dir, strings.ReplaceAll(tc.why, " ", "-"))
+			args := append([]string{"sweep", "-q", "--slo", "ttft=5s", "--speeds", "2", "--out-dir", outDir, "--ext", ".jsonl", "--chart", "none"}, tc.args...)
+			runMain(t, append(args, trace)...)
+			recs, m, err := traces.ReadAll(filepath.Join(outDir, "speed-2.jsonl"))
+			if err != nil || len(recs) != 8 {
+				t.Fatalf("%d results, %v", len(recs), err)
+			}
+			if got := m.Get(replay.MetaSim); got != tc.want {
+				t.Errorf("%s = %q, want %q", replay.MetaSim, got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"--url and --target at once", []string{"--url", "http://127.0.0.1:9", "--target", "sim"}, "both name the target: give one"},
+		{"--sim-config and --target at once", []string{"--sim-config", "max-num-seqs=2", "--target", "sim:replicas=2"}, "give the keys once (--target sim:max-num-seqs=2)"},
+		{"a misspelt key", []string{"--target", "sim:replica=2"}, `--target: simulator configuration "replica=2": unknown key "replica"; did you mean "replicas"?`},
+		{"a bad URL", []string{"--target", "http://"}, `--target: "http://" is not a server's URL`},
+	} {
+		t.Run(tc.why, func(t *testing.T) {
+			code, _, se := runCLI(nil, append(append([]string{"sweep", "--slo", "ttft=1s"}, tc.args...), trace)...)
 			if code != exitUsage || !strings.Contains(se, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 with %q", code, se, tc.want)
 			}
