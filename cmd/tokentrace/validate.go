@@ -37,8 +37,9 @@ same requests). Where a conclusion breaks, it names the likely reason: prefix
 reuse and the cache hits it gives, the tail's cause, lengths, rate,
 burstiness.
 
-A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,...]
-(the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
+A target is NAME=SPEC, SPEC as replay --target takes it: a running
+vLLM-compatible server's URL, or sim[:KEY=VALUE,...] (the built-in
+simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
 Simulator targets run offline in virtual time (deterministic, fast) unless
 --realtime. Every workload is held in memory.`
 
@@ -86,10 +87,8 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			base := sim.DefaultOptions()
-			base.PerRequestMetrics = true
 			for _, t := range targets.v {
-				tg, err := validate.ParseTarget(t, base)
+				tg, err := validate.ParseTarget(t, replay.BuiltinSim())
 				if err != nil {
 					return usageErrorf("--target %w", err)
 				}
