@@ -28,10 +28,16 @@ type row struct {
 	seq                      int64
 	sched, sent, first, last int64
 	sq, sp, sd               int64
-	in, out, cached          int32
-	group                    int32
-	status                   uint8
-	ok                       bool
+	// skv and sdq are the server's KV transfer and decode-side queue
+	// (NotReported without disaggregation).
+	skv, sdq        int64
+	in, out, cached int32
+	group           int32
+	// rep and pre are the serving and the prefill replica (ids into the
+	// Analyzer's replica names; −1 = none).
+	rep, pre int32
+	status   uint8
+	ok       bool
 }
 
 func (r *row) ttft() (float64, bool) {
@@ -149,6 +155,8 @@ type Analyzer struct {
 	sess     *sessionAcc
 	pfx      prefixAcc
 	bsWarned bool
+	// fl names the replicas the rows name (fleet.go).
+	fl fleetAcc
 }
 
 // New returns an Analyzer with options o (zero fields take their defaults).
@@ -159,7 +167,7 @@ func New(o Options) (*Analyzer, error) {
 	}
 	a := &Analyzer{o: o, statusIDs: map[string]uint8{}, groupIDs: map[string]int32{}}
 	a.sess = newSessionAcc(o.SessionIdle, DefaultMaxOpenSessions)
-	a.pfx = prefixAcc{cache: newBlockCache(o.KVBlocks), blockSize: o.BlockSize, window: reorderRows}
+	a.pfx = prefixAcc{cache: newBlockCache(o.KVBlocks), kvBlocks: o.KVBlocks, blockSize: o.BlockSize, window: reorderRows}
 	a.itl.limit, a.itlT.limit = o.ITLExactLimit, o.ITLExactLimit
 	return a, nil
 }
@@ -182,6 +190,8 @@ func (a *Analyzer) groupOf(r *traces.Record) int32 {
 		k = r.Category
 	case ByModel:
 		k = r.Model
+	case ByReplica:
+		k = r.Replica
 	default:
 		return 0
 	}
@@ -209,11 +219,13 @@ func (a *Analyzer) Add(r *traces.Record) {
 		return
 	}
 	inClass := a.o.Class == "" || r.Class == a.o.Class
-	a.pfx.add(r, inClass) // every row sent fills the server's cache
+	repID, preID := a.fl.replicaIDs(r)
+	a.pfx.add(r, inClass, cacheReplica(repID, preID)) // every row sent fills the server's cache
 	if !inClass {
 		a.otherCls++
 		return
 	}
+	a.fl.count(repID, preID)
 	sid, ok := a.lastSID, r.Status == a.lastSt && len(a.statuses) > 0
 	if !ok {
 		sid, ok = a.statusIDs[r.Status]
@@ -234,9 +246,11 @@ func (a *Analyzer) Add(r *traces.Record) {
 	w := row{
 		seq: r.Seq, sched: r.ScheduledNs, sent: r.SentNs, first: r.FirstTokenNs, last: r.LastTokenNs,
 		sq: r.ServerQueueNs, sp: r.ServerPrefillNs, sd: r.ServerDecodeNs,
+		skv: r.ServerKVTransferNs, sdq: r.ServerDecodeQueueNs,
 		in: in, out: int32(min(out, math.MaxInt32)), cached: r.ServerCachedTokens,
 		group: a.groupOf(r), status: sid, ok: r.OK(),
 	}
+	w.rep, w.pre = repID, preID
 	a.seen++
 	a.sess.add(r, &w)
 	if w.ok && w.sent >= 0 && w.end() >= w.sent {
@@ -469,7 +483,8 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		}
 		return nil, fmt.Errorf("%w: the input is empty", ErrNoRequests)
 	}
-	rep := &Report{opts: a.o, rows: a.rows, reqIDs: a.reqIDs, Sources: a.sources, Warnings: a.warnings, scale: 1}
+	rep := &Report{opts: a.o, rows: a.rows, reqIDs: a.reqIDs, Sources: a.sources, Warnings: a.warnings, scale: 1,
+		replicas: a.fl.names, fleetServed: a.fl.served, fleetPrefilled: a.fl.prefilled, fleetNamed: a.fl.named, fleetPD: a.fl.pd}
 	if a.noOutcome > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d row(s) without outcome (not replayed) were ignored", a.noOutcome))
 	}
@@ -543,8 +558,10 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)
 	}
+	rep.computeFleetLoad()                   // fleet.go
 	rep.ReplayClock = replayClock(a.sources) // evidence.go
 	rep.attribute()
+	rep.fleetSection() // fleet.go
 	rep.windows()
 	pooled, byInstance := splitSamples(a.samples)
 	if len(pooled) == 0 && len(byInstance) == 0 {

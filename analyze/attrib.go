@@ -9,18 +9,34 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// Component indices of a request's latency.
+// Component indices of a request's latency. The fleet's components come
+// last so that the first five keep their indices; reports show them in
+// the order a request meets them (componentOrder).
 const (
 	cLateness = iota
 	cQueue
 	cPrefill
 	cDecode
 	cOther
+	// cKVTransfer is the pull of a disaggregated request's prompt KV cache
+	// from its prefill replica; cDecodeQueue its wait on the decode
+	// replica (for blocks, and for a batch once the KV landed).
+	cKVTransfer
+	cDecodeQueue
 	nComponents
 )
 
-// ComponentNames are the attribution components, in report order.
-var ComponentNames = [nComponents]string{"lateness", "queue", "prefill", "decode", "other"}
+// ComponentNames are the attribution components by index (Shares.Array's
+// order). Reports show kv_transfer and decode_queue only where some
+// request has them (Attribution.Components), between prefill and decode.
+var ComponentNames = [nComponents]string{"lateness", "queue", "prefill", "decode", "other", "kv_transfer", "decode_queue"}
+
+// componentOrder is the order in which a request meets the components,
+// which reports follow.
+var componentOrder = [nComponents]int{cLateness, cQueue, cPrefill, cKVTransfer, cDecodeQueue, cDecode, cOther}
+
+// isFleetComponent says whether k is shown only where present.
+func isFleetComponent(k int) bool { return k == cKVTransfer || k == cDecodeQueue }
 
 // Attribution sources.
 const (
@@ -37,15 +53,20 @@ type Shares struct {
 	Prefill  float64 `json:"prefill"`
 	Decode   float64 `json:"decode"`
 	Other    float64 `json:"other"`
+	// KVTransfer and DecodeQueue are a disaggregated fleet's (left out of
+	// JSON when zero: a single engine has neither).
+	KVTransfer  float64 `json:"kv_transfer,omitempty"`
+	DecodeQueue float64 `json:"decode_queue,omitempty"`
 }
 
 func sharesOf(v [nComponents]float64) Shares {
-	return Shares{Lateness: v[cLateness], Queue: v[cQueue], Prefill: v[cPrefill], Decode: v[cDecode], Other: v[cOther]}
+	return Shares{Lateness: v[cLateness], Queue: v[cQueue], Prefill: v[cPrefill], Decode: v[cDecode], Other: v[cOther],
+		KVTransfer: v[cKVTransfer], DecodeQueue: v[cDecodeQueue]}
 }
 
 // Array returns the shares in ComponentNames order.
 func (s Shares) Array() [nComponents]float64 {
-	return [nComponents]float64{s.Lateness, s.Queue, s.Prefill, s.Decode, s.Other}
+	return [nComponents]float64{s.Lateness, s.Queue, s.Prefill, s.Decode, s.Other, s.KVTransfer, s.DecodeQueue}
 }
 
 // TailTiming says when the tail requests were sent.
@@ -115,6 +136,12 @@ type Attribution struct {
 	TailRequests    int     `json:"tail_requests"`
 	// Source is "server" (exact server timings), "estimated" or "mixed".
 	Source string `json:"source"`
+	// Components are the components the report shows, in the order a
+	// request meets them: lateness, queue, prefill, then kv_transfer and
+	// decode_queue when some request was disaggregated (a prefill replica
+	// named), decode and other. Under disaggregation queue is the wait on
+	// the prefill side.
+	Components []string `json:"components"`
 	// Share is each component's share of the tail's total latency.
 	Share    Shares `json:"share"`
 	Dominant string `json:"dominant"`
@@ -272,10 +299,17 @@ func (rep *Report) metricNs(r *row) (float64, bool) {
 	return r.e2e()
 }
 
-// components splits row r's latency (scheduled view) into its components in
+// components splits row r's (row index i's) latency (scheduled view) into its components in
 // nanoseconds. server says whether server timings were used. ok is false for
 // failed rows and rows without the metric.
-func (rep *Report) components(r *row) (c [nComponents]float64, server, ok bool) {
+//
+// A disaggregated request (a prefill replica named) without server timings
+// is split by the prefill pool's estimated queue (estimatePrefillQueues):
+// its wait beyond the estimated prefill is the prefill-side queue as far
+// as that lane holds it, and the rest, until the first token, the KV
+// transfer (which then also holds any wait for a decode replica's batch:
+// the client cannot tell the two apart).
+func (rep *Report) components(i int, r *row) (c [nComponents]float64, server, ok bool) {
 	if !r.ok {
 		return c, false, false
 	}
@@ -289,15 +323,21 @@ func (rep *Report) components(r *row) (c [nComponents]float64, server, ok bool) 
 	server = !rep.opts.IgnoreServerTimings && r.sq >= 0 && r.sp >= 0 && (isTTFT || r.sd >= 0)
 	if server {
 		c[cQueue], c[cPrefill] = float64(r.sq), float64(r.sp)
+		c[cKVTransfer], c[cDecodeQueue] = float64(max(r.skv, 0)), float64(max(r.sdq, 0))
 		if !isTTFT {
 			c[cDecode] = float64(r.sd)
 		}
-		c[cOther] = total - c[cQueue] - c[cPrefill] - c[cDecode]
+		c[cOther] = total - c[cQueue] - c[cPrefill] - c[cKVTransfer] - c[cDecodeQueue] - c[cDecode]
 		return c, true, true
 	}
 	pre := min(rep.est.prefill(r.uncached()), max(ttft, 0))
 	c[cPrefill] = pre
-	c[cQueue] = max(ttft-pre, 0)
+	wait := max(ttft-pre, 0)
+	c[cQueue] = wait
+	if pq := rep.prefillQueue(i); r.pre >= 0 && pq >= 0 {
+		c[cQueue] = min(float64(pq), wait)
+		c[cKVTransfer] = wait - c[cQueue]
+	}
 	if !isTTFT {
 		c[cDecode] = max(total-ttft, 0)
 	}
@@ -328,6 +368,8 @@ func (rep *Report) attribute() {
 	at.TailPercentile, at.TailMetric = rep.opts.TailPercentile, rep.opts.TailMetric
 	at.Share, at.ShareAll = Shares{}, Shares{}
 	rep.fitEstimator()
+	rep.estimatePrefillQueues() // fleet.go
+	at.Components = rep.shownComponents()
 	at.Prefill = PrefillModel{FixedMs: rep.est.a * msPerNs, PerTokenUs: rep.est.b * 1e-3, FittedOn: rep.est.fitted,
 		MaxInFlight: rep.est.maxIn, UnloadedTPOTMs: rep.est.unloadedTP * msPerNs}
 	var vals []float64
@@ -348,7 +390,7 @@ func (rep *Report) attribute() {
 	own := make([]int, 0)
 	for i := range rep.rows.n {
 		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
+		c, server, ok := rep.components(int(i), r)
 		if !ok {
 			continue
 		}
@@ -482,6 +524,14 @@ type RequestAttribution struct {
 	Prefill   int64  `json:"prefill_ns"`
 	Decode    int64  `json:"decode_ns"`
 	Other     int64  `json:"other_ns"`
+	// KVTransfer and DecodeQueue are a disaggregated request's (0, and
+	// left out of JSON, otherwise).
+	KVTransfer  int64 `json:"kv_transfer_ns,omitempty"`
+	DecodeQueue int64 `json:"decode_queue_ns,omitempty"`
+	// Replica and PrefillReplica name the replicas that served the
+	// request (its replica and prefill_replica columns).
+	Replica        string `json:"replica,omitempty"`
+	PrefillReplica string `json:"prefill_replica,omitempty"`
 	// Source is "server" or "estimated".
 	Source string `json:"source"`
 	// Tail says whether the request is in the tail.
@@ -506,7 +556,7 @@ func (rep *Report) PerRequest() iter.Seq2[RequestAttribution, error] {
 		}
 		for i := range rep.rows.n {
 			r := rep.rows.at(int(i))
-			c, server, ok := rep.components(r)
+			c, server, ok := rep.components(int(i), r)
 			if !ok {
 				continue
 			}
@@ -516,7 +566,8 @@ func (rep *Report) PerRequest() iter.Seq2[RequestAttribution, error] {
 			}
 			ra := RequestAttribution{Seq: r.seq, RequestID: rep.reqID(i), Lateness: int64(math.Round(c[cLateness])),
 				Queue: int64(math.Round(c[cQueue])), Prefill: int64(math.Round(c[cPrefill])), Decode: int64(math.Round(c[cDecode])),
-				Other: int64(math.Round(c[cOther])), Source: src, Tail: tail[int32(i)]}
+				Other: int64(math.Round(c[cOther])), KVTransfer: int64(math.Round(c[cKVTransfer])), DecodeQueue: int64(math.Round(c[cDecodeQueue])),
+				Replica: rep.replicaName(r.rep), PrefillReplica: rep.replicaName(r.pre), Source: src, Tail: tail[int32(i)]}
 			if !yield(ra, nil) {
 				return
 			}

@@ -223,6 +223,8 @@ func groupKey(by string, r *traces.Record) string {
 		return r.Category
 	case ByModel:
 		return r.Model
+	case ByReplica:
+		return r.Replica
 	}
 	return ""
 }
@@ -322,10 +324,11 @@ func (rep *Report) writeGroupAttributionText(p func(string, ...any)) {
 		return
 	}
 	p("\nTail attribution by %s\n", rep.Groups[0].By)
+	ks := rep.groupComponents()
 	for _, g := range ga {
 		var parts []string
-		for k, n := range ComponentNames {
-			parts = append(parts, fmt.Sprintf("%s %.0f%%", n, 100*g.Shares[k]))
+		for j, k := range ks {
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", ComponentNames[k], 100*g.Shares[j]))
 		}
 		p("  %-14s %s ≥ %s: dominant %s (%s)\n", trunc(g.Value, 14), g.Tail, g.Threshold, g.Dominant, strings.Join(parts, ", "))
 		for _, d := range g.Diagnosis {

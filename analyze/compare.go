@@ -578,12 +578,14 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	a, b := c.AttributionA, c.AttributionB
 	p("\nTail attribution (p%s %s): %s %d requests (%s), %s %d requests (%s)\n", fmtPct(a.TailPercentile), a.TailMetric,
 		c.LabelA, a.TailRequests, orDash(a.Source), c.LabelB, b.TailRequests, orDash(b.Source))
-	p("  %-10s %*s %*s\n", "component", lw, c.LabelA, lw, c.LabelB)
+	ks := unionShown(&a, &b)
+	nw := nameWidth(ks)
+	p("  %-*s %*s %*s\n", nw, "component", lw, c.LabelA, lw, c.LabelB)
 	sa, sb := a.Share.Array(), b.Share.Array()
-	for k, n := range ComponentNames {
-		p("  %-10s %*.1f%% %*.1f%%\n", n, lw-1, 100*sa[k], lw-1, 100*sb[k])
+	for _, k := range ks {
+		p("  %-*s %*.1f%% %*.1f%%\n", nw, ComponentNames[k], lw-1, 100*sa[k], lw-1, 100*sb[k])
 	}
-	p("  %-10s %*s %*s\n", "dominant", lw, orDash(a.Dominant), lw, orDash(b.Dominant))
+	p("  %-*s %*s %*s\n", nw, "dominant", lw, orDash(a.Dominant), lw, orDash(b.Dominant))
 	for _, s := range []struct {
 		l string
 		d []string

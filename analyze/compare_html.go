@@ -26,10 +26,8 @@ func (c *Comparison) compareBars() (*plot.Plot, error) {
 	p := newPlot(fmt.Sprintf("Where the p%s %s tail's time went", fmtPct(a.TailPercentile), metric), "", fmt.Sprintf("share of %s (%%)", metric))
 	sa, sb := a.Share.Array(), b.Share.Array()
 	var prev *plotter.BarChart
-	for k := range nComponents {
-		if k == cDecode && a.TailMetric == MetricTTFT {
-			continue // never part of TTFT
-		}
+	// decode is never part of TTFT
+	for _, k := range barComponents(unionShown(&a, &b), a.TailMetric) {
 		var err error
 		if prev, err = stackComponent(p, prev, k, plotter.Values{100 * sa[k], 100 * sb[k]}, vg.Points(60)); err != nil {
 			return nil, err

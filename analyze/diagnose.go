@@ -24,7 +24,7 @@ func (rep *Report) diagnose() {
 	var d []string
 	d = append(d, fmt.Sprintf("The p%s %s tail is %d request(s) at or above %s (%s attribution); %.0f%% of their time is %s.",
 		fmtPct(at.TailPercentile), metric, at.TailRequests, fmtMs(at.TailThresholdMs), at.Source,
-		100*at.Share.Array()[indexOf(at.Dominant)], at.Dominant))
+		100*at.Share.Array()[indexOf(at.Dominant)], componentLabel(indexOf(at.Dominant))))
 	sh := at.Share.Array()
 	order := []int{indexOf(at.Dominant)}
 	for k := range sh {
@@ -41,6 +41,7 @@ func (rep *Report) diagnose() {
 		d = append(d, fmt.Sprintf("Cache misses: the tail had %.0f%% of its prompt tokens served from the prefix cache against %.0f%% overall, so it prefilled %.0f uncached tokens per request against %.0f.",
 			100**l.TailCachedFraction, 100**l.AllCachedFraction, l.TailUncachedTokens, l.AllUncachedTokens))
 	}
+	d = append(d, rep.replicaSentences()...)    // fleet.go
 	d = append(d, rep.fleetSentences()...)      // instances.go
 	if s := rep.crossCheckSentence(); s != "" { // crosscheck.go
 		d = append(d, s)
@@ -60,6 +61,17 @@ func indexOf(name string) int {
 
 func fmtPct(p float64) string { return fmt.Sprintf("%g", p) }
 
+// componentLabel is component k's name in prose.
+func componentLabel(k int) string {
+	switch k {
+	case cKVTransfer:
+		return "KV transfer"
+	case cDecodeQueue:
+		return "decode-side queue"
+	}
+	return ComponentNames[k]
+}
+
 // ratio is a/b, or 0 when b is 0.
 func ratio(a, b float64) float64 {
 	if b == 0 {
@@ -78,7 +90,14 @@ func (rep *Report) cause(k int) string {
 	case cLateness:
 		return fmt.Sprintf("Client lateness: the replayer sent tail requests %s late on average (p99 lateness %s over the run) — the client, not the server, fell behind; give the replayer more CPU or connections, or lower the speed.",
 			fmtMs(l.TailLatenessMs), fmtMs(rep.Lateness.P99))
+	case cKVTransfer:
+		return rep.kvTransferCause() // fleet.go
+	case cDecodeQueue:
+		return rep.decodeQueueCause() // fleet.go
 	case cQueue:
+		if rep.mostlyDisaggregated() {
+			return rep.prefillQueueCause() // fleet.go
+		}
 		if rep.tailLoadLower() {
 			// The evidence says the server was less busy around the tail
 			// than on average: do not call the wait load-driven.

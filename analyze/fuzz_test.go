@@ -45,10 +45,18 @@ func FuzzAnalyzeRecords(f *testing.F) {
 			st, _ := rd.ReadByte()
 			r.Status = []string{traces.StatusOK, traces.StatusOK, traces.StatusHTTPError, "", "weird"}[int(st)%5]
 			r.Class = string(rune('a' + st%3))
+			// a fleet: replicas, some disaggregated, with their timings
+			if st%7 != 0 {
+				r.Replica = []string{"r0", "r1", "r2"}[st%3]
+			}
+			if st%5 < 2 {
+				r.PrefillReplica = []string{"p0", "p1"}[st%2]
+				r.ServerKVTransferNs, r.ServerDecodeQueueNs = i64(), i64()
+			}
 			recs = append(recs, r)
 		}
 		o := DefaultOptions()
-		o.By = ByClass
+		o.By = []string{ByClass, ByReplica}[n%2]
 		o.SLO = traces.SLO{TTFT: 1e6, TPOT: 1e5}
 		o.Window = 1e6
 		rep, err := Analyze(context.Background(), recs, o)

@@ -34,6 +34,8 @@ var (
 		color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, // prefill
 		color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, // decode
 		color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, // other
+		color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff}, // kv_transfer
+		color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff}, // decode_queue
 	}
 )
 
@@ -358,10 +360,8 @@ func (rep *Report) attributionBars() (*plot.Plot, error) {
 	p := newPlot(fmt.Sprintf("Where the time went: %s split (%s attribution)", metric, at.Source), "", fmt.Sprintf("share of %s (%%)", metric))
 	tail, all := at.Share.Array(), at.ShareAll.Array()
 	var prev *plotter.BarChart
-	for k := range nComponents {
-		if k == cDecode && at.TailMetric == MetricTTFT {
-			continue // decode starts after the first token: never part of TTFT
-		}
+	// decode starts after the first token: never part of TTFT
+	for _, k := range barComponents(at.shownIndices(), at.TailMetric) {
 		var err error
 		if prev, err = stackComponent(p, prev, k, plotter.Values{100 * tail[k], 100 * all[k]}, vg.Points(60)); err != nil {
 			return nil, err
@@ -426,6 +426,11 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <table><tr><th>component</th><th>tail share</th><th>tail mean</th><th>all share</th><th>all mean</th></tr>
 {{range .Components}}<tr><td>{{.Name}}</td><td>{{pct .Tail}}</td><td>{{.TailMs}}</td><td>{{pct .All}}</td><td>{{.AllMs}}</td></tr>
 {{end}}</table>{{end}}
+{{if .FleetRows}}<h2>Replicas</h2>
+<p>Each replica's requests and its share of the tail; in flight is the mean of the other requests on the replica when its requests were sent (over its tail requests in the next column); the means are of its successful requests (ms).{{with .FleetFindings}} Findings: {{.}}.{{end}}</p>
+<table><tr><th>replica</th><th>role</th><th>requests</th><th>share</th><th>tail</th><th>tail share</th><th>in flight</th><th>tail in flight</th>{{range .FleetCols}}<th>{{.}}</th>{{end}}<th>TPOT</th><th>cached</th></tr>
+{{range .FleetRows}}<tr><td>{{.Name}}</td><td>{{.Role}}</td><td>{{.Requests}}</td><td>{{pct .RequestShare}}</td><td>{{.TailRequests}}</td><td>{{pct .TailShare}}</td><td>{{f1 .InFlight}}</td><td>{{.Tail}}</td>{{range .Means}}<td>{{.}}</td>{{end}}<td>{{f1 .TPOTMs}}</td><td>{{.Cache}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Incident timeline</h2>
 {{with .Incident}}<div class="wide">{{.}}</div>{{end}}<p>{{.IncidentNote}}</p>
 {{if .WaterfallNote}}<h2>Tail waterfall</h2>
@@ -453,7 +458,7 @@ svg.chart{width:100%;height:auto;background:#fff;border:1px solid #eee}
 {{end}}</table>{{end}}
 {{with .GroupAttr}}<h2>Tail attribution by {{(index $.Groups 0).By}}</h2>
 <p>Each {{(index $.Groups 0).By}}'s requests analyzed alone: its own tail, split into components.</p>
-<table><tr><th>value</th><th>tail</th><th>tail requests</th><th>at or above</th><th>dominant</th>{{range $.ComponentNames}}<th>{{.}}</th>{{end}}</tr>
+<table><tr><th>value</th><th>tail</th><th>tail requests</th><th>at or above</th><th>dominant</th>{{range $.GroupComponents}}<th>{{.}}</th>{{end}}</tr>
 {{range .}}<tr><td>{{.Value}}</td><td>{{.Tail}}</td><td>{{.Requests}}</td><td>{{.Threshold}}</td><td>{{.Dominant}}</td>{{range .Shares}}<td>{{pct .}}</td>{{end}}</tr>
 {{end}}</table>
 {{range .}}<h3>{{.Value}}</h3><div class="diag">{{range .Diagnosis}}<p>{{.}}</p>{{end}}</div>
@@ -491,8 +496,8 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 	at := &rep.Attribution
 	sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
 	tm, am := fmtMsColumn(mm[:]), fmtMsColumn(ma[:]) // one unit per column
-	for k, n := range ComponentNames {
-		comps = append(comps, comp{n, sh[k], sa[k], tm[k], am[k]})
+	for _, k := range at.shownIndices() {
+		comps = append(comps, comp{ComponentNames[k], sh[k], sa[k], tm[k], am[k]})
 	}
 	metric := strings.ToUpper(at.TailMetric)
 	note := fmt.Sprintf("How the %s of the p%s %s tail (%d requests at or above %s, counted from the scheduled send, so including client lateness) and of all requests splits into components",
@@ -505,6 +510,16 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		Name string
 		D    Dist
 	}
+	ga := rep.groupAttr()
+	var gaNames []string
+	for _, k := range rep.groupComponents() {
+		gaNames = append(gaNames, ComponentNames[k])
+	}
+	fleetCols, fleetRows := rep.fleetHTML()
+	var fleetFindings string
+	if rep.Fleet != nil {
+		fleetFindings = strings.Join(rep.Fleet.Findings, ", ")
+	}
 	data := struct {
 		*Report
 		Charts     []template.HTML
@@ -515,9 +530,14 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		CapacityRows [][2]string
 		// GroupAttr is each --by group's own tail attribution
 		// (AttributeGroups), as in the text report.
-		GroupAttr      []groupAttr
-		ComponentNames [nComponents]string
-		Dists          []nd
+		GroupAttr []groupAttr
+		// GroupComponents name the columns of GroupAttr's shares.
+		GroupComponents []string
+		// FleetCols and FleetRows are the per-replica table (fleet.go).
+		FleetCols     []string
+		FleetRows     []fleetHTMLRow
+		FleetFindings string
+		Dists         []nd
 		// Incident is the incident timeline (empty without server
 		// series) and IncidentNote what it shows or why it is absent.
 		Incident     template.HTML
@@ -526,7 +546,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// (empty without a tail) and WaterfallNote what it shows.
 		Waterfall     template.HTML
 		WaterfallNote string
-	}{rep, charts, comps, note, rep.capacityRows(), rep.groupAttr(), ComponentNames, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
+	}{rep, charts, comps, note, rep.capacityRows(), ga, gaNames, fleetCols, fleetRows, fleetFindings, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
 		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}, incident, incidentNote, waterfall, waterfallNote}
 	return htmlTmpl.Execute(w, data)
 }
@@ -572,8 +592,20 @@ func (rep *Report) capacityRows() [][2]string {
 type groupAttr struct {
 	Value, Tail, Threshold, Dominant string
 	Requests                         int
-	Shares                           [nComponents]float64
-	Diagnosis                        []string
+	// Shares are in the order of groupComponents.
+	Shares    []float64
+	Diagnosis []string
+}
+
+// groupComponents are the components the groups' attributions show.
+func (rep *Report) groupComponents() []int {
+	var ats []*Attribution
+	for _, g := range rep.Groups {
+		if g.Attribution != nil && g.Attribution.TailRequests > 0 {
+			ats = append(ats, g.Attribution)
+		}
+	}
+	return unionShown(ats...)
 }
 
 // groupAttr lists the groups that have their own tail attribution, the
@@ -581,13 +613,19 @@ type groupAttr struct {
 func (rep *Report) groupAttr() []groupAttr {
 	var out []groupAttr
 	var thr []float64
+	ks := rep.groupComponents()
 	for _, g := range rep.Groups {
 		at := g.Attribution
 		if at == nil || at.TailRequests == 0 {
 			continue
 		}
+		sh := at.Share.Array()
+		shares := make([]float64, len(ks))
+		for i, k := range ks {
+			shares[i] = sh[k]
+		}
 		out = append(out, groupAttr{Value: g.label(), Tail: fmt.Sprintf("p%s %s", fmtPct(at.TailPercentile), strings.ToUpper(at.TailMetric)),
-			Dominant: at.Dominant, Requests: at.TailRequests, Shares: at.Share.Array(), Diagnosis: at.Diagnosis})
+			Dominant: at.Dominant, Requests: at.TailRequests, Shares: shares, Diagnosis: at.Diagnosis})
 		thr = append(thr, at.TailThresholdMs)
 	}
 	for i, s := range fmtMsColumn(thr) {
@@ -613,13 +651,13 @@ func (rep *Report) groupAttributionBars() (*plot.Plot, error) {
 	m := strings.ToUpper(metric)
 	p := newPlot(fmt.Sprintf("Where each %s's tail time went: %s split", rep.Groups[0].By, m), "", fmt.Sprintf("share of %s (%%)", m))
 	var prev *plotter.BarChart
-	for k := range nComponents {
+	for j, k := range rep.groupComponents() {
 		if k == cDecode && metric == MetricTTFT {
 			continue // never part of TTFT
 		}
 		vals := make(plotter.Values, len(ga))
 		for i, g := range ga {
-			vals[i] = 100 * g.Shares[k]
+			vals[i] = 100 * g.Shares[j]
 		}
 		var err error
 		if prev, err = stackComponent(p, prev, k, vals, vg.Points(40)); err != nil {

@@ -35,7 +35,7 @@ func (rep *Report) waterfallBars() ([]wfBar, int) {
 	var bars []wfBar
 	for _, i := range rep.tail {
 		r := rep.rows.at(int(i))
-		c, server, ok := rep.components(r)
+		c, server, ok := rep.components(int(i), r)
 		if !ok || r.sent < 0 {
 			continue
 		}
@@ -73,7 +73,8 @@ func (w waterfall) Plot(c draw.Canvas, p *plot.Plot) {
 	for i, b := range w.bars {
 		y0, y1 := ty(w.y(i)-barHalf), ty(w.y(i)+barHalf)
 		x := b.startS
-		for k, d := range b.comp {
+		for _, k := range componentOrder { // in the order the request met them
+			d := b.comp[k]
 			if d <= 0 {
 				continue
 			}
@@ -127,12 +128,12 @@ func (rep *Report) tailWaterfall() (template.HTML, string, error) {
 			used[k] = used[k] || d > 0
 		}
 	}
-	for k := range nComponents {
+	for _, k := range componentOrder {
 		if !used[k] {
 			continue
 		}
 		name := ComponentNames[k]
-		if (k == cQueue || k == cPrefill) && est > 0 {
+		if (k == cQueue || k == cPrefill || k == cKVTransfer) && est > 0 {
 			if est == len(bars) {
 				name += " (estimated)"
 			} else {

@@ -94,7 +94,7 @@ func TestHTMLTailWaterfallCap(t *testing.T) {
 	for _, i := range rep.tail {
 		r := rep.rows.at(int(i))
 		if !drawn[r.seq] {
-			c, _, _ := rep.components(r)
+			c, _, _ := rep.components(int(i), r)
 			var tot float64
 			for _, v := range clampPos(c) {
 				tot += v / 1e9

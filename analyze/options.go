@@ -50,10 +50,13 @@ const (
 	ByClass    = "class"
 	ByCategory = "category"
 	ByModel    = "model"
+	// ByReplica groups by the replica that served each request (the
+	// replica column).
+	ByReplica = "replica"
 )
 
 // ByDimensions lists the valid Options.By values ("" = no grouping).
-var ByDimensions = []string{ByClass, ByCategory, ByModel}
+var ByDimensions = []string{ByClass, ByCategory, ByModel, ByReplica}
 
 // ParsePercentile parses "p99", "99", "p99.9" or "99.9" into 99 or 99.9.
 func ParsePercentile(s string) (float64, error) {
@@ -67,8 +70,8 @@ func ParsePercentile(s string) (float64, error) {
 
 // Options tunes an analysis.
 type Options struct {
-	// By groups the summary per "class", "category" or "model" ("" = no
-	// groups). Defaults to "".
+	// By groups the summary per "class", "category", "model" or
+	// "replica" ("" = no groups). Defaults to "".
 	By string
 	// Class analyzes only the rows of this class (e.g. "interactive" beside
 	// a --background batch load); the others are counted and left out.

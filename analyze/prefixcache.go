@@ -57,6 +57,16 @@ type PrefixCache struct {
 	// GapPoints is RealisedRate − ImpliedRateReported in percentage points
 	// (negative: the server cached less than the trace implies).
 	GapPoints float64 `json:"gap_points"`
+	// Replicas is how many replicas computed the prompts (the rows'
+	// replica, or prefill_replica under disaggregation). With two or
+	// more, ReplicaImpliedRate is the implied rate with one such cache
+	// per replica (each of Options.KVBlocks), fed only the requests
+	// routed to it, and ReplicaImpliedRateReported the same over the
+	// requests the server reported: what the routing left reachable, so
+	// ImpliedRateReported − ReplicaImpliedRateReported is what it lost.
+	Replicas                   int     `json:"replicas,omitempty"`
+	ReplicaImpliedRate         float64 `json:"replica_implied_rate,omitempty"`
+	ReplicaImpliedRateReported float64 `json:"replica_implied_rate_reported,omitempty"`
 	// Explanation is the gap in one line.
 	Explanation string `json:"explanation"`
 }
@@ -185,6 +195,12 @@ type prefixAcc struct {
 	pc        PrefixCache
 	repImpl   int64 // implied tokens over the rows with the server's usage
 	anyCached bool  // some row reported cached tokens
+	// perRep are the implied caches of the replicas by id (fleet.go),
+	// with the tokens they implied over all rows and over the reported
+	// ones.
+	perRep              []*blockCache
+	kvBlocks            int
+	perImpl, perRepImpl int64
 }
 
 // reorderRows is how many rows the implied cache holds back to feed them
@@ -197,6 +213,7 @@ type pendingRow struct {
 	seq, sent            int64
 	input                int32
 	serverPrompt, cached int32
+	rep                  int32 // the replica that computed the prompt (−1 = none)
 	blocks               []int64
 	count                bool
 }
@@ -254,7 +271,7 @@ func (h pendingHeap) down() {
 // add queues r for the implied cache; count says whether r is one of the
 // analyzed rows (Options.Class) whose tokens the rates count. Every
 // replayed row uses the cache, whatever its class: the server saw it.
-func (p *prefixAcc) add(r *traces.Record, count bool) {
+func (p *prefixAcc) add(r *traces.Record, count bool, rep int32) {
 	if r.SentNs < 0 {
 		return // never reached the server
 	}
@@ -267,7 +284,7 @@ func (p *prefixAcc) add(r *traces.Record, count bool) {
 	}
 	p.any = true
 	row := pendingRow{seq: r.Seq, sent: r.SentNs, input: r.InputTokens, serverPrompt: r.ServerPromptTokens,
-		cached: r.ServerCachedTokens, count: count}
+		cached: r.ServerCachedTokens, rep: rep, count: count}
 	if len(p.pending) < p.window {
 		row.blocks = slices.Clone(r.PrefixBlocks)
 		p.pending.push(row)
@@ -296,6 +313,24 @@ func (p *prefixAcc) process(r pendingRow) {
 	h := p.cache.hits(r.blocks)
 	p.tally(r, max(min(int64(h)*int64(p.blockSize), r.prompt()-1), 0))
 	p.cache.use(r.blocks)
+	if r.rep >= 0 {
+		for int(r.rep) >= len(p.perRep) {
+			p.perRep = append(p.perRep, nil)
+		}
+		c := p.perRep[r.rep]
+		if c == nil {
+			c = newBlockCache(p.kvBlocks)
+			p.perRep[r.rep] = c
+		}
+		if r.count {
+			implied := max(min(int64(c.hits(r.blocks))*int64(p.blockSize), r.prompt()-1), 0)
+			p.perImpl += implied
+			if r.serverPrompt >= 0 {
+				p.perRepImpl += implied
+			}
+		}
+		c.use(r.blocks)
+	}
 }
 
 // prompt is the row's prompt length: the server's count where it gave one.
@@ -352,6 +387,19 @@ func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 	if pc.ReportedRequests > 0 {
 		pc.GapPoints = 100 * (pc.RealisedRate - pc.ImpliedRateReported)
 	}
+	for _, c := range p.perRep {
+		if c != nil {
+			pc.Replicas++
+		}
+	}
+	if pc.Replicas >= 2 {
+		pc.ReplicaImpliedRate = tokRatio(p.perImpl, pc.PromptTokens)
+		if p.anyCached {
+			pc.ReplicaImpliedRateReported = tokRatio(p.perRepImpl, pc.ReportedPromptTokens)
+		}
+	} else {
+		pc.Replicas = 0
+	}
 	pc.Explanation = pc.explain()
 	return &pc, warn
 }
@@ -397,8 +445,12 @@ func (pc *PrefixCache) Summary() string {
 	if pc.ReportedRequests == 0 {
 		return s + "; server: not reported"
 	}
-	return s + fmt.Sprintf("; server %.1f%% (on the %d of %d requests it reported, where the trace implies %.1f%%): gap %+.1f points",
+	s += fmt.Sprintf("; server %.1f%% (on the %d of %d requests it reported, where the trace implies %.1f%%): gap %+.1f points",
 		100*pc.RealisedRate, pc.ReportedRequests, pc.Requests, 100*pc.ImpliedRateReported, pc.GapPoints)
+	if pc.Replicas >= 2 {
+		s += fmt.Sprintf("; one such cache per replica, fed the requests routed to it, implies %.1f%% on its %d replicas", 100*pc.ReplicaImpliedRateReported, pc.Replicas)
+	}
+	return s
 }
 
 // writePrefixCacheText writes the Prefix cache block of the text report.

@@ -209,7 +209,7 @@ func TestPrefixCacheBlocklessRowsAllocateNothing(t *testing.T) {
 	}
 	p := prefixAcc{cache: newBlockCache(0), blockSize: 10, window: reorderRows}
 	r := cacheRow(0, 100, 10)
-	if n := testing.AllocsPerRun(100, func() { p.add(&r, true) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { p.add(&r, true, -1) }); n != 0 {
 		t.Errorf("%.1f allocations per row without blocks, want 0", n)
 	}
 	if len(p.pending) != 0 || p.pc.Requests != 101 || p.pc.PromptTokens != 101*100 {
@@ -230,7 +230,7 @@ func TestPrefixCacheReorderWindow(t *testing.T) {
 	feed := func(rows []traces.Record) prefixAcc {
 		p := prefixAcc{cache: newBlockCache(4), blockSize: 10, window: 8}
 		for i := range rows {
-			p.add(&rows[i], true)
+			p.add(&rows[i], true, -1)
 		}
 		p.result(4)
 		return p

@@ -121,6 +121,10 @@ type Report struct {
 	// MissingMetrics lists the metrics series columns with no value at
 	// all (seriesmissing.go; also a warning).
 	MissingMetrics []string `json:"missing_metrics,omitempty"`
+	// Fleet is the run across the replicas that served it: each
+	// replica's share of the tail and the routing and pool findings
+	// (fleet.go; null when no row names a replica).
+	Fleet *Fleet `json:"fleet,omitempty"`
 	// Notes say what the report could not show and how to get it (a
 	// missing server metrics series: evidence.go).
 	Notes []string `json:"notes,omitempty"`
@@ -136,6 +140,14 @@ type Report struct {
 	load    load
 	est     estModel
 	tail    []int32 // row indices of the tail requests
+
+	// The replicas the rows name (fleet.go): names by id, the requests
+	// each served and prefilled, the rows naming a replica and the
+	// disaggregated ones, and the per-row load at each send.
+	replicas                    []string
+	fleetServed, fleetPrefilled []int64
+	fleetNamed, fleetPD         int64
+	fleet                       *fleetState
 
 	windowT0, windowW int64 // timeline origin and width (ns)
 

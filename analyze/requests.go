@@ -8,6 +8,7 @@ import (
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,6 +20,10 @@ import (
 // (Options.TailPercentile of Options.TailMetric), false for the others.
 var RequestsColumns = []string{"seq", "request_id", "lateness_ns", "queue_ns", "prefill_ns", "decode_ns", "other_ns", "source", "tail"}
 
+// FleetRequestsColumns follow RequestsColumns when the results name the
+// replicas that served them (Report.Fleet).
+var FleetRequestsColumns = []string{"kv_transfer_ns", "decode_queue_ns", "replica", "prefill_replica"}
+
 // Per-request attribution file formats.
 const (
 	RequestsCSV   = "csv"
@@ -27,16 +32,22 @@ const (
 
 // WriteRequests writes every successful request's attribution (see
 // PerRequest), the tail marked, as CSV with a header row or as JSON
-// lines, with exactly RequestsColumns.
+// lines, with exactly RequestsColumns, then FleetRequestsColumns when the
+// results name replicas (JSON lines leave them out where empty).
 func (rep *Report) WriteRequests(w io.Writer, format string) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	switch format {
 	case RequestsCSV:
 		cw := csv.NewWriter(bw)
-		if err := cw.Write(RequestsColumns); err != nil {
+		cols := RequestsColumns
+		fleet := rep.Fleet != nil
+		if fleet {
+			cols = append(slices.Clone(cols), FleetRequestsColumns...)
+		}
+		if err := cw.Write(cols); err != nil {
 			return err
 		}
-		rec := make([]string, len(RequestsColumns))
+		rec := make([]string, len(cols))
 		for r, err := range rep.PerRequest() {
 			if err != nil {
 				return err
@@ -50,6 +61,11 @@ func (rep *Report) WriteRequests(w io.Writer, format string) error {
 			rec[6] = strconv.FormatInt(r.Other, 10)
 			rec[7] = r.Source
 			rec[8] = strconv.FormatBool(r.Tail)
+			if fleet {
+				rec[9] = strconv.FormatInt(r.KVTransfer, 10)
+				rec[10] = strconv.FormatInt(r.DecodeQueue, 10)
+				rec[11], rec[12] = r.Replica, r.PrefillReplica
+			}
 			if err := cw.Write(rec); err != nil {
 				return err
 			}

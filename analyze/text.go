@@ -47,11 +47,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 		metric := strings.ToUpper(at.TailMetric)
 		p("\nTail attribution: p%s %s (incl. lateness) ≥ %s, %d request(s), %s timings\n",
 			fmtPct(at.TailPercentile), metric, fmtMs(at.TailThresholdMs), at.TailRequests, at.Source)
-		p("  %-10s %8s %12s   %8s %12s\n", "component", "tail", "tail mean", "all", "all mean")
+		ks := at.shownIndices()
+		nw := nameWidth(ks)
+		p("  %-*s %8s %12s   %8s %12s\n", nw, "component", "tail", "tail mean", "all", "all mean")
 		sh, mm, sa, ma := at.Share.Array(), at.MeanMs.Array(), at.ShareAll.Array(), at.MeanAllMs.Array()
 		tm, am := fmtMsColumn(mm[:]), fmtMsColumn(ma[:])
-		for k, n := range ComponentNames {
-			p("  %-10s %7.1f%% %12s   %7.1f%% %12s\n", n, 100*sh[k], tm[k], 100*sa[k], am[k])
+		for _, k := range ks {
+			p("  %-*s %7.1f%% %12s   %7.1f%% %12s\n", nw, ComponentNames[k], 100*sh[k], tm[k], 100*sa[k], am[k])
 		}
 		p("  dominant: %s (the largest component of %.0f%% of tail requests)\n", at.Dominant, 100*at.DominantAgreement)
 	}
@@ -84,6 +86,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 	rep.writeCapacityText(p)         // capacity.go
 	rep.writeSessionsText(p)         // sessions.go
 	rep.writePrefixCacheText(p)      // prefixcache.go
+	rep.writeFleetText(p)            // fleet.go
 	rep.writeInstancesText(p)        // instances.go
 	rep.writeCrossCheckText(p)       // crosscheck.go
 	if rep.opts.Window > 0 && len(rep.Windows) > 0 {

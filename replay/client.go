@@ -149,6 +149,7 @@ func (fr *fastReq) complete(resp *h1.Response, err error) {
 	if err != nil {
 		rec.Status, rec.Error = classify(err, r.reqCtx, r.reqCtx)
 	} else {
+		keepFleetColumns(rec, r.keep, resp.Kept) // replica.go
 		handleResponse(resp.StatusCode(), resp, r.t0, rec, r.reqCtx, r.reqCtx, fr.it.grow)
 	}
 	r.live.inflight.Add(-1)
@@ -246,6 +247,7 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 			rec.Status, rec.Error = classify(err, rctx, ctx)
 			return
 		}
+		keepFleetColumns(rec, ex.keep, resp.Kept) // replica.go
 		status, rbody = resp.StatusCode(), resp
 	} else {
 		var cancel context.CancelFunc
@@ -266,19 +268,23 @@ func sendOne(ctx context.Context, tr *transport, path string, body []byte, hdr h
 			rec.Status, rec.Error = classify(err, rctx, ctx)
 			return
 		}
+		keepFleetColumns(rec, ex.keep, netHTTPKept(resp.Header, ex.keep))
 		status, rbody = resp.StatusCode, resp.Body
 	}
 	handleResponse(status, rbody, t0, rec, rctx, ctx, grow)
 }
 
-// extras are the per-request headers asked for beside X-Request-Id.
+// extras are the per-request headers asked for beside X-Request-Id, and
+// the response headers to keep.
 type extras struct {
 	traceParent   bool   // a W3C traceparent derived from the request id
 	sessionHeader string // the session id under this name ("" = none)
+	// keep names the response headers of the fleet columns (replica.go).
+	keep []string
 }
 
 func (r *runner) extras() extras {
-	return extras{traceParent: r.o.TraceParent, sessionHeader: r.o.SessionHeader}
+	return extras{traceParent: r.o.TraceParent, sessionHeader: r.o.SessionHeader, keep: r.keep}
 }
 
 // sessionID is the value of Options.SessionHeader for a record of session
@@ -315,6 +321,7 @@ func handleResponse(status int, rbody io.ReadCloser, t0 time.Time, rec *traces.R
 		return
 	}
 	readStream(rbody, t0, rec, rctx, ctx, grow)
+	decodeSide(rec) // replica.go
 }
 
 func errSuffix(c *chunk) string {

@@ -101,6 +101,25 @@ type Options struct {
 	Duration time.Duration
 	// Sessions is SessionsOpen or SessionsClosed. Defaults to open.
 	Sessions string
+	// ReplicaHeader names the response header that says which replica
+	// served a request; its value fills the results' replica column. A
+	// gateway sets it when configured to (AIBrix's gateway plugin sets
+	// target-pod to the pod's address; Envoy can add the upstream host to
+	// responses; see docs/commands.md, replay). A header that some
+	// responses lack is counted (Summary.ReplicaMissing) and reported
+	// once on Log. Defaults to "": the simulator fleet's X-Sim-Replica
+	// is read, and its absence not counted.
+	ReplicaHeader string
+	// PrefillReplicaHeader names the response header that says which
+	// replica prefilled a disaggregated request (the prefill_replica
+	// column). A response that names one has its engine timings read as
+	// the decode replica's (otlp.DecodeSide). Defaults to "": the
+	// simulator fleet's X-Sim-Prefill-Replica.
+	PrefillReplicaHeader string
+	// RouteReasonHeader names the response header with the router's
+	// reason for its choice (the route_reason column). Defaults to "":
+	// the simulator fleet's X-Sim-Route-Reason.
+	RouteReasonHeader string
 	// SessionHeader sends each call's session id ("RUN-sN") in this header,
 	// for session-affine routers (llm-d, the gateway inference extension,
 	// vLLM's router); calls without a session send none. "" = off. Defaults
@@ -332,8 +351,11 @@ func (o *Options) Validate() error {
 	if o.Duration < 0 {
 		errs = append(errs, optionErr("Options.Duration", "must be >= 0"))
 	}
-	if o.SessionHeader != "" && !headerName.MatchString(o.SessionHeader) {
-		errs = append(errs, optionErr("Options.SessionHeader", "%q is not a header name (letters, digits, '-')", o.SessionHeader))
+	for _, h := range []struct{ name, v string }{{"SessionHeader", o.SessionHeader}, {"ReplicaHeader", o.ReplicaHeader},
+		{"PrefillReplicaHeader", o.PrefillReplicaHeader}, {"RouteReasonHeader", o.RouteReasonHeader}} {
+		if h.v != "" && !headerName.MatchString(h.v) {
+			errs = append(errs, optionErr("Options."+h.name, "%q is not a header name (letters, digits, '-')", h.v))
+		}
 	}
 	if o.Sessions != SessionsOpen && o.Sessions != SessionsClosed {
 		errs = append(errs, optionErr("Options.Sessions", "%q is not one of open, closed", o.Sessions))

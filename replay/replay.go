@@ -130,6 +130,9 @@ type runner struct {
 	defaultModel string
 	hdrOnce      sync.Once
 	hdr          http.Header
+	// keep names the response headers that fill the fleet columns
+	// (replica.go; nil = none).
+	keep []string
 
 	live liveStats
 
@@ -208,8 +211,10 @@ func newRunner(o Options, meta traces.Meta) *runner {
 		r.client = NewHTTPClient()
 	}
 	r.tr = &transport{base: r.base, client: r.client}
+	r.keep = o.replicaHeaders()
 	if o.Client == nil && !o.NetHTTP && !proxied(r.base) {
 		if h, err := h1.New(r.base); err == nil {
+			h.KeepHeaders(r.keep...)
 			r.tr.h1 = h
 			h.KeepSpare(spareConns)
 			r.atEnd(h.CloseIdle)

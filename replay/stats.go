@@ -186,6 +186,11 @@ type Summary struct {
 	CPUQuota         string
 	ThrottledTime    time.Duration
 	ThrottledPeriods int64
+	// ReplicaHeader is Options.ReplicaHeader; ReplicaNamed and
+	// ReplicaMissing count the responses that carried it and those that
+	// did not (every response when no header was asked for).
+	ReplicaHeader                string
+	ReplicaNamed, ReplicaMissing int
 	// Approx is set when the percentiles come from a histogram with a
 	// relative error of at most 0.5 %: past 64 Ki requests, so a long run's
 	// memory stays flat.
@@ -276,6 +281,9 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
 			fmtDur(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
 	}
+	if s.ReplicaHeader != "" {
+		fmt.Fprintf(w, "replicas   %d responses named their replica in %s, %d did not\n", s.ReplicaNamed, s.ReplicaHeader, s.ReplicaMissing)
+	}
 	if s.TimingMatched == 0 && s.TimingUnmatched > 0 {
 		// Not a fault: most servers send no per-request timings by default.
 		fmt.Fprintln(w, "server timings  none (no per-request metrics or spans from the server; analyze estimates queue, prefill and decode)")
@@ -347,6 +355,7 @@ func (r *runner) finishMeta(m *traces.Meta, s *Summary) {
 		m.Set(MetaCPUQuota, s.CPUQuota)
 	}
 	clockMeta(m, r.clock, s, r.o.StartAt) // clock.go
+	r.replicaNote(m, s)                   // replica.go
 }
 
 func setTimingMeta(m *traces.Meta, s *Summary, src string) {

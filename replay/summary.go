@@ -29,6 +29,13 @@ func (m *summarizer) add(rec *traces.Record) {
 	}
 	s := &m.s
 	s.Sent++
+	if rec.HTTPStatus > 0 { // a response, which could name its replica
+		if rec.Replica != "" {
+			s.ReplicaNamed++
+		} else {
+			s.ReplicaMissing++
+		}
+	}
 	if !s.firstSent || rec.ScheduledNs < m.firstSched {
 		m.firstSched, s.firstSent = rec.ScheduledNs, true
 		s.StartError = time.Duration(rec.SentNs - rec.ScheduledNs)

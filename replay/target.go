@@ -123,6 +123,18 @@ func (t *Target) Apply(o *Options) {
 	if t.Builtin && o.Model == "" {
 		o.Model = t.Model
 	}
+	if t.Builtin && t.srv.Replicas()[0] != "" {
+		// The fleet names who served each request (fleet.ReplicaHeader).
+		if o.ReplicaHeader == "" {
+			o.ReplicaHeader = fleet.ReplicaHeader
+		}
+		if o.PrefillReplicaHeader == "" {
+			o.PrefillReplicaHeader = fleet.PrefillReplicaHeader
+		}
+		if o.RouteReasonHeader == "" {
+			o.RouteReasonHeader = fleet.RouteReasonHeader
+		}
+	}
 	if t.rcv != nil {
 		o.TraceParent = true
 	}

@@ -127,6 +127,8 @@ func (a *replayArgs) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "max-think", Usage: "--sessions closed: cap each think time (after --speed) at this; 0 = no cap", Destination: &a.o.MaxThink},
 		&cli.BoolFlag{Name: "session-affinity", Usage: "send each call's session id in --session-header, for session-affine routers (llm-d, gateway inference extension)", Destination: &a.affinity},
 		&cli.StringFlag{Name: "session-header", Value: a.sessionHeader, Usage: "--session-affinity: the header name", Destination: &a.sessionHeader},
+		&cli.StringFlag{Name: "replica-header", Usage: "response header naming the replica that served each request, kept in the replica column (e.g. target-pod behind AIBrix's gateway; tokentrace sim's X-Sim-Replica is read without it)", Destination: &a.o.ReplicaHeader},
+		&cli.StringFlag{Name: "prefill-replica-header", Usage: "response header naming the replica that prefilled a disaggregated request (prefill_replica column); the engine timings of such a response are read as the decode side's", Destination: &a.o.PrefillReplicaHeader},
 		&cli.BoolFlag{Name: "context-growth", Value: a.contextGrowth, Usage: "--sessions closed: send a turn that follows exactly one turn as that turn's prompt + the server's output + new tokens (=false: prompts from the trace's lengths and prefix blocks only)", Destination: &a.contextGrowth},
 		&cli.BoolFlag{Name: "strict-sessions", Usage: "--sessions closed: a session whose dependencies cannot be replayed (cycle, missing call, another session's call) is an error instead of being sent open loop", Destination: &a.o.StrictSessions},
 		&cli.StringFlag{Name: "shard", Value: a.shard, Usage: "replay shard i of n (i/n)", Destination: &a.shard},

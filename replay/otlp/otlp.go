@@ -564,8 +564,30 @@ func (st Stats) Annotate(m *traces.Meta) {
 	m.Set(MetaOTLPDropped, strconv.FormatInt(st.Dropped, 10))
 }
 
+// DecodeSide re-reads the engine timings of a disaggregated request (one
+// that names a prefill replica) as the decode replica's. Under
+// prefill/decode disaggregation the engine that answers the client (and
+// exports the request's span) is the decode replica: llm-d's routing
+// sidecar, like the built-in simulator's fleet, sends the prefill replica
+// a request of its own and streams the decode replica's answer. That
+// engine never saw the prefill side, so its queue time is the request's
+// wait on the decode replica (which, with vLLM's NIXL connector, holds the
+// KV pull: server_decode_queue_ns), its prefill only the last prompt token
+// (dropped: server_prefill_ns means the prompt's), its decode the decode;
+// the prefill side's queue and prefill stay NotReported, and analyze
+// estimates them. A row that already has decode-side columns is left as
+// it is.
+func DecodeSide(rec *traces.Record) {
+	if rec.ServerDecodeQueueNs != traces.NotReported || rec.ServerKVTransferNs != traces.NotReported {
+		return
+	}
+	rec.ServerDecodeQueueNs = rec.ServerQueueNs
+	rec.ServerQueueNs, rec.ServerPrefillNs = traces.NotReported, traces.NotReported
+}
+
 // JoinRecords fills the server timing columns (server_queue_ns,
-// server_prefill_ns, server_decode_ns) and, where NotReported, the server
+// server_prefill_ns, server_decode_ns; for a disaggregated request the
+// decode side's, see DecodeSide) and, where NotReported, the server
 // token counts of recs from their spans, looked up by RequestID. Columns that
 // already hold a value (per-request metrics from the response) are kept
 // unless overwrite is set. matched counts the records that got a span;
@@ -595,8 +617,14 @@ func (r *Receiver) JoinRecords(recs []traces.Record, overwrite bool) (matched, u
 				*dst = v
 			}
 		}
-		set64(&rec.ServerQueueNs, s.QueueNs)
-		set64(&rec.ServerPrefillNs, s.PrefillNs)
+		if rec.PrefillReplica != "" {
+			// The decode replica's span (DecodeSide): its queue is the
+			// request's wait there; the prefill side's is not in it.
+			set64(&rec.ServerDecodeQueueNs, s.QueueNs)
+		} else {
+			set64(&rec.ServerQueueNs, s.QueueNs)
+			set64(&rec.ServerPrefillNs, s.PrefillNs)
+		}
 		set64(&rec.ServerDecodeNs, s.DecodeNs)
 		set32(&rec.ServerPromptTokens, s.PromptTokens)
 		set32(&rec.ServerOutputTokens, s.CompletionTokens)

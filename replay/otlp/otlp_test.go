@@ -462,3 +462,32 @@ func TestOTLPMaxSpans(t *testing.T) {
 		t.Errorf("Lookup(c) found a dropped span")
 	}
 }
+
+// A disaggregated request's span is the decode replica's: its queue is
+// the decode-side queue, and the prefill side's queue and prefill stay
+// unreported; DecodeSide does the same to a metrics object's timings.
+func TestOTLPJoinDecodeSide(t *testing.T) {
+	r := NewReceiver(ReceiverOptions{})
+	a := otlpTestSpan("chatcmpl-d-1", 1)
+	r.Ingest(LLMRequestTraces([]LLMRequestSpan{a}), false)
+	x := traces.NewRecord()
+	x.RequestID, x.Status, x.PrefillReplica = "d-1", traces.StatusOK, "prefill-0"
+	recs := []traces.Record{x}
+	if m, _ := r.JoinRecords(recs, false); m != 1 {
+		t.Fatalf("matched %d", m)
+	}
+	if g := recs[0]; g.ServerDecodeQueueNs != a.Queue.Nanoseconds() || g.ServerDecodeNs != a.Decode.Nanoseconds() ||
+		g.ServerQueueNs != traces.NotReported || g.ServerPrefillNs != traces.NotReported {
+		t.Errorf("joined %+v: want the span's queue as the decode-side queue", g)
+	}
+	y := traces.NewRecord()
+	y.ServerQueueNs, y.ServerPrefillNs, y.ServerDecodeNs = 5, 6, 7
+	DecodeSide(&y)
+	if y.ServerDecodeQueueNs != 5 || y.ServerQueueNs != traces.NotReported || y.ServerPrefillNs != traces.NotReported || y.ServerDecodeNs != 7 {
+		t.Errorf("DecodeSide: %+v", y)
+	}
+	DecodeSide(&y) // a row with decode-side columns is left alone
+	if y.ServerDecodeQueueNs != 5 {
+		t.Errorf("DecodeSide twice: %+v", y)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,23 @@ type Client struct {
 	want  atomic.Pointer[chan struct{}]
 	mu    sync.Mutex
 	quit  chan struct{}
+
+	// keep are the response headers whose values a Response keeps
+	// (KeepHeaders), lower case.
+	keep []string
+}
+
+// MaxKeptHeaders bounds KeepHeaders.
+const MaxKeptHeaders = 4
+
+// KeepHeaders makes every response keep the values of the named headers
+// (at most MaxKeptHeaders; Response.Kept(i) is names[i]'s). Call it
+// before the first request.
+func (h *Client) KeepHeaders(names ...string) {
+	h.keep = h.keep[:0]
+	for _, n := range names[:min(len(names), MaxKeptHeaders)] {
+		h.keep = append(h.keep, strings.ToLower(n))
+	}
 }
 
 type conn struct {
@@ -367,6 +385,17 @@ type Response struct {
 	pooled bool // finish put the connection back in the pool
 	// release, when set, is closed by finish (the synchronous do waits on it).
 	release chan struct{}
+	// kept are the values of the client's KeepHeaders ("" = absent).
+	kept [MaxKeptHeaders]string
+}
+
+// Kept is the value of the i-th header of the client's KeepHeaders ("" when
+// the response did not carry it).
+func (r *Response) Kept(i int) string {
+	if i < 0 || i >= MaxKeptHeaders {
+		return ""
+	}
+	return r.kept[i]
 }
 
 // Read reads the body; at its end a reusable connection goes back to the
@@ -618,6 +647,7 @@ func (h *Client) readHead(j *Job, c *conn) (*Response, error) {
 	reuse := line[7] == '1'
 	length := int64(-1)
 	chunked := false
+	var kept [MaxKeptHeaders]string
 	for {
 		l, err := c.br.ReadSlice('\n')
 		if err != nil {
@@ -643,9 +673,15 @@ func (h *Client) readHead(j *Job, c *conn) (*Response, error) {
 			if bytes.Contains(bytes.ToLower(v), []byte("close")) {
 				reuse = false
 			}
+		default:
+			for i, name := range h.keep {
+				if kept[i] == "" && asciiEqualFold(k, name) {
+					kept[i] = string(v)
+				}
+			}
 		}
 	}
-	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j}
+	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j, kept: kept}
 	switch {
 	case chunked:
 		r.body = &chunkedReader{br: c.br}
