@@ -37,7 +37,19 @@ func TestReplayTarget(t *testing.T) {
 				}
 				return ""
 			}},
-		{"a fleet is a simulator target", "sim:max-num-seqs=8,router=least-outstanding,replicas=3", "sim:replicas=3,router=least-outstanding,max-num-seqs=8", nil},
+		// 12 requests, each busy for tens of ms, 2 ms apart: the router
+		// spreads them over every replica, and the results name them.
+		{"a fleet is a simulator target", "sim:max-num-seqs=8,router=least-outstanding,replicas=3", "sim:replicas=3,router=least-outstanding,max-num-seqs=8",
+			func(recs []traces.Record) string {
+				seen := map[string]int{}
+				for _, r := range recs {
+					seen[r.Replica]++
+				}
+				if len(seen) != 3 || seen[""] > 0 {
+					return fmt.Sprintf("requests per replica %v: want three replicas named", seen)
+				}
+				return ""
+			}},
 	} {
 		t.Run(tc.why, func(t *testing.T) {
 			out := filepath.Join(dir, "res.jsonl")
