@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"slices"
 	"sort"
@@ -138,6 +139,10 @@ type Report struct {
 	ContextGrowth float64     `json:"context_growth,omitempty"`
 	// Checks lists each thresholded figure.
 	Checks []CheckResult `json:"checks"`
+	// Unmeasured are the reported (not thresholded) figures that mean
+	// nothing on these traces, with why (ks.rate_per_minute on a trace of
+	// a few minutes).
+	Unmeasured map[string]string `json:"unmeasured,omitempty"`
 	// Pass is true when every check passes.
 	Pass bool `json:"pass"`
 }
@@ -168,7 +173,21 @@ type CheckResult struct {
 	Value     float64 `json:"value"`
 	Threshold float64 `json:"threshold"`
 	Pass      bool    `json:"pass"`
+	// Skipped says why the figure means nothing on these traces (too
+	// short for its window); a skipped check passes.
+	Skipped string `json:"skipped,omitempty"`
+	// Affects says which conclusions a miss can change, Fix what to change
+	// in the synthetic trace (set on failed checks).
+	Affects string `json:"affects,omitempty"`
+	Fix     string `json:"fix,omitempty"`
 }
+
+// MinWindows is the fewest full windows both traces must share for a
+// windowed figure (the index of dispersion per window, the per-minute
+// rate's distribution) to be checked: the index of dispersion from k
+// windows has a relative sampling error of about √(2/(k−1)), 47 % at 10
+// windows and 100 % at 3, so with fewer it measures noise.
+const MinWindows = 10
 
 // Summary describes one trace.
 type Summary struct {
@@ -210,17 +229,8 @@ func windowLabel(w time.Duration) string { return fmt.Sprintf("%ds", int(w.Secon
 const maxShareCategories = 20
 
 func statsOf(recs []traces.Record) traceStats {
-	var s traceStats
-	n := len(recs)
-	s.sum.Records = int64(n)
-	s.input = make([]float64, n)
-	s.output = make([]float64, n)
-	s.arrivals = make([]int64, n)
-	order := make([]int, n)
-	for i := range recs {
-		s.input[i] = float64(recs[i].InputTokens)
-		s.output[i] = float64(recs[i].OutputTokens)
-		s.arrivals[i] = recs[i].ArrivalNs
+	order := make([]int, len(recs))
+	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool {
@@ -229,6 +239,54 @@ func statsOf(recs []traces.Record) traceStats {
 		}
 		return recs[order[a]].Seq < recs[order[b]].Seq
 	})
+	return statsOfSeq(func(yield func(*traces.Record) bool) {
+		for _, i := range order {
+			if !yield(&recs[i]) {
+				return
+			}
+		}
+	})
+}
+
+// statsOfSeq reads a trace in arrival order, once: categories, prefix
+// reuse and sessions count what came before each row.
+func statsOfSeq(recs iter.Seq[*traces.Record]) traceStats {
+	var s traceStats
+	counts := map[string]int{}
+	seenBlock := map[int64]bool{}
+	seenCat := map[string]bool{}
+	var blocks, reusedBlocks, tokens, reusedTokens int64
+	sess := map[int64]int{}
+	var turns turnAcc
+	n := 0
+	for r := range recs {
+		n++
+		s.input = append(s.input, float64(r.InputTokens))
+		s.output = append(s.output, float64(r.OutputTokens))
+		s.arrivals = append(s.arrivals, r.ArrivalNs)
+		counts[r.Category]++
+		tokens += int64(r.InputTokens)
+		for _, b := range r.PrefixBlocks {
+			blocks++
+			if seenBlock[b] {
+				reusedBlocks++
+			}
+		}
+		for _, b := range r.PrefixBlocks {
+			seenBlock[b] = true
+		}
+		if r.Category != "" {
+			if seenCat[r.Category] {
+				reusedTokens += int64(r.PrefixTokens)
+			}
+			seenCat[r.Category] = true
+		}
+		if r.Session != 0 {
+			sess[r.Session]++
+		}
+		turns.add(r)
+	}
+	s.sum.Records = int64(n)
 	slices.Sort(s.input)
 	slices.Sort(s.output)
 	slices.Sort(s.arrivals)
@@ -252,42 +310,12 @@ func statsOf(recs []traces.Record) traceStats {
 	for _, w := range DispersionWindows {
 		s.sum.Dispersion[windowLabel(w)] = dispersion(s.arrivals, int64(w))
 	}
-	// Categories, prefix reuse, sessions: in arrival order.
-	counts := map[string]int{}
-	seenBlock := map[int64]bool{}
-	seenCat := map[string]bool{}
-	var blocks, reusedBlocks, tokens, reusedTokens int64
-	sess := map[int64]int{}
-	for _, i := range order {
-		r := &recs[i]
-		counts[r.Category]++
-		tokens += int64(r.InputTokens)
-		for j, b := range r.PrefixBlocks {
-			blocks++
-			if seenBlock[b] {
-				reusedBlocks++
-			}
-			_ = j
-		}
-		for _, b := range r.PrefixBlocks {
-			seenBlock[b] = true
-		}
-		if r.Category != "" {
-			if seenCat[r.Category] {
-				reusedTokens += int64(r.PrefixTokens)
-			}
-			seenCat[r.Category] = true
-		}
-		if r.Session != 0 {
-			sess[r.Session]++
-		}
-	}
 	if blocks > 0 {
 		s.sum.PrefixReuse = float64(reusedBlocks) / float64(blocks)
 	} else if tokens > 0 {
 		s.sum.PrefixReuse = float64(reusedTokens) / float64(tokens)
 	}
-	s.turns = sessionTurns(recs, order)
+	s.turns = turns.finish()
 	s.sum.Sessions = int64(len(sess))
 	if len(sess) > 0 {
 		t := 0
@@ -441,8 +469,20 @@ func relErr(synth, real float64) float64 {
 // Check compares a synthetic trace with a real one (see Report for the
 // figures and Thresholds for pass/fail).
 func Check(real, synth []traces.Record, th Thresholds) Report {
+	return compare(statsOf(real), statsOf(synth), th)
+}
+
+// CheckSeq is Check for traces read as streams, each once and in arrival
+// order (arrival, then seq; rows out of that order count their prefix
+// reuse and session turns as they come). It keeps a few numbers per
+// request (lengths, arrival) and the distinct prefix blocks, categories
+// and sessions, not the rows.
+func CheckSeq(real, synth iter.Seq[*traces.Record], th Thresholds) Report {
+	return compare(statsOfSeq(real), statsOfSeq(synth), th)
+}
+
+func compare(rs, ss traceStats, th Thresholds) Report {
 	th = th.withDefaults()
-	rs, ss := statsOf(real), statsOf(synth)
 	rep := Report{Real: rs.sum, Synth: ss.sum, Dispersion: map[string]float64{}}
 	rep.KS.InputTokens = ks(rs.input, ss.input)
 	rep.KS.OutputTokens = ks(rs.output, ss.output)
@@ -483,30 +523,45 @@ func Check(real, synth []traces.Record, th Thresholds) Report {
 	rep.Turns = relErr(ss.sum.TurnsPerSess, rs.sum.TurnsPerSess)
 	growth, think := rep.compareTurns(rs.turns, ss.turns)
 
-	add := func(name string, v, limit float64) {
+	// Windows of w both traces cover in full: a windowed figure needs
+	// MinWindows of them.
+	short := func(w time.Duration) string {
+		if n := end / int64(w); n < MinWindows {
+			return fmt.Sprintf("needs %d full %v windows in both traces, they share %d (%.0f s)", MinWindows, w, n, float64(end)/1e9)
+		}
+		return ""
+	}
+	add := func(name string, v, limit float64, skipped string) {
 		if limit < 0 {
 			return
 		}
-		rep.Checks = append(rep.Checks, CheckResult{Name: name, Value: v, Threshold: limit, Pass: v <= limit})
+		c := CheckResult{Name: name, Value: v, Threshold: limit, Pass: v <= limit || skipped != "", Skipped: skipped}
+		if !c.Pass {
+			c.Affects, c.Fix = rep.advice(name, "")
+		}
+		rep.Checks = append(rep.Checks, c)
 	}
-	add("ks.input_tokens", rep.KS.InputTokens, th.KSLengths)
-	add("ks.output_tokens", rep.KS.OutputTokens, th.KSLengths)
-	add("ks.interarrival", rep.KS.Interarrival, th.KSGaps)
-	add("rate_error", rep.RateError, th.RateError)
+	add("ks.input_tokens", rep.KS.InputTokens, th.KSLengths, "")
+	add("ks.output_tokens", rep.KS.OutputTokens, th.KSLengths, "")
+	add("ks.interarrival", rep.KS.Interarrival, th.KSGaps, "")
+	add("rate_error", rep.RateError, th.RateError, "")
 	for _, w := range DispersionWindows {
 		k := windowLabel(w)
-		add("dispersion."+k, rep.Dispersion[k], th.Dispersion)
+		add("dispersion."+k, rep.Dispersion[k], th.Dispersion, short(w))
 	}
-	add("cv", rep.CV, th.CV)
-	add("category_share_max_diff", rep.CategoryShareMaxDiff, th.CategoryShare)
-	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse)
-	add("sessions", rep.Sessions, th.Sessions)
-	add("turns", rep.Turns, th.Turns)
+	add("cv", rep.CV, th.CV, "")
+	add("category_share_max_diff", rep.CategoryShareMaxDiff, th.CategoryShare, "")
+	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse, "")
+	add("sessions", rep.Sessions, th.Sessions, "")
+	add("turns", rep.Turns, th.Turns, "")
 	if growth {
-		add("context_growth", rep.ContextGrowth, th.ContextGrowth)
+		add("context_growth", rep.ContextGrowth, th.ContextGrowth, "")
 	}
 	if think {
-		add("ks.think", rep.KS.Think, th.KSThink)
+		add("ks.think", rep.KS.Think, th.KSThink, "")
+	}
+	if why := short(time.Minute); why != "" {
+		rep.Unmeasured = map[string]string{"ks.rate_per_minute": why, "wasserstein.rate_per_minute": why}
 	}
 	rep.Pass = true
 	for _, c := range rep.Checks {
@@ -547,18 +602,36 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%-28s %14d %14d\n", "categories", r.Real.Categories, r.Synth.Categories)
 	r.writeTurns(&b)
 	fmt.Fprintf(&b, "\n%-28s %10s %10s  %s\n", "check", "value", "limit", "result")
+	var failed []CheckResult
 	for _, c := range r.Checks {
-		res := "ok"
-		if !c.Pass {
-			res = "FAIL"
+		switch {
+		case c.Skipped != "":
+			fmt.Fprintf(&b, "%-28s %10s %10.4f  skipped: %s\n", c.Name, "-", c.Threshold, c.Skipped)
+		case c.Pass:
+			fmt.Fprintf(&b, "%-28s %10.4f %10.4f  ok\n", c.Name, c.Value, c.Threshold)
+		default:
+			fmt.Fprintf(&b, "%-28s %10.4f %10.4f  FAIL\n", c.Name, c.Value, c.Threshold)
+			failed = append(failed, c)
 		}
-		fmt.Fprintf(&b, "%-28s %10.4f %10.4f  %s\n", c.Name, c.Value, c.Threshold, res)
 	}
-	fmt.Fprintf(&b, "%-28s %10.4f\n", "ks.rate_per_minute", r.KS.RatePerMinute)
-	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.input_tokens", r.Wasserstein.InputTokens)
-	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.output_tokens", r.Wasserstein.OutputTokens)
-	fmt.Fprintf(&b, "%-28s %10.4f\n", "wasserstein.interarrival_s", r.Wasserstein.InterarrivalS)
-	fmt.Fprintf(&b, "%-28s %10.2f\n", "wasserstein.rate_per_minute", r.Wasserstein.RatePerMinute)
+	reported := func(name, format string, v float64) {
+		if why := r.Unmeasured[name]; why != "" {
+			fmt.Fprintf(&b, "%-28s %10s  not measured: %s\n", name, "-", why)
+			return
+		}
+		fmt.Fprintf(&b, "%-28s "+format+"\n", name, v)
+	}
+	reported("ks.rate_per_minute", "%10.4f", r.KS.RatePerMinute)
+	reported("wasserstein.input_tokens", "%10.2f", r.Wasserstein.InputTokens)
+	reported("wasserstein.output_tokens", "%10.2f", r.Wasserstein.OutputTokens)
+	reported("wasserstein.interarrival_s", "%10.4f", r.Wasserstein.InterarrivalS)
+	reported("wasserstein.rate_per_minute", "%10.2f", r.Wasserstein.RatePerMinute)
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "\nWhat the misses mean and what to change:\n")
+		for _, c := range failed {
+			fmt.Fprintf(&b, "  %s: affects %s.\n    change: %s\n", c.Name, c.Affects, c.Fix)
+		}
+	}
 	verdict := "PASS"
 	if !r.Pass {
 		verdict = "FAIL"

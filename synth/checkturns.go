@@ -47,47 +47,58 @@ type turnStats struct {
 	think []float64   // seconds
 }
 
-// sessionTurns reads recs in arrival order (order indexes recs).
-func sessionTurns(recs []traces.Record, order []int) turnStats {
-	var st turnStats
-	type prev struct {
-		n              int
-		arrival, finsh int64
+// turnAcc reads rows in arrival order and keeps, per open session, its
+// last row's arrival and finish: the input length by turn index and the
+// think time before each follow-up.
+type turnAcc struct {
+	st   turnStats
+	open map[int64]turnPrev
+}
+
+type turnPrev struct {
+	n              int
+	arrival, finsh int64
+}
+
+func (a *turnAcc) add(r *traces.Record) {
+	if r.Session == 0 {
+		return
 	}
-	open := map[int64]prev{}
-	for _, i := range order {
-		r := &recs[i]
-		if r.Session == 0 {
-			continue
-		}
-		p, ok := open[r.Session]
-		if ok {
-			var think int64
-			switch {
-			case r.ThinkNs >= 0:
-				think = r.ThinkNs
-			case p.finsh >= p.arrival:
-				think = r.ArrivalNs - p.finsh
-			default:
-				think = r.ArrivalNs - p.arrival
-			}
-			st.think = append(st.think, float64(max(think, 0))/1e9)
-		}
-		p.n++
-		p.arrival, p.finsh = r.ArrivalNs, r.FinishNs
-		open[r.Session] = p
-		if p.n <= maxTurnIndex {
-			for len(st.input) < p.n {
-				st.input = append(st.input, nil)
-			}
-			st.input[p.n-1] = append(st.input[p.n-1], float64(r.InputTokens))
-		}
+	if a.open == nil {
+		a.open = map[int64]turnPrev{}
 	}
-	for _, in := range st.input {
+	st := &a.st
+	p, ok := a.open[r.Session]
+	if ok {
+		var think int64
+		switch {
+		case r.ThinkNs >= 0:
+			think = r.ThinkNs
+		case p.finsh >= p.arrival:
+			think = r.ArrivalNs - p.finsh
+		default:
+			think = r.ArrivalNs - p.arrival
+		}
+		st.think = append(st.think, float64(max(think, 0))/1e9)
+	}
+	p.n++
+	p.arrival, p.finsh = r.ArrivalNs, r.FinishNs
+	a.open[r.Session] = p
+	if p.n <= maxTurnIndex {
+		for len(st.input) < p.n {
+			st.input = append(st.input, nil)
+		}
+		st.input[p.n-1] = append(st.input[p.n-1], float64(r.InputTokens))
+	}
+}
+
+func (a *turnAcc) finish() turnStats {
+	for _, in := range a.st.input {
 		slices.Sort(in)
 	}
-	slices.Sort(st.think)
-	return st
+	slices.Sort(a.st.think)
+	a.open = nil
+	return a.st
 }
 
 // nearestRank is the q-quantile of sorted values (nearest rank).

@@ -13,24 +13,27 @@ import (
 )
 
 // TestFleetTargetsSimulateOffline: a fleet is a target like any other; its
-// offline simulation keeps the workload's rows in order and names the
-// replica and the router's reason in each, and a disaggregated fleet's
-// rows carry the KV transfer.
+// offline simulation gives a row for each of the workload's requests (as
+// they finish) and names the replica and the router's reason in each, and
+// a disaggregated fleet's rows carry the KV transfer.
 func TestFleetTargetsSimulateOffline(t *testing.T) {
-	w := workload("real", 200, 8, true, 3)
+	w := loaded(t, workload("real", 200, 8, true, 3))
 	ts := targets(t, "rr=sim:replicas=4,router=round-robin", "pd=sim:prefill-replicas=1,decode-replicas=2,router=prefix-aware")
 	o := &Options{Targets: ts, Speed: 1, Replay: replay.DefaultOptions()}
 	for _, tg := range ts {
-		rows, err := simulate(context.Background(), w, tg, o, "real-"+tg.Name)
+		bySeq := map[int64]traces.Record{}
+		_, err := simulate(context.Background(), w, tg, o, "real-"+tg.Name, func(r *traces.Record) { bySeq[r.Seq] = *r })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rows) != len(w.Records) {
-			t.Fatalf("%s: %d rows for %d requests", tg.Name, len(rows), len(w.Records))
+		recs := records(w)
+		if len(bySeq) != len(recs) {
+			t.Fatalf("%s: %d rows for %d requests", tg.Name, len(bySeq), len(recs))
 		}
 		replicas := map[string]bool{}
-		for i, r := range rows {
-			if r.Seq != w.Records[i].Seq || r.Status != traces.StatusOK || r.Replica == "" || r.RouteReason == "" {
+		for i := range recs {
+			r := bySeq[recs[i].Seq]
+			if r.Seq != recs[i].Seq || r.Status != traces.StatusOK || r.Replica == "" || r.RouteReason == "" {
 				t.Fatalf("%s row %d: seq %d status %s replica %q reason %q", tg.Name, i, r.Seq, r.Status, r.Replica, r.RouteReason)
 			}
 			replicas[r.Replica] = true

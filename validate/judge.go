@@ -115,52 +115,6 @@ type sample struct {
 // workload, so pairs stay pairs); point estimates use all.
 const maxBootstrap = 20000
 
-func newSample(recs []traces.Record, slo traces.SLO) sample {
-	kinds := []string{traces.MetricTTFT, traces.MetricTPOT, traces.MetricE2E}
-	s := sample{lat: map[string][]float64{}, order: map[string][]int32{}, sorted: map[string][]float64{}, total: len(recs)}
-	stride := max(1, (len(recs)+maxBootstrap-1)/maxBootstrap)
-	for i := range recs {
-		r := &recs[i]
-		l := r.Latencies()
-		if r.OK() && !l.HasTPOT {
-			l.HasTPOT = true // single-token output: TPOT 0, as vLLM counts it
-		}
-		good := !slo.IsZero() && r.OK() && slo.Met(l)
-		if good {
-			s.goodN++
-		}
-		var v [3]float64
-		for k, kind := range kinds {
-			v[k] = math.NaN()
-			if x, ok := l.Get(kind); ok && r.OK() {
-				v[k] = x / 1e6
-				s.sorted[kind] = append(s.sorted[kind], v[k])
-			}
-		}
-		if i%stride != 0 {
-			continue
-		}
-		s.seq = append(s.seq, r.Seq)
-		s.good = append(s.good, good)
-		for k, kind := range kinds {
-			s.lat[kind] = append(s.lat[kind], v[k])
-		}
-	}
-	for _, kind := range kinds {
-		slices.Sort(s.sorted[kind])
-		vals := s.lat[kind]
-		var ord []int32
-		for i, x := range vals {
-			if !math.IsNaN(x) {
-				ord = append(ord, int32(i))
-			}
-		}
-		slices.SortStableFunc(ord, func(a, b int32) int { return cmpFloat(vals[a], vals[b]) })
-		s.order[kind] = ord
-	}
-	return s
-}
-
 func cmpFloat(a, b float64) int {
 	switch {
 	case a < b:

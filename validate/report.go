@@ -82,19 +82,112 @@ func (r *Result) WriteText(w io.Writer) error {
 		if !rk.Same {
 			same = "differs"
 		}
-		p("  %-12s %s: %s   %s: %s   %s", rk.Metric, syn, strings.Join(rk.Synthetic, " > "), real, strings.Join(rk.Real, " > "), same)
+		p("  %-12s %s: %s   %s: %s   %s", rk.Metric, syn, rankText(rk.Synthetic), real, rankText(rk.Real), same)
 	}
-	if len(r.Reasons) > 0 {
-		p("")
-		p("Where the %s workload differs from %s traffic (most severe first):", syn, real)
-		for _, rs := range r.Reasons {
-			p("  - %s: %s", rs.Property, rs.Detail)
-		}
-	}
+	r.writeWhy(p)
 	for _, wn := range r.Warnings {
 		p("warning: %s", wn)
 	}
 	return bw.Flush()
+}
+
+// writeWhy writes the reasons, the ablation behind them and the next
+// steps.
+func (r *Result) writeWhy(p func(string, ...any)) {
+	real, syn := r.Workloads[0], r.Workloads[1]
+	if a := r.Ablation; a != nil && a.Status == AblationRan {
+		p("")
+		p("Why, by ablation: the %s workload with one property of the %s one at a time, on %s (%d extra runs, %s):",
+			syn, real, strings.Join(a.Targets, ", "), a.Runs, fmtSeconds(a.Seconds))
+		var none, notBuilt []string
+		for _, t := range a.Properties {
+			switch {
+			case t.NotBuilt != "":
+				notBuilt = append(notBuilt, t.Property+": "+t.NotBuilt)
+			case !t.named():
+				none = append(none, t.Property)
+			}
+		}
+		for _, rs := range r.Reasons {
+			mark := ""
+			if rs.Proven {
+				mark = "  proven"
+			}
+			p("  %-15s restores %d of %d conclusions that did not hold%s, %s%s", rs.Property, rs.Restored, rs.Broken, r.restoredList(rs), gapText(rs.GapClosed), mark)
+		}
+		if len(none) > 0 {
+			p("  closes none of the gap (not a reason): %s", strings.Join(none, ", "))
+		}
+		for _, nb := range notBuilt {
+			p("  not built: %s", nb)
+		}
+	} else if a != nil && a.Note != "" {
+		p("")
+		p("%s", a.Note)
+	}
+	if len(r.Reasons) > 0 {
+		p("")
+		switch r.Reasons[0].Evidence {
+		case EvidenceAblation:
+			p("Reasons (shown by the ablation):")
+		case EvidencePrior:
+			p("Likely reasons (a prior from what the configuration change acts through, then other differences; not proven):")
+		default:
+			p("Where the %s workload differs from %s traffic (not proven to matter):", syn, real)
+		}
+		for _, rs := range r.Reasons {
+			tag := ""
+			switch {
+			case rs.Proven:
+				tag = " [proven]"
+			case rs.Evidence == EvidencePrior:
+				tag = " [prior: " + strings.Join(rs.Keys, ", ") + "]"
+			}
+			p("  - %s%s: %s", rs.Property, tag, rs.Detail)
+		}
+	}
+	if len(r.NextSteps) > 0 {
+		p("")
+		p("Next steps (what to change in the %s workload):", syn)
+		for _, st := range r.NextSteps {
+			p("  - %s (%s): %s", st.Property, st.Evidence, st.Change)
+			for _, c := range st.Commands {
+				p("      %s", c)
+			}
+		}
+	}
+}
+
+// gapText says how far a transplant moves the effects from the synthetic
+// towards the real ones (the median over the conclusions that did not
+// hold).
+func gapText(g float64) string {
+	switch {
+	case g < 0:
+		return fmt.Sprintf("moves away from the real effect (median %.0f%% of the gap)", 100*g)
+	case g >= 1.005:
+		return fmt.Sprintf("overshoots the real effect (median %.0f%% of the gap)", 100*g)
+	}
+	return fmt.Sprintf("closes %.0f%% of the gap", 100*g)
+}
+
+// restoredList names the restored conclusions when not all were.
+func (r *Result) restoredList(rs Reason) string {
+	if rs.Restored == 0 || rs.Restored == rs.Broken || r.Ablation == nil {
+		return ""
+	}
+	var names []string
+	for _, t := range r.Ablation.Properties {
+		if t.Property != rs.Property {
+			continue
+		}
+		for _, e := range t.Effects {
+			if e.Restores {
+				names = append(names, e.Metric+" of "+e.Target)
+			}
+		}
+	}
+	return " (" + strings.Join(names, ", ") + ")"
 }
 
 func fmtEffect(e Effect) string {
@@ -155,7 +248,9 @@ func (r *Result) metricChart(m Metric) (*plot.Plot, error) {
 var htmlTmpl = template.Must(template.New("validate").Funcs(template.FuncMap{
 	"eff":  fmtEffect,
 	"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+	"rank": rankText,
 	"join": strings.Join,
+	"secs": fmtSeconds,
 	"val": func(c Cell, m Metric) string {
 		v, ok := c.Values[m.Name]
 		if !ok {
@@ -185,7 +280,14 @@ Speed {{.R.Speed}}×; {{printf "%.0f" .ConfPct}}% bootstrap intervals of the rel
 <table><tr><th>metric</th><th class="l">target</th><th>{{index .R.Workloads 1}} change [CI]</th><th>{{index .R.Workloads 0}} change [CI]</th><th class="l">verdict</th></tr>
 {{range .R.Conclusions}}<tr><td>{{.Metric}}</td><td class="l">{{.Target}}</td><td>{{eff .Synthetic}}</td><td>{{eff .Real}}</td><td class="l {{if eq .Verdict "holds"}}holds{{else}}broken{{end}}">{{.Verdict}}</td></tr>
 {{end}}</table>
-{{if .R.Reasons}}<h2>Where the {{index .R.Workloads 1}} workload differs</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>: {{.Detail}}</p>{{end}}</div>{{end}}
+{{with .R.Ablation}}{{if eq .Status "ran"}}<h2>Why, by ablation</h2>
+<p>The {{index $.R.Workloads 1}} workload with one property of the {{index $.R.Workloads 0}} one at a time, on {{join .Targets ", "}}: {{.Runs}} extra runs, {{secs .Seconds}}.</p>
+<table><tr><th class="l">property</th><th>restores</th><th>gap closed (median)</th><th class="l"></th></tr>
+{{range .Properties}}<tr><td class="l">{{.Property}}</td>{{if .NotBuilt}}<td colspan="3" class="l">not built: {{.NotBuilt}}</td>{{else}}<td>{{.Restored}} of {{.Broken}}</td><td>{{pct .GapClosed}}</td><td class="l">{{if gt .Restored 0}}<span class="holds">proven</span>{{else if .Closes}}part of the gap{{else}}closes none: not a reason{{end}}</td>{{end}}</tr>
+{{end}}</table>{{else if .Note}}<p>{{.Note}}</p>{{end}}{{end}}
+{{if .R.Reasons}}<h2>Reasons</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>{{if .Proven}} <span class="holds">[proven]</span>{{else if eq .Evidence "prior"}} [a prior: the change of {{join .Keys ", "}} acts through it; not proven]{{else if eq .Evidence "difference"}} [a difference; not proven]{{end}}: {{.Detail}}</p>{{end}}</div>{{end}}
+{{if .R.NextSteps}}<h2>Next steps</h2>{{range .R.NextSteps}}<p><b>{{.Property}}</b> ({{.Evidence}}): {{.Change}}</p>{{if .Commands}}<pre>{{range .Commands}}{{.}}
+{{end}}</pre>{{end}}{{end}}{{end}}
 <h2>Side by side</h2>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <h2>Values</h2>
@@ -194,7 +296,7 @@ Speed {{.R.Speed}}×; {{printf "%.0f" .ConfPct}}% bootstrap intervals of the rel
 {{end}}</table>
 <h2>Rankings, best first</h2>
 <table><tr><th>metric</th><th class="l">{{index .R.Workloads 1}}</th><th class="l">{{index .R.Workloads 0}}</th><th class="l"></th></tr>
-{{range .R.Rankings}}<tr><td>{{.Metric}}</td><td class="l">{{join .Synthetic " > "}}</td><td class="l">{{join .Real " > "}}</td><td class="l {{if .Same}}holds{{else}}broken{{end}}">{{if .Same}}same{{else}}differs{{end}}</td></tr>
+{{range .R.Rankings}}<tr><td>{{.Metric}}</td><td class="l">{{rank .Synthetic}}</td><td class="l">{{rank .Real}}</td><td class="l {{if .Same}}holds{{else}}broken{{end}}">{{if .Same}}same{{else}}differs{{end}}</td></tr>
 {{end}}</table>
 {{range .R.Warnings}}<p class="broken">warning: {{.}}</p>{{end}}
 <p style="color:#888;font-size:.8em">Generated by tokentrace validate. Self-contained: no network needed to view.</p>

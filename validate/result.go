@@ -59,21 +59,34 @@ type Conclusion struct {
 }
 
 // Ranking is the order of the targets (best first) on one metric under
-// each workload.
+// each workload, as groups: targets whose difference from the baseline is
+// not significant share the baseline's group (a tie).
 type Ranking struct {
-	Metric    string   `json:"metric"`
-	Real      []string `json:"real"`
-	Synthetic []string `json:"synthetic"`
-	Same      bool     `json:"same"`
+	Metric    string     `json:"metric"`
+	Real      [][]string `json:"real"`
+	Synthetic [][]string `json:"synthetic"`
+	Same      bool       `json:"same"`
 }
 
-// Reason is a property of the synthetic workload that likely breaks a
-// conclusion, most severe first.
+// Reason is a property of the synthetic workload that breaks a
+// conclusion, or likely does; the first is the best supported.
 type Reason struct {
 	Property string `json:"property"`
 	Detail   string `json:"detail"`
-	// Severity is the difference over the threshold at which it matters
-	// (≥ 1 is listed).
+	// Evidence is EvidenceAblation, EvidencePrior or EvidenceDifference.
+	Evidence string `json:"evidence"`
+	// Proven: transplanting the property restored at least one broken
+	// conclusion (Restored of Broken), closing GapClosed (the median
+	// share) of the gap between the synthetic and the real effects.
+	Proven    bool    `json:"proven"`
+	Restored  int     `json:"restored,omitempty"`
+	Broken    int     `json:"broken,omitempty"`
+	GapClosed float64 `json:"gap_closed,omitempty"`
+	// Keys are the configuration keys whose change acts through the
+	// property (a prior).
+	Keys []string `json:"keys,omitempty"`
+	// Severity is how far apart the workloads are on the property, over
+	// the difference at which it matters (≥ 1 matters).
 	Severity float64 `json:"severity"`
 }
 
@@ -89,11 +102,17 @@ type Result struct {
 	Conclusion  string       `json:"conclusion"`
 	Conclusions []Conclusion `json:"conclusions"`
 	Rankings    []Ranking    `json:"rankings"`
-	// Reasons are listed whenever a conclusion does not hold.
-	Reasons  []Reason      `json:"reasons"`
-	Cells    []Cell        `json:"cells"`
-	Fidelity *synth.Report `json:"fidelity"`
-	Warnings []string      `json:"warnings,omitempty"`
+	// Reasons are listed whenever a conclusion does not hold, the best
+	// supported first.
+	Reasons []Reason `json:"reasons"`
+	// Ablation is the explanation by ablation (or why it did not run).
+	Ablation *Ablation `json:"ablation,omitempty"`
+	// NextSteps say what to change in the synthetic workload so that it
+	// carries the real conclusion.
+	NextSteps []NextStep    `json:"next_steps,omitempty"`
+	Cells     []Cell        `json:"cells"`
+	Fidelity  *synth.Report `json:"fidelity"`
+	Warnings  []string      `json:"warnings,omitempty"`
 
 	opts Options
 }
@@ -122,27 +141,33 @@ func (r *Result) judge(samples map[[2]string]sample, real, syn string) {
 	o := &r.opts
 	base := r.Baseline
 	for mi, m := range o.Metrics {
+		tied := [2]map[string]bool{{}, {}} // real, synthetic: targets no different from the baseline
 		for ti, t := range o.Targets[1:] {
 			seed := uint64(mi*1000 + ti)
 			er, ok1 := effect(samples[[2]string{real, base}], samples[[2]string{real, t.Name}], m, o, 2*seed)
 			es, ok2 := effect(samples[[2]string{syn, base}], samples[[2]string{syn, t.Name}], m, o, 2*seed+1)
+			tied[0][t.Name] = ok1 && !er.Significant
+			tied[1][t.Name] = ok2 && !es.Significant
 			if !ok1 || !ok2 {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("%s of %s against %s: no value on one side (no successful request, or a zero baseline); not judged", m.Name, t.Name, base))
 				continue
 			}
 			r.Conclusions = append(r.Conclusions, Conclusion{Metric: m.Name, Target: t.Name, Baseline: base, Real: er, Synthetic: es, Verdict: verdict(er, es, o)})
 		}
-		rk := Ranking{Metric: m.Name, Real: r.rank(real, m), Synthetic: r.rank(syn, m)}
-		rk.Same = slices.Equal(rk.Real, rk.Synthetic)
+		rk := Ranking{Metric: m.Name, Real: r.rank(real, m, tied[0]), Synthetic: r.rank(syn, m, tied[1])}
+		rk.Same = slices.EqualFunc(rk.Real, rk.Synthetic, slices.Equal)
 		r.Rankings = append(r.Rankings, rk)
 	}
 }
 
-// rank orders the targets best first on m under workload w (stable: ties
-// keep the targets' order).
-func (r *Result) rank(w string, m Metric) []string {
-	var names []string
+// rank orders the targets best first on m under workload w, as groups:
+// the targets in tied (no significant difference from the baseline) share
+// the baseline's group; the others stand alone, ordered by value (stable:
+// equal values keep the targets' order).
+func (r *Result) rank(w string, m Metric, tied map[string]bool) [][]string {
 	vals := map[string]float64{}
+	var groups [][]string
+	var baseGroup int
 	for _, t := range r.Targets {
 		c := r.cell(w, t.Name)
 		v, ok := c.Values[m.Name]
@@ -152,133 +177,36 @@ func (r *Result) rank(w string, m Metric) []string {
 				v = math.Inf(-1)
 			}
 		}
-		names, vals[t.Name] = append(names, t.Name), v
+		vals[t.Name] = v
+		if t.Name == r.Baseline {
+			baseGroup = len(groups)
+		}
+		if !tied[t.Name] || t.Name == r.Baseline {
+			groups = append(groups, []string{t.Name})
+		}
 	}
-	sort.SliceStable(names, func(i, j int) bool {
+	for _, t := range r.Targets {
+		if tied[t.Name] && t.Name != r.Baseline {
+			groups[baseGroup] = append(groups[baseGroup], t.Name)
+		}
+	}
+	sort.SliceStable(groups, func(i, j int) bool {
+		a, b := vals[groups[i][0]], vals[groups[j][0]]
 		if m.LowerIsBetter() {
-			return vals[names[i]] < vals[names[j]]
+			return a < b
 		}
-		return vals[names[i]] > vals[names[j]]
+		return a > b
 	})
-	return names
+	return groups
 }
 
-// explain lists the properties of the synthetic workload that differ from
-// the real one enough to change a conclusion: prefix reuse (and the cache
-// hits it gives), the tail's cause, lengths, rate and burstiness.
-func (r *Result) explain() {
-	f := r.Fidelity
-	real, syn := r.Workloads[0], r.Workloads[1]
-	var out []Reason
-	add := func(prop string, sev float64, format string, args ...any) {
-		if sev >= 1 {
-			out = append(out, Reason{Property: prop, Severity: sev, Detail: fmt.Sprintf(format, args...)})
-		}
-	}
-	if f != nil {
-		d := math.Abs(f.Real.PrefixReuse - f.Synth.PrefixReuse)
-		detail := fmt.Sprintf("%s prompts reuse %.0f%% of their prefix from earlier requests, %s %.0f%%", real, 100*f.Real.PrefixReuse, syn, 100*f.Synth.PrefixReuse)
-		for _, t := range r.Targets {
-			cr, cs := r.cell(real, t.Name), r.cell(syn, t.Name)
-			if cr != nil && cs != nil && cr.CachedShare >= 0 && cs.CachedShare >= 0 && math.Abs(cr.CachedShare-cs.CachedShare) >= 0.05 {
-				detail += fmt.Sprintf("; on %s the prefix cache served %.0f%% of %s prompt tokens and %.0f%% of %s", t.Name, 100*cr.CachedShare, real, 100*cs.CachedShare, syn)
-			}
-		}
-		sev := d / 0.10
-		// When the targets themselves differ in cache hits, the change acts
-		// through the prefix cache: a reuse gap between the workloads is
-		// then the reason before any other difference.
-		if w, spread := r.cacheSpread(); sev >= 1 && spread >= 0.10 {
-			sev *= 10
-			detail += fmt.Sprintf("; the targets differ in cache hits on %s (%s), so the change acts through the prefix cache", w, r.cacheList(w))
-		}
-		add("prefix reuse", sev, "%s", detail)
-		add("prompt lengths", f.KS.InputTokens/0.10, "mean %.0f tokens (%s) vs %.0f (%s), KS %.2f",
-			f.Real.MeanInput, real, f.Synth.MeanInput, syn, f.KS.InputTokens)
-		add("output lengths", f.KS.OutputTokens/0.10, "mean %.0f tokens (%s) vs %.0f (%s), KS %.2f",
-			f.Real.MeanOutput, real, f.Synth.MeanOutput, syn, f.KS.OutputTokens)
-		if f.Real.RatePerS > 0 {
-			add("arrival rate", math.Abs(f.Synth.RatePerS/f.Real.RatePerS-1)/0.10, "%.2f req/s (%s) vs %.2f (%s)",
-				f.Real.RatePerS, real, f.Synth.RatePerS, syn)
-		}
-		if f.Real.CV > 0 {
-			add("burstiness", math.Abs(f.Synth.CV/f.Real.CV-1)/0.25, "inter-arrival CV %.2f (%s) vs %.2f (%s)",
-				f.Real.CV, real, f.Synth.CV, syn)
-		}
-	}
-	for _, t := range r.Targets {
-		cr, cs := r.cell(real, t.Name), r.cell(syn, t.Name)
-		if cr != nil && cs != nil && cr.TailCause != "" && cs.TailCause != "" && cr.TailCause != cs.TailCause {
-			add("tail cause on "+t.Name, 1.5, "on %s the %s tail is mostly %s (%.0f%%), the %s tail %s (%.0f%%)",
-				t.Name, real, cr.TailCause, 100*cr.TailShare, syn, cs.TailCause, 100*cs.TailShare)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Severity > out[j].Severity })
-	r.Reasons = out
-}
-
-// cacheSpread is the largest difference in prefix-cache hit share between
-// two targets under one workload, and that workload.
-func (r *Result) cacheSpread() (workload string, spread float64) {
-	for _, w := range r.Workloads {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, t := range r.Targets {
-			if c := r.cell(w, t.Name); c != nil && c.CachedShare >= 0 {
-				lo, hi = min(lo, c.CachedShare), max(hi, c.CachedShare)
-			}
-		}
-		if hi-lo > spread {
-			workload, spread = w, hi-lo
-		}
-	}
-	return workload, spread
-}
-
-func (r *Result) cacheList(w string) string {
+// rankText is a ranking for a person: "b > a = c".
+func rankText(groups [][]string) string {
 	var parts []string
-	for _, t := range r.Targets {
-		if c := r.cell(w, t.Name); c != nil && c.CachedShare >= 0 {
-			parts = append(parts, fmt.Sprintf("%s %.0f%%", t.Name, 100*c.CachedShare))
-		}
+	for _, g := range groups {
+		parts = append(parts, strings.Join(g, " = "))
 	}
-	return strings.Join(parts, ", ")
-}
-
-// conclude says the answer in one or two sentences.
-func (r *Result) conclude() string {
-	real, syn := r.Workloads[0], r.Workloads[1]
-	if len(r.Conclusions) == 0 {
-		return "No conclusion could be judged (see the warnings)."
-	}
-	// Group the broken conclusions by verdict and target, in order.
-	type key struct{ verdict, target, baseline string }
-	var keys []key
-	groups := map[key][]string{}
-	n := 0
-	for _, c := range r.Conclusions {
-		if c.Verdict == VerdictHolds {
-			continue
-		}
-		n++
-		k := key{c.Verdict, c.Target, c.Baseline}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], fmt.Sprintf("%s (%s %s, %s %s)", c.Metric, syn, pctShort(c.Synthetic), real, pctShort(c.Real)))
-	}
-	var broken []string
-	for _, k := range keys {
-		broken = append(broken, fmt.Sprintf("%s for %s vs %s on %s", k.verdict, k.target, k.baseline, strings.Join(groups[k], ", ")))
-	}
-	if len(broken) == 0 {
-		return fmt.Sprintf("The %s workload's conclusions hold on %s traffic: all %d judged (%s) agree in direction and magnitude.",
-			syn, real, len(r.Conclusions), r.metricList())
-	}
-	s := fmt.Sprintf("The %s workload's conclusions do not hold on %s traffic for %d of %d: %s.", syn, real, n, len(r.Conclusions), strings.Join(broken, "; "))
-	if len(r.Reasons) > 0 {
-		s += " Likely reason: " + r.Reasons[0].Property + " (" + r.Reasons[0].Detail + ")."
-	}
-	return s
+	return strings.Join(parts, " > ")
 }
 
 func (r *Result) metricList() string {

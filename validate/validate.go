@@ -5,9 +5,17 @@
 // configuration's difference from the first (the baseline) on the metrics
 // asked for, with bootstrap intervals, under each workload, and judges each
 // conclusion: holds, reversed, magnitude off, or not significant on one
-// side. Where a conclusion breaks it names the likely reason from the
-// workloads' fidelity check (synth.Check) and the tails' attribution
-// (analyze).
+// side, headlined as the decision (does the direction and significance
+// carry over). Where a conclusion breaks it proves why by ablation: the
+// synthetic workload rerun with one property of the real one transplanted
+// at a time (lengths, arrivals, prefix reuse, sessions; transplant.go,
+// ablate.go), or, without one, gives a prior from what the configuration
+// change acts through (reasons.go); and it says what to change in the
+// synthetic workload (nextsteps.go).
+//
+// Workloads stream through: each is read once and kept as what validate
+// needs of each request (request.go), and each run's rows are reduced as
+// they come to the figures they feed (cell.go).
 //
 // validate sits above the products, like the CLI: it wires replay (and its
 // simulator), synth and analyze; none of them imports it.
@@ -19,11 +27,11 @@
 package validate
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -60,12 +68,24 @@ const (
 	DefaultMagnitudeTolerance = 0.5
 )
 
-// Workload is a named trace held in memory (every configuration replays
-// all of it).
+// Workload is a named trace: Records in memory, or a Source read once as
+// a stream. Either way validate keeps of each request only what it runs
+// and compares (about 180 bytes and its prefix blocks, none of its
+// outcome), in arrival order, and every configuration runs all of them.
 type Workload struct {
-	Name    string
+	Name string
+	// Records is the workload in memory; when nil, Source is read.
 	Records []traces.Record
-	Meta    traces.Meta
+	// Source reads the workload as a stream (replay.Source: a file opened
+	// when validate starts); its metadata is the reader's unless Meta is
+	// set.
+	Source replay.Source
+	Meta   traces.Meta
+	// File is where the workload was read from, as given: the next steps'
+	// commands name it ("" = a placeholder in capitals).
+	File string
+
+	reqs []request // what validate keeps, in arrival order (load)
 }
 
 // Options configure a validation.
@@ -108,6 +128,11 @@ type Options struct {
 	// lateness p99 is above it gets a warning. Defaults to
 	// replay.DefaultMaxLateness.
 	MaxLateness time.Duration
+	// Explain is how a conclusion that does not hold is explained:
+	// ExplainAuto (ablation when every target simulates offline, else its
+	// cost and a prior), ExplainNone (the prior only) or ExplainAblation
+	// (ablation even on replayed targets). Defaults to ExplainAuto.
+	Explain string
 	// OutDir receives every run's results (WORKLOAD-TARGET[-rN].parquet);
 	// "" (the default) keeps them in memory only.
 	OutDir string
@@ -151,6 +176,9 @@ func (o Options) WithDefaults() Options {
 	if o.MaxLateness == 0 {
 		o.MaxLateness = replay.DefaultMaxLateness
 	}
+	if o.Explain == "" {
+		o.Explain = ExplainAuto
+	}
 	return o
 }
 
@@ -185,6 +213,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("validate: Options.Confidence: want 0 < c < 1, got %g", o.Confidence)
 	case o.MinEffect < 0 || o.MagnitudeTolerance < 0:
 		return errors.New("validate: Options.MinEffect, Options.MagnitudeTolerance: want >= 0")
+	case o.Explain != "" && !slices.Contains(ExplainModes, o.Explain):
+		return fmt.Errorf("validate: Options.Explain: want one of %s, got %q", strings.Join(ExplainModes, ", "), o.Explain)
 	}
 	return nil
 }
@@ -198,8 +228,12 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	for _, w := range []Workload{real, synthetic} {
-		if len(w.Records) == 0 {
+	var err error
+	for _, w := range []*Workload{&real, &synthetic} {
+		if *w, err = w.load(); err != nil {
+			return nil, fmt.Errorf("validate: %w", err)
+		}
+		if len(w.reqs) == 0 {
 			return nil, fmt.Errorf("validate: the %s workload has no requests", w.Name)
 		}
 	}
@@ -220,7 +254,7 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 	for _, t := range o.Targets {
 		res.Targets = append(res.Targets, TargetInfo{Name: t.Name, Config: t.Config})
 	}
-	fid := synth.Check(real.Records, synthetic.Records, synth.DefaultThresholds())
+	fid := synth.CheckSeq(real.each(), synthetic.each(), synth.DefaultThresholds())
 	res.Fidelity = &fid
 
 	samples := map[[2]string]sample{}
@@ -241,7 +275,12 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 		}
 	}
 	res.judge(samples, real.Name, synthetic.Name)
+	clear(samples) // the ablation measures its own runs
+	if err := res.ablate(ctx, real, synthetic); err != nil {
+		return res, fmt.Errorf("validate: %w", err)
+	}
 	res.explain()
+	res.NextSteps = res.nextSteps(real, synthetic)
 	res.Conclusion = res.conclude()
 	return res, nil
 }
@@ -278,81 +317,154 @@ func reachable(ctx context.Context, t Target, ro *replay.Options) error {
 }
 
 // runCell runs workload w on target t (Options.Repeat times unless
-// offline) and measures the pooled results.
+// offline) and reduces the results, row by row, to the cell's figures and
+// its sample; with Options.OutDir every run's rows are written as they
+// come.
 func runCell(ctx context.Context, w Workload, t Target, o *Options, res *Result) (*Cell, sample, error) {
 	c := &Cell{Workload: w.Name, Target: t.Name}
-	var pooled []traces.Record
-	runs := o.Repeat
-	offline := t.Sim != nil && !o.Realtime
-	if offline {
-		runs = 1
+	runs := runsOf(t, o)
+	acc, err := newCellAcc(o, runs*len(w.reqs))
+	if err != nil {
+		return nil, sample{}, err
 	}
 	for rep := range runs {
-		name := w.Name + "-" + t.Name
-		if runs > 1 {
-			name += fmt.Sprintf("-r%d", rep+1)
-		}
-		var recs []traces.Record
-		meta := w.Meta
-		var err error
-		if offline {
-			recs, err = simulate(ctx, w, t, o, name)
-		} else {
-			var run *replay.Result
-			run, err = replayOnce(ctx, w, t, o, name)
-			if run != nil {
-				recs, meta = run.Records, run.Meta
-				if l := run.Summary.LatenessP99; l > o.MaxLateness {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("%s: client lateness p99 %.2f ms is over the %v validity gate: its latencies include the client's delay", name, float64(l)/1e6, o.MaxLateness))
-				}
+		name := runName(w, t, rep, runs)
+		if o.OutDir == "" {
+			if err := runOnce(ctx, w, t, o, name, res, acc.add); err != nil {
+				return nil, sample{}, err
 			}
+			continue
+		}
+		f := filepath.Join(o.OutDir, name+".parquet")
+		meta := w.Meta
+		meta.Extra = maps.Clone(meta.Extra)
+		meta.Set("validate.workload", w.Name)
+		meta.Set("validate.target", t.Name)
+		meta.Set("validate.target_config", t.Config)
+		out, err := newRowWriter(f, meta)
+		if err != nil {
+			return nil, sample{}, err
+		}
+		err = runOnce(ctx, w, t, o, name, res, func(r *traces.Record) {
+			acc.add(r)
+			out.add(r)
+		})
+		if cerr := out.close(); err == nil {
+			err = cerr
 		}
 		if err != nil {
 			return nil, sample{}, err
 		}
-		if o.OutDir != "" {
-			f := filepath.Join(o.OutDir, name+".parquet")
-			meta.Set("validate.workload", w.Name)
-			meta.Set("validate.target", t.Name)
-			meta.Set("validate.target_config", t.Config)
-			if err := traces.WriteAll(f, meta, recs); err != nil {
-				return nil, sample{}, fmt.Errorf("write results %s: %w", f, err)
-			}
-			c.Files = append(c.Files, f)
-		}
-		pooled = append(pooled, recs...)
+		c.Files = append(c.Files, f)
 	}
 	c.Runs = runs
-	s := newSample(pooled, o.SLO)
-	c.Requests = len(pooled)
-	var prompt, cached int64
-	for i := range pooled {
-		r := &pooled[i]
-		if !r.OK() {
-			c.Failed++
-		}
-		if r.ServerPromptTokens > 0 && r.ServerCachedTokens >= 0 {
-			prompt += int64(r.ServerPromptTokens)
-			cached += int64(r.ServerCachedTokens)
-		}
-	}
-	if prompt > 0 {
-		c.CachedShare = float64(cached) / float64(prompt)
-	} else {
-		c.CachedShare = -1
-	}
-	c.Values = map[string]float64{}
-	for _, m := range o.Metrics {
-		if v, ok := s.value(m); ok {
-			c.Values[m.Name] = v
-		}
-	}
-	rep, err := analyze.Analyze(ctx, pooled, analyze.Options{SLO: o.SLO})
+	s, err := acc.close(ctx, c, o.Metrics)
 	if err != nil {
-		return nil, sample{}, fmt.Errorf("analyze: %w", err)
+		return nil, sample{}, err
 	}
-	c.TailCause, c.TailShare = rep.Attribution.Dominant, dominantShare(rep.Attribution)
 	return c, s, nil
+}
+
+// rowWriter writes result rows as they come, in batches.
+type rowWriter struct {
+	name string
+	w    traces.Writer
+	buf  []traces.Record
+	err  error
+}
+
+func newRowWriter(name string, meta traces.Meta) (*rowWriter, error) {
+	w, err := traces.Create(name, meta)
+	if err != nil {
+		return nil, fmt.Errorf("write results %s: %w", name, err)
+	}
+	return &rowWriter{name: name, w: w}, nil
+}
+
+func (w *rowWriter) add(r *traces.Record) {
+	if w.err != nil {
+		return
+	}
+	w.buf = append(w.buf, *r)
+	if len(w.buf) == 4096 {
+		w.flush()
+	}
+}
+
+func (w *rowWriter) flush() {
+	if w.err == nil && len(w.buf) > 0 {
+		_, w.err = w.w.Write(w.buf)
+	}
+	w.buf = w.buf[:0]
+}
+
+func (w *rowWriter) close() error {
+	w.flush()
+	if err := w.w.Close(); w.err == nil {
+		w.err = err
+	}
+	if w.err != nil {
+		return fmt.Errorf("write results %s: %w", w.name, w.err)
+	}
+	return nil
+}
+
+// offline reports whether t runs as an offline simulation.
+func offline(t Target, o *Options) bool { return t.Sim != nil && !o.Realtime }
+
+// runsOf is how many times a workload runs on t: once offline (the
+// simulation is deterministic), else Options.Repeat.
+func runsOf(t Target, o *Options) int {
+	if offline(t, o) {
+		return 1
+	}
+	return o.Repeat
+}
+
+// runName names one run: WORKLOAD-TARGET[-rN] (a counterfactual
+// workload's spaces become dashes: a run label has none).
+func runName(w Workload, t Target, rep, runs int) string {
+	name := strings.ReplaceAll(w.Name, " ", "-") + "-" + t.Name
+	if runs > 1 {
+		name += fmt.Sprintf("-r%d", rep+1)
+	}
+	return name
+}
+
+// runOnce runs w on t once, offline or replayed, and hands each result row
+// to emit; a replay that could not keep its timing adds a warning to res.
+func runOnce(ctx context.Context, w Workload, t Target, o *Options, name string, res *Result, emit func(*traces.Record)) error {
+	if offline(t, o) {
+		inFlight, err := simulate(ctx, w, t, o, name, emit)
+		if n := len(w.reqs); err == nil && inFlight > max(overloaded, n/10) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s: the target held up to %d of the %d requests at once: it was overloaded, so its latencies measure its queue (and the simulation's memory grows with the queue)", name, inFlight, n))
+		}
+		return err
+	}
+	run, err := replayOnce(ctx, w, t, o, name)
+	if run == nil {
+		return err
+	}
+	if l := run.Summary.LatenessP99; l > o.MaxLateness {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s: client lateness p99 %.2f ms is over the %v validity gate: its latencies include the client's delay", name, float64(l)/1e6, o.MaxLateness))
+	}
+	for i := range run.Records {
+		emit(&run.Records[i])
+	}
+	return err
+}
+
+// measure runs w on t (Options.Repeat times unless offline) and keeps only
+// what the bootstrap needs: an ablation's counterfactual runs.
+func measure(ctx context.Context, w Workload, t Target, o *Options, res *Result) (sample, int, error) {
+	runs := runsOf(t, o)
+	sb := newSampleBuilder(o.SLO, runs*len(w.reqs))
+	for rep := range runs {
+		if err := runOnce(ctx, w, t, o, runName(w, t, rep, runs), res, sb.add); err != nil {
+			return sample{}, rep, err
+		}
+	}
+	return sb.sample(), runs, nil
 }
 
 func dominantShare(a analyze.Attribution) float64 {
@@ -369,53 +481,56 @@ func dominantShare(a analyze.Attribution) float64 {
 // prompts are the ones replay would send (so prefix caching sees the same
 // shared prefixes), arrivals are scaled by Options.Speed, and the truth
 // rows come back as results whose send time is their arrival (no client).
-func simulate(ctx context.Context, w Workload, t Target, o *Options, run string) ([]traces.Record, error) {
-	so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
+// It returns the most requests the target held at once.
+func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) (int, error) {
+	so := t.Sim.TakeLongest(longest(w))
 	ro := o.runOptions(run)
-	var t0 int64
-	for i := range w.Records {
-		r := &w.Records[i]
-		if i == 0 || r.ArrivalNs < t0 {
-			t0 = r.ArrivalNs
-		}
-	}
-	arrival := func(i int) int64 { return int64(float64(w.Records[i].ArrivalNs-t0) / o.Speed) }
-	// The simulation reads requests in arrival order, one at a time (a
-	// fleet or one engine alike); its rows come back as requests finish.
-	order := make([]int, len(w.Records))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(arrival(a), arrival(b)) })
+	t0 := w.reqs[0].arrival
+	// The simulation reads the requests in arrival order (the workload's),
+	// one at a time, building each prompt as it goes; its rows come back
+	// as requests finish.
 	reqs := func(yield func(sim.SimRequest, error) bool) {
-		for _, i := range order {
-			r := &w.Records[i]
-			out := max(int(r.OutputTokens), 1)
-			q := sim.SimRequest{
-				ID:        fmt.Sprintf("%s-%d", run, r.Seq),
-				ArrivalNs: arrival(i),
-				Prompt:    replay.PromptTokens(r, ro, w.Meta.BlockSize),
+		var r traces.Record
+		for i := range w.reqs {
+			q := &w.reqs[i]
+			q.record(&r)
+			out := max(int(q.out), 1)
+			sq := sim.SimRequest{
+				ID:        fmt.Sprintf("%s-%d", run, q.seq),
+				ArrivalNs: int64(float64(q.arrival-t0) / o.Speed),
+				Prompt:    replay.PromptTokens(&r, ro, w.Meta.BlockSize),
 				MaxTokens: out, MinTokens: out, IgnoreEOS: true,
-				Session: r.Session,
+				Session: q.session,
 			}
-			if !yield(q, nil) {
+			if !yield(sq, nil) {
 				return
 			}
 		}
 	}
-	recs := make([]traces.Record, len(w.Records))
-	_, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
-		i := order[r.Seq]
-		src := &w.Records[i]
-		r.Seq, r.Run, r.Category, r.Class = src.Seq, run, src.Category, src.Class
+	fr, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
+		src := &w.reqs[r.Seq]
+		r.Seq, r.Run, r.Category, r.Class = src.seq, run, src.category, src.class
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
-		recs[i] = r
+		emit(&r)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("simulate: %w", err)
+		return 0, fmt.Errorf("simulate: %w", err)
 	}
-	return recs, nil
+	return fr.MaxInFlight, nil
+}
+
+// overloaded is the fewest requests in flight at once that can call a
+// target overloaded (with a tenth of the workload's).
+const overloaded = 1000
+
+// longest is the workload's longest request (input + output tokens).
+func longest(w Workload) int {
+	n := 0
+	for i := range w.reqs {
+		n = max(n, int(w.reqs[i].in)+int(w.reqs[i].out))
+	}
+	return n
 }
 
 // runOptions are the replay options of the run named run: Replay's, with
@@ -432,7 +547,7 @@ func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run strin
 	ro := o.runOptions(run)
 	ro.URL = t.URL
 	if t.Sim != nil {
-		so := t.Sim.TakeLongest(sim.LongestRequest(w.Records))
+		so := t.Sim.TakeLongest(longest(w))
 		srv, err := fleet.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)
@@ -443,35 +558,61 @@ func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run strin
 			ro.Model = so.Model
 		}
 	}
-	run2, err := replay.Run(ctx, w.Records, w.Meta, ro)
+	if err := ro.Validate(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	plan, err := replay.Scan(ctx, w.source(), ro)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	run2, err := plan.Run(ctx, w.Meta, ro)
 	if err != nil {
 		return run2, fmt.Errorf("replay: %w", err)
 	}
 	return run2, ctx.Err()
 }
 
-// sliceWriter collects generated records in memory.
-type sliceWriter struct{ recs []traces.Record }
+// requestWriter keeps what validate needs of generated records.
+type requestWriter struct {
+	reqs []request
+	in   interner
+}
 
-func (w *sliceWriter) Write(recs []traces.Record) (int, error) {
-	w.recs = append(w.recs, recs...)
+func (w *requestWriter) Write(recs []traces.Record) (int, error) {
+	for i := range recs {
+		w.reqs = append(w.reqs, requestOf(&recs[i], w.in))
+	}
 	return len(recs), nil
 }
-func (w *sliceWriter) Close() error { return nil }
+func (w *requestWriter) Close() error { return nil }
 
 // Generate draws a synthetic workload from a fitted model, covering the
-// same span as like (the real workload) unless o.Duration is set.
+// same span as like (the real workload) unless o.Duration is set. The
+// workload keeps what validate needs of each generated request, not the
+// records.
 func Generate(ctx context.Context, name string, m *synth.Model, like Workload, o synth.GenOptions) (Workload, error) {
-	if o.Duration == 0 && len(like.Records) > 1 {
-		lo, hi := like.Records[0].ArrivalNs, like.Records[0].ArrivalNs
-		for i := range like.Records {
-			lo, hi = min(lo, like.Records[i].ArrivalNs), max(hi, like.Records[i].ArrivalNs)
+	if o.Duration == 0 {
+		lo, hi, err := like.span()
+		if err != nil {
+			return Workload{}, fmt.Errorf("generate the %s workload: %w", name, err)
 		}
-		o.Duration = time.Duration(hi - lo + 1)
+		if hi > lo {
+			o.Duration = time.Duration(hi - lo + 1)
+		}
 	}
-	var w sliceWriter
-	if _, err := m.Generate(ctx, o, &w); err != nil {
+	w := &requestWriter{in: interner{}}
+	if _, err := m.Generate(ctx, o, w); err != nil {
 		return Workload{}, fmt.Errorf("generate the %s workload: %w", name, err)
 	}
-	return Workload{Name: name, Records: w.recs, Meta: m.GenMeta(o)}, nil
+	return Workload{Name: name, Meta: m.GenMeta(o)}.withRequests(w.reqs), nil
+}
+
+// withRequests returns w holding reqs (sorted by arrival if they are not).
+func (w Workload) withRequests(reqs []request) Workload {
+	w.Records, w.Source = nil, nil
+	if !slices.IsSortedFunc(reqs, byArrival) {
+		slices.SortStableFunc(reqs, byArrival)
+	}
+	w.reqs = reqs
+	return w
 }

@@ -24,7 +24,11 @@ of input tokens, output tokens, inter-arrival gaps and per-minute rate;
 per-minute rate error; burstiness (CV, index of dispersion at 1s/10s/60s);
 category shares; prefix reuse; session and turn counts; with follow-up
 turns, input length by turn index (context growth) and think time. Each
-thresholded figure passes or fails; the exit code is 1 when any fails.
+thresholded figure passes or fails; the exit code is 1 when any fails. A
+failed check says which conclusions it can change and what to change in
+SYNTH (an option, a command). A windowed figure needs 10 full windows in
+both traces (a 60 s trace has no per-minute rate to compare): with fewer it
+is skipped with the reason, and does not fail.
 JSON keys are stable: ks.input_tokens, ks.output_tokens, ks.interarrival,
 wasserstein.*, rate_error, dispersion.1s/10s/60s, cv,
 category_share_max_diff, prefix_reuse, sessions, turns, pass, and with
@@ -54,11 +58,12 @@ Example:
 			if err != nil {
 				return fmt.Errorf("synth check: %w", err)
 			}
-			syn, _, err := in.read(a[1])
+			syn, synMeta, err := in.read(a[1])
 			if err != nil {
 				return fmt.Errorf("synth check: %w", err)
 			}
 			rep := synth.Check(real, syn, th)
+			rep.Advise(synMeta.Source, a[0])
 			if asJSON {
 				err = rep.WriteJSON(stdio(c).out)
 			} else {

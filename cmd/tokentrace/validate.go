@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
@@ -33,9 +34,18 @@ same conclusion as the real one? Verdicts: holds, reversed, magnitude off (same
 direction, effects disagree beyond the intervals and --magnitude-tolerance),
 not significant on real / on synthetic. Intervals are seeded bootstrap
 intervals of the relative change (paired by request when both runs hold the
-same requests). Where a conclusion breaks, it names the likely reason: prefix
-reuse and the cache hits it gives, the tail's cause, lengths, rate,
-burstiness.
+same requests). The headline is the decision: which conclusions keep their
+direction and significance on real traffic (holds, magnitude off) and which
+do not (reversed, significant on one side only).
+
+Where a conclusion breaks, --explain ablation (the default when every target
+simulates offline) reruns the synthetic workload with one property of the
+real one transplanted at a time (prompt lengths, output lengths, arrivals,
+prefix reuse, sessions) and names the properties that restore the real
+conclusion (proven) or close part of the gap; with URL targets it says what
+that would cost and runs it only when asked. Without it (--explain none) the
+reasons are a prior from what the configuration change acts through. Next
+steps say what to change in the synthetic workload, with the command.
 
 A target is NAME=SPEC, SPEC as replay --target takes it: a running
 vLLM-compatible server's URL, or sim[:KEY=VALUE,...] (the built-in
@@ -72,6 +82,7 @@ func validateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "confidence", Value: o.Confidence, Usage: "confidence level of the intervals", Destination: &o.Confidence},
 			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
 			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
+			&cli.StringFlag{Name: "explain", Value: validate.ExplainAuto, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
 			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
 			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
@@ -122,16 +133,20 @@ func validateCommand() *cli.Command {
 				o.Log = s.err
 			}
 			in := newTraceIn(c, &rf, "validate", "validate sorts the trace by arrival")
-			recs, meta, err := in.read(a[0])
+			src, err := in.source(a[0])
 			if err != nil {
 				return err
 			}
-			real := validate.Workload{Name: "real", Records: recs, Meta: meta}
+			real := validate.Workload{Name: "real", Source: src, File: a[0]}
 			syn, err := readSynthetic(c, in, a[1], real, seed)
 			if err != nil {
 				return err
 			}
-			defer replay.TuneProcess(1)()
+			// Replays need the real-time tuning (fewer collections, more
+			// Ps); offline simulations need the memory it would cost.
+			if slices.ContainsFunc(o.Targets, func(t validate.Target) bool { return t.URL != "" || o.Realtime }) {
+				defer replay.TuneProcess(1)()
+			}
 			res, err := validate.Run(c.Context, real, syn, o)
 			if err != nil {
 				return err
@@ -160,12 +175,14 @@ func validateCommand() *cli.Command {
 func readSynthetic(c *cli.Context, in *traceIn, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".json") {
 		if m, err := synth.ReadModelFile(name); err == nil {
-			return validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+			w, err := validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+			w.File = name
+			return w, err
 		}
 	}
-	recs, meta, err := in.read(name)
+	src, err := in.source(name)
 	if err != nil {
 		return validate.Workload{}, err
 	}
-	return validate.Workload{Name: "synthetic", Records: recs, Meta: meta}, nil
+	return validate.Workload{Name: "synthetic", Source: src, File: name}, nil
 }

@@ -50,13 +50,15 @@ func TestValidateCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"Conclusion: The synthetic workload's conclusions do not hold", "reversed", "prefix reuse"} {
+	for _, want := range []string{"Conclusion: The decision does not carry over to real traffic", "reversed",
+		"Proven reason (ablation): prefix reuse", "Why, by ablation", "extra runs", "Next steps", "tokentrace synth fit --out model.json " + real} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
 	}
-	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "reversed") {
-		t.Errorf("HTML report: %v (want charts and verdicts)", err)
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "reversed") ||
+		!strings.Contains(string(b), "Why, by ablation") || !strings.Contains(string(b), "Next steps") {
+		t.Errorf("HTML report: %v (want charts, verdicts, the ablation and the next steps)", err)
 	}
 	if runs, _ := filepath.Glob(filepath.Join(out, "*.parquet")); len(runs) != 4 {
 		t.Errorf("out-dir holds %v, want 4 results files", runs)
@@ -64,6 +66,12 @@ func TestValidateCommand(t *testing.T) {
 
 	if code, _, stderr := runCLI(nil, append(change, "-q", "--fail-if-broken", real, syn)...); code != 1 || !strings.Contains(stderr, "does not hold") {
 		t.Errorf("--fail-if-broken: exit %d, %s; want 1", code, stderr)
+	}
+
+	// --explain none runs no ablation: the reason is the prior, said so.
+	code, stdout, stderr = runCLI(nil, append(change, "-q", "--explain", "none", real, syn)...)
+	if code != 0 || strings.Contains(stdout, "Why, by ablation") || !strings.Contains(stdout, "Likely reason (a prior, not proven: the change of prefix-caching acts through it): prefix reuse") {
+		t.Errorf("--explain none: exit %d, %s\n%s", code, stderr, stdout)
 	}
 
 	// A fitted model as the synthetic workload is generated over the real
@@ -99,6 +107,7 @@ func TestValidateUsageErrors(t *testing.T) {
 		{"two targets with one name", []string{"--target", "a=sim", "--target", "a=sim:max-num-seqs=4"}, `two targets are named "a"`},
 		{"goodput without an SLO", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "goodput"}, "goodput needs --slo"},
 		{"an unknown metric", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "itl_p99"}, "--metrics"},
+		{"an unknown way to explain", []string{"--target", "a=sim", "--target", "b=sim", "--explain", "why"}, `--explain: want one of auto, none, ablation, got "why"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(nil, append(append([]string{"validate"}, tc.args...), real, syn)...)
@@ -106,5 +115,38 @@ func TestValidateUsageErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q, stdout %q; want 2 and %q", code, stderr, stdout, tc.want)
 			}
 		})
+	}
+}
+
+// The next step validate prints for a matrix without prefix reuse is a
+// command that runs as printed, and the matrix it builds reaches the real
+// decision.
+func TestValidateNextStepRuns(t *testing.T) {
+	dir := t.TempDir()
+	real, _ := validateTraces(t, dir)
+	matrix := filepath.Join(dir, "matrix.parquet")
+	if code, _, stderr := runCLI(nil, "synth", "matrix", "--rows", "1786/128@4rps,1786/128@12rps", "--row-duration", "25s", "--row-gap", "1s", "--out", matrix); code != 0 {
+		t.Fatal(stderr)
+	}
+	change := []string{"validate", "-q", "--target", "a=sim", "--target", "b=sim:prefix-caching=false"}
+	code, stdout, stderr := runCLI(nil, append(change, real, matrix)...)
+	if code != 0 || !strings.Contains(stdout, "does not carry over") {
+		t.Fatalf("exit %d, %s\n%s", code, stderr, stdout)
+	}
+	var step []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "tokentrace" && f[1] == "synth" && f[2] == "matrix" {
+			step = f
+		}
+	}
+	if len(step) == 0 || !strings.Contains(strings.Join(step, " "), "+1526w@4rps") {
+		t.Fatalf("no synth matrix next step with the real prefix share (85%% of 1786 tokens) in:\n%s", stdout)
+	}
+	if code, _, stderr := runCLI(nil, step[1:]...); code != 0 {
+		t.Fatalf("%s: exit %d, %s", strings.Join(step, " "), code, stderr)
+	}
+	code, stdout, stderr = runCLI(nil, append(change, real, step[len(step)-1])...)
+	if code != 0 || !strings.HasPrefix(strings.Split(stdout, "\n")[1], "Conclusion: The decision carries over") {
+		t.Errorf("after the next step: exit %d, %s\n%s", code, stderr, stdout)
 	}
 }

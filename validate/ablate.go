@@ -1,0 +1,313 @@
+package validate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Explain modes (Options.Explain): how validate explains a conclusion that
+// does not hold.
+const (
+	// ExplainAuto runs the ablation when every target simulates offline
+	// (seconds), and otherwise says what it would cost and gives the
+	// prior instead.
+	ExplainAuto = "auto"
+	// ExplainNone runs no ablation: the reasons are the prior.
+	ExplainNone = "none"
+	// ExplainAblation runs the ablation whatever the targets are (replays
+	// of URL targets take the workloads' duration each).
+	ExplainAblation = "ablation"
+)
+
+// ExplainModes lists the valid Options.Explain values.
+var ExplainModes = []string{ExplainAuto, ExplainNone, ExplainAblation}
+
+// Ablation statuses (Ablation.Status).
+const (
+	AblationRan       = "ran"
+	AblationNotNeeded = "not needed"
+	AblationSkipped   = "skipped"
+	AblationOff       = "off"
+)
+
+// Ablation is the explanation of the broken conclusions by ablation: the
+// synthetic workload with one property of the real one transplanted at a
+// time, rerun on the baseline and the targets whose conclusions broke.
+type Ablation struct {
+	// Status is AblationRan, AblationNotNeeded (every conclusion holds),
+	// AblationSkipped (replayed targets and Options.Explain auto: Note says
+	// what it would cost) or AblationOff (Options.Explain none).
+	Status string `json:"status"`
+	// Note says why it did not run and what running it would cost.
+	Note string `json:"note,omitempty"`
+	// Targets are the targets the counterfactual workloads ran on.
+	Targets []string `json:"targets,omitempty"`
+	// Runs is the number of extra runs (simulations or replays), Seconds
+	// their wall time.
+	Runs    int     `json:"runs"`
+	Seconds float64 `json:"seconds"`
+	// Properties are the transplants in Properties order.
+	Properties []Transplant `json:"properties,omitempty"`
+}
+
+// Transplant is what transplanting one property of the real workload did
+// to the broken conclusions.
+type Transplant struct {
+	Property string `json:"property"`
+	// NotBuilt says why the property could not be transplanted ("" = it
+	// was).
+	NotBuilt string `json:"not_built,omitempty"`
+	// Requests is the counterfactual workload's size.
+	Requests int `json:"requests,omitempty"`
+	// Restored counts the broken conclusions the counterfactual workload
+	// reaches as the real one does (the same direction and significance;
+	// for a magnitude that was off, a verdict of holds), of Broken.
+	Restored int `json:"restored"`
+	Broken   int `json:"broken"`
+	// GapClosed is the median share of the way from the synthetic effect
+	// to the real one that the transplant moves it: 1 = all the way, 0 =
+	// not at all, above 1 past the real effect, below 0 away from it.
+	GapClosed float64 `json:"gap_closed"`
+	// Closes says the transplant moved at least one effect towards the
+	// real one by more than the synthetic effect's own interval.
+	Closes  bool            `json:"closes"`
+	Effects []AblatedEffect `json:"effects,omitempty"`
+}
+
+// AblatedEffect is one broken conclusion under a counterfactual workload.
+type AblatedEffect struct {
+	Metric string `json:"metric"`
+	Target string `json:"target"`
+	// Effect is the change under the counterfactual workload.
+	Effect    Effect  `json:"effect"`
+	GapClosed float64 `json:"gap_closed"`
+	Restores  bool    `json:"restores"`
+}
+
+// named reports whether the transplant is a reason: it restores a
+// conclusion, or closes part of a gap beyond noise and at least
+// minGapClosed of the gaps in the median.
+func (t *Transplant) named() bool {
+	return t.NotBuilt == "" && (t.Restored > 0 || t.Closes && t.GapClosed >= minGapClosed)
+}
+
+// broken lists the conclusions that do not hold.
+func (r *Result) broken() []Conclusion {
+	var out []Conclusion
+	for _, c := range r.Conclusions {
+		if c.Verdict != VerdictHolds {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ablate explains the broken conclusions by ablation, when Options.Explain
+// and the targets allow it.
+func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
+	o := &r.opts
+	broken := r.broken()
+	a := &Ablation{}
+	r.Ablation = a
+	if len(broken) == 0 {
+		a.Status = AblationNotNeeded
+		return nil
+	}
+	// The baseline and every target with a broken conclusion.
+	var targets []Target
+	for _, t := range o.Targets {
+		if t.Name == r.Baseline || slices.ContainsFunc(broken, func(c Conclusion) bool { return c.Target == t.Name }) {
+			targets = append(targets, t)
+		}
+	}
+	allOffline := true
+	for _, t := range targets {
+		a.Targets = append(a.Targets, t.Name)
+		allOffline = allOffline && offline(t, o)
+	}
+	switch {
+	case o.Explain == ExplainNone:
+		a.Status, a.Note = AblationOff, "no ablation (Options.Explain none, --explain none): the reasons are a prior from what the change acts through, not a proof"
+		return nil
+	case o.Explain == ExplainAuto && !allOffline:
+		a.Status, a.Note = AblationSkipped, r.ablationCost(real, syn, targets)
+		return nil
+	}
+	a.Status = AblationRan
+	start := time.Now()
+	defer func() { a.Seconds = time.Since(start).Seconds() }()
+	for pi, prop := range Properties {
+		tr := Transplant{Property: prop, Broken: len(broken)}
+		w, why := transplant(prop, real, syn, o.Replay.BlockSize)
+		if why != "" {
+			tr.NotBuilt = why
+			a.Properties = append(a.Properties, tr)
+			continue
+		}
+		tr.Requests = len(w.reqs)
+		samples := map[string]sample{}
+		for _, t := range targets {
+			s, n, err := measure(ctx, w, t, o, r)
+			a.Runs += n
+			if err != nil {
+				return fmt.Errorf("ablation: %s on target %s: %w", w.Name, t.Name, err)
+			}
+			samples[t.Name] = s
+			if o.Log != nil {
+				fmt.Fprintf(o.Log, "validate: ablation: %s on %s (%d requests)\n", w.Name, t.Name, len(w.reqs))
+			}
+		}
+		var gaps []float64
+		for ci, c := range broken {
+			m := r.metric(c.Metric)
+			e, ok := effect(samples[r.Baseline], samples[c.Target], m, o, uint64(1_000_000+1000*pi+ci))
+			if !ok {
+				continue
+			}
+			ae := AblatedEffect{Metric: c.Metric, Target: c.Target, Effect: e, GapClosed: gapClosed(c, e)}
+			ae.Restores = restores(c, e, o)
+			if ae.Restores {
+				tr.Restored++
+			}
+			if movesTowardReal(c, e) {
+				tr.Closes = true
+			}
+			gaps = append(gaps, ae.GapClosed)
+			tr.Effects = append(tr.Effects, ae)
+		}
+		tr.GapClosed = median(gaps)
+		a.Properties = append(a.Properties, tr)
+	}
+	return nil
+}
+
+// ablationCost says what an ablation over replayed targets would cost.
+func (r *Result) ablationCost(real, syn Workload, targets []Target) string {
+	o := &r.opts
+	var props, runs int
+	var secs float64
+	for _, prop := range Properties {
+		w, why := transplant(prop, real, syn, o.Replay.BlockSize)
+		if why != "" {
+			continue
+		}
+		props++
+		span := spanS(w)
+		for _, t := range targets {
+			n := runsOf(t, o)
+			runs += n
+			if !offline(t, o) {
+				secs += float64(n) * span / o.Speed
+			}
+		}
+	}
+	return fmt.Sprintf("ablation not run: the targets are replayed in real time, so it would take %d more runs (%d counterfactual workloads on %s), about %s of replay; run it with Options.Explain ablation (--explain ablation)",
+		runs, props, targetNames(targets), fmtSeconds(secs))
+}
+
+// spanS is a loaded workload's span in seconds.
+func spanS(w Workload) float64 {
+	if len(w.reqs) == 0 {
+		return 0
+	}
+	return float64(w.reqs[len(w.reqs)-1].arrival-w.reqs[0].arrival) / 1e9
+}
+
+func targetNames(ts []Target) string {
+	var n []string
+	for _, t := range ts {
+		n = append(n, t.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+func fmtSeconds(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d >= time.Hour:
+		return d.Round(time.Minute).String()
+	case d >= time.Minute:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
+// gapClosed is the share of the way from the synthetic effect to the real
+// one that e lies: (e − synthetic) / (real − synthetic), 1 at the real
+// effect, above 1 past it, below 0 on the far side of the synthetic one
+// (0 when there was no gap).
+func gapClosed(c Conclusion, e Effect) float64 {
+	gap := c.Real.Change - c.Synthetic.Change
+	if gap == 0 {
+		return 0
+	}
+	return (e.Change - c.Synthetic.Change) / gap
+}
+
+// minGapClosed is the share of a gap a transplant must close, beyond the
+// synthetic effect's own interval, to count as part of the reason.
+const minGapClosed = 0.10
+
+// movesTowardReal: e closes at least minGapClosed of the gap to the real
+// effect and lies outside the synthetic effect's interval (a move beyond
+// its noise).
+func movesTowardReal(c Conclusion, e Effect) bool {
+	return gapClosed(c, e) >= minGapClosed && outside(e, c.Synthetic)
+}
+
+// outside reports whether e lies outside s's interval: a move beyond the
+// synthetic effect's own noise (a decision that flips within it proves
+// nothing).
+func outside(e, s Effect) bool { return e.Change < s.CILow || e.Change > s.CIHigh }
+
+// decision is an effect as a decision reads it: its direction when
+// significant, else 0 (no difference).
+func decision(e Effect) int {
+	switch {
+	case !e.Significant:
+		return 0
+	case e.Change > 0:
+		return 1
+	}
+	return -1
+}
+
+// restores reports whether e reaches the real conclusion where the
+// synthetic one did not: the same decision (direction and significance),
+// moved from the synthetic effect towards the real one (past it counts)
+// and out of the synthetic effect's interval, and for a conclusion whose
+// decision already carried over (magnitude off), a verdict of holds.
+func restores(c Conclusion, e Effect, o *Options) bool {
+	if decision(e) != decision(c.Real) || gapClosed(c, e) <= 0 || !outside(e, c.Synthetic) {
+		return false
+	}
+	if c.Verdict == VerdictMagnitudeOff {
+		return verdict(c.Real, e, o) == VerdictHolds
+	}
+	return true
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+func (r *Result) metric(name string) Metric {
+	for _, m := range r.Metrics {
+		if m.Name == name {
+			return m
+		}
+	}
+	return Metric{Name: name}
+}
