@@ -6,7 +6,10 @@
 #   2. with --exectrace: the dispatcher's stalls by cause (bench/stalls);
 #   3. under `perf sched record` where perf is installed and permitted: the
 #      scheduler's wake-up delays per thread on the client core.
-# Tracing perturbs timing: quote lateness from the plain run only.
+# Tracing perturbs timing: quote lateness from the plain run only. Before
+# the plain run, bench/clockfloor prints the floor on the client's core at
+# the same rate (a thread spinning on the clock, and one sleeping until each
+# deadline): the lateness the machine alone causes.
 #
 #   bench/dispatcher-stalls.sh                 # RATE=10000 DURATION=10
 #   RATE=5000 DURATION=5 bench/dispatcher-stalls.sh
@@ -21,6 +24,7 @@ trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$W
 go build -o "$WORK/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/fastsse" ./bench/fastsse
 go build -o "$WORK/stalls" ./bench/stalls
+go build -o "$WORK/clockfloor" ./bench/clockfloor
 PIN_S="" PIN_C="" PERF_CPUS="-a"
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; PERF_CPUS="-C 1"; fi
 $PIN_S "$WORK/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
@@ -34,7 +38,9 @@ replay() {
 }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== plain run, $RATE req/s for $DURATION s"
+echo "== plain run, $RATE req/s for $DURATION s, after the floor on the client's core"
+$PIN_C "$WORK/clockfloor" -rate "$RATE" -duration 3s 2>/dev/null
+$PIN_C "$WORK/clockfloor" -sleep -rate "$RATE" -duration 3s 2>/dev/null
 GODEBUG=gctrace=1 replay "$WORK/tokentrace" 2>"$WORK/gc.txt" | grep -E '^(lateness|realtime|client)' || true
 echo "collections during the run: $(grep -c '^gc ' "$WORK/gc.txt")"
 grep '^gc ' "$WORK/gc.txt" | sed 's/^/  /' | cut -c1-110 | head -5

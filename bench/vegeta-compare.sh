@@ -3,6 +3,13 @@
 # same fast local SSE server (bench/fastsse): schedule lateness p50/p99/max
 # and client CPU per request. Loopback only.
 #
+# Just before each client's run, bench/clockfloor measures the floor on the
+# client's core at the same rate for FLOOR_SECONDS (default 3): the
+# lateness of a thread that only reads the clock (floor_p99, floor_max) and
+# of one that sleeps until each deadline as the dispatcher does (wake_p99,
+# wake_max). Lateness above the floor is the client's own; the floor is
+# the machine's (other processes, the hypervisor, wake-up latency).
+#
 #   bench/vegeta-compare.sh                 # RATES="1000 5000" DURATION=10
 #   RATES=2000 DURATION=5 bench/vegeta-compare.sh
 #   REPEAT=3 bench/vegeta-compare.sh        # each pair of runs 3 times
@@ -36,6 +43,8 @@ mkdir -p "$WORK/vg"
 go build -o "$WORK/bin/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/bin/fastsse" ./bench/fastsse
 go build -o "$WORK/bin/vegetalate" ./bench/vegetalate
+go build -o "$WORK/bin/clockfloor" ./bench/clockfloor
+FLOOR_SECONDS=${FLOOR_SECONDS:-3}
 PIN_S="" PIN_C=""
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; fi
 
@@ -48,27 +57,38 @@ BODY='{"model":"m","prompt":[1234,5678,9012,3456,7890,1357,2468,3579],"max_token
 B64=$(printf '%s' "$BODY" | base64 -w0)
 printf '{"method":"POST","url":"%s/v1/completions","body":"%s","header":{"Content-Type":["application/json"],"Accept":["text/event-stream"]}}\n' "$URL" "$B64" >"$WORK/targets.json"
 
+# floor RATE: prints "floor_p99 floor_max wake_p99 wake_max" measured on the
+# client's core.
+floor() {
+  local f w
+  f=$($PIN_C "$WORK/bin/clockfloor" -rate "$1" -duration "${FLOOR_SECONDS}s" 2>/dev/null)
+  w=$($PIN_C "$WORK/bin/clockfloor" -sleep -rate "$1" -duration "${FLOOR_SECONDS}s" 2>/dev/null)
+  echo "$(echo "$f" | awk '{print $5, $7}') $(echo "$w" | awk '{print $5, $7}')"
+}
+
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-10s %8s %12s %12s %12s %14s\n' client rate late_p50 late_p99 late_max cpu_us_per_req
+printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14s %6s\n' client rate late_p50 late_p99 late_max floor_p99 floor_max wake_p99 wake_max cpu_us_per_req load
 for RATE in $RATES; do
 for _ in $(seq "$REPEAT"); do
   N=$((RATE * DURATION))
   awk -v n="$N" -v r="$RATE" 'BEGIN{for(i=0;i<n;i++) printf "{\"seq\":%d,\"arrival_ns\":%.0f,\"input_tokens\":8,\"output_tokens\":4}\n", i, i*1e9/r}' >"$WORK/trace.jsonl"
 
   # tokentrace replay
+  read -r FP FM WP WM <<<"$(floor "$RATE")"
   /usr/bin/time -f "%U %S" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
     --max-lateness 1h --warmup 100 --out "$WORK/res.jsonl" "$WORK/trace.jsonl" >"$WORK/tt.out"
   read -r U S <"$WORK/tt.time"
   L=$(grep '^lateness' "$WORK/tt.out")
-  printf '%-10s %8s %12s %12s %12s %14.1f\n' tokentrace "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$(echo "($U + $S) * 1000000 / $N" | bc -l)"
+  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %6s\n' tokentrace "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$FP" "$FM" "$WP" "$WM" "$(echo "($U + $S) * 1000000 / $N" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)"
 
   # vegeta at the same rate, same duration
+  read -r FP FM WP WM <<<"$(floor "$RATE")"
   /usr/bin/time -f "%U %S" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
     -rate="$RATE/s" -duration="${DURATION}s" -max-body=-1 -output="$WORK/vg.bin"
   read -r U S <"$WORK/vg.time"
   "$WORK/bin/vegeta" encode -to json "$WORK/vg.bin" | "$WORK/bin/vegetalate" -rate "$RATE" >"$WORK/vg.out"
   L=$(grep '^lateness' "$WORK/vg.out")
-  printf '%-10s %8s %12s %12s %12s %14.1f\n' vegeta "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$(echo "($U + $S) * 1000000 / $N" | bc -l)"
+  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %6s\n' vegeta "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$FP" "$FM" "$WP" "$WM" "$(echo "($U + $S) * 1000000 / $N" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -337,4 +338,75 @@ func BenchmarkLatenessOpenStreams(b *testing.B) {
 		b.ReportMetric(float64(s.LatenessP99)/1e3, "late-p99-µs")
 		b.ReportMetric(float64(s.LatenessMax)/1e3, "late-max-µs")
 	}
+}
+
+// BenchmarkRequestCost replays b.N requests, 50 µs apart, against a raw
+// in-process server that answers each with a fixed 4-token stream, and
+// reports the replay's allocations per request (the server's few are
+// counted too) and its CPU per request. The run's fixed costs (start,
+// results) are spread over b.N: use -benchtime 20000x or more.
+func BenchmarkRequestCost(b *testing.B) {
+	tok := `data: {"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null}]}` + "\n\n"
+	body := strings.Repeat(tok, 4) + `data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":4}}` + "\n\ndata: [DONE]\n\n"
+	resp := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				have := 0
+				for {
+					n, err := c.Read(buf[have:])
+					if err != nil {
+						return
+					}
+					have += n
+					// Each request is a head and a Content-Length body.
+					for {
+						i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
+						if i < 0 {
+							break
+						}
+						cl := 0
+						if j := bytes.Index(buf[:i], []byte("Content-Length: ")); j >= 0 {
+							fmt.Sscanf(string(buf[j+16:i]), "%d", &cl)
+						}
+						end := i + 4 + cl
+						if end > have {
+							break
+						}
+						c.Write(resp)
+						have = copy(buf, buf[end:have])
+					}
+				}
+			}(c)
+		}
+	}()
+	recs := testTrace(b.N, 50*time.Microsecond, 8, 4)
+	o := DefaultOptions()
+	o.URL, o.Model, o.NoPreflight = "http://"+ln.Addr().String(), "m", true
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	res, err := Run(context.Background(), recs, traces.NewMeta("t"), o)
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.Summary.OK != b.N {
+		b.Fatalf("%d of %d ok: %v", res.Summary.OK, b.N, res.Summary.FailedBy)
+	}
+	cpu := syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime)
+	b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-µs/req(client+server)")
 }

@@ -32,13 +32,18 @@ func requestID(run string, seq int64) string {
 // begin returns the result row of it, outcome columns cleared.
 func (r *runner) begin(it *item) *traces.Record {
 	rec := new(traces.Record)
+	r.beginInto(rec, it)
+	return rec
+}
+
+// beginInto makes rec the result row of it, outcome columns cleared.
+func (r *runner) beginInto(rec *traces.Record, it *item) {
 	*rec = *it.rec
 	rec.ClearOutcome()
 	rec.ChunkNs, rec.ChunkTokens = nil, nil
 	rec.Run = r.o.Run
 	rec.ScheduledNs = int64(it.sched)
 	rec.RequestID = requestID(r.o.Run, rec.Seq)
-	return rec
 }
 
 // complete records a finished request and, in closed-session mode, queues
@@ -95,7 +100,25 @@ func (r *runner) startFast(it *item) bool {
 		fr.Init(fr.complete, fr.release)
 	}
 	fr.it = it
-	b := h.AppendHead(fr.req[:0], it.path, r.headers())
+	b := r.renderRequest(fr.req[:0], h, it)
+	fr.req = b
+	fr.Prepare(r.reqCtx, r.o.Timeout, r.t0, &fr.sentNs, b)
+	r.live.inflight.Add(1)
+	if !h.Start(&fr.Job, false) {
+		r.live.inflight.Add(-1)
+		r.fast.Put(fr)
+		// No idle connection: a worker dials (dispatch hands it the P).
+		// Dialing on a goroutine started here instead left it queued behind
+		// the dispatcher, which keeps its P, until another P was free: with
+		// CPU-bound goroutines in the process that took tens of ms.
+		return false
+	}
+	return true
+}
+
+// renderRequest appends it's whole HTTP/1.1 request, head and body.
+func (r *runner) renderRequest(b []byte, h *h1.Client, it *item) []byte {
+	b = h.AppendHead(b, it.path, r.headers())
 	b = append(b, "X-Request-Id: "...)
 	b = append(b, r.o.Run...)
 	b = append(b, '-')
@@ -114,20 +137,7 @@ func (r *runner) startFast(it *item) bool {
 		b = append(b, "\r\n"...)
 	}
 	b = h1.EndHead(b, len(it.body))
-	b = append(b, it.body...)
-	fr.req = b
-	fr.Prepare(r.reqCtx, r.o.Timeout, r.t0, &fr.sentNs, b)
-	r.live.inflight.Add(1)
-	if !h.Start(&fr.Job, false) {
-		r.live.inflight.Add(-1)
-		r.fast.Put(fr)
-		// No idle connection: a worker dials (dispatch hands it the P).
-		// Dialing on a goroutine started here instead left it queued behind
-		// the dispatcher, which keeps its P, until another P was free: with
-		// CPU-bound goroutines in the process that took tens of ms.
-		return false
-	}
-	return true
+	return append(b, it.body...)
 }
 
 // fastReq is a request on the dispatcher's fast path, recycled through
@@ -345,113 +355,147 @@ func readStream(body io.Reader, t0 time.Time, rec *traces.Record, rctx, ctx cont
 			readBufPool.Put(bp)
 		}
 	}()
-	var (
-		c          chunk
-		now        int64
-		prevCT     int64
-		tokUnknown bool
-		gotDone    bool
-		sawChoices bool
-	)
-	// The request asked for exactly rec.OutputTokens tokens (max_tokens); a
-	// server that keeps streaming past overrunLimit has clearly ignored it,
-	// and reading on would only hold the run up.
-	asked := int64(rec.OutputTokens)
-	overrunLimit := 2*asked + 16
+	var st stream
+	st.start(rec, grow)
+	var now int64
 	for {
 		payload, fresh, err := sr.next()
 		if fresh {
 			now = int64(time.Since(t0))
 		}
 		if err != nil {
-			if err == io.EOF {
-				if !gotDone {
-					rec.Status, rec.Error = traces.StatusDisconnect, "stream ended before [DONE]"
-				}
-			} else if errors.Is(err, errLineTooLong) {
-				rec.Status, rec.Error = traces.StatusStreamError, "SSE line too long"
-			} else {
-				rec.Status, rec.Error = classify(err, rctx, ctx)
-			}
+			st.fail(err, rctx, ctx)
 			break
 		}
-		if len(payload) == 6 && string(payload) == "[DONE]" {
-			gotDone = true
-			continue
-		}
-		if gotDone {
-			continue // tolerate trailing data after [DONE]
-		}
-		if err := parseChunk(payload, &c); err != nil {
-			rec.Status, rec.Error = traces.StatusStreamError, "malformed SSE chunk"
+		if !st.payload(payload, now) {
 			break
-		}
-		if c.isError {
-			rec.Status, rec.Error = traces.StatusStreamError, "error event in stream"+errSuffix(&c)
-			if c.errCode != "" {
-				if n, err := strconv.Atoi(c.errCode); err == nil && n >= 100 && n < 600 {
-					rec.HTTPStatus = int32(n)
-				}
-			}
-			break
-		}
-		delta := int64(-1)
-		if c.completionTokens >= 0 {
-			delta = c.completionTokens - prevCT
-			prevCT = c.completionTokens
-		}
-		if c.choices {
-			sawChoices = true
-		}
-		if grow != nil && c.choices {
-			grow.capture(&c)
-		}
-		if c.choices && (c.content || delta > 0) {
-			if rec.FirstTokenNs < 0 {
-				rec.FirstTokenNs = now
-			}
-			rec.LastTokenNs = now
-			rec.ChunkNs = append(rec.ChunkNs, now)
-			if delta > 0 && !tokUnknown {
-				rec.ChunkTokens = append(rec.ChunkTokens, int32(delta))
-			} else {
-				tokUnknown = true
-			}
-		}
-		if c.promptTokens >= 0 {
-			rec.ServerPromptTokens = int32(c.promptTokens)
-		}
-		if c.completionTokens >= 0 {
-			rec.ServerOutputTokens = int32(c.completionTokens)
-		}
-		if c.cachedTokens >= 0 {
-			rec.ServerCachedTokens = int32(c.cachedTokens)
-		}
-		if got := max(int64(rec.ServerOutputTokens), int64(len(rec.ChunkNs))); asked > 0 && got > overrunLimit {
-			rec.Status = traces.StatusStreamError
-			rec.Error = fmt.Sprintf("length mismatch: more than %d tokens for max_tokens %d (stopped reading)", overrunLimit, asked)
-			break
-		}
-		if c.hasMetrics() {
-			rec.ServerQueueNs = msToNs(c.queueMs)
-			rec.ServerPrefillNs = msToNs(c.ttftMs)
-			rec.ServerDecodeNs = msToNs(c.genMs)
 		}
 	}
-	if tokUnknown || len(rec.ChunkTokens) != len(rec.ChunkNs) {
+	st.end()
+}
+
+// stream is what readStream knows while it reads a stream into a record;
+// the event loop (loop.go) feeds it the same way as bytes arrive.
+type stream struct {
+	rec        *traces.Record
+	grow       *turnCtx
+	c          chunk
+	prevCT     int64
+	tokUnknown bool
+	gotDone    bool
+	sawChoices bool
+	// The request asked for exactly rec.OutputTokens tokens (max_tokens); a
+	// server that keeps streaming past overrunLimit has clearly ignored it,
+	// and reading on would only hold the run up.
+	asked, overrunLimit int64
+}
+
+func (s *stream) start(rec *traces.Record, grow *turnCtx) {
+	*s = stream{rec: rec, grow: grow, asked: int64(rec.OutputTokens)}
+	s.overrunLimit = 2*s.asked + 16
+}
+
+// fail records why the stream ended without a payload: the body's end
+// (io.EOF) or a read error.
+func (s *stream) fail(err error, rctx, ctx context.Context) {
+	rec := s.rec
+	if err == io.EOF {
+		if !s.gotDone {
+			rec.Status, rec.Error = traces.StatusDisconnect, "stream ended before [DONE]"
+		}
+	} else if errors.Is(err, errLineTooLong) {
+		rec.Status, rec.Error = traces.StatusStreamError, "SSE line too long"
+	} else {
+		rec.Status, rec.Error = classify(err, rctx, ctx)
+	}
+}
+
+// payload takes one data payload, completed by a read at now (a run
+// offset); false when reading should stop (rec.Status says why).
+func (s *stream) payload(payload []byte, now int64) bool {
+	rec, c := s.rec, &s.c
+	if len(payload) == 6 && string(payload) == "[DONE]" {
+		s.gotDone = true
+		return true
+	}
+	if s.gotDone {
+		return true // tolerate trailing data after [DONE]
+	}
+	if err := parseChunk(payload, c); err != nil {
+		rec.Status, rec.Error = traces.StatusStreamError, "malformed SSE chunk"
+		return false
+	}
+	if c.isError {
+		rec.Status, rec.Error = traces.StatusStreamError, "error event in stream"+errSuffix(c)
+		if c.errCode != "" {
+			if n, err := strconv.Atoi(c.errCode); err == nil && n >= 100 && n < 600 {
+				rec.HTTPStatus = int32(n)
+			}
+		}
+		return false
+	}
+	delta := int64(-1)
+	if c.completionTokens >= 0 {
+		delta = c.completionTokens - s.prevCT
+		s.prevCT = c.completionTokens
+	}
+	if c.choices {
+		s.sawChoices = true
+	}
+	if s.grow != nil && c.choices {
+		s.grow.capture(c)
+	}
+	if c.choices && (c.content || delta > 0) {
+		if rec.FirstTokenNs < 0 {
+			rec.FirstTokenNs = now
+		}
+		rec.LastTokenNs = now
+		rec.ChunkNs = append(rec.ChunkNs, now)
+		if delta > 0 && !s.tokUnknown {
+			rec.ChunkTokens = append(rec.ChunkTokens, int32(delta))
+		} else {
+			s.tokUnknown = true
+		}
+	}
+	if c.promptTokens >= 0 {
+		rec.ServerPromptTokens = int32(c.promptTokens)
+	}
+	if c.completionTokens >= 0 {
+		rec.ServerOutputTokens = int32(c.completionTokens)
+	}
+	if c.cachedTokens >= 0 {
+		rec.ServerCachedTokens = int32(c.cachedTokens)
+	}
+	if got := max(int64(rec.ServerOutputTokens), int64(len(rec.ChunkNs))); s.asked > 0 && got > s.overrunLimit {
+		rec.Status = traces.StatusStreamError
+		rec.Error = fmt.Sprintf("length mismatch: more than %d tokens for max_tokens %d (stopped reading)", s.overrunLimit, s.asked)
+		return false
+	}
+	if c.hasMetrics() {
+		rec.ServerQueueNs = msToNs(c.queueMs)
+		rec.ServerPrefillNs = msToNs(c.ttftMs)
+		rec.ServerDecodeNs = msToNs(c.genMs)
+	}
+	return true
+}
+
+// end settles the record's status once the stream is over.
+func (s *stream) end() {
+	rec := s.rec
+	if s.tokUnknown || len(rec.ChunkTokens) != len(rec.ChunkNs) {
 		rec.ChunkTokens = nil
 	}
 	if rec.Status == "" {
 		if len(rec.ChunkNs) == 0 && rec.ServerOutputTokens <= 0 {
 			rec.Status, rec.Error = traces.StatusStreamError, "stream carried no tokens"
-			if !sawChoices {
+			if !s.sawChoices {
 				rec.Error = "stream carried no choices"
 			}
-		} else if got := max(int64(rec.ServerOutputTokens), int64(len(rec.ChunkNs))); asked > 0 && got > asked {
+		} else if got := max(int64(rec.ServerOutputTokens), int64(len(rec.ChunkNs))); s.asked > 0 && got > s.asked {
 			// max_tokens was not honoured: the latencies are not those of
 			// the recorded request.
 			rec.Status = traces.StatusStreamError
-			rec.Error = fmt.Sprintf("length mismatch: %d tokens for max_tokens %d", got, asked)
+			rec.Error = fmt.Sprintf("length mismatch: %d tokens for max_tokens %d", got, s.asked)
 		} else {
 			rec.Status = traces.StatusOK
 		}

@@ -108,13 +108,15 @@ func (r *runner) grownFrom(c *traces.Record) *traces.Record {
 	if r.graph == nil || r.o.NoContextGrowth {
 		return nil
 	}
+	r.graph.mu.Lock()
+	defer r.graph.mu.Unlock()
 	return r.graph.from[c]
 }
 
 // keepsContext says some follow-up continues rec's context, so rec's item
 // keeps its prompt and what the server returned.
 func (r *runner) keepsContext(rec *traces.Record) bool {
-	return r.graph != nil && !r.o.NoContextGrowth && r.graph.continued[rec] > 0
+	return r.graph != nil && !r.o.NoContextGrowth && r.graph.continuedBy(rec) > 0
 }
 
 // heldCtx is a finished call's context while follow-ups that continue it
@@ -128,7 +130,7 @@ type heldCtx struct {
 // that continue it.
 func (r *runner) holdContext(rec *traces.Record, c *turnCtx) {
 	r.ctxMu.Lock()
-	r.ctxOf[rec] = &heldCtx{ctx: c, left: r.graph.continued[rec]}
+	r.ctxOf[rec] = &heldCtx{ctx: c, left: r.graph.continuedBy(rec)}
 	r.ctxMu.Unlock()
 }
 

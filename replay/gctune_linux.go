@@ -70,16 +70,28 @@ func keepGCFloor(floor uint64, percent int) (stop func()) {
 	var mu sync.Mutex
 	stopped := false
 	last := percent // what GOGC is when nobody else has touched it
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"},
+		{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}
 	set := func() {
 		metrics.Read(sample)
 		if sample[1].Value.Kind() != metrics.KindUint64 || sample[1].Value.Uint64() != uint64(last) {
 			stopped = true
 			return
 		}
-		live := uint64(1 << 20)
+		// The runtime's goal is live + (live + stacks + globals) × GOGC/100,
+		// and never below its 4 MB minimum heap × GOGC/100: with a live heap
+		// under 4 MB the minimum sets the goal. Taking such a heap as 1 MB
+		// put the goal near 1 GB (a closed-session replay that streams
+		// reached 1.08 GB RSS with a live heap of 35-53 MB).
+		live := uint64(4 << 20)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
-			live = max(sample[0].Value.Uint64(), live)
+			var roots uint64
+			for _, r := range sample[2:] {
+				if r.Value.Kind() == metrics.KindUint64 {
+					roots += r.Value.Uint64()
+				}
+			}
+			live = max(sample[0].Value.Uint64()+roots, live)
 		}
 		last = int(min(max(uint64(percent), floor*100/live), math.MaxInt32))
 		debug.SetGCPercent(last)

@@ -246,3 +246,100 @@ func TestFastPathReusesConnections(t *testing.T) {
 		t.Errorf("%d connections for 300 requests 2 ms apart, want at most %d (the spares and a few pooled ones)", got, limit)
 	}
 }
+
+// TestLoopMatchesReaderPath replays one trace of odd responses twice: on
+// the event loop (open loop, no concurrency cap) and on the reader path
+// that a concurrency cap takes. Every row must come out the same, save
+// its times: the loop's stream handling is the reader's.
+func TestLoopMatchesReaderPath(t *testing.T) {
+	tok := `data: {"choices":[{"text":"a"}]}` + "\n\n"
+	usage := `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":%d}}` + "\n\n"
+	sse := func(body string) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	shapes := []string{
+		chunkedResp(""),
+		sse(tok + tok + fmt.Sprintf(usage, 2) + "data: [DONE]\n\n"),
+		"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 40\r\n\r\n" + `{"error":{"type":"overloaded","code":503}}`[:40],
+		sse(tok + `data: {"error":{"type":"server_error","code":500}}` + "\n\n"),
+		sse(tok + "data: {\"choices\":[{\n\n"),
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + tok + tok,
+		sse(strings.Repeat(tok, 30) + "data: [DONE]\n\n"),
+		"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + tok + fmt.Sprintf(usage, 1) + "data: [DONE]",
+		sse(fmt.Sprintf(usage, 0) + "data: [DONE]\n\n"),
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + oneByteChunks(tok+fmt.Sprintf(usage, 1)+"data: [DONE]\n\n") + "0\r\n\r\n",
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					id := req.Header.Get("X-Request-Id")
+					var seq int
+					fmt.Sscanf(id[strings.LastIndexByte(id, '-')+1:], "%d", &seq)
+					s := shapes[seq%len(shapes)]
+					io.WriteString(c, s)
+					if strings.Contains(s, "Connection: close") {
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	run := func(maxConc int) map[int64]traces.Record {
+		o := DefaultOptions()
+		o.URL, o.Model, o.MaxConcurrency, o.NoPreflight = "http://"+ln.Addr().String(), "m", maxConc, true
+		res := mustRun(t, testTrace(3*len(shapes), time.Millisecond, 3, 2), traces.NewMeta("t"), o)
+		m := map[int64]traces.Record{}
+		for _, r := range res.Records {
+			m[r.Seq] = r
+		}
+		return m
+	}
+	loop, reader := run(0), run(1000)
+	if len(loop) != 3*len(shapes) || len(reader) != len(loop) {
+		t.Fatalf("%d rows on the loop, %d on the reader path, want %d", len(loop), len(reader), 3*len(shapes))
+	}
+	statuses := map[string]bool{}
+	for seq, a := range loop {
+		b := reader[seq]
+		statuses[a.Status] = true
+		if a.Status != b.Status || a.Error != b.Error || a.HTTPStatus != b.HTTPStatus || a.ServerOutputTokens != b.ServerOutputTokens ||
+			a.ServerPromptTokens != b.ServerPromptTokens || len(a.ChunkNs) != len(b.ChunkNs) || fmt.Sprint(a.ChunkTokens) != fmt.Sprint(b.ChunkTokens) ||
+			(a.FirstTokenNs < 0) != (b.FirstTokenNs < 0) {
+			t.Errorf("seq %d (shape %d): loop %s %q HTTP %d out %d chunks %d %v; reader %s %q HTTP %d out %d chunks %d %v", seq, seq%int64(len(shapes)),
+				a.Status, a.Error, a.HTTPStatus, a.ServerOutputTokens, len(a.ChunkNs), a.ChunkTokens,
+				b.Status, b.Error, b.HTTPStatus, b.ServerOutputTokens, len(b.ChunkNs), b.ChunkTokens)
+		}
+		if a.SentNs < 0 || a.FirstTokenNs >= 0 && a.FirstTokenNs < a.SentNs {
+			t.Errorf("seq %d: first token at %d before the send at %d", seq, a.FirstTokenNs, a.SentNs)
+		}
+	}
+	if len(statuses) < 4 {
+		t.Errorf("only statuses %v: the shapes should give ok, http_error, stream_error and disconnect", statuses)
+	}
+}
+
+// oneByteChunks is s in chunked encoding, one byte per chunk.
+func oneByteChunks(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		fmt.Fprintf(&b, "1\r\n%c\r\n", s[i])
+	}
+	return b.String()
+}

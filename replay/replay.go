@@ -120,6 +120,12 @@ type runner struct {
 
 	fast sync.Pool // *fastReq (client.go)
 
+	// The event loop (loop.go), when the run uses it; the dispatcher's
+	// thread alone touches these.
+	loop     *h1.Loop
+	loopFree []*loopReq
+	slab     slab
+
 	mu        sync.Mutex
 	done      []traces.Record
 	journaled int
@@ -216,7 +222,6 @@ func newRunner(o Options, meta traces.Meta) *runner {
 		if h, err := h1.New(r.base); err == nil {
 			h.KeepHeaders(r.keep...)
 			r.tr.h1 = h
-			h.KeepSpare(spareConns)
 			r.atEnd(h.CloseIdle)
 		}
 	}
@@ -265,7 +270,11 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 		return err
 	}
 	r.warmup(ctx, p.head)
-	next, err := r.feed(p)
+	r.openLoop(ctx) // loop.go
+	if r.loop == nil && r.tr.h1 != nil {
+		r.tr.h1.KeepSpare(spareConns)
+	}
+	next, err := r.feed(p, meta)
 	if err != nil {
 		r.jw.abandon()
 		return err
@@ -287,11 +296,11 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 
 // feed is where the items come from: the plan's sorted records in memory,
 // or the trace read again in streaming order.
-func (r *runner) feed(p *Plan) (feed, error) {
+func (r *runner) feed(p *Plan, meta traces.Meta) (feed, error) {
 	r.work = make(chan *item)
 	r.ack = make(chan struct{}, 1)
 	if p.InMemory {
-		static, err := r.plan(p.sorted, p.recs)
+		static, err := r.plan(p.sorted, p.recs, meta)
 		if err != nil {
 			return nil, err
 		}
@@ -300,7 +309,7 @@ func (r *runner) feed(p *Plan) (feed, error) {
 		}
 		return sliceFeed(static), nil
 	}
-	f, closeFeed, err := p.streamFeed(&r.o)
+	f, closeFeed, err := r.openFeed(p) // closedstream.go
 	if err != nil {
 		return nil, err
 	}
@@ -383,13 +392,21 @@ func (r *runner) send() time.Duration {
 	}
 	// The dispatcher gets an OS thread of its own, tuned for waking on time;
 	// it is never unlocked, so the tuned thread ends with the goroutine.
-	ddone := make(chan struct{})
+	ddone, loopDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(ddone)
+		defer close(loopDone)
 		runtime.LockOSThread()
 		tuneDispatcherThread(!r.o.NoRealtime)
-		r.sched.start(r.sendCtx, r.ready, runClock{r.t0})
+		var clock waitClock = runClock{r.t0}
+		if r.loop != nil {
+			r.loop.Start(r.t0)
+			lc := loopClock{runClock{r.t0}, r.loop}
+			clock, r.sched.idle = lc, lc.idle
+		}
+		r.sched.start(r.sendCtx, r.ready, clock)
 		r.dispatch()
+		close(ddone)
+		r.drainLoop() // the event loop's requests still in flight
 	}()
 	<-ddone
 
@@ -405,6 +422,7 @@ func (r *runner) send() time.Duration {
 			<-allDone
 		}
 	}
+	<-loopDone // the event loop closed
 	return time.Since(r.t0)
 }
 
@@ -559,7 +577,7 @@ func scaled(d time.Duration, speed float64) time.Duration {
 // plan returns the items scheduled from the trace. In closed-session mode
 // only the calls that wait for nothing are; each follow-up is queued when
 // its dependencies finish (r.graph).
-func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error) {
+func (r *runner) plan(sel []*traces.Record, all []traces.Record, meta traces.Meta) ([]*item, error) {
 	at := r.o.at
 	var static []*item
 	if r.o.Sessions != SessionsClosed {
@@ -569,7 +587,7 @@ func (r *runner) plan(sel []*traces.Record, all []traces.Record) ([]*item, error
 		}
 		return static, nil
 	}
-	g, err := buildGraph(sel, all, &r.o)
+	g, err := buildGraph(sel, all, &r.o, meta)
 	if err != nil {
 		return nil, err
 	}
@@ -814,7 +832,7 @@ func (r *runner) dispatch() {
 		}
 		r.live.scheduled.Add(1)
 		r.wg.Add(1)
-		if r.sendCtx.Err() == nil && r.startFast(pick) {
+		if r.sendCtx.Err() == nil && (r.sendLoop(pick) || r.startFast(pick)) {
 			continue
 		}
 		select {

@@ -227,8 +227,9 @@ func FuzzParseChunk(f *testing.F) {
 	})
 }
 
-// FuzzSSEReader checks that the SSE splitter never panics and returns each
-// data line's payload.
+// FuzzSSEReader checks that the SSE splitters (sseReader, which reads, and
+// sseSplitter, which bytes are pushed to) never panic and return each data
+// line's payload.
 func FuzzSSEReader(f *testing.F) {
 	f.Add("data: {\"a\":1}\n\n: keep-alive\n\ndata: [DONE]\n\n", 3)
 	f.Add("event: x\r\ndata:y\r\n\r\nid: 3\nretry: 5\ndata: z", 1)
@@ -254,6 +255,26 @@ func FuzzSSEReader(f *testing.F) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("payloads = %q, want %q", got, want)
+		}
+		// The event loop's splitter, the same bytes pushed in pieces.
+		sp := sseSplitter{max: 1 << 20}
+		var pushed []string
+		for b := []byte(s); len(b) > 0; {
+			p := b[:min(chunkSize, len(b))]
+			b = b[len(p):]
+			for {
+				pl, ok, err := sp.next(&p)
+				if err != nil || !ok {
+					break
+				}
+				pushed = append(pushed, string(pl))
+			}
+		}
+		if pl, ok := sp.last(); ok {
+			pushed = append(pushed, string(pl))
+		}
+		if !slices.Equal(pushed, want) {
+			t.Errorf("pushed payloads = %q, want %q", pushed, want)
 		}
 	})
 }

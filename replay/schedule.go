@@ -55,6 +55,9 @@ type scheduler struct {
 	stop    context.Context
 	batches <-chan []*item
 	clock   waitClock
+	// idle, when set, is called while the scheduler waits for a batch in
+	// open mode: the event loop reads responses meanwhile.
+	idle func()
 
 	batch      []*item // the rest of the current batch
 	static     *item   // the next static item, taken from batch
@@ -146,13 +149,24 @@ func (s *scheduler) next() *item {
 // mode it does not wait for a batch while follow-ups are queued, and a
 // pushed follow-up ends its wait.
 func (s *scheduler) receive() bool {
-	if !s.closed {
+	for !s.closed {
+		if s.idle == nil {
+			select {
+			case b, ok := <-s.batches:
+				s.batch = b
+				return ok
+			case <-s.stop.Done():
+				return false
+			}
+		}
 		select {
 		case b, ok := <-s.batches:
 			s.batch = b
 			return ok
 		case <-s.stop.Done():
 			return false
+		default:
+			s.idle()
 		}
 	}
 	select {

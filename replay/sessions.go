@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,10 +24,17 @@ type SessionStats struct {
 	// FollowUps is the calls sent after their dependencies finished.
 	FollowUps int
 	// ThinkRecorded: think time from think_ns or from the dependencies'
-	// finish_ns; ThinkEstimated: neither was known, so the call kept its
+	// finishes; ThinkEstimated: neither was known, so the call kept its
 	// recorded spacing from its dependency's send, but never before that
 	// dependency finished.
 	ThinkRecorded, ThinkEstimated int
+	// ThinkFromResults is how many of ThinkRecorded took a dependency's
+	// finish from its last_token_ns, the trace being a replay's results
+	// file without finish_ns (see FinishRule).
+	ThinkFromResults int
+	// FinishRule says where the dependencies' finishes came from:
+	// FinishRuleTrace, or FinishRuleResults with the results file's clock.
+	FinishRule string
 	// ThinkCapped is the think times cut to Options.MaxThink.
 	ThinkCapped int
 	// TopLevelChained is the calls without parent_seq or after_seqs, in a
@@ -55,6 +64,73 @@ type SessionStats struct {
 	ContextGrown, ContextOutputGuessed, ContextFresh, ContextLost int
 }
 
+// FinishRuleTrace and FinishRuleResults are what SessionStats.FinishRule
+// starts with: finishes from finish_ns only, or, where it is absent, from
+// last_token_ns of a replay's results file replayed as a trace.
+const (
+	FinishRuleTrace   = "finish_ns"
+	FinishRuleResults = "finish_ns, else last_token_ns"
+)
+
+// finishClock places a call's finish on the arrival_ns clock. A replay's
+// results file keeps each call's arrival_ns from the trace it replayed,
+// but its last_token_ns is on that run's clock, which started at
+// window_from of the arrival clock and ran speed times faster: its
+// metadata says so (replay.started_at, replay.speed, replay.options). So
+// such a file replayed again knows each call's finish, hence the think
+// times, where the trace has no finish_ns.
+type finishClock struct {
+	results bool
+	from    time.Duration
+	speed   float64
+}
+
+// finishClockOf reads m: a replay's results file gives its run clock.
+func finishClockOf(m traces.Meta) finishClock {
+	if m.Extra[MetaStartedAt] == "" {
+		return finishClock{}
+	}
+	speed, err := strconv.ParseFloat(m.Extra[MetaSpeed], 64)
+	if err != nil || speed <= 0 {
+		return finishClock{}
+	}
+	var opts struct {
+		WindowFrom string `json:"window_from"`
+	}
+	var from time.Duration
+	if s := m.Extra[MetaOptions]; s != "" {
+		if json.Unmarshal([]byte(s), &opts) != nil {
+			return finishClock{}
+		}
+		if opts.WindowFrom != "" {
+			if from, err = time.ParseDuration(opts.WindowFrom); err != nil {
+				return finishClock{}
+			}
+		}
+	}
+	return finishClock{results: true, from: from, speed: speed}
+}
+
+// rule is SessionStats.FinishRule.
+func (c finishClock) rule() string {
+	if !c.results {
+		return FinishRuleTrace
+	}
+	return fmt.Sprintf("%s (a replay's results file: its run clock starts at %v of arrival_ns, speed %g)", FinishRuleResults, c.from, c.speed)
+}
+
+// finish is rec's finish on the arrival clock, -1 when unknown; fromRun
+// says it came from last_token_ns.
+func (c finishClock) finish(rec *traces.Record) (ns int64, fromRun bool) {
+	if rec.FinishNs >= 0 {
+		return rec.FinishNs, false
+	}
+	if c.results && rec.LastTokenNs >= 0 {
+		return int64(c.from) + int64(float64(rec.LastTokenNs)*c.speed), true
+	}
+	return -1, false
+}
+
 // doneAt is when a call was sent and finished, as offsets of the run.
 type doneAt struct{ sent, finished time.Duration }
 
@@ -78,6 +154,17 @@ type graph struct {
 	stats    SessionStats
 	speed    float64
 	maxThink time.Duration
+	clock    finishClock
+
+	// A streaming graph (closedstream.go) holds the sessions under way
+	// only: bySeq their calls, sessRecs and sessLeft each session's calls
+	// and how many have yet to finish (or be dropped), after which it is
+	// forgotten. moreProblems counts the problems past the first few.
+	streaming    bool
+	bySeq        map[int64]*traces.Record
+	sessRecs     map[int64][]*traces.Record
+	sessLeft     map[int64]int
+	moreProblems int
 }
 
 // buildGraph finds every selected call's dependencies. A session whose
@@ -86,17 +173,14 @@ type graph struct {
 // chain (each turn waits for the one before). A dependency outside the
 // selection (window, shard) is dropped: the call is not held for
 // something that will never be sent. all is the whole trace, to tell
-// "outside the selection" from "not in the trace".
-func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, error) {
-	g := &graph{
-		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
-		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
-		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink,
-	}
+// "outside the selection" from "not in the trace". meta is the trace's
+// metadata: a replay's results file has finishes on its run clock
+// (finishClock).
+func buildGraph(sel []*traces.Record, all []traces.Record, o *Options, meta traces.Meta) (*graph, error) {
+	g := newGraph(o, meta)
 	bySeq := make(map[int64]*traces.Record, len(sel))
 	sessions := map[int64][]*traces.Record{}
 	var order []int64
-	dagSession := map[int64]bool{}
 	for _, rec := range sel {
 		bySeq[rec.Seq] = rec
 		if rec.Session == 0 {
@@ -106,9 +190,6 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 			order = append(order, rec.Session)
 		}
 		sessions[rec.Session] = append(sessions[rec.Session], rec) // sel is in arrival order
-		if rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0 {
-			dagSession[rec.Session] = true
-		}
 	}
 	var allSeqs map[int64]bool // built on first need: most traces never ask
 	inTrace := func(seq int64) bool {
@@ -122,65 +203,113 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 	}
 	var problems []string
 	for _, rec := range sel {
-		if rec.Session == 0 && (rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0) {
-			problems = append(problems, fmt.Sprintf("row seq %d has dependencies but no session", rec.Seq))
-		}
+		problems = append(problems, sessionless(rec)...)
 	}
+	lookup := func(seq int64) (*traces.Record, bool) { r, ok := bySeq[seq]; return r, ok }
 	for _, s := range order {
-		recs := sessions[s]
-		if !dagSession[s] {
-			for i := 1; i < len(recs); i++ {
-				g.deps[recs[i]] = []*traces.Record{recs[i-1]}
-			}
-			continue
-		}
-		var bad []string
-		deps := map[*traces.Record][]*traces.Record{}
-		chained, overlapped := chainTopLevel(recs, deps)
-		for _, rec := range recs {
-			want := slices.Clone(rec.AfterSeqs)
-			if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
-				want = append(want, rec.ParentSeq)
-			}
-			for _, seq := range want {
-				d, ok := bySeq[seq]
-				switch {
-				case seq == rec.Seq:
-					bad = append(bad, fmt.Sprintf("row seq %d waits for itself", rec.Seq))
-				case !ok && inTrace(seq):
-					// outside the window or shard: not waited for
-				case !ok:
-					bad = append(bad, fmt.Sprintf("row seq %d waits for seq %d, which is not in the trace", rec.Seq, seq))
-				case d.Session != s:
-					bad = append(bad, fmt.Sprintf("row seq %d (session %d) waits for seq %d of session %d", rec.Seq, s, seq, d.Session))
-				default:
-					deps[rec] = append(deps[rec], d)
-				}
-			}
-		}
-		if len(bad) == 0 {
-			if c := cycle(recs, deps); c != "" {
-				bad = append(bad, c)
-			}
-		}
-		if len(bad) > 0 {
-			g.stats.SessionsOpenLoop++
-			problems = append(problems, bad...)
-			continue // replayed open loop: no dependencies
-		}
-		g.stats.TopLevelChained += chained
-		g.stats.TopLevelOverlapped += overlapped
-		for rec, d := range deps {
-			g.deps[rec] = d
-		}
+		problems = append(problems, g.addSession(s, sessions[s], lookup, inTrace)...)
 	}
 	if len(problems) > 0 && o.StrictSessions {
 		return nil, fmt.Errorf("%w: %s", ErrSessionGraph, strings.Join(firstN(problems, 5), "; "))
 	}
 	g.stats.Problems = firstN(problems, 5)
-	g.from = make(map[*traces.Record]*traces.Record, len(g.deps))
-	g.continued = make(map[*traces.Record]int, len(g.deps))
-	for rec, ds := range g.deps {
+	g.link(sel)
+	return g, nil
+}
+
+// newGraph returns an empty graph for a run under o of a trace with
+// metadata meta.
+func newGraph(o *Options, meta traces.Meta) *graph {
+	g := &graph{
+		deps: map[*traces.Record][]*traces.Record{}, children: map[*traces.Record][]*traces.Record{},
+		waiting: map[*traces.Record]int{}, done: map[*traces.Record]doneAt{}, dropped: map[*traces.Record]bool{},
+		from: map[*traces.Record]*traces.Record{}, continued: map[*traces.Record]int{},
+		cut: map[int64]bool{}, speed: o.Speed, maxThink: o.MaxThink, clock: finishClockOf(meta),
+		bySeq: map[int64]*traces.Record{}, sessRecs: map[int64][]*traces.Record{}, sessLeft: map[int64]int{},
+	}
+	g.stats.FinishRule = g.clock.rule()
+	return g
+}
+
+// sessionless names rec's problem when it has dependencies but no session.
+func sessionless(rec *traces.Record) []string {
+	if rec.Session == 0 && (rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0) {
+		return []string{fmt.Sprintf("row seq %d has dependencies but no session", rec.Seq)}
+	}
+	return nil
+}
+
+// addSession finds the dependencies of session s's selected calls (recs,
+// in arrival order): bySeq finds a selected call, inTrace tells a call
+// outside the selection from one not in the trace. A session whose
+// dependencies cannot be replayed gets none (open loop); its problems are
+// returned. Call link for recs afterwards.
+func (g *graph) addSession(s int64, recs []*traces.Record, bySeq func(int64) (*traces.Record, bool), inTrace func(int64) bool) (bad []string) {
+	dag := false
+	for _, rec := range recs {
+		dag = dag || rec.ParentSeq >= 0 || len(rec.AfterSeqs) > 0
+	}
+	if !dag {
+		for i := 1; i < len(recs); i++ {
+			g.deps[recs[i]] = []*traces.Record{recs[i-1]}
+		}
+		return nil
+	}
+	deps := map[*traces.Record][]*traces.Record{}
+	chained, overlapped := chainTopLevel(recs, deps, g.clock)
+	for _, rec := range recs {
+		want := slices.Clone(rec.AfterSeqs)
+		if rec.ParentSeq >= 0 && !slices.Contains(want, rec.ParentSeq) {
+			want = append(want, rec.ParentSeq)
+		}
+		for _, seq := range want {
+			d, ok := bySeq(seq)
+			switch {
+			case seq == rec.Seq:
+				bad = append(bad, fmt.Sprintf("row seq %d waits for itself", rec.Seq))
+			case !ok && inTrace(seq):
+				// outside the window or shard: not waited for
+			case !ok:
+				bad = append(bad, fmt.Sprintf("row seq %d waits for seq %d, which is not in the trace", rec.Seq, seq))
+			case d.Session != s:
+				bad = append(bad, fmt.Sprintf("row seq %d (session %d) waits for seq %d of session %d", rec.Seq, s, seq, d.Session))
+			default:
+				deps[rec] = append(deps[rec], d)
+			}
+		}
+	}
+	if len(bad) == 0 {
+		if c := cycle(recs, deps); c != "" {
+			bad = append(bad, c)
+		}
+	}
+	if len(bad) > 0 {
+		g.stats.SessionsOpenLoop++
+		return bad // replayed open loop: no dependencies
+	}
+	g.stats.TopLevelChained += chained
+	g.stats.TopLevelOverlapped += overlapped
+	for rec, d := range deps {
+		g.deps[rec] = d
+	}
+	return nil
+}
+
+// continuedBy is how many follow-ups continue rec's context.
+func (g *graph) continuedBy(rec *traces.Record) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.continued[rec]
+}
+
+// link records who waits for whom among recs (after addSession): the
+// counts each follow-up waits on, and whose context it continues.
+func (g *graph) link(recs []*traces.Record) {
+	for _, rec := range recs {
+		ds := g.deps[rec]
+		if len(ds) == 0 {
+			continue
+		}
 		g.waiting[rec] = len(ds)
 		for _, d := range ds {
 			g.children[d] = append(g.children[d], rec)
@@ -189,7 +318,6 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 		g.from[rec] = f
 		g.continued[f]++
 	}
-	return g, nil
 }
 
 // chainTopLevel makes each top-level call of a graph session (no
@@ -200,15 +328,19 @@ func buildGraph(sel []*traces.Record, all []traces.Record, o *Options) (*graph, 
 // top-level call the next one waits for. A call that production sent
 // before the previous top-level call finished (its finish_ns after this
 // arrival) did not wait for it and keeps its recorded time.
-func chainTopLevel(recs []*traces.Record, deps map[*traces.Record][]*traces.Record) (chained, overlapped int) {
+func chainTopLevel(recs []*traces.Record, deps map[*traces.Record][]*traces.Record, clock finishClock) (chained, overlapped int) {
 	var prev *traces.Record
 	for _, rec := range recs {
 		if rec.ParentSeq >= 0 {
 			continue
 		}
+		var prevFinish int64 = -1
+		if prev != nil {
+			prevFinish, _ = clock.finish(prev)
+		}
 		switch {
 		case prev == nil || len(rec.AfterSeqs) > 0:
-		case prev.FinishNs >= 0 && prev.FinishNs > rec.ArrivalNs:
+		case prevFinish >= 0 && prevFinish > rec.ArrivalNs:
 			overlapped++
 		default:
 			deps[rec] = append(deps[rec], prev)
@@ -282,6 +414,7 @@ func (g *graph) finished(rec *traces.Record, at doneAt) (ready []*item) {
 			ready = append(ready, &item{rec: c, sched: g.schedule(c)})
 		}
 	}
+	g.ended(rec)
 	return ready
 }
 
@@ -289,14 +422,16 @@ func (g *graph) finished(rec *traces.Record, at doneAt) (ready []*item) {
 // think time. Called with g.mu held, every dependency done.
 func (g *graph) schedule(c *traces.Record) time.Duration {
 	var base time.Duration
-	known := true
+	known, fromRun := true, false
 	var lastFinish int64 = -1
 	for _, d := range g.deps[c] {
 		base = max(base, g.done[d].finished)
-		if d.FinishNs < 0 {
+		f, run := g.clock.finish(d)
+		if f < 0 {
 			known = false
 		}
-		lastFinish = max(lastFinish, d.FinishNs)
+		fromRun = fromRun || run
+		lastFinish = max(lastFinish, f)
 	}
 	g.stats.FollowUps++
 	var think time.Duration
@@ -307,6 +442,9 @@ func (g *graph) schedule(c *traces.Record) time.Duration {
 	case known:
 		think = scaled(time.Duration(max(0, c.ArrivalNs-lastFinish)), g.speed)
 		g.stats.ThinkRecorded++
+		if fromRun {
+			g.stats.ThinkFromResults++
+		}
 	default:
 		// No finish recorded: keep the recorded spacing from each
 		// dependency's send, never before it finished. Against a server as
@@ -341,6 +479,7 @@ func (g *graph) drop(rec *traces.Record) int {
 				g.cut[c.Session] = true
 				n++
 				stack = append(stack, c)
+				g.ended(c)
 			}
 		}
 	}
@@ -354,6 +493,7 @@ func (g *graph) dropSelf(rec *traces.Record) int {
 	g.mu.Lock()
 	g.dropped[rec] = true
 	g.cut[rec.Session] = true
+	g.ended(rec)
 	g.mu.Unlock()
 	return g.drop(rec)
 }
@@ -371,5 +511,8 @@ func (g *graph) summary() SessionStats {
 	defer g.mu.Unlock()
 	s := g.stats
 	s.SessionsCut = len(g.cut)
+	if g.moreProblems > 0 {
+		s.Problems = append(s.Problems[:len(s.Problems):len(s.Problems)], fmt.Sprintf("and %d more", g.moreProblems))
+	}
 	return s
 }

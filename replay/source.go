@@ -31,9 +31,9 @@ type Plan struct {
 	// Damaged is set when the trace ended in damage; the records before it
 	// are replayed.
 	Damaged bool
-	// InMemory says the trace is held in memory for the run: closed
-	// sessions need every call of a session, and a trace out of arrival
-	// order has to be sorted. Otherwise it is streamed.
+	// InMemory says the trace is held in memory for the run: a trace out
+	// of arrival order has to be sorted, and strict closed sessions are
+	// checked whole before anything is sent. Otherwise it is streamed.
 	InMemory bool
 	// Meta is the trace's metadata.
 	Meta traces.Meta
@@ -49,6 +49,10 @@ type Plan struct {
 	// with InMemory
 	recs   []traces.Record
 	sorted []*traces.Record
+
+	// sessionCalls counts each session's selected calls when closed
+	// sessions stream (closedstream.go); nil otherwise.
+	sessionCalls map[int64]int32
 }
 
 // selection is the part of Options that decides which records are sent
@@ -89,9 +93,10 @@ func (o *Options) at(rec *traces.Record) time.Duration {
 // selects, whether they come in arrival order (then the run streams them),
 // what the target must serve. A trace with nothing to send is an
 // ErrNothingToSend that says which option left nothing. Memory stays
-// bounded, except that closed sessions and a trace out of arrival order
-// are read into memory (Plan.InMemory). o's zero fields take their
-// defaults (WithDefaults).
+// bounded, except that a trace out of arrival order, and closed sessions
+// with Options.StrictSessions, are read into memory (Plan.InMemory);
+// closed sessions otherwise keep a count per session. o's zero fields take
+// their defaults (WithDefaults).
 func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 	o = o.WithDefaults()
 	p := &Plan{src: src, sel: selectionOf(&o), maxSeq: -1}
@@ -107,6 +112,10 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 	inOrder := true
 	var prev *traces.Record
 	var prevCopy traces.Record
+	closed := o.Sessions == SessionsClosed
+	if closed {
+		p.sessionCalls = map[int64]int32{}
+	}
 	buf := make([]traces.Record, 1024)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -129,6 +138,9 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 			prevCopy = traces.Record{ArrivalNs: rec.ArrivalNs, Seq: rec.Seq}
 			prev = &prevCopy
 			p.Selected++
+			if closed && rec.Session != 0 {
+				p.sessionCalls[rec.Session]++
+			}
 			if len(p.head) < nHead {
 				c := rec.Clone()
 				p.head = append(p.head, &c)
@@ -155,7 +167,10 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 	if p.Selected == 0 {
 		return nil, nothingToSend(total, lo, hi, &o)
 	}
-	if o.Sessions == SessionsClosed || !inOrder {
+	// Closed sessions stream when the trace is in arrival order; strict
+	// sessions are checked whole before anything is sent.
+	if !inOrder || closed && o.StrictSessions {
+		p.sessionCalls = nil
 		if err := p.load(ctx, &o); err != nil {
 			return nil, err
 		}

@@ -41,17 +41,10 @@ func (s *sseReader) next() (payload []byte, fresh bool, err error) {
 		if i := bytes.IndexByte(s.buf[s.start:s.end], '\n'); i >= 0 {
 			line := s.buf[s.start : s.start+i]
 			s.start += i + 1
-			if n := len(line); n > 0 && line[n-1] == '\r' {
-				line = line[:n-1]
+			if p, ok := dataPayload(line); ok {
+				return p, fresh, nil
 			}
-			if len(line) < 5 || !bytes.HasPrefix(line, dataPrefix) {
-				continue // blank, comment, event:, id:, retry:
-			}
-			line = line[5:]
-			if len(line) > 0 && line[0] == ' ' {
-				line = line[1:]
-			}
-			return line, fresh, nil
+			continue // blank, comment, event:, id:, retry:
 		}
 		if s.err != nil {
 			// A last line without its newline still counts.
@@ -93,6 +86,73 @@ func (s *sseReader) next() (payload []byte, fresh bool, err error) {
 			s.err = err
 		}
 	}
+}
+
+// dataPayload returns the payload of a "data:" line (its \n removed; one
+// \r and one leading space are stripped); false for any other line.
+func dataPayload(line []byte) ([]byte, bool) {
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	if len(line) < 5 || !bytes.HasPrefix(line, dataPrefix) {
+		return nil, false
+	}
+	line = line[5:]
+	if len(line) > 0 && line[0] == ' ' {
+		line = line[1:]
+	}
+	return line, true
+}
+
+// sseSplitter is sseReader for bytes pushed to it as they arrive (the
+// event loop's reads): it returns the data payloads of whole lines, in
+// place where a line lies within one push, and keeps a line split over
+// pushes until its end comes.
+type sseSplitter struct {
+	carry []byte
+	max   int // bounds a single line
+}
+
+// next returns the next payload completed in *p and consumes *p up to its
+// line's end; ok is false once *p holds no whole line more (its tail is
+// kept). The payload is valid until the next call.
+func (s *sseSplitter) next(p *[]byte) (payload []byte, ok bool, err error) {
+	for {
+		b := *p
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			if len(s.carry)+len(b) > s.max {
+				return nil, false, errLineTooLong
+			}
+			s.carry = append(s.carry, b...)
+			*p = b[len(b):]
+			return nil, false, nil
+		}
+		line := b[:i]
+		*p = b[i+1:]
+		if len(s.carry) > 0 {
+			if len(s.carry)+len(line) > s.max {
+				return nil, false, errLineTooLong
+			}
+			s.carry = append(s.carry, line...)
+			line = s.carry
+			s.carry = s.carry[:0]
+		}
+		if pl, ok := dataPayload(line); ok {
+			return pl, true, nil
+		}
+	}
+}
+
+// last returns the payload of a last line without its newline, at the
+// end of the body.
+func (s *sseSplitter) last() ([]byte, bool) {
+	if len(s.carry) == 0 {
+		return nil, false
+	}
+	line := s.carry
+	s.carry = s.carry[:0]
+	return dataPayload(line)
 }
 
 // chunk is what replay needs from one streamed JSON chunk.

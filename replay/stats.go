@@ -254,6 +254,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	if ss := s.Sessions; ss.FollowUps > 0 || ss.SessionsOpenLoop > 0 || ss.SessionsCut > 0 {
 		fmt.Fprintf(w, "sessions   %d follow-ups sent after their dependencies (think time recorded %d, estimated %d, capped %d)", ss.FollowUps, ss.ThinkRecorded, ss.ThinkEstimated, ss.ThinkCapped)
+		clause(w, ss.ThinkFromResults, "; %d think times from the results file's last_token_ns (no finish_ns; its run clock is in its metadata)")
 		if ss.TopLevelChained+ss.TopLevelOverlapped > 0 {
 			fmt.Fprintf(w, "; %d top-level calls chained to the previous one", ss.TopLevelChained)
 			clause(w, ss.TopLevelOverlapped, " (%d sent at their recorded times: they overlapped it in production)")

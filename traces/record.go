@@ -109,7 +109,12 @@ type Record struct {
 	FirstTokenNs int64 `parquet:"first_token_ns,delta" json:"first_token_ns" trace:"outcome,unreported"`
 	// LastTokenNs is the arrival of the last chunk that carried tokens.
 	LastTokenNs int64 `parquet:"last_token_ns,delta" json:"last_token_ns" trace:"outcome,unreported"`
-	// ChunkNs is the arrival offset of every streamed chunk that carried tokens.
+	// ChunkNs is the arrival offset of every streamed chunk that carried
+	// tokens: when the socket read that completed it returned, or where the
+	// replayer reads with the kernel's receive timestamps (open loop,
+	// plain http, Linux) when its last bytes reached the machine, which no
+	// client scheduling delay moves. Chunks that one read returns share
+	// its time.
 	ChunkNs []int64 `parquet:"chunk_ns,list" json:"chunk_ns" trace:"outcome"`
 	// ChunkTokens is the tokens per chunk, where the server tells (same length
 	// as ChunkNs, or empty).

@@ -636,52 +636,21 @@ func (h *Client) readHead(j *Job, c *conn) (*Response, error) {
 		}
 		return nil, ctxErr(ctx, err)
 	}
-	// "HTTP/1.1 200 OK"
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
-		return nil, errors.New("malformed HTTP status line")
+	var hd head
+	if err := hd.statusLine(line); err != nil {
+		return nil, err
 	}
-	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return nil, errors.New("malformed HTTP status line")
-	}
-	reuse := line[7] == '1'
-	length := int64(-1)
-	chunked := false
-	var kept [MaxKeptHeaders]string
 	for {
 		l, err := c.br.ReadSlice('\n')
 		if err != nil {
 			return nil, ctxErr(ctx, err)
 		}
-		l = bytes.TrimRight(l, "\r\n")
-		if len(l) == 0 {
+		if !hd.header(l, h.keep) {
 			break
 		}
-		k, v, ok := bytes.Cut(l, []byte(":"))
-		if !ok {
-			continue
-		}
-		v = bytes.TrimSpace(v)
-		switch {
-		case asciiEqualFold(k, "content-length"):
-			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n >= 0 {
-				length = n
-			}
-		case asciiEqualFold(k, "transfer-encoding"):
-			chunked = bytes.Contains(bytes.ToLower(v), []byte("chunked"))
-		case asciiEqualFold(k, "connection"):
-			if bytes.Contains(bytes.ToLower(v), []byte("close")) {
-				reuse = false
-			}
-		default:
-			for i, name := range h.keep {
-				if kept[i] == "" && asciiEqualFold(k, name) {
-					kept[i] = string(v)
-				}
-			}
-		}
 	}
-	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j, kept: kept}
+	status, reuse, length, chunked := hd.status, hd.reuse, hd.length, hd.chunked
+	r := &Response{status: status, conn: c, client: h, reuse: reuse, job: j, kept: hd.kept}
 	switch {
 	case chunked:
 		r.body = &chunkedReader{br: c.br}
@@ -722,6 +691,62 @@ func isReset(err error) bool {
 	return errors.As(err, &ne) && !ne.Timeout()
 }
 
+// head is what a response's status line and headers say about it.
+type head struct {
+	status  int
+	reuse   bool  // HTTP/1.1 and no "Connection: close"
+	length  int64 // Content-Length, -1 when absent
+	chunked bool
+	kept    [MaxKeptHeaders]string // the values of the client's KeepHeaders
+}
+
+// statusLine reads "HTTP/1.1 200 OK".
+func (hd *head) statusLine(line []byte) error {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		return errors.New("malformed HTTP status line")
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return errors.New("malformed HTTP status line")
+	}
+	*hd = head{status: status, reuse: line[7] == '1', length: -1}
+	return nil
+}
+
+// header reads one header line (its line end included), keeping the
+// values of the headers named in keep (lower case); false at the blank
+// line that ends the head.
+func (hd *head) header(l []byte, keep []string) bool {
+	l = bytes.TrimRight(l, "\r\n")
+	if len(l) == 0 {
+		return false
+	}
+	k, v, ok := bytes.Cut(l, []byte(":"))
+	if !ok {
+		return true
+	}
+	v = bytes.TrimSpace(v)
+	switch {
+	case asciiEqualFold(k, "content-length"):
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil && n >= 0 {
+			hd.length = n
+		}
+	case asciiEqualFold(k, "transfer-encoding"):
+		hd.chunked = bytes.Contains(bytes.ToLower(v), []byte("chunked"))
+	case asciiEqualFold(k, "connection"):
+		if bytes.Contains(bytes.ToLower(v), []byte("close")) {
+			hd.reuse = false
+		}
+	default:
+		for i, name := range keep {
+			if hd.kept[i] == "" && asciiEqualFold(k, name) {
+				hd.kept[i] = string(v)
+			}
+		}
+	}
+	return true
+}
+
 func asciiEqualFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false
@@ -736,6 +761,21 @@ func asciiEqualFold(b []byte, s string) bool {
 		}
 	}
 	return true
+}
+
+var errChunked = errors.New("malformed chunked encoding")
+
+// chunkSize reads a chunk-size line (extensions and line end included).
+func chunkSize(line []byte) (int64, error) {
+	line = bytes.TrimRight(line, "\r\n")
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	n, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
+	if err != nil || n < 0 {
+		return 0, errChunked
+	}
+	return n, nil
 }
 
 // chunkedReader decodes Transfer-Encoding: chunked.
@@ -757,13 +797,9 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 			}
 			return 0, err
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		if i := bytes.IndexByte(line, ';'); i >= 0 {
-			line = line[:i]
-		}
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(line)), 16, 64)
-		if err != nil || n < 0 {
-			return 0, errors.New("malformed chunked encoding")
+		n, err := chunkSize(line)
+		if err != nil {
+			return 0, err
 		}
 		if n == 0 {
 			// trailers, then the empty line

@@ -1,0 +1,332 @@
+//go:build linux
+
+package h1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rec is a LoopHandler that keeps what it got.
+type rec struct {
+	status int
+	body   strings.Builder
+	ats    []int64
+	done   bool
+	err    error
+	stopAt int // Body returns false once the body is this long (0: never)
+}
+
+func (r *rec) Head(status int, _ []string) { r.status = status }
+func (r *rec) Body(p []byte, at int64) bool {
+	r.body.Write(p)
+	r.ats = append(r.ats, at)
+	return r.stopAt == 0 || r.body.Len() < r.stopAt
+}
+func (r *rec) Done(err error) { r.done, r.err = true, err }
+
+// run sends req on l for each handler in turn, driving the loop until
+// each is done (or 5 s pass).
+func run(t *testing.T, l *Loop, req []byte, hs ...*rec) {
+	t.Helper()
+	for i, h := range hs {
+		var j LoopJob
+		j.Prepare(h, req)
+		deadline := time.Now().Add(5 * time.Second)
+		for !l.Send(&j) {
+			if time.Now().After(deadline) {
+				t.Fatalf("request %d: no idle connection in 5 s", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for !h.done && time.Now().Before(deadline) {
+			l.Wait(10*time.Millisecond, false)
+		}
+		if !h.done {
+			t.Fatalf("request %d: no response in 5 s", i)
+		}
+	}
+}
+
+func newLoop(t *testing.T, url string, timeout time.Duration) (*Loop, []byte) {
+	t.Helper()
+	c, err := New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.NewLoop(context.Background(), timeout, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Start(time.Now())
+	t.Cleanup(l.Close)
+	req := EndHead(c.AppendHead(nil, "/x", http.Header{"Accept": {"text/event-stream"}}), 2)
+	return l, append(req, "{}"...)
+}
+
+// TestLoopResponses reads the response shapes a server sends through the
+// loop: chunked streams flushed chunk by chunk, fixed lengths (also
+// empty), a body until close, an error status; keep-alive connections
+// are reused and receive times never run backwards nor before the send.
+func TestLoopResponses(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		switch r.URL.Query().Get("m") {
+		case "length":
+			w.Header().Set("Content-Length", "5")
+			io.WriteString(w, "hello")
+		case "empty":
+			w.Header().Set("Content-Length", "0")
+		case "close":
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Length", "3")
+			io.WriteString(w, "bye")
+		case "error":
+			w.WriteHeader(503)
+			io.WriteString(w, `{"error":{"type":"overloaded"}}`)
+		default:
+			for i := range 5 {
+				fmt.Fprintf(w, "data: %d\n\n", i)
+				w.(http.Flusher).Flush()
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	}))
+	defer srv.Close()
+	l, _ := newLoop(t, srv.URL, time.Minute)
+	c, _ := New(srv.URL)
+	reqFor := func(m string) []byte {
+		b := EndHead(c.AppendHead(nil, "/x?m="+m, nil), 0)
+		return b
+	}
+	cases := []struct {
+		m, body string
+		status  int
+	}{
+		{"stream", "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n", 200},
+		{"length", "hello", 200},
+		{"empty", "", 200},
+		{"close", "bye", 200},
+		{"error", `{"error":{"type":"overloaded"}}`, 503},
+		{"stream", "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\ndata: 4\n\n", 200},
+	}
+	for _, tc := range cases {
+		h := &rec{}
+		var j LoopJob
+		j.Prepare(h, reqFor(tc.m))
+		run2 := func() {
+			deadline := time.Now().Add(5 * time.Second)
+			for !l.Send(&j) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			for !h.done && time.Now().Before(deadline) {
+				l.Wait(10*time.Millisecond, false)
+			}
+		}
+		run2()
+		if !h.done || h.err != nil || h.status != tc.status || h.body.String() != tc.body {
+			t.Fatalf("%s: done %v err %v status %d body %q; want status %d body %q", tc.m, h.done, h.err, h.status, h.body.String(), tc.status, tc.body)
+		}
+		prev := j.Sent
+		for _, at := range h.ats {
+			if at < prev {
+				t.Fatalf("%s: receive time %d before the previous one (or the send) %d", tc.m, at, prev)
+			}
+			prev = at
+		}
+		if tc.m == "stream" && len(h.ats) > 1 && h.ats[len(h.ats)-1]-h.ats[0] < int64(4*time.Millisecond) {
+			t.Errorf("stream: chunks sent 2 ms apart were timed %v apart in all", time.Duration(h.ats[len(h.ats)-1]-h.ats[0]))
+		}
+	}
+	if l.Inflight() != 0 {
+		t.Errorf("%d requests still in flight", l.Inflight())
+	}
+}
+
+// TestLoopTimestampsAreArrivalTimes reads a response long after it
+// arrived: the times handed to Body are when it reached the socket (the
+// kernel's receive timestamp), not when it was read.
+func TestLoopTimestampsAreArrivalTimes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	defer srv.Close()
+	l, req := newLoop(t, srv.URL, time.Minute)
+	h := &rec{}
+	var j LoopJob
+	j.Prepare(h, req)
+	for !l.Send(&j) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the response arrives meanwhile
+	readAt := l.now()
+	for !h.done {
+		l.Wait(10*time.Millisecond, false)
+	}
+	if h.err != nil || len(h.ats) == 0 {
+		t.Fatalf("err %v, %d body reads", h.err, len(h.ats))
+	}
+	if lag := time.Duration(readAt - h.ats[0]); lag < 20*time.Millisecond {
+		t.Errorf("body timed %v before it was read; want its arrival, about 50 ms before", lag)
+	}
+}
+
+// TestLoopErrors: a server that closes mid-body, a malformed head, a
+// handler that stops reading and a request past its timeout each end
+// their request with an error and leave nothing in flight.
+func TestLoopErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					m, _, _ := strings.Cut(strings.TrimPrefix(line, "POST /x?m="), " ")
+					for {
+						l, err := br.ReadString('\n')
+						if err != nil || l == "\r\n" {
+							break
+						}
+					}
+					switch m {
+					case "cut":
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+						return
+					case "junk":
+						io.WriteString(c, "SPDY/9 what\r\n\r\n")
+					case "long":
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+						for range 100 {
+							io.WriteString(c, "5\r\nabcde\r\n")
+						}
+						io.WriteString(c, "0\r\n\r\n")
+					case "hang":
+						time.Sleep(2 * time.Second)
+						return
+					}
+				}
+			}(c)
+		}
+	}()
+	url := "http://" + ln.Addr().String()
+	l, _ := newLoop(t, url, 300*time.Millisecond)
+	c, _ := New(url)
+	for _, tc := range []struct {
+		m      string
+		stopAt int
+		want   func(error) bool
+	}{
+		{"cut", 0, func(err error) bool { return errors.Is(err, io.ErrUnexpectedEOF) }},
+		{"junk", 0, func(err error) bool { return err != nil && strings.Contains(err.Error(), "status line") }},
+		{"long", 50, func(err error) bool { return errors.Is(err, ErrStopped) }},
+		{"hang", 0, func(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }},
+	} {
+		h := &rec{stopAt: tc.stopAt}
+		run(t, l, EndHead(c.AppendHead(nil, "/x?m="+tc.m, nil), 0), h)
+		if !tc.want(h.err) {
+			t.Errorf("%s: Done got %v", tc.m, h.err)
+		}
+	}
+	if l.Inflight() != 0 {
+		t.Errorf("%d requests still in flight", l.Inflight())
+	}
+}
+
+// TestLoopStaleConnection: a keep-alive connection the server closed
+// while it sat idle is dropped from the pool, and a request is never
+// lost to one.
+func TestLoopStaleConnection(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	srv.Config.IdleTimeout = 20 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	l, req := newLoop(t, srv.URL, 5*time.Second)
+	for i := range 6 {
+		h := &rec{}
+		run(t, l, req, h)
+		if h.err != nil || h.body.String() != "data: x\n\n" {
+			t.Fatalf("request %d: err %v body %q", i, h.err, h.body.String())
+		}
+		time.Sleep(30 * time.Millisecond) // the server closes the idle ones
+		l.Wait(0, false)
+	}
+}
+
+// TestLoopDialsByName reaches a server by host name ("localhost"), which
+// may resolve to ::1 first while the server listens on 127.0.0.1 only:
+// the dialer tries each address in turn.
+func TestLoopDialsByName(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	l, req := newLoop(t, "http://localhost:"+port, 5*time.Second)
+	h := &rec{}
+	run(t, l, req, h)
+	if h.err != nil || h.body.String() != "data: x\n\n" {
+		t.Fatalf("err %v body %q", h.err, h.body.String())
+	}
+}
+
+// TestLoopSparesGrowAfterABurst: requests that outnumber the spare
+// connections drain the pool; the loop then keeps more ready, so the next
+// burst finds them dialed.
+func TestLoopSparesGrowAfterABurst(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		io.WriteString(w, "data: x\n\n")
+	}))
+	defer srv.Close()
+	l, req := newLoop(t, srv.URL, 5*time.Second) // 2 spares, 4 dialed
+	deadline := time.Now().Add(5 * time.Second)
+	for l.idleN.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var hs []*rec
+	for {
+		h := &rec{}
+		j := new(LoopJob)
+		j.Prepare(h, req)
+		if !l.Send(j) {
+			break
+		}
+		hs = append(hs, h)
+	}
+	if got := l.spare.Load(); got <= 2 {
+		t.Fatalf("spare %d after %d requests drained the pool, want more than 2", got, len(hs))
+	}
+	for _, h := range hs {
+		for !h.done && time.Now().Before(deadline) {
+			l.Wait(10*time.Millisecond, false)
+		}
+		if h.err != nil {
+			t.Fatal(h.err)
+		}
+	}
+}
