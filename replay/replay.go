@@ -53,6 +53,9 @@ const (
 	MetaShard           = "replay.shard"
 	MetaLatenessP99     = "replay.lateness_p99_ns"
 	MetaSessions        = "replay.sessions"
+	// MetaSim is the built-in simulator's configuration as a target spec
+	// (Options.SimSpec), so the run can be repeated with replay --target.
+	MetaSim = "replay.sim"
 )
 
 // TimingSourceResponseMetrics is the MetaTimingSource value when server

@@ -310,6 +310,9 @@ func (r *runner) resultMeta(in traces.Meta) traces.Meta {
 		m.BlockSize = r.prompts.blockSize
 	}
 	m.Set(MetaTarget, RedactURL(r.o.URL))
+	if r.o.SimSpec != "" {
+		m.Set(MetaSim, r.o.SimSpec)
+	}
 	model := r.model
 	if model == "" {
 		model = r.defaultModel

@@ -17,7 +17,8 @@ type TargetOptions struct {
 	// URL is the server; "" (the default) starts the built-in simulator in
 	// process, configured by Sim.
 	URL string
-	// Sim configures the built-in simulator (default sim.DefaultOptions()):
+	// Sim configures the built-in simulator (default sim.DefaultOptions();
+	// ParseTarget gives it from a target spec):
 	// one engine, or a fleet of them behind a router (Sim.Fleet, package
 	// replay/sim/fleet), whose /metrics ScrapeBuiltin scrapes per replica
 	// (its series carry pod and role labels).
@@ -59,6 +60,7 @@ type Target struct {
 	OTLPAddr string
 
 	o       TargetOptions
+	simSpec string // the built-in simulator's, as configured (SimSpec)
 	srv     *fleet.Server
 	rcv     *otlp.Receiver
 	scraper *scrape.Scraper
@@ -97,6 +99,9 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 		if o.Sim != nil {
 			so = *o.Sim
 		}
+		// The configuration as asked for: a rerun sizes the context for
+		// its trace again.
+		t.simSpec = SimSpec(so)
 		if t.OTLPAddr != "" {
 			so.OTLPTracesEndpoint = "http://" + t.OTLPAddr
 		}
@@ -116,10 +121,11 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 
 // Apply points o at the target: its URL, the simulator's model when
 // o.Model is empty (a trace's production model names are not served by the
-// simulator; o.ModelMap still wins), traceparent headers when spans are
-// received, and an OnStart hook that starts the scraper on the run's clock.
+// simulator; o.ModelMap still wins) and its configuration for the results
+// (Options.SimSpec), traceparent headers when spans are received, and an
+// OnStart hook that starts the scraper on the run's clock.
 func (t *Target) Apply(o *Options) {
-	o.URL = t.URL
+	o.URL, o.SimSpec = t.URL, t.simSpec
 	if t.Builtin && o.Model == "" {
 		o.Model = t.Model
 	}

@@ -1,12 +1,14 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Target is one server configuration the workloads run against: a running
@@ -25,9 +27,10 @@ type Target struct {
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
 
-// ParseTarget parses "NAME=URL" (a running server), "NAME=sim" (the
-// simulator as base configures it) or "NAME=sim:KEY=VALUE,..." (base with
-// the keys of sim.ApplyConfig applied, e.g.
+// ParseTarget parses "NAME=SPEC": a name for the reports and a target spec
+// as replay.ParseTarget reads it everywhere a target is named: a running
+// server's URL, "sim" (the simulator as base configures it) or
+// "sim:KEY=VALUE,..." (base with the keys of sim.ApplyConfig applied, e.g.
 // "b=sim:max-num-seqs=64,prefix-caching=false", or a fleet:
 // "pa=sim:replicas=4,router=prefix-aware").
 func ParseTarget(s string, base sim.Options) (Target, error) {
@@ -38,18 +41,16 @@ func ParseTarget(s string, base sim.Options) (Target, error) {
 	if !nameRE.MatchString(name) {
 		return Target{}, fmt.Errorf("target %q: name %q: want letters, digits, '.', '_' or '-' (at most 40)", s, name)
 	}
-	t := Target{Name: name}
-	switch {
-	case spec == "sim" || strings.HasPrefix(spec, "sim:"):
-		o := base
-		if err := sim.ApplyConfig(&o, strings.TrimPrefix(strings.TrimPrefix(spec, "sim"), ":")); err != nil {
-			return Target{}, fmt.Errorf("target %s: %w", name, err)
-		}
-		t.Sim, t.Config = &o, spec
-	case strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://"):
-		t.URL, t.Config = spec, replay.RedactURL(spec)
-	default:
-		return Target{}, fmt.Errorf("target %s: %q is neither a URL (http://…) nor sim[:KEY=VALUE,...]", name, replay.RedactURL(spec))
+	to, err := replay.ParseTarget(spec, base)
+	if oe := (*traces.OptionError)(nil); errors.As(err, &oe) {
+		err = oe.Err // the target is named here, with its name
+	}
+	if err != nil {
+		return Target{}, fmt.Errorf("target %s: %w", name, err)
+	}
+	t := Target{Name: name, URL: to.URL, Sim: to.Sim, Config: spec}
+	if t.URL != "" {
+		t.Config = replay.RedactURL(spec)
 	}
 	return t, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
 	"github.com/urfave/cli/v2"
@@ -40,23 +39,9 @@ const (
 	DefaultDemoSpeed    = 1.0
 	// demoRate is the sample's new conversations per second; with
 	// follow-up turns that is about 8 requests/s, roughly two thirds of the
-	// demo simulator's capacity (see demoSim).
+	// demo simulator's capacity (see demoTarget).
 	demoRate = 3.0
 )
-
-// demoSim is the simulator the demo replays against: an 8B-class model on
-// an H100 whose batch is capped at 32 sequences (a deployment tuned for
-// latency). The sample keeps about 22 requests in flight, so the batch has
-// room at the median, but the sample's 6-second burst of new conversations
-// overflows it and queues: a healthy p50 TTFT with a p99 spike, the classic
-// queueing symptom.
-func demoSim() sim.Options {
-	o := sim.DefaultOptions()
-	o.MaxNumSeqs = 32
-	o.PerRequestMetrics = true
-	o.RequestIDHeaders = true
-	return o
-}
 
 func demoCommand() *cli.Command {
 	o := DemoOptions{Out: DefaultDemoOut, Seed: 1, Duration: DefaultDemoDuration, Speed: DefaultDemoSpeed}
@@ -107,7 +92,8 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return fmt.Errorf("demo: create %s: %w", o.Out, err)
 	}
 	d := &demo{o: o, out: out, start: start}
-	path, step := d.path, d.step
+	d.cmds = demoCommands{o: o, path: d.path}
+	path, step, cmds := d.path, d.step, d.cmds
 	// The replays run in real time on this machine: a busy host moves the
 	// simulator's timings and the client's lateness, so say how busy.
 	fmt.Fprintf(out, "Host: %s. The simulator runs in real time here, so its timings and each replay's lateness depend on the host's load.\n", hostLoad())
@@ -122,7 +108,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	if err := writeGzip(path("gateway-logs.jsonl.gz"), logs.Bytes()); err != nil {
 		return err
 	}
-	step(1, "made-up gateway logs (%d KB of chat requests over %v) → %s", logs.Len()>>10, o.Duration, path("gateway-logs.jsonl.gz"))
+	step(1, []string{cmds.logs()}, "made-up gateway logs (%d KB of chat requests over %v) → %s", logs.Len()>>10, o.Duration, path("gateway-logs.jsonl.gz"))
 
 	// 2. Capture.
 	co := capture.DefaultOptions()
@@ -141,7 +127,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		cats[real[i].Category] = true
 		sessions[real[i].Session] = true
 	}
-	step(2, "captured %d requests, %d prefix categories, %d sessions, no text → %s", len(real), len(cats)-boolInt(cats[""]), len(sessions)-boolInt(sessions[0]), path("trace.parquet"))
+	step(2, []string{cmds.capture()}, "captured %d requests, %d prefix categories, %d sessions, no text → %s", len(real), len(cats)-boolInt(cats[""]), len(sessions)-boolInt(sessions[0]), path("trace.parquet"))
 
 	// 3. Synth fit + gen.
 	model, err := synth.Fit(ctx, real, synth.FitOptions{Meta: capRes.Meta})
@@ -174,7 +160,7 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 			failed = append(failed, c.Name)
 		}
 	}
-	step(3, "fitted %s and generated %d synthetic requests → %s (%s)", path("model.json"), len(syn), path("synth.parquet"), fidelityWords(failed))
+	step(3, []string{cmds.fit(), cmds.gen()}, "fitted %s and generated %d synthetic requests → %s (%s)", path("model.json"), len(syn), path("synth.parquet"), fidelityWords(failed))
 
 	// 4–5. Replay both against the simulator.
 	// The replays run side by side but report in step order: the second
@@ -185,10 +171,10 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	ready, realDone, synDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	close(ready)
 	go func() {
-		_, err := d.replay(ctx, 5, "synth.results", syn, synMeta, "synthetic", realDone, synDone)
+		_, err := d.replay(ctx, demoReplay{5, "synthetic", "synth.parquet", "synth.results", syn, synMeta}, realDone, synDone)
 		synErr <- err
 	}()
-	_, err = d.replay(ctx, 4, "real.results", real, capRes.Meta, "real", ready, realDone)
+	_, err = d.replay(ctx, demoReplay{4, "real", "trace.parquet", "real.results", real, capRes.Meta}, ready, realDone)
 	if serr := <-synErr; err == nil {
 		err = serr
 	}
@@ -196,7 +182,9 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 		return err
 	}
 
-	if err := demoReport(ctx, out, path, step); err != nil {
+	if err := demoReport(ctx, out, path, func(n int, format string, a ...any) {
+		step(n, []string{cmds.analyze(), cmds.compare()}, format, a...)
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Done in %.0fs (host: %s).\n", time.Since(start).Seconds(), hostLoad())
@@ -209,25 +197,43 @@ type demo struct {
 	o     DemoOptions
 	out   io.Writer
 	start time.Time
+	cmds  demoCommands
 	mu    sync.Mutex // the two replays report from their own goroutines
 }
 
 func (d *demo) path(name string) string { return filepath.Join(d.o.Out, name) }
 
-// step reports step n of 6 with the time since the start.
-func (d *demo) step(n int, format string, a ...any) {
+// step reports step n of 6 with the time since the start, and under it
+// the commands that reproduce it.
+func (d *demo) step(n int, cmds []string, format string, a ...any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fmt.Fprintf(d.out, "[%d/6 %5.1fs] %s\n", n, time.Since(d.start).Seconds(), fmt.Sprintf(format, a...))
+	for _, c := range cmds {
+		fmt.Fprintf(d.out, "  $ %s\n", c)
+	}
 }
 
-// replay replays recs (the trace name, as label) against a fresh
-// simulator, scraping its /metrics as the replay command does, and
-// writes the results and the series. It reports as step n once wait is
-// closed, and closes printed when done.
-func (d *demo) replay(ctx context.Context, n int, name string, recs []traces.Record, meta traces.Meta, label string, wait <-chan struct{}, printed chan<- struct{}) (*replay.Result, error) {
+// demoReplay is one of the demo's replays: step n replays the trace
+// (the file, its records and metadata; its label names the run) into
+// name.parquet.
+type demoReplay struct {
+	n                  int
+	label, trace, name string
+	recs               []traces.Record
+	meta               traces.Meta
+}
+
+// replay replays r's records against a fresh simulator, scraping its
+// /metrics as the replay command does, and writes the results and the
+// series. It reports as step r.n once wait is closed, and closes printed
+// when done.
+func (d *demo) replay(ctx context.Context, r demoReplay, wait <-chan struct{}, printed chan<- struct{}) (*replay.Result, error) {
 	defer close(printed)
-	so := demoSim()
+	so, err := demoSim()
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	// Scrape the simulator's /metrics during the run, as `replay` does,
 	// so the report can show the server's waiting queue.
 	tgt, err := replay.StartTarget(ctx, replay.TargetOptions{Sim: &so, ScrapeBuiltin: true})
@@ -237,17 +243,18 @@ func (d *demo) replay(ctx context.Context, n int, name string, recs []traces.Rec
 	defer tgt.Close()
 	ro := replay.DefaultOptions()
 	tgt.Apply(&ro)
-	ro.Run = label
+	ro.Run = r.label
 	ro.Speed = d.o.Speed
 	ro.ContinuousUsage = true // per-chunk token counts → per-token ITL
-	ro.Journal = d.path(name + ".journal.jsonl")
-	res, err := replay.Run(ctx, recs, meta, ro)
+	ro.DescribeServer = true  // as replay does
+	ro.Journal = d.path(r.name + ".journal.jsonl")
+	res, err := replay.Run(ctx, r.recs, r.meta, ro)
 	if err != nil {
-		return nil, fmt.Errorf("demo: replay %s: %w", label, err)
+		return nil, fmt.Errorf("demo: replay %s: %w", r.label, err)
 	}
 	samples, _ := tgt.Finish(ctx, res)
 	res.Meta.Command = "tokentrace demo"
-	out := d.path(name + ".parquet")
+	out := d.path(r.name + ".parquet")
 	if err := traces.WriteAll(out, res.Meta, res.Records); err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -258,7 +265,7 @@ func (d *demo) replay(ctx context.Context, n int, name string, recs []traces.Rec
 	}
 	os.Remove(ro.Journal)
 	<-wait
-	d.step(n, "replayed the %s trace at %gx against the simulator: %d ok, %d failed, %s → %s",
-		label, d.o.Speed, res.Summary.OK, res.Summary.Failed, timingKept(res.Summary.LatenessP99), d.path(name+".parquet"))
+	d.step(r.n, []string{d.cmds.replay(r.label, r.trace, r.name+".parquet")}, "replayed the %s trace at %gx against the simulator: %d ok, %d failed, %s → %s",
+		r.label, d.o.Speed, res.Summary.OK, res.Summary.Failed, timingKept(res.Summary.LatenessP99), out)
 	return res, nil
 }

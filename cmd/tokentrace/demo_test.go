@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -66,16 +69,101 @@ func TestDemoEndToEnd(t *testing.T) {
 	}
 }
 
-// TestDemoPrintedCommandsReproduce runs the commands the demo prints beside
-// its two report blocks and checks that they print what the demo showed:
-// the real run's report byte for byte, and the comparison the demo saved.
-// Its steps print in order.
+// TestDemoPrintedCommandsReproduce runs the demo as a newcomer would, in a
+// fresh directory with the default --out, then every command it printed
+// in order, into a fresh tokentrace-demo/ (the demo's own files set
+// aside), as the README tells a reader to: each exits 0 and reproduces its
+// step. The logs are the same bytes; the trace and the synthetic trace the
+// same records; each replay ran against the same simulator configuration
+// with the same options (the results' metadata); the analyze commands
+// write the reports. The commands the demo prints beside its two report
+// blocks print what the demo showed: the real run's report byte for byte
+// (on the demo's own results), and the comparison the demo saved.
 func TestDemoPrintedCommandsReproduce(t *testing.T) {
-	dir := t.TempDir()
-	text, _ := runMain(t, "demo", "--out", dir, "--duration", "6s", "--speed", "3")
+	gen := buildSampleLogsGen(t)
+	t.Chdir(t.TempDir())
+	text, _ := runMain(t, "demo", "--duration", "6s", "--speed", "3")
 	if i4, i5 := strings.Index(text, "[4/6"), strings.Index(text, "[5/6"); i4 < 0 || i5 < 0 || i5 < i4 {
 		t.Errorf("steps out of order:\n%s", text)
 	}
+	checkDemoReports(t, text)
+
+	var cmds []string
+	for _, line := range strings.Split(text, "\n") {
+		if c, ok := strings.CutPrefix(line, "  $ "); ok {
+			cmds = append(cmds, c)
+		}
+	}
+	if len(cmds) != 8 {
+		t.Fatalf("the demo printed %d commands, want 8 (logs, capture, synth fit and gen, 2 replays, analyze and compare):\n%s", len(cmds), text)
+	}
+	if err := os.Rename(DefaultDemoOut, "ref"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cmds {
+		words := shellSplit(t, c)
+		switch {
+		case strings.HasPrefix(c, "go run ./testdata/samplelogs/gen "):
+			cmd := exec.Command(gen, words[3:]...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", c, err, out)
+			}
+		case words[0] == "tokentrace":
+			code, so, se := runCLI(nil, words[1:]...)
+			// A replay that could not keep its timing on a loaded host
+			// exits 3 and says so; anything else must succeed.
+			if code != 0 && !(code == exitNotReproduced && strings.Contains(se, "lateness p99")) {
+				t.Fatalf("%s: exit %d\nstdout %s\nstderr %s", c, code, so, se)
+			}
+		default:
+			t.Fatalf("the demo printed %q, which is neither tokentrace nor the sample-log generator", c)
+		}
+	}
+	ref := func(name string) string { return filepath.Join("ref", name) }
+	now := func(name string) string { return filepath.Join(DefaultDemoOut, name) }
+	if a, b := readFile(t, ref("gateway-logs.jsonl.gz")), readFile(t, now("gateway-logs.jsonl.gz")); !bytes.Equal(a, b) {
+		t.Errorf("the logs command writes other logs (%d bytes, the demo's %d)", len(b), len(a))
+	}
+	for _, f := range []string{"trace.parquet", "synth.parquet"} {
+		a, am := readAll(t, ref(f))
+		b, bm := readAll(t, now(f))
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: the printed commands write other records than the demo (%d, the demo %d)", f, len(b), len(a))
+		}
+		am.Command, bm.Command = "", ""
+		if !reflect.DeepEqual(am, bm) {
+			t.Errorf("%s: metadata differs:\n%+v\n%+v", f, am, bm)
+		}
+	}
+	for _, f := range []string{"real.results.parquet", "synth.results.parquet"} {
+		a, am := readAll(t, ref(f))
+		b, bm := readAll(t, now(f))
+		if len(a) != len(b) || len(b) == 0 {
+			t.Errorf("%s: %d results, the demo %d", f, len(b), len(a))
+		}
+		if am.Get(replay.MetaSim) != demoTarget {
+			t.Errorf("%s: the demo recorded %s = %q, want %q", f, replay.MetaSim, am.Get(replay.MetaSim), demoTarget)
+		}
+		for _, k := range []string{replay.MetaSim, replay.MetaOptions, replay.MetaRun, replay.MetaSpeed, replay.MetaModel, replay.MetaShard, replay.MetaServerModels} {
+			if am.Get(k) != bm.Get(k) {
+				t.Errorf("%s: %s is %q, the demo's %q", f, k, bm.Get(k), am.Get(k))
+			}
+		}
+		if _, err := os.Stat(traces.SamplesPathFor(now(f))); err != nil {
+			t.Errorf("%s: no metrics series beside it: %v", f, err)
+		}
+	}
+	for _, f := range []string{"report.html", "compare.html"} {
+		if st, err := os.Stat(now(f)); err != nil || st.Size() == 0 {
+			t.Errorf("the analyze commands did not write %s: %v", f, err)
+		}
+	}
+}
+
+// checkDemoReports runs the commands the demo prints beside its two report
+// blocks and checks that they print what the demo showed.
+func checkDemoReports(t *testing.T, text string) {
+	t.Helper()
 	block := func(marker string) (cmd, body string) {
 		i := strings.Index(text, marker)
 		if i < 0 {
@@ -94,8 +182,78 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 	}
 	cmd, _ = block("== synthetic vs real (")
 	so, _ = runMain(t, strings.Fields(cmd)[1:]...)
-	saved, _ := os.ReadFile(filepath.Join(dir, "compare.txt"))
+	saved := readFile(t, filepath.Join(DefaultDemoOut, "compare.txt"))
 	if so != string(saved) {
 		t.Errorf("%s prints a different comparison than the demo saved:\n--- demo\n%s\n--- command\n%s", cmd, saved, so)
 	}
+}
+
+// buildSampleLogsGen builds the sample-log generator the demo's first
+// printed command runs with go run, so the test runs the same program with
+// the same arguments from its own directory.
+func buildSampleLogsGen(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gen")
+	cmd := exec.Command("go", "build", "-o", bin, "./testdata/samplelogs/gen")
+	cmd.Dir = filepath.Join("..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./testdata/samplelogs/gen: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// shellSplit splits a command line the demo printed into its words: words
+// apart at spaces, single quotes and backslashes as shellWord writes them.
+func shellSplit(t *testing.T, s string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	inWord, quoted, escaped := false, false, false
+	for _, r := range s {
+		switch {
+		case escaped:
+			w.WriteRune(r)
+			escaped = false
+		case r == '\\' && !quoted:
+			escaped, inWord = true, true
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case r == ' ' && !quoted:
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+			}
+			inWord = false
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unbalanced quotes in %q", s)
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+func TestShellWord(t *testing.T) {
+	for _, s := range []string{"tokentrace-demo/trace.parquet", "my demo/it's.parquet", "a'b", "/tmp/x y/'z'"} {
+		if got := shellSplit(t, "cmd "+shellWord(s)+" end"); len(got) != 3 || got[1] != s {
+			t.Errorf("shellWord(%q) = %s splits to %q", s, shellWord(s), got)
+		}
+	}
+	if shellWord("tokentrace-demo/trace.parquet") != "tokentrace-demo/trace.parquet" {
+		t.Error("a plain path is quoted")
+	}
+}
+
+func readAll(t *testing.T, name string) ([]traces.Record, traces.Meta) {
+	t.Helper()
+	recs, m, err := traces.ReadAll(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, m
 }

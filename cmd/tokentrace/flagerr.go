@@ -104,6 +104,7 @@ var replayFlags = map[string]string{
 	"background":                             "--background",
 	"model map":                              "--model-map",
 	"metadata":                               "--metadata",
+	"target":                                 "--target",
 	"TargetOptions.OTLPListen":               "--otlp-listen",
 	"TargetOptions.MetricsInterval":          "--metrics-interval",
 }

@@ -18,6 +18,8 @@ const replayUsageText = `tokentrace replay [flags] TRACE
 Examples:
   tokentrace replay --url http://localhost:8000 --model meta-llama/Llama-3.1-8B-Instruct --out results.parquet trace.parquet
   tokentrace replay --speed 10 --window 0s,60s --out results.parquet trace.parquet     # built-in simulator
+  tokentrace replay --target sim:max-num-seqs=32 --out results.parquet trace.parquet  # configured simulator
+  tokentrace replay --target sim:replicas=4,router=prefix-aware --out results.parquet trace.parquet
   tokentrace replay --url http://vllm:8000 --shard 2/8 --start-at 2026-11-22T03:00:00Z --out results-2.parquet trace.parquet`
 
 const replayDescription = `replay sends every record of TRACE to the server at its recorded arrival time
@@ -34,7 +36,12 @@ or text calibrated through the server's /tokenize on /v1/chat/completions
 category get byte-identical prefixes. max_tokens = output_tokens with
 ignore_eos and min_tokens (--no-vllm-extensions leaves those out).
 
-Without --url, replay starts the built-in simulator in-process.
+The target (--target) is sim, the built-in simulator started in process
+(the default); sim:KEY=VALUE,..., the simulator configured by the keys of
+tokentrace sim's flags (max-num-seqs, preset, prefix-caching, ...), a fleet
+included (replicas, router, prefill-replicas, decode-replicas, ...); or a
+running server's URL (--url URL says the same). The results record the
+simulator's configuration (replay.sim) as a spec --target takes.
 
 Nothing is lost: finished requests go to OUT.journal.jsonl (fsync'd every
 250ms) while the run goes; at the end it is converted to OUT and removed.
@@ -49,7 +56,8 @@ seq) and a shared --start-at; see deploy/ for a Kubernetes Indexed Job.`
 // replayArgs are the replay command's flags as given, and its trace.
 type replayArgs struct {
 	o                                                     replay.Options
-	trace                                                 string
+	trace, targetSpec                                     string
+	targetSet                                             bool // --target given, if empty
 	out, window, shard, startAt, apiKeyFile, journal, api string
 	maxLateness                                           time.Duration
 	maxFailed                                             float64
@@ -92,7 +100,7 @@ func replayCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			a.trace = pos[0]
+			a.trace, a.targetSet = pos[0], c.IsSet("target")
 			a.commandLine = replayCommandLine(c, a.headers.v)
 			return runReplay(c.Context, a, stdio(c))
 		},
@@ -102,7 +110,8 @@ func replayCommand() *cli.Command {
 // flags binds the command's flags to a.
 func (a *replayArgs) flags() []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "url", Usage: "server base URL, e.g. http://localhost:8000 (default: start the built-in simulator)", Destination: &a.o.URL},
+		&cli.StringFlag{Name: "target", Usage: "what to replay against: sim (the built-in simulator, in process), sim:KEY=VALUE,... (configured: sim:max-num-seqs=32, a fleet sim:replicas=4,router=prefix-aware) or a server's URL", DefaultText: "sim", Destination: &a.targetSpec},
+		&cli.StringFlag{Name: "url", Usage: "server base URL, e.g. http://localhost:8000 (the same as --target URL)", Destination: &a.o.URL},
 		&cli.StringFlag{Name: "model", Usage: "model name for every request (default: each record's model, else the server's first model)", Destination: &a.o.Model},
 		&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Value: a.out, Usage: "results file (.parquet, .jsonl, .jsonl.zst, .csv; - = stdout JSONL)", Destination: &a.out},
 		&cli.StringFlag{Name: "api", Value: a.api, Usage: "endpoint for records without an api column: completions or chat", Destination: &a.api},

@@ -8,7 +8,6 @@ import (
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/replay/scrape"
-	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,7 +18,7 @@ import (
 // library's chain (errors.Is finds replay.ErrNothingToSend,
 // traces.ErrTruncated) and name flags where the library named options.
 func runReplay(ctx context.Context, a *replayArgs, s streams) error {
-	o, err := a.options()
+	o, to, err := a.options()
 	if err != nil {
 		return err
 	}
@@ -37,7 +36,7 @@ func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	if err != nil {
 		return flagged(err, replayFlags)
 	}
-	tgt, metricsOut, err := a.startTarget(ctx, &o, plan.Longest, s)
+	tgt, metricsOut, err := a.startTarget(ctx, to, &o, plan.Longest, s)
 	if err != nil {
 		return err
 	}
@@ -63,11 +62,44 @@ func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	return replayValid(&res.Summary, a.maxFailed, a.maxLateness)
 }
 
-// options maps the flags to replay's options. Bad values fail here, before
-// the trace is read or anything starts, as usage errors naming the flag.
-func (a *replayArgs) options() (replay.Options, error) {
+// options maps the flags to replay's options and the target's. Bad values
+// fail here, before the trace is read or anything starts, as usage errors
+// naming the flag.
+func (a *replayArgs) options() (replay.Options, replay.TargetOptions, error) {
 	o := a.o
 	o.API = a.api
+	to, err := a.target()
+	if err != nil {
+		return o, to, err
+	}
+	o.URL = to.URL
+	o, err = a.runFlags(o)
+	return o, to, err
+}
+
+// target is what --target (or --url) names: a server, or the built-in
+// simulator (the default) with --sim-per-request-metrics.
+func (a *replayArgs) target() (replay.TargetOptions, error) {
+	spec, given := a.targetSpec, a.targetSet || a.targetSpec != ""
+	switch {
+	case given && a.o.URL != "":
+		return replay.TargetOptions{}, usageErrorf("--url %s and --target %s both name the target: give one (--target takes a URL too)", replay.RedactURL(a.o.URL), replay.RedactURL(spec))
+	case a.o.URL != "":
+		return replay.TargetOptions{URL: a.o.URL}, nil
+	case !given:
+		spec = "sim"
+	}
+	base := replay.BuiltinSim()
+	base.PerRequestMetrics = a.simMetrics
+	to, err := replay.ParseTarget(spec, base)
+	if err != nil {
+		return to, usageError(err, replayFlags)
+	}
+	return to, nil
+}
+
+// runFlags maps the flags of the run itself onto o.
+func (a *replayArgs) runFlags(o replay.Options) (replay.Options, error) {
 	var err error
 	if a.window != "" {
 		if o.WindowFrom, o.WindowTo, err = replay.ParseWindow(a.window); err != nil {
@@ -117,21 +149,18 @@ func (a *replayArgs) options() (replay.Options, error) {
 	return o, nil
 }
 
-// startTarget starts what the run goes against (the server at --url, or
-// the built-in simulator sized for the trace's longest request) with its
-// OTLP receiver and metrics scraper, and points o at it. metricsOut is
-// where the scraped series go ("" when nothing is scraped).
-func (a *replayArgs) startTarget(ctx context.Context, o *replay.Options, longest int, s streams) (tgt *replay.Target, metricsOut string, err error) {
-	so := sim.DefaultOptions()
-	so.PerRequestMetrics = a.simMetrics
-	tgt, err = replay.StartTarget(ctx, replay.TargetOptions{
-		URL: o.URL, Sim: &so, LongestRequest: longest,
-		MetricsURL: a.metricsURL, MetricsInterval: a.metricsInterval,
-		// The built-in simulator is scraped when results go to a file, so
-		// analyze can show the server's queue beside the tail.
-		ScrapeBuiltin: a.metricsOut != "" || a.out != "-",
-		OTLPListen:    a.otlpListen, OTLPGrace: a.otlpGrace,
-	})
+// startTarget starts what the run goes against (to: a server, or the
+// built-in simulator sized for the trace's longest request) with its OTLP
+// receiver and metrics scraper, and points o at it. metricsOut is where
+// the scraped series go ("" when nothing is scraped).
+func (a *replayArgs) startTarget(ctx context.Context, to replay.TargetOptions, o *replay.Options, longest int, s streams) (tgt *replay.Target, metricsOut string, err error) {
+	to.LongestRequest = longest
+	to.MetricsURL, to.MetricsInterval = a.metricsURL, a.metricsInterval
+	// The built-in simulator is scraped when results go to a file, so
+	// analyze can show the server's queue beside the tail.
+	to.ScrapeBuiltin = a.metricsOut != "" || a.out != "-"
+	to.OTLPListen, to.OTLPGrace = a.otlpListen, a.otlpGrace
+	tgt, err = replay.StartTarget(ctx, to)
 	if err != nil {
 		return nil, "", flagged(err, replayFlags)
 	}
@@ -140,7 +169,7 @@ func (a *replayArgs) startTarget(ctx context.Context, o *replay.Options, longest
 		fmt.Fprintf(s.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", tgt.OTLPAddr, otlp.TracesPath)
 	}
 	if tgt.Builtin {
-		fmt.Fprintf(s.err, "tokentrace replay: no --url; replaying against the built-in simulator at %s (model %s)\n", tgt.URL, o.Model)
+		fmt.Fprintf(s.err, "tokentrace replay: replaying against the built-in simulator (%s) at %s (model %s)\n", o.SimSpec, tgt.URL, o.Model)
 	}
 	metricsOut = a.metricsOut
 	if tgt.MetricsURL != "" && metricsOut == "" {

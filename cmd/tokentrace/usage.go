@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/suggest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -27,7 +28,7 @@ func quietUsageErrors(c *cli.Command, parent string) {
 				names = append(names, f.Names()...)
 			}
 			hint := ""
-			if near := nearest(name, names); near != "" {
+			if near := suggest.Nearest(name, names); near != "" {
 				hint = fmt.Sprintf("; did you mean --%s?", near)
 			}
 			return usageErrorf("%s: unknown flag --%s%s (see tokentrace %s --help)", path, name, hint, path)
@@ -42,39 +43,6 @@ func quietUsageErrors(c *cli.Command, parent string) {
 	for _, sub := range c.Subcommands {
 		quietUsageErrors(sub, path)
 	}
-}
-
-// nearest returns the candidate closest to s by edit distance when it is
-// close enough to be a plausible typo ("" otherwise).
-func nearest(s string, candidates []string) string {
-	best, bestD := "", max(2, len(s)/3)+1
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // globalValueFlags are the global flags that take a value (the next
@@ -142,7 +110,7 @@ func unknownCommand(app *cli.App, args []string) string {
 			names = append(names, c.Names()...)
 		}
 		msg := fmt.Sprintf("unknown command %q", a)
-		if near := nearest(a, names); near != "" {
+		if near := suggest.Nearest(a, names); near != "" {
 			msg += fmt.Sprintf("; did you mean %q?", near)
 		}
 		return msg + " (see tokentrace --help)"
@@ -158,7 +126,7 @@ func unknownCommand(app *cli.App, args []string) string {
 	for _, c := range cmd.Subcommands {
 		names = append(names, c.Names()...)
 	}
-	near := nearest(sub, names)
+	near := suggest.Nearest(sub, names)
 	if cmd.Action != nil {
 		// The word may be the command's own argument (analyze's results
 		// file): only a word that is no file and is close to a

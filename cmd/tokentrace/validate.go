@@ -47,8 +47,9 @@ that would cost and runs it only when asked. Without it (--explain none) the
 reasons are a prior from what the configuration change acts through. Next
 steps say what to change in the synthetic workload, with the command.
 
-A target is NAME=URL (a running vLLM-compatible server) or NAME=sim[:KEY=VALUE,...]
-(the built-in simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
+A target is NAME=SPEC, SPEC as replay --target takes it: a running
+vLLM-compatible server's URL, or sim[:KEY=VALUE,...] (the built-in
+simulator; keys: ` + strings.Join(sim.ConfigKeys(), ", ") + `).
 Simulator targets run offline in virtual time (deterministic, fast) unless
 --realtime. Every workload is held in memory.`
 
@@ -97,10 +98,8 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			base := sim.DefaultOptions()
-			base.PerRequestMetrics = true
 			for _, t := range targets.v {
-				tg, err := validate.ParseTarget(t, base)
+				tg, err := validate.ParseTarget(t, replay.BuiltinSim())
 				if err != nil {
 					return usageErrorf("--target %w", err)
 				}

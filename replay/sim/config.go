@@ -2,16 +2,26 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/suggest"
 )
+
+// configKey is one key of a configuration string: how its value sets the
+// options, and the options' value as that key would give it (FormatConfig).
+type configKey struct {
+	set func(o *Options, v string) error
+	get func(o *Options) string
+}
 
 // configKeys maps the keys of a configuration string (ApplyConfig) to the
 // Options field they set. The names are vLLM's server flags where one
 // exists, so "max-num-seqs=64" reads as it would on a vllm serve line.
-var configKeys = map[string]func(o *Options, v string) error{
+var configKeys = map[string]configKey{
 	"max-num-seqs":           intKey(func(o *Options) *int { return &o.MaxNumSeqs }),
 	"max-num-batched-tokens": intKey(func(o *Options) *int { return &o.MaxNumBatchedTokens }),
 	"num-gpu-blocks":         intKey(func(o *Options) *int { return &o.NumGPUBlocks }),
@@ -23,42 +33,55 @@ var configKeys = map[string]func(o *Options, v string) error{
 	"prefill-per-token":      durKey(func(o *Options) *time.Duration { return &o.PrefillPerToken }),
 	"decode-per-seq":         durKey(func(o *Options) *time.Duration { return &o.DecodePerSeq }),
 	"attn-per-context-token": durKey(func(o *Options) *time.Duration { return &o.AttnPerContextToken }),
-	"prefix-caching": func(o *Options, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("want true or false, got %q", v)
-		}
-		o.DisablePrefixCaching = !b
-		return nil
+	"prefix-caching": {
+		set: func(o *Options, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("want true or false, got %q", v)
+			}
+			o.DisablePrefixCaching = !b
+			return nil
+		},
+		get: func(o *Options) string { return strconv.FormatBool(!o.DisablePrefixCaching) },
 	},
-	"policy": func(o *Options, v string) error {
-		if v != "fcfs" && v != "priority" {
-			return fmt.Errorf("want fcfs or priority, got %q", v)
-		}
-		o.Policy = v
-		return nil
+	"policy": {
+		set: func(o *Options, v string) error {
+			if v != "fcfs" && v != "priority" {
+				return fmt.Errorf("want fcfs or priority, got %q", v)
+			}
+			o.Policy = v
+			return nil
+		},
+		get: func(o *Options) string { return o.Policy },
 	},
 }
 
-func intKey(f func(*Options) *int) func(*Options, string) error {
-	return func(o *Options, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("want a whole number >= 0, got %q", v)
-		}
-		*f(o) = n
-		return nil
+func intKey(f func(*Options) *int) configKey {
+	return configKey{
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("want a whole number >= 0, got %q", v)
+			}
+			*f(o) = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(*f(o)) },
 	}
 }
 
-func durKey(f func(*Options) *time.Duration) func(*Options, string) error {
-	return func(o *Options, v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return fmt.Errorf("want a duration such as 40us or 6ms, got %q", v)
-		}
-		*f(o) = d
-		return nil
+func durKey(f func(*Options) *time.Duration) configKey {
+	return configKey{
+		set: func(o *Options, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a duration such as 40us or 6ms, got %q", v)
+			}
+			*f(o) = d
+			return nil
+		},
+		// "us" rather than Go's "µs": a value a shell and a keyboard take.
+		get: func(o *Options) string { return strings.Replace(f(o).String(), "µs", "us", 1) },
 	}
 }
 
@@ -106,7 +129,7 @@ func ApplyConfig(o *Options, s string) error {
 		seen[k] = true
 		if scope, key, scoped := strings.Cut(k, "."); scoped {
 			if _, known := configKeys[key]; (!known && key != "preset") || scope == "" {
-				return fmt.Errorf("simulator configuration %q: unknown key %q in %q (a scoped key is SCOPE.KEY with an engine key: %s)", s, key, k, strings.Join(scopedKeys(), ", "))
+				return fmt.Errorf("simulator configuration %q: unknown key %q in %q%s (a scoped key is SCOPE.KEY with an engine key: %s)", s, key, k, didYouMean(key, scopedKeys()), strings.Join(scopedKeys(), ", "))
 			}
 			if fleetWide[key] {
 				return fmt.Errorf("simulator configuration %q: %s: %s is fleet-wide (one model, one block size and context length); set it without a scope", s, k, key)
@@ -114,8 +137,9 @@ func ApplyConfig(o *Options, s string) error {
 			o.Fleet.Overrides = append(o.Fleet.Overrides, k+"="+v)
 			continue
 		}
-		if _, known := configKeys[k]; !known && k != "preset" && fleetKeys[k] == nil {
-			return fmt.Errorf("simulator configuration %q: unknown key %q (keys: %s)", s, k, strings.Join(ConfigKeys(), ", "))
+		_, engineKey := configKeys[k]
+		if _, fleetKey := fleetKeys[k]; !engineKey && !fleetKey && k != "preset" {
+			return fmt.Errorf("simulator configuration %q: unknown key %q%s (keys: %s)", s, k, didYouMean(k, ConfigKeys()), strings.Join(ConfigKeys(), ", "))
 		}
 		if k == "preset" {
 			if err := ApplyPreset(o, v); err != nil {
@@ -126,11 +150,11 @@ func ApplyConfig(o *Options, s string) error {
 		kvs = append(kvs, [2]string{k, v})
 	}
 	for _, kv := range kvs {
-		set := configKeys[kv[0]]
-		if set == nil {
-			set = fleetKeys[kv[0]]
+		key, ok := configKeys[kv[0]]
+		if !ok {
+			key = fleetKeys[kv[0]]
 		}
-		if err := set(o, kv[1]); err != nil {
+		if err := key.set(o, kv[1]); err != nil {
 			return fmt.Errorf("simulator configuration %q: %s: %w", s, kv[0], err)
 		}
 	}
@@ -141,4 +165,44 @@ func ApplyConfig(o *Options, s string) error {
 		return fmt.Errorf("simulator configuration %q: %w", s, err)
 	}
 	return nil
+}
+
+// didYouMean is "; did you mean KEY?" for the known key nearest a
+// mistyped one ("" when none is near).
+func didYouMean(k string, keys []string) string {
+	if near := suggest.Nearest(k, keys); near != "" {
+		return fmt.Sprintf("; did you mean %q?", near)
+	}
+	return ""
+}
+
+// FormatConfig is the configuration string that ApplyConfig turns
+// DefaultOptions into o's configuration: o's preset when it is not
+// DefaultPreset, then every key whose value differs from that preset's:
+// the fleet's (sorted) when o is a fleet, the engine's (sorted), and the
+// fleet's overrides as given.
+// Options outside the keys (the model, the listen address, faults) are not
+// in it. "" for the defaults. Results record it, so that a run says which
+// simulator it ran against in the form a target takes ("sim:" + it).
+func FormatConfig(o Options) string {
+	base := DefaultOptions()
+	var parts []string
+	if o.Preset != base.Preset && ApplyPreset(&base, o.Preset) == nil {
+		parts = append(parts, "preset="+o.Preset)
+	}
+	add := func(keys map[string]configKey) {
+		names := slices.Sorted(maps.Keys(keys))
+		for _, k := range names {
+			if k == "router" && !o.IsFleet() || strings.HasPrefix(k, "kv-transfer-") && !o.Disaggregated() {
+				continue // refused without the replicas they apply to
+			}
+			if v := keys[k].get(&o); v != keys[k].get(&base) {
+				parts = append(parts, k+"="+v)
+			}
+		}
+	}
+	add(fleetKeys)
+	add(configKeys)
+	parts = append(parts, o.Fleet.Overrides...)
+	return strings.Join(parts, ",")
 }

@@ -191,16 +191,17 @@ func (o Options) ReplicaSpecs() ([]ReplicaSpec, error) {
 			if x.key == "preset" {
 				continue
 			}
-			set, ok := configKeys[x.key]
+			key, ok := configKeys[x.key]
+			_, isFleetKey := fleetKeys[x.key]
 			if !ok || fleetWide[x.key] {
 				why := "unknown key"
-				if ok || fleetKeys[x.key] != nil {
+				if ok || isFleetKey {
 					why = "not settable per replica or pool"
 				}
 				errs = append(errs, fmt.Errorf("sim: fleet override %q: %s %q (per replica or pool: %s)", x.text, why, x.key, strings.Join(scopedKeys(), ", ")))
 				continue
 			}
-			if err := set(&sp.Options, x.value); err != nil {
+			if err := key.set(&sp.Options, x.value); err != nil {
 				errs = append(errs, fmt.Errorf("sim: fleet override %q: %w", x.text, err))
 			}
 		}
@@ -274,27 +275,33 @@ func (o *Options) validateFleet() error {
 // fleetKeys are the configuration keys (ApplyConfig) that shape a fleet.
 // Keys given explicitly are checked together after all are applied
 // (checkFleetKeys).
-var fleetKeys = map[string]func(o *Options, v string) error{
+var fleetKeys = map[string]configKey{
 	"replicas":                    poolKey(func(o *Options) *int { return &o.Fleet.Replicas }),
 	"prefill-replicas":            poolKey(func(o *Options) *int { return &o.Fleet.PrefillReplicas }),
 	"decode-replicas":             poolKey(func(o *Options) *int { return &o.Fleet.DecodeReplicas }),
 	"kv-transfer-latency":         durKey(func(o *Options) *time.Duration { return &o.Fleet.KVTransferLatency }),
 	"kv-transfer-per-token":       durKey(func(o *Options) *time.Duration { return &o.Fleet.KVTransferPerToken }),
 	"kv-transfer-bytes-per-token": intKey(func(o *Options) *int { return &o.Fleet.KVTransferBytesPerToken }),
-	"kv-transfer-bandwidth": func(o *Options, v string) error {
-		b, err := ParseBandwidth(v)
-		if err != nil {
-			return err
-		}
-		o.Fleet.KVTransferBandwidth = b
-		return nil
+	"kv-transfer-bandwidth": {
+		set: func(o *Options, v string) error {
+			b, err := ParseBandwidth(v)
+			if err != nil {
+				return err
+			}
+			o.Fleet.KVTransferBandwidth = b
+			return nil
+		},
+		get: func(o *Options) string { return FormatBandwidth(o.Fleet.KVTransferBandwidth) },
 	},
-	"router": func(o *Options, v string) error {
-		if !slices.Contains(Routers, v) {
-			return fmt.Errorf("unknown router policy %q (policies: %s)", v, strings.Join(Routers, ", "))
-		}
-		o.Fleet.Router = v
-		return nil
+	"router": {
+		set: func(o *Options, v string) error {
+			if !slices.Contains(Routers, v) {
+				return fmt.Errorf("unknown router policy %q (policies: %s)", v, strings.Join(Routers, ", "))
+			}
+			o.Fleet.Router = v
+			return nil
+		},
+		get: func(o *Options) string { return o.Fleet.Router },
 	},
 }
 
@@ -302,14 +309,17 @@ var fleetKeys = map[string]func(o *Options, v string) error{
 // fleet, with one block size and context length.
 var fleetWide = map[string]bool{"block-size": true, "max-model-len": true}
 
-func poolKey(f func(*Options) *int) func(*Options, string) error {
-	return func(o *Options, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxReplicas {
-			return fmt.Errorf("want a whole number of replicas from 1 to %d (a pool of size 0 serves nothing), got %q", MaxReplicas, v)
-		}
-		*f(o) = n
-		return nil
+func poolKey(f func(*Options) *int) configKey {
+	return configKey{
+		set: func(o *Options, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxReplicas {
+				return fmt.Errorf("want a whole number of replicas from 1 to %d (a pool of size 0 serves nothing), got %q", MaxReplicas, v)
+			}
+			*f(o) = n
+			return nil
+		},
+		get: func(o *Options) string { return strconv.Itoa(*f(o)) },
 	}
 }
 
@@ -363,4 +373,22 @@ func ParseBandwidth(v string) (float64, error) {
 		return 0, fmt.Errorf("want a rate in bytes/s such as 25GB/s or 3GiB/s (0 = no cap), got %q", v)
 	}
 	return f * mult, nil
+}
+
+// FormatBandwidth says a rate in bytes per second as ParseBandwidth reads
+// it back exactly: in the largest unit that holds it as a whole number
+// ("25GB/s", "3GiB/s"), else in bytes/s; "0" for no cap.
+func FormatBandwidth(b float64) string {
+	if b == 0 {
+		return "0"
+	}
+	for _, u := range []struct {
+		suffix string
+		mult   float64
+	}{{"TB/s", 1e12}, {"TiB/s", 1 << 40}, {"GB/s", 1e9}, {"GiB/s", 1 << 30}, {"MB/s", 1e6}, {"MiB/s", 1 << 20}, {"kB/s", 1e3}, {"KiB/s", 1 << 10}} {
+		if v := b / u.mult; v >= 1 && v == math.Trunc(v) && v*u.mult == b {
+			return strconv.FormatFloat(v, 'f', -1, 64) + u.suffix
+		}
+	}
+	return strconv.FormatFloat(b, 'f', -1, 64)
 }

@@ -108,7 +108,8 @@ func TestParseBandwidth(t *testing.T) {
 }
 
 // FuzzApplyConfig: no configuration string panics, and one that is
-// accepted describes replicas that all validate.
+// accepted describes replicas that all validate and is said again by
+// FormatConfig as a string that gives the same options.
 func FuzzApplyConfig(f *testing.F) {
 	for _, s := range []string{"", "preset=tiny,max-num-seqs=4", "replicas=4,router=prefix-aware",
 		"prefill-replicas=2,decode-replicas=3,kv-transfer-bandwidth=25GB/s,decode.max-num-seqs=8,decode-1.preset=tiny",
@@ -134,6 +135,14 @@ func FuzzApplyConfig(f *testing.F) {
 			if sp.Options.BlockSize != o.BlockSize || sp.Options.MaxModelLen != o.MaxModelLen || sp.Options.IsFleet() {
 				t.Fatalf("%q: replica %s: %+v", s, sp.Name, sp.Options)
 			}
+		}
+		f := FormatConfig(o)
+		back := DefaultOptions()
+		if err := ApplyConfig(&back, f); err != nil {
+			t.Fatalf("%q is said as %q, which is refused: %v", s, f, err)
+		}
+		if a, b := configOf(&o), configOf(&back); !equalMaps(a, b) {
+			t.Fatalf("%q is said as %q, which gives other options:\n%v\n%v", s, f, a, b)
 		}
 	})
 }

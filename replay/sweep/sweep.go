@@ -293,6 +293,7 @@ func runOne(ctx context.Context, opts Options, recs []traces.Record, meta traces
 	}
 	o.Journal = ""
 	if o.URL == "" {
+		o.SimSpec = replay.SimSpec(opts.Sim) // as configured, before the trace sizes it
 		so := opts.Sim.TakeLongest(sim.LongestRequest(recs))
 		srv, err := fleet.Start(ctx, so)
 		if err != nil {

@@ -1,14 +1,19 @@
 // Command gen writes made-up openai-jsonl gateway logs, the demo's input
-// (see capture.WriteSampleLogs). All text is invented.
+// (see capture.WriteSampleLogs). All text is invented. An output named
+// *.gz is gzipped, as the demo writes its logs.
 //
 //	go run ./testdata/samplelogs/gen -out testdata/samplelogs/sample.jsonl -seed 1
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/capture"
@@ -24,6 +29,10 @@ func main() {
 	o.Duration, o.Rate = *dur, *rate
 	w := os.Stdout
 	if *out != "-" {
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
 		f, err := os.Create(*out)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "gen:", err)
@@ -32,7 +41,17 @@ func main() {
 		w = f
 	}
 	start := time.Now()
-	if err := capture.WriteSampleLogs(context.Background(), w, *seed, o); err != nil {
+	var dst io.Writer = w
+	var zw *gzip.Writer
+	if strings.HasSuffix(*out, ".gz") {
+		zw = gzip.NewWriter(w)
+		dst = zw
+	}
+	err := capture.WriteSampleLogs(context.Background(), dst, *seed, o)
+	if err == nil && zw != nil {
+		err = zw.Close()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
