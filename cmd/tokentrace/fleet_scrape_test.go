@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,16 +9,14 @@ import (
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/bench/pmdemo/pdincident"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
 // TestReplayScrapesFleetPools replays the incident of package pdincident
 // (a burst of long prompts that queues on the one prefill replica while
 // three decode replicas idle) against a simulated prefill/decode fleet in
-// this process with --metrics-url on its one /metrics, and analyzes the
-// results with the series replay scraped: every pod has rows with its
+// process (--target sim:...), whose one /metrics replay scrapes, and
+// analyzes the results with the series: every pod has rows with its
 // role, the pooled rows count each request once (not on both pools), and
 // analyze names the saturated prefill pool from the scraped series, in
 // one sentence with the results' own evidence (the replica columns); the
@@ -30,22 +27,12 @@ func TestReplayScrapesFleetPools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays in real time (~6 s)")
 	}
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, pdincident.Fleet); err != nil {
-		t.Fatal(err)
-	}
-	so.PerRequestMetrics = true
-	srv, err := fleet.Start(context.Background(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
 	dir := t.TempDir()
 	recs := pdincident.Records(33)
 	trace := writeTrace(t, filepath.Join(dir, "trace.parquet"), traces.NewMeta("test"), recs)
 	out := filepath.Join(dir, "results.parquet")
-	_, stderr := runMain(t, "replay", "--url", srv.URL, "--model", so.Model, "--quiet", "--no-preflight", "--max-lateness", "10s",
-		"--metrics-url", srv.URL+"/metrics", "--metrics-interval", "100ms", "--out", out, trace)
+	_, stderr := runMain(t, "replay", "--target", "sim:"+pdincident.Fleet, "--quiet", "--no-preflight", "--max-lateness", "10s",
+		"--metrics-interval", "100ms", "--out", out, trace)
 	if strings.Contains(stderr, "metrics series:") {
 		t.Errorf("replay warned about the series: %s", stderr)
 	}
