@@ -124,8 +124,12 @@ func TestReplayScrapesFleetPools(t *testing.T) {
 	if rep.Attribution.Source != analyze.SourceEstimated || !strings.Contains(diag, "Pool saturated: the prefill pool (1 replica(s): prefill-0)") {
 		t.Errorf("the logged requests (%s attribution) do not name the saturated prefill pool:\n%s", rep.Attribution.Source, diag)
 	}
-	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests != n || cc.Disagree {
-		t.Errorf("cross-check %+v: want the %d requests counted once by the fleet's histograms and agreement within %.0f points", cc, n, analyze.CrossCheckTolerancePoints)
+	// A scrape reads a replica's counters and histograms one family after
+	// another, as vLLM's exposition does: a request finishing in between
+	// shows in one a scrape before the other, and the cross-check leaves
+	// such a step out of both sides; the rest counts each request once.
+	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests > n || cc.ServerRequests < n*9/10 || cc.Disagree {
+		t.Errorf("cross-check %+v: want most of the %d requests compared, each counted once by the fleet's histograms, and agreement within %.0f points", cc, n, analyze.CrossCheckTolerancePoints)
 	} else {
 		t.Logf("cross-check: attribution %+v, server %+v, max %.1f points on %s", cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
 	}
