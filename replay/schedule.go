@@ -8,14 +8,19 @@ import (
 	"time"
 )
 
-// The scheduler's waiting policy. A wait longer than a slice (plus
-// sliceMargin) goes a slice at a time, so a stop, and in closed mode an
-// earlier follow-up, is noticed; the rest is one precise wait. Closed
-// sessions use short slices: a follow-up can fall due at any moment.
+// The scheduler's waiting policy. A wait longer than a slice (plus a
+// margin) goes a slice at a time, so a stop, and in closed mode an earlier
+// follow-up, is noticed; the rest is one precise wait, which nothing
+// interrupts. The margin keeps a late wake from a slice's sleep from
+// overshooting the deadline. Closed sessions use short slices and a short
+// margin: a follow-up can fall due at any moment, and one pushed during the
+// precise wait for another item waits for its end (at most closedSlice +
+// closedMargin, well under a millisecond).
 const (
-	openSlice   = 50 * time.Millisecond
-	closedSlice = 250 * time.Microsecond
-	sliceMargin = 2 * time.Millisecond
+	openSlice    = 50 * time.Millisecond
+	sliceMargin  = 2 * time.Millisecond
+	closedSlice  = 250 * time.Microsecond
+	closedMargin = 500 * time.Microsecond
 	// idleRecheck bounds an idle wait for follow-ups, should a poke be
 	// missed.
 	idleRecheck = 10 * time.Millisecond
@@ -49,6 +54,7 @@ func (c runClock) sleepUntil(deadline, spin, hold time.Duration) {
 type scheduler struct {
 	closed     bool
 	slice      time.Duration // see openSlice
+	margin     time.Duration // see sliceMargin
 	spin, hold time.Duration // for the precise wait (Options.Spin, holdP)
 
 	// set by start
@@ -72,9 +78,9 @@ type scheduler struct {
 }
 
 func newScheduler(closed bool, spin time.Duration) *scheduler {
-	s := &scheduler{closed: closed, slice: openSlice, spin: spin, hold: holdP, notify: make(chan struct{}, 1)}
+	s := &scheduler{closed: closed, slice: openSlice, margin: sliceMargin, spin: spin, hold: holdP, notify: make(chan struct{}, 1)}
 	if closed {
-		s.slice = closedSlice
+		s.slice, s.margin = closedSlice, closedMargin
 	}
 	return s
 }
@@ -121,7 +127,7 @@ func (s *scheduler) next() *item {
 				continue
 			}
 		}
-		if rem := pick.sched - s.clock.now(); rem > s.slice+sliceMargin {
+		if rem := pick.sched - s.clock.now(); rem > s.slice+s.margin {
 			s.clock.sleepUntil(s.clock.now()+s.slice, 0, 0)
 			continue
 		}

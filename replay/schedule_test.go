@@ -122,13 +122,23 @@ func TestScheduler(t *testing.T) {
 			end:     ms(100),
 		},
 		{
-			name:   "An earlier follow-up pushed during the last, precise wait for another is released right after it (the last 2.25 ms are not sliced), and each only once.",
+			name:   "An earlier follow-up pushed during the last, precise wait for another is released right after it (the last 750 µs are not sliced), and each only once.",
+			closed: true,
+			pushes: []schedPush{
+				{ms(1.1), due{"f50", ms(50)}},
+				{ms(49.4), due{"f49", ms(49.3)}},
+			},
+			want: []released{{"f50", ms(50)}, {"f49", ms(50)}},
+			end:  ms(50),
+		},
+		{
+			name:   "A follow-up pushed 2 ms before a later one falls due is released at its own deadline: in closed mode only the last 750 µs of a wait go unsliced, so no follow-up waits a millisecond for another item.",
 			closed: true,
 			pushes: []schedPush{
 				{ms(1.1), due{"f50", ms(50)}},
 				{ms(48.1), due{"f49", ms(49)}},
 			},
-			want: []released{{"f50", ms(50)}, {"f49", ms(50)}},
+			want: []released{{"f49", ms(49)}, {"f50", ms(50)}},
 			end:  ms(50),
 		},
 		{
