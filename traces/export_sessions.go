@@ -95,15 +95,8 @@ func NewWekaWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	bs := o.BlockSize
-	if bs == 0 {
-		bs = m.BlockSize
-	}
-	if bs == 0 {
-		bs = WekaDefaultBlockSize
-	}
-	return &wekaWriter{sessionExport: sessionExport{textSink: newTextSink(w), name: "weka"}, bs: bs,
-		ids: &mooncakeWriter{blockSize: int64(bs), useBlocks: m.BlockSize == bs, ids: map[int64]int64{}, cats: map[string][]int64{}}}, nil
+	ids := exportBlockIDs(m, o, WekaDefaultBlockSize)
+	return &wekaWriter{sessionExport: sessionExport{textSink: newTextSink(w), name: "weka"}, bs: int(ids.blockSize), ids: ids}, nil
 }
 
 type wekaWriter struct {
