@@ -22,6 +22,16 @@ type sessionExport struct {
 
 func (w *sessionExport) losses() []string { return w.tally.notes() }
 
+// closeAfter writes the held trace with writeAll, then closes the sink; the
+// first error is returned.
+func (w *sessionExport) closeAfter(writeAll func() error) error {
+	err := writeAll()
+	if cerr := w.textSink.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // lost counts n rows (or links) of what the format cannot hold.
 func (w *sessionExport) lost(n int64, what string) {
 	w.tally.add("%d "+what+" not representable in "+w.name, n)
@@ -106,13 +116,7 @@ type wekaWriter struct {
 	b   []byte
 }
 
-func (w *wekaWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *wekaWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *wekaWriter) writeAll() error {
 	for _, g := range w.groups() {
@@ -256,13 +260,7 @@ type sglangAgenticWriter struct {
 	b []byte
 }
 
-func (w *sglangAgenticWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *sglangAgenticWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *sglangAgenticWriter) writeAll() error {
 	if _, err := w.bw.WriteString(`{"metadata": {"source": "tokentrace export", "output_tokens": "per turn; bench_serving uses --sharegpt-output-len instead"}, "conversations": [`); err != nil {
@@ -382,13 +380,7 @@ type dagWriter struct {
 	tags int64
 }
 
-func (w *dagWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *dagWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *dagWriter) writeAll() error {
 	rows := int64(0)
@@ -618,13 +610,7 @@ type otelWriter struct {
 	b []byte
 }
 
-func (w *otelWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *otelWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 type otelOutMessage struct {
 	Role    string `json:"role"`
