@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,19 +9,30 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// queueBurstRun is 100 requests, one every 100 ms, of which the ten sent
-// at 5.0–5.9 s wait a second in the queue (the p90 E2E tail; with
-// slowDecode they wait 100 ms but decode for 3 s instead), with a metrics
-// series of one row per 500 ms: the pooled rows, and for each instance its
-// rows with waiting(instance, t) requests waiting.
+// burstRecs is 100 requests, one every 100 ms, of which the ten sent at
+// 5.0–5.9 s wait a second in the queue (the p90 E2E tail; with slowDecode
+// they wait 100 ms but decode for 3 s instead).
+func burstRecs(slowDecode bool) []traces.Record {
+	var recs []traces.Record
+	for i := range 100 {
+		sent := time.Duration(i) * 100 * ms
+		queue, decode := 10*ms, 200*ms
+		if sent >= 5000*ms && sent < 6000*ms {
+			queue = 1000 * ms
+			if slowDecode {
+				queue, decode = 100*ms, 3000*ms
+			}
+		}
+		recs = append(recs, withServer(rec(int64(i), sent, 0, queue+50*ms, queue+50*ms+decode, 200, 20, 1), queue, 50*ms, decode, 0))
+	}
+	return recs
+}
+
+// queueBurstRun is burstRecs with a metrics series of one row per 500 ms:
+// the pooled rows, and for each instance its rows with waiting(instance,
+// t) requests waiting.
 func queueBurstRun(t *testing.T, instances []string, waiting func(instance string, t time.Duration) int64, slowDecode bool) *Report {
 	t.Helper()
-	o := DefaultOptions()
-	o.TailMetric, o.TailPercentile = MetricE2E, 90
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s []traces.MetricsSample
 	for k := range 24 {
 		at := time.Duration(k) * 500 * ms
@@ -36,24 +46,7 @@ func queueBurstRun(t *testing.T, instances []string, waiting func(instance strin
 		}
 		s = append(s, pooled)
 	}
-	a.AddSamples(s)
-	for i := range 100 {
-		sent := time.Duration(i) * 100 * ms
-		queue, decode := 10*ms, 200*ms
-		if sent >= 5000*ms && sent < 6000*ms {
-			queue = 1000 * ms
-			if slowDecode {
-				queue, decode = 100*ms, 3000*ms
-			}
-		}
-		r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+50*ms+decode, 200, 20, 1), queue, 50*ms, decode, 0)
-		a.Add(&r)
-	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return findingsRun(t, MetricE2E, burstRecs(slowDecode), s)
 }
 
 // TestInstancesNamedWhenUneven: the diagnosis names the instance(s) whose
@@ -147,49 +140,15 @@ func TestInstancesNamedWhenUneven(t *testing.T) {
 func fleetRun(t *testing.T, roles map[string]string, waiting func(in string, t time.Duration) int64,
 	kv func(in string, t time.Duration) (int64, int64), routed func(in string) int64, slowDecode bool) *Report {
 	t.Helper()
-	o := DefaultOptions()
-	o.TailMetric, o.TailPercentile = MetricE2E, 90
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s []traces.MetricsSample
-	for k := range 24 {
-		at := time.Duration(k) * 500 * ms
-		pooled := traces.NewMetricsSample(int64(at))
-		pooled.Waiting, pooled.Running = 0, 4
-		for in, role := range roles {
-			x := traces.NewMetricsSample(int64(at))
-			x.Instance, x.Role, x.Waiting, x.Running, x.KVCacheUsage = in, role, waiting(in, at), 2, 0.5
-			if kv != nil {
-				x.KVTransferTimeMeanNs, x.KVTransfers = kv(in, at)
-			}
-			if routed != nil {
-				x.Routed = routed(in)
-			}
-			pooled.Waiting += x.Waiting
-			s = append(s, x)
-		}
-		s = append(s, pooled)
-	}
-	a.AddSamples(s)
-	for i := range 100 {
-		sent := time.Duration(i) * 100 * ms
-		queue, decode := 10*ms, 200*ms
-		if sent >= 5000*ms && sent < 6000*ms {
-			queue = 1000 * ms
-			if slowDecode {
-				queue, decode = 100*ms, 3000*ms
+	s := instanceSeries(roles, waiting, kv)
+	if routed != nil {
+		for i := range s {
+			if s[i].Instance != "" { // not the pooled rows
+				s[i].Routed = routed(s[i].Instance)
 			}
 		}
-		r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+50*ms+decode, 200, 20, 1), queue, 50*ms, decode, 0)
-		a.Add(&r)
 	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return findingsRun(t, MetricE2E, burstRecs(slowDecode), s)
 }
 
 // TestPoolsNamedWhenSaturated: with roles on the instances' rows, the

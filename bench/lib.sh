@@ -15,3 +15,51 @@ bench_cleanup() {
 	wait 2>/dev/null || true
 	rm -rf "$WORK"
 }
+
+# bench_need_prometheus NAME: exits 2, saying how to install it, where
+# prometheus is not installed (NAME begins the message).
+bench_need_prometheus() {
+	if ! command -v prometheus >/dev/null; then
+		echo "$1: prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)" >&2
+		exit 2
+	fi
+}
+
+# bench_wait_port NAME HOST:PORT...: until something listens at each, in
+# turn (10 s at most each; NAME begins the message when nothing does).
+bench_wait_port() {
+	local name=$1 addr
+	shift
+	for addr in "$@"; do
+		bench_wait_one "$name" "$addr" || return 1
+	done
+}
+
+bench_wait_one() {
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/${2%:*}/${2##*:}") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	echo "$1: nothing listens on $2" >&2
+	return 1
+}
+
+# bench_prometheus LISTEN TARGET...: starts Prometheus listening on LISTEN,
+# scraping the TARGETs (HOST:PORT) every second as job vllm, with its
+# configuration, data and log in WORK; it joins PIDS.
+bench_prometheus() {
+	local listen=$1 targets
+	shift
+	targets=$(printf '"%s", ' "$@")
+	cat >"$WORK/prometheus.yml" <<YAML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: vllm
+    static_configs:
+      - targets: [${targets%, }]
+YAML
+	prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/data" \
+		--web.listen-address="$listen" --log.level=warn 2>>"$WORK/prometheus.log" &
+	PIDS+=($!)
+}

@@ -17,22 +17,9 @@ OUT=${OUT:-postmortem-demo}
 SIM_A=${SIM_A:-127.0.0.1:18431}
 SIM_B=${SIM_B:-127.0.0.1:18432}
 PROM=${PROM:-127.0.0.1:19431}
-if ! command -v prometheus >/dev/null; then
-	echo "postmortem-demo: prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)" >&2
-	exit 2
-fi
 . bench/lib.sh
+bench_need_prometheus postmortem-demo
 bench_work pmdemo
-
-# wait_port HOST:PORT: until something listens there (10 s at most).
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "postmortem-demo: nothing listens on $1" >&2
-	return 1
-}
 
 go build -o "$WORK/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/pmdemo" ./bench/pmdemo
@@ -41,20 +28,8 @@ for addr in "$SIM_A" "$SIM_B"; do
 	"$WORK/tokentrace" sim --listen "$addr" --max-num-seqs 16 --max-num-batched-tokens 512 >>"$WORK/sim.log" 2>&1 &
 	PIDS+=($!)
 done
-cat >"$WORK/prometheus.yml" <<YAML
-global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: vllm
-    static_configs:
-      - targets: ["$SIM_A", "$SIM_B"]
-YAML
-prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/data" \
-	--web.listen-address="$PROM" --log.level=warn 2>>"$WORK/prometheus.log" &
-PIDS+=($!)
-wait_port "$SIM_A"
-wait_port "$SIM_B"
-wait_port "$PROM"
+bench_prometheus "$PROM" "$SIM_A" "$SIM_B"
+bench_wait_port postmortem-demo "$SIM_A" "$SIM_B" "$PROM"
 # pmdemo waits for three scrapes of both servers, so the incident starts
 # inside Prometheus' history.
 "$WORK/pmdemo" --prometheus "http://$PROM" --a "http://$SIM_A" --b "http://$SIM_B" --out "$OUT/incident.parquet"

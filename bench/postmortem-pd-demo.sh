@@ -18,22 +18,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-postmortem-pd-demo}
 FLEET=${FLEET:-127.0.0.1:18433}
 PROM=${PROM:-127.0.0.1:19433}
-if ! command -v prometheus >/dev/null; then
-	echo "postmortem-pd-demo: prometheus is not installed (Debian/Ubuntu: apt-get install prometheus)" >&2
-	exit 2
-fi
 . bench/lib.sh
+bench_need_prometheus postmortem-pd-demo
 bench_work pdpmdemo
-
-# wait_port HOST:PORT: until something listens there (10 s at most).
-wait_port() {
-	for _ in $(seq 100); do
-		if (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	echo "postmortem-pd-demo: nothing listens on $1" >&2
-	return 1
-}
 
 go build -o "$WORK/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/pmdemo" ./bench/pmdemo
@@ -42,19 +29,8 @@ mkdir -p "$OUT"
 "$WORK/tokentrace" sim --listen "$FLEET" --prefill-replicas 1 --decode-replicas 3 \
 	--replica-config prefill.max-num-batched-tokens=512 >>"$WORK/sim.log" 2>&1 &
 PIDS+=($!)
-cat >"$WORK/prometheus.yml" <<YAML
-global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: vllm
-    static_configs:
-      - targets: ["$FLEET"]
-YAML
-prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/data" \
-	--web.listen-address="$PROM" --log.level=warn 2>>"$WORK/prometheus.log" &
-PIDS+=($!)
-wait_port "$FLEET"
-wait_port "$PROM"
+bench_prometheus "$PROM" "$FLEET"
+bench_wait_port postmortem-pd-demo "$FLEET" "$PROM"
 # pmdemo waits for three scrapes of the fleet, so the incident starts
 # inside Prometheus' history.
 "$WORK/pmdemo" --prometheus "http://$PROM" --fleet "http://$FLEET" --out "$OUT/incident.parquet"

@@ -53,21 +53,22 @@ func TestTargetWiresCompanions(t *testing.T) {
 	}
 }
 
-// TestTargetStartsFleet: with a fleet in Sim, the built-in target is the
-// fleet's one endpoint, and its /metrics (every replica, labelled) scrapes
-// as one server's would.
-func TestTargetStartsFleet(t *testing.T) {
+// replayOnFleet replays recs against the built-in simulator configured by
+// config (as sim.ApplyConfig reads it), scraped every 20 ms, and returns
+// the target (closed when the test ends), the result and the samples
+// scraped; it fails the test unless every request was ok.
+func replayOnFleet(t *testing.T, config string, recs []traces.Record) (*Target, *Result, []traces.MetricsSample) {
+	t.Helper()
 	ctx := context.Background()
 	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, "preset=tiny,replicas=3,router=least-outstanding"); err != nil {
+	if err := sim.ApplyConfig(&so, config); err != nil {
 		t.Fatal(err)
 	}
 	tgt, err := StartTarget(ctx, TargetOptions{Sim: &so, ScrapeBuiltin: true, MetricsInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tgt.Close()
-	recs := testTrace(12, 20*time.Millisecond, 64, 4)
+	t.Cleanup(tgt.Close)
 	o := DefaultOptions()
 	tgt.Apply(&o)
 	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
@@ -78,6 +79,14 @@ func TestTargetStartsFleet(t *testing.T) {
 	if res.Summary.OK != len(recs) {
 		t.Fatalf("%d of %d ok", res.Summary.OK, len(recs))
 	}
+	return tgt, res, samples
+}
+
+// TestTargetStartsFleet: with a fleet in Sim, the built-in target is the
+// fleet's one endpoint, and its /metrics (every replica, labelled) scrapes
+// as one server's would.
+func TestTargetStartsFleet(t *testing.T) {
+	tgt, _, samples := replayOnFleet(t, "preset=tiny,replicas=3,router=least-outstanding", testTrace(12, 20*time.Millisecond, 64, 4))
 	if len(samples) < 2 || tgt.stats.Failures > 0 {
 		t.Errorf("%d metrics samples scraped, stats %+v", len(samples), tgt.stats)
 	}
@@ -88,27 +97,8 @@ func TestTargetStartsFleet(t *testing.T) {
 // metadata says how many replicas the series has, and the pooled rows
 // count each request once although it finished on both pools.
 func TestTargetScrapesFleetPerReplica(t *testing.T) {
-	ctx := context.Background()
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, "preset=tiny,prefill-replicas=1,decode-replicas=2"); err != nil {
-		t.Fatal(err)
-	}
-	tgt, err := StartTarget(ctx, TargetOptions{Sim: &so, ScrapeBuiltin: true, MetricsInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tgt.Close()
 	recs := testTrace(16, 10*time.Millisecond, 64, 4)
-	o := DefaultOptions()
-	tgt.Apply(&o)
-	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, _ := tgt.Finish(ctx, res)
-	if res.Summary.OK != len(recs) {
-		t.Fatalf("%d of %d ok", res.Summary.OK, len(recs))
-	}
+	_, res, samples := replayOnFleet(t, "preset=tiny,prefill-replicas=1,decode-replicas=2", recs)
 	finished := map[string]int64{}
 	for _, s := range samples {
 		want := map[string]string{"": "", "prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"}[s.Instance]

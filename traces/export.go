@@ -263,21 +263,29 @@ func NewMooncakeWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	mw := exportBlockIDs(m, o, DefaultExportBlockSize)
+	mw.textSink = newTextSink(w)
+	return mw, nil
+}
+
+// exportBlockIDs numbers an export's hash_ids in blocks of o.BlockSize
+// tokens, else of the trace's Meta.BlockSize, else of the format's def:
+// from the records' PrefixBlocks when the trace's block size is the
+// export's, from their prefix categories otherwise.
+func exportBlockIDs(m Meta, o ExportOptions, def int) *mooncakeWriter {
 	bs := o.BlockSize
 	if bs == 0 {
 		bs = m.BlockSize
 	}
 	if bs == 0 {
-		bs = DefaultExportBlockSize
+		bs = def
 	}
-	mw := &mooncakeWriter{
-		textSink:  newTextSink(w),
+	return &mooncakeWriter{
 		blockSize: int64(bs),
 		useBlocks: m.BlockSize == bs,
 		ids:       map[int64]int64{},
 		cats:      map[string][]int64{},
 	}
-	return mw, nil
 }
 
 type mooncakeWriter struct {

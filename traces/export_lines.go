@@ -44,17 +44,9 @@ func newLineWriter(w io.Writer, m Meta, o ExportOptions, f lineFormat) (Writer, 
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	bs := o.BlockSize
-	if bs == 0 {
-		bs = m.BlockSize
-	}
-	if bs == 0 {
-		bs = f.blockSize
-	}
-	lw := &lineWriter{textSink: newTextSink(w), f: f, last: map[int64]lineSession{}}
-	lw.ids = &mooncakeWriter{blockSize: int64(bs), useBlocks: m.BlockSize == bs, ids: map[int64]int64{}, cats: map[string][]int64{}}
+	lw := &lineWriter{textSink: newTextSink(w), f: f, last: map[int64]lineSession{}, ids: exportBlockIDs(m, o, f.blockSize)}
 	if f.hashes {
-		lw.tally.say(fmt.Sprintf("hash_ids are %d-token blocks: tell the replayer the same block size", bs))
+		lw.tally.say(fmt.Sprintf("hash_ids are %d-token blocks: tell the replayer the same block size", lw.ids.blockSize))
 	}
 	return lw, nil
 }

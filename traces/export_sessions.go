@@ -22,6 +22,16 @@ type sessionExport struct {
 
 func (w *sessionExport) losses() []string { return w.tally.notes() }
 
+// closeAfter writes the held trace with writeAll, then closes the sink; the
+// first error is returned.
+func (w *sessionExport) closeAfter(writeAll func() error) error {
+	err := writeAll()
+	if cerr := w.textSink.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // lost counts n rows (or links) of what the format cannot hold.
 func (w *sessionExport) lost(n int64, what string) {
 	w.tally.add("%d "+what+" not representable in "+w.name, n)
@@ -95,15 +105,8 @@ func NewWekaWriter(w io.Writer, m Meta, o ExportOptions) (Writer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	bs := o.BlockSize
-	if bs == 0 {
-		bs = m.BlockSize
-	}
-	if bs == 0 {
-		bs = WekaDefaultBlockSize
-	}
-	return &wekaWriter{sessionExport: sessionExport{textSink: newTextSink(w), name: "weka"}, bs: bs,
-		ids: &mooncakeWriter{blockSize: int64(bs), useBlocks: m.BlockSize == bs, ids: map[int64]int64{}, cats: map[string][]int64{}}}, nil
+	ids := exportBlockIDs(m, o, WekaDefaultBlockSize)
+	return &wekaWriter{sessionExport: sessionExport{textSink: newTextSink(w), name: "weka"}, bs: int(ids.blockSize), ids: ids}, nil
 }
 
 type wekaWriter struct {
@@ -113,13 +116,7 @@ type wekaWriter struct {
 	b   []byte
 }
 
-func (w *wekaWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *wekaWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *wekaWriter) writeAll() error {
 	for _, g := range w.groups() {
@@ -263,13 +260,7 @@ type sglangAgenticWriter struct {
 	b []byte
 }
 
-func (w *sglangAgenticWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *sglangAgenticWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *sglangAgenticWriter) writeAll() error {
 	if _, err := w.bw.WriteString(`{"metadata": {"source": "tokentrace export", "output_tokens": "per turn; bench_serving uses --sharegpt-output-len instead"}, "conversations": [`); err != nil {
@@ -389,13 +380,7 @@ type dagWriter struct {
 	tags int64
 }
 
-func (w *dagWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *dagWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *dagWriter) writeAll() error {
 	rows := int64(0)
@@ -625,13 +610,7 @@ type otelWriter struct {
 	b []byte
 }
 
-func (w *otelWriter) Close() error {
-	err := w.writeAll()
-	if cerr := w.textSink.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func (w *otelWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 type otelOutMessage struct {
 	Role    string `json:"role"`

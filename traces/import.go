@@ -488,3 +488,58 @@ func nextObjectLine(sc *bufio.Scanner, name string, line *int64) ([]byte, error)
 		}
 	}
 }
+
+// readObjectLines reads a whole JSON-lines input for the importers that
+// see every row before they hand one out (to order rows by arrival or link
+// sessions): it calls parse on each object line, counting lines in *line,
+// and returns the errors of the malformed lines in order, ending with the
+// failure that ended the input where there was one.
+func readObjectLines(r io.Reader, name string, line *int64, parse func([]byte) error) []error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+	var errs []error
+	for {
+		l, err := nextObjectLine(sc, name, line)
+		if err == io.EOF {
+			return errs
+		}
+		if err == nil {
+			err = parse(l)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			var re *RowError
+			if !errors.As(err, &re) {
+				return errs // not a malformed row: the input ends here
+			}
+		}
+	}
+}
+
+// heldRows hands out what a whole-input importer kept: the errors of its
+// malformed lines first, so strict mode fails before writing a row and the
+// rows do not depend on where the malformed lines were, then the rows,
+// each let go once handed out.
+type heldRows[T any] struct {
+	errs []error
+	rows []T
+	out  int
+}
+
+// take returns the next error, else the next row, else io.EOF.
+func (h *heldRows[T]) take() (T, error) {
+	var zero T
+	if len(h.errs) > 0 {
+		err := h.errs[0]
+		h.errs = h.errs[1:]
+		return zero, err
+	}
+	if h.out >= len(h.rows) {
+		h.rows = nil
+		return zero, io.EOF
+	}
+	row := h.rows[h.out]
+	h.rows[h.out] = zero
+	h.out++
+	return row, nil
+}

@@ -1,9 +1,7 @@
 package traces
 
 import (
-	"bufio"
 	"encoding/json"
-	"errors"
 	"io"
 	"math"
 	"sort"
@@ -55,10 +53,9 @@ import (
 // single calls without links, counted in a note. Malformed lines are
 // reported before any row.
 func NewAIPerfDAGReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
-	d := &dagDecoder{name: name, sc: sc, byID: map[string]int{}}
-	d.readAll()
+	d := &dagDecoder{name: name, byID: map[string]int{}}
+	d.errs = readObjectLines(r, name, &d.line, d.parse)
+	d.build()
 	return newImportReader(r, d, NewMeta(importSource("aiperf-dag", name)), o), nil
 }
 
@@ -113,14 +110,11 @@ type dagConv struct {
 }
 
 type dagDecoder struct {
+	heldRows[Record]
 	name     string
-	sc       *bufio.Scanner
 	line     int64
 	convs    []*dagConv
 	byID     map[string]int
-	errs     []error
-	rows     []Record
-	out      int
 	models   interner
 	tally    importTally
 	sessions int64
@@ -129,39 +123,11 @@ type dagDecoder struct {
 func (d *dagDecoder) notes() []string { return d.tally.notes() }
 
 func (d *dagDecoder) next(rec *Record) error {
-	if len(d.errs) > 0 {
-		err := d.errs[0]
-		d.errs = d.errs[1:]
-		return err
+	row, err := d.take()
+	if err == nil {
+		*rec = row
 	}
-	if d.out >= len(d.rows) {
-		d.rows = nil
-		return io.EOF
-	}
-	*rec = d.rows[d.out]
-	d.rows[d.out] = Record{}
-	d.out++
-	return nil
-}
-
-func (d *dagDecoder) readAll() {
-	for {
-		line, err := nextObjectLine(d.sc, d.name, &d.line)
-		if err == io.EOF {
-			break
-		}
-		if err == nil {
-			err = d.parse(line)
-		}
-		if err != nil {
-			d.errs = append(d.errs, err)
-			var re *RowError
-			if !errors.As(err, &re) {
-				break
-			}
-		}
-	}
-	d.build()
+	return err
 }
 
 // dagMs parses milliseconds into nanoseconds (absent = 0).

@@ -1,7 +1,6 @@
 package traces
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
@@ -61,11 +60,10 @@ const DynamoTraceSchema = "dynamo.request.trace.v1"
 // A line is malformed when it is not a JSON object, or a request_end
 // record has no "request", no arrival time, or a missing or negative count.
 func NewDynamoReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
 	m := NewMeta(importSource("dynamo", name))
-	d := &dynamoDecoder{name: name, sc: sc, meta: &m, seen: map[string]bool{}}
-	d.readAll()
+	d := &dynamoDecoder{name: name, meta: &m, seen: map[string]bool{}}
+	d.errs = readObjectLines(r, name, &d.line, d.parse)
+	d.order()
 	return newImportReader(r, d, m, o), nil
 }
 
@@ -109,59 +107,23 @@ type dynamoRow struct {
 }
 
 type dynamoDecoder struct {
+	heldRows[dynamoRow]
 	name   string
-	sc     *bufio.Scanner
 	line   int64
 	meta   *Meta
 	seen   map[string]bool
-	rows   []dynamoRow
 	models interner
-	errs   []error // malformed rows, handed out before any row
-	out    int
 	tally  importTally
 }
 
 func (d *dynamoDecoder) notes() []string { return d.tally.notes() }
 
-// readAll reads the whole input, keeping the calls and the errors of
-// malformed lines (and a failure that ends the input), then orders the
-// calls. The errors come out of next before any row, so strict mode fails
-// before writing a row and the default mode's rows do not depend on where
-// the malformed lines were.
-func (d *dynamoDecoder) readAll() {
-	for {
-		line, err := nextObjectLine(d.sc, d.name, &d.line)
-		if err == io.EOF {
-			break
-		}
-		if err == nil {
-			err = d.parse(line)
-		}
-		if err != nil {
-			d.errs = append(d.errs, err)
-			var re *RowError
-			if !errors.As(err, &re) {
-				break // not a malformed row: the input ends here
-			}
-		}
-	}
-	d.order()
-}
-
 func (d *dynamoDecoder) next(rec *Record) error {
-	if len(d.errs) > 0 {
-		err := d.errs[0]
-		d.errs = d.errs[1:]
-		return err
+	row, err := d.take()
+	if err == nil {
+		*rec = row.rec
 	}
-	if d.out >= len(d.rows) {
-		d.rows = nil
-		return io.EOF
-	}
-	*rec = d.rows[d.out].rec
-	d.rows[d.out] = dynamoRow{}
-	d.out++
-	return nil
+	return err
 }
 
 // ms parses a millisecond value into nanoseconds.

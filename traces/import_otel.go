@@ -2,8 +2,6 @@ package traces
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -55,8 +53,7 @@ const otelMaxSpans = 10000
 // end before its start, skips the whole document (a *RowError at the line
 // where it starts). Text that is not JSON ends the import.
 func NewOTelReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
-	lr := &wekaLineReader{r: r}
-	d := &otelDecoder{name: name, lr: lr, dec: json.NewDecoder(lr)}
+	d := &otelDecoder{name: name, docs: newJSONDocs(r, name)}
 	return newImportReader(r, d, NewMeta(importSource("inference-perf", name)), o), nil
 }
 
@@ -75,9 +72,7 @@ type otelSpan struct {
 
 type otelDecoder struct {
 	name     string
-	lr       *wekaLineReader
-	dec      *json.Decoder
-	broken   bool
+	docs     *jsonDocs
 	queue    []Record
 	kept     int64
 	sessions int64
@@ -88,35 +83,15 @@ func (d *otelDecoder) notes() []string { return d.tally.notes() }
 
 func (d *otelDecoder) next(rec *Record) error {
 	for len(d.queue) == 0 {
-		if d.broken {
-			return io.EOF
-		}
-		var raw json.RawMessage
-		err := d.dec.Decode(&raw)
-		if err == io.EOF {
-			return io.EOF
-		}
+		raw, line, err := d.docs.next()
 		if err != nil {
-			d.broken = true
-			var se *json.SyntaxError
-			switch {
-			case errors.As(err, &se):
-				return importRowError(d.name, d.lr.lineAt(se.Offset), "not a JSON document (the rest of the input is not read)")
-			case err == io.ErrUnexpectedEOF:
-				return importRowError(d.name, d.lr.lineAt(d.lr.pos), "the input ends inside a document")
-			}
-			return fmt.Errorf("read %s: %w", importDisplay(d.name), err)
+			return err
 		}
-		end := d.dec.InputOffset()
-		line := d.lr.lineAt(end - int64(len(raw)))
-		d.lr.prune(end)
 		if err := d.flatten(raw, line); err != nil {
 			return err
 		}
 	}
-	*rec = d.queue[0]
-	d.queue[0] = Record{}
-	d.queue = d.queue[1:]
+	popRecord(&d.queue, rec)
 	return nil
 }
 

@@ -1,11 +1,9 @@
 package traces
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"sort"
 	"strings"
@@ -44,10 +42,9 @@ import (
 // usage nor the request says how long the output was. Malformed lines are
 // reported before any row, so strict mode fails without writing one.
 func NewSageMakerReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
-	d := &sagemakerDecoder{name: name, sc: sc}
-	d.readAll()
+	d := &sagemakerDecoder{name: name}
+	d.errs = readObjectLines(r, name, &d.line, d.parse)
+	d.sortRows()
 	return newImportReader(r, d, NewMeta(importSource("sagemaker", name)), o), nil
 }
 
@@ -95,35 +92,18 @@ type sagemakerUsage struct {
 }
 
 type sagemakerDecoder struct {
+	heldRows[Record]
 	name   string
-	sc     *bufio.Scanner
 	line   int64
-	rows   []Record
-	errs   []error
-	out    int
 	models interner
 	tally  importTally
 }
 
 func (d *sagemakerDecoder) notes() []string { return d.tally.notes() }
 
-func (d *sagemakerDecoder) readAll() {
-	for {
-		line, err := nextObjectLine(d.sc, d.name, &d.line)
-		if err == io.EOF {
-			break
-		}
-		if err == nil {
-			err = d.parse(line)
-		}
-		if err != nil {
-			d.errs = append(d.errs, err)
-			var re *RowError
-			if !errors.As(err, &re) {
-				break
-			}
-		}
-	}
+// sortRows orders the rows by arrival (capture files are not sorted) and
+// re-bases arrivals on the earliest.
+func (d *sagemakerDecoder) sortRows() {
 	idx := make([]int, len(d.rows))
 	for i := range idx {
 		idx[i] = i
@@ -143,19 +123,11 @@ func (d *sagemakerDecoder) readAll() {
 }
 
 func (d *sagemakerDecoder) next(rec *Record) error {
-	if len(d.errs) > 0 {
-		err := d.errs[0]
-		d.errs = d.errs[1:]
-		return err
+	row, err := d.take()
+	if err == nil {
+		*rec = row
 	}
-	if d.out >= len(d.rows) {
-		d.rows = nil
-		return io.EOF
-	}
-	*rec = d.rows[d.out]
-	d.rows[d.out] = Record{}
-	d.out++
-	return nil
+	return err
 }
 
 func (d *sagemakerDecoder) parse(line []byte) error {

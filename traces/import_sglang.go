@@ -275,9 +275,7 @@ func (d *sglangAgenticDecoder) next(rec *Record) error {
 			return err
 		}
 	}
-	*rec = d.queue[0]
-	d.queue[0] = Record{}
-	d.queue = d.queue[1:]
+	popRecord(&d.queue, rec)
 	return nil
 }
 

@@ -59,8 +59,7 @@ const wekaMaxDepth = 32
 // is a *RowError at the line where it starts and is skipped. Text that is
 // not JSON ends the stream (one malformed row): the rest cannot be framed.
 func NewWekaReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
-	cr := &wekaLineReader{r: r}
-	d := &wekaDecoder{name: name, lr: cr, dec: json.NewDecoder(cr)}
+	d := &wekaDecoder{name: name, docs: newJSONDocs(r, name)}
 	m := NewMeta(importSource("weka", name))
 	m.BlockSize = WekaDefaultBlockSize
 	// The block size comes from the first conversation: read it now.
@@ -108,6 +107,57 @@ func (c *wekaLineReader) prune(off int64) {
 	c.nl = append(c.nl[:0], c.nl[k:]...)
 }
 
+// jsonDocs reads JSON documents written back to back (Weka's and
+// inference-perf's OTel trace files) and names the line each starts on.
+type jsonDocs struct {
+	name   string
+	lr     *wekaLineReader
+	dec    *json.Decoder
+	broken bool // the stream cannot be framed any more
+}
+
+func newJSONDocs(r io.Reader, name string) *jsonDocs {
+	lr := &wekaLineReader{r: r}
+	return &jsonDocs{name: name, lr: lr, dec: json.NewDecoder(lr)}
+}
+
+// next returns the next document and the line it starts on, or io.EOF at
+// the end. Text that is not JSON, or a document the input cuts short, is a
+// *RowError after which next returns io.EOF: the rest cannot be framed.
+func (s *jsonDocs) next() (json.RawMessage, int64, error) {
+	if s.broken {
+		return nil, 0, io.EOF
+	}
+	var raw json.RawMessage
+	err := s.dec.Decode(&raw)
+	if err == io.EOF {
+		return nil, 0, io.EOF
+	}
+	if err != nil {
+		s.broken = true
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			return nil, 0, importRowError(s.name, s.lr.lineAt(se.Offset), "not a JSON document (the rest of the input is not read)")
+		case err == io.ErrUnexpectedEOF:
+			return nil, 0, importRowError(s.name, s.lr.lineAt(s.lr.pos), "the input ends inside a document")
+		}
+		return nil, 0, fmt.Errorf("read %s: %w", importDisplay(s.name), err)
+	}
+	end := s.dec.InputOffset()
+	line := s.lr.lineAt(end - int64(len(raw)))
+	s.lr.prune(end)
+	return raw, line, nil
+}
+
+// popRecord moves the first record of a decoder's queue into rec and lets
+// the queue's copy go.
+func popRecord(queue *[]Record, rec *Record) {
+	*rec = (*queue)[0]
+	(*queue)[0] = Record{}
+	*queue = (*queue)[1:]
+}
+
 type wekaTrace struct {
 	BlockSize   *json.Number  `json:"block_size"`
 	HashIDScope string        `json:"hash_id_scope"`
@@ -135,9 +185,7 @@ type wekaDoc struct {
 
 type wekaDecoder struct {
 	name        string
-	lr          *wekaLineReader
-	dec         *json.Decoder
-	broken      bool // the stream cannot be framed any more
+	docs        *jsonDocs
 	blockSize   int
 	first       wekaDoc
 	havePending bool
@@ -148,28 +196,10 @@ type wekaDecoder struct {
 
 // read decodes the next document.
 func (d *wekaDecoder) read() wekaDoc {
-	if d.broken {
-		return wekaDoc{err: io.EOF}
-	}
-	var raw json.RawMessage
-	err := d.dec.Decode(&raw)
-	if err == io.EOF {
-		return wekaDoc{err: io.EOF}
-	}
+	raw, line, err := d.docs.next()
 	if err != nil {
-		d.broken = true
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &se):
-			return wekaDoc{err: importRowError(d.name, d.lr.lineAt(se.Offset), "not a JSON document (the rest of the input is not read)")}
-		case err == io.ErrUnexpectedEOF:
-			return wekaDoc{err: importRowError(d.name, d.lr.lineAt(d.lr.pos), "the input ends inside a document")}
-		}
-		return wekaDoc{err: fmt.Errorf("read %s: %w", importDisplay(d.name), err)}
+		return wekaDoc{err: err}
 	}
-	end := d.dec.InputOffset()
-	line := d.lr.lineAt(end - int64(len(raw)))
-	d.lr.prune(end)
 	if len(raw) == 0 || raw[0] != '{' {
 		return wekaDoc{line: line, err: importRowError(d.name, line, "not a JSON object")}
 	}
@@ -196,9 +226,7 @@ func (d *wekaDecoder) next(rec *Record) error {
 			return err
 		}
 	}
-	*rec = d.queue[0]
-	d.queue[0] = Record{}
-	d.queue = d.queue[1:]
+	popRecord(&d.queue, rec)
 	return nil
 }
 

@@ -211,6 +211,36 @@ func runIncident(t *testing.T) *incidentRun {
 	return run
 }
 
+// postmortemJSON writes recs (with meta) as a trace in a temporary
+// directory, runs postmortem on it against promURL with 1 s steps, args and
+// --json, and decodes the JSON report into rep; it returns the trace's path
+// and the command's standard error, and fails the test unless the command
+// exits 0.
+func postmortemJSON(t *testing.T, promURL string, meta traces.Meta, recs []traces.Record, args []string, rep any) (trace, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	trace = filepath.Join(dir, "incident.parquet")
+	if err := traces.WriteAll(trace, meta, recs); err != nil {
+		t.Fatal(err)
+	}
+	jsonPath := filepath.Join(dir, "incident.json")
+	var so, se bytes.Buffer
+	argv := append([]string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s"}, args...)
+	code := Main(context.Background(), append(argv, "--json", jsonPath, trace), nil, &so, &se)
+	if code != 0 {
+		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
+	}
+	t.Logf("stderr: %s\nreport:\n%s", se.String(), so.String())
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, rep); err != nil {
+		t.Fatal(err)
+	}
+	return trace, se.String()
+}
+
 // TestPostmortemIncidentTwoInstances runs the incident scenario and the
 // postmortem against the real Prometheus, and checks the postmortem
 // against the simulators' truth: the p90 E2E tail's shares within 10
@@ -224,23 +254,6 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	ctx := context.Background()
 	run := runIncident(t)
-	dir := t.TempDir()
-	trace := filepath.Join(dir, "incident.parquet")
-	if err := traces.WriteAll(trace, run.meta, run.pooled); err != nil {
-		t.Fatal(err)
-	}
-	jsonPath := filepath.Join(dir, "incident.json")
-	var so, se bytes.Buffer
-	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", run.promURL, "--step", "1s",
-		"--tail", "p90", "--tail-metric", "e2e", "--json", jsonPath, trace}, nil, &so, &se)
-	if code != 0 {
-		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
-	}
-	t.Logf("stderr: %s\nreport:\n%s", se.String(), so.String())
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Attribution struct {
 			Source    string             `json:"source"`
@@ -251,9 +264,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 		Instances  []analyze.InstanceLoad `json:"instances"`
 		CrossCheck *analyze.CrossCheck    `json:"cross_check"`
 	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	trace, _ := postmortemJSON(t, run.promURL, run.meta, run.pooled, []string{"--tail", "p90", "--tail-metric", "e2e"}, &rep)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 	if rep.Attribution.Source != analyze.SourceEstimated {
 		t.Errorf("attribution source %q, want %q (the pooled trace has no server timings)", rep.Attribution.Source, analyze.SourceEstimated)
@@ -426,23 +437,6 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 	meta := pl.Result.Meta
 	pl.StartMeta(&meta)
 	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second))) // scrapes past the last token
-	dir := t.TempDir()
-	trace := filepath.Join(dir, "incident.parquet")
-	if err := traces.WriteAll(trace, meta, pl.Logged); err != nil {
-		t.Fatal(err)
-	}
-	jsonPath := filepath.Join(dir, "incident.json")
-	var so2, se bytes.Buffer
-	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s",
-		"--instance-label", "pod", "--role-label", "role", "--tail", "p90", "--tail-metric", "ttft", "--json", jsonPath, trace}, nil, &so2, &se)
-	if code != 0 {
-		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
-	}
-	t.Logf("stderr: %s\nreport:\n%s", se.String(), so2.String())
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep struct {
 		Attribution struct {
 			Source    string             `json:"source"`
@@ -452,15 +446,14 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 		Pools      []analyze.PoolLoad  `json:"pools"`
 		CrossCheck *analyze.CrossCheck `json:"cross_check"`
 	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	trace, stderr := postmortemJSON(t, promURL, meta, pl.Logged,
+		[]string{"--instance-label", "pod", "--role-label", "role", "--tail", "p90", "--tail-metric", "ttft"}, &rep)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 	if rep.Attribution.Source != analyze.SourceEstimated {
 		t.Errorf("attribution source %q, want %q (the gateway's log has no server timings)", rep.Attribution.Source, analyze.SourceEstimated)
 	}
-	if !strings.Contains(se.String(), "pools decode [decode-0 decode-1 decode-2], prefill [prefill-0]") {
-		t.Errorf("stderr does not name the pools and their replicas: %s", se.String())
+	if !strings.Contains(stderr, "pools decode [decode-0 decode-1 decode-2], prefill [prefill-0]") {
+		t.Errorf("stderr does not name the pools and their replicas: %s", stderr)
 	}
 	sat, kv := "", false
 	for _, p := range rep.Pools {

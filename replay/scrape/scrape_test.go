@@ -452,6 +452,34 @@ func FuzzParseMetrics(f *testing.F) {
 	})
 }
 
+// scrapeWhile scrapes url every 20 ms while load runs, from a first sample
+// (a baseline before the load) to when load returns, and returns the series
+// and the scraper's stats.
+func scrapeWhile(ctx context.Context, url string, load func()) ([]traces.MetricsSample, Stats) {
+	sctx, stopScrape := context.WithCancel(ctx)
+	defer stopScrape()
+	var series []traces.MetricsSample
+	scraped := make(chan struct{}, 1)
+	done := make(chan Stats)
+	go func() {
+		// A generous timeout: on a loaded machine a slow scrape only delays
+		// the next one.
+		sc := &Scraper{URL: url, Interval: 20 * time.Millisecond, Timeout: time.Minute}
+		st, _ := sc.Run(sctx, func(s traces.MetricsSample) {
+			series = append(series, s)
+			select {
+			case scraped <- struct{}{}:
+			default:
+			}
+		})
+		done <- st
+	}()
+	<-scraped
+	load()
+	stopScrape()
+	return series, <-done
+}
+
 // The simulator in an overload burst: 24 requests at once on an engine that
 // runs 4 at a time. The scraped series shows the waiting queue jump and
 // drain, running at its cap, and every finished request counted once.
@@ -467,53 +495,34 @@ func TestScraperSimOverload(t *testing.T) {
 	}
 	defer srv.Close()
 
-	sctx, stopScrape := context.WithCancel(ctx)
-	var series []traces.MetricsSample
-	scraped := make(chan struct{}, 1)
-	done := make(chan Stats)
-	go func() {
-		// A generous timeout: on a loaded machine a slow scrape only delays
-		// the next one.
-		sc := &Scraper{URL: srv.URL + "/metrics", Interval: 20 * time.Millisecond, Timeout: time.Minute}
-		st, _ := sc.Run(sctx, func(s traces.MetricsSample) {
-			series = append(series, s)
-			select {
-			case scraped <- struct{}{}:
-			default:
-			}
-		})
-		done <- st
-	}()
-	<-scraped // a baseline before the burst
-
 	const n = 24
-	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for i := range n {
-		wg.Go(func() {
-			prompt := make([]string, 64)
-			for j := range prompt {
-				prompt[j] = fmt.Sprint(1000 + 64*i + j)
-			}
-			body := fmt.Sprintf(`{"model":%q,"prompt":[%s],"max_tokens":24,"ignore_eos":true}`, o.Model, strings.Join(prompt, ","))
-			resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
-			if err != nil {
-				errs <- err
-				return
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				errs <- fmt.Errorf("status %d", resp.StatusCode)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
+	series, st := scrapeWhile(ctx, srv.URL+"/metrics", func() {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				prompt := make([]string, 64)
+				for j := range prompt {
+					prompt[j] = fmt.Sprint(1000 + 64*i + j)
+				}
+				body := fmt.Sprintf(`{"model":%q,"prompt":[%s],"max_tokens":24,"ignore_eos":true}`, o.Model, strings.Join(prompt, ","))
+				resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- fmt.Errorf("status %d", resp.StatusCode)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+	})
 	for err := range errs {
 		t.Fatalf("request: %v", err)
 	}
-	stopScrape()
-	st := <-done
 	if st.Failures != 0 {
 		t.Errorf("scrapes: %+v, want no failures", st)
 	}
@@ -574,41 +583,25 @@ func TestScraperSimFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	sctx, stopScrape := context.WithCancel(ctx)
-	var series []traces.MetricsSample
-	scraped := make(chan struct{}, 1)
-	done := make(chan Stats)
-	go func() {
-		sc := &Scraper{URL: srv.URL + "/metrics", Interval: 20 * time.Millisecond, Timeout: time.Minute}
-		st, _ := sc.Run(sctx, func(s traces.MetricsSample) {
-			series = append(series, s)
-			select {
-			case scraped <- struct{}{}:
-			default:
-			}
-		})
-		done <- st
-	}()
-	<-scraped // a baseline before the load
 	const n = 24
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			body := fmt.Sprintf(`{"model":%q,"prompt":"request %d of the fleet test","max_tokens":8,"ignore_eos":true}`, o.Model, i)
-			resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("status %d", resp.StatusCode)
-			}
-		})
-	}
-	wg.Wait()
-	stopScrape()
-	st := <-done
+	series, st := scrapeWhile(ctx, srv.URL+"/metrics", func() {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				body := fmt.Sprintf(`{"model":%q,"prompt":"request %d of the fleet test","max_tokens":8,"ignore_eos":true}`, o.Model, i)
+				resp, err := http.Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			})
+		}
+		wg.Wait()
+	})
 	if st.Failures != 0 || st.Instances != 3 || len(st.Warnings) > 0 {
 		t.Errorf("scrapes: %+v, want no failures, 3 instances, no warnings", st)
 	}
