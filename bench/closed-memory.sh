@@ -31,7 +31,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c
 "$WORK/agentic" -sessions "$SESSIONS" -rate "$RATE" >"$WORK/trace.jsonl"
 $PIN_S "$WORK/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
 PIDS+=($!)
-sleep 0.5
+bench_wait_port closed-memory "127.0.0.1:$PORT"
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 $PIN_C "$WORK/tokentrace" replay --url "http://127.0.0.1:$PORT" --model m --quiet --max-lateness 1h \

@@ -15,6 +15,7 @@
 #   RATE=5000 DURATION=5 bench/dispatcher-stalls.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RATE=${RATE:-10000}
 DURATION=${DURATION:-10}
 PORT=${PORT:-18091}
@@ -29,7 +30,7 @@ PIN_S="" PIN_C="" PERF_CPUS="-a"
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; PERF_CPUS="-C 1"; fi
 $PIN_S "$WORK/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
 echo $! >"$WORK/server.pid"
-sleep 0.5
+bench_wait_port dispatcher-stalls "127.0.0.1:$PORT"
 N=$((RATE * DURATION))
 awk -v n="$N" -v r="$RATE" 'BEGIN{for(i=0;i<n;i++) printf "{\"seq\":%d,\"arrival_ns\":%.0f,\"input_tokens\":8,\"output_tokens\":4}\n", i, i*1e9/r}' >"$WORK/trace.jsonl"
 replay() {

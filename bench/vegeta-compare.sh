@@ -24,6 +24,7 @@
 # GOBIN.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RATES=${RATES:-"1000 5000"}
 DURATION=${DURATION:-10}
 REPEAT=${REPEAT:-1}
@@ -50,7 +51,7 @@ if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c
 
 $PIN_S "$WORK/bin/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
 echo $! >"$WORK/server.pid"
-sleep 0.5
+bench_wait_port vegeta-compare "127.0.0.1:$PORT"
 URL="http://127.0.0.1:$PORT"
 # The body tokentrace sends for an 8-token prompt, 4 output tokens.
 BODY='{"model":"m","prompt":[1234,5678,9012,3456,7890,1357,2468,3579],"max_tokens":4,"ignore_eos":true,"min_tokens":4,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}'
