@@ -261,7 +261,7 @@ func (o *Options) Validate() error {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return optionErr("Options.URL", "want http(s)://host:port, got %q", redactURL(o.URL))
 	case u.User != nil:
-		return optionErr("Options.URL", "carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
+		return optionErr("Options.URL", "carries credentials: put them in %w or %w", traces.OptionRef("Options.BasicAuthFile"), traces.OptionRef("Options.BearerTokenFile"))
 	case o.Start.IsZero():
 		return optionErr("Options.Start", "required (the trace's wall-clock start)")
 	case o.Duration <= 0:
@@ -275,7 +275,7 @@ func (o *Options) Validate() error {
 	case o.RoleLabel != "" && !labelName.MatchString(o.RoleLabel):
 		return optionErr("Options.RoleLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
 	case o.RoleLabel != "" && o.RoleLabel == cmp.Or(o.InstanceLabel, DefaultInstanceLabel):
-		return optionErr("Options.RoleLabel", "%q is also Options.InstanceLabel: one label cannot name both a replica and its pool", o.RoleLabel)
+		return optionErr("Options.RoleLabel", "%q is also %w: one label cannot name both a replica and its pool", o.RoleLabel, traces.OptionRef("Options.InstanceLabel"))
 	}
 	return nil
 }
