@@ -37,6 +37,10 @@ type TargetOptions struct {
 	// (default "": scrape.DefaultInstanceLabel and scrape.DefaultRoleLabel,
 	// the built-in fleet's pod and role).
 	MetricsInstanceLabel, MetricsRoleLabel string
+	// MetricsInstanceLabelOption and MetricsRoleLabelOption are what the
+	// scraper's warnings call those two (default: the scraper's own option
+	// names, scrape.Scraper.InstanceLabelOption).
+	MetricsInstanceLabelOption, MetricsRoleLabelOption string
 	// OTLPListen runs an OTLP/HTTP receiver there for the server's spans
 	// (default "": none); the built-in simulator exports to it. OTLPGrace
 	// (default otlp.DefaultGrace) is how long Finish waits for late spans.
@@ -148,7 +152,8 @@ func (t *Target) Apply(o *Options) {
 		return
 	}
 	t.scraper = &scrape.Scraper{URL: t.MetricsURL, Interval: t.o.MetricsInterval,
-		InstanceLabel: t.o.MetricsInstanceLabel, RoleLabel: t.o.MetricsRoleLabel}
+		InstanceLabel: t.o.MetricsInstanceLabel, RoleLabel: t.o.MetricsRoleLabel,
+		InstanceLabelOption: t.o.MetricsInstanceLabelOption, RoleLabelOption: t.o.MetricsRoleLabelOption}
 	ctx, stop := context.WithCancel(context.Background())
 	t.stop, t.done = stop, make(chan struct{})
 	prev := o.OnStart

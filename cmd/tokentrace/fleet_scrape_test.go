@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +135,64 @@ func TestReplayScrapesFleetPools(t *testing.T) {
 		t.Errorf("cross-check %+v: want most of the %d requests compared, each counted once by the fleet's histograms, and agreement within %.0f points", cc, n, analyze.CrossCheckTolerancePoints)
 	} else {
 		t.Logf("cross-check: attribution %+v, server %+v, max %.1f points on %s", cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
+	}
+}
+
+// TestReplayMetricsLabels checks that --metrics-instance-label reads a
+// scraped endpoint's series per replica by the label the user names (here
+// a vLLM server's engine label, as a federation endpoint's instance label
+// would be), and that a label on none of the series is said once, naming
+// the flag, with the labels the series do have.
+func TestReplayMetricsLabels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays in real time (~1 s each)")
+	}
+	page, err := os.ReadFile(filepath.Join("..", "..", "replay", "scrape", "testdata", "metrics", "vllm_t1.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write(page)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	recs := make([]traces.Record, 5)
+	for i := range recs {
+		recs[i] = traces.NewRecord()
+		recs[i].Seq, recs[i].ArrivalNs, recs[i].InputTokens, recs[i].OutputTokens = int64(i), int64(i)*100e6, 16, 4
+	}
+	trace := writeTrace(t, filepath.Join(dir, "trace.parquet"), traces.NewMeta("test"), recs)
+	for _, c := range []struct {
+		why, label string
+		wantRows   []string // instances with rows besides the pooled one
+		wantWarn   string
+	}{
+		{"the engine label tells the server's two engines apart", "engine", []string{"0", "1"}, ""},
+		{"a label on none of the series is named with its flag and the labels there are", "kubernetes_pod_name", nil,
+			`metrics series: instance label "kubernetes_pod_name" (--metrics-instance-label) is on none of the 2 series`},
+	} {
+		out := filepath.Join(dir, c.label+".parquet")
+		_, stderr := runMain(t, "replay", "--quiet", "--no-preflight", "--max-lateness", "10s", "--metrics-url", srv.URL+"/metrics",
+			"--metrics-interval", "100ms", "--metrics-instance-label", c.label, "--out", out, trace)
+		if c.wantWarn == "" && strings.Contains(stderr, "metrics series:") || !strings.Contains(stderr, c.wantWarn) || strings.Count(stderr, "metrics series:") > 1 {
+			t.Errorf("%s: stderr %q, want one warning %q", c.why, stderr, c.wantWarn)
+		}
+		samples, _, err := traces.ReadSamples(traces.SamplesPathFor(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		var rows []string
+		for _, s := range samples {
+			if s.Instance != "" && !seen[s.Instance] {
+				seen[s.Instance] = true
+				rows = append(rows, s.Instance)
+			}
+		}
+		slices.Sort(rows)
+		if !slices.Equal(rows, c.wantRows) {
+			t.Errorf("%s: rows for instances %q, want %q", c.why, rows, c.wantRows)
+		}
 	}
 }

@@ -64,6 +64,7 @@ type replayArgs struct {
 	keepJournal, quiet, simMetrics                        bool
 	headers                                               headerFlag
 	otlpListen, metricsURL, metricsOut                    string
+	instanceLabel, roleLabel                              string
 	otlpGrace, metricsInterval                            time.Duration
 	background, metadata, modelMap                        headerFlag // repeatable, values may hold commas
 	noDescribe, affinity                                  bool
@@ -152,6 +153,8 @@ func (a *replayArgs) flags() []cli.Flag {
 		&cli.StringFlag{Name: "otlp-listen", Usage: "run an OTLP/HTTP receiver here (e.g. 127.0.0.1:4318) for the server's llm_request spans and join them by request id", Destination: &a.otlpListen},
 		&cli.DurationFlag{Name: "otlp-grace", Value: a.otlpGrace, Usage: "wait this long after the run for late spans", Destination: &a.otlpGrace},
 		&cli.StringFlag{Name: "metrics-url", Usage: "scrape this Prometheus /metrics endpoint during the run (default with the built-in simulator: its /metrics)", Destination: &a.metricsURL},
+		&cli.StringFlag{Name: "metrics-instance-label", Usage: "label that tells a fleet's replicas apart on the --metrics-url series, e.g. instance behind a Prometheus federation endpoint (default: pod, as tokentrace sim's fleet labels them; series without it are one server's)", Destination: &a.instanceLabel},
+		&cli.StringFlag{Name: "metrics-role-label", Usage: "label holding each replica's role (its pool: prefill, decode) on the --metrics-url series (default: role)", Destination: &a.roleLabel},
 		&cli.DurationFlag{Name: "metrics-interval", Value: a.metricsInterval, Usage: "scrape interval", Destination: &a.metricsInterval},
 		&cli.StringFlag{Name: "metrics-out", Usage: "metrics time series file (default: beside OUT, e.g. results.parquet → results.metrics.parquet)", Destination: &a.metricsOut},
 		&cli.BoolFlag{Name: "sim-per-request-metrics", Value: a.simMetrics, Usage: "built-in simulator only: return vLLM's per-request metrics", Destination: &a.simMetrics},

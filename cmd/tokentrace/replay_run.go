@@ -156,6 +156,8 @@ func (a *replayArgs) runFlags(o replay.Options) (replay.Options, error) {
 func (a *replayArgs) startTarget(ctx context.Context, to replay.TargetOptions, o *replay.Options, longest int, s streams) (tgt *replay.Target, metricsOut string, err error) {
 	to.LongestRequest = longest
 	to.MetricsURL, to.MetricsInterval = a.metricsURL, a.metricsInterval
+	to.MetricsInstanceLabel, to.MetricsRoleLabel = a.instanceLabel, a.roleLabel
+	to.MetricsInstanceLabelOption, to.MetricsRoleLabelOption = "--metrics-instance-label", "--metrics-role-label"
 	// The built-in simulator is scraped when results go to a file, so
 	// analyze can show the server's queue beside the tail.
 	to.ScrapeBuiltin = a.metricsOut != "" || a.out != "-"

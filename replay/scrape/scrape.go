@@ -13,6 +13,7 @@
 package scrape
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,6 +99,11 @@ type Scraper struct {
 	// prefill, decode). Defaults to DefaultRoleLabel ("role"), with the
 	// same rules as InstanceLabel.
 	RoleLabel string
+	// InstanceLabelOption and RoleLabelOption are what warnings call the
+	// two options above (default "Scraper.InstanceLabel" and
+	// "Scraper.RoleLabel"), so a program that sets them some other way (the
+	// CLI, by flags) has them said in its own terms.
+	InstanceLabelOption, RoleLabelOption string
 }
 
 // Stats counts a Scraper's scrapes.
@@ -231,8 +237,8 @@ func (s *Scraper) Collect(ctx context.Context) ([]traces.MetricsSample, Stats, e
 // defaults.
 func (s *Scraper) labelNames() fleetseries.Names {
 	n := fleetseries.Names{
-		Instance: s.InstanceLabel, InstanceOption: "Scraper.InstanceLabel",
-		Role: s.RoleLabel, RoleOption: "Scraper.RoleLabel",
+		Instance: s.InstanceLabel, InstanceOption: cmp.Or(s.InstanceLabelOption, "Scraper.InstanceLabel"),
+		Role: s.RoleLabel, RoleOption: cmp.Or(s.RoleLabelOption, "Scraper.RoleLabel"),
 	}
 	if n.Instance == "" {
 		n.Instance, n.InstanceOptional = DefaultInstanceLabel, true
