@@ -164,41 +164,42 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Validate checks the options; errors name the CLI flag.
+// Validate checks the options; each error is a *traces.OptionError naming
+// the option.
 func (o Options) Validate() error {
 	o = o.withDefaults()
 	if o.By != "" && !slices.Contains(ByDimensions, o.By) {
-		return fmt.Errorf("analyze: Options.By %q: want one of %s", o.By, strings.Join(ByDimensions, ", "))
+		return traces.OptionErrorf("analyze", "Options.By", "%q: want one of %s", o.By, strings.Join(ByDimensions, ", "))
 	}
 	if !slices.Contains(TailMetrics, o.TailMetric) {
-		return fmt.Errorf("analyze: Options.TailMetric %q: want one of %s", o.TailMetric, strings.Join(TailMetrics, ", "))
+		return traces.OptionErrorf("analyze", "Options.TailMetric", "%q: want one of %s", o.TailMetric, strings.Join(TailMetrics, ", "))
 	}
 	if o.TailPercentile <= 0 || o.TailPercentile >= 100 || math.IsNaN(o.TailPercentile) {
-		return fmt.Errorf("analyze: Options.TailPercentile %v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
+		return traces.OptionErrorf("analyze", "Options.TailPercentile", "%v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
 	}
 	if o.ExactRows < 0 {
-		return fmt.Errorf("analyze: Options.ExactRows %d: want a positive number of rows", o.ExactRows)
+		return traces.OptionErrorf("analyze", "Options.ExactRows", "%d: want a positive number of rows", o.ExactRows)
 	}
 	if o.KVBlocks < 0 {
-		return fmt.Errorf("analyze: Options.KVBlocks %d: want a number of blocks, or 0 for an unbounded cache", o.KVBlocks)
+		return traces.OptionErrorf("analyze", "Options.KVBlocks", "%d: want a number of blocks, or 0 for an unbounded cache", o.KVBlocks)
 	}
 	if o.BlockSize < 0 {
-		return fmt.Errorf("analyze: Options.BlockSize %d: want tokens per block, or 0 for the results' metadata", o.BlockSize)
+		return traces.OptionErrorf("analyze", "Options.BlockSize", "%d: want tokens per block, or 0 for the results' metadata", o.BlockSize)
 	}
 	if o.SessionIdle < 0 {
-		return fmt.Errorf("analyze: Options.SessionIdle %v: want a positive duration such as 30m", o.SessionIdle)
+		return traces.OptionErrorf("analyze", "Options.SessionIdle", "%v: want a positive duration such as 30m", o.SessionIdle)
 	}
 	if o.Window < 0 {
-		return fmt.Errorf("analyze: Options.Window %v: want a positive duration such as 10s", o.Window)
+		return traces.OptionErrorf("analyze", "Options.Window", "%v: want a positive duration such as 10s", o.Window)
 	}
 	if o.ModelBytes < 0 || o.Bandwidth < 0 || (o.ModelBytes > 0) != (o.Bandwidth > 0) {
-		return fmt.Errorf("analyze: Options.ModelBytes and Options.Bandwidth: give both, positive (e.g. 16 GB and 3.35 TB/s)")
+		return traces.OptionErrorf("analyze", "Options.ModelBytes, Options.Bandwidth", "give both, positive (e.g. 16 GB and 3.35 TB/s)")
 	}
 	if o.CostPerHour < 0 || math.IsNaN(o.CostPerHour) || math.IsInf(o.CostPerHour, 0) {
-		return fmt.Errorf("analyze: Options.CostPerHour %v: want a positive price", o.CostPerHour)
+		return traces.OptionErrorf("analyze", "Options.CostPerHour", "%v: want a positive price", o.CostPerHour)
 	}
 	if o.SLO.TTFT < 0 || o.SLO.TPOT < 0 || o.SLO.E2E < 0 {
-		return fmt.Errorf("analyze: Options.SLO %s: bounds must be positive", o.SLO)
+		return traces.OptionErrorf("analyze", "Options.SLO", "%s: bounds must be positive", o.SLO)
 	}
 	return nil
 }

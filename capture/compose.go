@@ -201,7 +201,7 @@ func partsMeta(parts []string) (traces.Meta, int, time.Duration, error) {
 		m := r.Meta()
 		r.Close()
 		if !m.KAnonDeferred() {
-			return first, 0, 0, fmt.Errorf("compose: %s is not a capture part (no %s=%s in its metadata): capture it with Options.Part", p, traces.MetaKAnon, traces.KAnonDeferred)
+			return first, 0, 0, fmt.Errorf("compose: %s is not a capture part (no %s=%s in its metadata): capture it with %w", p, traces.MetaKAnon, traces.KAnonDeferred, traces.OptionRef("Options.Part"))
 		}
 		pk, err1 := strconv.Atoi(m.Get(metaPartK))
 		pidle, err2 := time.ParseDuration(m.Get(metaPartIdle))

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/tokentrace/tokentrace/internal/kmerge"
 	"github.com/tokentrace/tokentrace/internal/tempfile"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // spool holds the redacted requests between the parse and the sessions
@@ -79,7 +80,7 @@ func (s *spool) tempDir() (string, error) {
 		tempfile.Sweep(filepath.Join(cmp.Or(s.tmpRoot, os.TempDir()), pattern))
 		d, release, err := tempfile.MkdirTemp(s.tmpRoot, pattern)
 		if err != nil {
-			return "", fmt.Errorf("spill sorted requests (Options.TempDir): %w", err)
+			return "", traces.OptionErrorf("capture", "Options.TempDir", "spill sorted requests: %w", err)
 		}
 		s.dir, s.release = d, release
 	}

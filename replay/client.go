@@ -543,7 +543,7 @@ func (r *runner) resolveModel(ctx context.Context, need bool) error {
 	}
 	models, err := r.servedModels(ctx)
 	if err != nil {
-		return fmt.Errorf("%w (set Options.Model)", err)
+		return fmt.Errorf("%w (set %w)", err, traces.OptionRef("Options.Model"))
 	}
 	r.defaultModel = models[0]
 	return nil
@@ -556,7 +556,7 @@ func (r *runner) servedModels(ctx context.Context) ([]string, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/v1/models", nil)
 	if err != nil {
-		return nil, errors.New("replay: list models: bad Options.URL") // the parse error would show the URL's credentials
+		return nil, optionErr("Options.URL", "list models: bad URL") // the parse error would show the URL's credentials
 	}
 	for k, v := range r.headers() {
 		req.Header[k] = v
@@ -679,12 +679,13 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 	unreachable := rec.HTTPStatus == 0 && (rec.Error == "connection refused" || rec.Error == "transport error")
 	switch {
 	case refused || unreachable:
-		hint := ""
+		failed := fmt.Sprintf("replay: preflight: a 1-token %s request for model %q to %s failed (%s: %s), so every request of the run would fail the same way",
+			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error)
+		skip := traces.OptionRef("Options.NoPreflight")
 		if rec.HTTPStatus == http.StatusNotFound {
-			hint = r.notFoundHint(ctx, it.model, sel[0].Model)
+			return fmt.Errorf("%s%w (%w skips this check)", failed, r.notFoundHint(ctx, it.model, sel[0].Model), skip)
 		}
-		return fmt.Errorf("replay: preflight: a 1-token %s request for model %q to %s failed (%s: %s), so every request of the run would fail the same way%s (Options.NoPreflight skips this check)",
-			api, it.model, RedactURL(r.o.URL), rec.Status, rec.Error, hint)
+		return fmt.Errorf("%s (%w skips this check)", failed, skip)
 	case rec.Status != traces.StatusOK && r.o.Log != nil:
 		fmt.Fprintf(r.o.Log, "replay: preflight request failed (%s: %s); going on, the run will count such failures\n", rec.Status, rec.Error)
 	}
@@ -693,14 +694,16 @@ func (r *runner) preflight(ctx context.Context, sel []*traces.Record) error {
 
 // notFoundHint explains a preflight's 404 (vLLM's answer to a model it
 // does not serve): the models the server lists, and how to send one of
-// them (Options.Model, or Options.ModelMap from the trace's own name).
-func (r *runner) notFoundHint(ctx context.Context, sent, traceModel string) string {
+// them (Options.Model, or Options.ModelMap from the trace's own name). The
+// options it names are traces.OptionRefs in its tree.
+func (r *runner) notFoundHint(ctx context.Context, sent, traceModel string) error {
+	model := traces.OptionRef("Options.Model")
 	models, err := r.servedModels(ctx)
 	if err != nil {
-		return fmt.Sprintf("; a 404 usually means a model the server does not serve, and its models could not be listed (%v): set Options.Model to one it serves", err)
+		return fmt.Errorf("; a 404 usually means a model the server does not serve, and its models could not be listed (%v): set %w to one it serves", err, model)
 	}
 	if slices.Contains(models, sent) {
-		return fmt.Sprintf("; the server lists %q, so the path is wrong: Options.URL is the base URL, without /v1", sent)
+		return fmt.Errorf("; the server lists %q, so the path is wrong: %w is the base URL, without /v1", sent, traces.OptionRef("Options.URL"))
 	}
 	const most = 8
 	quoted := make([]string, 0, most)
@@ -711,11 +714,11 @@ func (r *runner) notFoundHint(ctx context.Context, sent, traceModel string) stri
 	if len(models) > most {
 		list += fmt.Sprintf(" and %d more", len(models)-most)
 	}
-	hint := fmt.Sprintf("; the server serves %s, not %q: set Options.Model to the one to send", list, sent)
 	if traceModel != "" && traceModel == sent {
-		hint += fmt.Sprintf(", or map the trace's model name with Options.ModelMap %s=%s", traceModel, models[0])
+		return fmt.Errorf("; the server serves %s, not %q: set %w to the one to send, or map the trace's model name with %w %s=%s",
+			list, sent, model, traces.OptionRef("Options.ModelMap"), traceModel, models[0])
 	}
-	return hint
+	return fmt.Errorf("; the server serves %s, not %q: set %w to the one to send", list, sent, model)
 }
 
 func (r *runner) warmup(ctx context.Context, sel []*traces.Record) {

@@ -201,7 +201,7 @@ func (p *Plan) check(o *Options) error {
 		return errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {
-		return optionErr("Options.RecordsInJournal", "needs Options.Journal")
+		return optionErr("Options.RecordsInJournal", "needs %w", traces.OptionRef("Options.Journal"))
 	}
 	return nil
 }

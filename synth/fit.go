@@ -137,13 +137,13 @@ func (o FitOptions) withDefaults() FitOptions {
 func (o FitOptions) Validate() error {
 	switch {
 	case o.Bin < 0:
-		return fmt.Errorf("synth: Options.Bin must be > 0, got %v", o.Bin)
+		return traces.OptionErrorf("synth", "Options.Bin", "must be > 0, got %v", o.Bin)
 	case o.LengthBins < 0 || o.JointBins < 0 || o.OutputBins < 0 || o.GapBins < 0 || o.GapLevels < 0:
-		return errors.New("synth: Options.LengthBins, Options.JointBins, Options.OutputBins, Options.GapBins and Options.GapLevels must be > 0")
+		return traces.OptionErrorf("synth", "Options.LengthBins, Options.JointBins, Options.OutputBins, Options.GapBins, Options.GapLevels", "must be > 0")
 	case o.MinBinCount < 0:
-		return fmt.Errorf("synth: Options.MinBinCount must be > 0, got %d", o.MinBinCount)
+		return traces.OptionErrorf("synth", "Options.MinBinCount", "must be > 0, got %d", o.MinBinCount)
 	case o.MinCategoryRecords < 0:
-		return fmt.Errorf("synth: Options.MinCategoryRecords must be > 0, got %d", o.MinCategoryRecords)
+		return traces.OptionErrorf("synth", "Options.MinCategoryRecords", "must be > 0, got %d", o.MinCategoryRecords)
 	}
 	return nil
 }

@@ -85,25 +85,25 @@ func (o GenOptions) withDefaults(m *Model) GenOptions {
 func (o GenOptions) Validate() error {
 	switch {
 	case o.Duration < 0 || o.Duration > traces.MaxTimeNs:
-		return fmt.Errorf("synth: Options.Duration must be > 0 and at most about 146 years (traces.MaxTimeNs), got %v", o.Duration)
+		return traces.OptionErrorf("synth", "Options.Duration", "must be > 0 and at most about 146 years (traces.MaxTimeNs), got %v", o.Duration)
 	case o.RateScale < 0 || math.IsNaN(o.RateScale) || math.IsInf(o.RateScale, 0):
-		return fmt.Errorf("synth: Options.RateScale must be > 0, got %g", o.RateScale)
+		return traces.OptionErrorf("synth", "Options.RateScale", "must be > 0, got %g", o.RateScale)
 	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):
-		return fmt.Errorf("synth: Options.LengthScale must be > 0, got %g", o.LengthScale)
+		return traces.OptionErrorf("synth", "Options.LengthScale", "must be > 0, got %g", o.LengthScale)
 	case o.MaxContextTokens < 0:
-		return fmt.Errorf("synth: Options.MaxContextTokens must be >= 0, got %d", o.MaxContextTokens)
+		return traces.OptionErrorf("synth", "Options.MaxContextTokens", "must be >= 0, got %d", o.MaxContextTokens)
 	case o.Gaps != "" && !slices.Contains(GapsModes, o.Gaps):
-		return fmt.Errorf("synth: Options.Gaps must be one of %s, got %q", strings.Join(GapsModes, ", "), o.Gaps)
+		return traces.OptionErrorf("synth", "Options.Gaps", "must be one of %s, got %q", strings.Join(GapsModes, ", "), o.Gaps)
 	}
 	sum := 0.0
 	for k, v := range o.Mix {
 		if !(v >= 0 && v <= 1) {
-			return fmt.Errorf("synth: Options.Mix %s=%g: a share must be in [0, 1]", k, v)
+			return traces.OptionErrorf("synth", "Options.Mix", "%s=%g: a share must be in [0, 1]", k, v)
 		}
 		sum += v
 	}
 	if sum > 1+1e-9 {
-		return fmt.Errorf("synth: Options.Mix shares add up to %g, more than 1", sum)
+		return traces.OptionErrorf("synth", "Options.Mix", "shares add up to %g, more than 1", sum)
 	}
 	return nil
 }
@@ -118,18 +118,18 @@ func ParseMix(s string) (map[string]float64, error) {
 	for _, part := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("synth: Options.Mix %q: want category=share", part)
+			return nil, traces.OptionErrorf("synth", "Options.Mix", "%q: want category=share", part)
 		}
 		pct := strings.HasSuffix(v, "%")
 		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
 		if err != nil {
-			return nil, fmt.Errorf("synth: Options.Mix %q: share is not a number", part)
+			return nil, traces.OptionErrorf("synth", "Options.Mix", "%q: share is not a number", part)
 		}
 		if pct {
 			f /= 100
 		}
 		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("synth: Options.Mix: category %q given twice", k)
+			return nil, traces.OptionErrorf("synth", "Options.Mix", "category %q given twice", k)
 		}
 		out[k] = f
 	}
@@ -336,7 +336,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 		for ci, gc := range classes {
 			exp := gc.c.Arrival.CountsPerBin[src] * opts.RateScale * float64(width) / float64(m.BinNs)
 			if exp > maxGenPerBin {
-				return seq, fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower Options.RateScale or refit with a smaller bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin))
+				return seq, fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower %w or refit with a smaller bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin), traces.OptionRef("Options.RateScale"))
 			}
 			n := int(exp)
 			if rng.Float64() < exp-float64(n) {
@@ -566,9 +566,9 @@ func (m *Model) prepare(opts GenOptions) ([]*genClass, error) {
 			}
 			sort.Strings(names)
 			if len(names) == 0 {
-				return nil, fmt.Errorf("synth: Options.Mix %s: the model has no categories to mix (categories derived from prefix blocks are not mixable)", k)
+				return nil, traces.OptionErrorf("synth", "Options.Mix", "%s: the model has no categories to mix (categories derived from prefix blocks are not mixable)", k)
 			}
-			return nil, fmt.Errorf("synth: Options.Mix %s: no such category; the model has %s", k, strings.Join(names, ", "))
+			return nil, traces.OptionErrorf("synth", "Options.Mix", "%s: no such category; the model has %s", k, strings.Join(names, ", "))
 		}
 	}
 	var out []*genClass
@@ -633,7 +633,7 @@ func (m *Model) prepare(opts GenOptions) ([]*genClass, error) {
 			gc.groupCum = append(gc.groupCum, cumLast(gc.groupCum)+share)
 		}
 		if cumLast(gc.groupCum) <= 0 {
-			return nil, fmt.Errorf("synth: Options.Mix leaves class %q with no category to draw from", c.Name)
+			return nil, traces.OptionErrorf("synth", "Options.Mix", "leaves class %q with no category to draw from", c.Name)
 		}
 		if s := c.Sessions; s != nil {
 			gc.turns = newSampler(&s.Turns)

@@ -80,7 +80,7 @@ func ParseRows(s string) ([]Row, error) {
 	rows, err := commalist.Parse(s, func(spec string) (Row, error) {
 		r, err := parseRow(spec)
 		if err != nil {
-			return Row{}, fmt.Errorf("synth: Options.Rows %q: %w (want IN/OUT@RATErps|sat[+PREFIXw|c], e.g. 4096/256+2048w@1rps)", spec, err)
+			return Row{}, traces.OptionErrorf("synth", "Options.Rows", "%q: %w (want IN/OUT@RATErps|sat[+PREFIXw|c], e.g. 4096/256+2048w@1rps)", spec, err)
 		}
 		return r, nil
 	})
@@ -88,7 +88,7 @@ func ParseRows(s string) ([]Row, error) {
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("synth: Options.Rows: no rows")
+		return nil, traces.OptionErrorf("synth", "Options.Rows", "no rows")
 	}
 	return rows, nil
 }
@@ -174,13 +174,13 @@ func (o MatrixOptions) withDefaults() MatrixOptions {
 func (o MatrixOptions) Validate() error {
 	switch {
 	case o.RowDuration < 0:
-		return fmt.Errorf("synth: Options.RowDuration must be > 0, got %v", o.RowDuration)
+		return traces.OptionErrorf("synth", "Options.RowDuration", "must be > 0, got %v", o.RowDuration)
 	case o.SatRequests < 0:
-		return fmt.Errorf("synth: Options.SatRequests must be > 0, got %d", o.SatRequests)
+		return traces.OptionErrorf("synth", "Options.SatRequests", "must be > 0, got %d", o.SatRequests)
 	case o.RowGap < 0:
-		return fmt.Errorf("synth: Options.RowGap must be >= 0, got %v", o.RowGap)
+		return traces.OptionErrorf("synth", "Options.RowGap", "must be >= 0, got %v", o.RowGap)
 	case o.Arrival != "" && o.Arrival != MatrixArrivalPoisson && o.Arrival != MatrixArrivalUniform:
-		return fmt.Errorf("synth: Options.Arrival must be %s or %s, got %q", MatrixArrivalPoisson, MatrixArrivalUniform, o.Arrival)
+		return traces.OptionErrorf("synth", "Options.Arrival", "must be %s or %s, got %q", MatrixArrivalPoisson, MatrixArrivalUniform, o.Arrival)
 	}
 	_, err := ParseRows(o.withDefaults().Rows)
 	return err

@@ -74,14 +74,17 @@ func (w *reorder) push(rec *traces.Record, out func(*fitRow) error) error {
 	return nil
 }
 
+// reorderWindow is the option check's errors name.
+const reorderWindow = traces.OptionRef("FitOptions.ReorderWindow")
+
 // check reports a record that sorts before one already released.
 func (w *reorder) check(r *fitRow) error {
 	if w.released && rowCompare(r, &w.last) < 0 {
 		if w.window == 0 {
-			return fmt.Errorf("fit: record seq %d (arrival_ns %d) comes after arrival_ns %d (seq %d), though the trace says it is sorted by arrival_ns, seq (or FitOptions.ReorderWindow is negative): sort it, or fit it as JSON lines or CSV with a reorder window", r.seq, r.arrival, w.last.arrival, w.last.seq)
+			return fmt.Errorf("fit: record seq %d (arrival_ns %d) comes after arrival_ns %d (seq %d), though the trace says it is sorted by arrival_ns, seq (or %w is negative): sort it, or fit it as JSON lines or CSV with a reorder window", r.seq, r.arrival, w.last.arrival, w.last.seq, reorderWindow)
 		}
-		return fmt.Errorf("fit: record seq %d (arrival_ns %d) is more than %d records out of arrival order: records up to arrival_ns %d (seq %d) were already fitted; sort the trace by arrival_ns, seq (tokentrace writes Parquet sorted) or raise FitOptions.ReorderWindow",
-			r.seq, r.arrival, w.window, w.last.arrival, w.last.seq)
+		return fmt.Errorf("fit: record seq %d (arrival_ns %d) is more than %d records out of arrival order: records up to arrival_ns %d (seq %d) were already fitted; sort the trace by arrival_ns, seq (tokentrace writes Parquet sorted) or raise %w",
+			r.seq, r.arrival, w.window, w.last.arrival, w.last.seq, reorderWindow)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/tokentrace/tokentrace/internal/tempfile"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // varintLog is an append-only sequence of unsigned integers that the fit
@@ -58,7 +59,7 @@ func (l *varintLog) spill() {
 	tempfile.Sweep(filepath.Join(dir, pattern))
 	f, err := tempfile.CreateTemp(l.dir, pattern)
 	if err != nil {
-		l.err = fmt.Errorf("spill %s (FitOptions.TempDir): %w", l.what, err)
+		l.err = traces.OptionErrorf("synth", "FitOptions.TempDir", "spill %s: %w", l.what, err)
 		return
 	}
 	l.f, l.w = f, bufio.NewWriterSize(f, 64<<10)

@@ -635,8 +635,9 @@ func TestParseRows(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0].Spec != "256/128@1rps" || got[1].Spec != "2048/1024@sat" {
 		t.Errorf("ParseRows of a two-row list = %+v, %v; want rows 256/128@1rps and 2048/1024@sat", got, err)
 	}
-	if _, err := ParseRows("256/128@1rps, 256@1rps"); err == nil || !strings.Contains(err.Error(), `Options.Rows "256@1rps"`) {
-		t.Errorf("ParseRows with a bad second row: error %v, want one naming Options.Rows \"256@1rps\"", err)
+	var oe *traces.OptionError
+	if _, err := ParseRows("256/128@1rps, 256@1rps"); !errors.As(err, &oe) || oe.Option != "Options.Rows" || !strings.Contains(err.Error(), `Options.Rows: "256@1rps"`) {
+		t.Errorf("ParseRows with a bad second row: error %v, want an option error for Options.Rows naming \"256@1rps\"", err)
 	}
 }
 

@@ -18,7 +18,9 @@ func (e *noValidRows) Unwrap() error { return ErrNoValidRows }
 
 // DamagedError is a damaged (truncated) file read without
 // OpenOptions.Salvage: it names the file and how many complete rows came
-// before the damage. It wraps ErrTruncated.
+// before the damage. It wraps ErrTruncated, and when there are such rows
+// OptionRef("OpenOptions.Salvage"), which its message names as the way to
+// read them.
 type DamagedError struct {
 	File string
 	// Rows is how many valid rows came before the damage.
@@ -31,10 +33,18 @@ func (e *DamagedError) Error() string {
 	if e.Rows == 0 {
 		return fmt.Sprintf("%s is damaged (truncated) before its first complete row: %v", e.File, e.Err)
 	}
-	return fmt.Sprintf("%s is damaged (truncated): %d complete %s before the damage, which OpenOptions.Salvage uses (%v)", e.File, e.Rows, plural(e.Rows, "row", "rows"), e.Err)
+	return fmt.Sprintf("%s is damaged (truncated): %d complete %s before the damage, which %s uses (%v)", e.File, e.Rows, plural(e.Rows, "row", "rows"), salvageRef, e.Err)
 }
 
-func (e *DamagedError) Unwrap() error { return e.Err }
+func (e *DamagedError) Unwrap() []error {
+	if e.Rows == 0 {
+		return []error{e.Err}
+	}
+	return []error{e.Err, salvageRef}
+}
+
+// salvageRef is the option a DamagedError's message names.
+const salvageRef OptionRef = "OpenOptions.Salvage"
 
 // checked is what OpenWith and Import return: the codec's reader with the
 // rules every command shares on top. A truncated file is an error unless

@@ -362,7 +362,7 @@ func (o *CreateOptions) validate() error {
 		return fmt.Errorf("row group rows %d: must be positive", o.RowGroupRows)
 	}
 	if o.SortMemoryBytes < 0 {
-		return fmt.Errorf("CreateOptions.SortMemoryBytes %d: must be positive (0 = the default)", o.SortMemoryBytes)
+		return OptionErrorf("", "CreateOptions.SortMemoryBytes", "%d: must be positive (0 = the default)", o.SortMemoryBytes)
 	}
 	return nil
 }

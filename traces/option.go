@@ -34,3 +34,14 @@ func (e *OptionError) Error() string {
 }
 
 func (e *OptionError) Unwrap() error { return e.Err }
+
+// OptionRef is an option that an error's message names in passing, as
+// advice ("set Options.Model to one it serves", "goodput needs
+// Options.SLO"). The error wraps it with %w where the name goes, so its
+// text is the option's name and a program that sets options some other way
+// finds it in the error's tree, as it finds an OptionError, and says the
+// name in its own terms; errors.Is(err, OptionRef("Options.Model")) asks
+// whether err's advice names that option.
+type OptionRef string
+
+func (r OptionRef) Error() string { return string(r) }

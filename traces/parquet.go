@@ -212,7 +212,7 @@ func (w *parquetWriter) spill() error {
 		tempfile.Sweep(filepath.Join(cmp.Or(w.o.TempDir, os.TempDir()), SortDirPattern))
 		d, release, err := tempfile.MkdirTemp(w.o.TempDir, SortDirPattern)
 		if err != nil {
-			return fmt.Errorf("spill sorted run (CreateOptions.TempDir): %w", err)
+			return OptionErrorf("", "CreateOptions.TempDir", "spill sorted run: %w", err)
 		}
 		w.tmpDir, w.release = d, release
 	}

@@ -185,12 +185,12 @@ func (o Options) WithDefaults() Options {
 // Validate reports the first option that cannot run, naming it.
 func (o *Options) Validate() error {
 	if len(o.Targets) < 2 {
-		return fmt.Errorf("validate: Options.Targets: want at least two configurations to compare, got %d", len(o.Targets))
+		return traces.OptionErrorf("validate", "Options.Targets", "want at least two configurations to compare, got %d", len(o.Targets))
 	}
 	seen := map[string]bool{}
 	for _, t := range o.Targets {
 		if seen[t.Name] {
-			return fmt.Errorf("validate: Options.Targets: two targets are named %q", t.Name)
+			return traces.OptionErrorf("validate", "Options.Targets", "two targets are named %q", t.Name)
 		}
 		seen[t.Name] = true
 		if (t.URL == "") == (t.Sim == nil) {
@@ -199,22 +199,22 @@ func (o *Options) Validate() error {
 	}
 	for _, m := range o.Metrics {
 		if m.Kind == kindGoodput && o.SLO.IsZero() {
-			return errors.New("validate: Options.Metrics: goodput needs Options.SLO (e.g. ttft=500ms,tpot=50ms)")
+			return traces.OptionErrorf("validate", "Options.Metrics", "goodput needs %w (e.g. ttft=500ms,tpot=50ms)", traces.OptionRef("Options.SLO"))
 		}
 	}
 	switch {
 	case !(o.Speed > 0):
-		return fmt.Errorf("validate: Options.Speed: want > 0, got %g", o.Speed)
+		return traces.OptionErrorf("validate", "Options.Speed", "want > 0, got %g", o.Speed)
 	case o.Repeat < 1 || o.Repeat > 100:
-		return fmt.Errorf("validate: Options.Repeat: want 1 to 100 runs, got %d", o.Repeat)
+		return traces.OptionErrorf("validate", "Options.Repeat", "want 1 to 100 runs, got %d", o.Repeat)
 	case o.Resamples < 100:
-		return fmt.Errorf("validate: Options.Resamples: want at least 100, got %d", o.Resamples)
+		return traces.OptionErrorf("validate", "Options.Resamples", "want at least 100, got %d", o.Resamples)
 	case !(o.Confidence > 0 && o.Confidence < 1):
-		return fmt.Errorf("validate: Options.Confidence: want 0 < c < 1, got %g", o.Confidence)
+		return traces.OptionErrorf("validate", "Options.Confidence", "want 0 < c < 1, got %g", o.Confidence)
 	case o.MinEffect < 0 || o.MagnitudeTolerance < 0:
-		return errors.New("validate: Options.MinEffect, Options.MagnitudeTolerance: want >= 0")
+		return traces.OptionErrorf("validate", "Options.MinEffect, Options.MagnitudeTolerance", "want >= 0")
 	case o.Explain != "" && !slices.Contains(ExplainModes, o.Explain):
-		return fmt.Errorf("validate: Options.Explain: want one of %s, got %q", strings.Join(ExplainModes, ", "), o.Explain)
+		return traces.OptionErrorf("validate", "Options.Explain", "want one of %s, got %q", strings.Join(ExplainModes, ", "), o.Explain)
 	}
 	return nil
 }
@@ -246,7 +246,7 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 	}
 	if o.OutDir != "" {
 		if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
-			return nil, fmt.Errorf("validate: Options.OutDir: %w", err)
+			return nil, traces.OptionErrorf("validate", "Options.OutDir", "%w", err)
 		}
 	}
 	res := &Result{Baseline: o.Targets[0].Name, Workloads: [2]string{real.Name, synthetic.Name}, Speed: o.Speed,

@@ -261,7 +261,7 @@ func (o *Options) Validate() error {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return optionErr("Options.URL", "want http(s)://host:port, got %q", redactURL(o.URL))
 	case u.User != nil:
-		return optionErr("Options.URL", "carries credentials: put them in Options.BasicAuthFile or Options.BearerTokenFile")
+		return optionErr("Options.URL", "carries credentials: put them in %w or %w", traces.OptionRef("Options.BasicAuthFile"), traces.OptionRef("Options.BearerTokenFile"))
 	case o.Start.IsZero():
 		return optionErr("Options.Start", "required (the trace's wall-clock start)")
 	case o.Duration <= 0:
@@ -275,7 +275,7 @@ func (o *Options) Validate() error {
 	case o.RoleLabel != "" && !labelName.MatchString(o.RoleLabel):
 		return optionErr("Options.RoleLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
 	case o.RoleLabel != "" && o.RoleLabel == cmp.Or(o.InstanceLabel, DefaultInstanceLabel):
-		return optionErr("Options.RoleLabel", "%q is also Options.InstanceLabel: one label cannot name both a replica and its pool", o.RoleLabel)
+		return optionErr("Options.RoleLabel", "%q is also %w: one label cannot name both a replica and its pool", o.RoleLabel, traces.OptionRef("Options.InstanceLabel"))
 	}
 	return nil
 }
@@ -499,7 +499,7 @@ func (o *Options) instances(ctx context.Context, papi v1.API, r v1.Range, res *R
 	if p := cat.Problem(fleetseries.Names{
 		Instance: o.InstanceLabel, InstanceOption: "Options.InstanceLabel", InstanceOptional: o.InstanceLabel == DefaultInstanceLabel,
 		Role: o.RoleLabel, RoleOption: "Options.RoleLabel",
-	}); p != "" {
+	}); p != nil {
 		return o.labelError(ctx, papi, r, res, p)
 	}
 	res.Instances = cat.Instances()
@@ -524,13 +524,13 @@ func runningSel(sel string) string {
 // labelError is an ErrLabel whose message starts with what (the label at
 // fault, "... is on none") and lists the labels of the running-requests
 // gauge's series in the window, with a few values each.
-func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *Result, what string) error {
+func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *Result, what error) error {
 	qctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	sets, warns, _, err := papi.Series(qctx, []string{"vllm:num_requests_running{" + o.Selector + "}", "sglang:num_running_reqs{" + o.Selector + "}"}, r.Start, r.End, v1.WithLimit(1000))
 	res.Warnings = append(res.Warnings, warns...)
 	if err != nil {
-		return fmt.Errorf("prom: %w: %s of the servers' series (listing their labels failed: %w)", ErrLabel, what, err)
+		return fmt.Errorf("prom: %w: %w of the servers' series (listing their labels failed: %w)", ErrLabel, what, err)
 	}
 	labels := fleetseries.Labels{}
 	for _, ls := range sets {
@@ -540,7 +540,7 @@ func (o *Options) labelError(ctx context.Context, papi v1.API, r v1.Range, res *
 			}
 		}
 	}
-	return fmt.Errorf("prom: %w: %s of the %d series of the servers' running-requests gauge in the window; their labels: %s", ErrLabel, what, len(sets), labels)
+	return fmt.Errorf("prom: %w: %w of the %d series of the servers' running-requests gauge in the window; their labels: %s", ErrLabel, what, len(sets), labels)
 }
 
 // divide turns num into num/den step by step: NaN where den has no data,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -140,59 +139,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "tokentrace: %s\n", cliNames(flagged(err, nil).Error()))
+	fmt.Fprintf(stderr, "tokentrace: %s\n", flagged(err, nil))
 	return code
-}
-
-// optionRef is a library error's reference to an option: "synth:
-// Options.RateScale" or "Options.RateScale" (the package prefix goes too),
-// or a trace reader's "OpenOptions.Salvage".
-var optionRef = regexp.MustCompile(`(?:\b[a-z]+: )?\b(?:Open)?Options\.([A-Z][A-Za-z0-9]*)`)
-
-// optionFlags are the options whose flag is not their kebab-cased name.
-var optionFlags = map[string]string{
-	"TailPercentile":    "tail",
-	"MaxQueuedRequests": "max-num-queued-reqs",
-	"WindowFrom":        "window",
-	"WindowTo":          "window",
-	"ShardIndex":        "shard",
-	"ShardCount":        "shard",
-}
-
-// cliNames rewrites the options a library error names in its text to the
-// flags that set them ("synth: Options.RateScale must be > 0" reads
-// "--rate-scale must be > 0"): libraries name options, users type flags.
-// It only changes what is printed; option errors (traces.OptionError) are
-// said with their flags by flagged, without parsing any text.
-func cliNames(msg string) string {
-	return optionRef.ReplaceAllStringFunc(msg, func(m string) string {
-		name := optionRef.FindStringSubmatch(m)[1]
-		if f, ok := optionFlags[name]; ok {
-			return "--" + f
-		}
-		return "--" + kebab(name)
-	})
-}
-
-// kebab turns RateScale into rate-scale and OTLPTracesEndpoint into
-// otlp-traces-endpoint.
-func kebab(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		upper := r >= 'A' && r <= 'Z'
-		if upper && i > 0 {
-			prevLower := s[i-1] >= 'a' && s[i-1] <= 'z' || s[i-1] >= '0' && s[i-1] <= '9'
-			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
-			if prevLower || (nextLower && s[i-1] >= 'A' && s[i-1] <= 'Z') {
-				b.WriteByte('-')
-			}
-		}
-		if upper {
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // args checks the positional arguments: between min and max of them

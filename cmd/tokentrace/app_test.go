@@ -96,23 +96,6 @@ func TestUsageErrorsAreShortAndSuggest(t *testing.T) {
 	}
 }
 
-// TestCLINames checks that library errors naming options reach the user
-// naming flags.
-func TestCLINames(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"synth: Options.RateScale must be > 0, got 0", "--rate-scale must be > 0, got 0"},
-		{"analyze: Options.ModelBytes and Options.Bandwidth: give both", "--model-bytes and --bandwidth: give both"},
-		{"sim: Options.OTLPTracesEndpoint \"x\": want http", "--otlp-traces-endpoint \"x\": want http"},
-		{"analyze: Options.TailPercentile 100: want", "--tail 100: want"},
-		{"sim: Options.MaxModelLen 9 is larger", "--max-model-len 9 is larger"},
-		{"read trace t.parquet: no such file", "read trace t.parquet: no such file"},
-	} {
-		if got := cliNames(c.in); got != c.want {
-			t.Errorf("cliNames(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
 // TestHelpGolden pins the top-level --help to testdata/golden/help.txt: the
 // commands in their order with their one-line usage, and the global flags
 // (the build's version is written as VERSION).

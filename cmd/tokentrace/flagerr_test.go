@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -97,8 +98,107 @@ func TestFlagged(t *testing.T) {
 		t.Errorf("flagged changed an error without option errors")
 	}
 	// An option without a flag keeps the library's name.
-	tok := traces.OptionErrorf("replay", "Options.TokenIDMin, Options.TokenIDMax", "want 0 <= min < max")
+	tok := traces.OptionErrorf("replay", "model map", "want a=b")
 	if got := flagged(tok, nil).Error(); got != tok.Error() {
 		t.Errorf("flagged(%q) = %q", tok, got)
+	}
+	// Advice names its options as OptionRefs: each is said as its flag,
+	// a longer name that holds it is not touched, and the chain stays.
+	advice := fmt.Errorf("%w (set %w, or %w; FitOptions.TempDir is another)", cause, traces.OptionRef("Options.Model"), traces.OptionRef("Options.ModelMap"))
+	got = flagged(advice, nil)
+	want = "the cause (set --model, or --model-map; FitOptions.TempDir is another)"
+	if got.Error() != want || !errors.Is(got, cause) || !errors.Is(got, traces.OptionRef("Options.ModelMap")) {
+		t.Errorf("flagged = %q, want %q and the chain", got, want)
+	}
+}
+
+// runErr runs one command line as Main does and returns the error Main
+// would print (nil when it succeeds).
+func runErr(args ...string) error {
+	var out bytes.Buffer
+	app := newApp(strings.NewReader(""), &out, &out)
+	ctx := context.WithValue(context.Background(), ctxKey{}, streams{in: strings.NewReader(""), out: &out, err: &out})
+	return app.RunContext(ctx, append([]string{"tokentrace"}, args...))
+}
+
+// A library error about an option reaches the user naming the flag, never
+// "Options.": the libraries' option errors and the options their advice
+// names are said as flags from their structure (no text is rewritten),
+// and the printed error still unwraps to the library's, for errors.Is
+// (its sentinel) and errors.As (the option at fault).
+func TestLibraryOptionErrorsNameFlags(t *testing.T) {
+	trace := filepath.Join("testdata", "golden", "trace.jsonl")
+	model := filepath.Join("testdata", "golden", "model.json")
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	for _, c := range []struct {
+		why    string
+		args   []string
+		code   int
+		want   string // the stderr line, after "tokentrace: "
+		option string // the option errors.As finds ("": none)
+		is     error  // a sentinel or OptionRef errors.Is finds (nil: none)
+	}{
+		{"synth gen's rate scale must be positive",
+			[]string{"synth", "gen", "--rate-scale", "-1", "--duration", "1s", "--out", out, model}, exitUsage,
+			"synth gen: --rate-scale: must be > 0, got -1", "Options.RateScale", nil},
+		{"analyze's --tail is parsed by the CLI and says its flag",
+			[]string{"analyze", "--tail", "100", trace}, exitUsage,
+			`--tail: percentile "100": want p50 … p99.99 (strictly between 0 and 100)`, "", nil},
+		{"analyze's grouping must be a known dimension",
+			[]string{"analyze", "--by", "nope", trace}, exitUsage,
+			`analyze: --by: "nope": want one of class, category, model, replica`, "Options.By", nil},
+		{"a simulator's context length must fit its KV cache",
+			[]string{"sim", "--max-model-len", "99999999"}, exitUsage,
+			"sim: --max-model-len: 99999999 is larger than the KV cache (26000 blocks of 16 = 416000 tokens)", "Options.MaxModelLen", nil},
+		{"a fleet's prefill pool needs a decode pool; the fleet is no flag of its own",
+			[]string{"sim", "--prefill-replicas", "2"}, exitUsage,
+			`sim: simulator configuration "prefill-replicas=2": fleet: prefill-replicas 2 needs a decode pool (decode-replicas): a pool of size 0 serves nothing`, "Options.Fleet", nil},
+		{"a built-in target's unknown router names --target",
+			[]string{"replay", "--target", "sim:router=nope", "--out", out, trace}, exitUsage,
+			`--target: simulator configuration "router=nope": router: unknown router policy "nope"`, "target", nil},
+		{"a simulator option inside --target is said as its flag too",
+			[]string{"replay", "--target", "sim:max-model-len=99999999", "--out", out, trace}, exitUsage,
+			`--target: simulator configuration "max-model-len=99999999": --max-model-len: 99999999 is larger`, "target", nil},
+		{"a replay window that selects nothing is replay.ErrNothingToSend",
+			[]string{"replay", "--target", "sim", "--window", "100s,200s", "--out", out, trace}, exitFailure,
+			"no records to send: --window: [1m40s, 3m20s) selects none of them", "Options.WindowFrom, Options.WindowTo", replay.ErrNothingToSend},
+		{"validate's repeat count is bounded",
+			[]string{"validate", "--target", "a=sim", "--target", "b=sim", "--repeat", "0", trace, trace}, exitUsage,
+			"--repeat: want 1 to 100 runs, got 0", "Options.Repeat", nil},
+		{"validate's goodput names the option it needs as a flag",
+			[]string{"validate", "--target", "a=sim", "--target", "b=sim", "--metrics", "goodput", trace, trace}, exitUsage,
+			"--metrics: goodput needs --slo (e.g. ttft=500ms,tpot=50ms)", "Options.Metrics", traces.OptionRef("Options.SLO")},
+		{"postmortem's labels cannot be one and the same, and the hint names the other flag",
+			[]string{"postmortem", "--start", "2024-01-01T00:00:00Z", "--prometheus", "http://127.0.0.1:1", "--role-label", "pod", "--instance-label", "pod", trace}, exitUsage,
+			`--role-label: "pod" is also --instance-label: one label cannot name both a replica and its pool`, "Options.RoleLabel", traces.OptionRef("Options.InstanceLabel")},
+		{"sweep's repeat count is bounded",
+			[]string{"sweep", "--slo", "ttft=1s", "--repeat", "0", trace}, exitUsage,
+			"--repeat: want 1 to 100 runs per speed, got 0", "", nil},
+		{"synth fit's bin must be positive",
+			[]string{"synth", "fit", "--bin", "-1s", "--out", out, trace}, exitUsage,
+			"synth fit: --bin: must be > 0, got -1s", "Options.Bin", nil},
+		{"a synth matrix row must be IN/OUT@RATE",
+			[]string{"synth", "matrix", "--rows", "256@1rps", "--out", out}, exitUsage,
+			`synth matrix: --rows: "256@1rps": no IN/OUT`, "Options.Rows", nil},
+	} {
+		code, _, se := runCLI(nil, c.args...)
+		if code != c.code || !strings.HasPrefix(se, "tokentrace: "+c.want) || strings.Contains(se, "Options.") {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q, no \"Options.\"", c.why, code, se, c.code, c.want)
+		}
+		err := runErr(c.args...)
+		if err == nil {
+			t.Errorf("%s: no error", c.why)
+			continue
+		}
+		if got := "tokentrace: " + flagged(err, nil).Error() + "\n"; got != se {
+			t.Errorf("%s: Main printed %q, the error says %q", c.why, se, got)
+		}
+		var oe *traces.OptionError
+		if c.option != "" && (!errors.As(err, &oe) || oe.Option != c.option) {
+			t.Errorf("%s: %v: want an option error for %s, got %+v", c.why, err, c.option, oe)
+		}
+		if c.is != nil && !errors.Is(err, c.is) {
+			t.Errorf("%s: %v is not %v", c.why, err, c.is)
+		}
 	}
 }

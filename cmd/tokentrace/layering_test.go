@@ -6,9 +6,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -139,4 +141,100 @@ func TestFunctionsAreShort(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLibrariesNameOptionsStructurally keeps the libraries from writing an
+// option's name ("Options.RateScale", "FitOptions.TempDir") into an
+// error's text, where the CLI could say it as a flag only by rewriting
+// text: an error about an option is a traces.OptionError (its option
+// argument names it), and advice that names one wraps a traces.OptionRef
+// with %w. It checks the string literals of fmt.Errorf and errors.New
+// calls, the format of OptionErrorf and of the packages' optionErr
+// helpers, and every Error() method; doc comments and other strings are
+// free to name options.
+func TestLibrariesNameOptionsStructurally(t *testing.T) {
+	optionName := regexp.MustCompile(`Options\.[A-Z]`)
+	root := filepath.Join("..", "..")
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "cmd") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		checked++
+		check := func(n ast.Node, intoCalls bool) {
+			ast.Inspect(n, func(m ast.Node) bool {
+				if _, ok := m.(*ast.CallExpr); ok && !intoCalls {
+					return false // a call among the arguments is checked as itself
+				}
+				if lit, ok := m.(*ast.BasicLit); ok && lit.Kind == token.STRING && optionName.MatchString(lit.Value) {
+					t.Errorf("%s: %s names an option in an error's text: make it a traces.OptionError, or wrap a traces.OptionRef with %%w", fset.Position(lit.Pos()), lit.Value)
+				}
+				return true
+			})
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if n.Name.Name == "Error" && n.Recv != nil && n.Type.Params.NumFields() == 0 && n.Body != nil {
+					check(n.Body, true)
+				}
+			case *ast.CallExpr:
+				skip := -1 // the argument that names the option
+				switch callee(n.Fun) {
+				case "fmt.Errorf", "errors.New":
+				case "OptionErrorf":
+					skip = 1
+				case "optionErr":
+					skip = 0
+				default:
+					return true
+				}
+				for i, a := range n.Args {
+					if i != skip {
+						check(a, false)
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d library files; the walk from %s missed the module", checked, root)
+	}
+}
+
+// callee is a call's function as written: "fmt.Errorf", or the name alone
+// for OptionErrorf (traces.OptionErrorf, or OptionErrorf inside traces) and
+// plain functions.
+func callee(fun ast.Expr) string {
+	switch f := fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		if f.Sel.Name == "OptionErrorf" {
+			return f.Sel.Name
+		}
+		if x, ok := f.X.(*ast.Ident); ok {
+			return x.Name + "." + f.Sel.Name
+		}
+	}
+	return ""
 }

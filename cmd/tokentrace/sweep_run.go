@@ -40,7 +40,7 @@ func runSweep(ctx context.Context, a *sweepArgs, s streams) error {
 	defer replay.TuneProcess(1)()
 	res, err := sweep.Run(ctx, recs, meta, cfg)
 	if err != nil {
-		return err
+		return flagged(err, sweepFlags)
 	}
 	if err := writeCharts(res, charts, s.err); err != nil {
 		return err

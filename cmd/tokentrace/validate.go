@@ -149,7 +149,7 @@ func validateCommand() *cli.Command {
 			}
 			res, err := validate.Run(c.Context, real, syn, o)
 			if err != nil {
-				return err
+				return flagged(err, validateFlags)
 			}
 			if htmlOut != "" {
 				if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {

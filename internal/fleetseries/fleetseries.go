@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // PrefillRole is the role value of a prefill pool (llm-d's llm-d.ai/role
@@ -166,28 +168,28 @@ type Names struct {
 	InstanceOptional, RoleOptional bool
 }
 
-// Problem says what makes the labels unusable, "" when nothing does: an
+// Problem says what makes the labels unusable, nil when nothing does: an
 // instance or role label that no series carries (unless optional), or an
 // instance label under which one instance has two roles (it does not tell
-// the replicas apart). The text names the label and its option and ends
-// so that the caller can go on with the series it looked at ("is on none
-// of the 4 series …").
-func (c *Catalog) Problem(n Names) string {
+// the replicas apart). The text names the label and its option (a
+// traces.OptionRef the error wraps) and ends so that the caller can go on
+// with the series it looked at ("is on none of the 4 series …").
+func (c *Catalog) Problem(n Names) error {
 	if c.unlabelled == 0 && len(c.roles) == 0 {
-		return "" // no series at all: nothing to say about their labels
+		return nil // no series at all: nothing to say about their labels
 	}
 	switch {
 	case len(c.roles) == 0 && !n.InstanceOptional:
-		return fmt.Sprintf("instance label %q (%s) is on none", n.Instance, n.InstanceOption)
+		return fmt.Errorf("instance label %q (%w) is on none", n.Instance, traces.OptionRef(n.InstanceOption))
 	case n.Role != "" && !c.labelled && !n.RoleOptional:
-		return fmt.Sprintf("role label %q (%s) is on none", n.Role, n.RoleOption)
+		return fmt.Errorf("role label %q (%w) is on none", n.Role, traces.OptionRef(n.RoleOption))
 	case len(c.conflicts) > 0:
 		cs := slices.Clone(c.conflicts)
 		slices.Sort(cs)
 		cs = slices.Compact(cs)
-		return fmt.Sprintf("instance label %q (%s) does not tell the replicas apart (%s): name the label that does, e.g. pod; it is on all", n.Instance, n.InstanceOption, strings.Join(cs, "; "))
+		return fmt.Errorf("instance label %q (%w) does not tell the replicas apart (%s): name the label that does, e.g. pod; it is on all", n.Instance, traces.OptionRef(n.InstanceOption), strings.Join(cs, "; "))
 	}
-	return ""
+	return nil
 }
 
 // Labels gathers the label names and values of a set of series, for a

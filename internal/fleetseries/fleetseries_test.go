@@ -46,7 +46,10 @@ func TestCatalogProblem(t *testing.T) {
 		if c.names != nil {
 			n = c.names(n)
 		}
-		got := cat.Problem(n)
+		got := ""
+		if err := cat.Problem(n); err != nil {
+			got = err.Error()
+		}
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%s: problem %q, want %q", c.why, got, c.want)
 		}

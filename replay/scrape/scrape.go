@@ -402,7 +402,7 @@ func (rd *reader) catalog() {
 		}
 		break
 	}
-	if p := cat.Problem(rd.names); p != "" {
+	if p := cat.Problem(rd.names); p != nil {
 		rd.snap.problem = fmt.Sprintf("%s of the %d series of the running-requests gauge; their labels: %s", p, n, labels)
 		// The roles of the series still say which pool each is in.
 		rd.disaggregated = rd.names.Role != "" && fleetseries.Disaggregated(rolesOf(rd.fams, rd.names.Role))

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Router policies of a fleet (Fleet.Router).
@@ -148,7 +150,7 @@ func (o Options) ReplicaSpecs() ([]ReplicaSpec, error) {
 		kv, v, ok := strings.Cut(ov, "=")
 		scope, k, ok2 := strings.Cut(kv, ".")
 		if !ok || !ok2 || scope == "" || k == "" || v == "" {
-			return nil, fmt.Errorf("sim: Options.Fleet.Overrides: %q is not SCOPE.KEY=VALUE", ov)
+			return nil, traces.OptionErrorf("sim", "Options.Fleet.Overrides", "%q is not SCOPE.KEY=VALUE", ov)
 		}
 		x := override{scope, k, v, ov}
 		switch {
@@ -237,28 +239,28 @@ func (o *Options) validateFleetShape() error {
 	f := &o.Fleet
 	var errs []error
 	if n := []int{f.Replicas, f.PrefillReplicas, f.DecodeReplicas}; slices.Min(n) < 0 || slices.Max(n) > MaxReplicas || n[0]+n[1]+n[2] > MaxReplicas {
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet: replica counts must be within 0..%d in all (replicas %d, prefill-replicas %d, decode-replicas %d)",
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet", "replica counts must be within 0..%d in all (replicas %d, prefill-replicas %d, decode-replicas %d)",
 			MaxReplicas, f.Replicas, f.PrefillReplicas, f.DecodeReplicas))
 	}
 	switch {
 	case f.Replicas > 0 && o.Disaggregated():
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet: replicas (%d aggregated) and prefill-replicas/decode-replicas (a disaggregated fleet) exclude each other", f.Replicas))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet", "replicas (%d aggregated) and prefill-replicas/decode-replicas (a disaggregated fleet) exclude each other", f.Replicas))
 	case f.PrefillReplicas > 0 && f.DecodeReplicas == 0:
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet: prefill-replicas %d needs a decode pool (decode-replicas): a pool of size 0 serves nothing", f.PrefillReplicas))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet", "prefill-replicas %d needs a decode pool (decode-replicas): a pool of size 0 serves nothing", f.PrefillReplicas))
 	case f.DecodeReplicas > 0 && f.PrefillReplicas == 0:
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet: decode-replicas %d needs a prefill pool (prefill-replicas): a pool of size 0 serves nothing", f.DecodeReplicas))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet", "decode-replicas %d needs a prefill pool (prefill-replicas): a pool of size 0 serves nothing", f.DecodeReplicas))
 	}
 	if !slices.Contains(Routers, f.Router) {
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet.Router %q isn't one of [%s]", f.Router, strings.Join(Routers, ", ")))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet.Router", "%q isn't one of [%s]", f.Router, strings.Join(Routers, ", ")))
 	}
 	if f.KVTransferLatency < 0 || f.KVTransferPerToken < 0 {
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet: kv-transfer-latency %v and kv-transfer-per-token %v must not be negative", f.KVTransferLatency, f.KVTransferPerToken))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet", "kv-transfer-latency %v and kv-transfer-per-token %v must not be negative", f.KVTransferLatency, f.KVTransferPerToken))
 	}
 	if f.KVTransferBandwidth < 0 || math.IsNaN(f.KVTransferBandwidth) || math.IsInf(f.KVTransferBandwidth, 0) {
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet.KVTransferBandwidth must be a finite number of bytes/s >= 0 (0 = no cap), got %g", f.KVTransferBandwidth))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet.KVTransferBandwidth", "must be a finite number of bytes/s >= 0 (0 = no cap), got %g", f.KVTransferBandwidth))
 	}
 	if o.Disaggregated() && f.KVTransferBytesPerToken <= 0 {
-		errs = append(errs, fmt.Errorf("sim: Options.Fleet.KVTransferBytesPerToken must be positive, got %d", f.KVTransferBytesPerToken))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Fleet.KVTransferBytesPerToken", "must be positive, got %d", f.KVTransferBytesPerToken))
 	}
 	return errors.Join(errs...)
 }

@@ -45,6 +45,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // DefaultModel is the served model name.
@@ -331,13 +333,13 @@ func (o *Options) Validate() error {
 	pos("stream-interval", o.StreamInterval)
 	pos("mean-output-tokens", o.MeanOutputTokens)
 	if o.MaxQueuedRequests < 0 {
-		errs = append(errs, fmt.Errorf("sim: Options.MaxQueuedRequests must not be negative, got %d", o.MaxQueuedRequests))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxQueuedRequests", "must not be negative, got %d", o.MaxQueuedRequests))
 	}
 	if o.Model == "" {
-		errs = append(errs, errors.New("sim: Options.Model must not be empty"))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Model", "must not be empty"))
 	}
 	if o.NumGPUBlocks > 0 && o.BlockSize > 0 && o.MaxModelLen > o.NumGPUBlocks*o.BlockSize {
-		errs = append(errs, fmt.Errorf("sim: Options.MaxModelLen %d is larger than the KV cache (%d blocks of %d = %d tokens)",
+		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxModelLen", "%d is larger than the KV cache (%d blocks of %d = %d tokens)",
 			o.MaxModelLen, o.NumGPUBlocks, o.BlockSize, o.NumGPUBlocks*o.BlockSize))
 	}
 	for _, d := range []struct {
@@ -365,12 +367,12 @@ func (o *Options) Validate() error {
 	switch o.FailStatus {
 	case 429, 500, 503:
 	default:
-		errs = append(errs, fmt.Errorf("sim: Options.FailStatus must be 429, 500 or 503, got %d", o.FailStatus))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.FailStatus", "must be 429, 500 or 503, got %d", o.FailStatus))
 	}
 	switch o.Policy {
 	case "fcfs", "priority":
 	default:
-		errs = append(errs, fmt.Errorf("sim: Options.Policy %q isn't one of [fcfs, priority]", o.Policy))
+		errs = append(errs, traces.OptionErrorf("sim", "Options.Policy", "%q isn't one of [fcfs, priority]", o.Policy))
 	}
 	if len(errs) == 0 {
 		if err := o.validateFleet(); err != nil {

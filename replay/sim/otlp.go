@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // otlpExporter sends one "llm_request" span per finished request, with the
@@ -45,7 +46,7 @@ const (
 func otlpEndpoint(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("sim: Options.OTLPTracesEndpoint %q: want http(s)://host:port[/path]", s)
+		return "", traces.OptionErrorf("sim", "Options.OTLPTracesEndpoint", "%q: want http(s)://host:port[/path]", s)
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = "/v1/traces"

@@ -12,7 +12,6 @@ package sweep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -123,17 +122,17 @@ type Result struct {
 func (o *Options) Validate() error {
 	switch {
 	case o.SLO.IsZero():
-		return errors.New("sweep: Options.SLO is required (e.g. ttft=1s)")
+		return traces.OptionErrorf("sweep", "Options.SLO", "required (e.g. ttft=1s)")
 	case !(o.Percentile > 0 && o.Percentile < 100):
-		return fmt.Errorf("sweep: Options.Percentile: want 0 < p < 100, got %g", o.Percentile)
+		return traces.OptionErrorf("sweep", "Options.Percentile", "want 0 < p < 100, got %g", o.Percentile)
 	case o.Repeat < 0 || o.Repeat > 100:
-		return fmt.Errorf("sweep: Options.Repeat: want 1 to 100 runs per speed, got %d", o.Repeat)
+		return traces.OptionErrorf("sweep", "Options.Repeat", "want 1 to 100 runs per speed, got %d", o.Repeat)
 	case o.Search && (!(o.Low > 0) || !(o.High > o.Low) || math.IsInf(o.High, 0)):
-		return fmt.Errorf("sweep: Options.Low, Options.High: want 0 < Low < High, got %g, %g", o.Low, o.High)
+		return traces.OptionErrorf("sweep", "Options.Low, Options.High", "want 0 < Low < High, got %g, %g", o.Low, o.High)
 	case o.Search && (!(o.Tolerance > 0) || o.Tolerance >= 1):
-		return fmt.Errorf("sweep: Options.Tolerance: want 0 < tol < 1, got %g", o.Tolerance)
+		return traces.OptionErrorf("sweep", "Options.Tolerance", "want 0 < tol < 1, got %g", o.Tolerance)
 	case !o.Search && len(o.Speeds) == 0:
-		return errors.New("sweep: Options.Speeds: want at least one speed")
+		return traces.OptionErrorf("sweep", "Options.Speeds", "want at least one speed")
 	}
 	return nil
 }
@@ -178,7 +177,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, opts Optio
 	res := &Result{BaseRPS: traceRate(inWindow), opts: opts}
 	if opts.OutDir != "" {
 		if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
-			return nil, fmt.Errorf("sweep: Options.OutDir: %w", err)
+			return nil, traces.OptionErrorf("sweep", "Options.OutDir", "%w", err)
 		}
 	}
 	// Progress: a counter line when each point starts and when it ends, so

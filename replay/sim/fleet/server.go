@@ -73,7 +73,7 @@ type served struct {
 // requests to each other: use Simulate).
 func Start(ctx context.Context, o sim.Options) (*Server, error) {
 	if o.Virtual && o.Disaggregated() {
-		return nil, errors.New("fleet: Options.Virtual: a disaggregated fleet's pools share one clock in real time; simulate it offline (Simulate) instead")
+		return nil, traces.OptionErrorf("fleet", "Options.Virtual", "a disaggregated fleet's pools share one clock in real time; simulate it offline (Simulate) instead")
 	}
 	s := &Server{o: o, start: time.Now(), routes: map[string]served{}, stop: make(chan struct{})}
 	l, err := newLayout(o, func(i int) int { return s.reps[i].Meter().Counters().Waiting })
