@@ -879,7 +879,7 @@ const extraProcs = 1
 
 // TuneProcess prepares the process for runs replays at once: GOMAXPROCS
 // gets extraProcs more Ps per run, and the garbage collector runs rarely
-// (on Linux GOGC 400 with a heap goal of at least 256 MB, under a soft
+// (on Linux a heap goal of at least 256 MB, GOGC 100 above it, under a soft
 // memory limit of a quarter of RAM, unless GOGC or GOMEMLIMIT is set),
 // because each collection can stall the dispatcher. These are
 // process-wide settings, so programs call it (the CLI does, once per
