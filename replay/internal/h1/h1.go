@@ -826,13 +826,20 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 	n, err := c.br.Read(p)
 	c.left -= int64(n)
 	if c.left == 0 && err == nil {
-		// the CRLF after the chunk data
-		if _, err := c.br.Discard(2); err != nil {
+		// the CRLF after the chunk data: anything else is a malformed
+		// stream (as the event loop's parser and net/http say), not two
+		// bytes to skip
+		crlf, err := c.br.Peek(2)
+		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
 			return n, err
 		}
+		if crlf[0] != '\r' || crlf[1] != '\n' {
+			return n, errChunked
+		}
+		c.br.Discard(2)
 	}
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
