@@ -127,6 +127,9 @@ func analyzeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := zeroTyped(c, "exact-rows"); err != nil {
+				return err
+			}
 			o, err := f.options()
 			if err != nil {
 				return err

@@ -107,3 +107,24 @@ func TestHelpGolden(t *testing.T) {
 	got := strings.Replace(stdout, "\n   "+versionString()+"\n", "\n   VERSION\n", 1)
 	golden.Check(t, filepath.Join("testdata", "golden", "help.txt"), []byte(got))
 }
+
+// TestZeroTypedRefused: options whose library zero means "the default"
+// refuse a 0 typed on the command line, naming the flag, before any input
+// is read (the file named does not exist), instead of running silently
+// with the default.
+func TestZeroTypedRefused(t *testing.T) {
+	for _, c := range []struct {
+		why  string
+		args []string
+		want string
+	}{
+		{"analyze --exact-rows 0 would have analyzed with the 4 Mi-row budget", []string{"analyze", "--exact-rows", "0", "missing.parquet"}, "--exact-rows: 0 is not a value here"},
+		{"synth gen --rate-scale 0 would have generated at the fitted rate", []string{"synth", "gen", "--rate-scale", "0", "missing.json"}, "--rate-scale: must be > 0, got 0"},
+		{"synth fit --reorder-window 0 would have held 64 Ki records", []string{"synth", "fit", "--reorder-window", "0", "missing.parquet"}, "--reorder-window: 0 is not a value here"},
+	} {
+		code, _, stderr := runCLI(nil, c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "missing") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 saying %q", c.why, code, stderr, c.want)
+		}
+	}
+}

@@ -100,6 +100,9 @@ Example:
 			if err != nil {
 				return err
 			}
+			if err := zeroTyped(c, "reorder-window"); err != nil {
+				return err
+			}
 			if err := o.Validate(); err != nil {
 				return usageErrorf("synth fit: %w", err)
 			}
@@ -165,6 +168,9 @@ Example:
 				return err
 			}
 			o.Duration = duration
+			if err := zeroTyped(c, "rate-scale", "length-scale"); err != nil {
+				return err
+			}
 			if o.Mix, err = synth.ParseMix(mix); err != nil {
 				return usageErrorf("synth gen: %w", err)
 			}

@@ -73,6 +73,8 @@ func TestSynthCLI(t *testing.T) {
 		{name: "an unknown mix category is a usage error", args: []string{"synth", "gen", "--mix", "nope=0.5", "--out", p("d.jsonl"), model}, code: 1, wantErr: "nope"},
 		{name: "a bad mix is a usage error", args: []string{"synth", "gen", "--mix", "nope", model}, code: 2, wantErr: "--mix"},
 		{name: "a negative rate scale is a usage error", args: []string{"synth", "gen", "--rate-scale", "-1", model}, code: 2, wantErr: "--rate-scale"},
+		{name: "a zero length scale typed on the command line is a usage error, not the library's default of 1", args: []string{"synth", "gen", "--length-scale", "0", model}, code: 2, wantErr: "--length-scale: must be > 0, got 0"},
+		{name: "a zero reorder window typed on the command line is a usage error (negative turns it off; 0 would have been the default)", args: []string{"synth", "fit", "--reorder-window", "0", trace}, code: 2, wantErr: "--reorder-window: 0 is not a value here"},
 		{name: "flags after the argument are refused", args: []string{"synth", "gen", model, "--seed", "2"}, code: 2, wantErr: "put flags before arguments"},
 		{name: "a missing model file fails", args: []string{"synth", "gen", p("nope.json")}, code: 1, wantErr: "nope.json"},
 		{name: "check wants two arguments", args: []string{"synth", "check", trace}, code: 2, wantErr: "REAL SYNTH"},
