@@ -65,15 +65,7 @@ func TestImportBaseten(t *testing.T) {
 		}
 		golden.Write(t, basetenFixture, buf.Bytes())
 	}
-	r, err := traces.Import(context.Background(), "baseten", basetenFixture, traces.OpenOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	recs, err := traces.ReadFrom(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, recs := importWithNotes(t, "baseten", basetenFixture)
 	if m := r.Meta(); m.BlockSize != 64 || len(recs) != 5 {
 		t.Fatalf("block size %d, %d rows", m.BlockSize, len(recs))
 	}

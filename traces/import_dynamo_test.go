@@ -1,7 +1,6 @@
 package traces_test
 
 import (
-	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,16 +13,7 @@ import (
 // call linked to its parent session's latest call, and the outcome Dynamo
 // measured; tool, payload and duplicate records are counted, not read.
 func TestImportDynamo(t *testing.T) {
-	ctx := context.Background()
-	r, err := traces.Import(ctx, "dynamo", publicTraces+"dynamo_request_trace.jsonl", traces.OpenOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	recs, err := traces.ReadFrom(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, recs := importWithNotes(t, "dynamo", publicTraces+"dynamo_request_trace.jsonl")
 	if m := r.Meta(); m.BlockSize != 4 || len(recs) != 4 {
 		t.Fatalf("block size %d, %d rows; want 4 and 4", m.BlockSize, len(recs))
 	}
@@ -74,16 +64,7 @@ func TestImportDynamoBadLines(t *testing.T) {
 // SageMaker captures: usage from a JSON response or from the streamed
 // events, else estimates said in notes; rows in inferenceTime order.
 func TestImportSageMaker(t *testing.T) {
-	ctx := context.Background()
-	r, err := traces.Import(ctx, "sagemaker", publicTraces+"sagemaker_data_capture.jsonl", traces.OpenOptions{Strict: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	recs, err := traces.ReadFrom(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, recs := importWithNotes(t, "sagemaker", publicTraces+"sagemaker_data_capture.jsonl")
 	want := []struct {
 		arrivalNs int64
 		in, out   int32
