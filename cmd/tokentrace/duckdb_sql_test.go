@@ -40,17 +40,7 @@ func sqlRecipes(t *testing.T) map[string]string {
 // its rows; it skips the test where node or @duckdb/node-api is missing.
 func duckSQL(t *testing.T) func(sql string) []map[string]any {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
-	}
-	dir, err := filepath.Abs("../../deploy/duckdb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil {
-		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
-	}
+	node, dir := duckNode(t)
 	return func(sql string) []map[string]any {
 		t.Helper()
 		cmd := exec.Command(node, "sql.mjs")

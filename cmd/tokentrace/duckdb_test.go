@@ -55,22 +55,29 @@ func TestDuckDBReadsDatasets(t *testing.T) {
 	}
 }
 
-// duckDB returns a query by a real DuckDB: deploy/duckdb/query.mjs over
-// the Parquet files that glob matches, its JSON decoded into v. It skips
-// the test where node or @duckdb/node-api is not installed.
-func duckDB(t *testing.T) func(glob string, v any) {
+// duckNode returns node's path and deploy/duckdb's (its scripts and
+// @duckdb/node-api); it skips the test where either is not installed.
+func duckNode(t *testing.T) (node, dir string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
+	var err error
+	if node, err = exec.LookPath("node"); err != nil {
 		t.Skip("node is not installed: DuckDB check skipped (CI installs it)")
 	}
-	dir, err := filepath.Abs("../../deploy/duckdb")
-	if err != nil {
+	if dir, err = filepath.Abs("../../deploy/duckdb"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil {
 		t.Skip("@duckdb/node-api is not installed: run `npm install --prefix deploy/duckdb` (CI does)")
 	}
+	return node, dir
+}
+
+// duckDB returns a query by a real DuckDB: deploy/duckdb/query.mjs over
+// the Parquet files that glob matches, its JSON decoded into v. It skips
+// the test where node or @duckdb/node-api is not installed.
+func duckDB(t *testing.T) func(glob string, v any) {
+	t.Helper()
+	node, dir := duckNode(t)
 	return func(glob string, v any) {
 		t.Helper()
 		cmd := exec.Command(node, "query.mjs", glob)
