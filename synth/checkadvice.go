@@ -82,7 +82,7 @@ func (r *Report) advice(name, source string) (affects, fix string) {
 	case "category_share_max_diff":
 		affects = "which shared prefixes recur, so prefix-cache hits and the length mix: conclusions about prefix caching and routing"
 		fix = fmt.Sprintf("the shares differ most at %q", r.CategoryShareMaxDiffName)
-		if mix, ok := r.realMix(); ok && source != SourceMatrix {
+		if mix, ok := r.RealMix(); ok && source != SourceMatrix {
 			fix += "; generate with the real shares: synth gen --mix " + mix
 		} else {
 			fix += "; " + fitGen
@@ -118,9 +118,10 @@ func (r *Report) lengthScale(real, syn float64, what string) string {
 	return fmt.Sprintf("; the synthetic %s are %.2f× the real ones on average: synth gen --length-scale %.3g brings the mean back (it scales prompts, outputs and prefixes together)", what, syn/real, real/syn)
 }
 
-// realMix is the real category shares as synth gen's --mix, when every
-// category is listed and none is derived from prefix blocks.
-func (r *Report) realMix() (string, bool) {
+// RealMix is the real category shares as GenOptions.Mix takes them
+// (ParseMix), when every category is listed and none is derived from
+// prefix blocks.
+func (r *Report) RealMix() (string, bool) {
 	if r.Real.Categories > len(r.Real.CategoryShares) || len(r.Real.CategoryShares) == 0 {
 		return "", false
 	}
