@@ -62,6 +62,7 @@ func validateCommand() *cli.Command {
 		seed                              uint64 = validate.DefaultSeed
 		minEffectPct                             = 100 * validate.DefaultMinEffect
 		rf                                readFlags
+		budget                            = validate.DefaultCombinationBudget
 	)
 	o.Speed, o.Repeat = 1, 1
 	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
@@ -83,6 +84,7 @@ func validateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
 			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
 			&cli.StringFlag{Name: "explain", Value: validate.ExplainAuto, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
+			&cli.IntFlag{Name: "combination-budget", Value: budget, Usage: "most extra runs the ablation may take, where no single property restores a conclusion, to run the real workload with one synthetic property at a time and pairs of the nearest properties (0 = none)", Destination: &budget},
 			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
 			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
@@ -116,7 +118,13 @@ func validateCommand() *cli.Command {
 					return usageErrorf("--metrics: %w", err)
 				}
 			}
-			o.Seed, o.MinEffect = seed, minEffectPct/100
+			if err := zeroTyped(c, "speed", "repeat", "resamples", "confidence", "min-effect-pct", "magnitude-tolerance"); err != nil {
+				return err
+			}
+			o.Seed, o.MinEffect, o.CombinationBudget = seed, minEffectPct/100, budget
+			if budget <= 0 {
+				o.CombinationBudget = -1 // none: the library's zero is its default
+			}
 			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
 				return usageError(err, replayFlags)
 			}

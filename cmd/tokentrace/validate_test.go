@@ -51,7 +51,7 @@ func TestValidateCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"Conclusion: The decision does not carry over to real traffic", "reversed",
-		"Proven reason (ablation): prefix reuse", "Why, by ablation", "extra runs", "Next steps", "tokentrace synth fit --out model.json " + real} {
+		"Proven reason (ablation): prefix reuse", "Why, by ablation", "extra runs", "Next steps", "tokentrace synth fit --out " + filepath.Join(dir, "real-model.json") + " " + real} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/capture"
+)
+
+// demoWorkloads makes the demo's data in the current directory as
+// `tokentrace demo` does (tokentrace-demo/trace.parquet, model.json and
+// synth.parquet), by the commands the demo prints for its first three
+// steps: the same sample logs, captured, fitted and generated. It does not
+// replay them (the demo's real-time steps).
+func demoWorkloads(t *testing.T) {
+	t.Helper()
+	o := DemoOptions{Out: DefaultDemoOut, Seed: 1, Duration: DefaultDemoDuration, Speed: DefaultDemoSpeed}
+	cmds := demoCommands{o: o, path: func(name string) string { return filepath.Join(o.Out, name) }}
+	so := capture.DefaultSampleOptions()
+	so.Duration, so.Rate = o.Duration, demoRate
+	var logs bytes.Buffer
+	if err := capture.WriteSampleLogs(context.Background(), &logs, o.Seed, so); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeGzip(cmds.path("gateway-logs.jsonl.gz"), logs.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{cmds.capture(), cmds.fit(), cmds.gen()} {
+		runMain(t, shellSplit(t, c)[1:]...)
+	}
+}
+
+// fleetValidate is the three-router validation of docs/fleet.md, as the
+// page writes it.
+func fleetValidate(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/fleet.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range docCommands(string(b)) {
+		if strings.HasPrefix(c, "tokentrace validate") && strings.Contains(c, "router=least-outstanding") {
+			return strings.Fields(c)[1:]
+		}
+	}
+	t.Fatal("docs/fleet.md has no three-router validate command")
+	return nil
+}
+
+// section is the lines of out from the one starting with head to the next
+// blank line.
+func section(out, head string) []string {
+	var lines []string
+	on := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, head):
+			on = true
+		case on && l == "":
+			return lines
+		}
+		if on {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestValidateFleetDemo runs docs/fleet.md's three-router validation on the
+// demo's data, as a reader would, in the demo's folder: the headline, the
+// tally under the table, the ablation and the table count the same
+// conclusions; the proven reason's evidence shows the real and the
+// synthetic workloads differ; and every next-step command runs as printed
+// and writes only new files.
+func TestValidateFleetDemo(t *testing.T) {
+	docsCmd := fleetValidate(t) // read before leaving the package's folder
+	t.Chdir(t.TempDir())
+	demoWorkloads(t)
+	out, _ := runMain(t, append([]string{docsCmd[0], "-q"}, docsCmd[1:]...)...)
+	t.Log("\n" + out)
+
+	// The table: a verdict per row.
+	byVerdict := map[string]int{}
+	verdicts := []string{"not significant on synthetic", "not significant on real", "magnitude off", "reversed", "holds"}
+	rows := section(out, "metric ")
+	for _, l := range rows[1:] {
+		for _, v := range verdicts {
+			if strings.HasSuffix(l, " "+v) {
+				byVerdict[v]++
+				break
+			}
+		}
+	}
+	judged := len(rows) - 1
+	notCarried := byVerdict["not significant on synthetic"] + byVerdict["not significant on real"] + byVerdict["reversed"]
+	sizeOff := byVerdict["magnitude off"]
+	if judged != 6 || notCarried == 0 || sizeOff == 0 {
+		t.Fatalf("table %v over %d rows: the test wants 6 conclusions, some whose decision and some whose size does not carry over", byVerdict, judged)
+	}
+	headline := regexp.MustCompile(`does not carry over to real traffic for (\d+) of (\d+) conclusions.*The other (\d+) carry over .*, (\d+) of them with the size off`).FindStringSubmatch(out)
+	if headline == nil || atoi(t, headline[1]) != notCarried || atoi(t, headline[2]) != judged || atoi(t, headline[3]) != judged-notCarried || atoi(t, headline[4]) != sizeOff {
+		t.Errorf("headline counts %q; the table has %d of %d not carried over, %d with the size off", headline, notCarried, judged, sizeOff)
+	}
+	tally := regexp.MustCompile(`Of (\d+) conclusions: (\d+) do not carry over \([^)]*\); (\d+) carr(?:y|ies) over with the size off \(magnitude off\); (\d+) hold`).FindStringSubmatch(out)
+	if tally == nil || atoi(t, tally[1]) != judged || atoi(t, tally[2]) != notCarried || atoi(t, tally[3]) != sizeOff || atoi(t, tally[4]) != byVerdict["holds"] {
+		t.Errorf("tally %q against the table's %v", tally, byVerdict)
+	}
+	why := section(out, "Why, by ablation:")
+	if len(why) < 2 {
+		t.Fatalf("no ablation in:\n%s", out)
+	}
+	head := regexp.MustCompile(`the (\d+) conclusions that do not hold \((\d+) decisions that do not carry over, (\d+) with the size off\)`).FindStringSubmatch(why[0])
+	if head == nil || atoi(t, head[1]) != notCarried+sizeOff || atoi(t, head[2]) != notCarried || atoi(t, head[3]) != sizeOff {
+		t.Errorf("ablation counts %q against the table's %v", head, byVerdict)
+	}
+	lineCounts := regexp.MustCompile(`decisions \d+ of (\d+).*sizes \d+ of (\d+)`)
+	for _, l := range why[1:] {
+		if m := lineCounts.FindStringSubmatch(l); m != nil && (atoi(t, m[1]) != notCarried || atoi(t, m[2]) != sizeOff) {
+			t.Errorf("ablation line %q counts other conclusions than the table (%d, %d)", l, notCarried, sizeOff)
+		}
+	}
+
+	// The proven reason shows a figure on which the real and the
+	// synthetic workloads differ: "NAME SYN → TRANSPLANT (real REAL".
+	figure := regexp.MustCompile(`([a-z][a-z0-9' -]*?) ([-+0-9.]+%?(?: [a-z/]+)?) → ([-+0-9.]+%?(?: [a-z/]+)?) \(real ([-+0-9.]+%?(?: [a-z/]+)?)`)
+	var proven string
+	for _, l := range section(out, "Reasons") {
+		if strings.Contains(l, "[proven]") {
+			proven = l
+			break
+		}
+	}
+	differs := false
+	for _, m := range figure.FindAllStringSubmatch(proven, -1) {
+		differs = differs || m[2] != m[4]
+	}
+	if !differs {
+		t.Errorf("the proven reason %q shows no figure on which the workloads differ", proven)
+	}
+
+	runNextSteps(t, out, "tokentrace-demo/trace.parquet", "tokentrace-demo/synth.parquet")
+}
+
+// runNextSteps runs every command of out's next steps as printed, in
+// order: each exits 0, and each --out names a file that is neither an
+// input nor there before it ran.
+func runNextSteps(t *testing.T, out string, inputs ...string) {
+	t.Helper()
+	var cmds []string
+	for _, l := range section(out, "Next steps") {
+		if c, ok := strings.CutPrefix(l, "      "); ok && strings.HasPrefix(c, "tokentrace ") {
+			cmds = append(cmds, c)
+		}
+	}
+	if len(cmds) == 0 {
+		t.Fatalf("no next-step command in:\n%s", out)
+	}
+	for _, c := range cmds {
+		words := shellSplit(t, c)
+		for i, w := range words {
+			if w != "--out" || i+1 == len(words) {
+				continue
+			}
+			f := words[i+1]
+			for _, in := range inputs {
+				if filepath.Clean(f) == filepath.Clean(in) {
+					t.Errorf("%s writes its input %s", c, in)
+				}
+			}
+			if _, err := os.Stat(f); err == nil {
+				t.Errorf("%s writes over %s, which was there before", c, f)
+			}
+		}
+		if code, so, se := runCLI(nil, words[1:]...); code != 0 {
+			t.Errorf("%s: exit %d\nstdout %s\nstderr %s", c, code, so, se)
+		}
+	}
+}
