@@ -42,10 +42,15 @@ Where a conclusion breaks, --explain ablation (the default when every target
 simulates offline) reruns the synthetic workload with one property of the
 real one transplanted at a time (prompt lengths, output lengths, arrivals,
 prefix reuse, sessions) and names the properties that restore the real
-conclusion (proven) or close part of the gap; with URL targets it says what
-that would cost and runs it only when asked. Without it (--explain none) the
-reasons are a prior from what the configuration change acts through. Next
-steps say what to change in the synthetic workload, with the command.
+conclusion (proven) or close part of the gap, each with the figures its
+transplant changed; where no single property restores a conclusion, it runs
+the real workload with one synthetic property at a time (is the real one
+necessary?) and pairs of the nearest properties, within
+--combination-budget extra runs. With URL targets it says what that would
+cost and runs it only when asked. Without it (--explain none) the reasons
+are a prior from what the configuration change acts through. Next steps say
+what to change in the synthetic workload, with commands that run as printed
+(new files, then validate again) where one can make the change.
 
 A target is NAME=SPEC, SPEC as replay --target takes it: a running
 vLLM-compatible server's URL, or sim[:KEY=VALUE,...] (the built-in
@@ -159,23 +164,31 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return flagged(err, validateFlags)
 			}
-			if htmlOut != "" {
-				if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
-					return fmt.Errorf("write %s: %w", htmlOut, err)
-				}
-				fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
-			}
-			if asJSON {
-				err = res.WriteJSON(s.out)
-			} else {
-				err = res.WriteText(s.out)
-			}
-			if err == nil && failIfBroken && !res.Holds() {
-				return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))
-			}
-			return err
+			return writeValidation(s, res, htmlOut, asJSON, failIfBroken)
 		},
 	}
+}
+
+// writeValidation writes the result: the HTML page when asked, the text
+// (or JSON) on stdout; with failIfBroken a conclusion that does not hold
+// exits 1.
+func writeValidation(s streams, res *validate.Result, htmlOut string, asJSON, failIfBroken bool) error {
+	if htmlOut != "" {
+		if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
+			return fmt.Errorf("write %s: %w", htmlOut, err)
+		}
+		fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
+	}
+	var err error
+	if asJSON {
+		err = res.WriteJSON(s.out)
+	} else {
+		err = res.WriteText(s.out)
+	}
+	if err == nil && failIfBroken && !res.Holds() {
+		return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))
+	}
+	return err
 }
 
 // readSynthetic reads the synthetic workload: a trace, or a synth model
