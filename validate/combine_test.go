@@ -98,3 +98,81 @@ func TestCombinationNamesThePairAndWhatIsNecessary(t *testing.T) {
 		t.Errorf("first reason %+v, want the pair, proven", res.Reasons)
 	}
 }
+
+// A budget too small for the search says what it left: here room for one
+// counterfactual workload on a and b (the most promising complement), the
+// rest listed as not run, and the headline says the budget ran out.
+func TestCombinationBudgetRunsOut(t *testing.T) {
+	real, syn, o := twoProperties()
+	o.Targets = targets(t, "a=sim", "b=sim:num-gpu-blocks=800")
+	o.CombinationBudget = 3
+	res := validateLogged(t, real, syn, o)
+	c := res.Ablation.Combination
+	if c == nil || c.Budget != 3 || c.Runs != 2 {
+		t.Fatalf("combination %+v: want 2 of a budget of 3 runs", c)
+	}
+	if want := []string{"complement: arrivals", "pair: prompt lengths and arrivals"}; !slices.Equal(c.Left, want) {
+		t.Errorf("left %q, want %q", c.Left, want)
+	}
+	if !strings.Contains(res.Conclusion, "the search ran out of its budget of 3 extra runs (Options.CombinationBudget) with 2 counterfactual workloads left") {
+		t.Errorf("headline %q does not say the budget ran out", res.Conclusion)
+	}
+	// What the budget allowed still counts: the complement it ran.
+	if !strings.Contains(res.Conclusion, "the real prompt lengths are necessary to ttft_p50 of b, ttft_p99 of b") {
+		t.Errorf("headline %q does not say what the complement it ran found", res.Conclusion)
+	}
+	// Off: nothing runs, and it says so.
+	o.CombinationBudget = -1
+	res = validateLogged(t, real, syn, o)
+	if c := res.Ablation.Combination; c == nil || c.Runs != 0 || c.Budget != 0 || len(c.Left) != 3 || res.Ablation.Runs != 4 {
+		t.Errorf("search off: combination %+v, ablation runs %d; want none run, 3 left, the 4 single runs", c, res.Ablation.Runs)
+	}
+	if !strings.Contains(res.Conclusion, "the search for a combination is off") {
+		t.Errorf("headline %q", res.Conclusion)
+	}
+}
+
+// When a single transplant restores every conclusion, there is no search.
+func TestNoCombinationWhenASinglePropertyRestores(t *testing.T) {
+	real := workload("real", 300, 6, true, 1)
+	syn := fixedLengths("synthetic", 300, 6, 1786, 128, 2)
+	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false"), Metrics: mustMetrics("ttft_p50")})
+	if res.Ablation.Combination != nil {
+		t.Errorf("combination %+v, want none: prefix reuse restores the one conclusion", res.Ablation.Combination)
+	}
+}
+
+// Whatever the budget, the search never runs more than it allows, every
+// counterfactual workload it plans is either tried or listed as left, and
+// a larger budget runs at least what a smaller one did.
+func TestCombinationKeepsItsBudget(t *testing.T) {
+	real, syn, o := twoProperties()
+	o.Targets = targets(t, "a=sim", "b=sim:num-gpu-blocks=800")
+	planned, last := -1, -1
+	for _, budget := range []int{1, 2, 4, 5, 6, 100} {
+		o.CombinationBudget = budget
+		res, err := Run(t.Context(), real, syn, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := res.Ablation.Combination
+		if c.Runs > budget || res.Ablation.Runs != 4+c.Runs {
+			t.Errorf("budget %d: the search ran %d, the ablation %d (4 single runs)", budget, c.Runs, res.Ablation.Runs)
+		}
+		built := 0
+		for _, cf := range c.Tried {
+			if cf.NotBuilt == "" {
+				built++
+			}
+		}
+		if n := built + len(c.Left); planned >= 0 && n != planned {
+			t.Errorf("budget %d: %d tried and left, %d at the budget before", budget, n, planned)
+		} else {
+			planned = n
+		}
+		if c.Runs < last {
+			t.Errorf("budget %d ran %d, fewer than a smaller budget's %d", budget, c.Runs, last)
+		}
+		last = c.Runs
+	}
+}

@@ -306,14 +306,3 @@ func (r *Result) nearestText(cf *Counterfactual) string {
 	}
 	return fmt.Sprintf("nearest, the %s workload with the %s %s closes %.0f%% of the gap (the median) without restoring them", syn, real, what, 100*cf.GapClosed)
 }
-
-// built counts the transplants that could be built.
-func (a *Ablation) built() int {
-	n := 0
-	for _, t := range a.Properties {
-		if t.NotBuilt == "" {
-			n++
-		}
-	}
-	return n
-}

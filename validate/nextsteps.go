@@ -372,7 +372,7 @@ func (cb *commander) matrix(share, rateScale float64, tag string) (cmd, out stri
 				load = strconv.FormatFloat(row.RatePerS*rateScale, 'g', 3, 64) + "rps"
 			}
 		}
-		p := row.PrefixTokens
+		p := row.PrefixTokens // a cold row's is 0: the same as none
 		if share >= 0 {
 			p = min(int32(math.Round(share*float64(row.InputTokens))), row.InputTokens)
 		}

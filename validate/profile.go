@@ -259,7 +259,7 @@ const maxEvidence = 4
 // equal summaries.
 func moved(props []string, from, to, lender profile, fromName, lenderName string) string {
 	var own, along []string
-	bestRel, best := -1.0, ""
+	bestRel, best := 0.0, ""
 	for _, f := range figures {
 		a, b, l := f.get(&from), f.get(&to), f.get(&lender)
 		mine := slices.Contains(props, f.prop)

@@ -304,13 +304,13 @@ func (r *Result) legend() []string {
 	}
 	var tally []string
 	if n.NotCarried > 0 {
-		tally = append(tally, fmt.Sprintf("%d do not carry over (%s)", n.NotCarried, strings.Join(notCarried, ", ")))
+		tally = append(tally, plural(n.NotCarried, "does not carry over", "do not carry over")+" ("+strings.Join(notCarried, ", ")+")")
 	}
 	if n.SizeOff > 0 {
 		tally = append(tally, plural(n.SizeOff, "carries", "carry")+fmt.Sprintf(" over with the size off (%s)", VerdictMagnitudeOff))
 	}
 	if n.Holds > 0 {
-		tally = append(tally, fmt.Sprintf("%d hold", n.Holds))
+		tally = append(tally, plural(n.Holds, "holds", "hold"))
 	}
 	out := []string{"", fmt.Sprintf("Of %d conclusions: %s.", n.Judged, strings.Join(tally, "; "))}
 	meaning := map[string]string{
