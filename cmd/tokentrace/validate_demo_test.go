@@ -194,3 +194,36 @@ func runNextSteps(t *testing.T, out string, inputs ...string) {
 		}
 	}
 }
+
+// Given the model itself as SYNTHETIC, the next steps generate from that
+// model (no fit of their own where the model serves), and every command
+// runs as printed.
+func TestValidateModelNextSteps(t *testing.T) {
+	t.Chdir(t.TempDir())
+	demoWorkloads(t)
+	model := filepath.Join(DefaultDemoOut, "model.json")
+	out, _ := runMain(t, "validate", "-q", "--target", "rr=sim:replicas=4,router=round-robin,max-num-seqs=4",
+		"--target", "pa=sim:replicas=4,router=prefix-aware,max-num-seqs=4", "--metrics", "ttft_p50,ttft_p99,e2e_p99",
+		filepath.Join(DefaultDemoOut, "trace.parquet"), model)
+	t.Log("\n" + out)
+	gens := 0
+	for _, l := range section(out, "Next steps") {
+		c, ok := strings.CutPrefix(l, "      tokentrace synth gen ")
+		if !ok {
+			continue
+		}
+		gens++
+		if words := strings.Fields(c); words[len(words)-1] != model && !strings.Contains(out, "synth fit") {
+			t.Errorf("%q generates from %s, not the model given", l, words[len(words)-1])
+		}
+	}
+	if gens == 0 && !strings.Contains(out, "no synth fit or gen option sets") {
+		t.Fatalf("no generation and no advice in the next steps:\n%s", out)
+	}
+	if strings.Contains(out, "longer window") {
+		t.Error("the advice sends the reader to a longer window of a one-minute trace")
+	}
+	if gens > 0 {
+		runNextSteps(t, out, filepath.Join(DefaultDemoOut, "trace.parquet"), model)
+	}
+}
