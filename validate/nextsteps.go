@@ -112,11 +112,15 @@ func (r *Result) prefixStep(st *NextStep, cb *commander) {
 			return
 		}
 		st.Commands = append([]string{cmd}, cb.validate(out)...)
+		st.Change = fmt.Sprintf("rebuild the matrix with warm shared prefixes of the %s share of prompt tokens (%.0f%%) and validate it; or ", cb.realName(), 100*reuse)
+		if done, ok := cb.gens[""]; ok {
+			st.Change += fmt.Sprintf("take the workload the step above generates from a model fitted on the %s trace (%s), which keeps its prefix categories and block reuse", cb.realName(), done)
+			return
+		}
 		alt, altOut := cb.fitGen()
 		st.Commands = append(st.Commands, alt...)
 		st.Commands = append(st.Commands, cb.validate(altOut)...)
-		st.Change = fmt.Sprintf("rebuild the matrix with warm shared prefixes of the %s share of prompt tokens (%.0f%%) and validate it; or fit a model on the %s trace, which keeps its prefix categories and block reuse, and validate a workload generated from it",
-			cb.realName(), 100*reuse, cb.realName())
+		st.Change += fmt.Sprintf("fit a model on the %s trace, which keeps its prefix categories and block reuse, and validate a workload generated from it", cb.realName())
 	case source == sourceGen && f.CategoryShareMaxDiff > synth.DefaultShareDiff:
 		if mix, ok := f.RealMix(); ok {
 			cmds, out := cb.gen("mix", map[string]string{"mix": mix})
