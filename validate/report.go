@@ -193,7 +193,7 @@ func (r *Result) restoredCounts(decisions, sizes []string) string {
 func (r *Result) writeCombination(p func(string, ...any), c *Combination) {
 	real, syn := r.Workloads[0], r.Workloads[1]
 	p("")
-	budget := fmt.Sprintf("%d of a budget of %d extra runs (Options.CombinationBudget)", c.Runs, c.Budget)
+	budget := fmt.Sprintf("%d extra runs of a budget of %d, Options.CombinationBudget", c.Runs, c.Budget)
 	if c.Budget == 0 {
 		budget = "none searched: Options.CombinationBudget is negative"
 	}
