@@ -84,8 +84,12 @@ type Transplant struct {
 	// Evidence is what the transplant changed: the figures of the
 	// counterfactual workload that moved from the synthetic workload's,
 	// each beside the real workload's.
-	Evidence string          `json:"evidence,omitempty"`
-	Effects  []AblatedEffect `json:"effects,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
+	// MovedAway says the transplant did not carry its property: the
+	// property's figures moved further from the real workload's (matching
+	// by rank cut it), none towards them. Such a transplant is no reason.
+	MovedAway bool            `json:"moved_away,omitempty"`
+	Effects   []AblatedEffect `json:"effects,omitempty"`
 }
 
 // AblatedEffect is one conclusion under a counterfactual workload.
@@ -106,11 +110,11 @@ type AblatedEffect struct {
 	Necessary bool `json:"necessary,omitempty"`
 }
 
-// named reports whether the transplant is a reason: it restores a
-// conclusion, or closes part of a gap beyond noise and at least
-// minGapClosed of the gaps in the median.
+// named reports whether the transplant is a reason: it carried its
+// property, and restores a conclusion or closes part of a gap beyond noise
+// and at least minGapClosed of the gaps in the median.
 func (t *Transplant) named() bool {
-	return t.NotBuilt == "" && (t.Restored > 0 || t.Closes && t.GapClosed >= minGapClosed)
+	return t.NotBuilt == "" && !t.MovedAway && (t.Restored > 0 || t.Closes && t.GapClosed >= minGapClosed)
 }
 
 // broken lists the conclusions that do not hold.
@@ -205,7 +209,9 @@ func (ab *ablator) single(ctx context.Context, seed uint64, prop string, targets
 		return tr, nil
 	}
 	tr.Requests = len(w.reqs)
-	tr.Evidence = moved([]string{prop}, ab.prof[1], profileOf(w, ab.blockSize), ab.prof[0], ab.syn.Name, ab.real.Name)
+	pw := profileOf(w, ab.blockSize)
+	tr.Evidence = moved([]string{prop}, ab.prof[1], pw, ab.prof[0], ab.syn.Name, ab.real.Name)
+	tr.MovedAway = movedAway([]string{prop}, ab.prof[1], pw, ab.prof[0])
 	effects, err := ab.measure(ctx, w, targets, broken, seed)
 	if err != nil {
 		return tr, err

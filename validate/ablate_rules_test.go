@@ -2,6 +2,7 @@ package validate
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -149,5 +150,44 @@ func TestGapText(t *testing.T) {
 		if got := gapText(g); got != want {
 			t.Errorf("gapText(%g) = %q, want %q", g, got, want)
 		}
+	}
+}
+
+// A transplant whose property's figures moved further from the real ones
+// did not carry the property: it is no reason, pairs are not drawn from
+// it, and the headline says the property is untested.
+func TestTransplantThatMovedAway(t *testing.T) {
+	from := profile{reuse: 0.27}
+	real := profile{reuse: 0.29}
+	if !movedAway([]string{PropPrefixReuse}, from, profile{reuse: 0.11}, real) {
+		t.Error("27% → 11% against a real 29% did not move away")
+	}
+	if movedAway([]string{PropPrefixReuse}, from, profile{reuse: 0.28}, real) || movedAway([]string{PropPrefixReuse}, from, profile{reuse: 0.30}, real) {
+		t.Error("a figure that did not move, or moved past the real one closer than before, moved away")
+	}
+	// One figure towards, one away: carried in part.
+	s := profile{turns: 2, growthTokens: 200, followUps: 0.5, turnGapS: 1, turnReuse: 0.5}
+	realS := profile{turns: 3, growthTokens: 100, followUps: 0.5, turnGapS: 1, turnReuse: 0.5}
+	if movedAway([]string{PropSessions}, s, profile{turns: 3, growthTokens: 300, followUps: 0.5, turnGapS: 1, turnReuse: 0.5}, realS) {
+		t.Error("turns towards, growth away: not carried at all")
+	}
+
+	r := judged(on("ttft_p99", "b", VerdictReversed))
+	away := single(r, PropPrefixReuse, restoring(r, "ttft_p99 of b"))
+	away.MovedAway = true
+	r.Ablation = &Ablation{Status: AblationRan, Targets: []string{"a", "b"}, Properties: []Transplant{away}}
+	r.explain()
+	if len(r.Reasons) != 0 || away.named() {
+		t.Errorf("reasons %+v from a transplant that did not carry its property", r.Reasons)
+	}
+	if got := r.ablationSentence(); !strings.Contains(got, "The prefix reuse transplant did not carry the real prefix reuse (its figures moved away from them), so that property is untested.") {
+		t.Errorf("headline %q", got)
+	}
+	if out := text(t, r); !strings.Contains(out, "not carried over (not a reason): prefix reuse: ") {
+		t.Errorf("the report does not list it as not carried over:\n%s", out)
+	}
+	sr := &search{open: r.broken()}
+	if c := sr.candidates(r.Ablation.Properties); len(c) != 0 {
+		t.Errorf("pair candidates %q include a property not carried", c)
 	}
 }

@@ -57,8 +57,12 @@ type Counterfactual struct {
 	GapClosed float64 `json:"gap_closed"`
 	// Evidence is what it changed: its figures that moved from those of the
 	// workload it was built from, each beside the lending workload's.
-	Evidence string          `json:"evidence,omitempty"`
-	Effects  []AblatedEffect `json:"effects,omitempty"`
+	Evidence string `json:"evidence,omitempty"`
+	// MovedAway says it did not carry its properties (their figures moved
+	// further from the lending workload's, none towards them): what it
+	// reaches proves nothing, and it counts as no finding.
+	MovedAway bool            `json:"moved_away,omitempty"`
+	Effects   []AblatedEffect `json:"effects,omitempty"`
 }
 
 // Label names a counterfactual: "complement: arrivals", "pair: prompt
@@ -178,7 +182,9 @@ func (s *search) try(ctx context.Context, kind string, props []string, seed uint
 	if kind == CounterfactualComplement {
 		fromName, lenderName = lenderName, fromName
 	}
-	cf.Evidence = moved(props, from, profileOf(w, ab.blockSize), lender, fromName, lenderName)
+	pw := profileOf(w, ab.blockSize)
+	cf.Evidence = moved(props, from, pw, lender, fromName, lenderName)
+	cf.MovedAway = movedAway(props, from, pw, lender)
 	before := ab.runs
 	effects, err := ab.measure(ctx, w, s.targets, cs, seed)
 	s.c.Runs += ab.runs - before
@@ -190,6 +196,9 @@ func (s *search) try(ctx context.Context, kind string, props []string, seed uint
 		e := &effects[i]
 		if kind == CounterfactualComplement {
 			e.Necessary, e.Restores = e.Restores, false
+		}
+		if cf.MovedAway {
+			e.Restores, e.Necessary = false, false
 		}
 		if e.Restores || e.Necessary {
 			cf.Reaches++
@@ -220,19 +229,19 @@ func (s *search) singleGap(singles []Transplant, prop string) float64 {
 }
 
 // candidates are the properties pairs are drawn from: those whose single
-// transplant was built, nearest first by the larger of the share of the
-// gap their transplant closed and the share their complement opened, at
-// most maxPairCandidates.
+// transplant was built and carried them, nearest first by the larger of
+// the share of the gap their transplant closed and the share their
+// complement opened, at most maxPairCandidates.
 func (s *search) candidates(singles []Transplant) []string {
 	score := map[string]float64{}
 	var out []string
 	for _, p := range Properties {
 		g := s.singleGap(singles, p)
-		if math.IsInf(g, -1) {
+		if math.IsInf(g, -1) || slices.ContainsFunc(singles, func(t Transplant) bool { return t.Property == p && t.MovedAway }) {
 			continue
 		}
 		for _, cf := range s.c.Tried {
-			if cf.Kind == CounterfactualComplement && cf.Properties[0] == p && cf.NotBuilt == "" {
+			if cf.Kind == CounterfactualComplement && cf.Properties[0] == p && cf.NotBuilt == "" && !cf.MovedAway {
 				g = max(g, cf.GapClosed)
 			}
 		}

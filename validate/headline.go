@@ -164,7 +164,13 @@ func (r *Result) ablationSentence() string {
 			s = fmt.Sprintf(" By ablation, with the %s %s the %s workload reaches %s.", real, first.Property, syn, r.reachText(nil, size))
 		}
 	}
-	return s + r.combinationSentence(s == "")
+	s += r.combinationSentence(s == "")
+	for _, t := range r.Ablation.Properties {
+		if t.MovedAway {
+			s += fmt.Sprintf(" The %s transplant did not carry the %s %s (its figures moved away from them), so that property is untested.", t.Property, real, t.Property)
+		}
+	}
+	return s
 }
 
 // isAre is the verb a property takes: "prefix reuse is", "arrivals are".
@@ -290,7 +296,7 @@ func (c *Combination) nearest() *Counterfactual {
 	var best *Counterfactual
 	for i := range c.Tried {
 		cf := &c.Tried[i]
-		if cf.NotBuilt == "" && cf.GapClosed > 0 && (best == nil || cf.GapClosed > best.GapClosed) {
+		if cf.NotBuilt == "" && !cf.MovedAway && cf.GapClosed > 0 && (best == nil || cf.GapClosed > best.GapClosed) {
 			best = cf
 		}
 	}

@@ -295,6 +295,28 @@ func moved(props []string, from, to, lender profile, fromName, lenderName string
 	return strings.Join(all, "; ")
 }
 
+// movedAway reports whether a counterfactual did not carry its
+// properties: of their figures, some moved further from the lender's and
+// none towards it. Its effects then say nothing about those properties.
+func movedAway(props []string, from, to, lender profile) bool {
+	away, toward := false, false
+	for _, f := range figures {
+		if !slices.Contains(props, f.prop) {
+			continue
+		}
+		a, b, l := f.get(&from), f.get(&to), f.get(&lender)
+		if !f.moved(a, b) || math.IsNaN(a) || math.IsNaN(b) || math.IsNaN(l) {
+			continue
+		}
+		if math.Abs(b-l) > math.Abs(a-l) {
+			away = true
+		} else {
+			toward = true
+		}
+	}
+	return away && !toward
+}
+
 // relChange is |a − b| over the larger magnitude (0 when both are 0 or
 // either is NaN).
 func relChange(a, b float64) float64 {

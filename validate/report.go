@@ -126,11 +126,13 @@ func (r *Result) writeAblation(p func(string, ...any)) {
 	p("")
 	p("Why, by ablation: the %s, rerun with one property of the %s workload in the %s one at a time, on %s (%d extra runs, %s):",
 		r.brokenText(), real, syn, strings.Join(a.Targets, ", "), a.Runs, fmtSeconds(a.Seconds))
-	var none, notBuilt []string
+	var none, notBuilt, notCarried []string
 	for _, t := range a.Properties {
 		switch {
 		case t.NotBuilt != "":
 			notBuilt = append(notBuilt, t.Property+": "+t.NotBuilt)
+		case t.MovedAway:
+			notCarried = append(notCarried, t.Property+": "+t.Evidence)
 		case !t.named():
 			none = append(none, t.Property)
 		default:
@@ -144,6 +146,9 @@ func (r *Result) writeAblation(p func(string, ...any)) {
 	}
 	if len(none) > 0 {
 		p("  closes none of the gap (not a reason): %s", strings.Join(none, ", "))
+	}
+	for _, nc := range notCarried {
+		p("  not carried over (not a reason): %s", nc)
 	}
 	for _, nb := range notBuilt {
 		p("  not built: %s", nb)
@@ -219,6 +224,9 @@ func (r *Result) writeCombination(p func(string, ...any), c *Combination) {
 		} else {
 			line = fmt.Sprintf("  %s with the %s %s: restores %d of %d (%s), %s", syn, real, what, cf.Reaches, of, strings.Join(effects, ", "), gapText(cf.GapClosed))
 		}
+		if cf.MovedAway {
+			line += fmt.Sprintf(": it did not carry the %s %s, so it proves nothing", lenderOf(cf, real, syn), what)
+		}
 		p("%s", line)
 		p("      moved: %s", cf.Evidence)
 	}
@@ -256,6 +264,14 @@ func (r *Result) writeReasons(p func(string, ...any)) {
 		}
 		p("  - %s%s: %s", rs.Property, tag, rs.Detail)
 	}
+}
+
+// lenderOf is the workload a counterfactual took its properties from.
+func lenderOf(cf Counterfactual, real, syn string) string {
+	if cf.Kind == CounterfactualComplement {
+		return syn
+	}
+	return real
 }
 
 func plural(n int, one, many string) string {
