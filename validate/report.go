@@ -483,11 +483,19 @@ func (r *Result) WriteHTML(w io.Writer) error {
 	if a := r.Ablation; a != nil && a.Status == AblationRan {
 		r.writeAblation(func(format string, a ...any) { why = append(why, fmt.Sprintf(format, a...)) })
 	}
+	legend := r.legend()
+	// The text's blank lines before each block are the page's headings.
+	for len(legend) > 0 && legend[0] == "" {
+		legend = legend[1:]
+	}
+	for len(why) > 0 && why[0] == "" {
+		why = why[1:]
+	}
 	return htmlTmpl.Execute(w, struct {
 		R           *Result
 		Charts      []template.HTML
 		ConfPct     float64
 		Eff         func(Effect) string
 		Legend, Why []string
-	}{r, charts, 100 * r.Confidence, r.fmtEffect, r.legend(), why})
+	}{r, charts, 100 * r.Confidence, r.fmtEffect, legend, why})
 }
