@@ -123,7 +123,7 @@ func validateCommand() *cli.Command {
 					return usageErrorf("--metrics: %w", err)
 				}
 			}
-			if err := zeroTyped(c, "speed", "repeat", "resamples", "confidence", "min-effect-pct", "magnitude-tolerance"); err != nil {
+			if err := zeroTyped(c, "min-effect-pct", "magnitude-tolerance"); err != nil {
 				return err
 			}
 			o.Seed, o.MinEffect, o.CombinationBudget = seed, minEffectPct/100, budget

@@ -109,7 +109,7 @@ func TestValidateUsageErrors(t *testing.T) {
 		{"an unknown metric", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "itl_p99"}, "--metrics"},
 		{"an unknown way to explain", []string{"--target", "a=sim", "--target", "b=sim", "--explain", "why"}, `--explain: want one of auto, none, ablation, got "why"`},
 		{"a minimum effect of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--min-effect-pct", "0"}, "--min-effect-pct: must be > 0, got 0"},
-		{"a speed of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--speed", "0"}, "--speed: must be > 0, got 0"},
+		{"a magnitude tolerance of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--magnitude-tolerance", "0"}, "--magnitude-tolerance: must be > 0, got 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(nil, append(append([]string{"validate"}, tc.args...), real, syn)...)
