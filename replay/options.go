@@ -268,7 +268,7 @@ type Options struct {
 
 // DefaultSessionHeader is the header name the CLI's --session-affinity
 // sends the session id in.
-const DefaultSessionHeader = "X-Session-ID"
+const DefaultSessionHeader = traces.SessionHeader
 
 var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 

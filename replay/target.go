@@ -134,15 +134,15 @@ func (t *Target) Apply(o *Options) {
 		o.Model = t.Model
 	}
 	if t.Builtin && t.srv.Replicas()[0] != "" {
-		// The fleet names who served each request (fleet.ReplicaHeader).
+		// The fleet names who served each request (traces.ReplicaHeader).
 		if o.ReplicaHeader == "" {
-			o.ReplicaHeader = fleet.ReplicaHeader
+			o.ReplicaHeader = traces.ReplicaHeader
 		}
 		if o.PrefillReplicaHeader == "" {
-			o.PrefillReplicaHeader = fleet.PrefillReplicaHeader
+			o.PrefillReplicaHeader = traces.PrefillReplicaHeader
 		}
 		if o.RouteReasonHeader == "" {
-			o.RouteReasonHeader = fleet.RouteReasonHeader
+			o.RouteReasonHeader = traces.RouteReasonHeader
 		}
 	}
 	if t.rcv != nil {

@@ -467,7 +467,7 @@ func TestReplayNamesFleetReplicas(t *testing.T) {
 	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
 	out := dir + "/results.jsonl"
 	runMain(t, "replay", "--url", srv.URL, "--model", so.Model, "--quiet", "--no-preflight", "--max-lateness", "10s",
-		"--replica-header", fleet.ReplicaHeader, "--prefill-replica-header", fleet.PrefillReplicaHeader, "--out", out, trace)
+		"--replica-header", traces.ReplicaHeader, "--prefill-replica-header", traces.PrefillReplicaHeader, "--out", out, trace)
 	res, _, err := traces.ReadAll(out)
 	if err != nil {
 		t.Fatal(err)

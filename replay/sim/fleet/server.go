@@ -19,20 +19,6 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// Response headers the fleet's endpoint sets on every generation request:
-// the replica that serves it (under disaggregation the decode replica),
-// the prefill replica, and the router's reason (the route_reason values).
-const (
-	ReplicaHeader        = "X-Sim-Replica"
-	PrefillReplicaHeader = "X-Sim-Prefill-Replica"
-	RouteReasonHeader    = "X-Sim-Route-Reason"
-)
-
-// SessionHeader is the request header whose value keeps a session on one
-// replica under session affinity (what replay sends with
-// --session-affinity, and vLLM's own session header).
-const SessionHeader = "X-Session-ID"
-
 // maxBodyBytes bounds a request body, as the engine's endpoint does.
 const maxBodyBytes = 64 << 20
 
@@ -202,7 +188,7 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, api string) {
 		hashes = sim.PromptHashes(api, body, s.o.BlockSize)
 	}
 	var session int64
-	if v := r.Header.Get(SessionHeader); v != "" {
+	if v := r.Header.Get(traces.SessionHeader); v != "" {
 		session = int64(strHash(v)>>1) | 1
 	}
 	s.mu.Lock()
@@ -211,10 +197,10 @@ func (s *Server) serveGen(w http.ResponseWriter, r *http.Request, api string) {
 	s.seq++
 	s.mu.Unlock()
 	h := w.Header()
-	h.Set(ReplicaHeader, s.l.reps[rt.rep].spec.Name)
-	h.Set(RouteReasonHeader, rt.reason)
+	h.Set(traces.ReplicaHeader, s.l.reps[rt.rep].spec.Name)
+	h.Set(traces.RouteReasonHeader, rt.reason)
 	if rt.pre >= 0 {
-		h.Set(PrefillReplicaHeader, s.l.reps[rt.pre].spec.Name)
+		h.Set(traces.PrefillReplicaHeader, s.l.reps[rt.pre].spec.Name)
 		ok := s.prefill(w, r, rt.pre, body, rid)
 		s.mu.Lock()
 		s.l.reps[rt.pre].member.outstanding--

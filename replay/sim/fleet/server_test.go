@@ -45,7 +45,7 @@ func post(t *testing.T, url, id, session string, prompt int, out int) (http.Head
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", id)
 	if session != "" {
-		req.Header.Set(SessionHeader, session)
+		req.Header.Set(traces.SessionHeader, session)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -66,8 +66,8 @@ func TestServeAggregated(t *testing.T) {
 	s := startFleet(t, "replicas=3,router=round-robin")
 	for i := range 6 {
 		h, _ := post(t, s.URL, fmt.Sprintf("q%d", i), "", 40, 4)
-		if want := fmt.Sprintf("replica-%d", i%3); h.Get(ReplicaHeader) != want || h.Get(RouteReasonHeader) != ReasonRoundRobin {
-			t.Fatalf("request %d: %s=%q %s=%q, want %s round-robin", i, ReplicaHeader, h.Get(ReplicaHeader), RouteReasonHeader, h.Get(RouteReasonHeader), want)
+		if want := fmt.Sprintf("replica-%d", i%3); h.Get(traces.ReplicaHeader) != want || h.Get(traces.RouteReasonHeader) != ReasonRoundRobin {
+			t.Fatalf("request %d: %s=%q %s=%q, want %s round-robin", i, traces.ReplicaHeader, h.Get(traces.ReplicaHeader), traces.RouteReasonHeader, h.Get(traces.RouteReasonHeader), want)
 		}
 	}
 	truth := s.Truth()
@@ -127,7 +127,7 @@ func TestServeDisaggregated(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			h, body := post(t, s.URL, fmt.Sprintf("pd%d", i), "", 33, 5)
-			if h.Get(PrefillReplicaHeader) != "prefill-0" || !strings.HasPrefix(h.Get(ReplicaHeader), "decode-") {
+			if h.Get(traces.PrefillReplicaHeader) != "prefill-0" || !strings.HasPrefix(h.Get(traces.ReplicaHeader), "decode-") {
 				t.Errorf("pd%d: headers %v", i, h)
 			}
 			if !strings.Contains(body, `"completion_tokens":5`) {
@@ -167,7 +167,7 @@ func TestServeSessionAffinity(t *testing.T) {
 	for i := range 9 {
 		sess := fmt.Sprintf("run-s%d", i%3)
 		h, _ := post(t, s.URL, fmt.Sprintf("s%d", i), sess, 20, 2)
-		r := h.Get(ReplicaHeader)
+		r := h.Get(traces.ReplicaHeader)
 		if f, ok := first[sess]; ok && f != r {
 			t.Fatalf("session %s on %s then %s", sess, f, r)
 		}
