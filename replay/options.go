@@ -260,8 +260,9 @@ type Options struct {
 	// metadata (server.*). Defaults to false (the CLI turns it on).
 	DescribeServer bool
 	// SimSpec is the built-in simulator's configuration as a target spec
-	// ("sim:max-num-seqs=32", SimSpec), stored in the results metadata as
-	// MetaSim: the URL of an in-process simulator says nothing of it.
+	// ("sim:max-num-seqs=32", FormatSimTarget), stored in the results
+	// metadata as MetaSim: the URL of an in-process simulator says nothing
+	// of it.
 	// Target.Apply sets it. Defaults to "" (not the simulator).
 	SimSpec string
 }
