@@ -30,10 +30,11 @@ type followFit struct {
 	freshIn  multiset // input of the others (fresh prompts)
 	in, out  multiset // the follow-ups' input and output lengths
 	think    multiset // seconds
+	dropped  multiset // the previous row's blocks a growing turn does not reuse
 }
 
 func newFollowFit(lim fitLimits) *followFit {
-	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
+	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values), dropped: newValues(lim.lengths)}
 }
 
 func (a *followFit) merge(b *followFit) {
@@ -46,6 +47,7 @@ func (a *followFit) merge(b *followFit) {
 	a.in.merge(&b.in)
 	a.out.merge(&b.out)
 	a.think.merge(&b.think)
+	a.dropped.merge(&b.dropped)
 }
 
 // followPooled keys the follow-ups of categories past the per-class limit.
@@ -59,8 +61,9 @@ type followState struct {
 }
 
 // add fits follow-up row r of a session whose previous row left s and
-// returns the session's sessState.follow.
-func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
+// returns the session's sessState.follow; kept is how many of the previous
+// row's blocks r reuses (−1: either has none).
+func (st *followState) add(f *fitter, r *fitRow, s *sessState, kept int32) int32 {
 	if st.cats == nil {
 		st.cats = map[string]*followFit{}
 	}
@@ -88,6 +91,13 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
 	addFloat(&ff.out, float64(r.output))
 	if grow := int64(r.input) - int64(s.in) - int64(s.out); grow >= 0 {
 		addFloat(&ff.newIn, float64(grow))
+		if kept >= 0 && f.blockK() == 0 {
+			full := s.blocks
+			if bs := f.opts.Meta.BlockSize; bs > 0 {
+				full = min(full, s.in/int32(bs))
+			}
+			addFloat(&ff.dropped, float64(max(full-kept, 0)))
+		}
 	} else {
 		ff.fresh++
 		addFloat(&ff.freshIn, float64(r.input))
@@ -108,6 +118,15 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
 	return sf
+}
+
+// blockK is the fitted trace's k-anonymity threshold for prefix blocks
+// (Model.BlockK), 0 when it has none.
+func (f *fitter) blockK() int32 {
+	if k := f.opts.Meta.KThreshold; k >= 2 && f.opts.Meta.BlockSize > 0 {
+		return int32(k)
+	}
+	return 0
 }
 
 // fitFollowUps sets cl's follow-up model: each category's follow-ups go to
@@ -146,7 +165,13 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 	clamped := false
 	model := func(ff *followFit) *FollowUp {
 		s.FollowUps += ff.n
+		var dropped *Hist
+		if ff.dropped.len() > 0 {
+			h := newHistRuns(f.approx.runs(&ff.dropped), opts.LengthBins, opts.MinBinCount, true)
+			dropped = &h
+		}
 		return &FollowUp{
+			DroppedBlocks:    dropped,
 			Turns:            ff.n,
 			FreshPrompts:     ff.fresh,
 			NewInputTokens:   newHistRuns(f.approx.runs(&ff.newIn), opts.LengthBins, opts.MinBinCount, true),
@@ -324,7 +349,9 @@ func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, 
 // category's share of fresh prompts, an input drawn from FreshInputTokens;
 // its output comes from the follow-ups' OutputTokens. It keeps the
 // session's category and prefix, and its prefix blocks extend the
-// previous turn's chain. It returns the row's block chain.
+// previous turn's chain less the trailing blocks drawn from
+// DroppedBlocks (version 3; a version-2 model keeps the whole chain). It
+// returns the row's block chain.
 func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, info *sessInfo, nextBlock *int64) []int64 {
 	gg := gc.groups[info.group]
 	fu := gc.followOf(info.group)
@@ -359,9 +386,13 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	}
 	bs := int64(m.BlockSize)
 	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
-	r := min(len(info.chain), nb)
-	if fresh {
+	r := min(info.keep, len(info.chain), nb)
+	switch {
+	case fresh:
 		r = min(r, int(int64(info.prefix)/bs))
+	case fu.dropped != nil && !fu.dropped.empty():
+		d, _ := fu.dropped.sample(rng)
+		r = max(r-int(d), 0)
 	}
 	if len(gc.arena) < nb {
 		gc.arena = make([]int64, max(nb, arenaChunk))
@@ -373,6 +404,7 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		chain[i] = *nextBlock
 		*nextBlock++
 	}
+	gc.reused = r
 	rec.PrefixBlocks = chain
 	if gc.c.CategoriesFromBlocks {
 		rec.Category, rec.PrefixTokens = "", 0

@@ -190,6 +190,7 @@ type genGroup struct {
 // genFollow is a FollowUp ready to sample.
 type genFollow struct {
 	newIn, freshIn, out, think, turns *sampler
+	dropped                           *sampler // nil: reuse the whole previous chain
 	freshShare                        float64
 }
 
@@ -197,6 +198,9 @@ func newGenFollow(fu *FollowUp) *genFollow {
 	g := &genFollow{newIn: newSampler(&fu.NewInputTokens), freshIn: newSampler(&fu.FreshInputTokens), turns: newSampler(&fu.TurnsPerSession), out: newSampler(&fu.OutputTokens), think: newSampler(&fu.ThinkS)}
 	if fu.Turns > 0 {
 		g.freshShare = float64(fu.FreshPrompts) / float64(fu.Turns)
+	}
+	if fu.DroppedBlocks != nil {
+		g.dropped = newSampler(fu.DroppedBlocks)
 	}
 	return g
 }
@@ -219,6 +223,7 @@ type genClass struct {
 	sessCum, singleCum []float64
 	pooled             *genFollow
 	maxContext         int32
+	reused             int       // leading blocks the last filled row reused
 	history            [][]int64 // recent block chains, ring
 	histPos            int
 	histLen            int
@@ -237,6 +242,7 @@ type sessInfo struct {
 	out   int64   // output session number (0 until its first row is written)
 	last  int32   // its last scheduled turn
 	chain []int64 // the previous turn's prefix blocks
+	keep  int     // of those, how many the next turn may reuse (keepFor)
 	// Version-2 follow-ups: the session's group and its previous row.
 	group           int
 	prevSeq         int64
@@ -427,6 +433,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 			}
 			if chain != nil {
 				info.chain = chain
+				info.keep = gc.keepFor(m, rec, info, p.turn)
 			}
 			info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, rec.OutputTokens
 			info.prefix, info.category = rec.PrefixTokens, rec.Category
@@ -852,6 +859,7 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 		chain[i] = *nextBlock
 		*nextBlock++
 	}
+	gc.reused = r
 	rec.PrefixBlocks = chain
 	if gc.c.CategoriesFromBlocks {
 		rec.Category = ""
@@ -863,6 +871,24 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 	}
 	gc.remember(chain)
 	return chain
+}
+
+// keepFor is how many leading blocks of a session's row rec, its turn
+// turn, the session's next turn may reuse. A version-2 model's follow-ups
+// reuse the whole chain. From version 3 on, never the trailing partial
+// block (the next prompt fills it with other tokens, so its hash differs),
+// and with Model.BlockK, none of the blocks the row added unless at least
+// BlockK rows (this turn and the session's later ones) resend them: the
+// k-anonymity rule capture applied to the fitted trace.
+func (gc *genClass) keepFor(m *Model, rec *traces.Record, info *sessInfo, turn int32) int {
+	if m.Version < 3 || m.BlockSize <= 0 {
+		return len(info.chain)
+	}
+	keep := min(int(rec.InputTokens)/m.BlockSize, len(info.chain))
+	if m.BlockK > 1 && int(info.last-turn)+1 < m.BlockK {
+		keep = min(keep, gc.reused)
+	}
+	return keep
 }
 
 // remember adds a block chain to the class's recent chains.

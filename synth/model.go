@@ -18,10 +18,17 @@ const ModelFormat = "tokentrace-synth-model"
 
 // ModelVersion is the newest model file version this package reads and
 // writes. Version 2 adds follow-up turns (Group.FollowUp and the think-time
-// fields of Sessions); a model with none of them is written as version 1,
-// byte for byte what earlier releases wrote. LoadModel reads versions 1 to
-// ModelVersion and rejects any other with ErrModelVersion.
-const ModelVersion = 2
+// fields of Sessions); version 3 adds the blocks of the previous turn a
+// follow-up does not reuse (FollowUp.DroppedBlocks). A model is written as
+// the lowest version that holds it: one without follow-up turns as version
+// 1, one whose follow-ups have no prefix blocks as version 2, byte for byte
+// what earlier releases wrote. LoadModel reads versions 1 to ModelVersion
+// and rejects any other with ErrModelVersion.
+const ModelVersion = 3
+
+// modelVersionFollowUps is the version of a model with follow-up turns but
+// no FollowUp.DroppedBlocks.
+const modelVersionFollowUps = 2
 
 // modelVersionNoFollowUps is the version of a model without follow-up turns.
 const modelVersionNoFollowUps = 1
@@ -57,6 +64,12 @@ type Model struct {
 	QuantumNs int64 `json:"quantum_ns"`
 	// BlockSize is the tokens per PrefixBlocks entry (0 = no blocks).
 	BlockSize int `json:"block_size,omitempty"`
+	// BlockK is the fitted trace's k-anonymity threshold for prefix blocks
+	// (its Meta.KThreshold, version 3; 0 = none): capture replaced every
+	// block fewer than BlockK requests shared by an id of its own, so a
+	// conversation's blocks survive only while enough later turns resend
+	// them. Generate does the same to a session's blocks.
+	BlockK int `json:"block_k,omitempty"`
 	// Tokenizer is the fitted trace's Meta.Tokenizer.
 	Tokenizer string `json:"tokenizer,omitempty"`
 	// Classes are the traffic classes, by name.
@@ -263,6 +276,14 @@ type FollowUp struct {
 	// category's other rows (single-shot and first turns); Generate draws
 	// those rows' input from it, not from Group.InputTokens (all rows).
 	FirstInputTokens Hist `json:"first_input_tokens"`
+	// DroppedBlocks is the distribution of how many of the previous turn's
+	// full prefix blocks a growing turn does not reuse (a client trimming
+	// its history; version 3; nil without blocks or with Model.BlockK,
+	// whose rule accounts for what the turns drop). A version-3 model's
+	// follow-ups never reuse the previous turn's trailing partial block
+	// (the next prompt fills it with other tokens, so its hash differs); a
+	// version-2 model's reuse the whole previous chain.
+	DroppedBlocks *Hist `json:"dropped_blocks,omitempty"`
 }
 
 // Group is a prefix category (or the pooled tail of small categories) and
@@ -445,6 +466,9 @@ func (m *Model) Validate() error {
 	if m.BlockSize < 0 {
 		return bad("block_size must be >= 0, got %d", m.BlockSize)
 	}
+	if m.BlockK < 0 || (m.BlockK > 0 && m.Version < 3) {
+		return bad("block_k must be >= 0 and needs model version 3, got %d in version %d", m.BlockK, m.Version)
+	}
 	if len(m.Classes) == 0 {
 		return bad("no classes")
 	}
@@ -613,6 +637,33 @@ func (m *Model) Validate() error {
 	return nil
 }
 
+// lowestVersion is the lowest model version that holds m (see
+// ModelVersion).
+func (m *Model) lowestVersion() int {
+	v := modelVersionNoFollowUps
+	if m.BlockK > 0 {
+		return ModelVersion
+	}
+	for ci := range m.Classes {
+		c := &m.Classes[ci]
+		s := c.Sessions
+		if s == nil || s.FollowUps == 0 {
+			continue
+		}
+		v = max(v, modelVersionFollowUps)
+		fus := []*FollowUp{s.PooledFollowUp}
+		for gi := range c.Groups {
+			fus = append(fus, c.Groups[gi].FollowUp)
+		}
+		for _, fu := range fus {
+			if fu != nil && fu.DroppedBlocks != nil {
+				v = ModelVersion
+			}
+		}
+	}
+	return v
+}
+
 // validateFollowUp checks a follow-up model (nil is fine); where names it.
 func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	if fu == nil {
@@ -624,10 +675,16 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	if fu.Turns < 0 || fu.FreshPrompts < 0 || fu.FreshPrompts > fu.Turns {
 		return fmt.Errorf("%w: %s.fresh_prompts must be in [0, turns]", ErrBadModel, where)
 	}
+	if fu.DroppedBlocks != nil && m.Version < 3 {
+		return fmt.Errorf("%w: %s.dropped_blocks needs model version 3, the file says %d", ErrBadModel, where, m.Version)
+	}
 	for _, h := range []struct {
 		h    *Hist
 		name string
-	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
+	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}, {fu.DroppedBlocks, "dropped_blocks"}} {
+		if h.h == nil {
+			continue
+		}
 		if err := h.h.validate(where + "." + h.name); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadModel, err)
 		}
