@@ -119,7 +119,7 @@ func (a *approx) list() []string {
 // fitRow is what fitting reads of a record.
 type fitRow struct {
 	arrival, seq, session       int64
-	finish, think               int64 // FinishNs, ThinkNs
+	finish, think, parent       int64 // FinishNs, ThinkNs, ParentSeq
 	class, category, model, api string
 	input, output, prefix       int32
 	blocks                      []int64
@@ -128,7 +128,7 @@ type fitRow struct {
 func (r *fitRow) set(rec *traces.Record) {
 	*r = fitRow{
 		arrival: rec.ArrivalNs, seq: rec.Seq, session: rec.Session,
-		finish: rec.FinishNs, think: rec.ThinkNs,
+		finish: rec.FinishNs, think: rec.ThinkNs, parent: rec.ParentSeq,
 		class: rec.Class, category: rec.Category, model: rec.Model, api: rec.API,
 		input: rec.InputTokens, output: rec.OutputTokens, prefix: rec.PrefixTokens,
 		blocks: rec.PrefixBlocks,
@@ -249,9 +249,14 @@ type sessState struct {
 	last    int64
 	finish  int64
 	row     int64 // the last row's index in its class
+	seq     int64
 	in, out int32
 	blocks  int32 // the last row's prefix blocks
 	follow  int32
+	// main is the row a fresh prompt branched off (a subagent spawned by
+	// it), while the session is in that branch: a later row whose
+	// parent_seq names it resumes its context (nil: not in a branch).
+	main *sessState
 }
 
 // classFit is the streaming state of one traffic class.
@@ -323,10 +328,10 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
-		next := sessState{turns: 1, last: r.arrival, finish: r.finish, row: i, in: r.input, out: r.output, blocks: int32(len(r.blocks))}
+		next := sessState{turns: 1, last: r.arrival, finish: r.finish, row: i, seq: r.seq, in: r.input, out: r.output, blocks: int32(len(r.blocks))}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			next.follow = c.follow.add(f, r, &s, keptBlocks(prev, &s))
+			next.follow, next.main = c.follow.add(f, r, &s, prev)
 			next.turns = s.turns + 1
 			start = false
 		}

@@ -31,10 +31,14 @@ type followFit struct {
 	in, out  multiset // the follow-ups' input and output lengths
 	think    multiset // seconds
 	dropped  multiset // the previous row's blocks a growing turn does not reuse
+	kept     multiset // share of a fresh prompt's blocks from the previous row
+	// Growing turns in a branch (after a fresh prompt) that resumed the
+	// row the branch came off, and that went on in the branch.
+	resumes, branchTurns int64
 }
 
 func newFollowFit(lim fitLimits) *followFit {
-	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values), dropped: newValues(lim.lengths)}
+	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values), dropped: newValues(lim.lengths), kept: newValues(lim.values)}
 }
 
 func (a *followFit) merge(b *followFit) {
@@ -48,6 +52,9 @@ func (a *followFit) merge(b *followFit) {
 	a.out.merge(&b.out)
 	a.think.merge(&b.think)
 	a.dropped.merge(&b.dropped)
+	a.kept.merge(&b.kept)
+	a.resumes += b.resumes
+	a.branchTurns += b.branchTurns
 }
 
 // followPooled keys the follow-ups of categories past the per-class limit.
@@ -60,10 +67,19 @@ type followState struct {
 	recorded, finish, gap int64        // think-time sources
 }
 
-// add fits follow-up row r of a session whose previous row left s and
-// returns the session's sessState.follow; kept is how many of the previous
-// row's blocks r reuses (−1: either has none).
-func (st *followState) add(f *fitter, r *fitRow, s *sessState, kept int32) int32 {
+// add fits follow-up row r of a session whose previous row left s (prev:
+// what r's blocks found in the class's table) and returns the session's
+// sessState.follow and main. A row whose parent_seq names the row the
+// session's branch came off (s.main) resumes that row's context: it is
+// fitted as that row's follow-up.
+func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, *sessState) {
+	main := s.main
+	base := s
+	resumed := main != nil && r.parent >= 0 && r.parent == main.seq
+	if resumed {
+		base, main = main, nil
+	}
+	kept := keptBlocks(prev, base)
 	if st.cats == nil {
 		st.cats = map[string]*followFit{}
 	}
@@ -89,7 +105,22 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, kept int32) int32
 	}
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
-	if grow := int64(r.input) - int64(s.in) - int64(s.out); grow >= 0 {
+	grow := int64(r.input) - int64(base.in) - int64(base.out)
+	switch {
+	case resumed:
+		ff.resumes++
+	case s.main != nil && grow >= 0 && r.parent >= 0:
+		// (Without parent_seq no row can resume: none is counted.)
+		ff.branchTurns++
+	case s.main == nil && grow < 0:
+		// A fresh prompt: a branch off the previous row, which a later
+		// row may resume.
+		m := *s
+		m.main = nil
+		main = &m
+	}
+	s = base
+	if grow >= 0 {
 		addFloat(&ff.newIn, float64(grow))
 		if kept >= 0 && f.blockK() == 0 {
 			full := s.blocks
@@ -101,6 +132,9 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, kept int32) int32
 	} else {
 		ff.fresh++
 		addFloat(&ff.freshIn, float64(r.input))
+		if kept >= 0 {
+			addFloat(&ff.kept, float64(kept)/float64(len(r.blocks)))
+		}
 	}
 	// A finish before the turn's own arrival is no finish (a zero value).
 	finished := s.finish >= s.last
@@ -117,7 +151,7 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, kept int32) int32
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
-	return sf
+	return sf, main
 }
 
 // blockK is the fitted trace's k-anonymity threshold for prefix blocks
@@ -165,12 +199,19 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 	clamped := false
 	model := func(ff *followFit) *FollowUp {
 		s.FollowUps += ff.n
-		var dropped *Hist
+		var dropped, kept *Hist
 		if ff.dropped.len() > 0 {
 			h := newHistRuns(f.approx.runs(&ff.dropped), opts.LengthBins, opts.MinBinCount, true)
 			dropped = &h
 		}
+		if ff.kept.len() > 0 {
+			h := newHistRuns(f.approx.runs(&ff.kept), opts.OutputBins, opts.MinBinCount, false)
+			kept = &h
+		}
 		return &FollowUp{
+			FreshKeptShare:   kept,
+			Resumes:          ff.resumes,
+			BranchTurns:      ff.branchTurns,
 			DroppedBlocks:    dropped,
 			Turns:            ff.n,
 			FreshPrompts:     ff.fresh,
@@ -343,6 +384,32 @@ func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, 
 	}
 }
 
+// sessMain is the context a session's branch came off (see
+// FollowUp.Resumes): the turn before its first fresh prompt.
+type sessMain struct {
+	chain           []int64
+	keep            int
+	seq             int64
+	prevIn, prevOut int32
+}
+
+// branch keeps the context a fresh prompt branches off, when the session
+// may resume it, and resumes it for a growing turn in a branch with the
+// fitted share.
+func (info *sessInfo) branch(rng *rand.Rand, fu *genFollow, fresh bool) {
+	if fu.resumeShare <= 0 {
+		return
+	}
+	switch {
+	case fresh && info.main == nil:
+		info.main = &sessMain{chain: info.chain, keep: info.keep, seq: info.prevSeq, prevIn: info.prevIn, prevOut: info.prevOut}
+	case !fresh && info.main != nil && rng.Float64() < fu.resumeShare:
+		mn := info.main
+		info.chain, info.keep, info.prevSeq, info.prevIn, info.prevOut = mn.chain, mn.keep, mn.seq, mn.prevIn, mn.prevOut
+		info.main = nil
+	}
+}
+
 // fillFollowUp draws a version-2 follow-up turn: its input is the previous
 // turn's input + output + new tokens drawn from the category's
 // NewInputTokens (capped at the class's maximum context), or, with the
@@ -359,6 +426,7 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
 	}
 	fresh := rng.Float64() < fu.freshShare
+	info.branch(rng, fu, fresh)
 	var in int64
 	if fresh {
 		s := fu.freshIn
@@ -388,6 +456,9 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
 	r := min(info.keep, len(info.chain), nb)
 	switch {
+	case fresh && fu.kept != nil && !fu.kept.empty():
+		f, _ := fu.kept.sample(rng)
+		r = min(r, int(math.Round(f*float64(nb))))
 	case fresh:
 		r = min(r, int(int64(info.prefix)/bs))
 	case fu.dropped != nil && !fu.dropped.empty():

@@ -191,7 +191,9 @@ type genGroup struct {
 type genFollow struct {
 	newIn, freshIn, out, think, turns *sampler
 	dropped                           *sampler // nil: reuse the whole previous chain
+	kept                              *sampler // nil: a fresh prompt keeps its category prefix
 	freshShare                        float64
+	resumeShare                       float64 // of growing turns in a branch
 }
 
 func newGenFollow(fu *FollowUp) *genFollow {
@@ -201,6 +203,12 @@ func newGenFollow(fu *FollowUp) *genFollow {
 	}
 	if fu.DroppedBlocks != nil {
 		g.dropped = newSampler(fu.DroppedBlocks)
+	}
+	if fu.FreshKeptShare != nil {
+		g.kept = newSampler(fu.FreshKeptShare)
+	}
+	if n := fu.Resumes + fu.BranchTurns; n > 0 {
+		g.resumeShare = float64(fu.Resumes) / float64(n)
 	}
 	return g
 }
@@ -249,6 +257,7 @@ type sessInfo struct {
 	prevIn, prevOut int32
 	prefix          int32
 	category        string
+	main            *sessMain // the context a branch came off (nil: none)
 }
 
 // pending is a request due in the current window before its lengths are drawn.

@@ -284,6 +284,20 @@ type FollowUp struct {
 	// (the next prompt fills it with other tokens, so its hash differs); a
 	// version-2 model's reuse the whole previous chain.
 	DroppedBlocks *Hist `json:"dropped_blocks,omitempty"`
+	// FreshKeptShare is the distribution of the share of a fresh prompt's
+	// prefix blocks that are the previous turn's leading blocks (a client
+	// compacting its history keeps the system prompt and tools; version 3;
+	// nil without blocks). Without it a fresh prompt keeps its category's
+	// prefix.
+	FreshKeptShare *Hist `json:"fresh_kept_share,omitempty"`
+	// Resumes counts the follow-ups, after a fresh prompt (a subagent
+	// spawned by the previous turn), whose parent_seq names the turn the
+	// fresh prompt branched off: they resume that turn's context. BranchTurns
+	// counts the growing follow-ups that went on in the branch instead
+	// (version 3). Generate resumes with the share Resumes / (Resumes +
+	// BranchTurns).
+	Resumes     int64 `json:"resumes,omitempty"`
+	BranchTurns int64 `json:"branch_turns,omitempty"`
 }
 
 // Group is a prefix category (or the pooled tail of small categories) and
@@ -656,12 +670,17 @@ func (m *Model) lowestVersion() int {
 			fus = append(fus, c.Groups[gi].FollowUp)
 		}
 		for _, fu := range fus {
-			if fu != nil && fu.DroppedBlocks != nil {
+			if fu != nil && fu.v3() {
 				v = ModelVersion
 			}
 		}
 	}
 	return v
+}
+
+// v3 says fu has a field of version 3.
+func (fu *FollowUp) v3() bool {
+	return fu.DroppedBlocks != nil || fu.FreshKeptShare != nil || fu.Resumes > 0 || fu.BranchTurns > 0
 }
 
 // validateFollowUp checks a follow-up model (nil is fine); where names it.
@@ -675,13 +694,16 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	if fu.Turns < 0 || fu.FreshPrompts < 0 || fu.FreshPrompts > fu.Turns {
 		return fmt.Errorf("%w: %s.fresh_prompts must be in [0, turns]", ErrBadModel, where)
 	}
-	if fu.DroppedBlocks != nil && m.Version < 3 {
+	if fu.Resumes < 0 || fu.BranchTurns < 0 {
+		return fmt.Errorf("%w: %s.resumes and branch_turns must be >= 0", ErrBadModel, where)
+	}
+	if fu.v3() && m.Version < 3 {
 		return fmt.Errorf("%w: %s.dropped_blocks needs model version 3, the file says %d", ErrBadModel, where, m.Version)
 	}
 	for _, h := range []struct {
 		h    *Hist
 		name string
-	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}, {fu.DroppedBlocks, "dropped_blocks"}} {
+	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}, {fu.DroppedBlocks, "dropped_blocks"}, {fu.FreshKeptShare, "fresh_kept_share"}} {
 		if h.h == nil {
 			continue
 		}
