@@ -296,7 +296,9 @@ func (gc *genClass) prepareFollowUps(opts GenOptions) {
 		return
 	}
 	gc.followUps = true
-	if len(opts.Mix) == 0 {
+	if len(opts.Mix) > 0 {
+		gc.mixStarts()
+	} else {
 		// A session's category by its sessions, a single-shot row's by
 		// its other rows (counts of version-2 models; the mix override
 		// keeps one share per category).
@@ -328,9 +330,77 @@ func (gc *genClass) prepareFollowUps(opts GenOptions) {
 			}
 		}
 	}
-	gc.maxContext = max(1, scaleLen(longest, opts.LengthScale))
+	gc.maxContext = max(1, scaleLen(longest, opts.inScale()))
 	if opts.MaxContextTokens > 0 {
 		gc.maxContext = int32(min(opts.MaxContextTokens, math.MaxInt32))
+	}
+}
+
+// mixStarts sets the category draws of a mix override so that the
+// categories' shares of requests, not of session starts, are the mix's
+// (groupCum holds them): a category whose sessions run longer gets fewer
+// starts. Each category's fitted session starts and single-shot rows are
+// weighted by one factor, found by fixed-point iteration on the expected
+// rows.
+func (gc *genClass) mixStarts() {
+	n := len(gc.groups)
+	want, sess, single, rows := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	var multi, starts float64
+	for i, gg := range gc.groups {
+		g := gg.g
+		want[i] = gc.groupCum[i] - cumLast(gc.groupCum[:i])
+		sess[i] = float64(g.SessionStarts)
+		single[i] = float64(max(0, g.Records-g.SessionStarts-g.FollowUps))
+		if g.SessionStarts > 0 {
+			rows[i] = float64(g.SessionStarts+g.FollowUps) / float64(g.SessionStarts)
+		}
+		multi += sess[i]
+		starts += sess[i] + single[i]
+	}
+	if multi == 0 || starts == 0 {
+		return
+	}
+	pMulti := multi / starts
+	f := make([]float64, n)
+	for i := range f {
+		f[i] = 1
+		if want[i] == 0 {
+			f[i] = 0
+		}
+	}
+	share := make([]float64, n)
+	for range 200 {
+		var fs, fo, tot float64
+		for i := range f {
+			fs += f[i] * sess[i]
+			fo += f[i] * single[i]
+		}
+		for i := range f {
+			share[i] = 0
+			if fs > 0 {
+				share[i] += pMulti * f[i] * sess[i] / fs * rows[i]
+			}
+			if fo > 0 {
+				share[i] += (1 - pMulti) * f[i] * single[i] / fo
+			}
+			tot += share[i]
+		}
+		for i := range f {
+			if share[i] > 0 && tot > 0 {
+				f[i] *= want[i] / (share[i] / tot)
+			}
+		}
+	}
+	var sc, oc []float64
+	for i := range f {
+		sc = append(sc, cumLast(sc)+f[i]*sess[i])
+		oc = append(oc, cumLast(oc)+f[i]*single[i])
+	}
+	if cumLast(sc) > 0 {
+		gc.sessCum = sc
+	}
+	if cumLast(oc) > 0 {
+		gc.singleCum = oc
 	}
 }
 
@@ -436,17 +506,18 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 			s = gg.input
 		}
 		v, _ := s.sample(rng)
-		in = int64(scaleLen(v, opts.LengthScale))
+		in = int64(scaleLen(v, opts.inScale()))
 	} else {
 		v, _ := fu.newIn.sample(rng)
 		in = int64(info.prevIn) + int64(info.prevOut)
 		if v > 0 {
-			in += int64(scaleLen(v, opts.LengthScale))
+			in += int64(scaleLen(v, opts.inScale()))
 		}
 	}
 	out, _ := fu.out.sample(rng)
 	rec.InputTokens = int32(max(1, min(in, int64(gc.maxContext))))
-	rec.OutputTokens = scaleLen(out, opts.LengthScale)
+	rec.OutputTokens = scaleLen(out, opts.outScale())
+	gc.ctxOut = scaleLen(out, opts.inScale())
 	rec.PrefixTokens = min(info.prefix, rec.InputTokens)
 	rec.Category = info.category
 	if !gg.blocks {

@@ -45,6 +45,14 @@ type GenOptions struct {
 	// at least 1 token when the fitted length was positive). Defaults to
 	// DefaultLengthScale (1).
 	LengthScale float64
+	// InputLengthScale multiplies input and prefix lengths alone (on top
+	// of LengthScale): a follow-up's new tokens and the maximum context
+	// too, so prompts scale and outputs do not. Defaults to 1.
+	InputLengthScale float64
+	// OutputLengthScale multiplies output lengths alone (on top of
+	// LengthScale): a follow-up resends the previous output at its
+	// unscaled length, so prompts do not change with it. Defaults to 1.
+	OutputLengthScale float64
 	// Mix overrides category shares in every class: category → share
 	// ("none" is the empty category, "tail" the pooled small categories).
 	// Unlisted categories share the rest in their fitted proportions.
@@ -75,6 +83,12 @@ func (o GenOptions) withDefaults(m *Model) GenOptions {
 	if o.LengthScale == 0 {
 		o.LengthScale = DefaultLengthScale
 	}
+	if o.InputLengthScale == 0 {
+		o.InputLengthScale = DefaultLengthScale
+	}
+	if o.OutputLengthScale == 0 {
+		o.OutputLengthScale = DefaultLengthScale
+	}
 	if o.Gaps == "" {
 		o.Gaps = DefaultGaps
 	}
@@ -90,6 +104,10 @@ func (o GenOptions) Validate() error {
 		return traces.OptionErrorf("synth", "Options.RateScale", "must be > 0, got %g", o.RateScale)
 	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):
 		return traces.OptionErrorf("synth", "Options.LengthScale", "must be > 0, got %g", o.LengthScale)
+	case o.InputLengthScale < 0 || math.IsNaN(o.InputLengthScale) || math.IsInf(o.InputLengthScale, 0):
+		return traces.OptionErrorf("synth", "Options.InputLengthScale", "must be > 0, got %g", o.InputLengthScale)
+	case o.OutputLengthScale < 0 || math.IsNaN(o.OutputLengthScale) || math.IsInf(o.OutputLengthScale, 0):
+		return traces.OptionErrorf("synth", "Options.OutputLengthScale", "must be > 0, got %g", o.OutputLengthScale)
 	case o.MaxContextTokens < 0:
 		return traces.OptionErrorf("synth", "Options.MaxContextTokens", "must be >= 0, got %d", o.MaxContextTokens)
 	case o.Gaps != "" && !slices.Contains(GapsModes, o.Gaps):
@@ -146,6 +164,12 @@ func (m *Model) GenMeta(o GenOptions) traces.Meta {
 	meta.Set("synth.duration_ns", strconv.FormatInt(int64(o.Duration), 10))
 	meta.Set("synth.rate_scale", strconv.FormatFloat(o.RateScale, 'g', -1, 64))
 	meta.Set("synth.length_scale", strconv.FormatFloat(o.LengthScale, 'g', -1, 64))
+	if o.InputLengthScale != 1 {
+		meta.Set("synth.input_length_scale", strconv.FormatFloat(o.InputLengthScale, 'g', -1, 64))
+	}
+	if o.OutputLengthScale != 1 {
+		meta.Set("synth.output_length_scale", strconv.FormatFloat(o.OutputLengthScale, 'g', -1, 64))
+	}
 	meta.Set("synth.gaps", o.Gaps)
 	if len(o.Mix) > 0 {
 		keys := make([]string, 0, len(o.Mix))
@@ -232,6 +256,7 @@ type genClass struct {
 	pooled             *genFollow
 	maxContext         int32
 	reused             int       // leading blocks the last filled row reused
+	ctxOut             int32     // its output as the next turn resends it
 	history            [][]int64 // recent block chains, ring
 	histPos            int
 	histLen            int
@@ -444,7 +469,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 				info.chain = chain
 				info.keep = gc.keepFor(m, rec, info, p.turn)
 			}
-			info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, rec.OutputTokens
+			info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, gc.ctxOut
 			info.prefix, info.category = rec.PrefixTokens, rec.Category
 			if p.turn >= info.last {
 				delete(sessions, p.sess)
@@ -764,6 +789,10 @@ func (l *genLevel) draw(rng *rand.Rand) float64 {
 	return v
 }
 
+// inScale and outScale are the scales of prompts and of outputs.
+func (o GenOptions) inScale() float64  { return o.LengthScale * o.InputLengthScale }
+func (o GenOptions) outScale() float64 { return o.LengthScale * o.OutputLengthScale }
+
 func scaleLen(v float64, s float64) int32 {
 	if s == 1 || v <= 0 {
 		return int32(min(v, math.MaxInt32))
@@ -808,9 +837,10 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 	if prefix > in {
 		in = prefix
 	}
-	rec.InputTokens = scaleLen(in, opts.LengthScale)
-	rec.OutputTokens = scaleLen(out, opts.LengthScale)
-	rec.PrefixTokens = min(scaleLen(prefix, opts.LengthScale), rec.InputTokens)
+	rec.InputTokens = scaleLen(in, opts.inScale())
+	rec.OutputTokens = scaleLen(out, opts.outScale())
+	gc.ctxOut = scaleLen(out, opts.inScale())
+	rec.PrefixTokens = min(scaleLen(prefix, opts.inScale()), rec.InputTokens)
 	switch {
 	case g.Tail:
 		if len(gc.tailLabels) == 0 || rng.Float64() < gg.tailNew {
