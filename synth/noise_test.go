@@ -228,3 +228,42 @@ func TestConversationReuseMatches(t *testing.T) {
 		t.Errorf("reuse within 3 points in %d of 5 seeds, every check passed in %d; want at least 4 of each", within, passed)
 	}
 }
+
+// The fixes FindFixes prints for a deliberately mis-scaled workload
+// (prompts 1.6×, outputs 0.5×), applied together, pass the check: each
+// changes its own dimension, and none makes another check fail.
+func TestFixesComposeOnMisScaledWorkload(t *testing.T) {
+	real, meta := chats(300, 3, 5)
+	m, err := Fit(context.Background(), real, FitOptions{Meta: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := GenOptions{Seed: 4, InputLengthScale: 1.6, OutputLengthScale: 0.5}
+	if rep := Check(real, gen(t, m, bad), DefaultThresholds()); rep.Pass {
+		t.Fatal("the mis-scaled workload passes the check: the test shows nothing")
+	}
+	opts, fixes, rep, err := m.FindFixes(context.Background(), real, bad, DefaultThresholds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range fixes {
+		got[f.Option] = f.Value
+		t.Logf("fix %s: %s = %s", f.Check, f.Option, f.Value)
+	}
+	if got["GenOptions.InputLengthScale"] == "" || got["GenOptions.OutputLengthScale"] == "" {
+		t.Errorf("fixes %v, want a prompt scale and an output scale", fixes)
+	}
+	if opts.LengthScale != 1 {
+		t.Errorf("a fix changed LengthScale (both dimensions): %g", opts.LengthScale)
+	}
+	// Applied together, from the options as printed, they pass.
+	final := Check(real, gen(t, m, opts), DefaultThresholds())
+	if !final.Pass || !rep.Pass {
+		for _, c := range final.Checks {
+			if !c.Pass {
+				t.Errorf("after the fixes %s %.4f > %.4f", c.Name, c.Value, c.Limit)
+			}
+		}
+	}
+}
