@@ -343,143 +343,172 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 	if err != nil {
 		return 0, err
 	}
-	rng := rand.New(rand.NewPCG(opts.Seed, 0x7e1d))
+	st := &genState{m: m, opts: opts, classes: classes, sessions: map[int64]*sessInfo{}, blank: traces.NewRecord(),
+		rng: rand.New(rand.NewPCG(opts.Seed, 0x7e1d))}
 	for _, gc := range classes {
-		gc.setGapSampler(opts, rng)
+		gc.setGapSampler(opts, st.rng)
 	}
 	dur := int64(opts.Duration)
-	nbins := len(m.Classes[0].Arrival.CountsPerBin)
-	var (
-		pend      pendingHeap
-		order     int64
-		nextSess  int64
-		sessions  = map[int64]*sessInfo{} // open sessions
-		nextOut   int64
-		seq       int64
-		nextBlock int64
-		window    []pending
-		out       []traces.Record
-		blank     = traces.NewRecord()
-		lay       layout
-	)
 	for b := int64(0); b*m.BinNs < dur; b++ {
 		if err := ctx.Err(); err != nil {
-			return seq, err
+			return st.seq, err
 		}
 		ws, we := b*m.BinNs, min((b+1)*m.BinNs, dur)
-		width := we - ws
-		if width <= 0 {
+		if we-ws <= 0 {
 			break // b × BinNs overflowed
 		}
-		src := int(b % int64(nbins))
-		window = window[:0]
-		for ci, gc := range classes {
-			exp := gc.c.Arrival.CountsPerBin[src] * opts.RateScale * float64(width) / float64(m.BinNs)
-			if exp > maxGenPerBin {
-				return seq, fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower %w or refit with a smaller bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin), traces.OptionRef("Options.RateScale"))
-			}
-			n := int(exp)
-			if rng.Float64() < exp-float64(n) {
-				n++
-			}
-			if n == 0 {
-				continue
-			}
-			prevIdle := gc.c.Arrival.CountsPerBin[(src+nbins-1)%nbins] == 0 && b > 0
-			nextIdle := gc.c.Arrival.CountsPerBin[(src+1)%nbins] == 0 && (b+1)*m.BinNs < dur
-			offs := lay.layout(rng, gc.level(float64(n)), n, float64(width-1)/1e9, prevIdle, nextIdle)
-			for _, a := range offs {
-				off := int64(a * 1e9)
-				t := m.quantize(ws + min(max(off, 0), width-1))
-				p := pending{t: t, order: order, class: ci}
-				order++
-				if s := gc.c.Sessions; s != nil && rng.Float64() < s.Share {
-					nextSess++
-					p.sess, p.turn = nextSess, 1
-					turns := 1
-					if !gc.turns.empty() {
-						v, _ := gc.turns.sample(rng)
-						turns = max(1, int(v))
-					}
-					info := &sessInfo{last: 1, group: -1}
-					sessions[p.sess] = info
-					ft := t
-					if gc.followUps {
-						gc.scheduleFollowUps(m, rng, info, p, turns, dur, &pend, &order)
-						turns = 0
-					}
-					for k := 2; k <= turns; k++ {
-						g, _ := gc.turnGap.sample(rng) // 0 from an empty sampler
-						ft = m.quantize(ft + int64(g*1e9))
-						if ft >= dur {
-							break
-						}
-						heap.Push(&pend, pending{t: ft, order: order, class: ci, sess: p.sess, turn: int32(k)})
-						order++
-						info.last = int32(k)
-					}
-				}
-				window = append(window, p)
-			}
+		st.window = st.window[:0]
+		if err := st.arrivals(b, ws, we, dur); err != nil {
+			return st.seq, err
 		}
-		for len(pend) > 0 && pend[0].t < we {
-			window = append(window, heap.Pop(&pend).(pending))
+		for len(st.pend) > 0 && st.pend[0].t < we {
+			st.window = append(st.window, heap.Pop(&st.pend).(pending))
 		}
-		if len(window) == 0 {
+		if len(st.window) == 0 {
 			continue
 		}
-		slices.SortFunc(window, func(a, b pending) int {
-			if a.t != b.t {
-				return cmp.Compare(a.t, b.t)
-			}
-			return cmp.Compare(a.order, b.order)
-		})
-		out = out[:0]
-		for _, p := range window {
-			gc := classes[p.class]
-			out = append(out, blank)
-			rec := &out[len(out)-1]
-			rec.Seq = seq
-			seq++
-			rec.ArrivalNs = p.t
-			rec.Class = gc.c.Name
-			rec.Model = pickShare(rng, gc.modelNames, gc.modelCum)
-			rec.API = pickShare(rng, gc.apiNames, gc.apiCum)
-			info := sessions[p.sess]
-			if info == nil {
-				gc.fill(rec, rng, m, opts, -1, nil, &nextBlock)
-				continue
-			}
-			if info.out == 0 {
-				nextOut++
-				info.out = nextOut
-			}
-			rec.Session, rec.Turn = info.out, p.turn
-			var chain []int64
-			switch {
-			case !gc.followUps:
-				chain = gc.fill(rec, rng, m, opts, -1, info.chain, &nextBlock)
-			case p.turn == 1:
-				chain = gc.fill(rec, rng, m, opts, info.group, nil, &nextBlock)
-			default:
-				chain = gc.fillFollowUp(rec, rng, m, opts, info, &nextBlock)
-				rec.ParentSeq, rec.ThinkNs = info.prevSeq, p.think
-			}
-			if chain != nil {
-				info.chain = chain
-				info.keep = gc.keepFor(m, rec, info, p.turn)
-			}
-			info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, gc.ctxOut
-			info.prefix, info.category = rec.PrefixTokens, rec.Category
-			if p.turn >= info.last {
-				delete(sessions, p.sess)
-			}
-		}
-		if _, err := w.Write(out); err != nil {
-			return seq, fmt.Errorf("write synthetic trace: %w", err)
+		if _, err := w.Write(st.fillWindow()); err != nil {
+			return st.seq, fmt.Errorf("write synthetic trace: %w", err)
 		}
 	}
-	return seq, nil
+	return st.seq, nil
+}
+
+// genState is a generation under way.
+type genState struct {
+	m        *Model
+	opts     GenOptions
+	classes  []*genClass
+	rng      *rand.Rand
+	pend     pendingHeap // follow-up turns due later
+	order    int64
+	nextSess int64
+	sessions map[int64]*sessInfo // open sessions
+	nextOut  int64
+	seq      int64
+	blocks   int64 // the next block id
+	window   []pending
+	out      []traces.Record
+	blank    traces.Record
+	lay      layout
+}
+
+// arrivals draws the session starts of bin b ([ws, we) of a trace of dur)
+// into the window, and schedules their sessions' later turns.
+func (st *genState) arrivals(b, ws, we, dur int64) error {
+	m, opts, rng := st.m, st.opts, st.rng
+	width := we - ws
+	nbins := len(m.Classes[0].Arrival.CountsPerBin)
+	src := int(b % int64(nbins))
+	for ci, gc := range st.classes {
+		exp := gc.c.Arrival.CountsPerBin[src] * opts.RateScale * float64(width) / float64(m.BinNs)
+		if exp > maxGenPerBin {
+			return fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower %w or refit with a smaller bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin), traces.OptionRef("Options.RateScale"))
+		}
+		n := int(exp)
+		if rng.Float64() < exp-float64(n) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		prevIdle := gc.c.Arrival.CountsPerBin[(src+nbins-1)%nbins] == 0 && b > 0
+		nextIdle := gc.c.Arrival.CountsPerBin[(src+1)%nbins] == 0 && (b+1)*m.BinNs < dur
+		for _, a := range st.lay.layout(rng, gc.level(float64(n)), n, float64(width-1)/1e9, prevIdle, nextIdle) {
+			off := int64(a * 1e9)
+			p := pending{t: m.quantize(ws + min(max(off, 0), width-1)), order: st.order, class: ci}
+			st.order++
+			if s := gc.c.Sessions; s != nil && rng.Float64() < s.Share {
+				st.startSession(gc, &p, dur)
+			}
+			st.window = append(st.window, p)
+		}
+	}
+	return nil
+}
+
+// startSession makes p the first turn of a new session and schedules its
+// later turns.
+func (st *genState) startSession(gc *genClass, p *pending, dur int64) {
+	rng := st.rng
+	st.nextSess++
+	p.sess, p.turn = st.nextSess, 1
+	turns := 1
+	if !gc.turns.empty() {
+		v, _ := gc.turns.sample(rng)
+		turns = max(1, int(v))
+	}
+	info := &sessInfo{last: 1, group: -1}
+	st.sessions[p.sess] = info
+	if gc.followUps {
+		gc.scheduleFollowUps(st.m, rng, info, *p, turns, dur, &st.pend, &st.order)
+		return
+	}
+	ft := p.t
+	for k := 2; k <= turns; k++ {
+		g, _ := gc.turnGap.sample(rng) // 0 from an empty sampler
+		ft = st.m.quantize(ft + int64(g*1e9))
+		if ft >= dur {
+			break
+		}
+		heap.Push(&st.pend, pending{t: ft, order: st.order, class: p.class, sess: p.sess, turn: int32(k)})
+		st.order++
+		info.last = int32(k)
+	}
+}
+
+// fillWindow draws the window's rows in arrival order and returns them
+// (valid until the next call).
+func (st *genState) fillWindow() []traces.Record {
+	m, opts, rng := st.m, st.opts, st.rng
+	slices.SortFunc(st.window, func(a, b pending) int {
+		if a.t != b.t {
+			return cmp.Compare(a.t, b.t)
+		}
+		return cmp.Compare(a.order, b.order)
+	})
+	st.out = st.out[:0]
+	for _, p := range st.window {
+		gc := st.classes[p.class]
+		st.out = append(st.out, st.blank)
+		rec := &st.out[len(st.out)-1]
+		rec.Seq = st.seq
+		st.seq++
+		rec.ArrivalNs = p.t
+		rec.Class = gc.c.Name
+		rec.Model = pickShare(rng, gc.modelNames, gc.modelCum)
+		rec.API = pickShare(rng, gc.apiNames, gc.apiCum)
+		info := st.sessions[p.sess]
+		if info == nil {
+			gc.fill(rec, rng, m, opts, -1, nil, &st.blocks)
+			continue
+		}
+		if info.out == 0 {
+			st.nextOut++
+			info.out = st.nextOut
+		}
+		rec.Session, rec.Turn = info.out, p.turn
+		var chain []int64
+		switch {
+		case !gc.followUps:
+			chain = gc.fill(rec, rng, m, opts, -1, info.chain, &st.blocks)
+		case p.turn == 1:
+			chain = gc.fill(rec, rng, m, opts, info.group, nil, &st.blocks)
+		default:
+			chain = gc.fillFollowUp(rec, rng, m, opts, info, &st.blocks)
+			rec.ParentSeq, rec.ThinkNs = info.prevSeq, p.think
+		}
+		if chain != nil {
+			info.chain = chain
+			info.keep = gc.keepFor(m, rec, info, p.turn)
+		}
+		info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, gc.ctxOut
+		info.prefix, info.category = rec.PrefixTokens, rec.Category
+		if p.turn >= info.last {
+			delete(st.sessions, p.sess)
+		}
+	}
+	return st.out
 }
 
 // layout holds the scratch slices of (*layout).layout.
