@@ -139,17 +139,17 @@ func (r *Result) prefixStep(st *NextStep, cb *commander) {
 
 func (r *Result) lengthStep(st *NextStep, cb *commander) {
 	f := r.Fidelity
-	what, rm, sm, key := "prompt", f.Real.MeanInput, f.Synth.MeanInput, "input"
+	what, rm, sm, key, alone := "prompt", f.Real.MeanInput, f.Synth.MeanInput, "input", "prompts and their prefixes alone"
 	if st.Property == PropOutputLengths {
-		what, rm, sm, key = "output", f.Real.MeanOutput, f.Synth.MeanOutput, "output"
+		what, rm, sm, key, alone = "output", f.Real.MeanOutput, f.Synth.MeanOutput, "output", "outputs alone"
 	}
 	switch source := cb.syn.Meta.Source; {
 	case source == sourceGen && sm > 0 && math.Abs(rm/sm-1) > 0.10:
-		scale := metaFloat(cb.syn, "synth.length_scale", 1) * rm / sm
-		cmds, out := cb.gen("lengths", map[string]string{"length-scale": strconv.FormatFloat(scale, 'g', 3, 64)})
+		scale := metaFloat(cb.syn, "synth."+key+"_length_scale", 1) * rm / sm
+		cmds, out := cb.gen(key+"s", map[string]string{key + "-length-scale": strconv.FormatFloat(scale, 'g', 3, 64)})
 		st.Commands = append(cmds, cb.validate(out)...)
-		st.Change = fmt.Sprintf("the synthetic %s lengths are %.2f× the %s ones on average: generate with every length scaled by %.3g (prompts, outputs and prefixes together) and validate that workload",
-			what, sm/rm, cb.realName(), scale)
+		st.Change = fmt.Sprintf("the synthetic %s lengths are %.2f× the %s ones on average: generate with them scaled by %.3g (%s) and validate that workload",
+			what, sm/rm, cb.realName(), scale, alone)
 	case source == sourceGen:
 		cmds, out := cb.fitGen("--min-bin-count", "1")
 		st.Commands = append(cmds, cb.validate(out)...)
@@ -339,16 +339,17 @@ func (cb *commander) genFrom(model, tag string, set map[string]string) (cmd, out
 		if d, err := strconv.ParseInt(m.Get("synth.duration_ns"), 10, 64); err == nil && d > 0 {
 			opts["duration"] = time.Duration(d).String()
 		}
-		for key, flag := range map[string]string{"synth.rate_scale": "rate-scale", "synth.length_scale": "length-scale", "synth.mix": "mix", "synth.gaps": "gaps"} {
+		for key, flag := range map[string]string{"synth.rate_scale": "rate-scale", "synth.length_scale": "length-scale",
+			"synth.input_length_scale": "input-length-scale", "synth.output_length_scale": "output-length-scale", "synth.mix": "mix", "synth.gaps": "gaps"} {
 			opts[flag] = m.Get(key)
 		}
 	}
 	for k, v := range set {
 		opts[k] = v
 	}
-	defaults := map[string]string{"rate-scale": "1", "length-scale": "1", "gaps": synth.GapsEmpirical, "mix": ""}
+	defaults := map[string]string{"rate-scale": "1", "length-scale": "1", "input-length-scale": "1", "output-length-scale": "1", "gaps": synth.GapsEmpirical, "mix": ""}
 	cmd = "tokentrace synth gen"
-	for _, flag := range []string{"seed", "duration", "rate-scale", "length-scale", "mix", "gaps"} {
+	for _, flag := range []string{"seed", "duration", "rate-scale", "length-scale", "input-length-scale", "output-length-scale", "mix", "gaps"} {
 		if v := opts[flag]; v != "" && v != defaults[flag] {
 			cmd += " --" + flag + " " + quoteArg(v)
 		}

@@ -18,6 +18,10 @@ type profile struct {
 	meanOut, p90Out float64 // output tokens
 	rate            float64 // requests per second over the span
 	cv              float64 // coefficient of variation of the inter-arrival gaps
+	// peak is the rate of the busiest burstWindow (requests per second):
+	// where the bursts that fill a queue are, which rate and CV average
+	// away.
+	peak float64
 	// reuse is the share of prompt tokens an unbounded prefix cache fed
 	// every earlier prompt would serve (leading blocks whose whole chain
 	// came before; a category prefix without blocks as far as an earlier
@@ -56,6 +60,7 @@ func profileOf(w Workload, blockSize int) profile {
 	p.meanIn, p.p90In = meanQ90(in)
 	p.meanOut, p.p90Out = meanQ90(out)
 	p.rate, p.cv = arrivalRate(w.reqs)
+	p.peak = peakRate(w.reqs)
 	p.reuse = prefixReuse(w.reqs, bs)
 	sessionFigures(&p, w.reqs, bs)
 	return p
@@ -91,6 +96,22 @@ func arrivalRate(reqs []request) (rate, cv float64) {
 		ss += d * d
 	}
 	return n / span, math.Sqrt(ss/n) / mean
+}
+
+// burstWindow is the window the busiest burst is measured over.
+const burstWindow = 5e9
+
+// peakRate is the most requests that arrive within burstWindow of each
+// other, per second.
+func peakRate(reqs []request) float64 {
+	most, j := 0, 0
+	for i := range reqs {
+		for reqs[i].arrival-reqs[j].arrival >= burstWindow {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return float64(most) / (burstWindow / 1e9)
 }
 
 // prefixReuse is the share of prompt tokens an unbounded prefix cache
@@ -205,6 +226,7 @@ var figures = []figure{
 	{PropOutputLengths, "p90 output", func(p *profile) float64 { return p.p90Out }, tokens, relMoved(0.05)},
 	{PropArrivals, "rate", func(p *profile) float64 { return p.rate }, func(v float64) string { return fmt.Sprintf("%.2f req/s", v) }, relMoved(0.05)},
 	{PropArrivals, "inter-arrival CV", func(p *profile) float64 { return p.cv }, func(v float64) string { return fmt.Sprintf("%.2f", v) }, relMoved(0.05)},
+	{PropArrivals, "busiest 5 s", func(p *profile) float64 { return p.peak }, func(v float64) string { return fmt.Sprintf("%.1f req/s", v) }, relMoved(0.10)},
 	{PropPrefixReuse, "prompt tokens a prefix cache serves", func(p *profile) float64 { return p.reuse }, percent, absMoved(0.02)},
 	{PropSessions, "follow-up share", func(p *profile) float64 { return p.followUps }, percent, absMoved(0.02)},
 	{PropSessions, "turns per session", func(p *profile) float64 { return p.turns }, func(v float64) string { return fmt.Sprintf("%.2f", v) }, relMoved(0.03)},

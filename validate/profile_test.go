@@ -92,6 +92,18 @@ func TestProfileOf(t *testing.T) {
 	if math.Abs(p.rate-2) > 1e-9 || p.cv > 1e-9 {
 		t.Errorf("rate %g, CV %g; want 2 req/s, evenly spaced (CV 0)", p.rate, p.cv)
 	}
+	if p.peak != 2 {
+		t.Errorf("busiest 5 s at %g req/s, want 2 (10 requests in 4.5 s)", p.peak)
+	}
+	// A burst: 6 requests within a second, then one a minute later.
+	var burst []request
+	for i := range 6 {
+		burst = append(burst, req(int64(i), float64(i)/6, 10))
+	}
+	burst = append(burst, req(6, 60, 10))
+	if got := peakRate(burst); got != 6.0/5 {
+		t.Errorf("busiest 5 s of a burst: %g req/s, want 1.2", got)
+	}
 	if e := profileOf(Workload{}, 512); e.requests != 0 || !math.IsNaN(e.turnGapS) {
 		t.Errorf("an empty workload: %+v", e)
 	}
