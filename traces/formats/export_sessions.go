@@ -391,179 +391,13 @@ func (w *dagWriter) writeAll() error {
 		if err := checkRows(g); err != nil {
 			return err
 		}
-		agents, agentOf := splitAgents(g, true)
-		idx := seqIndex(g)
-		pos := make([]int, len(g)) // a call's index in its agent
-		for _, a := range agents {
-			for k, i := range a.calls {
-				pos[i] = k
-			}
+		s := w.layout(g)
+		if err := w.writeOrchestrator(s); err != nil {
+			return err
 		}
-		multiRoot := 0
-		for _, a := range agents {
-			if a.spawner < 0 {
-				multiRoot++
-			}
-		}
-		name := func(a int) string { // a = −1: the session's orchestrator
-			if g[0].Session == 0 {
-				return "r" + strconv.FormatInt(g[0].Seq, 10)
-			}
-			s := "s" + strconv.FormatInt(g[0].Session, 10)
-			if a > 0 || (a == 0 && multiRoot > 1) {
-				s += "." + strconv.Itoa(a)
-			}
-			return s
-		}
-		// Where each subagent is joined: the first later call of its
-		// parent chain that waits for one of its calls.
-		joinAt := make([]int, len(agents))
-		detached := make([]bool, len(agents))
-		for s := range agents {
-			joinAt[s] = -1
-			if agents[s].spawner < 0 {
-				continue
-			}
-			p := agentOf[agents[s].spawner]
-			for _, j := range agents[p].calls[pos[agents[s].spawner]+1:] {
-				for _, d := range exportDeps(&g[j]) {
-					if k, ok := idx[d]; ok && agentOf[k] == s && joinAt[s] < 0 {
-						joinAt[s] = pos[j]
-					}
-				}
-			}
-			if joinAt[s] < 0 {
-				last := len(agents[p].calls) - 1
-				if pos[agents[s].spawner] < last {
-					joinAt[s] = last
-					w.tally.add("%d subagents the trace does not join are joined at their parent chain's last turn (AIPerf's spawns always join)", 1)
-				} else {
-					detached[s] = true
-					w.lost(1, "links of subagents spawned by their parent chain's last call (written as conversations of their own)")
-				}
-			}
-		}
-		var roots []int
-		for a := range agents {
-			if agents[a].spawner < 0 {
-				roots = append(roots, a)
-			}
-		}
-		if len(roots) > 1 {
-			// Several calls without a parent: an orchestrator (which sends
-			// nothing) fires their chains together, in one session.
-			b := append(w.b[:0], `{"session_id": `...)
-			b = appendJSONString(b, name(-1))
-			b = append(b, `, "orchestrator": true, "spawns": [`...)
-			for k, a := range roots {
-				if k > 0 {
-					b = append(b, ", "...)
-				}
-				b = appendJSONString(b, name(a))
-			}
-			b = append(b, "]}\n"...)
-			w.b = b
-			if _, err := w.Buf.Write(b); err != nil {
-				return err
-			}
-		}
-		for a := range agents {
-			rows += int64(len(agents[a].calls))
-			b := append(w.b[:0], `{"session_id": `...)
-			b = appendJSONString(b, name(a))
-			isolated := false
-			var pIn, pOut int64
-			for k, i := range agents[a].calls {
-				if k > 0 && int64(g[i].InputTokens) < pIn+pOut {
-					isolated = true
-				}
-				pIn, pOut = int64(g[i].InputTokens), int64(g[i].OutputTokens)
-			}
-			if isolated {
-				b = append(b, `, "context_mode": "message_array_with_responses"`...)
-				w.tally.add("%d conversations whose prompt shrinks (compaction) are written with each turn's whole prompt (context_mode message_array_with_responses)", 1)
-			}
-			b = append(b, `, "turns": [`...)
-			w.tags++
-			pIn, pOut = 0, 0
-			for k, i := range agents[a].calls {
-				r := &g[i]
-				if k > 0 {
-					b = append(b, ", "...)
-				}
-				add := int64(r.InputTokens)
-				if k > 0 && !isolated {
-					add -= pIn + pOut
-				}
-				pIn, pOut = int64(r.InputTokens), int64(r.OutputTokens)
-				text := fillerText(add)
-				if k == 0 || isolated {
-					text = taggedFiller(add, w.tags)
-				}
-				b = append(b, `{"messages": [{"role": "user", "content": `...)
-				b = appendJSONString(b, text)
-				b = append(b, `}], "max_tokens": `...)
-				out := int64(r.OutputTokens)
-				if out < 1 {
-					out = 1
-					w.tally.add("%d calls with 0 output tokens were written with max_tokens 1 (AIPerf's minimum)", 1)
-				}
-				b = strconv.AppendInt(b, out, 10)
-				if r.Model != "" {
-					b = append(b, `, "model": `...)
-					b = appendJSONString(b, r.Model)
-				}
-				if think := thinkOf(g, idx, i); think > 0 {
-					b = append(b, `, "delay": `...)
-					b = appendDecimal(b, think, 6)
-				}
-				// Which of its dependencies the format holds: the chain's
-				// previous turn, the spawner (first turn of a subagent),
-				// and the last calls of subagents joined here.
-				for _, d := range exportDeps(r) {
-					j, ok := idx[d]
-					switch {
-					case !ok:
-					case agentOf[j] == a && pos[j] == k-1:
-					case k == 0 && j == agents[a].spawner && !detached[a]:
-					case agents[agentOf[j]].spawner >= 0 && agentOf[agents[agentOf[j]].spawner] == a && joinAt[agentOf[j]] == k && j == agents[agentOf[j]].calls[len(agents[agentOf[j]].calls)-1]:
-					default:
-						w.lost(1, "dependencies (a join on another call than the chain's previous turn and its subagents' last turns)")
-					}
-				}
-				var spawned []int
-				for s := range agents {
-					if agents[s].spawner == i && !detached[s] {
-						spawned = append(spawned, s)
-					}
-				}
-				if len(spawned) > 0 {
-					b = append(b, `, "spawns": [`...)
-					for n, s := range spawned {
-						if n > 0 {
-							b = append(b, ", "...)
-						}
-						b = append(b, `{"children": [`...)
-						b = appendJSONString(b, name(s))
-						b = append(b, `], "join_at": `...)
-						b = strconv.AppendInt(b, int64(joinAt[s]), 10)
-						b = append(b, '}')
-					}
-					b = append(b, ']')
-				}
-				for _, c := range []struct {
-					is   bool
-					what string
-				}{{r.FinishNs >= 0, "finish times"}, {len(r.PrefixBlocks) > 0, "rows' prefix blocks"}, {r.Class != "", "rows' class"}} {
-					if c.is {
-						w.lost(1, c.what)
-					}
-				}
-				b = append(b, '}')
-			}
-			b = append(b, "]}\n"...)
-			w.b = b
-			if _, err := w.Buf.Write(b); err != nil {
+		for a := range s.agents {
+			rows += int64(len(s.agents[a].calls))
+			if err := w.writeConversation(s, a); err != nil {
 				return err
 			}
 		}
@@ -572,6 +406,220 @@ func (w *dagWriter) writeAll() error {
 		w.lost(rows, "arrival times (AIPerf's DAG has delays only: replay the import with --sessions closed)")
 	}
 	return nil
+}
+
+// dagSession is one session laid out as DAG conversations: its agents
+// (splitAgents with separate roots), each written as a conversation, and
+// where each subagent is joined.
+type dagSession struct {
+	g         []traces.Record
+	agents    []exportAgent
+	agentOf   []int
+	idx       map[int64]int
+	pos       []int // a call's index in its agent
+	multiRoot int   // how many agents have no spawner
+	// joinAt is the turn of its parent chain that joins a subagent (-1
+	// for none); a detached subagent is written as a conversation of its
+	// own.
+	joinAt   []int
+	detached []bool
+}
+
+// layout splits group g into agents and finds where each subagent is
+// joined: the first later call of its parent chain that waits for one of
+// its calls.
+func (w *dagWriter) layout(g []traces.Record) *dagSession {
+	agents, agentOf := splitAgents(g, true)
+	s := &dagSession{g: g, agents: agents, agentOf: agentOf, idx: seqIndex(g), pos: make([]int, len(g))}
+	for _, a := range agents {
+		for k, i := range a.calls {
+			s.pos[i] = k
+		}
+	}
+	for _, a := range agents {
+		if a.spawner < 0 {
+			s.multiRoot++
+		}
+	}
+	s.joinAt = make([]int, len(agents))
+	s.detached = make([]bool, len(agents))
+	for sub := range agents {
+		s.joinAt[sub] = -1
+		if agents[sub].spawner < 0 {
+			continue
+		}
+		p := agentOf[agents[sub].spawner]
+		for _, j := range agents[p].calls[s.pos[agents[sub].spawner]+1:] {
+			for _, d := range exportDeps(&g[j]) {
+				if k, ok := s.idx[d]; ok && agentOf[k] == sub && s.joinAt[sub] < 0 {
+					s.joinAt[sub] = s.pos[j]
+				}
+			}
+		}
+		if s.joinAt[sub] < 0 {
+			last := len(agents[p].calls) - 1
+			if s.pos[agents[sub].spawner] < last {
+				s.joinAt[sub] = last
+				w.tally.add("%d subagents the trace does not join are joined at their parent chain's last turn (AIPerf's spawns always join)", 1)
+			} else {
+				s.detached[sub] = true
+				w.lost(1, "links of subagents spawned by their parent chain's last call (written as conversations of their own)")
+			}
+		}
+	}
+	return s
+}
+
+// name is agent a's session_id; a = −1 is the session's orchestrator.
+func (s *dagSession) name(a int) string {
+	g := s.g
+	if g[0].Session == 0 {
+		return "r" + strconv.FormatInt(g[0].Seq, 10)
+	}
+	n := "s" + strconv.FormatInt(g[0].Session, 10)
+	if a > 0 || (a == 0 && s.multiRoot > 1) {
+		n += "." + strconv.Itoa(a)
+	}
+	return n
+}
+
+// writeOrchestrator writes the orchestrator of a session with several
+// calls without a parent: it sends nothing and fires their chains
+// together, in one session.
+func (w *dagWriter) writeOrchestrator(s *dagSession) error {
+	var roots []int
+	for a := range s.agents {
+		if s.agents[a].spawner < 0 {
+			roots = append(roots, a)
+		}
+	}
+	if len(roots) <= 1 {
+		return nil
+	}
+	b := append(w.b[:0], `{"session_id": `...)
+	b = appendJSONString(b, s.name(-1))
+	b = append(b, `, "orchestrator": true, "spawns": [`...)
+	for k, a := range roots {
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendJSONString(b, s.name(a))
+	}
+	b = append(b, "]}\n"...)
+	w.b = b
+	_, err := w.Buf.Write(b)
+	return err
+}
+
+// writeConversation writes agent a of session s as one conversation.
+func (w *dagWriter) writeConversation(s *dagSession, a int) error {
+	g := s.g
+	b := append(w.b[:0], `{"session_id": `...)
+	b = appendJSONString(b, s.name(a))
+	isolated := false
+	var pIn, pOut int64
+	for k, i := range s.agents[a].calls {
+		if k > 0 && int64(g[i].InputTokens) < pIn+pOut {
+			isolated = true
+		}
+		pIn, pOut = int64(g[i].InputTokens), int64(g[i].OutputTokens)
+	}
+	if isolated {
+		b = append(b, `, "context_mode": "message_array_with_responses"`...)
+		w.tally.add("%d conversations whose prompt shrinks (compaction) are written with each turn's whole prompt (context_mode message_array_with_responses)", 1)
+	}
+	b = append(b, `, "turns": [`...)
+	w.tags++
+	pIn, pOut = 0, 0
+	for k, i := range s.agents[a].calls {
+		r := &g[i]
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		add := int64(r.InputTokens)
+		if k > 0 && !isolated {
+			add -= pIn + pOut
+		}
+		pIn, pOut = int64(r.InputTokens), int64(r.OutputTokens)
+		text := fillerText(add)
+		if k == 0 || isolated {
+			text = taggedFiller(add, w.tags)
+		}
+		b = w.appendTurn(b, s, a, k, text)
+	}
+	b = append(b, "]}\n"...)
+	w.b = b
+	_, err := w.Buf.Write(b)
+	return err
+}
+
+// appendTurn appends turn k of agent a, whose new prompt is text: its
+// message, max_tokens, model, delay and spawns, counting the dependencies
+// and columns the format cannot hold.
+func (w *dagWriter) appendTurn(b []byte, s *dagSession, a, k int, text string) []byte {
+	g, agents, agentOf := s.g, s.agents, s.agentOf
+	i := agents[a].calls[k]
+	r := &g[i]
+	b = append(b, `{"messages": [{"role": "user", "content": `...)
+	b = appendJSONString(b, text)
+	b = append(b, `}], "max_tokens": `...)
+	out := int64(r.OutputTokens)
+	if out < 1 {
+		out = 1
+		w.tally.add("%d calls with 0 output tokens were written with max_tokens 1 (AIPerf's minimum)", 1)
+	}
+	b = strconv.AppendInt(b, out, 10)
+	if r.Model != "" {
+		b = append(b, `, "model": `...)
+		b = appendJSONString(b, r.Model)
+	}
+	if think := thinkOf(g, s.idx, i); think > 0 {
+		b = append(b, `, "delay": `...)
+		b = appendDecimal(b, think, 6)
+	}
+	// Which of its dependencies the format holds: the chain's previous
+	// turn, the spawner (first turn of a subagent), and the last calls of
+	// subagents joined here.
+	for _, d := range exportDeps(r) {
+		j, ok := s.idx[d]
+		switch {
+		case !ok:
+		case agentOf[j] == a && s.pos[j] == k-1:
+		case k == 0 && j == agents[a].spawner && !s.detached[a]:
+		case agents[agentOf[j]].spawner >= 0 && agentOf[agents[agentOf[j]].spawner] == a && s.joinAt[agentOf[j]] == k && j == agents[agentOf[j]].calls[len(agents[agentOf[j]].calls)-1]:
+		default:
+			w.lost(1, "dependencies (a join on another call than the chain's previous turn and its subagents' last turns)")
+		}
+	}
+	var spawned []int
+	for sub := range agents {
+		if agents[sub].spawner == i && !s.detached[sub] {
+			spawned = append(spawned, sub)
+		}
+	}
+	if len(spawned) > 0 {
+		b = append(b, `, "spawns": [`...)
+		for n, sub := range spawned {
+			if n > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, `{"children": [`...)
+			b = appendJSONString(b, s.name(sub))
+			b = append(b, `], "join_at": `...)
+			b = strconv.AppendInt(b, int64(s.joinAt[sub]), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	for _, c := range []struct {
+		is   bool
+		what string
+	}{{r.FinishNs >= 0, "finish times"}, {len(r.PrefixBlocks) > 0, "rows' prefix blocks"}, {r.Class != "", "rows' class"}} {
+		if c.is {
+			w.lost(1, c.what)
+		}
+	}
+	return append(b, '}')
 }
 
 // ---------------------------------------------------------------------

@@ -267,16 +267,42 @@ type dagCall struct {
 
 // build turns the conversations into Records, tree by tree.
 func (d *dagDecoder) build() {
-	child := func(id string) *dagConv {
-		if i, ok := d.byID[id]; ok {
-			return d.convs[i]
+	d.markChildren()
+	calls := 0
+	for _, root := range d.convs {
+		if root.hasParent {
+			continue
 		}
-		return nil
+		t := dagTree{d: d, visiting: map[*dagConv]bool{}}
+		t.walk(root, 0, nil, 0, 0)
+		if len(t.calls) == 0 {
+			continue
+		}
+		d.emit(t.calls, calls)
+		d.sessions++
+		calls += len(t.calls)
 	}
+	if calls > 0 {
+		d.tally.add("the format has no token counts: the input of all %d calls was estimated from the message text at 4 bytes per token", int64(calls))
+		d.tally.say("the format has no times: arrivals are the earliest each call could go if replies were instant (replay with --sessions closed)")
+	}
+}
+
+// child is the conversation named id, or nil.
+func (d *dagDecoder) child(id string) *dagConv {
+	if i, ok := d.byID[id]; ok {
+		return d.convs[i]
+	}
+	return nil
+}
+
+// markChildren marks the conversations another one names as a child (the
+// rest are the roots of trees) and counts the names of no conversation.
+func (d *dagDecoder) markChildren() {
 	missing := int64(0)
 	for _, c := range d.convs {
 		mark := func(id string) {
-			if ch := child(id); ch != nil && ch != c {
+			if ch := d.child(id); ch != nil && ch != c {
 				ch.hasParent = true
 			} else if ch == nil {
 				missing++
@@ -297,147 +323,148 @@ func (d *dagDecoder) build() {
 		}
 	}
 	d.tally.add("%d children name no conversation in the file and were left out", missing)
-	calls := 0
-	for _, root := range d.convs {
-		if root.hasParent {
-			continue
-		}
-		var tree []dagCall
-		visiting := map[*dagConv]bool{}
-		// walk emits a conversation's turns; inherit is the FORK history,
-		// deps the calls its first turn waits for, think its first turn's
-		// think time when it is a round's. It returns the index of its last
-		// call (-1 when it sends nothing).
-		var walk func(c *dagConv, inherit int64, deps []int, think int64, depth int) int
-		walk = func(c *dagConv, inherit int64, deps []int, think int64, depth int) int {
-			if visiting[c] || depth > 64 {
-				d.tally.add("%d conversations in a cycle (or nested deeper than 64) were cut from their parents", 1)
-				return -1
-			}
-			visiting[c] = true
-			defer func() { visiting[c] = false }()
-			for _, id := range c.pre {
-				if ch := child(id); ch != nil {
-					walk(ch, 0, nil, 0, depth+1)
-				}
-			}
-			if c.orch {
-				prevLasts := deps
-				for k, round := range c.rounds {
-					var lasts []int
-					for _, id := range round {
-						if ch := child(id); ch != nil {
-							if l := walk(ch, 0, prevLasts, c.roundThink[k], depth+1); l >= 0 {
-								lasts = append(lasts, l)
-							}
-						}
-					}
-					if len(lasts) > 0 {
-						prevLasts = lasts
-					}
-				}
-				return -1
-			}
-			acc := inherit
-			prev := -1
-			var joins map[int][]int // turn → children's last calls joined there
-			for k, t := range c.turns {
-				r := traces.NewRecord()
-				if c.isolated {
-					acc = 0
-				}
-				acc += t.own
-				r.InputTokens = int32(min(acc, math.MaxInt32))
-				r.OutputTokens = t.out
-				r.Model = t.model
-				r.Turn = int32(k + 1)
-				r.ThinkNs = t.delayNs
-				var my []int
-				if prev >= 0 {
-					my = append(my, prev)
-				} else {
-					my = append(my, deps...)
-					r.ThinkNs = think + min(t.delayNs, math.MaxInt64-think)
-					if len(deps) == 0 && think == 0 && !t.hasDelay {
-						r.ThinkNs = traces.NotReported // a root's first turn: nothing to think after
-					}
-				}
-				my = append(my, joins[k]...)
-				if t.noOut {
-					d.tally.add("%d turns without max_tokens were given 0 output tokens (the format leaves the length to the server)", 1)
-				}
-				tree = append(tree, dagCall{rec: r, deps: my, order: len(tree)})
-				prev = len(tree) - 1
-				acc += int64(t.out)
-				for _, b := range c.branches[k] {
-					ch := child(b.child)
-					if ch == nil {
-						continue
-					}
-					in := int64(0)
-					if b.fork {
-						in = acc
-					}
-					last := walk(ch, in, []int{prev}, 0, depth+1)
-					if b.joinAt > k && b.joinAt < len(c.turns) && last >= 0 {
-						if joins == nil {
-							joins = map[int][]int{}
-						}
-						joins[b.joinAt] = append(joins[b.joinAt], last)
-					} else if !b.fork && last >= 0 {
-						d.tally.add("%d spawns join at no later turn of their parent (join_at out of range): not joined", 1)
-					}
-				}
-			}
-			return prev
-		}
-		walk(root, 0, nil, 0, 0)
-		if len(tree) == 0 {
-			continue
-		}
-		// Arrivals: the earliest each call could go if replies were
-		// instant; then seqs in arrival order.
-		arr := make([]int64, len(tree))
-		for i := range tree {
-			at := int64(0)
-			for _, j := range tree[i].deps {
-				at = max(at, arr[j])
-			}
-			think := max(tree[i].rec.ThinkNs, 0)
-			if at > math.MaxInt64-think {
-				at = math.MaxInt64 - think
-			}
-			arr[i] = at + think
-		}
-		idx := make([]int, len(tree))
-		for i := range idx {
-			idx[i] = i
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return arr[idx[a]] < arr[idx[b]] })
-		seq := make([]int64, len(tree))
-		for pos, i := range idx {
-			seq[i] = int64(calls + pos)
-		}
-		num := d.sessions + 1
-		for _, i := range idx {
-			c := &tree[i]
-			c.rec.Session = num
-			c.rec.ArrivalNs = arr[i]
-			if len(c.deps) > 0 {
-				c.rec.ParentSeq = seq[c.deps[0]]
-				if len(c.deps) > 1 {
-					for _, j := range c.deps {
-						c.rec.AfterSeqs = append(c.rec.AfterSeqs, seq[j])
-					}
-				}
-			}
-			d.rows = append(d.rows, c.rec)
-		}
-		d.sessions++
-		calls += len(tree)
+}
+
+// dagTree gathers the calls of one tree of conversations as walk emits
+// them.
+type dagTree struct {
+	d        *dagDecoder
+	calls    []dagCall
+	visiting map[*dagConv]bool
+}
+
+// walk emits a conversation's turns; inherit is the FORK history, deps the
+// calls its first turn waits for, think its first turn's think time when
+// it is a round's. It returns the index of its last call (-1 when it sends
+// nothing).
+func (t *dagTree) walk(c *dagConv, inherit int64, deps []int, think int64, depth int) int {
+	d := t.d
+	if t.visiting[c] || depth > 64 {
+		d.tally.add("%d conversations in a cycle (or nested deeper than 64) were cut from their parents", 1)
+		return -1
 	}
-	if calls > 0 {
-		d.tally.add("the format has no token counts: the input of all %d calls was estimated from the message text at 4 bytes per token", int64(calls))
-		d.tally.say("the format has no times: arrivals are the earliest each call could go if replies were instant (replay with --sessions closed)")
+	t.visiting[c] = true
+	defer func() { t.visiting[c] = false }()
+	for _, id := range c.pre {
+		if ch := d.child(id); ch != nil {
+			t.walk(ch, 0, nil, 0, depth+1)
+		}
+	}
+	if c.orch {
+		t.walkRounds(c, deps, depth)
+		return -1
+	}
+	acc := inherit
+	prev := -1
+	var joins map[int][]int // turn → children's last calls joined there
+	for k, tu := range c.turns {
+		r := traces.NewRecord()
+		if c.isolated {
+			acc = 0
+		}
+		acc += tu.own
+		r.InputTokens = int32(min(acc, math.MaxInt32))
+		r.OutputTokens = tu.out
+		r.Model = tu.model
+		r.Turn = int32(k + 1)
+		r.ThinkNs = tu.delayNs
+		var my []int
+		if prev >= 0 {
+			my = append(my, prev)
+		} else {
+			my = append(my, deps...)
+			r.ThinkNs = think + min(tu.delayNs, math.MaxInt64-think)
+			if len(deps) == 0 && think == 0 && !tu.hasDelay {
+				r.ThinkNs = traces.NotReported // a root's first turn: nothing to think after
+			}
+		}
+		my = append(my, joins[k]...)
+		if tu.noOut {
+			d.tally.add("%d turns without max_tokens were given 0 output tokens (the format leaves the length to the server)", 1)
+		}
+		t.calls = append(t.calls, dagCall{rec: r, deps: my, order: len(t.calls)})
+		prev = len(t.calls) - 1
+		acc += int64(tu.out)
+		for _, b := range c.branches[k] {
+			ch := d.child(b.child)
+			if ch == nil {
+				continue
+			}
+			in := int64(0)
+			if b.fork {
+				in = acc
+			}
+			last := t.walk(ch, in, []int{prev}, 0, depth+1)
+			if b.joinAt > k && b.joinAt < len(c.turns) && last >= 0 {
+				if joins == nil {
+					joins = map[int][]int{}
+				}
+				joins[b.joinAt] = append(joins[b.joinAt], last)
+			} else if !b.fork && last >= 0 {
+				d.tally.add("%d spawns join at no later turn of their parent (join_at out of range): not joined", 1)
+			}
+		}
+	}
+	return prev
+}
+
+// walkRounds walks an orchestrator's rounds: each round's conversations
+// wait for the last calls of the round before (the first round for deps).
+func (t *dagTree) walkRounds(c *dagConv, deps []int, depth int) {
+	prevLasts := deps
+	for k, round := range c.rounds {
+		var lasts []int
+		for _, id := range round {
+			if ch := t.d.child(id); ch != nil {
+				if l := t.walk(ch, 0, prevLasts, c.roundThink[k], depth+1); l >= 0 {
+					lasts = append(lasts, l)
+				}
+			}
+		}
+		if len(lasts) > 0 {
+			prevLasts = lasts
+		}
+	}
+}
+
+// emit gives a tree's calls their arrivals, the earliest each call could
+// go if replies were instant, then seqs in arrival order from first, and
+// queues them as the next session's rows.
+func (d *dagDecoder) emit(tree []dagCall, first int) {
+	arr := make([]int64, len(tree))
+	for i := range tree {
+		at := int64(0)
+		for _, j := range tree[i].deps {
+			at = max(at, arr[j])
+		}
+		think := max(tree[i].rec.ThinkNs, 0)
+		if at > math.MaxInt64-think {
+			at = math.MaxInt64 - think
+		}
+		arr[i] = at + think
+	}
+	idx := make([]int, len(tree))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return arr[idx[a]] < arr[idx[b]] })
+	seq := make([]int64, len(tree))
+	for pos, i := range idx {
+		seq[i] = int64(first + pos)
+	}
+	num := d.sessions + 1
+	for _, i := range idx {
+		c := &tree[i]
+		c.rec.Session = num
+		c.rec.ArrivalNs = arr[i]
+		if len(c.deps) > 0 {
+			c.rec.ParentSeq = seq[c.deps[0]]
+			if len(c.deps) > 1 {
+				for _, j := range c.deps {
+					c.rec.AfterSeqs = append(c.rec.AfterSeqs, seq[j])
+				}
+			}
+		}
+		d.rows = append(d.rows, c.rec)
 	}
 }

@@ -177,6 +177,37 @@ func (d *dynamoDecoder) parse(line []byte) error {
 		d.seen[q.RequestID] = true
 	}
 	r := traces.NewRecord()
+	if err := dynamoCounts(q, &r, bad); err != nil {
+		return err
+	}
+	if err := dynamoTimes(&rec, q, &r, bad); err != nil {
+		return err
+	}
+	r.Model = d.models.Of(q.Model)
+	r.Run = "production"
+	r.Status = traces.StatusOK
+	r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, r.OutputTokens
+	if q.CachedTokens != nil {
+		var err error
+		if r.ServerCachedTokens, err = parseCount(string(*q.CachedTokens)); err != nil {
+			return bad("cached_tokens: %v", err)
+		}
+	}
+	if q.Replay != nil && len(q.Replay.Hashes) > 0 {
+		if err := d.prefixBlocks(q, &r, bad); err != nil {
+			return err
+		}
+	}
+	row := dynamoRow{rec: r, order: int64(len(d.rows))}
+	if rec.AgentContext != nil {
+		row.session, row.parent = rec.AgentContext.SessionID, rec.AgentContext.ParentSessionID
+	}
+	d.rows = append(d.rows, row)
+	return nil
+}
+
+// dynamoCounts reads a request's token counts into r.
+func dynamoCounts(q *dynamoRequest, r *traces.Record, bad func(string, ...any) error) error {
 	var err error
 	switch {
 	case q.InputTokens != nil:
@@ -196,6 +227,13 @@ func (d *dynamoDecoder) parse(line []byte) error {
 	if r.OutputTokens, err = parseCount(string(*q.OutputTokens)); err != nil {
 		return bad("output_tokens: %v", err)
 	}
+	return nil
+}
+
+// dynamoTimes reads the times of request_end record rec (request q) into
+// r, absolute: the arrival (request_received_ms, else the end less the
+// total), the finish, the first token and the server's queue and prefill.
+func dynamoTimes(rec *dynamoRecord, q *dynamoRequest, r *traces.Record, bad func(string, ...any) error) error {
 	end, haveEnd, err := dynamoMs(rec.EventTimeMs)
 	if err != nil {
 		return bad("event_time_unix_ms: %v", err)
@@ -221,9 +259,6 @@ func (d *dynamoDecoder) parse(line []byte) error {
 	case haveEnd && end >= arrival:
 		r.FinishNs = end
 	}
-	r.Model = d.models.Of(q.Model)
-	r.Run = "production"
-	r.Status = traces.StatusOK
 	r.ScheduledNs, r.SentNs = arrival, arrival
 	r.LastTokenNs = r.FinishNs
 	if ttft, ok, err := dynamoMs(q.TTFTMs); err != nil {
@@ -241,41 +276,34 @@ func (d *dynamoDecoder) parse(line []byte) error {
 	} else if ok {
 		r.ServerPrefillNs = v
 	}
-	r.ServerPromptTokens, r.ServerOutputTokens = r.InputTokens, r.OutputTokens
-	if q.CachedTokens != nil {
-		if r.ServerCachedTokens, err = parseCount(string(*q.CachedTokens)); err != nil {
-			return bad("cached_tokens: %v", err)
+	return nil
+}
+
+// prefixBlocks keeps a request's sequence hashes as r's prefix blocks when
+// its block size is the first call's (which sets Meta.BlockSize).
+func (d *dynamoDecoder) prefixBlocks(q *dynamoRequest, r *traces.Record, bad func(string, ...any) error) error {
+	bs := int64(0)
+	if q.Replay.BlockSize != nil {
+		if v, err := parseCount(string(*q.Replay.BlockSize)); err == nil && v > 0 {
+			bs = int64(v)
 		}
 	}
-	if q.Replay != nil && len(q.Replay.Hashes) > 0 {
-		bs := int64(0)
-		if q.Replay.BlockSize != nil {
-			if v, err := parseCount(string(*q.Replay.BlockSize)); err == nil && v > 0 {
-				bs = int64(v)
-			}
-		}
-		if d.meta.BlockSize == 0 && bs > 0 {
-			d.meta.BlockSize = int(bs)
-		}
-		if bs != int64(d.meta.BlockSize) {
-			d.tally.add("%d calls with another trace_block_size than the first call's keep no prefix blocks", 1)
-		} else {
-			blocks := make([]int64, len(q.Replay.Hashes))
-			for i, h := range q.Replay.Hashes {
-				u, err := strconv.ParseUint(string(h), 10, 64)
-				if err != nil {
-					return bad("replay.input_sequence_hashes: not 64-bit unsigned integers")
-				}
-				blocks[i] = int64(u)
-			}
-			r.PrefixBlocks = blocks
-		}
+	if d.meta.BlockSize == 0 && bs > 0 {
+		d.meta.BlockSize = int(bs)
 	}
-	row := dynamoRow{rec: r, order: int64(len(d.rows))}
-	if rec.AgentContext != nil {
-		row.session, row.parent = rec.AgentContext.SessionID, rec.AgentContext.ParentSessionID
+	if bs != int64(d.meta.BlockSize) {
+		d.tally.add("%d calls with another trace_block_size than the first call's keep no prefix blocks", 1)
+		return nil
 	}
-	d.rows = append(d.rows, row)
+	blocks := make([]int64, len(q.Replay.Hashes))
+	for i, h := range q.Replay.Hashes {
+		u, err := strconv.ParseUint(string(h), 10, 64)
+		if err != nil {
+			return bad("replay.input_sequence_hashes: not 64-bit unsigned integers")
+		}
+		blocks[i] = int64(u)
+	}
+	r.PrefixBlocks = blocks
 	return nil
 }
 

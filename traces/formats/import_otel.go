@@ -153,6 +153,16 @@ func otelText(attrs map[string]json.RawMessage, key string) (string, bool) {
 	return string(raw), true // plain text
 }
 
+// otelCall is an LLM span read as a call, its times absolute.
+type otelCall struct {
+	rec        traces.Record
+	start, end int64
+}
+
+// otelEstimates counts the calls whose counts were not in their span's
+// usage: estimated from text (in, out) or taken from max_tokens (maxOut).
+type otelEstimates struct{ in, out, maxOut int64 }
+
 func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 	bad := func(format string, a ...any) error { return importRowError(d.name, line, format, a...) }
 	if len(raw) == 0 || raw[0] != '{' {
@@ -162,77 +172,27 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return bad("not an OTel trace document: want {\"spans\": [...]} with string times and attribute maps")
 	}
-	type call struct {
-		rec        traces.Record
-		start, end int64
-	}
-	var calls []call
-	var skipped, estIn, estOut, maxOut int64
+	var calls []otelCall
+	var skipped int64
+	var est otelEstimates
 	for _, sp := range doc.Spans {
 		if !otelIsLLM(&sp) {
 			skipped++
 			continue
 		}
-		start, ok1 := otelTime(sp.StartTime, sp.StartUnixNano)
-		end, ok2 := otelTime(sp.EndTime, sp.EndUnixNano)
-		if !ok1 || !ok2 {
-			return bad("an LLM span has no readable start_time or end_time")
-		}
-		if end < start {
-			return bad("an LLM span ends before it starts")
-		}
-		rec := traces.NewRecord()
-		in, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+		c, err := otelSpanCall(&sp, &est, bad)
 		if err != nil {
-			return bad("gen_ai.usage.input_tokens: %v", err)
+			return err
 		}
-		if !ok {
-			text, _ := otelText(sp.Attributes, "gen_ai.input.messages")
-			n := chatTokens(text)
-			if n > 1<<31-1 {
-				return bad("the estimated prompt is out of range")
-			}
-			in = int32(n)
-			estIn++
-		}
-		out, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
-		if err != nil {
-			return bad("gen_ai.usage.output_tokens: %v", err)
-		}
-		if !ok {
-			if out, ok, err = otelAttr(sp.Attributes, "gen_ai.request.max_tokens"); err != nil {
-				return bad("gen_ai.request.max_tokens: %v", err)
-			} else if ok {
-				maxOut++
-			} else {
-				text, _ := otelText(sp.Attributes, "gen_ai.output.messages")
-				if text == "" {
-					text, _ = otelText(sp.Attributes, "gen_ai.output.text")
-				}
-				n := chatTokens(text)
-				if n > 1<<31-1 {
-					return bad("the estimated output is out of range")
-				}
-				out = int32(n)
-				estOut++
-			}
-		}
-		rec.InputTokens, rec.OutputTokens = in, out
-		if raw, ok := sp.Attributes["gen_ai.request.model"]; ok {
-			var m string
-			if json.Unmarshal(raw, &m) == nil {
-				rec.Model = m
-			}
-		}
-		calls = append(calls, call{rec: rec, start: start, end: end})
+		calls = append(calls, c)
 		if len(calls) > otelMaxSpans {
 			return bad("more than %d LLM spans in one trace", otelMaxSpans)
 		}
 	}
 	d.tally.add("%d non-LLM spans (tools, agents, HTTP) were skipped: their time shows as gaps between calls", skipped)
-	d.tally.add("%d calls had no input token usage: estimated from the input messages at 4 bytes per token", estIn)
-	d.tally.add("%d calls had no output token usage: gen_ai.request.max_tokens was taken (a cap, not what was generated)", maxOut)
-	d.tally.add("%d calls had neither output usage nor max_tokens: estimated from the output text at 4 bytes per token", estOut)
+	d.tally.add("%d calls had no input token usage: estimated from the input messages at 4 bytes per token", est.in)
+	d.tally.add("%d calls had no output token usage: gen_ai.request.max_tokens was taken (a cap, not what was generated)", est.maxOut)
+	d.tally.add("%d calls had neither output usage nor max_tokens: estimated from the output text at 4 bytes per token", est.out)
 	if len(calls) == 0 {
 		return nil
 	}
@@ -247,9 +207,76 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 		}
 		return calls[a].end < calls[b].end
 	})
+	d.link(calls, session)
+	d.kept += int64(len(calls))
+	return nil
+}
+
+// otelSpanCall reads an LLM span as a call: its times, its token counts
+// (from usage, else max_tokens, else estimated from the messages, counted
+// in est) and its model.
+func otelSpanCall(sp *otelSpan, est *otelEstimates, bad func(string, ...any) error) (otelCall, error) {
+	start, ok1 := otelTime(sp.StartTime, sp.StartUnixNano)
+	end, ok2 := otelTime(sp.EndTime, sp.EndUnixNano)
+	if !ok1 || !ok2 {
+		return otelCall{}, bad("an LLM span has no readable start_time or end_time")
+	}
+	if end < start {
+		return otelCall{}, bad("an LLM span ends before it starts")
+	}
+	rec := traces.NewRecord()
+	in, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+	if err != nil {
+		return otelCall{}, bad("gen_ai.usage.input_tokens: %v", err)
+	}
+	if !ok {
+		text, _ := otelText(sp.Attributes, "gen_ai.input.messages")
+		n := chatTokens(text)
+		if n > 1<<31-1 {
+			return otelCall{}, bad("the estimated prompt is out of range")
+		}
+		in = int32(n)
+		est.in++
+	}
+	out, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+	if err != nil {
+		return otelCall{}, bad("gen_ai.usage.output_tokens: %v", err)
+	}
+	if !ok {
+		if out, ok, err = otelAttr(sp.Attributes, "gen_ai.request.max_tokens"); err != nil {
+			return otelCall{}, bad("gen_ai.request.max_tokens: %v", err)
+		} else if ok {
+			est.maxOut++
+		} else {
+			text, _ := otelText(sp.Attributes, "gen_ai.output.messages")
+			if text == "" {
+				text, _ = otelText(sp.Attributes, "gen_ai.output.text")
+			}
+			n := chatTokens(text)
+			if n > 1<<31-1 {
+				return otelCall{}, bad("the estimated output is out of range")
+			}
+			out = int32(n)
+			est.out++
+		}
+	}
+	rec.InputTokens, rec.OutputTokens = in, out
+	if raw, ok := sp.Attributes["gen_ai.request.model"]; ok {
+		var m string
+		if json.Unmarshal(raw, &m) == nil {
+			rec.Model = m
+		}
+	}
+	return otelCall{rec: rec, start: start, end: end}, nil
+}
+
+// link queues one trace's calls, sorted by start, as session session:
+// times from the first start, and each call's dependencies its direct
+// predecessors in the interval order (j ended before i started, and no k
+// ended before i started with j ending before k started), the latest to
+// end its parent.
+func (d *otelDecoder) link(calls []otelCall, session int64) {
 	base := calls[0].start
-	// Direct predecessors in the interval order: j ended before i started,
-	// and no k ended before i started with j ending before k started.
 	for i := range calls {
 		c := &calls[i]
 		// With S the latest start among the calls that ended before i
@@ -287,8 +314,6 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 		}
 		d.queue = append(d.queue, c.rec)
 	}
-	d.kept += int64(len(calls))
-	return nil
 }
 
 // otelIsLLM is inference-perf's test for an LLM call: the operation is chat
