@@ -159,9 +159,9 @@ type Analyzer struct {
 	fl fleetAcc
 }
 
-// New returns an Analyzer with options o (zero fields take their defaults).
+// New returns an Analyzer with options o, from DefaultOptions (a zero
+// field is a value like any other: Validate refuses one it cannot use).
 func New(o Options) (*Analyzer, error) {
-	o = o.withDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -197,7 +197,7 @@ func (p *Plan) check(o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if od := o.WithDefaults(); selectionOf(&od) != p.sel {
+	if selectionOf(o) != p.sel {
 		return errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {

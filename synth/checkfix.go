@@ -55,7 +55,9 @@ func (m *Model) FindFixes(ctx context.Context, real []traces.Record, opts GenOpt
 	if err := opts.Validate(); err != nil {
 		return opts, nil, Report{}, err
 	}
-	opts = opts.withDefaults(m)
+	if err := th.Validate(); err != nil {
+		return opts, nil, Report{}, err
+	}
 	rep, err := m.checkGen(ctx, real, opts, th)
 	if err != nil {
 		return opts, nil, rep, err

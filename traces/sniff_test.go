@@ -17,13 +17,13 @@ func TestSniffPointsAtImport(t *testing.T) {
 		{"a Mooncake trace", `{"timestamp": 0, "input_length": 6955, "output_length": 52, "hash_ids": [46, 47]}` + "\n", "import --format mooncake"},
 		{"a synth model", "{\n  \"format\": \"tokentrace-synth-model\",\n  \"version\": 1\n}\n", "synth gen"},
 	} {
-		_, err := NewReader(strings.NewReader(c.content), "f", OpenOptions{})
+		_, err := NewReader(strings.NewReader(c.content), "f", DefaultOpenOptions())
 		if !errors.Is(err, ErrUnknownFormat) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want ErrUnknownFormat pointing at %q", c.why, err, c.want)
 		}
 	}
 	// A tokentrace JSONL trace is not mistaken for any of them.
-	r, err := NewReader(strings.NewReader(`{"seq":0,"arrival_ns":0,"input_tokens":5,"output_tokens":2}`+"\n"), "f", OpenOptions{})
+	r, err := NewReader(strings.NewReader(`{"seq":0,"arrival_ns":0,"input_tokens":5,"output_tokens":2}`+"\n"), "f", DefaultOpenOptions())
 	if err != nil {
 		t.Fatalf("tokentrace JSONL: %v", err)
 	}

@@ -277,7 +277,7 @@ func (r *Result) combinationSentence(lead bool) string {
 	case len(found) > 0:
 		s += ": " + strings.Join(found, "; ")
 	case c.Budget == 0:
-		s += "; the search for a combination is off (Options.CombinationBudget negative)"
+		s += "; the search for a combination is off (Options.CombinationBudget 0)"
 	case len(c.Left) == 0:
 		s += fmt.Sprintf(": no complement shows a %s property necessary and no pair restores them (%d extra runs): it lies in more properties together, or in one not transplanted", real, c.Runs)
 		if cf := c.nearest(); cf != nil {

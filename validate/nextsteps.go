@@ -424,7 +424,8 @@ func (cb *commander) validate(synFile string) []string {
 		}
 		cmd += " --target " + quoteArg(t.Name+"="+t.Config)
 	}
-	def := Options{SLO: o.SLO}.WithDefaults()
+	def := DefaultOptions()
+	def.Metrics = DefaultMetricsFor(o.SLO)
 	if names, defNames := metricNames(o.Metrics), metricNames(def.Metrics); names != defNames {
 		cmd += " --metrics " + quoteArg(names)
 	}
@@ -452,7 +453,7 @@ func (cb *commander) validate(synFile string) []string {
 	opt("min-effect-pct", 100*o.MinEffect, 100*def.MinEffect)
 	opt("magnitude-tolerance", o.MagnitudeTolerance, def.MagnitudeTolerance)
 	opt("explain", o.Explain, def.Explain)
-	opt("combination-budget", max(o.CombinationBudget, 0), def.CombinationBudget)
+	opt("combination-budget", o.CombinationBudget, def.CombinationBudget)
 	return []string{cmd + " " + quoteArg(cb.realFile) + " " + quoteArg(synFile)}
 }
 

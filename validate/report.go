@@ -200,7 +200,7 @@ func (r *Result) writeCombination(p func(string, ...any), c *Combination) {
 	p("")
 	budget := fmt.Sprintf("%d extra runs of a budget of %d, Options.CombinationBudget", c.Runs, c.Budget)
 	if c.Budget == 0 {
-		budget = "none searched: Options.CombinationBudget is negative"
+		budget = "none searched: Options.CombinationBudget is 0"
 	}
 	p("No single property restores %s; combinations (%s):", strings.Join(c.Conclusions, ", "), budget)
 	of := len(c.Conclusions)

@@ -107,7 +107,7 @@ func captureCommand() *cli.Command {
 			}
 			o.PartIndex = max(part, 0)
 			if err := o.Validate(); err != nil {
-				return usageErrorf("capture: %w", captureFlagError(err))
+				return usageError(fmt.Errorf("capture: %w", err), captureFlags)
 			}
 			if o.Key, err = captureKey(keyFile, newKeyFile); err != nil {
 				return err
@@ -127,7 +127,9 @@ func captureCommand() *cli.Command {
 				if out == "-" {
 					return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
 				}
-				return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
+				co := traces.DefaultCreateOptions()
+				co.SortMemoryBytes, co.TempDir = o.SortMemoryBytes, o.TempDir
+				return traces.CreateWith(out, m, co)
 			}
 			o.Progress = func(p capture.Progress) {
 				if p.Phase == "writing" {
@@ -184,24 +186,14 @@ func noRequestsHint(names []string) string {
 	return "check --format (one of " + strings.Join(capture.Formats, ", ") + ")"
 }
 
-// captureFlags maps capture.Options fields to the flags that set them.
+// captureFlags are the capture and compose commands' flags whose option
+// (capture's, by the name its errors give) is not their kebab-cased name.
 var captureFlags = map[string]string{
-	"Format": "format", "Tokenizer": "tokenizer", "MinCategorySize": "min-category-size",
-	"BlockSize": "block-size", "Sessions": "sessions", "MaxLineBytes": "max-line-bytes",
-	"Key": "key-file", "Fields": "field", "Workers": "workers", "Year": "year",
-	"SortMemoryBytes": "sort-memory-mib", "TempDir": "temp-dir", "SessionIdle": "session-idle", "MaxKAnonEntries": "max-kanon-entries", "PartIndex": "part",
-}
-
-// captureFlagError restates an invalid option as its flag.
-func captureFlagError(err error) error {
-	var oe *capture.OptionError
-	if !errors.As(err, &oe) || captureFlags[oe.Option] == "" {
-		return err
-	}
-	if oe.Value == "" {
-		return fmt.Errorf("--%s: %s", captureFlags[oe.Option], oe.Want)
-	}
-	return fmt.Errorf("--%s %s: %s", captureFlags[oe.Option], oe.Value, oe.Want)
+	"Options.Key":             "--key-file",
+	"Options.Fields":          "--field",
+	"Options.SortMemoryBytes": "--sort-memory-mib",
+	"Options.MaxKAnonEntries": "--max-kanon-entries",
+	"Options.PartIndex":       "--part",
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -41,7 +41,12 @@ func demoReport(ctx context.Context, out io.Writer, path func(string) string, st
 		return fmt.Errorf("demo: analyze: %w", err)
 	}
 	// Does the synthetic workload reach the real traffic's conclusion?
-	cmp := analyze.Compare(realRep, synRep, analyze.CompareOptions{LabelA: "real", LabelB: "synthetic", Mode: analyze.ModeFidelity})
+	co := analyze.DefaultCompareOptions()
+	co.LabelA, co.LabelB, co.Mode = "real", "synthetic", analyze.ModeFidelity
+	cmp, err := analyze.Compare(realRep, synRep, co)
+	if err != nil {
+		return fmt.Errorf("demo: compare: %w", err)
+	}
 	if err := atomicfile.WriteFile(path("report.html"), realRep.WriteHTML); err != nil {
 		return err
 	}

@@ -130,8 +130,8 @@ func isNameByte(c byte) bool {
 }
 
 // flagOf is the flag that sets option: flags' entry, else optionFlags',
-// else for a field of an options struct ("Options.RateScale") its
-// kebab-cased name ("--rate-scale"); for fields that must agree
+// else for a field of an options struct ("Options.RateScale",
+// "CompareOptions.MaxSample") its kebab-cased name ("--rate-scale"); for fields that must agree
 // ("Options.ModelBytes, Options.Bandwidth") each one's flag, once
 // ("--model-bytes, --bandwidth"). "" when none knows it: the library's name
 // stays.
@@ -155,8 +155,8 @@ func flagOf(option string, flags map[string]string) string {
 		}
 		return strings.Join(fs, ", ")
 	}
-	name, ok := strings.CutPrefix(option, "Options.")
-	if !ok || name == "" || strings.ContainsAny(name, ", .") {
+	typ, name, ok := strings.Cut(option, ".")
+	if !ok || !strings.HasSuffix(typ, "Options") || name == "" || strings.ContainsAny(name, ", .") {
 		return ""
 	}
 	return "--" + kebab(name)

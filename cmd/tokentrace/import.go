@@ -111,7 +111,7 @@ func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, for
 		err error
 	)
 	if out == "-" {
-		w, err = traces.NewWriter(importStdout{stdio(c).out}, traces.FormatJSONL, m, traces.CreateOptions{})
+		w, err = traces.NewWriter(importStdout{stdio(c).out}, traces.FormatJSONL, m, traces.DefaultCreateOptions())
 	} else {
 		w, err = traces.CreateWith(out, m, co)
 	}

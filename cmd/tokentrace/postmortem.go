@@ -52,13 +52,12 @@ The window starts at the trace's recorded start (capture --keep-start) or
 
 func postmortemCommand() *cli.Command {
 	var (
-		o                   prom.Options
+		o                   = prom.DefaultOptions()
 		start, slo, html    string
 		metricsOut, tailMet string
 		tail, jsonOut       string
 		rf                  readFlags
 	)
-	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
 	return &cli.Command{
 		Name:        "postmortem",
 		Usage:       "explain a production tail from a captured trace and the server's Prometheus history",

@@ -59,7 +59,8 @@ func runSweep(ctx context.Context, a *sweepArgs, s streams) error {
 // options maps the flags to sweep's options. Bad values fail here, before
 // the trace is read, as usage errors naming the flag.
 func (a *sweepArgs) options() (sweep.Options, error) {
-	cfg := sweep.Options{OutDir: a.outDir, Ext: a.ext, Search: a.search, Tolerance: a.tol, Repeat: a.repeat, Measure: measureStep}
+	cfg := sweep.DefaultOptions()
+	cfg.OutDir, cfg.Ext, cfg.Search, cfg.Tolerance, cfg.Repeat, cfg.Measure = a.outDir, a.ext, a.search, a.tol, a.repeat, measureStep
 	var err error
 	if a.repeat < 1 || a.repeat > 100 {
 		return cfg, usageErrorf("--repeat: want 1 to 100 runs per speed, got %d", a.repeat)
@@ -74,7 +75,7 @@ func (a *sweepArgs) options() (sweep.Options, error) {
 		return cfg, usageErrorf("--slo-percentile: %w", err)
 	}
 	if cfg.Speeds, err = sweep.ParseSpeeds(a.speeds); err != nil {
-		return cfg, usageErrorf("--%w", err)
+		return cfg, usageError(err, sweepFlags)
 	}
 	if a.search {
 		if cfg.Low, cfg.High, err = searchFlags(a.searchRange, a.tol); err != nil {
@@ -94,6 +95,9 @@ func (a *sweepArgs) options() (sweep.Options, error) {
 		return cfg, err
 	}
 	cfg.Replay = o
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError(err, sweepFlags)
+	}
 	return cfg, nil
 }
 
@@ -138,30 +142,39 @@ func serverOptions(o *replay.Options) error {
 
 // options is the simulator the --sim-* flags configure, --sim-config's
 // keys applied last.
+// sweepSimOptionFlags are sweep's --sim-* flags by the simulator's options.
+var sweepSimOptionFlags = map[string]string{
+	"Options.MaxNumSeqs": "--sim-max-num-seqs", "Options.MaxNumBatchedTokens": "--sim-max-num-batched-tokens",
+	"Options.NumGPUBlocks": "--sim-num-gpu-blocks", "Options.StepFixed": "--sim-step-fixed",
+	"Options.PrefillPerToken": "--sim-prefill-per-token", "Options.DecodePerSeq": "--sim-decode-per-seq",
+	"Options.AttnPerContextToken": "--sim-attn-per-context-token",
+}
+
 func (f *sweepSimFlags) options() (sim.Options, error) {
 	o := sim.DefaultOptions()
 	if err := sim.ApplyPreset(&o, f.preset); err != nil {
 		return o, usageErrorf("--sim-preset: %w", err)
 	}
 	o.PerRequestMetrics = f.perRequestMetrics
-	for _, x := range []struct {
+	// A flag given, 0 included, overrides the preset's value.
+	for name, x := range map[string]struct {
 		v   int
 		dst *int
-	}{{f.maxSeqs, &o.MaxNumSeqs}, {f.maxBatched, &o.MaxNumBatchedTokens}, {f.blocks, &o.NumGPUBlocks}} {
-		if x.v != 0 {
+	}{"sim-max-num-seqs": {f.maxSeqs, &o.MaxNumSeqs}, "sim-max-num-batched-tokens": {f.maxBatched, &o.MaxNumBatchedTokens}, "sim-num-gpu-blocks": {f.blocks, &o.NumGPUBlocks}} {
+		if f.set[name] {
 			*x.dst = x.v
 		}
 	}
-	for _, x := range []struct {
+	for name, x := range map[string]struct {
 		v   time.Duration
 		dst *time.Duration
-	}{{f.stepFixed, &o.StepFixed}, {f.prefill, &o.PrefillPerToken}, {f.decode, &o.DecodePerSeq}, {f.attn, &o.AttnPerContextToken}} {
-		if x.v >= 0 {
+	}{"sim-step-fixed": {f.stepFixed, &o.StepFixed}, "sim-prefill-per-token": {f.prefill, &o.PrefillPerToken}, "sim-decode-per-seq": {f.decode, &o.DecodePerSeq}, "sim-attn-per-context-token": {f.attn, &o.AttnPerContextToken}} {
+		if f.set[name] {
 			*x.dst = x.v
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("sim: %w", err)
+		return o, usageError(fmt.Errorf("sim: %w", err), sweepSimOptionFlags)
 	}
 	if err := sim.ApplyConfig(&o, f.config); err != nil {
 		return o, usageErrorf("--sim-config: %w", err)

@@ -9,6 +9,13 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// synthCheckFlags are synth check's flags for synth.Thresholds.
+var synthCheckFlags = map[string]string{
+	"Thresholds.KSLengths": "--max-ks-lengths", "Thresholds.KSGaps": "--max-ks-gaps", "Thresholds.RateError": "--max-rate-error",
+	"Thresholds.Dispersion": "--max-dispersion-error", "Thresholds.CV": "--max-cv-error", "Thresholds.CategoryShare": "--max-share-diff",
+	"Thresholds.PrefixReuse": "--max-prefix-reuse-diff", "Thresholds.ContextGrowth": "--max-context-growth", "Thresholds.KSThink": "--max-ks-think",
+}
+
 func synthCheckCommand() *cli.Command {
 	th := synth.DefaultThresholds()
 	var (
@@ -52,6 +59,9 @@ Example:
 			a, err := args(c, 2, 2, "REAL SYNTH")
 			if err != nil {
 				return err
+			}
+			if err := th.Validate(); err != nil {
+				return usageError(fmt.Errorf("synth check: %w", err), synthCheckFlags)
 			}
 			in := newTraceIn(c, &rf, "synth check", "synth check sorts the trace by arrival")
 			real, _, err := in.read(a[0])

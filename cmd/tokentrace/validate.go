@@ -59,18 +59,14 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 --realtime. Every workload is held in memory.`
 
 func validateCommand() *cli.Command {
-	o := validate.Options{Replay: replay.DefaultOptions()}
+	o := validate.DefaultOptions()
 	var (
 		targets, modelMap                 headerFlag
 		metrics, slo, htmlOut, apiKeyFile string
 		asJSON, quiet, failIfBroken       bool
-		seed                              uint64 = validate.DefaultSeed
-		minEffectPct                             = 100 * validate.DefaultMinEffect
+		minEffectPct                      = 100 * o.MinEffect
 		rf                                readFlags
-		budget                            = validate.DefaultCombinationBudget
 	)
-	o.Speed, o.Repeat = 1, 1
-	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
 	return &cli.Command{
 		Name:        "validate",
 		Usage:       "check whether a synthetic benchmark's conclusions hold on real traffic",
@@ -83,13 +79,13 @@ func validateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "speed", Value: o.Speed, Usage: "scale both workloads' arrival rate (2 = twice as fast)", Destination: &o.Speed},
 			&cli.IntFlag{Name: "repeat", Value: o.Repeat, Usage: "runs per workload and target, pooled in the intervals (offline simulations run once)", Destination: &o.Repeat},
 			&cli.BoolFlag{Name: "realtime", Usage: "replay simulator targets in real time through the HTTP client instead of simulating offline", Destination: &o.Realtime},
-			&cli.Uint64Flag{Name: "seed", Value: seed, Usage: "seed of the bootstrap and of a SYNTHETIC model's generation", Destination: &seed},
+			&cli.Uint64Flag{Name: "seed", Value: o.Seed, Usage: "seed of the bootstrap and of a SYNTHETIC model's generation", Destination: &o.Seed},
 			&cli.IntFlag{Name: "resamples", Value: o.Resamples, Usage: "bootstrap resamples", Destination: &o.Resamples},
 			&cli.Float64Flag{Name: "confidence", Value: o.Confidence, Usage: "confidence level of the intervals", Destination: &o.Confidence},
 			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
 			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
-			&cli.StringFlag{Name: "explain", Value: validate.ExplainAuto, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
-			&cli.IntFlag{Name: "combination-budget", Value: budget, Usage: "most extra runs the ablation may take, where no single property restores a conclusion, to run the real workload with one synthetic property at a time and pairs of the nearest properties (0 = none)", Destination: &budget},
+			&cli.StringFlag{Name: "explain", Value: o.Explain, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
+			&cli.IntFlag{Name: "combination-budget", Value: o.CombinationBudget, Usage: "most extra runs the ablation may take, where no single property restores a conclusion, to run the real workload with one synthetic property at a time and pairs of the nearest properties (0 = none)", Destination: &o.CombinationBudget},
 			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
 			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
@@ -118,18 +114,13 @@ func validateCommand() *cli.Command {
 			if o.SLO, err = traces.ParseSLO(slo); err != nil {
 				return usageErrorf("--slo: %w", err)
 			}
+			o.Metrics = validate.DefaultMetricsFor(o.SLO)
 			if metrics != "" {
 				if o.Metrics, err = validate.ParseMetrics(metrics); err != nil {
 					return usageErrorf("--metrics: %w", err)
 				}
 			}
-			if err := zeroTyped(c, "min-effect-pct", "magnitude-tolerance"); err != nil {
-				return err
-			}
-			o.Seed, o.MinEffect, o.CombinationBudget = seed, minEffectPct/100, budget
-			if budget <= 0 {
-				o.CombinationBudget = -1 // none: the library's zero is its default
-			}
+			o.MinEffect = minEffectPct / 100
 			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
 				return usageError(err, replayFlags)
 			}
@@ -139,7 +130,7 @@ func validateCommand() *cli.Command {
 				}
 			}
 			if err := o.Validate(); err != nil {
-				return usageError(err, nil)
+				return usageError(err, validateFlags)
 			}
 			s := stdio(c)
 			if !quiet {
@@ -151,7 +142,7 @@ func validateCommand() *cli.Command {
 				return err
 			}
 			real := validate.Workload{Name: "real", Source: src, File: a[0]}
-			syn, err := readSynthetic(c, in, a[1], real, seed)
+			syn, err := readSynthetic(c, in, a[1], real, o.Seed)
 			if err != nil {
 				return err
 			}
@@ -196,7 +187,9 @@ func writeValidation(s streams, res *validate.Result, htmlOut string, asJSON, fa
 func readSynthetic(c *cli.Context, in *traceIn, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".json") {
 		if m, err := synth.ReadModelFile(name); err == nil {
-			w, err := validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+			gen := synth.DefaultGenOptions()
+			gen.Seed = seed
+			w, err := validate.Generate(c.Context, "synthetic", m, real, gen)
 			w.File = name
 			return w, err
 		}

@@ -20,7 +20,7 @@ import (
 // replay them (the demo's real-time steps).
 func demoWorkloads(t *testing.T) {
 	t.Helper()
-	o := DemoOptions{Out: DefaultDemoOut, Seed: 1, Duration: DefaultDemoDuration, Speed: DefaultDemoSpeed}
+	o := DefaultDemoOptions()
 	cmds := demoCommands{o: o, path: func(name string) string { return filepath.Join(o.Out, name) }}
 	so := capture.DefaultSampleOptions()
 	so.Duration, so.Rate = o.Duration, demoRate

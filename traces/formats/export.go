@@ -32,12 +32,12 @@ var exportFormats = []ExportFormat{
 	{"aiperf-dag", "AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)", NewAIPerfDAGWriter},
 	{"azure", "Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns", NewAzureWriter},
 	{"csv", "tokentrace CSV with the Parquet column names; .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
-		return traces.NewWriter(w, traces.FormatCSV, m, traces.CreateOptions{})
+		return traces.NewWriter(w, traces.FormatCSV, m, traces.DefaultCreateOptions())
 	}},
 	{"guidellm", "GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)", NewGuideLLMWriter},
 	{"inference-perf", "inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with start and end times, token usage and filler messages; it infers dependencies from the times, and the links the times do not imply are counted", NewInferencePerfWriter},
 	{"jsonl", "tokentrace JSON lines (metadata on the first line); .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
-		return traces.NewWriter(w, traces.FormatJSONL, m, traces.CreateOptions{})
+		return traces.NewWriter(w, traces.FormatJSONL, m, traces.DefaultCreateOptions())
 	}},
 	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every block of the prompt: the trace's own prefix_blocks when their block size matches, otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
 	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost", NewSGLangAgenticWriter},
@@ -61,7 +61,8 @@ var ExportFormats = func() []string {
 // of a trace that has none (Mooncake's own 512).
 const DefaultExportBlockSize = MooncakeBlockSize
 
-// ExportOptions tunes Export.
+// ExportOptions tunes Export. Start from DefaultExportOptions: every
+// field's zero is a value of its own, never its default.
 type ExportOptions struct {
 	// BlockSize is the tokens per hash_ids entry of the mooncake format; a
 	// replayer must be told the same size (vLLM
@@ -78,10 +79,16 @@ type ExportOptions struct {
 	Lost func(string)
 }
 
-// Validate checks the options.
+// DefaultExportOptions returns every ExportOptions default.
+func DefaultExportOptions() ExportOptions {
+	return ExportOptions{BlockSize: 0, OKOnly: false, Lost: nil}
+}
+
+// Validate checks the options; an error is a *traces.OptionError naming
+// the option.
 func (o ExportOptions) Validate() error {
 	if o.BlockSize < 0 {
-		return fmt.Errorf("block size %d: must be positive", o.BlockSize)
+		return traces.OptionErrorf("formats", "ExportOptions.BlockSize", "%d: must be positive, or 0 for the trace's", o.BlockSize)
 	}
 	return nil
 }
@@ -158,7 +165,7 @@ func ExportFile(ctx context.Context, format, name string, r traces.Reader, o Exp
 		fn, _ := Exporter(format)
 		ew, err = fn(f, r.Meta(), o)
 	} else {
-		ew, err = traces.NewWriter(f, codec, r.Meta(), traces.CreateOptions{})
+		ew, err = traces.NewWriter(f, codec, r.Meta(), traces.DefaultCreateOptions())
 	}
 	if err != nil {
 		f.Abort()

@@ -89,7 +89,7 @@ func TestImportAIPerfDAGBadLines(t *testing.T) {
 
 func importWithNotes(t *testing.T, format, path string) (traces.Reader, []traces.Record) {
 	t.Helper()
-	r, err := formats.Import(t.Context(), format, path, traces.OpenOptions{Strict: true})
+	r, err := formats.Import(t.Context(), format, path, openStrict(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestImportNotes(t *testing.T) {
 				"1 rows failed in the source (0 response tokens): kept as real load with status http_error and 0 output tokens (export --ok-only drops them)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := formats.ImportFrom(context.Background(), tc.format, strings.NewReader(tc.content), "in", traces.OpenOptions{Strict: true})
+			r, err := formats.ImportFrom(context.Background(), tc.format, strings.NewReader(tc.content), "in", openStrict(true))
 			if err != nil {
 				t.Fatal(err)
 			}
