@@ -78,6 +78,7 @@ func TestReplayCommandLatenessExit3(t *testing.T) {
 
 func TestReplayCommandUsageErrors(t *testing.T) {
 	trace := writeReplayTrace(t, 1)
+	out := filepath.Join(filepath.Dir(trace), "results.parquet") // not the package directory's, should one run
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -90,7 +91,7 @@ func TestReplayCommandUsageErrors(t *testing.T) {
 		{[]string{"--api-key-file", "/nonexistent/key", trace}, "--api-key-file"},
 		{[]string{trace, "--speed", "2"}, "after an argument"},
 	} {
-		code, _, se := runCLI(nil, append([]string{"replay"}, tc.args...)...)
+		code, _, se := runCLI(nil, append([]string{"replay", "--out", out}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(se, tc.want) {
 			t.Errorf("replay %v: exit %d, stderr %q; want 2 naming %s", tc.args, code, se, tc.want)
 		}
