@@ -119,6 +119,20 @@ func TestReplayCommandAPIKeyNotStored(t *testing.T) {
 	}
 }
 
+// An empty --api-key-file is no key, not an error: the Kubernetes replay
+// Job passes --api-key-file=$(API_KEY_PATH), empty for a server without
+// auth (deploy/k8s/kustomization.yaml).
+func TestReplayCommandEmptyAPIKeyFile(t *testing.T) {
+	trace := writeReplayTrace(t, 2)
+	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+	if code, _, se := runCLI(nil, "replay", "--api-key-file=", "--max-lateness", "10s", "--out", out, trace); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, se)
+	}
+	if recs, _, err := traces.ReadAll(out); err != nil || len(recs) != 2 {
+		t.Errorf("results: %d records, %v; want 2", len(recs), err)
+	}
+}
+
 func TestReplayCommandOTLPAndMetrics(t *testing.T) {
 	trace := writeReplayTrace(t, 10)
 	dir := filepath.Dir(trace)
