@@ -15,7 +15,7 @@ import (
 
 // A tiny deterministic serving model whose per-request queue, prefill and
 // decode times are known, to check the estimator (the simulator-based
-// accuracy tests come with replay/sim). One FIFO prefill lane: a request
+// accuracy tests come with sim). One FIFO prefill lane: a request
 // waits for the lane (queue), prefills for 20 ms + 0.1 ms per uncached
 // token, then decodes in parallel with others at a TPOT that grows with
 // the number of requests sent in the previous 10 s. The network adds 1 ms

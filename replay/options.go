@@ -260,15 +260,16 @@ type Options struct {
 	// metadata (server.*). Defaults to false (the CLI turns it on).
 	DescribeServer bool
 	// SimSpec is the built-in simulator's configuration as a target spec
-	// ("sim:max-num-seqs=32", SimSpec), stored in the results metadata as
-	// MetaSim: the URL of an in-process simulator says nothing of it.
+	// ("sim:max-num-seqs=32", FormatSimTarget), stored in the results
+	// metadata as MetaSim: the URL of an in-process simulator says nothing
+	// of it.
 	// Target.Apply sets it. Defaults to "" (not the simulator).
 	SimSpec string
 }
 
 // DefaultSessionHeader is the header name the CLI's --session-affinity
 // sends the session id in.
-const DefaultSessionHeader = "X-Session-ID"
+const DefaultSessionHeader = traces.SessionHeader
 
 var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 

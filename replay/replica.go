@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/replay/otlp"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -16,8 +15,8 @@ import (
 // reason to theirs), so analyze can blame the tail on replicas and pools.
 // The header names are the user's (Options.ReplicaHeader, ...): no
 // standard one exists. The simulator's fleet sets X-Sim-Replica,
-// X-Sim-Prefill-Replica and X-Sim-Route-Reason, read unless the options
-// name others.
+// X-Sim-Prefill-Replica and X-Sim-Route-Reason (traces.ReplicaHeader, ...),
+// read unless the options name others.
 
 // Metadata keys of the replica columns' source.
 const (
@@ -50,8 +49,8 @@ func (o *Options) replicaHeaders() []string {
 		}
 		return v
 	}
-	return []string{keptReplica: or(o.ReplicaHeader, fleet.ReplicaHeader), keptPrefill: or(o.PrefillReplicaHeader, fleet.PrefillReplicaHeader),
-		keptReason: or(o.RouteReasonHeader, fleet.RouteReasonHeader)}
+	return []string{keptReplica: or(o.ReplicaHeader, traces.ReplicaHeader), keptPrefill: or(o.PrefillReplicaHeader, traces.PrefillReplicaHeader),
+		keptReason: or(o.RouteReasonHeader, traces.RouteReasonHeader)}
 }
 
 // keepFleetColumns fills rec's replica, prefill_replica and route_reason

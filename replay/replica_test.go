@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -172,7 +171,7 @@ func TestSimFleetHeadersByDefault(t *testing.T) {
 	if err := sim.ApplyConfig(&so, "prefill-replicas=1,decode-replicas=2"); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fleet.Start(context.Background(), so)
+	srv, err := sim.Start(context.Background(), so)
 	if err != nil {
 		t.Fatal(err)
 	}

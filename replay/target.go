@@ -7,8 +7,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/replay/otlp"
 	"github.com/tokentrace/tokentrace/replay/scrape"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,9 +18,9 @@ type TargetOptions struct {
 	URL string
 	// Sim configures the built-in simulator (default sim.DefaultOptions();
 	// ParseTarget gives it from a target spec):
-	// one engine, or a fleet of them behind a router (Sim.Fleet, package
-	// replay/sim/fleet), whose /metrics ScrapeBuiltin scrapes per replica
-	// (its series carry pod and role labels).
+	// one engine, or a fleet of them behind a router (Sim.Fleet), whose
+	// /metrics ScrapeBuiltin scrapes per replica (its series carry pod and
+	// role labels).
 	Sim *sim.Options
 	// LongestRequest (input + output tokens) raises the simulator's context
 	// length so it takes the trace's longest request (default 0: as set).
@@ -64,8 +63,8 @@ type Target struct {
 	OTLPAddr string
 
 	o       TargetOptions
-	simSpec string // the built-in simulator's, as configured (SimSpec)
-	srv     *fleet.Server
+	simSpec string // the built-in simulator's, as configured (FormatSimTarget)
+	srv     *sim.Server
 	rcv     *otlp.Receiver
 	scraper *scrape.Scraper
 	samples []traces.MetricsSample
@@ -105,12 +104,12 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 		}
 		// The configuration as asked for: a rerun sizes the context for
 		// its trace again.
-		t.simSpec = SimSpec(so)
+		t.simSpec = FormatSimTarget(so)
 		if t.OTLPAddr != "" {
 			so.OTLPTracesEndpoint = "http://" + t.OTLPAddr
 		}
-		so = so.TakeLongest(o.LongestRequest)
-		srv, err := fleet.Start(ctx, so)
+		so = so.AdmitLongest(o.LongestRequest)
+		srv, err := sim.Start(ctx, so)
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("replay: start the built-in simulator: %w", err)
@@ -134,15 +133,15 @@ func (t *Target) Apply(o *Options) {
 		o.Model = t.Model
 	}
 	if t.Builtin && t.srv.Replicas()[0] != "" {
-		// The fleet names who served each request (fleet.ReplicaHeader).
+		// The fleet names who served each request (traces.ReplicaHeader).
 		if o.ReplicaHeader == "" {
-			o.ReplicaHeader = fleet.ReplicaHeader
+			o.ReplicaHeader = traces.ReplicaHeader
 		}
 		if o.PrefillReplicaHeader == "" {
-			o.PrefillReplicaHeader = fleet.PrefillReplicaHeader
+			o.PrefillReplicaHeader = traces.PrefillReplicaHeader
 		}
 		if o.RouteReasonHeader == "" {
-			o.RouteReasonHeader = fleet.RouteReasonHeader
+			o.RouteReasonHeader = traces.RouteReasonHeader
 		}
 	}
 	if t.rcv != nil {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay/scrape"
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 

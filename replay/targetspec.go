@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 )
 
 // A target spec names what a run goes against, in one form for every
@@ -87,11 +87,11 @@ func redactSpec(s string) string {
 	return s
 }
 
-// SimSpec is the target spec of the simulator o configures: "sim" for
-// BuiltinSim, else "sim:" and the keys that set o's configuration from the
-// defaults (sim.FormatConfig). Options outside the keys (the served
-// model, faults, per-request metrics) are not in it.
-func SimSpec(o sim.Options) string {
+// FormatSimTarget is the target spec of the simulator o configures:
+// "sim" for BuiltinSim, else "sim:" and the keys that set o's
+// configuration from the defaults (sim.FormatConfig). Options outside the
+// keys (the served model, faults, per-request metrics) are not in it.
+func FormatSimTarget(o sim.Options) string {
 	if c := sim.FormatConfig(o); c != "" {
 		return "sim:" + c
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -102,26 +102,26 @@ func TestParseTargetBase(t *testing.T) {
 	}
 }
 
-// TestSimSpecRoundTrip: the spec a simulator is recorded under parses back
-// into the same configuration.
-func TestSimSpecRoundTrip(t *testing.T) {
+// TestFormatSimTargetRoundTrip: the spec a simulator is recorded under
+// parses back into the same configuration.
+func TestFormatSimTargetRoundTrip(t *testing.T) {
 	for _, spec := range []string{"sim", "sim:max-num-seqs=32", "sim:replicas=4,router=prefix-aware,max-num-seqs=4",
 		"sim:decode-replicas=3,prefill-replicas=1,preset=tiny,decode.max-num-seqs=8"} {
 		to, err := ParseTarget(spec, BuiltinSim())
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := SimSpec(*to.Sim)
+		got := FormatSimTarget(*to.Sim)
 		again, err := ParseTarget(got, BuiltinSim())
 		if err != nil {
 			t.Fatalf("%s is recorded as %s, which does not parse: %v", spec, got, err)
 		}
-		if SimSpec(*again.Sim) != got || sim.FormatConfig(*again.Sim) != sim.FormatConfig(*to.Sim) {
-			t.Errorf("%s → %s → %s", spec, got, SimSpec(*again.Sim))
+		if FormatSimTarget(*again.Sim) != got || sim.FormatConfig(*again.Sim) != sim.FormatConfig(*to.Sim) {
+			t.Errorf("%s → %s → %s", spec, got, FormatSimTarget(*again.Sim))
 		}
 	}
-	if got := SimSpec(sim.DefaultOptions()); got != "sim" {
-		t.Errorf("SimSpec(defaults) = %q, want sim", got)
+	if got := FormatSimTarget(sim.DefaultOptions()); got != "sim" {
+		t.Errorf("FormatSimTarget(defaults) = %q, want sim", got)
 	}
 }
 
@@ -180,7 +180,7 @@ func FuzzParseTarget(f *testing.F) {
 			t.Fatalf("ParseTarget(%q) = URL %q and sim %v: want exactly one", s, to.URL, to.Sim != nil)
 		}
 		if to.Sim != nil {
-			spec := SimSpec(*to.Sim)
+			spec := FormatSimTarget(*to.Sim)
 			again, err := ParseTarget(spec, BuiltinSim())
 			if err != nil || sim.FormatConfig(*again.Sim) != sim.FormatConfig(*to.Sim) {
 				t.Fatalf("ParseTarget(%q) is recorded as %q, which parses to %v, %v", s, spec, again.Sim, err)

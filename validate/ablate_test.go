@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 

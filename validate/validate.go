@@ -21,9 +21,9 @@
 // simulator), synth and analyze; none of them imports it.
 //
 // Simulator targets run offline by default (in virtual time, with the very
-// prompts replay would send; a target may be a fleet, see package
-// replay/sim/fleet): deterministic and as fast as the CPU allows. Options.Realtime replays them through the HTTP client
-// instead, as URL targets always are.
+// prompts replay would send; a target may be a fleet, see package sim):
+// deterministic and as fast as the CPU allows. Options.Realtime replays
+// them through the HTTP client instead, as URL targets always are.
 package validate
 
 import (
@@ -42,8 +42,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -483,19 +482,19 @@ func dominantShare(a analyze.Attribution) float64 {
 // rows come back as results whose send time is their arrival (no client).
 // It returns the most requests the target held at once.
 func simulate(ctx context.Context, w Workload, t Target, o *Options, run string, emit func(*traces.Record)) (int, error) {
-	so := t.Sim.TakeLongest(longest(w))
+	so := t.Sim.AdmitLongest(longest(w))
 	ro := o.runOptions(run)
 	t0 := w.reqs[0].arrival
 	// The simulation reads the requests in arrival order (the workload's),
 	// one at a time, building each prompt as it goes; its rows come back
 	// as requests finish.
-	reqs := func(yield func(sim.SimRequest, error) bool) {
+	reqs := func(yield func(sim.Request, error) bool) {
 		var r traces.Record
 		for i := range w.reqs {
 			q := &w.reqs[i]
 			q.record(&r)
 			out := max(int(q.out), 1)
-			sq := sim.SimRequest{
+			sq := sim.Request{
 				ID:        fmt.Sprintf("%s-%d", run, q.seq),
 				ArrivalNs: int64(float64(q.arrival-t0) / o.Speed),
 				Prompt:    replay.PromptTokens(&r, ro, w.Meta.BlockSize),
@@ -507,7 +506,7 @@ func simulate(ctx context.Context, w Workload, t Target, o *Options, run string,
 			}
 		}
 	}
-	fr, err := fleet.Simulate(ctx, so, reqs, func(r traces.Record) error {
+	fr, err := sim.Simulate(ctx, so, reqs, func(r traces.Record) error {
 		src := &w.reqs[r.Seq]
 		r.Seq, r.Run, r.Category, r.Class = src.seq, run, src.category, src.class
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
@@ -547,8 +546,8 @@ func replayOnce(ctx context.Context, w Workload, t Target, o *Options, run strin
 	ro := o.runOptions(run)
 	ro.URL = t.URL
 	if t.Sim != nil {
-		so := t.Sim.TakeLongest(longest(w))
-		srv, err := fleet.Start(ctx, so)
+		so := t.Sim.AdmitLongest(longest(w))
+		srv, err := sim.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)
 		}

@@ -18,8 +18,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/promtest"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -346,7 +345,7 @@ func TestFetchFleetRoles(t *testing.T) {
 	if err := sim.ApplyConfig(&so, "prefill-replicas=1,decode-replicas=2"); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fleet.Start(ctx, so)
+	srv, err := sim.Start(ctx, so)
 	if err != nil {
 		t.Fatal(err)
 	}

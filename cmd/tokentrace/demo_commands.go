@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 )
 
 // demoTarget is the simulator the demo replays against, as replay

@@ -12,13 +12,12 @@ import (
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
 // The fleet attribution tests: workloads simulated offline through a
-// fleet (fleet.Simulate, virtual time, so a scenario takes a fraction of a
+// fleet (sim.Simulate, virtual time, so a scenario takes a fraction of a
 // second and keeps its dynamics on any machine), each designed so one
 // fleet cause makes the tail. The simulator's truth rows are the results
 // (sent = arrival: no client in between) and carry every server timing,
@@ -88,10 +87,10 @@ func simulateFleet(t *testing.T, spec string, recs []traces.Record, blockSize in
 		t.Fatal(err)
 	}
 	ro := replay.DefaultOptions()
-	reqs := func(yield func(sim.SimRequest, error) bool) {
+	reqs := func(yield func(sim.Request, error) bool) {
 		for i := range recs {
 			r := &recs[i]
-			q := sim.SimRequest{ID: fmt.Sprintf("r%d", r.Seq), ArrivalNs: r.ArrivalNs, Prompt: replay.PromptTokens(r, ro, blockSize),
+			q := sim.Request{ID: fmt.Sprintf("r%d", r.Seq), ArrivalNs: r.ArrivalNs, Prompt: replay.PromptTokens(r, ro, blockSize),
 				MaxTokens: int(r.OutputTokens), MinTokens: int(r.OutputTokens), IgnoreEOS: true, Session: r.Session}
 			if !yield(q, nil) {
 				return
@@ -99,7 +98,7 @@ func simulateFleet(t *testing.T, spec string, recs []traces.Record, blockSize in
 		}
 	}
 	out := make([]traces.Record, len(recs))
-	_, err := fleet.Simulate(context.Background(), so, reqs, func(r traces.Record) error {
+	_, err := sim.Simulate(context.Background(), so, reqs, func(r traces.Record) error {
 		src := &recs[r.Seq]
 		r.ScheduledNs, r.SentNs = r.ArrivalNs, r.ArrivalNs
 		r.PrefixBlocks, r.Session = src.PrefixBlocks, src.Session
@@ -452,7 +451,7 @@ func TestReplayNamesFleetReplicas(t *testing.T) {
 	if err := sim.ApplyConfig(&so, "prefill-replicas=2,decode-replicas=3,router=round-robin"); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fleet.Start(context.Background(), so)
+	srv, err := sim.Start(context.Background(), so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +466,7 @@ func TestReplayNamesFleetReplicas(t *testing.T) {
 	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
 	out := dir + "/results.jsonl"
 	runMain(t, "replay", "--url", srv.URL, "--model", so.Model, "--quiet", "--no-preflight", "--max-lateness", "10s",
-		"--replica-header", fleet.ReplicaHeader, "--prefill-replica-header", fleet.PrefillReplicaHeader, "--out", out, trace)
+		"--replica-header", traces.ReplicaHeader, "--prefill-replica-header", traces.PrefillReplicaHeader, "--out", out, trace)
 	res, _, err := traces.ReadAll(out)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/internal/golden"
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -59,22 +59,31 @@ func TestGoldenPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := make([]sim.SimRequest, len(recs))
+	reqs := make([]sim.Request, len(recs))
 	for i, r := range recs {
 		prompt := make([]int32, r.InputTokens)
 		for k := range prompt {
 			prompt[k] = int32(1000 + (int(r.Session)*7+k)%5000)
 		}
-		reqs[i] = sim.SimRequest{ID: "g-" + strconv.FormatInt(r.Seq, 10), ArrivalNs: r.ArrivalNs, Prompt: prompt, MaxTokens: int(max(r.OutputTokens, 1)), MinTokens: int(max(r.OutputTokens, 1)), IgnoreEOS: true}
+		reqs[i] = sim.Request{ID: "g-" + strconv.FormatInt(r.Seq, 10), ArrivalNs: r.ArrivalNs, Prompt: prompt, MaxTokens: int(max(r.OutputTokens, 1)), MinTokens: int(max(r.OutputTokens, 1)), IgnoreEOS: true}
 	}
 	so2 := sim.DefaultOptions()
 	so2.MaxNumSeqs = 8
-	res, err := sim.Simulate(context.Background(), so2, reqs)
-	if err != nil {
+	truth := make([]traces.Record, len(reqs))
+	if _, err := sim.Simulate(context.Background(), so2, func(yield func(sim.Request, error) bool) {
+		for _, q := range reqs {
+			if !yield(q, nil) {
+				return
+			}
+		}
+	}, func(r traces.Record) error {
+		truth[r.Seq] = r
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]traces.Record, len(recs))
-	for i, tr := range res.Truth {
+	for i, tr := range truth {
 		r := recs[i]
 		r.ClearOutcome()
 		r.Run, r.Status, r.HTTPStatus, r.RequestID, r.Error = "golden", tr.Status, tr.HTTPStatus, tr.RequestID, tr.Error

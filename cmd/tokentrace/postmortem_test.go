@@ -17,8 +17,7 @@ import (
 	"github.com/tokentrace/tokentrace/bench/pmdemo/pdincident"
 	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -414,7 +413,7 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	so.PerRequestMetrics = true
-	srv, err := fleet.Start(ctx, so)
+	srv, err := sim.Start(ctx, so)
 	if err != nil {
 		t.Fatal(err)
 	}

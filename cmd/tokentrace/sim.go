@@ -5,8 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/urfave/cli/v2"
 )
 
@@ -122,7 +121,7 @@ func simCommand() *cli.Command {
 			if err := sim.ApplyConfig(&o, fleetConfig(c, replicaConfig.v)); err != nil {
 				return usageErrorf("sim: %w", err)
 			}
-			srv, err := fleet.Start(c.Context, o)
+			srv, err := sim.Start(c.Context, o)
 			if err != nil {
 				return err
 			}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/replay/sweep"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/urfave/cli/v2"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
 	"github.com/tokentrace/tokentrace/replay/sweep"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
 	"github.com/tokentrace/tokentrace/validate"

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -578,7 +577,7 @@ func TestScraperSimFleet(t *testing.T) {
 	if err := sim.ApplyConfig(&o, "prefill-replicas=1,decode-replicas=2"); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fleet.Start(ctx, o)
+	srv, err := sim.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}

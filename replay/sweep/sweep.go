@@ -22,8 +22,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay"
-	"github.com/tokentrace/tokentrace/replay/sim"
-	"github.com/tokentrace/tokentrace/replay/sim/fleet"
+	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -41,7 +40,7 @@ type Options struct {
 	// step. URL "" starts a fresh simulator (Sim) for every step.
 	Replay replay.Options
 	// Sim configures the built-in simulator when Replay.URL is "" (one
-	// engine or a fleet, see package replay/sim/fleet).
+	// engine or a fleet, see package sim).
 	Sim sim.Options
 	// SLO are the bounds every step is judged against, at Percentile
 	// (default DefaultPercentile). Required.
@@ -292,9 +291,9 @@ func runOne(ctx context.Context, opts Options, recs []traces.Record, meta traces
 	}
 	o.Journal = ""
 	if o.URL == "" {
-		o.SimSpec = replay.SimSpec(opts.Sim) // as configured, before the trace sizes it
-		so := opts.Sim.TakeLongest(sim.LongestRequest(recs))
-		srv, err := fleet.Start(ctx, so)
+		o.SimSpec = replay.FormatSimTarget(opts.Sim) // as configured, before the trace sizes it
+		so := opts.Sim.AdmitLongest(sim.LongestRequest(recs))
+		srv, err := sim.Start(ctx, so)
 		if err != nil {
 			return nil, fmt.Errorf("start simulator: %w", err)
 		}

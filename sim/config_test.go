@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+// configOf is every configuration key's value in o, for comparing two
+// options by what a configuration string can set.
+func configOf(o *Options) map[string]string {
+	m := map[string]string{"preset": o.Preset, "overrides": strings.Join(o.Fleet.Overrides, ";")}
+	for k, ck := range configKeys {
+		m[k] = ck.get(&o.Options)
+	}
+	if o.IsFleet() {
+		for k, ck := range fleetKeys {
+			m[k] = ck.get(o)
+		}
+	}
+	return m
+}
+
+// TestFormatConfig: the configuration string of options names what differs
+// from the defaults, in a stable order, and applying it to the defaults
+// gives the same options back.
+func TestFormatConfig(t *testing.T) {
+	for _, tc := range []struct {
+		why, in, want string
+	}{
+		{"the defaults need no key", "", ""},
+		{"one engine key is said as given", "max-num-seqs=32", "max-num-seqs=32"},
+		{"a key set to its default is left out", "max-num-seqs=256,prefix-caching=true", ""},
+		{"durations read in us, not µs", "prefill-per-token=30us,step-fixed=6.5ms", "prefill-per-token=30us,step-fixed=6.5ms"},
+		{"a preset comes first and its own values are left out", "max-num-seqs=8,preset=tiny", "preset=tiny,max-num-seqs=8"},
+		{"a fleet's keys come before the engine's", "max-num-seqs=4,router=prefix-aware,replicas=4", "replicas=4,router=prefix-aware,max-num-seqs=4"},
+		{"a disaggregated fleet keeps its link and its overrides in order",
+			"prefill-replicas=1,decode-replicas=3,kv-transfer-bandwidth=25GB/s,decode-2.step-fixed=9ms,decode.max-num-seqs=8",
+			"decode-replicas=3,kv-transfer-bandwidth=25GB/s,prefill-replicas=1,decode-2.step-fixed=9ms,decode.max-num-seqs=8"},
+	} {
+		t.Run(tc.why, func(t *testing.T) {
+			o := DefaultOptions()
+			if err := ApplyConfig(&o, tc.in); err != nil {
+				t.Fatal(err)
+			}
+			got := FormatConfig(o)
+			if got != tc.want {
+				t.Errorf("FormatConfig after %q = %q, want %q", tc.in, got, tc.want)
+			}
+			back := DefaultOptions()
+			if err := ApplyConfig(&back, got); err != nil {
+				t.Fatalf("ApplyConfig(%q): %v", got, err)
+			}
+			if a, b := configOf(&o), configOf(&back); !equalMaps(a, b) {
+				t.Errorf("%q does not give the options back:\n%v\n%v", got, a, b)
+			}
+		})
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFormatConfigByHand: options set field by field (not through a
+// configuration string) are said by the keys that set those fields.
+func TestFormatConfigByHand(t *testing.T) {
+	o := DefaultOptions()
+	o.MaxNumSeqs, o.DisablePrefixCaching, o.Policy = 32, true, "priority"
+	o.Fleet.Replicas, o.Fleet.Router = 2, RouterLeastOutstanding
+	o.Fleet.KVTransferLatency = 0 // no pools: not a key of this fleet
+	o.PerRequestMetrics, o.Seed = true, 9
+	if got, want := FormatConfig(o), "replicas=2,router=least-outstanding,max-num-seqs=32,policy=priority,prefix-caching=false"; got != want {
+		t.Errorf("FormatConfig = %q, want %q", got, want)
+	}
+}
+
+// TestConfigDidYouMean: a misspelt key is answered with the key meant,
+// besides the list of keys.
+func TestConfigDidYouMean(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+	}{
+		{"max-num-seq=32", `unknown key "max-num-seq"; did you mean "max-num-seqs"? (keys: preset,`},
+		{"replicas=2,rotuer=prefix-aware", `did you mean "router"?`},
+		{"replicas=2,replica-1.step-fixd=3ms", `unknown key "step-fixd" in "replica-1.step-fixd"; did you mean "step-fixed"?`},
+		{"colour=blue", `unknown key "colour" (keys: preset,`},
+	} {
+		o := DefaultOptions()
+		err := ApplyConfig(&o, tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ApplyConfig(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestFormatBandwidth(t *testing.T) {
+	for _, b := range []float64{0, 1, 1000, 1500, 25e9, 2 << 30, 1.5e6, 3072, 123456789.5, 1e18} {
+		s := FormatBandwidth(b)
+		got, err := ParseBandwidth(s)
+		if err != nil || got != b {
+			t.Errorf("FormatBandwidth(%g) = %q, read back as %g, %v", b, s, got, err)
+		}
+	}
+	if got := FormatBandwidth(25e9); got != "25GB/s" {
+		t.Errorf("FormatBandwidth(25e9) = %q, want 25GB/s", got)
+	}
+}
