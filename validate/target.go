@@ -2,7 +2,6 @@ package validate
 
 import (
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -33,20 +32,24 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
 // "sim:KEY=VALUE,..." (base with the keys of sim.ApplyConfig applied, e.g.
 // "b=sim:max-num-seqs=64,prefix-caching=false", or a fleet:
 // "pa=sim:replicas=4,router=prefix-aware").
+//
+// An error is a *traces.OptionError naming Options.Targets; replay's own
+// (naming the spec it read, "target") is said by it, with the target's
+// name, its cause kept.
 func ParseTarget(s string, base sim.Options) (Target, error) {
 	name, spec, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok || spec == "" {
-		return Target{}, fmt.Errorf("target %q: want NAME=URL or NAME=sim[:KEY=VALUE,...]", s)
+		return Target{}, traces.OptionErrorf("validate", "Options.Targets", "%q: want NAME=URL or NAME=sim[:KEY=VALUE,...]", s)
 	}
 	if !nameRE.MatchString(name) {
-		return Target{}, fmt.Errorf("target %q: name %q: want letters, digits, '.', '_' or '-' (at most 40)", s, name)
+		return Target{}, traces.OptionErrorf("validate", "Options.Targets", "%q: name %q: want letters, digits, '.', '_' or '-' (at most 40)", s, name)
 	}
 	to, err := replay.ParseTarget(spec, base)
 	if oe := (*traces.OptionError)(nil); errors.As(err, &oe) {
-		err = oe.Err // the target is named here, with its name
+		err = oe.Err // replay's names the spec; this one names the target
 	}
 	if err != nil {
-		return Target{}, fmt.Errorf("target %s: %w", name, err)
+		return Target{}, traces.OptionErrorf("validate", "Options.Targets", "%s: %w", name, err)
 	}
 	t := Target{Name: name, URL: to.URL, Sim: to.Sim, Config: spec}
 	if t.URL != "" {

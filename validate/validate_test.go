@@ -3,6 +3,7 @@ package validate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -220,8 +221,9 @@ func TestParseTarget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseTarget(tc.in, sim.DefaultOptions())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("ParseTarget(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+			var oe *traces.OptionError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &oe) || oe.Option != "Options.Targets" {
+				t.Fatalf("ParseTarget(%q) = %v, want an option error on Options.Targets containing %q", tc.in, err, tc.want)
 			}
 		})
 	}

@@ -104,7 +104,7 @@ func validateCommand() *cli.Command {
 			for _, t := range targets.v {
 				tg, err := validate.ParseTarget(t, replay.BuiltinSim())
 				if err != nil {
-					return usageErrorf("--target %w", err)
+					return usageError(err, validateFlags)
 				}
 				o.Targets = append(o.Targets, tg)
 			}
