@@ -144,6 +144,13 @@ func openWith(name string, o OpenOptions) (Reader, error) {
 	return r, nil
 }
 
+// publicTraceErr is ErrUnknownFormat for a public trace of import format
+// f, with the import command that converts it.
+func publicTraceErr(f string) error {
+	imp := NewCommand("import").With(CommandFormat, f)
+	return fmt.Errorf("%w: %w", ErrUnknownFormat, Textf("this looks like a public %s trace, not a tokentrace trace: convert it with %s", f, imp))
+}
+
 // NewReader sniffs the codec of r's content and returns a Reader over it;
 // name is used in error messages ("-" reads as "stdin"). Parquet content is
 // spooled to a temporary file (removed on Close). Close closes r if it is an
@@ -211,14 +218,14 @@ func sniffText(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, z
 			return nil, &LogsError{File: displayName(name), Shape: shape}
 		}
 		if f := importFormatOf(trimmed); f != "" {
-			return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+			return nil, publicTraceErr(f)
 		}
 		return newJSONLReader(br, closer, name, o, zst)
 	case bytes.HasPrefix(trimmed, []byte(csvMetaPrefix)) || looksLikeCSVHeader(trimmed):
 		return newCSVReader(br, closer, name, o, zst)
 	}
 	if f := importFormatOf(trimmed); f != "" {
-		return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+		return nil, publicTraceErr(f)
 	}
 	if shape := logShapeOf(trimmed); shape != "" {
 		return nil, &LogsError{File: displayName(name), Shape: shape}

@@ -218,7 +218,7 @@ func TestLogsAreNotATrace(t *testing.T) {
 		os.WriteFile(name, []byte(c.content+"\n"), 0o644)
 		_, err := traces.Open(name)
 		var le *traces.LogsError
-		if !errors.As(err, &le) || !strings.Contains(le.Shape, c.shape) || !strings.Contains(err.Error(), "tokentrace capture --out trace.parquet "+name) {
+		if !errors.As(err, &le) || !strings.Contains(le.Shape, c.shape) || !strings.Contains(err.Error(), "capture Command.Out=trace.parquet "+name) {
 			t.Errorf("%s: %v; want a LogsError pointing at capture", c.shape, err)
 		}
 	}

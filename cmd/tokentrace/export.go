@@ -64,7 +64,7 @@ trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			}
 			s := stdio(c)
 			name := names[0]
-			eo.Lost = func(l string) { fmt.Fprintf(s.err, "note: %s\n", l) }
+			eo.Lost = func(l traces.Text) { fmt.Fprintf(s.err, "note: %s\n", l.Say(cliTerms{})) }
 			r, err := newTraceIn(c, &rf, "export", "exported in file order").open(name)
 			if err != nil {
 				return withCode(exitFailure, err)

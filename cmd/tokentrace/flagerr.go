@@ -76,6 +76,9 @@ func sayError(err error, flags map[string]string) (string, bool) {
 			return f, true
 		}
 		return string(e), false
+	case traces.Text:
+		said := e.Say(cliTerms{flags})
+		return said, said != e.Error()
 	case *flagError:
 		return e.msg, false // said already
 	}
@@ -120,6 +123,11 @@ func flagOf(option string, flags map[string]string) string {
 	if f, ok := flags[option]; ok {
 		return f
 	}
+	// Another package's option ("replay.Options.Sessions"), as a text
+	// names it: its command's flag.
+	if pkg, rest, ok := strings.Cut(option, "."); ok && pkg != "" && pkg[0] >= 'a' && pkg[0] <= 'z' && !strings.Contains(option, ", ") {
+		return flagOf(rest, commandFlags[pkg])
+	}
 	if f, ok := optionFlags[option]; ok {
 		return f
 	}
@@ -161,6 +169,8 @@ var optionFlags = map[string]string{
 	"Options.Fleet.KVTransferBytesPerToken": "--kv-transfer-bytes-per-token",
 	"Options.Fleet.Overrides":               "--replica-config",
 	"OpenOptions.Salvage":                   "--salvage",
+	"Command.Out":                           "--out",
+	"Command.Format":                        "--format",
 	"FitOptions.ReorderWindow":              "--reorder-window",
 	"FitOptions.TempDir":                    "--temp-dir",
 	"CreateOptions.TempDir":                 "--temp-dir",

@@ -75,8 +75,9 @@ type ExportOptions struct {
 	OKOnly bool
 	// Lost is told, once per kind at the end of an export, what the format
 	// could not hold, as a sentence with a count ("412 parent links not
-	// representable in aiperf"); nil discards it. Defaults to nil.
-	Lost func(string)
+	// representable in aiperf"), which the caller says (traces.Text.Say:
+	// it may name an option); nil discards it. Defaults to nil.
+	Lost func(traces.Text)
 }
 
 // DefaultExportOptions returns every ExportOptions default.

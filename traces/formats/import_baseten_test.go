@@ -91,7 +91,7 @@ func TestImportBaseten(t *testing.T) {
 			t.Errorf("row %d = %+v\nwant %+v", i, g, w)
 		}
 	}
-	if notes := strings.Join(formats.ImportNotes(r), "\n"); !strings.Contains(notes, "prompt (content, never kept)") || !strings.Contains(notes, "org_id") {
+	if notes := strings.Join(noteStrings(r), "\n"); !strings.Contains(notes, "prompt (content, never kept)") || !strings.Contains(notes, "org_id") {
 		t.Errorf("notes %q do not name the columns not kept", notes)
 	}
 	// Through a pipe (no random access) the file is spooled and reads the same.
