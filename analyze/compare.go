@@ -91,6 +91,9 @@ type CompareOptions struct {
 	// check: the comparison warns, since such a run measured the client as
 	// well as the server. Defaults to DefaultMaxLateness (5 ms).
 	MaxLateness time.Duration
+	// Terms say the options the comparison's sentences name (a caller's
+	// flags); nil says them by the libraries' names. Defaults to nil.
+	Terms traces.Terms
 }
 
 // DefaultCompareOptions returns every CompareOptions default, the values
@@ -196,6 +199,8 @@ type Comparison struct {
 	SamplingB *Sampling `json:"sampling_b,omitempty"`
 
 	a, b *Report
+	// terms say the options its text names (CompareOptions.Terms).
+	terms traces.Terms
 }
 
 // ClassComparison is one class's rows of both runs compared alone.
@@ -233,7 +238,7 @@ func Compare(a, b *Report, o CompareOptions) (*Comparison, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b,
+	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b, terms: o.Terms,
 		SamplingA: a.Sampling, SamplingB: b.Sampling}
 	if o.Mode == ModeFidelity {
 		c.PracticalDiff = o.PracticalDiff

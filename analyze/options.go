@@ -133,6 +133,10 @@ type Options struct {
 	// (its makespan is then final and its state dropped); a later call of
 	// it starts a new part. Defaults to DefaultSessionIdle (1 h).
 	SessionIdle time.Duration
+	// Terms say the options and commands the report's sentences name (a
+	// caller's flags and command lines); nil says them by the libraries'
+	// names (traces.LibraryTerms). Defaults to nil.
+	Terms traces.Terms
 	// Read is how AnalyzeFiles reads its files (Strict, Salvage): the
 	// rules every command shares (traces.OpenWith). Defaults to
 	// traces.DefaultOpenOptions(): bad rows skipped and counted, a damaged

@@ -153,6 +153,9 @@ const (
 	// CommandFormat is the format a command reads or writes (import,
 	// export).
 	CommandFormat OptionRef = "Command.Format"
+	// CommandJSON is the switch that has a command print its result as
+	// JSON (its library's WriteJSON).
+	CommandJSON OptionRef = "Command.JSON"
 )
 
 // NewCommand is the command of words with no options or arguments yet.

@@ -96,7 +96,7 @@ a function of uncached prompt tokens). For the tail (--tail, on
 tail happened, the load around it, and a diagnosis in words.`
 
 func analyzeCommand() *cli.Command {
-	f := &analyzeFlags{o: analyze.DefaultOptions(), format: "text"}
+	f := &analyzeFlags{o: analyzeOptions(), format: "text"}
 	vd := analyze.DefaultVLLMOptions()
 	var capFlags capacityFlagValues
 	flags := append(f.common(),

@@ -13,7 +13,7 @@ import (
 
 // analyzeCompareCommand is analyze compare: two runs metric by metric.
 func analyzeCompareCommand() *cli.Command {
-	f := &analyzeFlags{o: analyze.DefaultOptions()}
+	f := &analyzeFlags{o: analyzeOptions()}
 	cd := analyze.DefaultCompareOptions()
 	flags := append(f.common(),
 		&cli.Uint64Flag{Name: "seed", Usage: "bootstrap seed", Value: cd.Seed, Destination: &f.seed},
@@ -81,6 +81,7 @@ run's validity, not the workload.`,
 				return usageErrorf("--threshold-pct %v: want a percentage >= 0", f.compareThresholdPct)
 			}
 			co := analyze.DefaultCompareOptions()
+			co.Terms = cliTerms{}
 			co.Seed, co.Resamples, co.Confidence, co.MaxSample = f.seed, f.resamples, f.confidence, f.compareMaxSample
 			co.Threshold, co.Mode, co.PracticalDiff = f.compareThresholdPct/100, f.compareMode, f.practicalPct/100
 			co.MinChangeMs, co.MaxLateness = f.minChangeMs, f.maxLateness

@@ -171,6 +171,7 @@ var optionFlags = map[string]string{
 	"OpenOptions.Salvage":                   "--salvage",
 	"Command.Out":                           "--out",
 	"Command.Format":                        "--format",
+	"Command.JSON":                          "--json",
 	"FitOptions.ReorderWindow":              "--reorder-window",
 	"FitOptions.TempDir":                    "--temp-dir",
 	"CreateOptions.TempDir":                 "--temp-dir",

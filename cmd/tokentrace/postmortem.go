@@ -134,7 +134,7 @@ func postmortemCommand() *cli.Command {
 			if err := traces.WriteSamples(metricsOut, m, res.Samples); err != nil {
 				return err
 			}
-			ao := analyze.DefaultOptions()
+			ao := analyzeOptions()
 			ao.TailMetric, ao.Read = tailMet, rf.options(c)
 			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
 				return usageErrorf("--tail: %w", err)

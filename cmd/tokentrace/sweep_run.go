@@ -185,7 +185,7 @@ func (f *sweepSimFlags) options() (sim.Options, error) {
 // measureStep is sweep.Options.Measure: a step's throughput and latency
 // percentiles as analyze computes them.
 func measureStep(ctx context.Context, recs []traces.Record, slo traces.SLO) (sweep.Measures, error) {
-	ao := analyze.DefaultOptions()
+	ao := analyzeOptions()
 	ao.SLO = slo
 	rep, err := analyze.Analyze(ctx, recs, ao)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -43,6 +44,14 @@ func (t cliTerms) Command(c traces.Command) string {
 		words = append(words, shellWord(a))
 	}
 	return strings.Join(words, " ")
+}
+
+// analyzeOptions are analyze's defaults, its sentences saying options as
+// flags.
+func analyzeOptions() analyze.Options {
+	o := analyze.DefaultOptions()
+	o.Terms = cliTerms{}
+	return o
 }
 
 // commandFlags are the flag tables of the commands libraries print (by
