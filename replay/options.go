@@ -265,6 +265,9 @@ type Options struct {
 	// metadata as MetaSim: the URL of an in-process simulator says nothing
 	// of it. Target.Apply sets it. Defaults to "" (not the simulator).
 	SimSpec string
+	// Terms say the options that the results' metadata names (a caller's
+	// flags); nil says them by the libraries' names. Defaults to nil.
+	Terms traces.Terms
 }
 
 // DefaultSessionHeader is the header name the CLI's --session-affinity

@@ -257,7 +257,7 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 	if p.needChat && !o.NoCalibrate {
 		r.chat = r.calibrate(ctx)
 	} else if p.needChat {
-		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
+		r.chat = chatCalibration{perWord: 1, source: traces.Textf("none (%s)", traces.OptionRef("Options.NoCalibrate")).Say(o.Terms)}
 	}
 	if o.Journal != "" {
 		var err error

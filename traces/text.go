@@ -174,6 +174,14 @@ func (c Command) WithArgs(args ...string) Command {
 	return c
 }
 
+// Say says c in terms (nil: String).
+func (c Command) Say(terms Terms) string {
+	if terms == nil {
+		return c.String()
+	}
+	return terms.Command(c)
+}
+
 // String says c by the library's names: its words, each option as
 // NAME=VALUE (NAME for a switch), then its arguments: "synth gen
 // GenOptions.RateScale=2 Command.Out=s.parquet model.json".

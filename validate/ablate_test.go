@@ -304,7 +304,7 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 	}
 	a := res.Ablation
 	if a == nil || a.Status != AblationSkipped || a.Runs != 0 || !strings.Contains(a.Note, "would take 6 more runs") ||
-		!strings.Contains(a.Note, "up to 24 more (Options.CombinationBudget)") || !strings.Contains(a.Note, "--explain ablation") {
+		!strings.Contains(a.Note, "up to 24 more (Options.CombinationBudget)") || !strings.Contains(a.Note, "run it with Options.Explain ablation") {
 		t.Fatalf("ablation %+v, want it skipped, saying it would take 6 more runs (and up to 24 for combinations) and how to ask", a)
 	}
 	if len(res.Reasons) == 0 || res.Reasons[0].Evidence == EvidenceAblation {

@@ -16,6 +16,7 @@ import (
 // category shares.
 func stepsResult(t *testing.T, o Options) *Result {
 	t.Helper()
+	o.Terms = flagTerms{}
 	if len(o.Targets) == 0 {
 		o.Targets = targets(t, "rr=sim:replicas=4,router=round-robin", "pa=sim:replicas=4,router=prefix-aware")
 	}
@@ -289,8 +290,8 @@ func TestQuoteArg(t *testing.T) {
 		"":                   "''",
 		"c1=0.5,c2=0.5":      "c1=0.5,c2=0.5",
 	} {
-		if got := quoteArg(in); got != want {
-			t.Errorf("quoteArg(%q) = %s, want %s", in, got, want)
+		if got := flagTerms.Command(flagTerms{}, traces.NewCommand("x").WithArgs(in)); got != "tokentrace x "+want {
+			t.Errorf("%q said as %s, want %s", in, got, want)
 		}
 	}
 	r := stepsResult(t, DefaultOptions())

@@ -154,6 +154,10 @@ type Options struct {
 	OutDir string
 	// Log receives one line per run (nil: quiet). Defaults to nil.
 	Log io.Writer
+	// Terms say the options and commands that the result's notes and next
+	// steps name (a caller's flags and command lines); nil says them by
+	// the libraries' names (traces.LibraryTerms). Defaults to nil.
+	Terms traces.Terms
 }
 
 // DefaultOptions returns every option's default, the values the field docs

@@ -79,6 +79,7 @@ type replayArgs struct {
 // newReplayArgs are the flags' defaults.
 func newReplayArgs() *replayArgs {
 	o := replay.DefaultOptions()
+	o.Terms = cliTerms{replayFlags}
 	return &replayArgs{
 		o: o, api: o.API, out: "results.parquet", shard: "0/1",
 		maxLateness: replay.DefaultMaxLateness, maxFailed: replay.DefaultMaxFailed,

@@ -44,6 +44,7 @@ type sweepSimFlags struct {
 
 func sweepCommand() *cli.Command {
 	d := sweep.DefaultOptions()
+	d.Replay.Terms = cliTerms{replayFlags}
 	a := &sweepArgs{o: d.Replay, speeds: sweep.DefaultSpeeds, pct: fmt.Sprintf("%g", d.Percentile), outDir: sweep.DefaultOutDir, ext: d.Ext,
 		searchRange: fmt.Sprintf("%g,%g", d.Low, d.High), repeat: d.Repeat, tol: d.Tolerance}
 	return &cli.Command{

@@ -60,6 +60,7 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 
 func validateCommand() *cli.Command {
 	o := validate.DefaultOptions()
+	o.Terms, o.Replay.Terms = cliTerms{validateFlags}, cliTerms{replayFlags}
 	var (
 		targets, modelMap                 headerFlag
 		metrics, slo, htmlOut, apiKeyFile string
