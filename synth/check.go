@@ -627,7 +627,8 @@ func (rep *Report) evaluate(specs []checkSpec, confidence float64) {
 			c.Pass = c.Value <= c.Limit
 		}
 		if !c.Pass {
-			c.Affects, c.Fix = rep.advice(c.Name, "")
+			affects, fix := rep.advice(c.Name, "", "")
+			c.Affects, c.Fix = affects.String(), fix.String()
 		}
 		rep.Checks = append(rep.Checks, c)
 	}

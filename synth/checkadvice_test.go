@@ -34,7 +34,7 @@ func TestCheckShortTraceSkipsWindowsAndAdvises(t *testing.T) {
 		syn[i].InputTokens *= 2
 	}
 	rep := Check(real, syn, DefaultThresholds())
-	rep.Advise(SourceGen, "real.parquet")
+	rep.Advise(SourceGen, "real.parquet", nil)
 	checks := map[string]CheckResult{}
 	for _, c := range rep.Checks {
 		checks[c.Name] = c
@@ -94,7 +94,7 @@ func TestCheckAdviceBySource(t *testing.T) {
 	}
 	fix := func(source, name string) string {
 		rep := Check(real, syn, DefaultThresholds())
-		rep.Advise(source, "prod trace.parquet")
+		rep.Advise(source, "prod trace.parquet", nil)
 		for _, c := range rep.Checks {
 			if c.Name == name {
 				return c.Fix
@@ -103,7 +103,7 @@ func TestCheckAdviceBySource(t *testing.T) {
 		t.Fatalf("no %s check", name)
 		return ""
 	}
-	if f := fix(SourceMatrix, "ks.input_tokens"); !strings.Contains(f, "fixed-length matrix") || !strings.Contains(f, "synth fit --out model.json 'prod trace.parquet'") {
+	if f := fix(SourceMatrix, "ks.input_tokens"); !strings.Contains(f, "fixed-length matrix") || !strings.Contains(f, "synth fit Command.Out=model.json prod trace.parquet") {
 		t.Errorf("matrix, lengths: %q", f)
 	}
 	if f := fix(SourceMatrix, "rate_error"); !strings.Contains(f, "RATErps") {

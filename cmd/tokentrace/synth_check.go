@@ -73,7 +73,7 @@ Example:
 				return fmt.Errorf("synth check: %w", err)
 			}
 			rep := synth.Check(real, syn, th)
-			rep.Advise(synMeta.Source, a[0])
+			rep.Advise(synMeta.Source, a[0], cliTerms{})
 			if asJSON {
 				err = rep.WriteJSON(stdio(c).out)
 			} else {
