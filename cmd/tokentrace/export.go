@@ -115,7 +115,7 @@ func exportCheckOut(format, out string) error {
 func exportFormatDocs() [][2]string {
 	var d [][2]string
 	for _, f := range formats.ExportFormatList() {
-		d = append(d, [2]string{f.Name, f.Doc})
+		d = append(d, [2]string{f.Name, f.Doc.Say(cliTerms{})})
 	}
 	return d
 }

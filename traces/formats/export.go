@@ -20,29 +20,29 @@ type ExportFormat struct {
 	// Name is the format's name (export --format).
 	Name string
 	// Doc says in a sentence or two what the output holds, for --help
-	// (plain text, unwrapped).
-	Doc string
+	// (plain text, unwrapped; the options it names said by the caller).
+	Doc traces.Text
 	// New is the constructor.
 	New ExportFunc
 }
 
 // exportFormats is the registry, sorted by name.
 var exportFormats = []ExportFormat{
-	{"aiperf", "AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: a session's rows carry its session_id (AIPerf sends its turns in order), delay its think time; subagent links and joins are counted as lost", NewAIPerfWriter},
-	{"aiperf-dag", "AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)", NewAIPerfDAGWriter},
-	{"azure", "Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns", NewAzureWriter},
-	{"csv", "tokentrace CSV with the Parquet column names; .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
+	{"aiperf", traces.Plain("AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: a session's rows carry its session_id (AIPerf sends its turns in order), delay its think time; subagent links and joins are counted as lost"), NewAIPerfWriter},
+	{"aiperf-dag", traces.Plain("AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)"), NewAIPerfDAGWriter},
+	{"azure", traces.Plain("Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns"), NewAzureWriter},
+	{"csv", traces.Plain("tokentrace CSV with the Parquet column names; .zst compresses"), func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
 		return traces.NewWriter(w, traces.FormatCSV, m, traces.DefaultCreateOptions())
 	}},
-	{"guidellm", "GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)", NewGuideLLMWriter},
-	{"inference-perf", "inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with start and end times, token usage and filler messages; it infers dependencies from the times, and the links the times do not imply are counted", NewInferencePerfWriter},
-	{"jsonl", "tokentrace JSON lines (metadata on the first line); .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
+	{"guidellm", traces.Plain("GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)"), NewGuideLLMWriter},
+	{"inference-perf", traces.Plain("inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with start and end times, token usage and filler messages; it infers dependencies from the times, and the links the times do not imply are counted"), NewInferencePerfWriter},
+	{"jsonl", traces.Plain("tokentrace JSON lines (metadata on the first line); .zst compresses"), func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
 		return traces.NewWriter(w, traces.FormatJSONL, m, traces.DefaultCreateOptions())
 	}},
-	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every block of the prompt: the trace's own prefix_blocks when their block size matches, otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
-	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost", NewSGLangAgenticWriter},
-	{"vllm", "vllm bench serve --dataset-name timed_trace JSONL {timestamp (s), input_length, output_length, hash_ids of the trace's block size, else 16}", NewVLLMWriter},
-	{"weka", "kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time; joins and session start offsets are counted as lost", NewWekaWriter},
+	{"mooncake", traces.Textf("JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to %s). Timestamps are rounded to the millisecond. hash_ids cover every block of the prompt: the trace's own prefix_blocks when their block size matches, otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, %s, become small integers), so exports of two traces do not share ids", traces.OptionRef("ExportOptions.BlockSize"), traces.OptionRef("capture.Options.KeepHashes")), NewMooncakeWriter},
+	{"sglang-agentic", traces.Plain("SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost"), NewSGLangAgenticWriter},
+	{"vllm", traces.Plain("vllm bench serve --dataset-name timed_trace JSONL {timestamp (s), input_length, output_length, hash_ids of the trace's block size, else 16}"), NewVLLMWriter},
+	{"weka", traces.Plain("kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time; joins and session start offsets are counted as lost"), NewWekaWriter},
 }
 
 // ExportFormatList returns the export formats, sorted by name.
