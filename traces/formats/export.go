@@ -2,6 +2,8 @@ package formats
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/fnv"
 	"fmt"
 	"io"
 	"os"
@@ -265,28 +267,77 @@ func NewMooncakeWriter(w io.Writer, m traces.Meta, o ExportOptions) (traces.Writ
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	mw := exportBlockIDs(m, o, DefaultExportBlockSize)
+	// The format defines 512-token blocks and has no field to say another
+	// size: a trace's finer blocks are re-cut to 512 (readers assume it).
+	mw := exportBlockIDs(traces.Meta{BlockSize: m.BlockSize}, o, DefaultExportBlockSize, true)
 	mw.Sink = textsink.New(w)
 	return mw, nil
 }
 
 // exportBlockIDs numbers an export's hash_ids in blocks of o.BlockSize
-// tokens, else of the trace's Meta.BlockSize, else of the format's def:
-// from the records' PrefixBlocks when the trace's block size is the
-// export's, from their prefix categories otherwise.
-func exportBlockIDs(m traces.Meta, o ExportOptions, def int) *mooncakeWriter {
+// tokens, else of the trace's Meta.BlockSize (unless the format's size is
+// fixed), else of the format's def: from the records' PrefixBlocks when
+// the trace's block size is the export's, re-cut from them when it divides
+// it, from their prefix categories otherwise.
+func exportBlockIDs(m traces.Meta, o ExportOptions, def int, fixed bool) *mooncakeWriter {
 	bs := o.BlockSize
-	if bs == 0 {
+	if bs == 0 && !fixed {
 		bs = m.BlockSize
 	}
 	if bs == 0 {
 		bs = def
 	}
-	return &mooncakeWriter{
+	w := &mooncakeWriter{
 		blockSize: int64(bs),
 		useBlocks: m.BlockSize == bs,
 		ids:       map[int64]int64{},
 		cats:      map[string][]int64{},
+	}
+	if m.BlockSize > 0 && m.BlockSize < bs && bs%m.BlockSize == 0 {
+		w.recut = bs / m.BlockSize
+	}
+	w.from = m.BlockSize
+	return w
+}
+
+// losses says how the blocks were cut (the mooncake export: its readers
+// assume 512-token blocks, and the file cannot say otherwise).
+func (w *mooncakeWriter) losses() []string {
+	switch {
+	case w.recut > 0:
+		return []string{fmt.Sprintf("hash_ids re-cut from the trace's %d-token blocks to %d-token blocks (the size Mooncake's readers assume: AIPerf, GuideLLM)", w.from, w.blockSize)}
+	case w.from > 0 && !w.useBlocks:
+		return []string{fmt.Sprintf("the trace's %d-token blocks do not divide %d-token blocks: hash_ids come from prefix categories, shared prefixes beyond them are lost", w.from, w.blockSize)}
+	}
+	return nil
+}
+
+// recutBlocks sets w.hash to r's prompt in blocks of w.blockSize made of
+// its finer blocks (w.recut of them each): a block is named by the chain of
+// its fine ids and every block before it, so prompts share a coarse block
+// exactly when they share its fine blocks and all before; a block the fine
+// ones do not cover whole (the prompt's tail past its last full fine block)
+// is fresh.
+func (w *mooncakeWriter) recutBlocks(r *traces.Record) {
+	nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
+	fine := int64(w.blockSize) / int64(w.recut)
+	covered := int64(len(r.PrefixBlocks)) * fine
+	h := fnv.New64a()
+	var buf [8]byte
+	w.hash = w.hash[:0]
+	for c := int64(0); c < nb; c++ {
+		end := min((c+1)*w.blockSize, int64(r.InputTokens))
+		if end > covered {
+			w.hash = append(w.hash, w.fresh())
+			continue
+		}
+		for _, id := range r.PrefixBlocks[c*int64(w.recut) : (end+fine-1)/fine] {
+			binary.LittleEndian.PutUint64(buf[:], uint64(id))
+			h.Write(buf[:])
+		}
+		binary.LittleEndian.PutUint64(buf[:], uint64(end-c*w.blockSize))
+		h.Write(buf[:])
+		w.hash = append(w.hash, w.mapID(int64(h.Sum64()|1<<63)))
 	}
 }
 
@@ -294,6 +345,8 @@ type mooncakeWriter struct {
 	textsink.Sink
 	blockSize int64
 	useBlocks bool
+	recut     int                // fine blocks per exported block, when re-cut (0: not)
+	from      int                // the trace's block size
 	ids       map[int64]int64    // source block id → exported id (large ids)
 	dense     []int64            // source id → exported id + 1, ids below mooncakeBitsetMax
 	cats      map[string][]int64 // category → exported ids of its prefix blocks
@@ -335,6 +388,10 @@ func (w *mooncakeWriter) fresh() int64 {
 func (w *mooncakeWriter) hashIDs(r *traces.Record) {
 	nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
 	w.hash = w.hash[:0]
+	if w.recut > 0 && len(r.PrefixBlocks) > 0 {
+		w.recutBlocks(r)
+		return
+	}
 	if w.useBlocks && len(r.PrefixBlocks) > 0 {
 		for _, id := range r.PrefixBlocks {
 			w.hash = append(w.hash, w.mapID(id))

@@ -108,7 +108,7 @@ func NewWekaWriter(w io.Writer, m traces.Meta, o ExportOptions) (traces.Writer, 
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ids := exportBlockIDs(m, o, WekaDefaultBlockSize)
+	ids := exportBlockIDs(m, o, WekaDefaultBlockSize, false)
 	return &wekaWriter{sessionExport: sessionExport{Sink: textsink.New(w), name: "weka"}, bs: int(ids.blockSize), ids: ids}, nil
 }
 
