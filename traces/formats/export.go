@@ -3,8 +3,8 @@ package formats
 import (
 	"context"
 	"encoding/binary"
-	"hash/fnv"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"slices"

@@ -48,11 +48,11 @@ func NewMooncakeReader(r io.Reader, name string, o traces.OpenOptions) (traces.R
 }
 
 type mooncakeDecoder struct {
-	name string
-	sc   *bufio.Scanner
-	line int64
-	seen map[int64]struct{} // ids outside the bitset's range
-	bits []uint64           // seen ids in [0, mooncakeBitsetMax)
+	name  string
+	sc    *bufio.Scanner
+	line  int64
+	seen  map[int64]struct{} // ids outside the bitset's range
+	bits  []uint64           // seen ids in [0, mooncakeBitsetMax)
 	tally importTally
 }
 
