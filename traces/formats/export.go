@@ -303,6 +303,10 @@ func exportBlockIDs(m traces.Meta, o ExportOptions, def int, fixed bool) *moonca
 // losses says how the blocks were cut (the mooncake export: its readers
 // assume 512-token blocks, and the file cannot say otherwise).
 func (w *mooncakeWriter) losses() []string {
+	return append(w.blockLosses(), w.tally.notes()...)
+}
+
+func (w *mooncakeWriter) blockLosses() []string {
 	switch {
 	case w.recut > 0:
 		return []string{fmt.Sprintf("hash_ids re-cut from the trace's %d-token blocks to %d-token blocks (the size Mooncake's readers assume: AIPerf, GuideLLM)", w.from, w.blockSize)}
@@ -347,6 +351,7 @@ type mooncakeWriter struct {
 	useBlocks bool
 	recut     int                // fine blocks per exported block, when re-cut (0: not)
 	from      int                // the trace's block size
+	tally     importTally
 	ids       map[int64]int64    // source block id → exported id (large ids)
 	dense     []int64            // source id → exported id + 1, ids below mooncakeBitsetMax
 	cats      map[string][]int64 // category → exported ids of its prefix blocks
@@ -416,6 +421,7 @@ func (w *mooncakeWriter) Write(recs []traces.Record) (int, error) {
 		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
 		}
+		lostPrefixKinds(&w.tally, r, "mooncake")
 		w.hashIDs(r)
 		b := w.buf[:0]
 		b = append(b, `{"timestamp": `...)

@@ -174,6 +174,7 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 // counts what it does not.
 func (w *lineWriter) structure(b []byte, r *traces.Record, chain *aiperfChain, cont bool) []byte {
 	name := w.f.name
+	lostPrefixKinds(&w.tally, r, name)
 	if r.Model != "" {
 		w.tally.add("%d rows' model not representable in "+name, 1)
 	}
@@ -305,6 +306,7 @@ func (w *azureWriter) Write(recs []traces.Record) (int, error) {
 		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
 		}
+		lostPrefixKinds(&w.tally, r, "azure")
 		at := (r.ArrivalNs + 50) / 100 * 100
 		if at != r.ArrivalNs {
 			w.tally.add("%d arrivals rounded to 100 ns (the format's resolution)", 1)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/textsink"
@@ -85,9 +86,9 @@ func seqIndex(g []traces.Record) map[int64]int {
 // docs/trace_replay_tester.md @ 94f6046; the format the weka importer
 // reads): one JSON document per session, one per line,
 //
-//	{"id", "block_size", "hash_id_scope": "global", "requests": [
-//	   {"t", "type": "n", "model", "in", "out", "hash_ids", "api_time", "think_time"},
-//	   {"type": "subagent", "t", "requests": [...]}]}
+//	{"id", "block_size", "hash_id_scope": "global", "tool_tokens", "system_tokens", "requests": [
+//	   {"t", "type": "n", "model", "in", "out", "hash_ids", "input_types", "api_time", "think_time"},
+//	   {"type": "subagent", "t", "tool_tokens", "system_tokens", "requests": [...]}]}
 //
 // Times are seconds, exact to the ns: t from the conversation's (or the
 // subagent's) start, api_time = finish − arrival, think_time = think_ns or
@@ -142,7 +143,9 @@ func (w *wekaWriter) writeAll() error {
 		}
 		b = append(b, `", "block_size": `...)
 		b = strconv.AppendInt(b, int64(w.bs), 10)
-		b = append(b, `, "hash_id_scope": "global", "requests": `...)
+		b = append(b, `, "hash_id_scope": "global"`...)
+		b = appendWekaPrefix(b, &g[agents[0].calls[0]])
+		b = append(b, `, "requests": `...)
 		b = w.agent(b, g, idx, agents, 0, base)
 		b = append(b, "}\n"...)
 		w.b = b
@@ -164,6 +167,18 @@ func (w *wekaWriter) wekaHashIDs(r *traces.Record) {
 		return
 	}
 	w.ids.hash = w.ids.hash[:min(len(w.ids.hash), int(int64(r.InputTokens)/w.ids.blockSize))]
+}
+
+// appendWekaPrefix appends an agent's warm prefix (tool_tokens and
+// system_tokens, from its first call) when the trace has one.
+func appendWekaPrefix(b []byte, r *traces.Record) []byte {
+	if r.ToolTokens > 0 || r.SystemTokens > 0 {
+		b = append(b, `, "tool_tokens": `...)
+		b = strconv.AppendInt(b, int64(r.ToolTokens), 10)
+		b = append(b, `, "system_tokens": `...)
+		b = strconv.AppendInt(b, int64(r.SystemTokens), 10)
+	}
+	return b
 }
 
 // agent appends agent a's requests list, times from baseNs.
@@ -201,6 +216,16 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 			b = strconv.AppendInt(b, id, 10)
 		}
 		b = append(b, ']')
+		if r.InputKinds != "" {
+			b = append(b, `, "input_types": [`...)
+			for j, k := range strings.Split(r.InputKinds, "+") {
+				if j > 0 {
+					b = append(b, ", "...)
+				}
+				b = appendJSONString(b, k)
+			}
+			b = append(b, ']')
+		}
 		if r.FinishNs >= r.ArrivalNs {
 			b = append(b, `, "api_time": `...)
 			b = appendDecimal(b, r.FinishNs-r.ArrivalNs, 9)
@@ -221,6 +246,7 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 			start := g[agents[s].calls[0]].ArrivalNs
 			b = append(b, `, {"type": "subagent", "t": `...)
 			b = appendDecimal(b, start-baseNs, 9)
+			b = appendWekaPrefix(b, &g[agents[s].calls[0]])
 			b = append(b, `, "requests": `...)
 			b = w.agent(b, g, idx, agents, s, start)
 			b = append(b, '}')
@@ -291,6 +317,7 @@ func (w *sglangAgenticWriter) writeAll() error {
 			for k, i := range a.calls {
 				r := &g[i]
 				rows++
+				lostPrefixKinds(&w.tally, r, w.name)
 				if len(exportDeps(r)) > 1 {
 					w.lost(int64(len(exportDeps(r))-1), "join dependencies")
 				}
@@ -560,6 +587,7 @@ func (w *dagWriter) appendTurn(b []byte, s *dagSession, a, k int, text string) [
 	g, agents, agentOf := s.g, s.agents, s.agentOf
 	i := agents[a].calls[k]
 	r := &g[i]
+	lostPrefixKinds(&w.tally, r, w.name)
 	b = append(b, `{"messages": [{"role": "user", "content": `...)
 	b = appendJSONString(b, text)
 	b = append(b, `}], "max_tokens": `...)
@@ -814,6 +842,7 @@ func otelOutputText(tokens, n int64, i, width int) string {
 
 // appendSpan appends a call of session document n, of size calls.
 func (w *otelWriter) appendSpan(b []byte, r *traces.Record, c *otelOutCall, n int64, size int) []byte {
+	lostPrefixKinds(&w.tally, r, w.name)
 	in, _ := json.Marshal(c.msgs)
 	b = append(b, `{"trace_id": "tokentrace-`...)
 	b = strconv.AppendInt(b, n, 10)
