@@ -349,8 +349,8 @@ type mooncakeWriter struct {
 	textsink.Sink
 	blockSize int64
 	useBlocks bool
-	recut     int                // fine blocks per exported block, when re-cut (0: not)
-	from      int                // the trace's block size
+	recut     int // fine blocks per exported block, when re-cut (0: not)
+	from      int // the trace's block size
 	tally     importTally
 	ids       map[int64]int64    // source block id → exported id (large ids)
 	dense     []int64            // source id → exported id + 1, ids below mooncakeBitsetMax

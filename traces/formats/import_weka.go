@@ -167,8 +167,8 @@ func popRecord(queue *[]traces.Record, rec *traces.Record) {
 }
 
 type wekaTrace struct {
-	BlockSize   *json.Number  `json:"block_size"`
-	HashIDScope string        `json:"hash_id_scope"`
+	BlockSize   *json.Number `json:"block_size"`
+	HashIDScope string       `json:"hash_id_scope"`
 	wekaPrefix
 	Requests []wekaRequest `json:"requests"`
 }
