@@ -43,8 +43,10 @@ func NewVLLMReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reade
 
 // NewGuideLLMReader reads GuideLLM's trace_synthetic JSONL as the guidellm
 // export writes it: {"timestamp" (s), "input_length", "output_length",
-// "hash_ids"}; ArrivalNs = timestamp × 10^9 (exact), PrefixBlocks =
-// hash_ids with block size 512 (GuideLLM's mooncake default).
+// "hash_ids"}; ArrivalNs = (timestamp − the first row's) × 10^9 (exact:
+// GuideLLM schedules each row from the first, so absolute seconds become
+// offsets; a row before the first is malformed), PrefixBlocks = hash_ids
+// with block size 512 (GuideLLM's mooncake default).
 func NewGuideLLMReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
 	return newLineImport(r, name, o, "guidellm", 9, false, DefaultExportBlockSize)
 }
@@ -54,7 +56,7 @@ func newLineImport(r io.Reader, name string, o traces.OpenOptions, format string
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	m := traces.NewMeta(importSource(format, name))
 	m.BlockSize = bs
-	d := &lineImportDecoder{name: name, sc: sc, scale: scale, sessions: sessions, seen: map[string]*lineImportSession{}}
+	d := &lineImportDecoder{name: name, sc: sc, scale: scale, sessions: sessions, seen: map[string]*lineImportSession{}, rebase: format == "guidellm"}
 	return newImportReader(r, d, m, o), nil
 }
 
@@ -73,6 +75,9 @@ type lineImportDecoder struct {
 	seen     map[string]*lineImportSession
 	kept     int64
 	tally    importTally
+	rebase   bool  // arrivals from the first row's timestamp
+	first    int64 // the first row's timestamp (ns), once read
+	haveOne  bool
 }
 
 func (d *lineImportDecoder) notes() []string { return d.tally.notes() }
@@ -123,6 +128,14 @@ func (d *lineImportDecoder) next(rec *traces.Record) error {
 	if haveTS {
 		if rec.ArrivalNs, err = parseScaled(string(*row.Timestamp), d.scale); err != nil {
 			return bad("timestamp: %v", err)
+		}
+		if d.rebase {
+			if !d.haveOne {
+				d.first, d.haveOne = rec.ArrivalNs, true
+			}
+			if rec.ArrivalNs -= d.first; rec.ArrivalNs < 0 {
+				return bad("timestamp: before the first row's (GuideLLM schedules from the first row)")
+			}
 		}
 	} else if !d.sessions {
 		return bad("no \"timestamp\"")
