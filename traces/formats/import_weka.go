@@ -270,6 +270,25 @@ func (d *wekaDecoder) next(rec *traces.Record) error {
 	return nil
 }
 
+// wekaBlocks returns a call's prefix blocks: its hash ids, made the
+// conversation's own (session × 2^32 + id) when their scope is local.
+func wekaBlocks(hashIDs []int64, session int64, local bool) ([]int64, error) {
+	if len(hashIDs) == 0 || !local {
+		if len(hashIDs) == 0 {
+			return nil, nil
+		}
+		return hashIDs, nil
+	}
+	ids := make([]int64, len(hashIDs))
+	for j, id := range hashIDs {
+		if id < 0 || id >= 1<<32 {
+			return nil, errors.New("a local hash id is outside [0, 2^32)")
+		}
+		ids[j] = session<<32 | id
+	}
+	return ids, nil
+}
+
 // wekaCall is a flattened call before seqs are final.
 type wekaCall struct {
 	rec    traces.Record
@@ -350,18 +369,8 @@ func (d *wekaDecoder) flatten(doc wekaDoc) error {
 					return bad("think_time: %v", err)
 				}
 			}
-			if len(q.HashIDs) > 0 {
-				ids := q.HashIDs
-				if local {
-					ids = make([]int64, len(q.HashIDs))
-					for j, id := range q.HashIDs {
-						if id < 0 || id >= 1<<32 {
-							return bad("a local hash id is outside [0, 2^32)")
-						}
-						ids[j] = session<<32 | id
-					}
-				}
-				rec.PrefixBlocks = ids
+			if rec.PrefixBlocks, err = wekaBlocks(q.HashIDs, session, local); err != nil {
+				return bad("%v", err)
 			}
 			if prev >= 0 && calls[prev].rec.ArrivalNs > at {
 				return bad("a call arrives before the call it follows")
