@@ -19,6 +19,7 @@ func TestSQLRecipesOnLocalRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs deploy/local-run.sh: two simulators and three replays")
 	}
+	t.Parallel() // mostly waiting on real-time replays: overlap it with the rest
 	query := duckSQL(t)
 	recipes := sqlRecipes(t)
 	for _, tool := range []string{"bash", "python3", "curl", "go"} {
