@@ -901,12 +901,19 @@ func otelDiffer(g []traces.Record, calls []otelOutCall) []int {
 		start[i] = calls[i].start
 	}
 	order := otelSpanOrder(start, func(i int) string { return otelSpanID(calls[i].span, len(calls)) })
+	// Replies are matched by their tags alone: a reply's tag (its first
+	// word) appears nowhere but at the start of that reply, so one reply
+	// contains another exactly when their tags are equal, and the check
+	// stays cheap on long prompts.
+	tag := func(text string) string { t, _, _ := strings.Cut(text, " "); return t }
 	gc := make([]otelGraphCall, len(calls))
 	for k, i := range order {
 		c := &calls[i]
-		gc[k] = otelGraphCall{startMs: otelMs(c.start), endMs: otelMs(c.end), out: c.out, hasOut: true}
+		gc[k] = otelGraphCall{startMs: otelMs(c.start), endMs: otelMs(c.end), out: tag(c.out), hasOut: true}
 		for _, m := range c.msgs {
-			gc[k].msgs = append(gc[k].msgs, otelGraphMsg{role: m.Role, text: m.Content})
+			if m.Role == "assistant" {
+				gc[k].msgs = append(gc[k].msgs, otelGraphMsg{role: m.Role, text: tag(m.Content)})
+			}
 		}
 	}
 	peer := otelGraph(gc)
