@@ -157,10 +157,14 @@ func validateCommand() *cli.Command {
 				}
 				fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
 			}
+			trust := s.out
 			if asJSON {
-				err = res.WriteJSON(s.out)
+				err, trust = res.WriteJSON(s.out), s.err
 			} else {
 				err = res.WriteText(s.out)
+			}
+			for _, t := range o.Targets {
+				printTrust(trust, t.Sim)
 			}
 			if err == nil && failIfBroken && !res.Holds() {
 				return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))

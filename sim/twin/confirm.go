@@ -99,7 +99,7 @@ func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
 	}
 	minBudget := 1
 	for _, g := range f.groups {
-		minBudget = max(minBudget, g.steps.maxBatch)
+		minBudget = max(minBudget, g.maxBatch)
 	}
 	type try struct {
 		budget int

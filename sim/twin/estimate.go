@@ -35,6 +35,9 @@ type InputReport struct {
 	// RatePerSec is the successful requests' send rate; MeanInFlight the
 	// mean number of requests in flight (the load the fit saw).
 	RatePerSec, MeanInFlight float64
+
+	first, last int64
+	busy        float64
 }
 
 // Param is one key of the twin's configuration.
@@ -183,16 +186,14 @@ func (f *fitter) fitPool(o *sim.Options, p *pool, prior *sim.Options) []Param {
 	for i, g := range p.groups {
 		ests[i] = regress(g.sample.obs, base)
 		p.data += g.sample.seen
-		decode += g.steps.decodeSteps
-		idle += g.steps.idleSteps
-		if g.prefill != nil {
-			sched += g.prefill.steps
+		decode += g.decodeSteps
+		idle += g.idleSteps
+		sched += g.schedSteps
+		if g.maxBatch > p.limit.maxBatch {
+			p.limit = limitEvidence{maxBatch: g.maxBatch}
 		}
-		if b := g.steps.maxBatch; b > p.limit.maxBatch {
-			p.limit = limitEvidence{maxBatch: b}
-		}
-		if g.steps.maxBatch == p.limit.maxBatch {
-			p.limit.waited += g.steps.waitedAt[p.limit.maxBatch]
+		if g.maxBatch == p.limit.maxBatch {
+			p.limit.waited += g.waited
 		}
 	}
 	p.est = poolEstimate(ests, base)

@@ -124,6 +124,31 @@ type rowGroup struct {
 	steps      *steps
 	sample     *reservoir
 	prefill    *schedSteps // a prefill replica's steps, from server timings
+
+	// What the inputs' steps showed (endInput).
+	decodeSteps, idleSteps, schedSteps int64
+	maxBatch                           int
+	waited                             int64 // steps that held maxBatch while a request waited
+}
+
+// endInput ends one input's steps (the next input has its own clock) and
+// keeps what they showed.
+func (g *rowGroup) endInput(o FitOptions) {
+	s := g.steps
+	s.flush()
+	g.decodeSteps += s.decodeSteps
+	g.idleSteps += s.idleSteps
+	if s.maxBatch > g.maxBatch {
+		g.maxBatch, g.waited = s.maxBatch, 0
+	}
+	if s.maxBatch == g.maxBatch {
+		g.waited += s.waitedAt[s.maxBatch]
+	}
+	g.steps = newSteps(int64(o.ChunkJitter), g.sample.add)
+	if g.prefill != nil {
+		g.schedSteps += g.prefill.steps
+		g.prefill = nil
+	}
 }
 
 // fitter holds what the rows showed, per replica and pool.
@@ -167,8 +192,7 @@ func (f *fitter) group(pool, name string) *rowGroup {
 func (f *fitter) read(ctx context.Context, in Input) error {
 	rep := InputReport{Name: in.Name, Samples: int64(len(in.Samples))}
 	var window []traces.Record
-	first, last := int64(-1), int64(-1)
-	var busy float64 // request-seconds in flight, for the mean
+	last := int64(-1)
 	n := int64(0)
 	for r, err := range bySent(in.Rows, f.o.ReorderWindow, &f.counts.late) {
 		if err != nil {
@@ -177,31 +201,21 @@ func (f *fitter) read(ctx context.Context, in Input) error {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		rep.Rows++
+		rep.observe(&r)
 		if !r.OK() || r.FirstTokenNs < 0 {
 			continue
 		}
-		rep.OK++
 		t := sentAt(&r)
-		if first < 0 {
-			first = t
-		}
 		last = max(last, t)
-		if r.LastTokenNs >= t {
-			busy += float64(r.LastTokenNs - t)
-		}
 		if f.o.SimRows > 0 && len(window) < f.o.SimRows {
 			window = append(window, r)
 		}
 		f.take(&r, t)
 	}
 	for _, key := range f.order {
-		f.groups[key].steps.advance(last + 1)
+		f.groups[key].endInput(f.o)
 	}
-	if last > first && first >= 0 {
-		rep.RatePerSec = float64(rep.OK-1) / (float64(last-first) / 1e9)
-		rep.MeanInFlight = busy / float64(last-first)
-	}
+	rep.finish()
 	f.inputs = append(f.inputs, rep)
 	f.windows = append(f.windows, window)
 	f.samples = append(f.samples, in.Samples...)
