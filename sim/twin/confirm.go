@@ -11,7 +11,7 @@ import (
 )
 
 // budgetCandidates are the token budgets a simulation tries: vLLM's
-// usual values.
+// usual values, none below the most tokens a step was seen to compute.
 var budgetCandidates = []int{256, 512, 1024, 2048, 4096, 8192, 16384}
 
 // confirm simulates the kept rows on the fitted twin: the token budget is
@@ -99,7 +99,7 @@ func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
 	}
 	minBudget := 1
 	for _, g := range f.groups {
-		minBudget = max(minBudget, g.maxBatch)
+		minBudget = max(minBudget, g.maxBatch, g.maxTokens)
 	}
 	type try struct {
 		budget int

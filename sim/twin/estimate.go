@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -109,6 +110,7 @@ func (f *fitter) estimate() (*Result, error) {
 		params = append(params, f.fitPool(o, p, &prior)...)
 	}
 	params = append(params, f.kvTransfer(o)...)
+	params = append(params, f.prefixCaching(o))
 	res.Report.Params = params
 	f.dataNotes()
 	if err := o.Validate(); err != nil {
@@ -197,6 +199,7 @@ func (f *fitter) fitPool(o *sim.Options, p *pool, prior *sim.Options) []Param {
 		}
 	}
 	p.est = poolEstimate(ests, base)
+	f.curvature(p)
 	scope := ""
 	if p.name != "" {
 		scope = p.name + "."
@@ -234,6 +237,50 @@ func (f *fitter) fitPool(o *sim.Options, p *pool, prior *sim.Options) []Param {
 		}
 	}
 	return params
+}
+
+// curvature says when the pool's step times do not grow with the batch
+// as the model has them: the model fitted on the steps of all but the
+// largest batches is extrapolated to the largest (the top 5 % of steps),
+// as a twin is to a higher load; a mean error beyond 3 % is reported.
+func (f *fitter) curvature(p *pool) {
+	var data []obs
+	for _, g := range p.groups {
+		for _, o := range g.sample.obs {
+			if o.x[featDecode] > 0 && o.y > 0 {
+				data = append(data, o)
+			}
+		}
+	}
+	if len(data) < 100 {
+		return
+	}
+	slices.SortStableFunc(data, func(a, b obs) int { return cmp.Compare(a.x[featDecode], b.x[featDecode]) })
+	cut := len(data) * 19 / 20
+	for cut > 0 && data[cut-1].x[featDecode] == data[cut].x[featDecode] {
+		cut--
+	}
+	if cut < 50 || len(data)-cut < 10 {
+		return
+	}
+	low := regress(data[:cut], p.est.theta)
+	var rel, b float64
+	for _, o := range data[cut:] {
+		rel += (o.y - dot(low.theta, o.x)) / o.y
+		b += o.x[featDecode]
+	}
+	n := float64(len(data) - cut)
+	rel, b = rel/n, b/n
+	name := "the server's"
+	if p.name != "" {
+		name = "the " + p.name + " pool's"
+	}
+	switch {
+	case rel > 0.03:
+		f.notes = append(f.notes, fmt.Sprintf("%s step time grows faster than the model with the batch: fitted on the smaller batches, it says the largest seen (%.0f sequences on average) take %.0f %% less than they did; at higher loads the twin will predict too low (check it there)", name, b, 100*rel))
+	case rel < -0.03:
+		f.notes = append(f.notes, fmt.Sprintf("%s step time grows slower than the model with the batch: fitted on the smaller batches, it says the largest ones seen (%.0f sequences on average) take %.0f %% more than they did; at higher loads the twin will predict too high (check it there)", name, b, -100*rel))
+	}
 }
 
 // poolEstimate is the pool's step model from its replicas' own: each cost
@@ -347,6 +394,25 @@ func (f *fitter) kvTransfer(o *sim.Options) []Param {
 		{Key: "kv-transfer-latency", Value: fmtDur(o.Fleet.KVTransferLatency), Fitted: est.fit[featFixed], From: from(featFixed)},
 		{Key: "kv-transfer-per-token", Value: fmtDur(o.Fleet.KVTransferPerToken), Fitted: est.fit[featPrefill], From: from(featPrefill)},
 	}
+}
+
+// prefixCaching is whether the server caches prefixes: requests that
+// share a prefix with others had cached prompt tokens, or never did.
+func (f *fitter) prefixCaching(o *sim.Options) Param {
+	c := f.counts
+	pr := Param{Key: "prefix-caching"}
+	switch {
+	case c.sharedHits > 0:
+		o.DisablePrefixCaching, pr.Fitted = false, true
+		pr.From = fmt.Sprintf("%d of %d requests sharing a prefix had cached prompt tokens", c.sharedHits, c.shared)
+	case c.shared >= 20:
+		o.DisablePrefixCaching, pr.Fitted = true, true
+		pr.From = fmt.Sprintf("none of %d requests sharing a prefix had a cached prompt token", c.shared)
+	default:
+		pr.From = "prior: the server reported no cached tokens for requests sharing a prefix"
+	}
+	pr.Value = strconv.FormatBool(!o.DisablePrefixCaching)
+	return pr
 }
 
 // dataNotes says what the rows lacked.

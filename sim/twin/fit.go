@@ -127,7 +127,7 @@ type rowGroup struct {
 
 	// What the inputs' steps showed (endInput).
 	decodeSteps, idleSteps, schedSteps int64
-	maxBatch                           int
+	maxBatch, maxTokens                int
 	waited                             int64 // steps that held maxBatch while a request waited
 }
 
@@ -137,6 +137,7 @@ func (g *rowGroup) endInput(o FitOptions) {
 	s := g.steps
 	s.flush()
 	g.decodeSteps += s.decodeSteps
+	g.maxTokens = max(g.maxTokens, s.maxTokens)
 	g.idleSteps += s.idleSteps
 	if s.maxBatch > g.maxBatch {
 		g.maxBatch, g.waited = s.maxBatch, 0
@@ -168,6 +169,9 @@ type fitter struct {
 // rowCounts counts what the rows carried.
 type rowCounts struct {
 	rows, ok, chunked, coarse, timed, cached, late int64
+	// shared counts the rows with a shared prefix whose cached tokens
+	// the server reported, sharedHits those with some.
+	shared, sharedHits int64
 }
 
 func newFitter(o FitOptions) *fitter {
@@ -237,6 +241,12 @@ func (f *fitter) take(r *traces.Record, t int64) {
 	if r.ServerCachedTokens >= 0 {
 		cached = int(r.ServerCachedTokens)
 		c.cached++
+		if r.Category != "" || len(r.PrefixBlocks) > 0 {
+			c.shared++
+			if cached > 0 {
+				c.sharedHits++
+			}
+		}
 	}
 	pool := ""
 	if r.PrefillReplica != "" {

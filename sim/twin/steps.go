@@ -95,6 +95,9 @@ type steps struct {
 	// many steps held that many while a request waited at the server.
 	maxBatch int
 	waitedAt map[int]int64
+	// maxTokens is the most tokens a kept step computed: the token budget
+	// is at least that.
+	maxTokens int
 }
 
 func newSteps(jitter int64, keep func(obs)) *steps {
@@ -184,10 +187,12 @@ func (s *steps) close() {
 	case usable && adjacent && s.end >= 0:
 		s.keep(obs{y: float64(end - s.end), x: x})
 		s.decodeSteps++
+		s.maxTokens = max(s.maxTokens, int(x[featPrefill]+x[featDecode]))
 	case batch == 1 && alone != nil && alone.idle && !alone.remote && (len(s.pending) == 0 || s.pending[0].sent >= end):
 		// The first step after idle: it began when the request arrived.
 		s.keep(obs{y: float64(end - alone.sent), x: x})
 		s.idleSteps++
+		s.maxTokens = max(s.maxTokens, int(x[featPrefill]))
 	default:
 		s.droppedAmbiguous++
 	}
