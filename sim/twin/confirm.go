@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/tokentrace/tokentrace/sim"
@@ -20,6 +21,9 @@ var budgetCandidates = []int{256, 512, 1024, 2048, 4096, 8192, 16384}
 func (f *fitter) confirm(ctx context.Context, res *Result) error {
 	if f.o.SimRows < 0 || f.windowRows() == 0 {
 		return nil
+	}
+	if err := f.chooseLimit(ctx, res); err != nil {
+		return err
 	}
 	if err := f.chooseBudget(ctx, res); err != nil {
 		return err
@@ -49,34 +53,34 @@ func (f *fitter) windowRows() int {
 }
 
 // simulateWindows runs the kept rows on o: the measured and predicted
-// metrics, and the mean squared log error of each request's first-token
-// time (the loss a limit is chosen by).
+// metrics, and the loss a limit is chosen by: the mean squared log ratio
+// of the predicted to the measured TTFT and E2E at p50, p90 and p99 (what
+// a check compares).
 func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred latencies, loss float64, err error) {
-	n := 0
 	for _, w := range f.windows {
 		if len(w) == 0 {
 			continue
 		}
-		ttft := make(map[int64]float64, len(w))
 		for i := range w {
 			meas.add(&w[i])
-			if v, ok := w[i].TTFT(); ok {
-				ttft[w[i].Seq] = float64(v)
-			}
 		}
 		_, err = Predict(ctx, o, traces.Values(w), PredictOptions{Prompt: f.o.Prompt, ReorderWindow: f.o.ReorderWindow}, func(t traces.Record) error {
 			pred.add(&t)
-			if m, ok := ttft[t.Seq]; ok && m > 0 {
-				if v, ok := t.TTFT(); ok && v > 0 {
-					d := math.Log(float64(v) / m)
-					loss += d * d
-					n++
-				}
-			}
 			return nil
 		})
 		if err != nil {
 			return meas, pred, 0, err
+		}
+	}
+	n := 0
+	for _, m := range []int{0, 3} {
+		for _, p := range quantiles {
+			a, b := meas[m].quantile(p), pred[m].quantile(p)
+			if a > 0 && b > 0 {
+				d := math.Log(b / a)
+				loss += d * d
+				n++
+			}
 		}
 	}
 	if n > 0 {
@@ -85,43 +89,32 @@ func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred
 	return meas, pred, loss, nil
 }
 
-// chooseBudget simulates the kept rows with each candidate token budget
-// (no smaller than the largest batch seen) and keeps the one whose
-// first-token times fit best, unless the prior's fits as well: then the
-// rows never made the budget bind and it stays the prior's.
-func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
-	o := res.Options
-	prior := o.MaxNumBatchedTokens
-	if o.IsFleet() {
-		// A fleet's pools may differ; the budget stays the prior's.
-		res.Report.Params = append(res.Report.Params, Param{Key: "max-num-batched-tokens", Value: strconv.Itoa(prior), From: "prior: not searched for a fleet"})
-		return nil
-	}
-	minBudget := 1
-	for _, g := range f.groups {
-		minBudget = max(minBudget, g.maxBatch, g.maxTokens)
-	}
+// search simulates the kept rows with each candidate value of a limit
+// (set by apply; the prior's first) and keeps the one that fits the
+// measured percentiles best, unless the prior's fits about as well (within
+// a fifth of the loss): then the rows do not tell the values apart.
+func (f *fitter) search(ctx context.Context, res *Result, key string, prior int, candidates []int, apply func(*sim.Options, int)) (Param, error) {
 	type try struct {
-		budget int
-		loss   float64
+		v    int
+		loss float64
 	}
 	var tries []try
 	seen := map[int]bool{}
-	for _, b := range append([]int{prior}, budgetCandidates...) {
-		if b < minBudget || seen[b] {
+	for _, v := range append([]int{prior}, candidates...) {
+		if seen[v] {
 			continue
 		}
-		seen[b] = true
-		c := o
-		c.MaxNumBatchedTokens = b
+		seen[v] = true
+		c := res.Options
+		apply(&c, v)
 		if c.Validate() != nil {
 			continue
 		}
 		_, _, loss, err := f.simulateWindows(ctx, c)
 		if err != nil {
-			return err
+			return Param{}, err
 		}
-		tries = append(tries, try{b, loss})
+		tries = append(tries, try{v, loss})
 	}
 	best := tries[0]
 	for _, t := range tries[1:] {
@@ -129,15 +122,74 @@ func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
 			best = t
 		}
 	}
-	pr := Param{Key: "max-num-batched-tokens", Value: strconv.Itoa(prior)}
 	rms := func(l float64) float64 { return 100 * (math.Exp(math.Sqrt(l)) - 1) }
-	if best.budget != prior && best.loss < 0.8*tries[0].loss {
-		res.Options.MaxNumBatchedTokens = best.budget
-		pr.Value, pr.Fitted = strconv.Itoa(best.budget), true
-		pr.From = fmt.Sprintf("simulation of %d rows: first-token times off by %.1f %% (rms) at %d against %.1f %% at the prior's %d", f.windowRows(), rms(best.loss), best.budget, rms(tries[0].loss), prior)
+	pr := Param{Key: key, Value: strconv.Itoa(prior)}
+	if best.v != prior && best.loss < 0.8*tries[0].loss {
+		apply(&res.Options, best.v)
+		pr.Value, pr.Fitted = strconv.Itoa(best.v), true
+		pr.From = fmt.Sprintf("simulation of %d rows: TTFT and E2E percentiles off by %.1f %% (rms) at %d against %.1f %% at the prior's %d", f.windowRows(), rms(best.loss), best.v, rms(tries[0].loss), prior)
 	} else {
-		pr.From = fmt.Sprintf("prior: simulating %d rows with budgets from %d to %d fits their first-token times no better (%.1f %% rms)", f.windowRows(), minBudget, budgetCandidates[len(budgetCandidates)-1], rms(tries[0].loss))
+		lo, hi := prior, prior
+		for _, t := range tries {
+			lo, hi = min(lo, t.v), max(hi, t.v)
+		}
+		pr.From = fmt.Sprintf("prior: simulating %d rows with values from %d to %d fits their TTFT and E2E percentiles no better (%.1f %% rms)", f.windowRows(), lo, hi, rms(tries[0].loss))
+	}
+	return pr, nil
+}
+
+// chooseBudget searches the token budget (no smaller than the most tokens
+// or requests a step was seen to hold) for one engine; a fleet's stays the
+// prior's.
+func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
+	prior := res.Options.MaxNumBatchedTokens
+	if res.Options.IsFleet() {
+		res.Report.Params = append(res.Report.Params, Param{Key: "max-num-batched-tokens", Value: strconv.Itoa(prior), From: "prior: not searched for a fleet"})
+		return nil
+	}
+	minBudget := 1
+	for _, g := range f.groups {
+		minBudget = max(minBudget, g.maxBatch, g.maxTokens)
+	}
+	var cands []int
+	for _, b := range budgetCandidates {
+		if b >= minBudget {
+			cands = append(cands, b)
+		}
+	}
+	pr, err := f.search(ctx, res, "max-num-batched-tokens", prior, cands, func(o *sim.Options, v int) { o.MaxNumBatchedTokens = v })
+	if err != nil {
+		return err
 	}
 	res.Report.Params = append(res.Report.Params, pr)
+	return nil
+}
+
+// chooseLimit searches max-num-seqs for one engine when the rows did not
+// show the batch full while requests waited: the most requests seen
+// decoding at once, a little more, and the prior.
+func (f *fitter) chooseLimit(ctx context.Context, res *Result) error {
+	if res.Options.IsFleet() {
+		return nil
+	}
+	i := slices.IndexFunc(res.Report.Params, func(p Param) bool { return p.Key == "max-num-seqs" })
+	if i < 0 || res.Report.Params[i].Fitted {
+		return nil
+	}
+	seen := 0
+	for _, g := range f.groups {
+		seen = max(seen, g.maxBatch, g.maxDecoding)
+	}
+	if seen == 0 {
+		return nil
+	}
+	cands := []int{seen, seen + 1, seen + 2, seen * 5 / 4, seen * 3 / 2, seen * 2}
+	pr, err := f.search(ctx, res, "max-num-seqs", res.Options.MaxNumSeqs, cands, func(o *sim.Options, v int) { o.MaxNumSeqs = v })
+	if err != nil {
+		return err
+	}
+	if pr.Fitted {
+		res.Report.Params[i] = pr
+	}
 	return nil
 }

@@ -182,7 +182,7 @@ func routerOf(reasons map[string]int64) string {
 // replicas' costs, and a replica whose own cost is clearly off it gets an
 // override.
 func (f *fitter) fitPool(o *sim.Options, p *pool, prior *sim.Options) []Param {
-	var decode, idle, sched int64
+	var decode, idle, sched, whole int64
 	base := thetaOf(prior.Options)
 	ests := make([]estimate, len(p.groups))
 	for i, g := range p.groups {
@@ -191,6 +191,7 @@ func (f *fitter) fitPool(o *sim.Options, p *pool, prior *sim.Options) []Param {
 		decode += g.decodeSteps
 		idle += g.idleSteps
 		sched += g.schedSteps
+		whole += g.wholeRequests
 		if g.maxBatch > p.limit.maxBatch {
 			p.limit = limitEvidence{maxBatch: g.maxBatch}
 		}
@@ -204,7 +205,7 @@ func (f *fitter) fitPool(o *sim.Options, p *pool, prior *sim.Options) []Param {
 	if p.name != "" {
 		scope = p.name + "."
 	}
-	from := f.stepSource(p, decode, idle, sched)
+	from := f.stepSource(p, decode, idle, sched, whole)
 	var params []Param
 	var vals []string
 	for j := range nFeat {
@@ -322,13 +323,16 @@ func median(v []float64) float64 {
 }
 
 // stepSource says what a pool's step observations were.
-func (f *fitter) stepSource(p *pool, decode, idle, sched int64) string {
+func (f *fitter) stepSource(p *pool, decode, idle, sched, whole int64) string {
 	var parts []string
 	if decode > 0 {
 		parts = append(parts, fmt.Sprintf("%d steps between chunks", decode))
 	}
 	if idle > 0 {
 		parts = append(parts, fmt.Sprintf("%d first steps after idle", idle))
+	}
+	if whole > 0 {
+		parts = append(parts, fmt.Sprintf("%d requests' decodes (first to last token) beside the requests decoding with them", whole))
 	}
 	if sched > 0 {
 		parts = append(parts, fmt.Sprintf("%d steps between scheduled prompts (server queue times)", sched))
@@ -349,19 +353,57 @@ func (f *fitter) stepSource(p *pool, decode, idle, sched int64) string {
 func (f *fitter) limitParam(p *pool, scope string, prior *sim.Options) Param {
 	pr := Param{Key: scope + "max-num-seqs"}
 	b := p.limit.maxBatch
+	decoding := 0
+	for _, g := range p.groups {
+		decoding = max(decoding, g.maxDecoding)
+	}
+	running, held := metricsLimit(f.samples, p.name)
 	switch {
 	case b > 0 && p.limit.waited >= 3:
 		pr.Value, pr.Fitted = strconv.Itoa(b), true
 		pr.From = fmt.Sprintf("%d steps held %d requests while another waited at the server", p.limit.waited, b)
+	case running > 0 && held >= 2:
+		pr.Value, pr.Fitted = strconv.Itoa(running), true
+		pr.From = fmt.Sprintf("the server's metrics: %d samples had %d requests running while others waited", held, running)
 	default:
-		v := max(prior.MaxNumSeqs, b)
-		pr.Value = strconv.Itoa(v)
-		pr.From = fmt.Sprintf("prior: the batch never filled while requests waited (at most %d requests in one step)", b)
+		seen := max(b, decoding, running)
+		pr.Value = strconv.Itoa(max(prior.MaxNumSeqs, seen))
+		pr.From = fmt.Sprintf("prior: the batch was never seen full while requests waited (at most %d requests at once)", seen)
 		if p.name == "prefill" {
 			pr.From = "prior: a prefill replica's batch is not seen in chunks"
 		}
 	}
 	return pr
+}
+
+// metricsLimit reads the batch limit from the server's metrics series: the
+// most requests running in any sample (of the pool's instances, or the
+// pooled rows), and how many samples held that many while requests
+// waited and the KV cache had room (a full cache holds the batch below
+// its limit).
+func metricsLimit(samples []traces.MetricsSample, pool string) (running int, held int64) {
+	perInstance := slices.ContainsFunc(samples, func(s traces.MetricsSample) bool { return s.Instance != "" })
+	use := func(s *traces.MetricsSample) bool {
+		if s.ScrapeError != "" || s.Running < 0 {
+			return false
+		}
+		if !perInstance {
+			return true
+		}
+		return s.Instance != "" && (pool == "" || s.Role == pool || s.Role == "")
+	}
+	for i := range samples {
+		if use(&samples[i]) {
+			running = max(running, int(samples[i].Running))
+		}
+	}
+	for i := range samples {
+		s := &samples[i]
+		if use(s) && int(s.Running) == running && s.Waiting > 0 && s.KVCacheUsage < 0.9 {
+			held++
+		}
+	}
+	return running, held
 }
 
 // apply sets configuration keys on o, scoped keys as fleet overrides.
@@ -424,6 +466,9 @@ func (f *fitter) dataNotes() {
 	}
 	if c.chunked == 0 {
 		f.notes = append(f.notes, "no row has per-chunk times (a results file of a streaming replay has them): no engine step was observed between chunks")
+		if c.whole > 0 {
+			f.notes = append(f.notes, "the step costs come from whole requests' decodes, each request assumed to advance at a steady pace: coarser than chunk times")
+		}
 	}
 	if c.coarse > 0 {
 		f.notes = append(f.notes, fmt.Sprintf("%d rows stream several tokens per chunk (a stream interval over 1): their chunks were not used as steps", c.coarse))

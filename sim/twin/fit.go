@@ -122,11 +122,14 @@ func Fit(ctx context.Context, inputs []Input, o FitOptions) (*Result, error) {
 type rowGroup struct {
 	name, pool string
 	steps      *steps
+	requests   *requests // rows without chunks: whole requests
 	sample     *reservoir
 	prefill    *schedSteps // a prefill replica's steps, from server timings
 
 	// What the inputs' steps showed (endInput).
 	decodeSteps, idleSteps, schedSteps int64
+	wholeRequests                      int64
+	maxDecoding                        int // the most requests decoding at once (whole requests)
 	maxBatch, maxTokens                int
 	waited                             int64 // steps that held maxBatch while a request waited
 }
@@ -146,6 +149,11 @@ func (g *rowGroup) endInput(o FitOptions) {
 		g.waited += s.waitedAt[s.maxBatch]
 	}
 	g.steps = newSteps(int64(o.ChunkJitter), g.sample.add)
+	g.requests.flush()
+	g.wholeRequests += g.requests.kept
+	g.maxDecoding = max(g.maxDecoding, g.requests.maxB)
+	g.idleSteps += g.requests.idle
+	g.requests = newRequests(g.sample.add)
 	if g.prefill != nil {
 		g.schedSteps += g.prefill.steps
 		g.prefill = nil
@@ -168,7 +176,7 @@ type fitter struct {
 
 // rowCounts counts what the rows carried.
 type rowCounts struct {
-	rows, ok, chunked, coarse, timed, cached, late int64
+	rows, ok, chunked, coarse, timed, cached, late, whole int64
 	// shared counts the rows with a shared prefix whose cached tokens
 	// the server reported, sharedHits those with some.
 	shared, sharedHits int64
@@ -186,6 +194,7 @@ func (f *fitter) group(pool, name string) *rowGroup {
 		seed := f.o.Seed ^ uint64(len(f.groups)+1)*0x9E3779B97F4A7C15
 		g = &rowGroup{name: name, pool: pool, sample: newReservoir(f.o.SampleSteps, seed)}
 		g.steps = newSteps(int64(f.o.ChunkJitter), g.sample.add)
+		g.requests = newRequests(g.sample.add)
 		f.groups[key] = g
 		f.order = append(f.order, key)
 	}
@@ -259,9 +268,14 @@ func (f *fitter) take(r *traces.Record, t int64) {
 		coarse = coarse || k > 1
 	}
 	switch {
-	case len(r.ChunkNs) == 0:
-	case coarse:
-		c.coarse++
+	case len(r.ChunkNs) == 0 || coarse:
+		if coarse {
+			c.coarse++
+		}
+		if r.LastTokenNs >= r.FirstTokenNs && pool == "" {
+			g.requests.add(&reqRow{sent: t, first: r.FirstTokenNs, last: r.LastTokenNs, prompt: prompt, fresh: max(prompt-cached, 1), out: outputTokens(r)})
+			c.whole++
+		}
 	default:
 		c.chunked++
 		row := &stepRow{sent: t, chunks: slices.Clone(r.ChunkNs), prompt: prompt, fresh: max(prompt-cached, 1)}
@@ -277,7 +291,9 @@ func (f *fitter) take(r *traces.Record, t int64) {
 		c.timed++
 	}
 	for _, key := range f.order {
-		f.groups[key].steps.advance(t)
+		g := f.groups[key]
+		g.steps.advance(t)
+		g.requests.advance(t)
 	}
 }
 

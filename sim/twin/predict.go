@@ -47,6 +47,16 @@ func splitmix(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
+// outputTokens is the output a row's request produced: what the server or
+// the chunks say, else (a trace, or a log without usage) its target.
+func outputTokens(r *traces.Record) int {
+	if r.HasOutcome() && (r.ServerOutputTokens >= 0 || len(r.ChunkNs) > 0) {
+		n, _ := r.ReceivedOutputTokens()
+		return n
+	}
+	return int(r.OutputTokens)
+}
+
 // PredictOptions configure Predict.
 type PredictOptions struct {
 	// Prompt builds each request's prompt. Defaults to DefaultPrompt.
@@ -107,11 +117,7 @@ func Predict(ctx context.Context, o sim.Options, rows iter.Seq2[traces.Record, e
 				res.Skipped++
 				continue
 			}
-			out := int(r.OutputTokens)
-			if r.HasOutcome() {
-				out, _ = r.ReceivedOutputTokens()
-			}
-			out = max(out, 1)
+			out := max(outputTokens(&r), 1)
 			src[res.Requests] = source{r.Seq, r.Category, r.Class}
 			q := sim.Request{
 				ID: "twin-" + strconv.FormatInt(r.Seq, 10), ArrivalNs: sentAt(&r), Prompt: po.Prompt(&r),
