@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/internal/promtest"
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// TestTwinFromProduction is a twin with no replay at all: a simulated
+// server with hidden settings serves a trace in real time while a real
+// Prometheus scrapes it; what a gateway would have logged (send, first
+// and last token, lengths: no chunks, no server timings) is kept as a
+// production trace, postmortem stores the Prometheus history beside it,
+// sim fit fits the twin from the two, and sim check finds it predicting
+// the replay (with its chunks) within the check's bounds.
+func TestTwinFromProduction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Prometheus and replays in real time (~40 s)")
+	}
+	ctx := context.Background()
+	so := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12"); err != nil {
+		t.Fatal(err)
+	}
+	so.AnyModel = true
+	srv, err := sim.Start(ctx, so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	promtest.WaitScrapes(t, promURL, 3)
+
+	recs := twinTrace(360, 12, 5)
+	ro := replay.DefaultOptions()
+	ro.URL, ro.Model = srv.URL, so.Model
+	start := time.Now()
+	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+	dir := t.TempDir()
+	results := writeTrace(t, filepath.Join(dir, "replay.parquet"), res.Meta, res.Records)
+
+	logged := make([]traces.Record, len(res.Records))
+	for i, r := range res.Records {
+		l := traces.NewRecord()
+		l.Seq, l.ArrivalNs, l.InputTokens, l.OutputTokens = r.Seq, r.SentNs, r.InputTokens, r.OutputTokens
+		l.Run, l.Status, l.HTTPStatus = "production", r.Status, r.HTTPStatus
+		l.ScheduledNs, l.SentNs, l.FirstTokenNs, l.LastTokenNs = r.SentNs, r.SentNs, r.FirstTokenNs, r.LastTokenNs
+		logged[i] = l
+	}
+	m := res.Meta
+	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
+	m.Set("capture.start_precision", "exact")
+	trace := writeTrace(t, filepath.Join(dir, "incident.parquet"), m, logged)
+	runMain(t, "postmortem", "--prometheus", promURL, "--step", "1s", trace)
+	conf := filepath.Join(dir, "twin.conf")
+	fit, _ := runMain(t, "sim", "fit", "--out", conf, trace)
+	t.Logf("sim fit:\n%s", fit)
+	if !strings.Contains(fit, "metrics samples") || strings.Contains(fit, " 0 metrics samples") {
+		t.Errorf("sim fit did not read the Prometheus history beside the trace:\n%s", fit)
+	}
+	code, out, stderr := runCLI(nil, "sim", "check", "--twin", conf, results)
+	t.Logf("sim check:\n%s%s", out, stderr)
+	if code != 0 {
+		t.Errorf("the twin fitted from production does not predict the replay: exit %d", code)
+	}
+}
