@@ -44,7 +44,8 @@ const simCheckUsageText = `tokentrace sim check --twin TWIN [flags] RESULTS...
 
 Examples:
   tokentrace sim check --twin twin.conf busy.parquet
-  tokentrace sim check --twin twin.conf --out predicted.parquet busy-a.parquet busy-b.parquet`
+  tokentrace sim check --twin twin.conf --out predicted.parquet busy-a.parquet busy-b.parquet
+  tokentrace sim check --twin twin.conf --what-if replicas=3 --what-if max-num-seqs=64 incident.parquet`
 
 const simCheckDescription = `sim check re-runs each results file's trace (its sends, lengths, sessions
 and prefixes) on the twin offline and prints the predicted TTFT, TPOT, ITL
@@ -53,7 +54,13 @@ Results of the same trace given together show the server's own run-to-run
 spread, and a twin is not asked to be closer than 1.5× that spread. The
 check's summary is recorded in the twin file, and commands that run the
 twin (sweep, validate) print it beside their verdicts. Exit 1 when a
-metric is off by more than --tolerance (p99: twice it).`
+metric is off by more than --tolerance (p99: twice it).
+
+--what-if KEYS asks the twin what the same requests would have seen with a
+change (simulator configuration keys over the twin: replicas=3,
+router=prefix-aware, max-num-seqs=64, prefill-replicas=1,decode-replicas=3):
+the answer is printed beside the twin's own prediction of the run, and is
+worth as much as the check above it.`
 
 func simFitCommand() *cli.Command {
 	var out, prior string
@@ -117,6 +124,7 @@ func simFitCommand() *cli.Command {
 func simCheckCommand() *cli.Command {
 	var file, out string
 	var tolerance float64
+	var whatIf headerFlag
 	var rf readFlags
 	return &cli.Command{
 		Name:        "check",
@@ -127,6 +135,7 @@ func simCheckCommand() *cli.Command {
 			&cli.StringFlag{Name: "twin", Usage: "the twin (sim fit's file; or any simulator configuration file) (required)", Destination: &file},
 			&cli.StringFlag{Name: "out", Usage: "also write the predicted rows (results) here", Destination: &out},
 			&cli.Float64Flag{Name: "tolerance", Value: twin.DefaultTolerance, Usage: "largest relative error of p50 and p90 (p99: twice it)", Destination: &tolerance},
+			&cli.GenericFlag{Name: "what-if", Value: &whatIf, Usage: "also predict the runs with these simulator keys over the twin, e.g. replicas=3 or max-num-seqs=64 (repeatable)"},
 		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			names, err := args(c, 1, -1, "results files")
@@ -148,7 +157,13 @@ func simCheckCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			co := twin.CheckOptions{Tolerance: tolerance}
+			co := twin.CheckOptions{Tolerance: tolerance, WhatIfs: whatIf.v}
+			for _, w := range whatIf.v {
+				x := o
+				if err := sim.ApplyConfig(&x, w); err != nil {
+					return usageErrorf("--what-if: %w", err)
+				}
+			}
 			if co.Prompt, err = twinPrompt(in, names[0]); err != nil {
 				return err
 			}

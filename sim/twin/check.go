@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/sim"
@@ -33,6 +34,10 @@ type CheckOptions struct {
 	Predicted func(traces.Record) error
 	// ReorderWindow: see PredictOptions. Defaults to DefaultReorderWindow.
 	ReorderWindow int64
+	// WhatIfs are changes to ask the twin about (configuration keys
+	// applied over it: "replicas=3", "max-num-seqs=64"): each input's
+	// requests are simulated on each too, beside the twin's prediction.
+	WhatIfs []string
 }
 
 // CheckResult compares a twin's predictions with measured runs.
@@ -55,6 +60,17 @@ type TraceCheck struct {
 	Requests                 int64
 	RatePerSec, MeanInFlight float64
 	Rows                     []CheckRow
+	// WhatIfs are the twin's answers to CheckOptions.WhatIfs.
+	WhatIfs []WhatIf
+}
+
+// WhatIf is the twin's prediction of a trace under a change.
+type WhatIf struct {
+	// Spec is the change as given.
+	Spec string
+	// Predicted holds each metric's p50, p90 and p99 (ns), in the order
+	// of the rows (ttft, tpot, itl, e2e); Twin the unchanged twin's.
+	Predicted, Twin [4][3]float64
 }
 
 // CheckRow is one metric at one percentile.
@@ -79,9 +95,14 @@ func Check(ctx context.Context, o sim.Options, inputs []Input, co CheckOptions) 
 		co.Tolerance = DefaultTolerance
 	}
 	res := &CheckResult{Pass: true, Tolerance: co.Tolerance}
+	whatIfs, err := whatIfOptions(o, co.WhatIfs)
+	if err != nil {
+		return nil, err
+	}
 	type run struct {
 		meas, pred latencies
 		rep        InputReport
+		whatIf     []latencies
 	}
 	byTrace := map[uint64][]run{}
 	var order []uint64
@@ -112,6 +133,16 @@ func Check(ctx context.Context, o sim.Options, inputs []Input, co CheckOptions) 
 		}
 		r.rep.Name = in.Name
 		r.rep.finish()
+		for i, wo := range whatIfs {
+			var l latencies
+			if _, err := Predict(ctx, wo, in.Rows, PredictOptions{Prompt: co.Prompt, Run: "twin", ReorderWindow: co.ReorderWindow}, func(t traces.Record) error {
+				l.add(&t)
+				return nil
+			}); err != nil {
+				return nil, fmt.Errorf("twin: what if %s on %s: %w", co.WhatIfs[i], in.Name, err)
+			}
+			r.whatIf = append(r.whatIf, l)
+		}
 		k := fp.sum()
 		if _, ok := byTrace[k]; !ok {
 			order = append(order, k)
@@ -151,9 +182,33 @@ func Check(ctx context.Context, o sim.Options, inputs []Input, co CheckOptions) 
 				tc.Rows = append(tc.Rows, row)
 			}
 		}
+		r := runs[0]
+		for i, spec := range co.WhatIfs {
+			w := WhatIf{Spec: spec}
+			for m := range metricNames {
+				for q, p := range quantiles {
+					w.Predicted[m][q], w.Twin[m][q] = r.whatIf[i][m].quantile(p), r.pred[m].quantile(p)
+				}
+			}
+			tc.WhatIfs = append(tc.WhatIfs, w)
+		}
 		res.Traces = append(res.Traces, tc)
 	}
 	return res, nil
+}
+
+// whatIfOptions are the twin o with each change applied.
+func whatIfOptions(o sim.Options, specs []string) ([]sim.Options, error) {
+	var out []sim.Options
+	for _, spec := range specs {
+		w := o
+		w.Fleet.Overrides = slices.Clone(o.Fleet.Overrides)
+		if err := sim.ApplyConfig(&w, spec); err != nil {
+			return nil, traces.OptionErrorf("twin", "WhatIfs", "%q: %w", spec, err)
+		}
+		out = append(out, w)
+	}
+	return out, nil
 }
 
 // observe adds a row to the load the input report describes.
@@ -206,6 +261,21 @@ func (c *CheckResult) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintf(w, "  %-5s %-4s %10s %10s %9s %8s %8s  %s\n", r.Metric, r.Percentile, fmtNs(r.Measured), fmtNs(r.Predicted),
 				fmtErr(r.Error), fmt.Sprintf("%.1f %%", 100*r.Spread), fmt.Sprintf("%.0f %%", 100*r.Bound), mark)
+		}
+	}
+	for _, tc := range c.Traces {
+		for _, wi := range tc.WhatIfs {
+			fmt.Fprintf(w, "what if %s (the twin's answer for %s):\n", wi.Spec, strings.Join(tc.Runs, " + "))
+			for m, name := range metricNames {
+				var b strings.Builder
+				for q, p := range []string{"p50", "p90", "p99"} {
+					fmt.Fprintf(&b, "  %s %s (%s)", p, fmtNs(wi.Predicted[m][q]), fmtErr(relErr(wi.Predicted[m][q], wi.Twin[m][q])))
+				}
+				fmt.Fprintf(w, "  %-5s%s\n", name, b.String())
+			}
+		}
+		if len(tc.WhatIfs) > 0 {
+			fmt.Fprintln(w, "  (in brackets: the change against the twin's own prediction of the run; trust it as far as the check above)")
 		}
 	}
 	for _, l := range c.Summary() {

@@ -89,10 +89,15 @@ func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred
 	return meas, pred, loss, nil
 }
 
+// minGain is the least improvement of the loss that moves a limit off the
+// prior: a 3 % rms error (squared log), above the noise of a near fit.
+const minGain = 0.001
+
 // search simulates the kept rows with each candidate value of a limit
 // (set by apply; the prior's first) and keeps the one that fits the
 // measured percentiles best, unless the prior's fits about as well (within
-// a fifth of the loss): then the rows do not tell the values apart.
+// a fifth of the loss, or minGain): then the rows do not tell the values
+// apart.
 func (f *fitter) search(ctx context.Context, res *Result, key string, prior int, candidates []int, apply func(*sim.Options, int)) (Param, error) {
 	type try struct {
 		v    int
@@ -124,7 +129,7 @@ func (f *fitter) search(ctx context.Context, res *Result, key string, prior int,
 	}
 	rms := func(l float64) float64 { return 100 * (math.Exp(math.Sqrt(l)) - 1) }
 	pr := Param{Key: key, Value: strconv.Itoa(prior)}
-	if best.v != prior && best.loss < 0.8*tries[0].loss {
+	if best.v != prior && best.loss < 0.8*tries[0].loss && tries[0].loss-best.loss > minGain {
 		apply(&res.Options, best.v)
 		pr.Value, pr.Fitted = strconv.Itoa(best.v), true
 		pr.From = fmt.Sprintf("simulation of %d rows: TTFT and E2E percentiles off by %.1f %% (rms) at %d against %.1f %% at the prior's %d", f.windowRows(), rms(best.loss), best.v, rms(tries[0].loss), prior)
@@ -139,12 +144,12 @@ func (f *fitter) search(ctx context.Context, res *Result, key string, prior int,
 }
 
 // chooseBudget searches the token budget (no smaller than the most tokens
-// or requests a step was seen to hold) for one engine; a fleet's stays the
-// prior's.
+// or requests a step was seen to hold) for one engine or every replica of
+// an aggregated fleet; a disaggregated fleet's stays the prior's.
 func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
 	prior := res.Options.MaxNumBatchedTokens
-	if res.Options.IsFleet() {
-		res.Report.Params = append(res.Report.Params, Param{Key: "max-num-batched-tokens", Value: strconv.Itoa(prior), From: "prior: not searched for a fleet"})
+	if res.Options.Disaggregated() {
+		res.Report.Params = append(res.Report.Params, Param{Key: "max-num-batched-tokens", Value: strconv.Itoa(prior), From: "prior: not searched for a disaggregated fleet"})
 		return nil
 	}
 	minBudget := 1
@@ -165,11 +170,12 @@ func (f *fitter) chooseBudget(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// chooseLimit searches max-num-seqs for one engine when the rows did not
-// show the batch full while requests waited: the most requests seen
-// decoding at once, a little more, and the prior.
+// chooseLimit searches max-num-seqs for one engine or every replica of an
+// aggregated fleet when the rows did not show the batch full while
+// requests waited: the most requests seen decoding at once, a little more,
+// and the prior.
 func (f *fitter) chooseLimit(ctx context.Context, res *Result) error {
-	if res.Options.IsFleet() {
+	if res.Options.Disaggregated() {
 		return nil
 	}
 	i := slices.IndexFunc(res.Report.Params, func(p Param) bool { return p.Key == "max-num-seqs" })

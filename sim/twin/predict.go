@@ -84,7 +84,7 @@ type PredictResult struct {
 // received output length (a trace's rows: their target), its session. The
 // predicted rows go to emit as a replay's results would look: send time =
 // arrival, first and last token, every chunk's time, the server's timings,
-// and the source row's seq, category and class. Rows come in the order
+// and the source row's seq, session, turn, prefix, category and class. Rows come in the order
 // requests finish.
 func Predict(ctx context.Context, o sim.Options, rows iter.Seq2[traces.Record, error], po PredictOptions, emit func(traces.Record) error) (*PredictResult, error) {
 	if po.Prompt == nil {
@@ -102,7 +102,8 @@ func Predict(ctx context.Context, o sim.Options, rows iter.Seq2[traces.Record, e
 	// one its cache can hold.
 	o = o.AdmitLongest(o.NumGPUBlocks * o.BlockSize)
 	type source struct {
-		seq             int64
+		seq, session    int64
+		turn, prefix    int32
 		category, class string
 	}
 	src := map[int64]source{}
@@ -118,7 +119,7 @@ func Predict(ctx context.Context, o sim.Options, rows iter.Seq2[traces.Record, e
 				continue
 			}
 			out := max(outputTokens(&r), 1)
-			src[res.Requests] = source{r.Seq, r.Category, r.Class}
+			src[res.Requests] = source{r.Seq, r.Session, r.Turn, r.PrefixTokens, r.Category, r.Class}
 			q := sim.Request{
 				ID: "twin-" + strconv.FormatInt(r.Seq, 10), ArrivalNs: sentAt(&r), Prompt: po.Prompt(&r),
 				MaxTokens: out, MinTokens: out, IgnoreEOS: true, Session: r.Session,
@@ -132,7 +133,7 @@ func Predict(ctx context.Context, o sim.Options, rows iter.Seq2[traces.Record, e
 	sr, err := sim.Simulate(ctx, o, reqs, func(t traces.Record) error {
 		s := src[t.Seq]
 		delete(src, t.Seq)
-		t.Seq, t.Category, t.Class, t.Run = s.seq, s.category, s.class, po.Run
+		t.Seq, t.Session, t.Turn, t.PrefixTokens, t.Category, t.Class, t.Run = s.seq, s.session, s.turn, s.prefix, s.category, s.class, po.Run
 		t.ScheduledNs, t.SentNs = t.ArrivalNs, t.ArrivalNs
 		return emit(t)
 	})
