@@ -137,15 +137,7 @@ func postmortemCommand() *cli.Command {
 			if metricsOut == "" {
 				metricsOut = traces.SamplesPathFor(a[0])
 			}
-			m := traces.NewMeta("postmortem:prometheus")
-			m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
-			m.Set("prometheus.step", o.Step.String())
-			m.Set("prometheus.selector", o.Selector)
-			m.Set("prometheus.instance_label", o.InstanceLabel)
-			if o.RoleLabel != "" {
-				m.Set("prometheus.role_label", o.RoleLabel)
-			}
-			if err := traces.WriteSamples(metricsOut, m, res.Samples); err != nil {
+			if err := storeSeries(&o, res, metricsOut); err != nil {
 				return err
 			}
 			ao := analyze.DefaultOptions()
@@ -183,6 +175,20 @@ func postmortemCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// storeSeries writes the series read from Prometheus to path, with where
+// they came from in its metadata.
+func storeSeries(o *prom.Options, res *prom.Result, path string) error {
+	m := traces.NewMeta("postmortem:prometheus")
+	m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
+	m.Set("prometheus.step", o.Step.String())
+	m.Set("prometheus.selector", o.Selector)
+	m.Set("prometheus.instance_label", o.InstanceLabel)
+	if o.RoleLabel != "" {
+		m.Set("prometheus.role_label", o.RoleLabel)
+	}
+	return traces.WriteSamples(path, m, res.Samples)
 }
 
 // promFlags maps capture/prom's option names to postmortem's flags.
