@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 // TestTwinFromProduction is a twin with no replay at all: a simulated
 // server with hidden settings serves a trace in real time while a real
-// Prometheus scrapes it; what a gateway would have logged (send, first
+// Prometheus scrapes it, its KV cache filling; what a gateway would have logged (send, first
 // and last token, lengths: no chunks, no server timings) is kept as a
 // production trace, postmortem stores the Prometheus history beside it,
 // sim fit fits the twin from the two, and sim check finds it predicting
@@ -28,7 +29,7 @@ func TestTwinFromProduction(t *testing.T) {
 	}
 	ctx := context.Background()
 	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12"); err != nil {
+	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700"); err != nil {
 		t.Fatal(err)
 	}
 	so.AnyModel = true
@@ -77,6 +78,16 @@ func TestTwinFromProduction(t *testing.T) {
 	t.Logf("sim fit:\n%s", fit)
 	if !strings.Contains(fit, "metrics samples") || strings.Contains(fit, " 0 metrics samples") {
 		t.Errorf("sim fit did not read the Prometheus history beside the trace:\n%s", fit)
+	}
+	// The batch limit and the KV cache's size from the history: the
+	// cache filled.
+	if !strings.Contains(fit, "max-num-seqs=12  fitted: the server's metrics") {
+		t.Errorf("sim fit did not read the batch limit off the metrics")
+	}
+	if i := strings.Index(fit, "num-gpu-blocks="); i < 0 || !strings.Contains(fit, "  fitted: ") {
+		t.Errorf("sim fit reports no num-gpu-blocks")
+	} else if v, err := strconv.Atoi(strings.Fields(fit[i+len("num-gpu-blocks="):])[0]); err != nil || v < 600 || v > 800 {
+		t.Errorf("num-gpu-blocks = %d (%v), want 700 within 15 %%", v, err)
 	}
 	_, out, stderr := runCLI(nil, "sim", "check", "--twin", conf, results)
 	t.Logf("sim check:\n%s%s", out, stderr)

@@ -376,6 +376,17 @@ func (f *fitter) limitParam(p *pool, scope string, prior *sim.Options) Param {
 	return pr
 }
 
+// metricsPreemptions is the preemptions the pooled metrics series counted.
+func metricsPreemptions(samples []traces.MetricsSample) int64 {
+	n := int64(0)
+	for i := range samples {
+		if s := &samples[i]; s.Instance == "" && s.Preemptions > 0 {
+			n += s.Preemptions
+		}
+	}
+	return n
+}
+
 // metricsLimit reads the batch limit from the server's metrics series: the
 // most requests running in any sample (of the pool's instances, or the
 // pooled rows), and how many samples held that many while requests
@@ -479,13 +490,15 @@ func (f *fitter) dataNotes() {
 	if c.timed == 0 {
 		f.notes = append(f.notes, "no per-request server timings (vLLM's --enable-per-request-metrics): a prefill pool's steps were not observed")
 	}
+	if pre := metricsPreemptions(f.samples); pre > 0 || c.preempted > 0 {
+		f.notes = append(f.notes, fmt.Sprintf("the server preempted requests (%d in its metrics, %d rows say so): the KV cache filled, and a preempted request's recomputation is not in the step observations, so the step costs may come out high", pre, c.preempted))
+	}
 	if c.late > 0 {
 		f.notes = append(f.notes, fmt.Sprintf("%d rows came further out of send order than the reorder window and were left out", c.late))
 	}
 	if len(f.inputs) == 1 {
 		f.notes = append(f.notes, "one load level: the batch-size terms rest on the batches this run happened to form; a second run at another load identifies them better")
 	}
-	f.notes = append(f.notes, "max-num-batched-tokens and num-gpu-blocks: kept at the prior unless a simulation of the fitted rows shows otherwise (see the limits below)")
 }
 
 func orNone(s, none string) string {

@@ -168,10 +168,13 @@ type fitter struct {
 	kv      *reservoir // KV pulls: (1, tokens)
 	inputs  []InputReport
 	windows [][]traces.Record // the first SimRows rows of each input
-	samples []traces.MetricsSample
-	routes  map[string]int64 // route reasons seen
-	notes   []string
-	counts  rowCounts
+	// windowSamples are each input's metrics series; samples all of them.
+	windowSamples [][]traces.MetricsSample
+	samples       []traces.MetricsSample
+	routes        map[string]int64 // route reasons seen
+	notes         []string
+	counts        rowCounts
+	params        []Param // the report's, once estimated
 }
 
 // rowCounts counts what the rows carried.
@@ -180,6 +183,8 @@ type rowCounts struct {
 	// shared counts the rows with a shared prefix whose cached tokens
 	// the server reported, sharedHits those with some.
 	shared, sharedHits int64
+	// preempted counts rows the server says it preempted.
+	preempted int64
 }
 
 func newFitter(o FitOptions) *fitter {
@@ -231,6 +236,7 @@ func (f *fitter) read(ctx context.Context, in Input) error {
 	rep.finish()
 	f.inputs = append(f.inputs, rep)
 	f.windows = append(f.windows, window)
+	f.windowSamples = append(f.windowSamples, in.Samples)
 	f.samples = append(f.samples, in.Samples...)
 	return nil
 }
@@ -289,6 +295,9 @@ func (f *fitter) take(r *traces.Record, t int64) {
 	}
 	if r.ServerQueueNs >= 0 {
 		c.timed++
+	}
+	if r.ServerPreemptions > 0 {
+		c.preempted++
 	}
 	for _, key := range f.order {
 		g := f.groups[key]

@@ -102,3 +102,36 @@ func TestFitIdentifiesHiddenSimulators(t *testing.T) {
 		})
 	}
 }
+
+// TestFitSeveralLoads fits one twin to two runs of a server at different
+// loads (each on its own clock) and checks it at a third: the costs within
+// 10 %, the batch limit exact, and the report without the one-load note.
+func TestFitSeveralLoads(t *testing.T) {
+	hidden := mustConfig(t, "step-fixed=5ms,prefill-per-token=25us,decode-per-seq=100us,attn-per-context-token=250ns,max-num-seqs=20")
+	low := measure(t, hidden, workload(1500, 3, 41))
+	high := measure(t, hidden, workload(1500, 9, 42))
+	res, err := Fit(context.Background(), []Input{{Name: "low", Rows: traces.Values(low)}, {Name: "high", Rows: traces.Values(high)}}, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := res.Options
+	for _, c := range []struct {
+		got, want time.Duration
+	}{{o.StepFixed, hidden.StepFixed}, {o.PrefillPerToken, hidden.PrefillPerToken}, {o.DecodePerSeq, hidden.DecodePerSeq}, {o.AttnPerContextToken, hidden.AttnPerContextToken}} {
+		if !within(float64(c.got), float64(c.want), 0.1) {
+			t.Errorf("fitted %v, want %v within 10 %%", c.got, c.want)
+		}
+	}
+	if o.MaxNumSeqs != 20 || len(res.Report.Inputs) != 2 {
+		t.Errorf("max-num-seqs %d, %d inputs", o.MaxNumSeqs, len(res.Report.Inputs))
+	}
+	var rep strings.Builder
+	res.Report.WriteText(&rep, "")
+	if strings.Contains(rep.String(), "one load level") {
+		t.Errorf("two loads reported as one:\n%s", rep.String())
+	}
+	chk, err := Check(context.Background(), o, []Input{{Name: "mid", Rows: traces.Values(measure(t, hidden, workload(1500, 6, 43)))}}, CheckOptions{})
+	if err != nil || !chk.Pass {
+		t.Errorf("the twin of two loads does not hold at a third: %v", err)
+	}
+}
