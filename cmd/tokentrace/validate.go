@@ -170,8 +170,9 @@ func validateCommand() *cli.Command {
 }
 
 // writeValidation writes the result: the HTML page when asked, the text
-// (or JSON) on stdout; with failIfBroken a conclusion that does not hold
-// exits 1.
+// (or JSON) on stdout, each fitted twin's last check among the targets
+// after it (on stderr beside JSON); with failIfBroken a conclusion that
+// does not hold exits 1.
 func writeValidation(s streams, res *validate.Result, targets []validate.Target, htmlOut string, asJSON, failIfBroken bool) error {
 	if htmlOut != "" {
 		if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
