@@ -510,5 +510,3 @@ func orNone(s, none string) string {
 
 // fmtDur says a duration as the configuration keys take it ("40us").
 func fmtDur(d time.Duration) string { return strings.Replace(d.String(), "µs", "us", 1) }
-
-var _ = traces.NotReported
