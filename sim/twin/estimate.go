@@ -461,6 +461,8 @@ func (f *fitter) prefixCaching(o *sim.Options) Param {
 	case c.shared >= 20:
 		o.DisablePrefixCaching, pr.Fitted = true, true
 		pr.From = fmt.Sprintf("none of %d requests sharing a prefix had a cached prompt token", c.shared)
+	case c.sharing == 0:
+		pr.From = "prior: no request shared a prefix with others"
 	default:
 		pr.From = "prior: the server reported no cached tokens for requests sharing a prefix"
 	}

@@ -183,6 +183,8 @@ type rowCounts struct {
 	// shared counts the rows with a shared prefix whose cached tokens
 	// the server reported, sharedHits those with some.
 	shared, sharedHits int64
+	// sharing counts the rows with a shared prefix, reported or not.
+	sharing int64
 	// preempted counts rows the server says it preempted.
 	preempted int64
 }
@@ -253,6 +255,9 @@ func (f *fitter) take(r *traces.Record, t int64) {
 		prompt = int(r.ServerPromptTokens)
 	}
 	cached := 0
+	if r.Category != "" || len(r.PrefixBlocks) > 0 {
+		c.sharing++
+	}
 	if r.ServerCachedTokens >= 0 {
 		cached = int(r.ServerCachedTokens)
 		c.cached++
