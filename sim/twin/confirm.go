@@ -11,9 +11,10 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// budgetCandidates are the token budgets a simulation tries: vLLM's
-// usual values, none below the most tokens a step was seen to compute.
-var budgetCandidates = []int{256, 512, 1024, 2048, 4096, 8192, 16384}
+// budgetCandidates are the token budgets a simulation tries besides the
+// prior's: vLLM's usual values, none below the most tokens a step was
+// seen to compute.
+var budgetCandidates = []int{512, 2048, 8192, 16384}
 
 // confirm simulates the kept rows on the fitted twin: the token budget is
 // chosen where the rows' first-token times tell budgets apart, and the
@@ -66,12 +67,10 @@ func (f *fitter) windowRows() int {
 // of the predicted to the measured TTFT and E2E at p50, p90 and p99 (what
 // a check compares).
 func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred latencies, loss float64, err error) {
+	meas = f.measured()
 	for _, w := range f.windows {
 		if len(w) == 0 {
 			continue
-		}
-		for i := range w {
-			meas.add(&w[i])
 		}
 		_, err = Predict(ctx, o, traces.Values(w), PredictOptions{Prompt: f.o.Prompt, ReorderWindow: f.o.ReorderWindow}, func(t traces.Record) error {
 			pred.add(&t)
@@ -102,11 +101,25 @@ func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred
 // prior: a 3 % rms error (squared log), above the noise of a near fit.
 const minGain = 0.001
 
+// measured is the kept rows' metrics, taken once.
+func (f *fitter) measured() latencies {
+	if f.meas == nil {
+		f.meas = new(latencies)
+		for _, w := range f.windows {
+			for i := range w {
+				f.meas.add(&w[i])
+			}
+		}
+	}
+	return *f.meas
+}
+
 // search simulates the kept rows with each candidate value of a limit
 // (set by apply; the prior's first) and keeps the one that fits the
-// measured percentiles best, unless the prior's fits about as well (within
-// a fifth of the loss, or minGain): then the rows do not tell the values
-// apart.
+// measured percentiles best, unless the prior's fits about as well (the
+// best does not halve its loss, or gains less than minGain): then the rows
+// do not tell the values apart, or what they tell is the step costs'
+// error made up for.
 func (f *fitter) search(ctx context.Context, res *Result, key string, prior int, candidates []int, apply func(*sim.Options, int)) (Param, error) {
 	type try struct {
 		v    int
@@ -138,7 +151,7 @@ func (f *fitter) search(ctx context.Context, res *Result, key string, prior int,
 	}
 	rms := func(l float64) float64 { return 100 * (math.Exp(math.Sqrt(l)) - 1) }
 	pr := Param{Key: key, Value: strconv.Itoa(prior)}
-	if best.v != prior && best.loss < 0.8*tries[0].loss && tries[0].loss-best.loss > minGain {
+	if best.v != prior && best.loss < 0.5*tries[0].loss && tries[0].loss-best.loss > minGain {
 		apply(&res.Options, best.v)
 		pr.Value, pr.Fitted = strconv.Itoa(best.v), true
 		pr.From = fmt.Sprintf("simulation of %d rows: TTFT and E2E percentiles off by %.1f %% (rms) at %d against %.1f %% at the prior's %d", f.windowRows(), rms(best.loss), best.v, rms(tries[0].loss), prior)
@@ -198,7 +211,7 @@ func (f *fitter) chooseLimit(ctx context.Context, res *Result) error {
 	if seen == 0 {
 		return nil
 	}
-	cands := []int{seen, seen + 1, seen + 2, seen * 5 / 4, seen * 3 / 2, seen * 2}
+	cands := []int{seen, seen + 1, seen * 5 / 4, seen * 3 / 2}
 	pr, err := f.search(ctx, res, "max-num-seqs", res.Options.MaxNumSeqs, cands, func(o *sim.Options, v int) { o.MaxNumSeqs = v })
 	if err != nil {
 		return err
@@ -212,9 +225,9 @@ func (f *fitter) chooseLimit(ctx context.Context, res *Result) error {
 // refine adjusts the step costs fitted from whole requests (no chunk
 // times: each request's pace assumed steady, preempted requests'
 // recomputation unseen) by simulating the kept rows: each cost in turn is
-// scaled by 1 ± 10 %, then 5 %, then 2.5 %, while that brings the TTFT and
-// E2E percentiles closer to the measured ones. Costs fitted from chunk
-// times are left as they are.
+// scaled by 1 ± 10 %, then 3 %, where that brings the TTFT and E2E
+// percentiles closer to the measured ones. Costs fitted from chunk times
+// are left as they are.
 func (f *fitter) refine(ctx context.Context, res *Result) error {
 	if f.counts.chunked > 0 || f.counts.whole == 0 || res.Options.Disaggregated() {
 		return nil
@@ -226,7 +239,7 @@ func (f *fitter) refine(ctx context.Context, res *Result) error {
 	}
 	scale := [nFeat]float64{1, 1, 1, 1}
 	base := thetaOf(o.Options)
-	for _, step := range []float64{0.1, 0.05, 0.025} {
+	for _, step := range []float64{0.1, 0.03} {
 		for j := range nFeat {
 			if !f.fittedCost(j) {
 				continue

@@ -174,7 +174,8 @@ type fitter struct {
 	routes        map[string]int64 // route reasons seen
 	notes         []string
 	counts        rowCounts
-	params        []Param // the report's, once estimated
+	params        []Param    // the report's, once estimated
+	meas          *latencies // the kept rows' metrics (measured)
 }
 
 // rowCounts counts what the rows carried.

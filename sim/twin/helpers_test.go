@@ -75,3 +75,11 @@ func mustConfig(t testing.TB, s string) sim.Options {
 
 // within reports whether got is within frac of want.
 func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*math.Abs(want) }
+
+// sized is n, halved under the race detector (raceBuild).
+func sized(n int) int {
+	if raceBuild {
+		return n / 2
+	}
+	return n
+}

@@ -91,7 +91,7 @@ func (s lawServer) run(recs []traces.Record) []traces.Record {
 // the bounds (p50 and p90 within 10 %, p99 within 20 %); a strong one is
 // not, and the check says so, as the fit's report does.
 func TestTwinUnderModelMismatch(t *testing.T) {
-	base := workload(2500, 4, 21)
+	base := workload(sized(2500), 4, 21)
 	for _, c := range []struct {
 		gamma float64
 		hold  bool

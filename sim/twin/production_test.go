@@ -32,7 +32,7 @@ func asLogged(rows []traces.Record) []traces.Record {
 // the check's bounds.
 func TestFitFromLoggedLatencies(t *testing.T) {
 	hidden := mustConfig(t, "step-fixed=4ms,prefill-per-token=30us,decode-per-seq=150us,attn-per-context-token=300ns,max-num-seqs=24")
-	rows := measure(t, hidden, workload(3000, 8, 9))
+	rows := measure(t, hidden, workload(sized(3000), 8, 9))
 	res, err := Fit(context.Background(), []Input{{Name: "log", Rows: traces.Values(asLogged(rows))}}, FitOptions{})
 	if err != nil {
 		t.Fatal(err)
