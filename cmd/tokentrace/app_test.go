@@ -122,6 +122,11 @@ func TestHelpGolden(t *testing.T) {
 func TestZeroTypedRefused(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing.parquet")
+	// A twin file without keys: the built-in simulator.
+	twinFile := filepath.Join(dir, "twin.conf")
+	if err := os.WriteFile(twinFile, []byte("# no keys\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The arguments that make each command reach its library call.
 	base := map[string][]string{
 		"demo":            {"--out", filepath.Join(dir, "demo")},
@@ -135,6 +140,8 @@ func TestZeroTypedRefused(t *testing.T) {
 		"synth matrix":    {"--out", filepath.Join(dir, "x.parquet")},
 		"synth check":     {missing, missing},
 		"sim":             {},
+		"sim fit":         {"--out", filepath.Join(dir, "t.conf"), missing},
+		"sim check":       {"--twin", twinFile, missing},
 		"replay":          {"--out", filepath.Join(dir, "r.parquet"), missing},
 		"postmortem":      {"--prometheus", "http://127.0.0.1:1", missing},
 		"sweep":           {"--slo", "ttft=1s", "--out-dir", filepath.Join(dir, "s"), missing},
@@ -176,13 +183,14 @@ func TestZeroTypedRefused(t *testing.T) {
 		"synth gen --output-length-scale", "synth fit --bin", "synth fit --min-bin-count", "synth matrix --sat-requests", "synth matrix --row-duration",
 		"replay --speed", "replay --timeout", "replay --block-size", "validate --speed", "validate --repeat", "validate --resamples",
 		"validate --confidence", "validate --timeout", "capture --min-category-size", "capture --max-kanon-entries", "sim --max-num-seqs",
-		"analyze compare --max-sample", "sweep --timeout", "sweep --sim-max-num-seqs"} {
+		"analyze compare --max-sample", "sweep --timeout", "sweep --sim-max-num-seqs", "sim check --tolerance"} {
 		if !refused[key] {
 			t.Errorf("%s 0 was not refused: the library cannot use it", key)
 		}
 	}
 	for _, key := range []string{"synth fit --reorder-window", "synth fit --cluster-gap", "validate --min-effect-pct", "validate --magnitude-tolerance",
-		"validate --combination-budget", "replay --clock-probes", "replay --drain", "replay --max-concurrency", "analyze --kv-blocks", "export --block-size"} {
+		"validate --combination-budget", "replay --clock-probes", "replay --drain", "replay --max-concurrency", "analyze --kv-blocks", "export --block-size",
+		"sim fit --seed", "sim fit --sim-rows", "sim fit --chunk-jitter"} {
 		if !accepted[key] {
 			t.Errorf("%s 0 was refused: its 0 means something", key)
 		}

@@ -175,6 +175,7 @@ var optionFlags = map[string]string{
 	"FitOptions.ReorderWindow":              "--reorder-window",
 	"FitOptions.TempDir":                    "--temp-dir",
 	"CreateOptions.TempDir":                 "--temp-dir",
+	"CheckOptions.WhatIfs":                  "--what-if",
 }
 
 // kebab turns RateScale into rate-scale and OTLPTracesEndpoint into

@@ -204,6 +204,7 @@ func TestLibrariesNameOptionsStructurally(t *testing.T) {
 	othersFlags := map[string]string{
 		"--log-level":                    "vLLM's: it logs prompts at DEBUG (capture's problem kinds)",
 		"--enable-prompt-tokens-details": "vLLM's: it reports cached prompt tokens (analyze's prefix cache)",
+		"--enable-per-request-metrics":   "vLLM's: it reports per-request server timings (sim/twin's fit notes)",
 		"--custom-dataset-type":          "AIPerf's: the dataset type of an export (formats)",
 		"--data":                         "GuideLLM's: the trace an export feeds it (formats)",
 		"--dataset-name":                 "vllm bench serve's (formats)",

@@ -22,7 +22,7 @@ func measuredRun(t *testing.T, path, hidden string, recs []traces.Record) string
 		t.Fatal(err)
 	}
 	var rows []traces.Record
-	if _, err := twin.Predict(context.Background(), o, traces.Values(recs), twin.PredictOptions{Run: "measured"}, func(r traces.Record) error {
+	if _, err := twin.Predict(context.Background(), o, traces.Values(recs), measuredPredict(), func(r traces.Record) error {
 		rows = append(rows, r)
 		return nil
 	}); err != nil {
@@ -108,4 +108,12 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 			t.Errorf("%v: exit %d, %s", args, code, stderr)
 		}
 	}
+}
+
+// measuredPredict are the prediction's options with its rows labelled as a
+// measured run's.
+func measuredPredict() twin.PredictOptions {
+	po := twin.DefaultPredictOptions()
+	po.Run = "measured"
+	return po
 }

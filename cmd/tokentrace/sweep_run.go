@@ -63,7 +63,7 @@ func runSweep(ctx context.Context, a *sweepArgs, s streams) error {
 // printTrust prints, beside a verdict on a fitted twin, how far the twin
 // was found to hold (its last check).
 func printTrust(w io.Writer, o *sim.Options) {
-	for _, l := range twin.TrustLines(o) {
+	for _, l := range twin.TrustLines(o, cliTerms{}) {
 		fmt.Fprintln(w, l)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/sim/twin"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -62,6 +63,8 @@ var commandFlags = map[string]map[string]string{
 	"sweep":    sweepFlags,
 	"capture":  captureFlags,
 	"compose":  captureFlags,
+	// sim check's twin is a file (a simulator's options), no option's.
+	"sim check": {string(twin.CheckTwin): "--twin"},
 }
 
 // flagValues turn an option's value into its flag's where their units
