@@ -474,7 +474,7 @@ func TestFetchFleetRoles(t *testing.T) {
 			func(o *Options) { o.InstanceLabel, o.RoleLabel = "kubernetes_pod_name", "" },
 			[]string{`instance label "kubernetes_pod_name"`, "is on none", "pod=decode-0"}},
 		{"an instance label under which one instance has two roles does not tell the replicas apart",
-			func(o *Options) { o.InstanceLabel = "" },
+			func(o *Options) { o.InstanceLabel = DefaultInstanceLabel },
 			[]string{`instance label "instance"`, "does not tell the replicas apart", `has "decode" and "prefill"`, "pod=decode-0"}},
 	} {
 		bad := o
