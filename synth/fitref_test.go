@@ -214,13 +214,21 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 	}
 	c.Arrival = refFitArrival(m, starts, opts, rng)
 
-	// Block reuse, in arrival order within the class.
+	// Block reuse, in arrival order within the class. A follow-up's
+	// blocks are its session's: the reuse model is fitted on the other
+	// rows.
 	reused := make([]float64, len(idx))
 	dist := make([]float64, len(idx))
+	follow := make([]bool, len(idx))
 	hasBlocks, derivedOK := 0, 0
 	seen := map[int64]int{}
+	inSession := map[int64]bool{}
 	for i, k := range idx {
 		r := &recs[k]
+		if r.Session != 0 {
+			follow[i] = inSession[r.Session]
+			inSession[r.Session] = true
+		}
 		if len(r.PrefixBlocks) == 0 {
 			dist[i] = -1
 			continue
@@ -236,8 +244,10 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 		reused[i] = float64(L)
 		dist[i] = -1
 		want := ""
-		if L > 0 {
+		if L > 0 && !follow[i] {
 			dist[i] = float64(i - seen[r.PrefixBlocks[L-1]])
+		}
+		if L > 0 {
 			want = fmt.Sprintf("%s%d", blockCategoryPrefix, r.PrefixBlocks[L-1])
 		}
 		if r.Category == want {
@@ -358,7 +368,7 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 			r := &recs[idx[i]]
 			k := rangeOf[binOf(&g.InputTokens, float64(r.InputTokens))]
 			outs[k] = append(outs[k], float64(r.OutputTokens))
-			if len(r.PrefixBlocks) > 0 && i > 0 {
+			if len(r.PrefixBlocks) > 0 && i > 0 && !follow[i] {
 				// The class's first row has nothing to reuse (Generate
 				// knows); leave it out of the reuse distribution.
 				if int(reused[i]) > c.SharedPrefixBlocks {

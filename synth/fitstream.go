@@ -240,23 +240,38 @@ func (c *counter) counts() map[string]int64 {
 	return out
 }
 
-// sessState is one session: rows so far and the last one's arrival,
-// finish (traces.NotReported = unknown), input and output, and the
-// follow-up category of its second turn (followState.list index + 1; 0 =
-// none yet).
+// sessRow is what a later row of a session needs of an earlier one: its
+// arrival, finish (traces.NotReported = unknown), index in its class, seq,
+// input, output and prefix blocks, and whether it is in a branch (a fresh
+// prompt, or a row grown from one, before the session resumed the context
+// the branch came off).
+type sessRow struct {
+	last   int64
+	finish int64
+	row    int64 // the row's index in its class
+	seq    int64
+	in     int32
+	out    int32
+	blocks int32
+	branch bool
+}
+
+// maxBackRows bounds sessState.back.
+const maxBackRows = 8
+
+// sessState is one session: rows so far, its last row, and the follow-up
+// category of its second turn (followState.list index + 1; 0 = none yet).
 type sessState struct {
-	turns   int64
-	last    int64
-	finish  int64
-	row     int64 // the last row's index in its class
-	seq     int64
-	in, out int32
-	blocks  int32 // the last row's prefix blocks
-	follow  int32
-	// main is the row a fresh prompt branched off (a subagent spawned by
-	// it), while the session is in that branch: a later row whose
-	// parent_seq names it resumes its context (nil: not in a branch).
-	main *sessState
+	sessRow
+	turns  int64
+	follow int32
+	// back holds the session's earlier rows a later row may name as its
+	// parent (parent_seq): a fresh prompt's branch point (a subagent
+	// spawned by it), and a row whose successor named another parent
+	// (branches that interleave). nil until there is one; at most
+	// maxBackRows, the oldest dropped. A session without either keeps
+	// none, so memory grows with sessions, not rows.
+	back []sessRow
 }
 
 // classFit is the streaming state of one traffic class.
@@ -271,7 +286,7 @@ type classFit struct {
 	follow    followState // follow-up turns (followup.go)
 	starts    varintLog   // session-start arrivals, as deltas
 	lastStart int64
-	// Per row: category id (0 = pooled), input and output tokens, and for
+	// Per row: category id (0 = pooled) × 2 + 1 for a follow-up, input and output tokens, and for
 	// rows with blocks after the class's first, reused blocks + 1 and
 	// blocks (else 0): the joint model, whose input ranges are known only
 	// at the end.
@@ -328,10 +343,10 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
-		next := sessState{turns: 1, last: r.arrival, finish: r.finish, row: i, seq: r.seq, in: r.input, out: r.output, blocks: int32(len(r.blocks))}
+		next := sessState{turns: 1, sessRow: sessRow{last: r.arrival, finish: r.finish, row: i, seq: r.seq, in: r.input, out: r.output, blocks: int32(len(r.blocks))}}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			next.follow, next.main = c.follow.add(f, r, &s, prev)
+			next.follow, next.branch, next.back = c.follow.add(f, r, &s, prev)
 			next.turns = s.turns + 1
 			start = false
 		}
@@ -340,18 +355,24 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	if start {
 		c.starts.put(uint64(r.arrival - c.lastStart))
 		c.lastStart = r.arrival
+	} else {
+		// A follow-up's blocks are its session's (fillFollowUp rebuilds
+		// them from the previous turn): the group's reuse model, which
+		// Generate draws first turns and single-shot rows from, is fitted
+		// on those rows alone.
+		row.dist = -1
 	}
 	f.queueCat(catRow{
-		c: c, name: r.category, row: row, derived: c.looksDerived(),
+		c: c, name: r.category, row: row, derived: c.looksDerived(), follow: !start,
 		input: r.input, output: r.output, reused: int32(reused), blocks: int32(len(r.blocks)),
 	})
 	return nil
 }
 
 // keptBlocks is how many of a follow-up's leading prefix blocks it shares
-// with its session's previous row s (the blocks last seen in that row or
+// with the session's row s it follows (the blocks last seen in that row or
 // after it), or −1 when either row has no blocks.
-func keptBlocks(prev []seenAt, s *sessState) int32 {
+func keptBlocks(prev []seenAt, s *sessRow) int32 {
 	if len(prev) == 0 || s.blocks == 0 {
 		return -1
 	}
@@ -948,7 +969,8 @@ func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks
 		return err
 	}
 	for range c.n {
-		id, in, out, reused := r.next(), int32(r.next()), r.next(), int(r.next())-1
+		idf, in, out, reused := r.next(), int32(r.next()), r.next(), int(r.next())-1
+		id, follow := idf>>1, idf&1 == 1
 		j := joints[groupOf[id]]
 		k := j.rangeOfInput(in)
 		addFloat(&j.outs[k], float64(out))
@@ -956,7 +978,7 @@ func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks
 			continue
 		}
 		blocks := r.next()
-		if !j.useBlocks {
+		if !j.useBlocks || follow {
 			continue
 		}
 		// The class's first row has nothing to reuse (Generate knows); it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -23,15 +24,16 @@ import (
 // followFit is the follow-up turns of one category (or of the pooled rest).
 type followFit struct {
 	n, fresh int64
-	starts   int64    // second turns: sessions that went on (attributed to this category)
-	turns    multiset // turns per session of those sessions (filled at the end)
-	id       int32    // followState.list index + 1
-	newIn    multiset // input − previous input − previous output, when ≥ 0
-	freshIn  multiset // input of the others (fresh prompts)
-	in, out  multiset // the follow-ups' input and output lengths
-	think    multiset // seconds
-	dropped  multiset // the previous row's blocks a growing turn does not reuse
-	kept     multiset // share of a fresh prompt's blocks from the previous row
+	starts   int64                // second turns: sessions that went on (attributed to this category)
+	turns    multiset             // turns per session of those sessions (filled at the end)
+	id       int32                // followState.list index + 1
+	newIn    multiset             // input − previous input − previous output, when ≥ 0
+	freshIn  multiset             // input of the others (fresh prompts)
+	in, out  multiset             // the follow-ups' input and output lengths
+	think    multiset             // seconds
+	dropped  multiset             // the previous row's blocks a growing turn does not reuse
+	kept     multiset             // share of a fresh prompt's blocks from the row it follows
+	byCtx    map[int32]*ctxBucket // follow-ups by the context they follow (freshctx.go)
 	// Growing turns in a branch (after a fresh prompt) that resumed the
 	// row the branch came off, and that went on in the branch.
 	resumes, branchTurns int64
@@ -41,7 +43,7 @@ func newFollowFit(lim fitLimits) *followFit {
 	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values), dropped: newValues(lim.lengths), kept: newValues(lim.values)}
 }
 
-func (a *followFit) merge(b *followFit) {
+func (a *followFit) merge(lim fitLimits, b *followFit) {
 	a.n += b.n
 	a.fresh += b.fresh
 	a.starts += b.starts
@@ -53,6 +55,7 @@ func (a *followFit) merge(b *followFit) {
 	a.think.merge(&b.think)
 	a.dropped.merge(&b.dropped)
 	a.kept.merge(&b.kept)
+	a.mergeCtx(lim, b)
 	a.resumes += b.resumes
 	a.branchTurns += b.branchTurns
 }
@@ -67,17 +70,24 @@ type followState struct {
 	recorded, finish, gap int64        // think-time sources
 }
 
-// add fits follow-up row r of a session whose previous row left s (prev:
+// add fits follow-up row r of a session whose last row left s (prev:
 // what r's blocks found in the class's table) and returns the session's
-// sessState.follow and main. A row whose parent_seq names the row the
-// session's branch came off (s.main) resumes that row's context: it is
-// fitted as that row's follow-up.
-func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, *sessState) {
-	main := s.main
-	base := s
-	resumed := main != nil && r.parent >= 0 && r.parent == main.seq
-	if resumed {
-		base, main = main, nil
+// sessState.follow, the row's sessRow.branch and sessState.back. The row
+// follows the row its parent_seq names, among the session's last row and
+// its back rows (else the last row): a growing turn adds tokens to that
+// row's context, a fresh prompt branches off it, a row that names a back
+// row resumes it.
+func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, bool, []sessRow) {
+	base, back := &s.sessRow, s.back
+	resumed := false
+	if r.parent >= 0 && r.parent != s.seq {
+		// The last row did not go on: it may later (branches interleave).
+		if i := slices.IndexFunc(back, func(b sessRow) bool { return b.seq == r.parent }); i >= 0 {
+			b := back[i]
+			base, resumed = &b, true
+			back = slices.Delete(back, i, i+1)
+		}
+		back = pushBack(back, s.sessRow)
 	}
 	kept := keptBlocks(prev, base)
 	if st.cats == nil {
@@ -106,26 +116,32 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (i
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
 	grow := int64(r.input) - int64(base.in) - int64(base.out)
+	branch := base.branch
 	switch {
+	case grow < 0:
+		// A fresh prompt: a branch off base, which a later row may resume
+		// (when rows name their parents).
+		if r.parent >= 0 {
+			back = pushBack(back, *base)
+		}
+		branch = true
 	case resumed:
 		ff.resumes++
-	case s.main != nil && grow >= 0 && r.parent >= 0:
+	case len(s.back) > 0:
+		// It could have resumed a context set aside, and went on.
 		// (Without parent_seq no row can resume: none is counted.)
 		ff.branchTurns++
-	case s.main == nil && grow < 0:
-		// A fresh prompt: a branch off the previous row, which a later
-		// row may resume.
-		m := *s
-		m.main = nil
-		main = &m
 	}
-	s = base
+	b := base
+	if ctx := int64(b.in) + int64(b.out); kept >= 0 && ctx > 0 {
+		ff.addCtx(f.lim, ctx, grow < 0, float64(r.input)/float64(ctx), float64(kept)/float64(len(r.blocks)))
+	}
 	if grow >= 0 {
 		addFloat(&ff.newIn, float64(grow))
 		if kept >= 0 && f.blockK() == 0 {
-			full := s.blocks
+			full := b.blocks
 			if bs := f.opts.Meta.BlockSize; bs > 0 {
-				full = min(full, s.in/int32(bs))
+				full = min(full, b.in/int32(bs))
 			}
 			addFloat(&ff.dropped, float64(max(full-kept, 0)))
 		}
@@ -137,21 +153,30 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (i
 		}
 	}
 	// A finish before the turn's own arrival is no finish (a zero value).
-	finished := s.finish >= s.last
+	finished := b.finish >= b.last
 	var think int64
 	switch {
 	case r.think >= 0:
 		think = r.think
 		st.recorded++
 	case finished:
-		think = r.arrival - s.finish
+		think = r.arrival - b.finish
 		st.finish++
 	default:
-		think = r.arrival - s.last
+		think = r.arrival - b.last
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
-	return sf, main
+	return sf, branch, back
+}
+
+// pushBack adds r to a session's back rows, dropping the oldest past
+// maxBackRows.
+func pushBack(back []sessRow, r sessRow) []sessRow {
+	if len(back) == maxBackRows {
+		back = slices.Delete(back, 0, 1)
+	}
+	return append(back, r)
 }
 
 // blockK is the fitted trace's k-anonymity threshold for prefix blocks
@@ -193,7 +218,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 		if byGroup[gi] == nil {
 			byGroup[gi] = newFollowFit(f.lim)
 		}
-		byGroup[gi].merge(st.cats[n])
+		byGroup[gi].merge(f.lim, st.cats[n])
 	}
 	s := cl.Sessions
 	clamped := false
@@ -208,8 +233,10 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			h := newHistRuns(f.approx.runs(&ff.kept), opts.OutputBins, opts.MinBinCount, false)
 			kept = &h
 		}
+
 		return &FollowUp{
 			FreshKeptShare:   kept,
+			FreshByContext:   f.freshByContext(ff),
 			Resumes:          ff.resumes,
 			BranchTurns:      ff.branchTurns,
 			DroppedBlocks:    dropped,
@@ -233,7 +260,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			if pooled == nil {
 				pooled = newFollowFit(f.lim)
 			}
-			pooled.merge(ff)
+			pooled.merge(f.lim, ff)
 			continue
 		}
 		first, short := withoutValues(&groups[gi].input, &ff.in, &f.approx)
@@ -495,10 +522,26 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	if fu == nil {
 		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
 	}
-	fresh := rng.Float64() < fu.freshShare
+	var (
+		fresh   bool
+		freshIn int64
+		kept    = fu.kept
+	)
+	ctx := float64(int64(info.prevIn) + int64(info.prevOut))
+	if fc := fu.freshAt(ctx / opts.inScale()); fc != nil {
+		var k *sampler
+		if fresh, freshIn, k = fc.draw(rng, ctx); k != nil {
+			kept = k
+		}
+	} else {
+		fresh = rng.Float64() < fu.freshShare
+	}
 	info.branch(rng, fu, fresh)
 	var in int64
-	if fresh {
+	switch {
+	case fresh && freshIn > 0:
+		in = freshIn
+	case fresh:
 		s := fu.freshIn
 		if s.empty() && gg.first != nil {
 			s = gg.first
@@ -507,7 +550,7 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		}
 		v, _ := s.sample(rng)
 		in = int64(scaleLen(v, opts.inScale()))
-	} else {
+	default:
 		v, _ := fu.newIn.sample(rng)
 		in = int64(info.prevIn) + int64(info.prevOut)
 		if v > 0 {
@@ -527,8 +570,8 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
 	r := min(info.keep, len(info.chain), nb)
 	switch {
-	case fresh && fu.kept != nil && !fu.kept.empty():
-		f, _ := fu.kept.sample(rng)
+	case fresh && kept != nil && !kept.empty():
+		f, _ := kept.sample(rng)
 		r = min(r, int(math.Round(f*float64(nb))))
 	case fresh:
 		r = min(r, int(int64(info.prefix)/bs))

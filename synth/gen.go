@@ -214,8 +214,9 @@ type genGroup struct {
 // genFollow is a FollowUp ready to sample.
 type genFollow struct {
 	newIn, freshIn, out, think, turns *sampler
-	dropped                           *sampler // nil: reuse the whole previous chain
-	kept                              *sampler // nil: a fresh prompt keeps its category prefix
+	dropped                           *sampler       // nil: reuse the whole previous chain
+	kept                              *sampler       // nil: a fresh prompt keeps its category prefix
+	byCtx                             []genFreshCond // nil: freshShare, freshIn and kept
 	freshShare                        float64
 	resumeShare                       float64 // of growing turns in a branch
 }
@@ -231,6 +232,7 @@ func newGenFollow(fu *FollowUp) *genFollow {
 	if fu.FreshKeptShare != nil {
 		g.kept = newSampler(fu.FreshKeptShare)
 	}
+	g.byCtx = newGenFreshConds(fu.FreshByContext)
 	if n := fu.Resumes + fu.BranchTurns; n > 0 {
 		g.resumeShare = float64(fu.Resumes) / float64(n)
 	}

@@ -290,6 +290,13 @@ type FollowUp struct {
 	// nil without blocks). Without it a fresh prompt keeps its category's
 	// prefix.
 	FreshKeptShare *Hist `json:"fresh_kept_share,omitempty"`
+	// FreshByContext models fresh prompts by the context they follow (the
+	// input + output of the turn before; version 3; nil without blocks):
+	// an agent compacts its history when it nears the model's window, and
+	// a fresh prompt is a share of that history, not a length of its own.
+	// Generate uses it in place of FreshPrompts / Turns, FreshInputTokens
+	// and FreshKeptShare (freshctx.go).
+	FreshByContext []FreshCond `json:"fresh_by_context,omitempty"`
 	// Resumes counts the follow-ups, after a fresh prompt (a subagent
 	// spawned by the previous turn), whose parent_seq names the turn the
 	// fresh prompt branched off: they resume that turn's context. BranchTurns
@@ -298,6 +305,22 @@ type FollowUp struct {
 	// BranchTurns).
 	Resumes     int64 `json:"resumes,omitempty"`
 	BranchTurns int64 `json:"branch_turns,omitempty"`
+}
+
+// FreshCond is one range of contexts of FollowUp.FreshByContext.
+type FreshCond struct {
+	// ContextMax is the range's largest context in tokens (ranges are in
+	// increasing order; the last one also holds every longer context).
+	ContextMax float64 `json:"context_max"`
+	// Turns counts the follow-ups after a context in the range, and
+	// FreshPrompts those that were fresh prompts.
+	Turns        int64 `json:"turns"`
+	FreshPrompts int64 `json:"fresh_prompts"`
+	// InputShare is the distribution of the fresh prompts' input over the
+	// context, KeptShare of the share of their blocks the turn before held
+	// (both empty without fresh prompts).
+	InputShare Hist  `json:"input_share"`
+	KeptShare  *Hist `json:"kept_share,omitempty"`
 }
 
 // Group is a prefix category (or the pooled tail of small categories) and
@@ -680,7 +703,7 @@ func (m *Model) lowestVersion() int {
 
 // v3 says fu has a field of version 3.
 func (fu *FollowUp) v3() bool {
-	return fu.DroppedBlocks != nil || fu.FreshKeptShare != nil || fu.Resumes > 0 || fu.BranchTurns > 0
+	return fu.DroppedBlocks != nil || fu.FreshKeptShare != nil || len(fu.FreshByContext) > 0 || fu.Resumes > 0 || fu.BranchTurns > 0
 }
 
 // validateFollowUp checks a follow-up model (nil is fine); where names it.
@@ -712,6 +735,35 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 		}
 		if n := len(h.h.Bins); n > 0 && (h.h.Bins[0].Lo < 0 || h.h.Bins[n-1].Hi > math.MaxInt32) {
 			return fmt.Errorf("%w: %s.%s must be in [0, %d]", ErrBadModel, where, h.name, math.MaxInt32)
+		}
+	}
+	return validateFreshConds(fu.FreshByContext, where+".fresh_by_context")
+}
+
+// validateFreshConds checks FollowUp.FreshByContext: contexts increasing,
+// counts consistent, shares in [0, 1].
+func validateFreshConds(fcs []FreshCond, where string) error {
+	prev := math.Inf(-1)
+	for i := range fcs {
+		fc := &fcs[i]
+		w := fmt.Sprintf("%s[%d]", where, i)
+		if !(fc.ContextMax > prev) || math.IsInf(fc.ContextMax, 0) {
+			return fmt.Errorf("%w: %s.context_max must increase from range to range", ErrBadModel, w)
+		}
+		prev = fc.ContextMax
+		if fc.Turns < 0 || fc.FreshPrompts < 0 || fc.FreshPrompts > fc.Turns {
+			return fmt.Errorf("%w: %s.fresh_prompts must be in [0, turns]", ErrBadModel, w)
+		}
+		for _, h := range []*Hist{&fc.InputShare, fc.KeptShare} {
+			if h == nil {
+				continue
+			}
+			if err := h.validate(w); err != nil {
+				return fmt.Errorf("%w: %v", ErrBadModel, err)
+			}
+			if n := len(h.Bins); n > 0 && (h.Bins[0].Lo < 0 || h.Bins[n-1].Hi > 1) {
+				return fmt.Errorf("%w: %s shares must be in [0, 1]", ErrBadModel, w)
+			}
 		}
 	}
 	return nil
