@@ -66,7 +66,14 @@ func (r *Report) advice(name, source string) (affects, fix string) {
 	case "ks.interarrival", "cv", "dispersion.1s", "dispersion.10s", "dispersion.60s":
 		affects = fmt.Sprintf("queueing under bursts and so the tail (p99 TTFT): conclusions about max-num-seqs, queue limits and how many replicas a load needs (inter-arrival CV %.2f real, %.2f synthetic)", r.Real.CV, r.Synth.CV)
 		fix = "fit with narrower rate bins so that shorter bursts survive (FitOptions.Bin 1s), and keep GenOptions.Gaps empirical (the default)"
-		if source == SourceMatrix {
+		switch {
+		case r.SessionGaps != "":
+			affects = "when a session's turns are sent in an open-loop replay, so how its requests overlap: conclusions about queueing and the tail"
+			fix = "the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: " + fitGen
+			if source == SourceGen {
+				fix = "the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: fit the model on REAL itself"
+			}
+		case source == SourceMatrix:
 			fix = "a matrix's Poisson rows are never bursty: " + fitGen
 		}
 	case "rate_error":

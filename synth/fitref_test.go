@@ -378,6 +378,18 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 				}
 			}
 		}
+		n := make([]int64, len(bounds))
+		for k := range n {
+			n[k] = int64(len(reuse[k]) + len(fresh[k]))
+		}
+		pools := reusePools(n, opts.MinBinCount)
+		pooled := func(x [][]float64, k int) []float64 {
+			var out []float64
+			for i := pools[k][0]; i < pools[k][1]; i++ {
+				out = append(out, x[i]...)
+			}
+			return out
+		}
 		for k := range bounds {
 			end := nb
 			if k+1 < len(bounds) {
@@ -390,13 +402,14 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 				OutputTokens: newHist(outs[k], opts.OutputBins, opts.MinBinCount, true),
 			}
 			if useBlocks {
-				slices.Sort(reuse[k])
-				h := newHist(reuse[k], opts.OutputBins, opts.MinBinCount, true)
+				ru, fr := pooled(reuse, k), pooled(fresh, k)
+				slices.Sort(ru)
+				h := newHist(ru, opts.OutputBins, opts.MinBinCount, true)
 				cd.ReusedBlocks = &h
-				if n := len(reuse[k]) + len(fresh[k]); n > 0 && len(fresh[k]) > 0 {
-					slices.Sort(fresh[k])
-					cd.DeepShare = float64(len(fresh[k])) / float64(n)
-					f := newHist(fresh[k], opts.OutputBins, opts.MinBinCount, false)
+				if n := len(ru) + len(fr); n > 0 && len(fr) > 0 {
+					slices.Sort(fr)
+					cd.DeepShare = float64(len(fr)) / float64(n)
+					f := newHist(fr, opts.OutputBins, opts.MinBinCount, false)
 					cd.DeepFraction = &f
 				}
 			}

@@ -885,7 +885,7 @@ func (f *fitter) fitLengths(cl *Class, c *classFit) error {
 		return err
 	}
 	for gi := range cl.Groups {
-		joints[gi].finish(&cl.Groups[gi], opts, &f.approx)
+		joints[gi].finish(&cl.Groups[gi], opts, f.lim, &f.approx)
 	}
 	f.fitFollowUps(cl, c, groups, groupOf)
 	if c.seen.dropped > 0 {
@@ -993,8 +993,16 @@ func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks
 }
 
 // finish fits the group's conditional histograms.
-func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
+func (j *groupJoint) finish(g *Group, opts FitOptions, lim fitLimits, ap *approx) {
 	nb := len(g.InputTokens.Bins)
+	var pools [][2]int
+	if j.useBlocks {
+		n := make([]int64, len(j.bounds))
+		for k := range n {
+			n[k] = j.reuse[k].total() + j.fresh[k].total()
+		}
+		pools = reusePools(n, opts.MinBinCount)
+	}
 	for k := range j.bounds {
 		end := nb
 		if k+1 < len(j.bounds) {
@@ -1006,7 +1014,16 @@ func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
 			OutputTokens: newHistRuns(ap.runs(&j.outs[k]), opts.OutputBins, opts.MinBinCount, true),
 		}
 		if j.useBlocks {
-			ru, fr := ap.runs(&j.reuse[k]), ap.runs(&j.fresh[k])
+			reuse, fresh := &j.reuse[k], &j.fresh[k]
+			if p := pools[k]; p[1]-p[0] > 1 {
+				r, f := newValues(lim.lengths), newValues(lim.values)
+				for i := p[0]; i < p[1]; i++ {
+					r.merge(&j.reuse[i])
+					f.merge(&j.fresh[i])
+				}
+				reuse, fresh = &r, &f
+			}
+			ru, fr := ap.runs(reuse), ap.runs(fresh)
 			h := newHistRuns(ru, opts.OutputBins, opts.MinBinCount, true)
 			cd.ReusedBlocks = &h
 			nr, nf := countOf(ru), countOf(fr)
@@ -1018,6 +1035,36 @@ func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
 		}
 		g.Joint = append(g.Joint, cd)
 	}
+}
+
+// reusePools says, for each input range of a group's reuse model, which
+// ranges [lo, hi) its reuse is fitted on: the range alone when it holds
+// at least minCount rows (n[k]), else it and its neighbours, the fuller
+// side first (the lower on a tie), until they do or none is left. The
+// model is fitted on the rows Generate draws with it (first turns and
+// single-shot rows), whose inputs are shorter than a conversation's
+// later turns: a range that holds few of them would give a first turn
+// drawn there no reuse, or pin down a single row's.
+func reusePools(n []int64, minCount int) [][2]int {
+	out := make([][2]int, len(n))
+	for k := range n {
+		lo, hi, sum := k, k+1, n[k]
+		for sum < int64(minCount) && (lo > 0 || hi < len(n)) {
+			switch {
+			case lo == 0:
+				sum += n[hi]
+				hi++
+			case hi == len(n) || n[lo-1] >= n[hi]:
+				lo--
+				sum += n[lo]
+			default:
+				sum += n[hi]
+				hi++
+			}
+		}
+		out[k] = [2]int{lo, hi}
+	}
+	return out
 }
 
 // runsOfMap returns value → count as runs in increasing value order.
