@@ -65,9 +65,15 @@ type turnAcc struct {
 }
 
 type turnPrev struct {
-	n              int
-	arrival, finsh int64
+	n int
+	turnRow
+	// recent are the session's last rows, when rows name their parents
+	// (parent_seq): a row's think time runs from its parent's finish, as
+	// Fit measures it (at most maxBackRows; the last row if none names).
+	recent []turnRow
 }
+
+type turnRow struct{ seq, arrival, finsh int64 }
 
 func (a *turnAcc) add(r *traces.Record, unit int32) {
 	a.units = max(a.units, unit+1)
@@ -80,14 +86,20 @@ func (a *turnAcc) add(r *traces.Record, unit int32) {
 	st := &a.st
 	p, ok := a.open[r.Session]
 	if ok {
+		from := p.turnRow
+		if r.ParentSeq >= 0 {
+			if i := slices.IndexFunc(p.recent, func(x turnRow) bool { return x.seq == r.ParentSeq }); i >= 0 {
+				from = p.recent[i]
+			}
+		}
 		var think int64
 		switch {
 		case r.ThinkNs >= 0:
 			think = r.ThinkNs
-		case p.finsh >= p.arrival:
-			think = r.ArrivalNs - p.finsh
+		case from.finsh >= from.arrival:
+			think = r.ArrivalNs - from.finsh
 		default:
-			think = r.ArrivalNs - p.arrival
+			think = r.ArrivalNs - from.arrival
 		}
 		st.think = append(st.think, float64(max(think, 0))/1e9)
 		a.thinkUnit = append(a.thinkUnit, unit)
@@ -95,7 +107,13 @@ func (a *turnAcc) add(r *traces.Record, unit int32) {
 		a.gapUnit = append(a.gapUnit, unit)
 	}
 	p.n++
-	p.arrival, p.finsh = r.ArrivalNs, r.FinishNs
+	p.turnRow = turnRow{r.Seq, r.ArrivalNs, r.FinishNs}
+	if r.ParentSeq >= 0 || p.recent != nil {
+		if len(p.recent) == maxBackRows {
+			p.recent = slices.Delete(p.recent, 0, 1)
+		}
+		p.recent = append(p.recent, p.turnRow)
+	}
 	a.open[r.Session] = p
 	if p.n <= maxTurnIndex {
 		for len(st.input) < p.n {

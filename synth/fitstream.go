@@ -242,18 +242,31 @@ func (c *counter) counts() map[string]int64 {
 
 // sessRow is what a later row of a session needs of an earlier one: its
 // arrival, finish (traces.NotReported = unknown), index in its class, seq,
-// input, output and prefix blocks, and whether it is in a branch (a fresh
-// prompt, or a row grown from one, before the session resumed the context
-// the branch came off).
+// input, output and prefix blocks, and the seq of the row its branch came
+// off (the turn before a fresh prompt it descends from; −1: none).
 type sessRow struct {
-	last   int64
-	finish int64
-	row    int64 // the row's index in its class
-	seq    int64
-	in     int32
-	out    int32
-	blocks int32
-	branch bool
+	last     int64
+	finish   int64
+	row      int64 // the row's index in its class
+	seq      int64
+	branchOf int64
+	in       int32
+	out      int32
+	blocks   int32
+}
+
+// backRow is a recent row of a session (sessState.back), a fresh
+// prompt's branch point among them.
+type backRow struct {
+	sessRow
+	// spawned says a fresh prompt branched off the row, bucket is that
+	// prompt's context bucket (nil without blocks); turns counts the
+	// growing rows in the branch until a row resumes the context, resumed
+	// says one has.
+	spawned bool
+	bucket  *ctxBucket
+	turns   int64
+	resumed bool
 }
 
 // maxBackRows bounds sessState.back.
@@ -265,13 +278,10 @@ type sessState struct {
 	sessRow
 	turns  int64
 	follow int32
-	// back holds the session's earlier rows a later row may name as its
-	// parent (parent_seq): a fresh prompt's branch point (a subagent
-	// spawned by it), and a row whose successor named another parent
-	// (branches that interleave). nil until there is one; at most
-	// maxBackRows, the oldest dropped. A session without either keeps
-	// none, so memory grows with sessions, not rows.
-	back []sessRow
+	// back holds the session's recent rows a later row may name as its
+	// parent (parent_seq), when rows name their parents: at most
+	// maxBackRows, so memory grows with sessions, not rows.
+	back []backRow
 }
 
 // classFit is the streaming state of one traffic class.
@@ -343,10 +353,10 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
-		next := sessState{turns: 1, sessRow: sessRow{last: r.arrival, finish: r.finish, row: i, seq: r.seq, in: r.input, out: r.output, blocks: int32(len(r.blocks))}}
+		next := sessState{turns: 1, sessRow: sessRow{last: r.arrival, finish: r.finish, row: i, seq: r.seq, branchOf: -1, in: r.input, out: r.output, blocks: int32(len(r.blocks))}}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			next.follow, next.branch, next.back = c.follow.add(f, r, &s, prev)
+			next.follow, next.branchOf, next.back = c.follow.add(f, r, &s, prev)
 			next.turns = s.turns + 1
 			start = false
 		}

@@ -72,22 +72,29 @@ type followState struct {
 
 // add fits follow-up row r of a session whose last row left s (prev:
 // what r's blocks found in the class's table) and returns the session's
-// sessState.follow, the row's sessRow.branch and sessState.back. The row
+// sessState.follow, the row's sessRow.branchOf and sessState.back. The row
 // follows the row its parent_seq names, among the session's last row and
 // its back rows (else the last row): a growing turn adds tokens to that
-// row's context, a fresh prompt branches off it, a row that names a back
-// row resumes it.
-func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, bool, []sessRow) {
+// row's context, a fresh prompt branches off it, a row that names the row
+// a branch came off resumes that context (FollowUp.Resumes: Generate's
+// sessions run a branch, then go back).
+func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, int64, []backRow) {
 	base, back := &s.sessRow, s.back
-	resumed := false
-	if r.parent >= 0 && r.parent != s.seq {
-		// The last row did not go on: it may later (branches interleave).
-		if i := slices.IndexFunc(back, func(b sessRow) bool { return b.seq == r.parent }); i >= 0 {
-			b := back[i]
-			base, resumed = &b, true
-			back = slices.Delete(back, i, i+1)
+	var resumed *backRow // the branch point r resumes
+	if r.parent >= 0 {
+		// Rows name their parents: keep the last row, a later one may
+		// name it (branches interleave, a call spawns several).
+		if !slices.ContainsFunc(back, func(b backRow) bool { return b.seq == s.seq }) {
+			back = pushBack(back, backRow{sessRow: s.sessRow})
 		}
-		back = pushBack(back, s.sessRow)
+		if i := slices.IndexFunc(back, func(b backRow) bool { return b.seq == r.parent }); i >= 0 && r.parent != s.seq {
+			b := back[i].sessRow
+			base = &b
+			if back[i].spawned && !back[i].resumed {
+				back[i].resumed = true
+				resumed = &back[i]
+			}
+		}
 	}
 	kept := keptBlocks(prev, base)
 	if st.cats == nil {
@@ -116,25 +123,38 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (i
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
 	grow := int64(r.input) - int64(base.in) - int64(base.out)
-	branch := base.branch
-	switch {
-	case grow < 0:
-		// A fresh prompt: a branch off base, which a later row may resume
-		// (when rows name their parents).
-		if r.parent >= 0 {
-			back = pushBack(back, *base)
-		}
-		branch = true
-	case resumed:
+	branchOf := base.branchOf
+	if resumed != nil {
 		ff.resumes++
-	case len(s.back) > 0:
-		// It could have resumed a context set aside, and went on.
-		// (Without parent_seq no row can resume: none is counted.)
-		ff.branchTurns++
+		ff.branchTurns += resumed.turns
+		if resumed.bucket != nil {
+			resumed.bucket.resumed++
+		}
+	} else if grow >= 0 && branchOf >= 0 {
+		// A turn of a branch: counted with it once a row resumes the
+		// context it came off (a compacted history never is).
+		if i := slices.IndexFunc(back, func(b backRow) bool { return b.seq == branchOf }); i >= 0 {
+			if back[i].resumed {
+				ff.branchTurns++
+			} else {
+				back[i].turns++
+			}
+		}
 	}
 	b := base
+	var bucket *ctxBucket
 	if ctx := int64(b.in) + int64(b.out); kept >= 0 && ctx > 0 {
-		ff.addCtx(f.lim, ctx, grow < 0, float64(r.input)/float64(ctx), float64(kept)/float64(len(r.blocks)))
+		bucket = ff.addCtx(f.lim, ctx, grow < 0, float64(r.input)/float64(ctx), float64(kept)/float64(len(r.blocks)))
+	}
+	if grow < 0 && r.parent >= 0 {
+		// A fresh prompt: a branch off b, which a later row may resume
+		// (when rows name their parents).
+		branchOf = b.seq
+		if i := slices.IndexFunc(back, func(x backRow) bool { return x.seq == b.seq }); i >= 0 {
+			back[i].spawned, back[i].bucket, back[i].turns, back[i].resumed = true, bucket, 0, false
+		} else {
+			back = pushBack(back, backRow{sessRow: *b, spawned: true, bucket: bucket})
+		}
 	}
 	if grow >= 0 {
 		addFloat(&ff.newIn, float64(grow))
@@ -167,14 +187,15 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (i
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
-	return sf, branch, back
+	return sf, branchOf, back
 }
 
 // pushBack adds r to a session's back rows, dropping the oldest past
-// maxBackRows.
-func pushBack(back []sessRow, r sessRow) []sessRow {
+// maxBackRows (the oldest not waiting to be resumed, if there is one).
+func pushBack(back []backRow, r backRow) []backRow {
 	if len(back) == maxBackRows {
-		back = slices.Delete(back, 0, 1)
+		i := slices.IndexFunc(back, func(b backRow) bool { return !b.spawned || b.resumed })
+		back = slices.Delete(back, max(i, 0), max(i, 0)+1)
 	}
 	return append(back, r)
 }
@@ -491,14 +512,15 @@ type sessMain struct {
 }
 
 // branch keeps the context a fresh prompt branches off, when the session
-// may resume it, and resumes it for a growing turn in a branch with the
-// fitted share.
-func (info *sessInfo) branch(rng *rand.Rand, fu *genFollow, fresh bool) {
+// may resume it (resumable: a fresh prompt by context says whether it
+// may), and resumes it for a growing turn in a branch with the fitted
+// share.
+func (info *sessInfo) branch(rng *rand.Rand, fu *genFollow, fresh, resumable bool) {
 	if fu.resumeShare <= 0 {
 		return
 	}
 	switch {
-	case fresh && info.main == nil:
+	case fresh && resumable && info.main == nil:
 		info.main = &sessMain{chain: info.chain, keep: info.keep, seq: info.prevSeq, prevIn: info.prevIn, prevOut: info.prevOut}
 	case !fresh && info.main != nil && rng.Float64() < fu.resumeShare:
 		mn := info.main
@@ -523,20 +545,21 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
 	}
 	var (
-		fresh   bool
-		freshIn int64
-		kept    = fu.kept
+		fresh, resumable bool
+		freshIn          int64
+		kept             = fu.kept
 	)
 	ctx := float64(int64(info.prevIn) + int64(info.prevOut))
 	if fc := fu.freshAt(ctx / opts.inScale()); fc != nil {
 		var k *sampler
-		if fresh, freshIn, k = fc.draw(rng, ctx); k != nil {
+		if fresh, freshIn, k, resumable = fc.draw(rng, ctx); k != nil {
 			kept = k
 		}
 	} else {
 		fresh = rng.Float64() < fu.freshShare
+		resumable = fresh
 	}
-	info.branch(rng, fu, fresh)
+	info.branch(rng, fu, fresh, resumable)
 	var in int64
 	switch {
 	case fresh && freshIn > 0:
@@ -555,6 +578,15 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		in = int64(info.prevIn) + int64(info.prevOut)
 		if v > 0 {
 			in += int64(scaleLen(v, opts.inScale()))
+		}
+		if top := fu.top(); top != nil && in > int64(gc.maxContext) {
+			// The window is full: the client compacts its history as
+			// the trace's fresh prompts after its longest contexts do.
+			v, _ := top.share.sample(rng)
+			in, fresh = max(1, int64(math.Round(v*ctx))), true
+			if top.kept != nil {
+				kept = top.kept
+			}
 		}
 	}
 	out, _ := fu.out.sample(rng)

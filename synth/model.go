@@ -316,6 +316,11 @@ type FreshCond struct {
 	// FreshPrompts those that were fresh prompts.
 	Turns        int64 `json:"turns"`
 	FreshPrompts int64 `json:"fresh_prompts"`
+	// Resumed counts the fresh prompts whose branch a later turn left for
+	// the context it came off (a subagent's spawner; a compacted history
+	// is never resumed): Generate keeps a fresh prompt's context to go
+	// back to with the share Resumed / FreshPrompts.
+	Resumed int64 `json:"resumed,omitempty"`
 	// InputShare is the distribution of the fresh prompts' input over the
 	// context, KeptShare of the share of their blocks the turn before held
 	// (both empty without fresh prompts).
@@ -751,8 +756,8 @@ func validateFreshConds(fcs []FreshCond, where string) error {
 			return fmt.Errorf("%w: %s.context_max must increase from range to range", ErrBadModel, w)
 		}
 		prev = fc.ContextMax
-		if fc.Turns < 0 || fc.FreshPrompts < 0 || fc.FreshPrompts > fc.Turns {
-			return fmt.Errorf("%w: %s.fresh_prompts must be in [0, turns]", ErrBadModel, w)
+		if fc.Turns < 0 || fc.FreshPrompts < 0 || fc.FreshPrompts > fc.Turns || fc.Resumed < 0 || fc.Resumed > fc.FreshPrompts {
+			return fmt.Errorf("%w: %s: want 0 ≤ resumed ≤ fresh_prompts ≤ turns", ErrBadModel, w)
 		}
 		for _, h := range []*Hist{&fc.InputShare, fc.KeptShare} {
 			if h == nil {
