@@ -174,6 +174,10 @@ type Report struct {
 	Unmeasured map[string]string `json:"unmeasured,omitempty"`
 	// Pass is true when every check passes.
 	Pass bool `json:"pass"`
+	// Fixes, when set, are the option changes FindFixes tried by
+	// generating from the model SYNTH came from and checking, kept when
+	// they helped (set by the caller: synth check --model).
+	Fixes *FixReport `json:"fixes,omitempty"`
 }
 
 // Distances are the KS distances.
@@ -828,6 +832,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s: affects %s.\n    change: %s\n", c.Name, c.Affects, c.Fix)
 		}
 	}
+	r.writeFixes(&b)
 	verdict := "PASS"
 	if !r.Pass {
 		verdict = "FAIL"

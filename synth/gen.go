@@ -171,6 +171,9 @@ func (m *Model) GenMeta(o GenOptions) traces.Meta {
 		meta.Set("synth.output_length_scale", strconv.FormatFloat(o.OutputLengthScale, 'g', -1, 64))
 	}
 	meta.Set("synth.gaps", o.Gaps)
+	if o.MaxContextTokens > 0 {
+		meta.Set("synth.max_context_tokens", strconv.Itoa(o.MaxContextTokens))
+	}
 	if len(o.Mix) > 0 {
 		keys := make([]string, 0, len(o.Mix))
 		for k := range o.Mix {
