@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -170,5 +171,90 @@ func TestAgenticSessionsMatch(t *testing.T) {
 	}
 	if within < 4 || passed < 4 {
 		t.Errorf("reuse within 3 points in %d of 5 seeds, every check passed in %d; want at least 4 of each", within, passed)
+	}
+}
+
+// A trace's conversations need not start as its single-shot rows do: when
+// every session starts in the first half and every single-shot row comes
+// in the second, the model keeps the sessions' starts per bin and the
+// generated sessions start in the first half too.
+func TestSessionStartsPerBin(t *testing.T) {
+	var recs []traces.Record
+	for i := range 400 {
+		r := traces.NewRecord()
+		r.ArrivalNs = int64(i) * int64(150*time.Millisecond)
+		r.InputTokens, r.OutputTokens, r.Model, r.API = 100, 20, "m", traces.APIChat
+		if i < 200 {
+			r.Session, r.Turn = int64(i+1), 1
+		}
+		recs = append(recs, r)
+	}
+	for i := range 200 { // each session's second turn, 1 s later
+		r := recs[i]
+		r.ArrivalNs += int64(time.Second)
+		r.Turn = 2
+		recs = append(recs, r)
+	}
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+	for i := range recs {
+		recs[i].Seq = int64(i)
+	}
+	m, err := Fit(context.Background(), recs, FitOptions{Meta: traces.NewMeta("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Classes[0].Sessions
+	if m.Version != ModelVersion || len(s.StartsPerBin) != len(m.Classes[0].Arrival.CountsPerBin) {
+		t.Fatalf("version %d, %d starts per bin for %d bins", m.Version, len(s.StartsPerBin), len(m.Classes[0].Arrival.CountsPerBin))
+	}
+	half := int64(200) * int64(150*time.Millisecond)
+	late := 0
+	syn := gen(t, m, GenOptions{Seed: 2})
+	for _, r := range syn {
+		if r.Turn == 1 && r.ArrivalNs >= half+int64(m.BinNs) {
+			late++
+		}
+	}
+	if late > 0 {
+		t.Errorf("%d generated sessions start after the real ones stopped starting", late)
+	}
+}
+
+// Every session has four turns 10 s apart, but those that start in the
+// trace's last 30 s are cut by its end: counted, turns per session average
+// well under 4; fitted as a survival distribution, they are 4.
+func TestTurnsCensoredByTheEnd(t *testing.T) {
+	var recs []traces.Record
+	for s := range 300 {
+		start := int64(s) * int64(time.Second) / 2
+		for k := range 4 {
+			at := start + int64(k)*10*int64(time.Second)
+			if at > 150*int64(time.Second) {
+				break
+			}
+			r := traces.NewRecord()
+			r.ArrivalNs, r.Session, r.Turn = at, int64(s+1), int32(k+1)
+			r.InputTokens, r.OutputTokens, r.Model, r.API = 100, 20, "m", traces.APIChat
+			recs = append(recs, r)
+		}
+	}
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+	for i := range recs {
+		recs[i].Seq = int64(i)
+	}
+	m, err := Fit(context.Background(), recs, FitOptions{Meta: traces.NewMeta("test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counted, four, all float64
+	for _, b := range m.Classes[0].Sessions.Turns.Bins {
+		all += b.Count
+		if b.Lo <= 4 && b.Hi >= 4 {
+			four += b.Count
+		}
+	}
+	counted = float64(len(recs)) / 300
+	if counted > 3.8 || four/all < 0.99 {
+		t.Errorf("counted %.2f turns per session, fitted share of 4 turns %.3f; want the count under 3.8 and the fit at least 0.99", counted, four/all)
 	}
 }

@@ -13,20 +13,25 @@ import (
 // count quantiles, the gaps and clusters of each level (a second replay),
 // levels with too few clusters merged into the next, and each level's
 // fits.
-func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap *approx, rng *rand.Rand) (Arrival, error) {
+// It returns too the sessions' first rows per bin (Sessions.StartsPerBin;
+// nil without sessions).
+func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap *approx, rng *rand.Rand) (Arrival, []float64, error) {
 	a := &arrivalFit{m: m, starts: starts, opts: opts, lim: lim, nbins: int((m.SpanNs-1)/m.BinNs + 1)}
 	if err := a.count(); err != nil {
-		return Arrival{}, err
+		return Arrival{}, nil, err
 	}
 	a.cutLevels()
 	if err := a.collectGaps(rng); err != nil {
-		return Arrival{}, err
+		return Arrival{}, nil, err
 	}
 	levels := a.fitLevels(a.mergeLevels(), ap)
 	if w := a.width(a.nbins - 1); w > 0 && w < float64(m.BinNs) {
 		a.counts[a.nbins-1] *= float64(m.BinNs) / w
+		if a.sess != nil {
+			a.sess[a.nbins-1] *= float64(m.BinNs) / w
+		}
 	}
-	return Arrival{CountsPerBin: a.counts, Levels: levels}, nil
+	return Arrival{CountsPerBin: a.counts, Levels: levels}, a.sess, nil
 }
 
 // arrivalFit is fitArrival under way.
@@ -37,6 +42,7 @@ type arrivalFit struct {
 	lim    fitLimits
 	nbins  int
 	counts []float64   // starts per bin
+	sess   []float64   // of those, sessions' first rows (nil: none)
 	maxes  []float64   // each load level's largest bin count
 	accs   []levelGaps // per level
 }
@@ -72,22 +78,38 @@ func (a *arrivalFit) width(b int) float64 {
 
 // each replays the start log, calling fn with each start's arrival.
 func (a *arrivalFit) each(fn func(x int64)) error {
+	return a.eachStart(func(x int64, _ bool) { fn(x) })
+}
+
+// eachStart replays the start log, calling fn with each start's arrival
+// and whether it is a session's first row.
+func (a *arrivalFit) eachStart(fn func(x int64, sess bool)) error {
 	r, err := a.starts.replay()
 	if err != nil {
 		return err
 	}
 	var x int64
 	for range a.starts.n {
-		x += int64(r.next())
-		fn(x)
+		v := r.next()
+		x += int64(v >> 1)
+		fn(x, v&1 == 1)
 	}
 	return r.err
 }
 
-// count fills the starts per bin.
+// count fills the starts per bin, and the sessions' among them.
 func (a *arrivalFit) count() error {
 	a.counts = make([]float64, a.nbins)
-	return a.each(func(x int64) { a.counts[a.binIdx(a.grid(x))]++ })
+	return a.eachStart(func(x int64, sess bool) {
+		b := a.binIdx(a.grid(x))
+		a.counts[b]++
+		if sess {
+			if a.sess == nil {
+				a.sess = make([]float64, a.nbins)
+			}
+			a.sess[b]++
+		}
+	})
 }
 
 // cutLevels ranks the bins with at least two starts by count and cuts

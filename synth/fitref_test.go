@@ -200,15 +200,31 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 		s.last = r.ArrivalNs
 	}
 	if len(ss) > 0 {
+		// The trace's end cuts sessions short: turns are fitted as a
+		// survival distribution (censor.go) from the gaps between turns.
+		var end int64
+		for i := range recs {
+			end = max(end, recs[i].ArrivalNs)
+		}
 		turns := make([]float64, 0, len(ss))
+		obs := make([]turnObs, 0, len(ss))
 		for _, id := range sessOrder {
 			turns = append(turns, float64(ss[id].turns))
+			obs = append(obs, turnObs{int64(ss[id].turns), end - ss[id].last})
 		}
 		slices.Sort(turns)
 		slices.Sort(turnGaps)
+		var gapRuns []run
+		for _, g := range turnGaps {
+			if n := len(gapRuns); n > 0 && gapRuns[n-1].v == g {
+				gapRuns[n-1].n++
+			} else {
+				gapRuns = append(gapRuns, run{g, 1})
+			}
+		}
 		c.Sessions = &Sessions{
 			Share: float64(len(ss)) / float64(len(starts)),
-			Turns: newHist(turns, opts.LengthBins, opts.MinBinCount, true),
+			Turns: censoredTurns(newHist(turns, opts.LengthBins, opts.MinBinCount, true), obs, newGapSurvival(gapRuns)),
 			GapS:  newHist(turnGaps, opts.GapBins, opts.MinBinCount, false),
 		}
 	}

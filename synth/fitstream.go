@@ -292,8 +292,9 @@ type classFit struct {
 
 	sess      map[int64]sessState
 	turnGaps  multiset
+	endSurv   gapSurvival // the inter-turn gaps' survival (censor.go), at the end
 	follow    followState // follow-up turns (followup.go)
-	starts    varintLog   // session-start arrivals, as deltas
+	starts    varintLog   // session-start arrivals, as deltas × 2 + 1 for a session's first row
 	lastStart int64
 	// Per row: category id (0 = pooled) × 2 + 1 for a follow-up, input and output tokens, and for
 	// rows with blocks after the class's first, reused blocks + 1 and
@@ -362,7 +363,12 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 		c.sess[r.session] = next
 	}
 	if start {
-		c.starts.put(uint64(r.arrival - c.lastStart))
+		// The delta, and whether the start is a session's first row.
+		sess := uint64(0)
+		if r.session != 0 {
+			sess = 1
+		}
+		c.starts.put(uint64(r.arrival-c.lastStart)<<1 | sess)
 		c.lastStart = r.arrival
 	} else {
 		// A follow-up's blocks are its session's (fillFollowUp rebuilds
@@ -776,13 +782,16 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 
 	if len(c.sess) > 0 {
 		turns := map[float64]int64{}
+		obs := make([]turnObs, 0, len(c.sess))
 		for _, s := range c.sess {
 			turns[float64(s.turns)]++
+			obs = append(obs, turnObs{s.turns, f.last - s.last})
 		}
 		gaps := f.approx.runs(&c.turnGaps)
+		c.endSurv = newGapSurvival(gaps)
 		cl.Sessions = &Sessions{
 			Share: float64(len(c.sess)) / float64(c.starts.n),
-			Turns: newHistRuns(runsOfMap(turns), opts.LengthBins, opts.MinBinCount, true),
+			Turns: censoredTurns(newHistRuns(runsOfMap(turns), opts.LengthBins, opts.MinBinCount, true), obs, c.endSurv),
 			GapS:  newHistRuns(gaps, opts.GapBins, opts.MinBinCount, false),
 		}
 	}
@@ -791,14 +800,15 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	// on two cores. fitArrival notes its approximations apart, and they
 	// are put where a sequential fit would have put them.
 	var (
-		arrAp  approx
-		arrErr error
+		arrAp      approx
+		arrErr     error
+		sessStarts []float64
 		done   = make(chan struct{})
 		at     = len(f.approx.notes)
 	)
 	go func() {
 		defer close(done)
-		cl.Arrival, arrErr = fitArrival(m, &c.starts, opts, f.lim, &arrAp, rng)
+		cl.Arrival, sessStarts, arrErr = fitArrival(m, &c.starts, opts, f.lim, &arrAp, rng)
 	}()
 	defer func() { <-done }() // never leave it running on an early return
 	err := f.fitLengths(&cl, c)
@@ -806,6 +816,9 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	f.approx.insert(at, &arrAp)
 	if arrErr != nil {
 		return cl, arrErr
+	}
+	if cl.Sessions != nil {
+		cl.Sessions.StartsPerBin = sessStarts
 	}
 	return cl, err
 }

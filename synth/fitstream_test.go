@@ -33,8 +33,9 @@ func modelJSON(t testing.TB, m *Model) string {
 }
 
 // refView is m's JSON without what the in-memory reference fitter
-// (fitref_test.go) predates: follow-up turns (and so version 2) and how
-// they resend their blocks (Model.BlockK, version 3).
+// (fitref_test.go) predates: follow-up turns (and so version 2), how they
+// resend their blocks (Model.BlockK, version 3) and the sessions' starts
+// per bin.
 func refView(t testing.TB, m *Model) string {
 	t.Helper()
 	c, err := LoadModel(strings.NewReader(modelJSON(t, m)))

@@ -34,6 +34,7 @@ type followFit struct {
 	dropped  multiset             // the previous row's blocks a growing turn does not reuse
 	kept     multiset             // share of a fresh prompt's blocks from the row it follows
 	byCtx    map[int32]*ctxBucket // follow-ups by the context they follow (freshctx.go)
+	obs      []turnObs            // the sessions of turns, for the censoring at the end (censor.go)
 	// Growing turns in a branch (after a fresh prompt) that resumed the
 	// row the branch came off, and that went on in the branch.
 	resumes, branchTurns int64
@@ -56,6 +57,7 @@ func (a *followFit) merge(lim fitLimits, b *followFit) {
 	a.dropped.merge(&b.dropped)
 	a.kept.merge(&b.kept)
 	a.mergeCtx(lim, b)
+	a.obs = append(a.obs, b.obs...)
 	a.resumes += b.resumes
 	a.branchTurns += b.branchTurns
 }
@@ -220,7 +222,9 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 	opts := f.opts
 	for _, s := range c.sess {
 		if s.follow > 0 {
-			addFloat(&st.list[s.follow-1].turns, float64(s.turns))
+			ff := st.list[s.follow-1]
+			addFloat(&ff.turns, float64(s.turns))
+			ff.obs = append(ff.obs, turnObs{s.turns, f.last - s.last})
 		}
 	}
 	names := make([]string, 0, len(st.cats))
@@ -267,7 +271,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			FreshInputTokens: newHistRuns(f.approx.runs(&ff.freshIn), opts.LengthBins, opts.MinBinCount, true),
 			OutputTokens:     newHistRuns(f.approx.runs(&ff.out), opts.OutputBins, opts.MinBinCount, true),
 			ThinkS:           newHistRuns(f.approx.runs(&ff.think), opts.GapBins, opts.MinBinCount, false),
-			TurnsPerSession:  newHistRuns(f.approx.runs(&ff.turns), opts.LengthBins, opts.MinBinCount, true),
+			TurnsPerSession:  censoredTurns(newHistRuns(f.approx.runs(&ff.turns), opts.LengthBins, opts.MinBinCount, true), ff.obs, c.endSurv),
 			FirstInputTokens: Hist{Integer: true, Bins: []Bin{}},
 		}
 	}
@@ -630,6 +634,6 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
 		}
 	}
-	gc.remember(chain)
+	gc.remember(chain, info.group)
 	return chain
 }

@@ -18,12 +18,14 @@ const ModelFormat = "tokentrace-synth-model"
 
 // ModelVersion is the newest model file version this package reads and
 // writes. Version 2 adds follow-up turns (Group.FollowUp and the think-time
-// fields of Sessions); version 3 adds the blocks of the previous turn a
-// follow-up does not reuse (FollowUp.DroppedBlocks). A model is written as
-// the lowest version that holds it: one without follow-up turns as version
-// 1, one whose follow-ups have no prefix blocks as version 2, byte for byte
-// what earlier releases wrote. LoadModel reads versions 1 to ModelVersion
-// and rejects any other with ErrModelVersion.
+// fields of Sessions); version 3 adds how follow-ups resend their blocks
+// (Model.BlockK, FollowUp.DroppedBlocks, FreshKeptShare, FreshByContext,
+// Resumes) and the sessions' starts per bin (Sessions.StartsPerBin). A
+// model is written as the lowest version that holds it: one without
+// sessions as version 1, byte for byte what earlier releases wrote; one
+// with sessions is version 3 (its starts per bin). LoadModel reads
+// versions 1 to ModelVersion and rejects any other with ErrModelVersion;
+// an older model generates as it did.
 const ModelVersion = 3
 
 // modelVersionFollowUps is the version of a model with follow-up turns but
@@ -234,6 +236,13 @@ type Sessions struct {
 	ThinkRecorded        int64  `json:"think_recorded,omitempty"`
 	ThinkFromFinishCount int64  `json:"think_from_finish,omitempty"`
 	ThinkFromGapCount    int64  `json:"think_from_arrival_gap,omitempty"`
+	// StartsPerBin are the sessions' first rows per Arrival bin (version
+	// 3): a trace's conversations need not start as its single-shot rows
+	// do (a capture's last seconds hold conversations cut to one row,
+	// which are single-shot rows, and no new sessions), so Generate makes
+	// an arrival of a bin a session with the bin's share,
+	// StartsPerBin / CountsPerBin, not Share.
+	StartsPerBin []float64 `json:"starts_per_bin,omitempty"`
 	// PooledFollowUp pools the follow-ups of categories with fewer than
 	// FitOptions.MinCategoryRecords of them (so no histogram pins down a
 	// few rows); Generate uses it for categories without a FollowUp of
@@ -519,6 +528,11 @@ func (m *Model) Validate() error {
 				return err
 			}
 		}
+		if s := c.Sessions; s != nil && s.StartsPerBin != nil {
+			if err := m.validateStarts(s.StartsPerBin, c.Arrival.CountsPerBin, where+".sessions.starts_per_bin"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -634,6 +648,23 @@ func (m *Model) validateSessions(s *Sessions, where string) error {
 	return nil
 }
 
+// validateStarts checks Sessions.StartsPerBin against the class's counts
+// per bin.
+func (m *Model) validateStarts(starts, counts []float64, where string) error {
+	if m.Version < 3 {
+		return badModel("%s needs model version 3, the file says %d", where, m.Version)
+	}
+	if len(starts) != len(counts) {
+		return badModel("%s has %d bins, counts_per_bin %d", where, len(starts), len(counts))
+	}
+	for i, v := range starts {
+		if !(v >= 0 && v <= counts[i]) {
+			return badModel("%s[%d] must be in [0, counts_per_bin[%d]], got %g", where, i, i, v)
+		}
+	}
+	return nil
+}
+
 // validateGroup checks one category: counts and shares, its length
 // histograms, its joint model and its follow-ups.
 func (m *Model) validateGroup(gr *Group, gw string) error {
@@ -731,6 +762,9 @@ func (m *Model) lowestVersion() int {
 	for ci := range m.Classes {
 		c := &m.Classes[ci]
 		s := c.Sessions
+		if s != nil && s.StartsPerBin != nil {
+			return ModelVersion
+		}
 		if s == nil || s.FollowUps == 0 {
 			continue
 		}
