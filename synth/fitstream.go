@@ -803,8 +803,8 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 		arrAp      approx
 		arrErr     error
 		sessStarts []float64
-		done   = make(chan struct{})
-		at     = len(f.approx.notes)
+		done       = make(chan struct{})
+		at         = len(f.approx.notes)
 	)
 	go func() {
 		defer close(done)
