@@ -120,9 +120,21 @@ func (r *Report) advice(name, source string) (affects, fix string) {
 	case "context_growth":
 		affects = "how prompts grow over a conversation: long-context prefill and KV-cache pressure late in sessions"
 		fix = fitGen + "; GenOptions.MaxContextTokens caps follow-up prompts (default: the longest fitted prompt)"
+		if source == SourceGen {
+			fix = "the model's follow-ups grow as on the trace it was fitted on: fit it on REAL itself (not another window or trace); GenOptions.MaxContextTokens caps follow-up prompts (default: the longest fitted prompt)"
+		}
 	case "ks.think":
 		affects = "when follow-ups are sent in a closed-loop replay (replay --sessions closed), so the load a slower server sees"
 		fix = "fit on a trace whose rows carry think_ns or finish_ns (otherwise think times are estimated from arrival gaps, which include production's service time)"
+	}
+	// A generated trace whose prompts are scaled away from the real ones
+	// misses on what prompt lengths carry (how many blocks repeat, how
+	// prompts grow) because of the scale, not the fit the user already
+	// made: say so rather than send them back to fit.
+	if source == SourceGen && (strings.HasPrefix(name, "prefix_reuse") || name == "context_growth") {
+		if scale := r.lengthScale(r.Real.MeanInput, r.Synth.MeanInput, "prompts", "GenOptions.InputLengthScale"); scale != "" {
+			fix = strings.TrimPrefix(scale, "; ") + "; the prompts' lengths set how many of their blocks repeat and how they grow, so bring them back first (ks.input_tokens)"
+		}
 	}
 	return affects, fix
 }

@@ -172,3 +172,25 @@ func TestGenOptionsOfRoundTrip(t *testing.T) {
 		t.Error("a captured trace has generation options")
 	}
 }
+
+// A generated trace whose prompts are scaled away from the real ones is
+// told to bring them back, not to fit again (its user already did), for
+// the checks prompt lengths carry; with the prompts right, the advice
+// names what differs from the fit.
+func TestCheckAdviceScaledPrompts(t *testing.T) {
+	var r Report
+	r.Real.MeanInput, r.Synth.MeanInput = 1000, 1600
+	for _, name := range []string{"prefix_reuse", "prefix_reuse_by_turn", "prefix_reuse_by_category", "context_growth"} {
+		_, fix := r.advice(name, SourceGen)
+		if !strings.Contains(fix, "GenOptions.InputLengthScale by 0.625") || strings.Contains(fix, "synth fit") {
+			t.Errorf("%s, prompts 1.6×: %q", name, fix)
+		}
+		if _, fix := r.advice(name, SourceMatrix); strings.Contains(fix, "InputLengthScale") {
+			t.Errorf("%s, a matrix is told to scale a generation option: %q", name, fix)
+		}
+	}
+	r.Synth.MeanInput = 1020
+	if _, fix := r.advice("context_growth", SourceGen); strings.Contains(fix, "InputLengthScale") || strings.Contains(fix, "synth fit") {
+		t.Errorf("context_growth, prompts right: %q", fix)
+	}
+}
