@@ -112,8 +112,10 @@ var DispersionWindows = []time.Duration{time.Second, 10 * time.Second, time.Minu
 // ks.{input_tokens,output_tokens,interarrival,rate_per_minute},
 // wasserstein.{input_tokens,output_tokens,interarrival_s,rate_per_minute},
 // rate_error, dispersion.{1s,10s,60s}, cv, category_share_max_diff,
-// prefix_reuse, sessions, turns, pass; plus real/synth summaries and the
-// list of checks.
+// prefix_reuse, sessions, turns, confidence, check_confidence, pass; with
+// sessions input_by_turn, context_growth, prefix_reuse_by_turn and
+// prefix_reuse_by_category; plus real/synth summaries and the list of
+// checks, each with its threshold, noise_floor and limit.
 type Report struct {
 	Real  Summary `json:"real"`
 	Synth Summary `json:"synth"`

@@ -46,8 +46,10 @@ synth gen and synth check commands that make and check the fixed workload
 (a new file beside SYNTH).
 JSON keys are stable: ks.input_tokens, ks.output_tokens, ks.interarrival,
 wasserstein.*, rate_error, dispersion.1s/10s/60s, cv,
-category_share_max_diff, prefix_reuse, sessions, turns, pass, and with
-follow-ups input_by_turn, context_growth, ks.think.
+category_share_max_diff, prefix_reuse, sessions, turns, pass, confidence,
+check_confidence, each check's threshold, noise_floor and limit, and with
+follow-ups input_by_turn, prefix_reuse_by_turn, prefix_reuse_by_category,
+context_growth, ks.think; with --model, fixes.
 
 Examples:
   tokentrace synth check --json trace.parquet synth.parquet
