@@ -98,7 +98,14 @@ func (r *Report) adviceWords(name, source, realFile string) (affects, fix words)
 	case "ks.interarrival", "cv", "dispersion.1s", "dispersion.10s", "dispersion.60s":
 		affects = wordsf("queueing under bursts and so the tail (p99 TTFT): conclusions about max-num-seqs, queue limits and how many replicas a load needs (inter-arrival CV %.2f real, %.2f synthetic)", r.Real.CV, r.Synth.CV)
 		fix = wordsf("fit with narrower rate bins so that shorter bursts survive (%s 1s), and keep %s empirical (the default)", traces.OptionRef("FitOptions.Bin"), traces.OptionRef("GenOptions.Gaps"))
-		if source == SourceMatrix {
+		switch {
+		case r.SessionGaps != "":
+			affects = wordsf("when a session's turns are sent in an open-loop replay, so how its requests overlap: conclusions about queueing and the tail")
+			fix = wordsf("the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: ").add(fitGen.format, fitGen.args...)
+			if source == SourceGen {
+				fix = wordsf("the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: fit the model on REAL itself")
+			}
+		case source == SourceMatrix:
 			fix = wordsf("a matrix's Poisson rows are never bursty: ").add(fitGen.format, fitGen.args...)
 		}
 	case "rate_error":
@@ -146,9 +153,21 @@ func (r *Report) adviceWords(name, source, realFile string) (affects, fix words)
 	case "context_growth":
 		affects = wordsf("how prompts grow over a conversation: long-context prefill and KV-cache pressure late in sessions")
 		fix = fitGen.add("; %s caps follow-up prompts (default: the longest fitted prompt)", traces.OptionRef("GenOptions.MaxContextTokens"))
+		if source == SourceGen {
+			fix = wordsf("the model's follow-ups grow as on the trace it was fitted on: fit it on REAL itself (not another window or trace); %s caps follow-up prompts (default: the longest fitted prompt)", traces.OptionRef("GenOptions.MaxContextTokens"))
+		}
 	case "ks.think":
 		affects = wordsf("when follow-ups are sent in a closed-loop replay (a replay with %s closed), so the load a slower server sees", replaySessions)
 		fix = wordsf("fit on a trace whose rows carry think_ns or finish_ns (otherwise think times are estimated from arrival gaps, which include production's service time)")
+	}
+	// A generated trace whose prompts are scaled away from the real ones
+	// misses on what prompt lengths carry (how many blocks repeat, how
+	// prompts grow) because of the scale, not the fit the user already
+	// made: say so rather than send them back to fit.
+	if source == SourceGen && (strings.HasPrefix(name, "prefix_reuse") || name == "context_growth") {
+		if scale, ok := r.lengthScale(r.Real.MeanInput, r.Synth.MeanInput, "prompts", "GenOptions.InputLengthScale"); ok {
+			fix = scale.add("; the prompts' lengths set how many of their blocks repeat and how they grow, so bring them back first (ks.input_tokens)")
+		}
 	}
 	return affects, fix
 }
