@@ -115,7 +115,8 @@ func sayError(err error, flags map[string]string) (string, bool) {
 
 // flagOf is the flag that sets option: flags' entry, else optionFlags',
 // else for a field of an options struct ("Options.RateScale",
-// "CompareOptions.MaxSample") its kebab-cased name ("--rate-scale"); for fields that must agree
+// "CompareOptions.MaxSample", synth's "Thresholds.Confidence") its
+// kebab-cased name ("--rate-scale"); for fields that must agree
 // ("Options.ModelBytes, Options.Bandwidth") each one's flag, once
 // ("--model-bytes, --bandwidth"). "" when none knows it: the library's name
 // stays.
@@ -145,7 +146,7 @@ func flagOf(option string, flags map[string]string) string {
 		return strings.Join(fs, ", ")
 	}
 	typ, name, ok := strings.Cut(option, ".")
-	if !ok || !strings.HasSuffix(typ, "Options") || name == "" || strings.ContainsAny(name, ", .") {
+	if !ok || !(strings.HasSuffix(typ, "Options") || typ == "Thresholds") || name == "" || strings.ContainsAny(name, ", .") {
 		return ""
 	}
 	return "--" + kebab(name)
