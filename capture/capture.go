@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -452,7 +453,7 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		}
 		f, err := os.Open(n)
 		if err != nil {
-			return Stats{}, fmt.Errorf("open log: %w", err)
+			return Stats{}, fserr.Wrap("open log", n, err)
 		}
 		defer f.Close()
 		inputs = append(inputs, Input{Name: n, R: f})
@@ -565,7 +566,7 @@ func noRequests(s Stats, format string) error {
 func ReadKeyFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read key file: %w", err)
+		return nil, fserr.Wrap("read key file", path, err)
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) == 64 {
@@ -588,7 +589,7 @@ func NewKeyFile(path string) ([]byte, error) {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create key file: %w", err)
+		return nil, fserr.Wrap("create key file", path, err)
 	}
 	// A key file cut short (a full disk) would later load as a different
 	// key: remove it rather than leave it.

@@ -64,7 +64,7 @@ file prints the summary of the rows before the damage and exits 1 (0 with
 			fail := func(err error) {
 				failed = append(failed, err)
 				if len(names) > 1 {
-					fmt.Fprintf(std.err, "tokentrace: inspect: %v\n", err)
+					fmt.Fprintf(std.err, "tokentrace inspect: %v\n", err)
 				}
 			}
 			for i, name := range names {

@@ -6,6 +6,7 @@ package main
 // package validate.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -108,7 +109,10 @@ func validateCommand() *cli.Command {
 			for _, t := range targets.v {
 				tg, err := validate.ParseTarget(t, replay.BuiltinSim())
 				if err != nil {
-					return usageErrorf("--target %w", err)
+					if te := (*validate.TargetError)(nil); errors.As(err, &te) {
+						return usageErrorf("--target %s: %w", te.Target, te.Err)
+					}
+					return usageErrorf("--target: %w", err)
 				}
 				o.Targets = append(o.Targets, tg)
 			}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// Every error is printed in one form, whoever made it (a command, a
+// library, urfave/cli): "tokentrace COMMAND: what failed" naming the flag or
+// input once, and after a usage error (exit 2) one line saying where the
+// usage is. The whole of stderr is compared: nothing else is printed.
+func TestErrorForm(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.parquet")
+	out := filepath.Join(dir, "out.jsonl")
+	trace := filepath.Join("testdata", "golden", "trace.jsonl")
+	for _, c := range []struct {
+		why  string
+		args []string
+		code int
+		want string
+	}{
+		{"a required flag left out is said as its flag, after the command, with the hint",
+			[]string{"capture", "x.log"}, exitUsage,
+			"tokentrace capture: --out is required\nrun 'tokentrace capture --help' for usage\n"},
+		{"a flag's bad value names the command it belongs to",
+			[]string{"replay", "--speed", "0", "--target", "sim", missing}, exitUsage,
+			"tokentrace replay: --speed: must be > 0, got 0\nrun 'tokentrace replay --help' for usage\n"},
+		{"a subcommand is named whole, once, though its own error named it already",
+			[]string{"synth", "gen", "--rate-scale", "-1", "--duration", "1s", "--out", out, "model.json"}, exitUsage,
+			"tokentrace synth gen: --rate-scale: must be > 0, got -1\nrun 'tokentrace synth gen --help' for usage\n"},
+		{"a wrong number of arguments names the subcommand, not only its last word",
+			[]string{"synth", "fit", "--out", out}, exitUsage,
+			"tokentrace synth fit: want 1 argument(s) (TRACE), got 0\nrun 'tokentrace synth fit --help' for usage\n"},
+		{"a mistyped flag's suggestion keeps the one form",
+			[]string{"analyze", "--slow", "x"}, exitUsage,
+			"tokentrace analyze: unknown flag --slow; did you mean --slo?\nrun 'tokentrace analyze --help' for usage\n"},
+		{"an unknown command has no command to name, and points at the top-level help",
+			[]string{"analize"}, exitUsage,
+			"tokentrace: unknown command \"analize\"; did you mean \"analyze\"?\nrun 'tokentrace --help' for usage\n"},
+		{"a failure that is no usage error gets no hint, and a missing file is said once",
+			[]string{"analyze", missing}, exitFailure,
+			"tokentrace analyze: open trace " + missing + ": no such file or directory\n"},
+		{"a validate target that is no NAME=SPEC names --target once",
+			[]string{"validate", "--target", "target b:", "--target", "a=sim", missing, missing}, exitUsage,
+			"tokentrace validate: --target \"target b:\": want NAME=URL or NAME=sim[:KEY=VALUE,...]\nrun 'tokentrace validate --help' for usage\n"},
+		{"a sim spec with spaces for commas is answered with the spec written right",
+			[]string{"replay", "--target", "sim:replicas=4 router=prefix-aware", "--out", out, trace}, exitUsage,
+			"tokentrace replay: --target: simulator configuration \"replicas=4 router=prefix-aware\": \"replicas=4 router=prefix-aware\" has a space where a comma goes: keys are separated by commas, no spaces (write \"replicas=4,router=prefix-aware\")\nrun 'tokentrace replay --help' for usage\n"},
+	} {
+		code, _, se := runCLI(nil, c.args...)
+		if code != c.code || se != c.want {
+			t.Errorf("%s: exit %d, stderr\n%s\nwant exit %d, stderr\n%s", c.why, code, se, c.code, c.want)
+		}
+	}
+}
