@@ -2,7 +2,12 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/tokentrace/tokentrace/replay"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Every error is printed in one form, whoever made it (a command, a
@@ -52,5 +57,38 @@ func TestErrorForm(t *testing.T) {
 		if code != c.code || se != c.want {
 			t.Errorf("%s: exit %d, stderr\n%s\nwant exit %d, stderr\n%s", c.why, code, se, c.code, c.want)
 		}
+	}
+}
+
+// The outcome line says ok once: its breakdown lists the failures by kind
+// only, and none when nothing failed.
+func TestOutcomeLine(t *testing.T) {
+	for _, c := range []struct {
+		why  string
+		o    traces.OutcomeSummary
+		want string
+	}{
+		{"failures are broken down by kind, ok is not repeated among them",
+			traces.OutcomeSummary{Requests: 471, OK: 464, Failed: 7, ByStatus: map[string]int64{"ok": 464, "http_error": 7}},
+			"471 requests: ok 464, failed 7 (http_error 7)"},
+		{"several kinds of failure, in name order",
+			traces.OutcomeSummary{Requests: 10, OK: 7, Failed: 3, ByStatus: map[string]int64{"ok": 7, "timeout": 1, "http_error": 2}},
+			"10 requests: ok 7, failed 3 (http_error 2, timeout 1)"},
+		{"no failure, no breakdown",
+			traces.OutcomeSummary{Requests: 5, OK: 5, ByStatus: map[string]int64{"ok": 5}},
+			"5 requests: ok 5, failed 0"},
+	} {
+		if got := outcomeLine(&c.o); got != c.want {
+			t.Errorf("%s: %q, want %q", c.why, got, c.want)
+		}
+	}
+}
+
+// A run that did not keep its timing is advised to slow down with "a lower
+// --speed" (a rate, not a count).
+func TestLatenessAdviceSaysLowerSpeed(t *testing.T) {
+	err := replayValid(&replay.Summary{LatenessP99: 10 * time.Millisecond}, 1, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "use a lower --speed,") || strings.Contains(err.Error(), "fewer --") {
+		t.Errorf("lateness over the bound: %v; want advice to use a lower --speed", err)
 	}
 }
