@@ -536,6 +536,10 @@ func ExpandInputs(names []string) ([]string, error) {
 	return out, nil
 }
 
+// ErrParquet is returned for an input that is a Parquet file (its magic
+// bytes), not serving logs: a trace already, or another tool's Parquet.
+var ErrParquet = errors.New("a Parquet file, not serving logs")
+
 // ErrNoRequests is returned when the inputs hold no request: no trace is
 // written, since an empty trace is never what was wanted.
 var ErrNoRequests = errors.New("no requests captured")
