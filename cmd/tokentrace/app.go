@@ -115,6 +115,7 @@ Flags go before arguments.`,
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	for _, c := range app.Commands {
 		quietUsageErrors(c, "")
+		layoutHelp(c, "")
 	}
 	return app
 }
