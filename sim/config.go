@@ -208,7 +208,7 @@ func configPairs(o *Options, s string) ([][2]string, error) {
 	if file != "" {
 		fromFile, err := ReadConfigFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("simulator configuration %q: %w", s, err)
+			return nil, err // it names the file (and its line), the configuration's one key
 		}
 		for _, kv := range fromFile {
 			if !given[kv[0]] {

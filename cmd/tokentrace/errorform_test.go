@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,45 @@ func TestLatenessAdviceSaysLowerSpeed(t *testing.T) {
 	err := replayValid(&replay.Summary{LatenessP99: 10 * time.Millisecond}, 1, time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "use a lower --speed,") || strings.Contains(err.Error(), "fewer --") {
 		t.Errorf("lateness over the bound: %v; want advice to use a lower --speed", err)
+	}
+}
+
+// stutter is an error that says a file operation twice, a path error
+// wrapped by hand ("open trace: open missing.parquet: ...").
+var stutter = regexp.MustCompile(`\b(open|create|read)\b[^:]*: (open|create|read|stat|mkdir) /`)
+
+// A file that cannot be read or written is named once, after what failed
+// on it, whichever command meets it.
+func TestFileErrorsSayThePathOnce(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.parquet")
+	bad := filepath.Join(dir, "no-such-dir", "out.parquet")
+	trace := filepath.Join("testdata", "golden", "trace.jsonl")
+	model := filepath.Join("testdata", "golden", "model.json")
+	for _, c := range []struct {
+		why  string
+		args []string
+		path string
+		want string
+	}{
+		{"inspect of a missing trace", []string{"inspect", missing}, missing, "tokentrace inspect: open trace " + missing + ": no such file or directory"},
+		{"synth fit of a missing trace", []string{"synth", "fit", "--out", filepath.Join(dir, "m.json"), missing}, missing, "tokentrace synth fit: open trace " + missing + ": no such file or directory"},
+		{"synth gen of a missing model", []string{"synth", "gen", "--duration", "1s", "--out", filepath.Join(dir, "s.jsonl"), missing}, missing, "tokentrace synth gen: open model " + missing + ": no such file or directory"},
+		{"synth gen into a missing directory", []string{"synth", "gen", "--duration", "1s", "--out", bad, model}, bad, "tokentrace synth gen: create trace " + bad + ": no such file or directory"},
+		{"import into a missing directory", []string{"import", "--format", "mooncake", "--out", bad, trace}, bad, ""},
+		{"capture of a missing log", []string{"capture", "--out", filepath.Join(dir, "t.jsonl"), missing}, missing, "tokentrace capture: open log " + missing + ": no such file or directory"},
+		{"a missing simulator configuration file", []string{"sim", "--config", missing}, missing, "read configuration file " + missing + ": no such file or directory"},
+	} {
+		_, _, se := runCLI(nil, c.args...)
+		last := se
+		if lines := strings.Split(strings.TrimSpace(se), "\n"); len(lines) > 0 {
+			last = lines[len(lines)-1]
+			if strings.HasPrefix(last, "run '") && len(lines) > 1 {
+				last = lines[len(lines)-2]
+			}
+		}
+		if strings.Count(last, c.path) != 1 || stutter.MatchString(last) || !strings.Contains(last, c.want) {
+			t.Errorf("%s: %q: want %s named once, no operation said twice, containing %q", c.why, last, c.path, c.want)
+		}
 	}
 }

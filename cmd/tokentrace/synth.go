@@ -39,11 +39,7 @@ func synthOut(c *cli.Context, out string, m traces.Meta) (traces.Writer, error) 
 	if out == "-" {
 		return traces.NewJSONLWriter(synthStdout{stdio(c).out}, m)
 	}
-	w, err := traces.Create(out, m)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", out, err)
-	}
-	return w, nil
+	return traces.Create(out, m) // its error names the file
 }
 
 type synthStdout struct{ io.Writer }
