@@ -81,7 +81,7 @@ var helpLayouts = map[string]helpLayout{
 		top: []string{"slo", "tail", "tail-metric", "by", "html", "json", "format", "window"},
 		groups: []helpGroup{
 			{"Attribution", []string{"ignore-server-timings", "requests-out", "class"}},
-			{"vllm bench serve layout", []string{"vllm-json", "percentile-metrics", "metric-percentiles", "max-concurrency", "request-rate"}},
+			{"vLLM bench serve output", []string{"vllm-json", "percentile-metrics", "metric-percentiles", "max-concurrency", "request-rate"}},
 			{"Capacity and cost", []string{"kv-blocks", "session-idle", "model-bytes", "bandwidth", "cost-per-hour"}},
 			{"Input files", []string{"exact-rows", "strict", "salvage"}},
 		},
