@@ -146,6 +146,9 @@ func setCategory(f cli.Flag, name string) {
 // exampleHead is the line that starts a usage text's examples.
 var exampleHead = regexp.MustCompile(`^\s*Examples?:\s*$`)
 
+// descExamples is the line that starts a description's closing examples.
+var descExamples = regexp.MustCompile(`(?m)^Examples?:[ \t]*$`)
+
 // splitUsage splits a command's UsageText into its usage lines and its
 // examples (an example's indented continuation lines belong to it).
 func splitUsage(text string) (usage []string, examples []string) {
@@ -194,8 +197,9 @@ func helpPage(c *cli.Command, path string) string {
 	desc := c.Description
 	if len(examples) == 0 {
 		// Some commands give their example at the end of the description.
-		if i := strings.LastIndex(desc, "\nExample:\n"); i >= 0 {
-			_, examples = splitUsage(desc[i+1:])
+		if m := descExamples.FindAllStringIndex(desc, -1); len(m) > 0 {
+			i := m[len(m)-1][0]
+			_, examples = splitUsage(desc[i:])
 			desc = desc[:i]
 		}
 	}
