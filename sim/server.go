@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -40,9 +41,11 @@ type Server struct {
 	seq    int64
 	ids    atomic.Uint64
 
-	mux       *http.ServeMux
-	httpSrv   *http.Server
-	stop      chan struct{}
+	mux     *http.ServeMux
+	httpSrv *http.Server
+	stop    chan struct{}
+	// unwatch stops the call of Close when Start's ctx is done.
+	unwatch   func() bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -97,13 +100,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if s.link != nil {
 		go s.link.run()
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.Close()
-		case <-s.stop:
-		}
-	}()
+	s.unwatch = context.AfterFunc(ctx, func() { s.close() })
 	return s, nil
 }
 
@@ -415,6 +412,14 @@ func (s *Server) Truth() []traces.Record {
 // Close stops the endpoint and every replica and writes o.TruthOut. It is
 // idempotent and returns the same error every time.
 func (s *Server) Close() error {
+	if s.unwatch != nil {
+		s.unwatch()
+	}
+	return s.close()
+}
+
+// close stops the server once (Close, or Start's ctx done).
+func (s *Server) close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		if s.httpSrv != nil {
@@ -422,11 +427,7 @@ func (s *Server) Close() error {
 		}
 		err := s.shutdown()
 		if s.o.TruthOut != "" {
-			m := traces.NewMeta("sim")
-			m.Tokenizer = "sim-builtin"
-			m.BlockSize = s.o.BlockSize
-			m.Set("sim.preset", s.o.Preset)
-			m.Set("sim.model", s.o.Model)
+			m := engine.TruthMeta(s.o.Options)
 			if !s.l.plain {
 				m.Set("sim.fleet", strings.Join(s.Replicas(), ","))
 				m.Set("sim.router", s.o.Fleet.Router)
@@ -453,12 +454,9 @@ func (s *Server) shutdown() error {
 
 // strHash is FNV-1a.
 func strHash(v string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(v); i++ {
-		h ^= uint64(v[i])
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	io.WriteString(h, v)
+	return h.Sum64()
 }
 
 // rtLink runs the KV link in real time for the decode replicas

@@ -43,6 +43,8 @@ type Server struct {
 
 	otlp *otlpExporter
 
+	// unwatch stops the call of Close when NewServer's ctx is done.
+	unwatch   func() bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -56,13 +58,7 @@ func NewServer(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	go s.loop()
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.Close()
-		case <-s.stop:
-		}
-	}()
+	s.unwatch = context.AfterFunc(ctx, func() { s.close() })
 	return s, nil
 }
 
@@ -136,6 +132,14 @@ func (s *Server) Meter() Meter { return Meter{s.st} }
 // Close stops the engine and writes TruthOut. It is idempotent and
 // returns the same error every time.
 func (s *Server) Close() error {
+	if s.unwatch != nil {
+		s.unwatch()
+	}
+	return s.close()
+}
+
+// close stops the server once (Close, or NewServer's ctx done).
+func (s *Server) close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.loopDone
@@ -144,18 +148,24 @@ func (s *Server) Close() error {
 		}
 		var err error
 		if s.o.TruthOut != "" {
-			m := traces.NewMeta("sim")
-			m.Tokenizer = "sim-builtin"
-			m.BlockSize = s.o.BlockSize
-			m.Set("sim.preset", s.o.Preset)
-			m.Set("sim.model", s.o.Model)
-			if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
+			if werr := traces.WriteAll(s.o.TruthOut, TruthMeta(s.o), s.Truth()); werr != nil {
 				err = fmt.Errorf("sim: write truth %s: %w", s.o.TruthOut, werr)
 			}
 		}
 		s.closeErr = err
 	})
 	return s.closeErr
+}
+
+// TruthMeta is the metadata of a truth file (Options.TruthOut) of an
+// engine configured by o.
+func TruthMeta(o Options) traces.Meta {
+	m := traces.NewMeta("sim")
+	m.Tokenizer = "sim-builtin"
+	m.BlockSize = o.BlockSize
+	m.Set("sim.preset", o.Preset)
+	m.Set("sim.model", o.Model)
+	return m
 }
 
 // Truth returns one row per finished (or refused) request as the engine saw
