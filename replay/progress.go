@@ -129,14 +129,14 @@ func (r *runner) writeProgress(elapsed, p99 time.Duration, rate float64, top str
 	} else {
 		b.WriteString("replay: ")
 	}
-	fmt.Fprintf(&b, "%s  sent %d/%d (%.0f%%)  in flight %d  ok %d  failed %d", fmtDur(elapsed.Round(time.Second)), sent, total,
+	fmt.Fprintf(&b, "%s  sent %d/%d (%.0f%%)  in flight %d  ok %d  failed %d", FormatDuration(elapsed.Round(time.Second)), sent, total,
 		100*float64(sent)/float64(max(total, 1)), l.inflight.Load(), done-failed, failed)
 	if topN > 0 {
 		fmt.Fprintf(&b, " (%d× %s)", topN, top[:min(len(top), 60)])
 	}
-	fmt.Fprintf(&b, "  lateness p99 %s  %.0f tok/s", fmtDur(p99), rate)
+	fmt.Fprintf(&b, "  lateness p99 %s  %.0f tok/s", FormatDuration(p99), rate)
 	if left := l.last - elapsed; left > 0 {
-		fmt.Fprintf(&b, "  sending ends in %s", fmtDur(left.Round(time.Second)))
+		fmt.Fprintf(&b, "  sending ends in %s", FormatDuration(left.Round(time.Second)))
 	}
 	if r.o.ProgressLines {
 		b.WriteByte('\n')

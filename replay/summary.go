@@ -259,7 +259,9 @@ func percentile(x []time.Duration, p float64) time.Duration {
 	return time.Duration(float64(x[lo])*(1-f) + float64(x[hi])*f)
 }
 
-func fmtDur(d time.Duration) string {
+// FormatDuration says a duration as the summary and the progress line do:
+// seconds or milliseconds to two decimals, else whole microseconds.
+func FormatDuration(d time.Duration) string {
 	switch {
 	case d >= time.Second:
 		return fmt.Sprintf("%.2fs", d.Seconds())
@@ -307,17 +309,17 @@ func (s *Summary) WriteText(w io.Writer) {
 			fmt.Fprintln(w)
 		}
 	}
-	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", fmtDur(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
-	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", fmtDur(s.LatenessP50), fmtDur(s.LatenessP99), fmtDur(s.LatenessMax))
-	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", fmtDur(s.TTFTP50), fmtDur(s.TTFTP99))
-	fmt.Fprintf(w, "TPOT       p50 %s  p99 %s\n", fmtDur(s.TPOTP50), fmtDur(s.TPOTP99))
-	fmt.Fprintf(w, "E2E        p50 %s  p99 %s\n", fmtDur(s.E2EP50), fmtDur(s.E2EP99))
+	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", FormatDuration(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
+	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", FormatDuration(s.LatenessP50), FormatDuration(s.LatenessP99), FormatDuration(s.LatenessMax))
+	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", FormatDuration(s.TTFTP50), FormatDuration(s.TTFTP99))
+	fmt.Fprintf(w, "TPOT       p50 %s  p99 %s\n", FormatDuration(s.TPOTP50), FormatDuration(s.TPOTP99))
+	fmt.Fprintf(w, "E2E        p50 %s  p99 %s\n", FormatDuration(s.E2EP50), FormatDuration(s.E2EP99))
 	if s.Approx {
 		fmt.Fprintln(w, "           (percentiles from a histogram, within 0.5 %; analyze the results for exact ones)")
 	}
 	if s.ThrottledTime > 0 {
 		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
-			fmtDur(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
+			FormatDuration(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
 	}
 	if s.ReplicaHeader != "" {
 		fmt.Fprintf(w, "replicas   %d responses named their replica in %s, %d did not\n", s.ReplicaNamed, s.ReplicaHeader, s.ReplicaMissing)

@@ -353,12 +353,7 @@ func (e *engine) admitLocal(r *request, budget int) (int, bool) {
 	if !e.kv.canAllocate(hit, need) {
 		return 0, false
 	}
-	if !e.o.DisablePrefixCaching {
-		e.st.prefixQuery(total, computed)
-	}
-	e.kv.touch(hit)
-	r.blocks = append(r.blocks[:0], hit...)
-	r.blocks = e.kv.allocate(r.blocks, need)
+	e.takeBlocks(r, hit, need)
 	r.numComputed = computed
 	r.hashed = len(hit)
 	if r.firstSched < 0 {
@@ -376,6 +371,17 @@ func (e *engine) cachedPrefix(r *request) []int32 {
 		e.hitBuf = hit
 	}
 	return hit
+}
+
+// takeBlocks gives r the cached blocks hit and need fresh ones (the
+// caller checked they fit), counting the prefix-cache query.
+func (e *engine) takeBlocks(r *request, hit []int32, need int) {
+	if !e.o.DisablePrefixCaching {
+		e.st.prefixQuery(r.total(), len(hit)*e.o.BlockSize)
+	}
+	e.kv.touch(hit)
+	r.blocks = append(r.blocks[:0], hit...)
+	r.blocks = e.kv.allocate(r.blocks, need)
 }
 
 // startRunning moves r from the head of the waiting queue to the batch,
@@ -418,12 +424,7 @@ func (e *engine) admitRemote(r *request, now int64) bool {
 	if !e.kv.canAllocate(hit, need) {
 		return false
 	}
-	if !e.o.DisablePrefixCaching {
-		e.st.prefixQuery(total, computed)
-	}
-	e.kv.touch(hit)
-	r.blocks = append(r.blocks[:0], hit...)
-	r.blocks = e.kv.allocate(r.blocks, need)
+	e.takeBlocks(r, hit, need)
 	r.numComputed, r.hashed, r.cached, r.admitted = computed, len(hit), computed, now
 	e.waiting[0] = nil
 	e.waiting = e.waiting[1:]
