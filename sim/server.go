@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/closeonce"
 	"github.com/tokentrace/tokentrace/sim/engine"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -44,10 +45,7 @@ type Server struct {
 	mux     *http.ServeMux
 	httpSrv *http.Server
 	stop    chan struct{}
-	// unwatch stops the call of Close when Start's ctx is done.
-	unwatch   func() bool
-	closeOnce sync.Once
-	closeErr  error
+	closer  closeonce.Closer
 }
 
 // served is what the router did with one request.
@@ -100,7 +98,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if s.link != nil {
 		go s.link.run()
 	}
-	s.unwatch = context.AfterFunc(ctx, func() { s.close() })
+	s.closer.Watch(ctx, s.stopAndWrite)
 	return s, nil
 }
 
@@ -411,34 +409,27 @@ func (s *Server) Truth() []traces.Record {
 
 // Close stops the endpoint and every replica and writes o.TruthOut. It is
 // idempotent and returns the same error every time.
-func (s *Server) Close() error {
-	if s.unwatch != nil {
-		s.unwatch()
-	}
-	return s.close()
-}
+func (s *Server) Close() error { return s.closer.Close(s.stopAndWrite) }
 
-// close stops the server once (Close, or Start's ctx done).
-func (s *Server) close() error {
-	s.closeOnce.Do(func() {
-		close(s.stop)
-		if s.httpSrv != nil {
-			s.httpSrv.Close()
+// stopAndWrite stops the endpoint and the replicas and writes o.TruthOut
+// (once: on Close, or when Start's ctx ends).
+func (s *Server) stopAndWrite() error {
+	close(s.stop)
+	if s.httpSrv != nil {
+		s.httpSrv.Close()
+	}
+	err := s.shutdown()
+	if s.o.TruthOut != "" {
+		m := engine.TruthMeta(s.o.Options)
+		if !s.l.plain {
+			m.Set("sim.fleet", strings.Join(s.Replicas(), ","))
+			m.Set("sim.router", s.o.Fleet.Router)
 		}
-		err := s.shutdown()
-		if s.o.TruthOut != "" {
-			m := engine.TruthMeta(s.o.Options)
-			if !s.l.plain {
-				m.Set("sim.fleet", strings.Join(s.Replicas(), ","))
-				m.Set("sim.router", s.o.Fleet.Router)
-			}
-			if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
-				err = errors.Join(err, fmt.Errorf("fleet: write truth %s: %w", s.o.TruthOut, werr))
-			}
+		if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
+			err = errors.Join(err, fmt.Errorf("fleet: write truth %s: %w", s.o.TruthOut, werr))
 		}
-		s.closeErr = err
-	})
-	return s.closeErr
+	}
+	return err
 }
 
 func (s *Server) shutdown() error {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/closeonce"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -43,10 +44,7 @@ type Server struct {
 
 	otlp *otlpExporter
 
-	// unwatch stops the call of Close when NewServer's ctx is done.
-	unwatch   func() bool
-	closeOnce sync.Once
-	closeErr  error
+	closer closeonce.Closer
 }
 
 // NewServer validates o and runs the engine until Close or until ctx is
@@ -58,7 +56,7 @@ func NewServer(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	go s.loop()
-	s.unwatch = context.AfterFunc(ctx, func() { s.close() })
+	s.closer.Watch(ctx, s.stopAndWrite)
 	return s, nil
 }
 
@@ -131,30 +129,22 @@ func (s *Server) Meter() Meter { return Meter{s.st} }
 
 // Close stops the engine and writes TruthOut. It is idempotent and
 // returns the same error every time.
-func (s *Server) Close() error {
-	if s.unwatch != nil {
-		s.unwatch()
-	}
-	return s.close()
-}
+func (s *Server) Close() error { return s.closer.Close(s.stopAndWrite) }
 
-// close stops the server once (Close, or NewServer's ctx done).
-func (s *Server) close() error {
-	s.closeOnce.Do(func() {
-		close(s.stop)
-		<-s.loopDone
-		if s.otlp != nil {
-			s.otlp.close()
+// stopAndWrite stops the engine and writes TruthOut (once: on Close, or
+// when NewServer's ctx ends).
+func (s *Server) stopAndWrite() error {
+	close(s.stop)
+	<-s.loopDone
+	if s.otlp != nil {
+		s.otlp.close()
+	}
+	if s.o.TruthOut != "" {
+		if err := traces.WriteAll(s.o.TruthOut, TruthMeta(s.o), s.Truth()); err != nil {
+			return fmt.Errorf("sim: write truth %s: %w", s.o.TruthOut, err)
 		}
-		var err error
-		if s.o.TruthOut != "" {
-			if werr := traces.WriteAll(s.o.TruthOut, TruthMeta(s.o), s.Truth()); werr != nil {
-				err = fmt.Errorf("sim: write truth %s: %w", s.o.TruthOut, werr)
-			}
-		}
-		s.closeErr = err
-	})
-	return s.closeErr
+	}
+	return nil
 }
 
 // TruthMeta is the metadata of a truth file (Options.TruthOut) of an
