@@ -83,80 +83,107 @@ func captureCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := fieldFlags(&o, fields.Value()); err != nil {
+			f := captureArgs{out: out, keyFile: keyFile, newKeyFile: newKeyFile, fields: fields.Value(), sortMiB: sortMiB, memLimitMiB: memLimitMiB, part: part}
+			if err := f.apply(&o, names); err != nil {
 				return err
 			}
-			if sortMiB < 1 {
-				return usageErrorf("--sort-memory-mib %d: want at least 1", sortMiB)
-			}
-			o.SortMemoryBytes = int64(sortMiB) << 20
-			if memLimitMiB < 0 {
-				return usageErrorf("--memory-limit-mib %d: want 0 (none) or more", memLimitMiB)
-			}
-			if memLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
-				// What capture holds is bounded (spool, sessions window,
-				// k counts); without a limit the collector lets garbage
-				// double it before it runs.
-				debug.SetMemoryLimit(int64(memLimitMiB) << 20)
-			}
-			if keyFile != "" && newKeyFile != "" {
-				return usageErrorf("--key-file and --new-key-file: give one")
-			}
-			if part >= 0 && keyFile == "" && newKeyFile == "" {
-				return usageErrorf("--part needs --key-file: every part must be captured with the same key")
-			}
-			o.PartIndex = max(part, 0)
-			if err := o.Validate(); err != nil {
-				return usageErrorf("capture: %w", captureFlagError(err))
-			}
-			if o.Key, err = captureKey(keyFile, newKeyFile); err != nil {
-				return err
-			}
-			if out != "-" {
-				// Before hours of reading logs, not after.
-				if _, err := traces.FormatOf(out); err != nil {
-					return usageErrorf("capture: --out %s: %w", out, err)
-				}
-			}
-			o.Part = part >= 0
-			s := stdio(c)
-			if i := slices.Index(names, "-"); i >= 0 && slices.Contains(names[i+1:], "-") {
-				return usageErrorf("capture: stdin (-) given more than once")
-			}
-			create := func(m traces.Meta) (traces.Writer, error) {
-				if out == "-" {
-					return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
-				}
-				return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
-			}
-			o.Progress = func(p capture.Progress) {
-				if p.Phase == "writing" {
-					fmt.Fprintf(s.err, "capture: %s writing %d of %d records\n", p.Elapsed.Round(time.Second), p.Written, p.Requests)
-					return
-				}
-				fmt.Fprintf(s.err, "capture: %s read %d lines, %d requests\n", p.Elapsed.Round(time.Second), p.Lines, p.Requests)
-			}
-			command := captureCommandLine(c)
-			if len(o.Key) == 0 {
-				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
-			}
-			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
-			if err != nil {
-				// No summary of a capture that wrote nothing; the lines it
-				// skipped may explain the error.
-				printCaptureProblems(s.err, stats)
-			} else {
-				printCaptureStats(s.err, stats)
-			}
-			if o.Part {
-				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
-			}
-			if errors.Is(err, capture.ErrNoRequests) {
-				return fmt.Errorf("%w; %s", err, noRequestsHint(names))
-			}
-			return err
+			return runCapture(c, o, f.out, names)
 		},
 	}
+}
+
+// captureArgs are capture's flags that do not map one to one onto an
+// option.
+type captureArgs struct {
+	out, keyFile, newKeyFile string
+	fields                   []string
+	sortMiB, memLimitMiB     int
+	part                     int
+}
+
+// apply checks the flags and sets what they say in o (the key read or
+// made, the memory budgets, the part), then validates o: a usage error
+// names the flag.
+func (f captureArgs) apply(o *capture.Options, names []string) error {
+	if err := fieldFlags(o, f.fields); err != nil {
+		return err
+	}
+	if f.sortMiB < 1 {
+		return usageErrorf("--sort-memory-mib %d: want at least 1", f.sortMiB)
+	}
+	o.SortMemoryBytes = int64(f.sortMiB) << 20
+	if f.memLimitMiB < 0 {
+		return usageErrorf("--memory-limit-mib %d: want 0 (none) or more", f.memLimitMiB)
+	}
+	if f.memLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// What capture holds is bounded (spool, sessions window,
+		// k counts); without a limit the collector lets garbage
+		// double it before it runs.
+		debug.SetMemoryLimit(int64(f.memLimitMiB) << 20)
+	}
+	if f.keyFile != "" && f.newKeyFile != "" {
+		return usageErrorf("--key-file and --new-key-file: give one")
+	}
+	if f.part >= 0 && f.keyFile == "" && f.newKeyFile == "" {
+		return usageErrorf("--part needs --key-file: every part must be captured with the same key")
+	}
+	o.PartIndex = max(f.part, 0)
+	if err := o.Validate(); err != nil {
+		return usageErrorf("capture: %w", captureFlagError(err))
+	}
+	var err error
+	if o.Key, err = captureKey(f.keyFile, f.newKeyFile); err != nil {
+		return err
+	}
+	if f.out != "-" {
+		// Before hours of reading logs, not after.
+		if _, err := traces.FormatOf(f.out); err != nil {
+			return usageErrorf("capture: --out %s: %w", f.out, err)
+		}
+	}
+	o.Part = f.part >= 0
+	if i := slices.Index(names, "-"); i >= 0 && slices.Contains(names[i+1:], "-") {
+		return usageErrorf("capture: stdin (-) given more than once")
+	}
+	return nil
+}
+
+// runCapture captures the logs names into out, saying its progress and
+// what it kept and skipped on stderr.
+func runCapture(c *cli.Context, o capture.Options, out string, names []string) error {
+	s := stdio(c)
+	create := func(m traces.Meta) (traces.Writer, error) {
+		if out == "-" {
+			return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
+		}
+		return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
+	}
+	o.Progress = func(p capture.Progress) {
+		if p.Phase == "writing" {
+			fmt.Fprintf(s.err, "capture: %s writing %d of %d records\n", p.Elapsed.Round(time.Second), p.Written, p.Requests)
+			return
+		}
+		fmt.Fprintf(s.err, "capture: %s read %d lines, %d requests\n", p.Elapsed.Round(time.Second), p.Lines, p.Requests)
+	}
+	command := captureCommandLine(c)
+	if len(o.Key) == 0 {
+		fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
+	}
+	stats, err := capture.Run(c.Context, o, names, s.in, command, create)
+	if err != nil {
+		// No summary of a capture that wrote nothing; the lines it
+		// skipped may explain the error.
+		printCaptureProblems(s.err, stats)
+	} else {
+		printCaptureStats(s.err, stats)
+	}
+	if o.Part {
+		fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
+	}
+	if errors.Is(err, capture.ErrNoRequests) {
+		return fmt.Errorf("%w; %s", err, noRequestsHint(names))
+	}
+	return err
 }
 
 // defaultCaptureMemLimitMiB is capture's soft memory limit: its bounded
