@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // configOf is every configuration key's value in o, for comparing two
@@ -145,12 +148,19 @@ var keyValues = []struct{ key, value, with string }{
 
 // TestEveryKeyRoundTrips: for every key ApplyConfig takes, alone and
 // scoped to a replica and to a pool where it can be, FormatConfig says
-// the value as given, and ApplyConfig of what FormatConfig says gives the
-// same options and replicas back (ApplyConfig∘FormatConfig is the
-// identity on what the keys set).
+// the value as given (a configuration file by the keys it holds), and
+// ApplyConfig of what FormatConfig says gives the same options and
+// replicas back (ApplyConfig∘FormatConfig is the identity on what the
+// keys set).
 func TestEveryKeyRoundTrips(t *testing.T) {
-	covered := map[string]bool{}
-	var specs []string
+	file := filepath.Join(t.TempDir(), "twin.conf")
+	if err := os.WriteFile(file, []byte("# fitted\nstep-fixed=7ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{"config": true}
+	// spec → what FormatConfig must say of its last key.
+	says := map[string]string{"config=" + file: "step-fixed=7ms"}
+	specs := []string{"config=" + file}
 	for _, kv := range keyValues {
 		covered[kv.key] = true
 		spec := kv.key + "=" + kv.value
@@ -174,7 +184,10 @@ func TestEveryKeyRoundTrips(t *testing.T) {
 			t.Fatalf("ApplyConfig(%q): %v", spec, err)
 		}
 		got := FormatConfig(o)
-		last := spec[strings.LastIndex(spec, ",")+1:]
+		last, ok := says[spec]
+		if !ok {
+			last = spec[strings.LastIndex(spec, ",")+1:]
+		}
 		if !strings.Contains(","+got+",", ","+last+",") {
 			t.Errorf("FormatConfig after %q = %q: no %q", spec, got, last)
 		}
@@ -193,5 +206,47 @@ func TestEveryKeyRoundTrips(t *testing.T) {
 		if again := FormatConfig(back); again != got {
 			t.Errorf("FormatConfig is not stable: %q, then %q", got, again)
 		}
+	}
+}
+
+// TestConfigFile: config=FILE applies a configuration file's keys (its
+// comments aside), the string's own keys override them and the options
+// remember the file; a file with an unknown key, a malformed line or a
+// key given twice is refused naming the file, the line and the key.
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	twin := filepath.Join(dir, "twin.conf")
+	if err := os.WriteFile(twin, []byte("# a fitted twin\nstep-fixed=7ms\n\nmax-num-seqs = 48\n# report\n#   step-fixed: fitted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	if err := ApplyConfig(&o, "config="+twin+",replicas=4,router=prefix-aware,max-num-seqs=64"); err != nil {
+		t.Fatal(err)
+	}
+	if o.StepFixed != 7*time.Millisecond || o.MaxNumSeqs != 64 || o.Fleet.Replicas != 4 || o.Fleet.Router != RouterPrefixAware || o.ConfigFile != twin {
+		t.Errorf("got step-fixed %v, max-num-seqs %d, replicas %d, router %s, file %q", o.StepFixed, o.MaxNumSeqs, o.Fleet.Replicas, o.Fleet.Router, o.ConfigFile)
+	}
+	if got := FormatConfig(o); !strings.Contains(got, "step-fixed=7ms") || strings.Contains(got, "config=") {
+		t.Errorf("FormatConfig = %q: want the file's keys, not the file", got)
+	}
+	for _, c := range []struct{ body, want string }{
+		{"step-fixed=7ms\nmax-num-seq=48\n", `twin.conf:2: unknown key "max-num-seq"; did you mean "max-num-seqs"?`},
+		{"step-fixed 7ms\n", `twin.conf:1: "step-fixed 7ms" is not KEY=VALUE`},
+		{"step-fixed=7ms\nstep-fixed=8ms\n", "twin.conf:2: step-fixed is given twice (line 1 too)"},
+		{"config=other.conf\n", "twin.conf:1: a configuration file cannot include another"},
+		{"decode.bogus=1\n", `twin.conf:1: unknown key "decode.bogus"`},
+	} {
+		if err := os.WriteFile(twin, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := DefaultOptions()
+		err := ApplyConfig(&o, "config="+twin)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.body, err, c.want)
+		}
+	}
+	o = DefaultOptions()
+	if err := ApplyConfig(&o, "config="+filepath.Join(dir, "missing.conf")); err == nil || !strings.Contains(err.Error(), "missing.conf") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

@@ -28,7 +28,8 @@ const postmortemUsageText = `tokentrace postmortem --prometheus URL [flags] TRAC
 Examples:
   tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
   tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet
-  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet`
+  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet
+  tokentrace postmortem --prometheus http://prometheus:9090 --what-if replicas=3 --what-if max-num-seqs=64 incident.parquet`
 
 const postmortemDescription = `postmortem reads vLLM's series, or SGLang's where they mean the same
 (running and waiting requests, KV-cache usage, preemptions, prefix-cache
@@ -48,7 +49,13 @@ per-replica counts are read where exported. A label that no series has is
 an error listing the labels they have.
 
 The window starts at the trace's recorded start (capture --keep-start) or
---start; credentials come from files and never reach output or errors.`
+--start; credentials come from files and never reach output or errors.
+
+--what-if KEYS asks what the incident's requests would have seen with a
+change (simulator keys: replicas=3, router=prefix-aware, max-num-seqs=64):
+a twin of the server is fitted from the incident's own window (the trace's
+logged latencies and the history just stored; sim fit), written beside the
+trace (TRACE.twin.conf), checked against the incident itself, and asked.`
 
 func postmortemCommand() *cli.Command {
 	var (
@@ -56,6 +63,7 @@ func postmortemCommand() *cli.Command {
 		start, slo, html    string
 		metricsOut, tailMet string
 		tail, jsonOut       string
+		whatIf              headerFlag
 		rf                  readFlags
 	)
 	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
@@ -80,21 +88,33 @@ func postmortemCommand() *cli.Command {
 			&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &tail},
 			&cli.StringFlag{Name: "html", Usage: "also write the HTML report here", Destination: &html},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON here", Destination: &jsonOut},
+			&cli.GenericFlag{Name: "what-if", Value: &whatIf, Usage: "ask a twin fitted from the incident's window what a change would have done, e.g. replicas=3 (repeatable)"},
 		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
 				return err
 			}
+			if err := checkWhatIfs(whatIf.v); err != nil {
+				return err
+			}
 			pm := postmortemArgs{trace: a[0], start: start, slo: slo, html: html, metricsOut: metricsOut,
-				tailMetric: tailMet, tail: tail, jsonOut: jsonOut, rf: &rf}
-			if err := pm.window(c, &o); err != nil {
+				tailMetric: tailMet, tail: tail, jsonOut: jsonOut, rf: &rf,
+				in: newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order")}
+			if err := pm.window(&o); err != nil {
 				return err
 			}
-			if err := pm.fetchSeries(c, o); err != nil {
+			samples, err := pm.fetchSeries(c, o)
+			if err != nil {
 				return err
 			}
-			return pm.report(c)
+			if err := pm.report(c); err != nil {
+				return err
+			}
+			if len(whatIf.v) > 0 {
+				return postmortemWhatIf(c, pm.in, a[0], samples, whatIf.v, twinPathFor(a[0]), stdio(c).out)
+			}
+			return nil
 		},
 	}
 }
@@ -105,13 +125,14 @@ type postmortemArgs struct {
 	trace, start, slo, html, metricsOut string
 	tailMetric, tail, jsonOut           string
 	rf                                  *readFlags
+	in                                  *traceIn
 }
 
 // window sets o's window from the trace: from its recorded start (or
 // --start) over every arrival, plus a minute for the last requests to
 // finish, and no later than now.
-func (pm *postmortemArgs) window(c *cli.Context, o *prom.Options) error {
-	r, err := newTraceIn(c, pm.rf, "postmortem", "kept: the analysis does not depend on order").open(pm.trace)
+func (pm *postmortemArgs) window(o *prom.Options) error {
+	r, err := pm.in.open(pm.trace)
 	if err != nil {
 		return err
 	}
@@ -139,29 +160,24 @@ func (pm *postmortemArgs) window(c *cli.Context, o *prom.Options) error {
 	return nil
 }
 
-// fetchSeries reads the window's series from Prometheus and stores them
-// at --metrics-out (beside the trace by default).
-func (pm *postmortemArgs) fetchSeries(c *cli.Context, o prom.Options) error {
+// fetchSeries reads the window's series from Prometheus, stores them at
+// --metrics-out (beside the trace by default) and returns them.
+func (pm *postmortemArgs) fetchSeries(c *cli.Context, o prom.Options) ([]traces.MetricsSample, error) {
 	res, err := prom.Fetch(c.Context, o)
 	if errors.Is(err, prom.ErrLabel) {
-		return usageError(err, promFlags)
+		return nil, usageError(err, promFlags)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fetchLine(stdio(c).err, &o, res)
 	if pm.metricsOut == "" {
 		pm.metricsOut = traces.SamplesPathFor(pm.trace)
 	}
-	m := traces.NewMeta("postmortem:prometheus")
-	m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
-	m.Set("prometheus.step", o.Step.String())
-	m.Set("prometheus.selector", o.Selector)
-	m.Set("prometheus.instance_label", o.InstanceLabel)
-	if o.RoleLabel != "" {
-		m.Set("prometheus.role_label", o.RoleLabel)
+	if err := storeSeries(&o, res, pm.metricsOut); err != nil {
+		return nil, err
 	}
-	return traces.WriteSamples(pm.metricsOut, m, res.Samples)
+	return res.Samples, nil
 }
 
 // report analyzes the trace with the series beside it and writes the
@@ -199,6 +215,20 @@ func (pm *postmortemArgs) report(c *cli.Context) error {
 		fmt.Fprintf(s.err, "wrote %s\n", pm.html)
 	}
 	return nil
+}
+
+// storeSeries writes the series read from Prometheus to path, with where
+// they came from in its metadata.
+func storeSeries(o *prom.Options, res *prom.Result, path string) error {
+	m := traces.NewMeta("postmortem:prometheus")
+	m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
+	m.Set("prometheus.step", o.Step.String())
+	m.Set("prometheus.selector", o.Selector)
+	m.Set("prometheus.instance_label", o.InstanceLabel)
+	if o.RoleLabel != "" {
+		m.Set("prometheus.role_label", o.RoleLabel)
+	}
+	return traces.WriteSamples(path, m, res.Samples)
 }
 
 // promFlags maps capture/prom's option names to postmortem's flags.
