@@ -54,7 +54,7 @@ const (
 	MetaLatenessP99     = "replay.lateness_p99_ns"
 	MetaSessions        = "replay.sessions"
 	// MetaSim is the built-in simulator's configuration as a target spec
-	// (Options.SimSpec), so the run can be repeated with replay --target.
+	// (Options.SimTarget), so the run can be repeated with replay --target.
 	MetaSim = "replay.sim"
 )
 

@@ -28,8 +28,8 @@ func (r *runner) resultMeta(in traces.Meta) traces.Meta {
 		m.BlockSize = r.prompts.blockSize
 	}
 	m.Set(MetaTarget, RedactURL(r.o.URL))
-	if r.o.SimSpec != "" {
-		m.Set(MetaSim, r.o.SimSpec)
+	if r.o.SimTarget != "" {
+		m.Set(MetaSim, r.o.SimTarget)
 	}
 	model := r.model
 	if model == "" {
