@@ -164,16 +164,54 @@ var longFunctionsBeingSplit = map[string]bool{
 // the module, tests aside, within maxFuncLines: it walks the tree (not
 // testdata, node_modules, hidden directories or other modules).
 func TestFunctionsAreShort(t *testing.T) {
+	seen := map[string]bool{}
+	files := parseModule(t, otherModule, func(fset *token.FileSet, path, dir string, f *ast.File) {
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			lines := fset.Position(fd.Body.Rbrace).Line - fset.Position(fd.Body.Lbrace).Line - 1
+			if lines <= maxFuncLines {
+				continue
+			}
+			name := dir + "." + funcName(fd)
+			if longFunctionsBeingSplit[name] {
+				seen[name] = true
+				continue
+			}
+			t.Errorf("%s:%d: %s has a body of %d lines, over %d: give its steps names", path, fset.Position(fd.Pos()).Line, funcName(fd), lines, maxFuncLines)
+		}
+	})
+	if files < 100 {
+		t.Fatalf("read %d Go files: not the module", files)
+	}
+	for name := range longFunctionsBeingSplit {
+		if !seen[name] {
+			t.Errorf("%s is within %d lines now (or gone): remove it from longFunctionsBeingSplit", name, maxFuncLines)
+		}
+	}
+}
+
+// parseModule parses every Go file of the module but tests, below the
+// repository root, and calls visit with each (its path, its directory
+// relative to the root, slash-separated). It does not enter hidden
+// directories, testdata, node_modules or a directory skip names. It
+// returns how many files it parsed.
+func parseModule(t *testing.T, skip func(path, name string) bool, visit func(fset *token.FileSet, path, dir string, f *ast.File)) int {
+	t.Helper()
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
-	seen := map[string]bool{}
 	files := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			return skipDir(root, path, d.Name())
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules" || skip(path, n)) {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
@@ -184,49 +222,20 @@ func TestFunctionsAreShort(t *testing.T) {
 		}
 		files++
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
-		for _, decl := range f.Decls {
-			fd, ok := decl.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			lines := fset.Position(fd.Body.Rbrace).Line - fset.Position(fd.Body.Lbrace).Line - 1
-			if lines <= maxFuncLines {
-				continue
-			}
-			name := filepath.ToSlash(rel) + "." + funcName(fd)
-			if longFunctionsBeingSplit[name] {
-				seen[name] = true
-				continue
-			}
-			t.Errorf("%s:%d: %s has a body of %d lines, over %d: give its steps names", path, fset.Position(fd.Pos()).Line, funcName(fd), lines, maxFuncLines)
-		}
+		visit(fset, path, filepath.ToSlash(rel), f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if files < 100 {
-		t.Fatalf("read %d Go files under %s: not the module", files, root)
-	}
-	for name := range longFunctionsBeingSplit {
-		if !seen[name] {
-			t.Errorf("%s is within %d lines now (or gone): remove it from longFunctionsBeingSplit", name, maxFuncLines)
-		}
-	}
+	return files
 }
 
-// skipDir skips, below root, what is not the module's own code.
-func skipDir(root, path, name string) error {
-	if path == root {
-		return nil
-	}
-	if strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" {
-		return filepath.SkipDir
-	}
-	if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-		return filepath.SkipDir // another module
-	}
-	return nil
+// otherModule reports whether the directory at path holds a module of its
+// own (deploy/k8s's manifest tests).
+func otherModule(path, _ string) bool {
+	_, err := os.Stat(filepath.Join(path, "go.mod"))
+	return err == nil
 }
 
 // funcName is a function's name, a method's with its receiver type
@@ -262,27 +271,7 @@ func funcName(fd *ast.FuncDecl) string {
 // free to name options.
 func TestLibrariesNameOptionsStructurally(t *testing.T) {
 	optionName := regexp.MustCompile(`Options\.[A-Z]`)
-	root := filepath.Join("..", "..")
-	fset := token.NewFileSet()
-	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "cmd") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		checked++
+	checked := parseModule(t, func(_, name string) bool { return name == "cmd" }, func(fset *token.FileSet, _, _ string, f *ast.File) {
 		check := func(n ast.Node, intoCalls bool) {
 			ast.Inspect(n, func(m ast.Node) bool {
 				if _, ok := m.(*ast.CallExpr); ok && !intoCalls {
@@ -319,13 +308,9 @@ func TestLibrariesNameOptionsStructurally(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if checked < 100 {
-		t.Fatalf("checked %d library files; the walk from %s missed the module", checked, root)
+		t.Fatalf("checked %d library files; the walk missed the module", checked)
 	}
 }
 
