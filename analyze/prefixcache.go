@@ -244,7 +244,7 @@ func (p *prefixAcc) add(r *traces.Record, count bool, rep int32) {
 		cached: r.ServerCachedTokens, rep: rep, count: count}
 	if len(p.pending) < p.window {
 		row.blocks = slices.Clone(r.PrefixBlocks)
-		p.pending = minheap.Push(p.pending, row, sentFirst)
+		minheap.Push(&p.pending, row, sentFirst)
 		return
 	}
 	// The buffer is full: the earliest row goes through the cache and r
@@ -321,9 +321,7 @@ func (p *prefixAcc) tally(r pendingRow, implied int64) {
 // warnings it comes with.
 func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 	for len(p.pending) > 0 {
-		var row pendingRow
-		row, p.pending = minheap.Pop(p.pending, sentFirst)
-		p.process(row)
+		p.process(minheap.Pop(&p.pending, sentFirst))
 	}
 	if !p.any {
 		return nil, nil

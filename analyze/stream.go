@@ -60,9 +60,9 @@ func (p *peakSweep) add(sent, end int64) {
 	}
 	p.last = sent
 	for len(p.h) > 0 && p.h[0] <= sent { // requests ended by now
-		_, p.h = minheap.Pop(p.h, endsFirst)
+		minheap.Pop(&p.h, endsFirst)
 	}
-	p.h = minheap.Push(p.h, end, endsFirst)
+	minheap.Push(&p.h, end, endsFirst)
 	p.peak = max(p.peak, len(p.h))
 }
 

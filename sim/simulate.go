@@ -202,8 +202,7 @@ func (f *offline) run(ctx context.Context, next func() (Request, error, bool)) e
 		}
 		f.now = t
 		for len(f.busy) > 0 && f.busy[0].end == t {
-			var r *offReplica
-			r, f.busy = minheap.Pop(f.busy, stepEndsFirst)
+			r := minheap.Pop(&f.busy, stepEndsFirst)
 			r.busy = false
 			r.rp.Commit()
 			f.markDirty(r)
@@ -231,7 +230,7 @@ func (f *offline) run(ctx context.Context, next func() (Request, error, bool)) e
 			}
 			if end, ok := r.rp.Plan(t); ok {
 				r.busy, r.end = true, end
-				f.busy = minheap.Push(f.busy, r, stepEndsFirst)
+				minheap.Push(&f.busy, r, stepEndsFirst)
 			}
 		}
 		f.dirty = f.dirty[:0]

@@ -1,33 +1,37 @@
-// Package minheap is the binary min-heap of the hot paths, on a plain
-// slice: container/heap boxes every element it pushes and pops in an any
-// (an allocation each) and reaches the slice through an interface.
+// Package minheap is a binary min-heap on a plain slice, ordered by a
+// function: container/heap boxes every element it pushes and pops in an
+// any (an allocation each) and wants five methods of each heap's type.
+// Its operations are container/heap's, step for step, so elements that
+// tie come out in the same order.
 package minheap
 
-// Push adds x to heap h (ordered by less) and returns the heap.
-func Push[T any](h []T, x T, less func(a, b *T) bool) []T {
-	h = append(h, x)
-	for i := len(h) - 1; i > 0; {
+// Push adds x to the heap *h, ordered by less.
+func Push[T any](h *[]T, x T, less func(a, b *T) bool) {
+	s := append(*h, x)
+	for i := len(s) - 1; i > 0; {
 		up := (i - 1) / 2
-		if !less(&h[i], &h[up]) {
+		if !less(&s[i], &s[up]) {
 			break
 		}
-		h[i], h[up] = h[up], h[i]
+		s[i], s[up] = s[up], s[i]
 		i = up
 	}
-	return h
+	*h = s
 }
 
-// Pop removes the least element of the non-empty heap h and returns it
-// and the heap. The slot it leaves is zeroed, so the slice's spare
-// capacity holds on to nothing.
-func Pop[T any](h []T, less func(a, b *T) bool) (T, []T) {
-	n := len(h) - 1
-	top := h[0]
+// Pop removes the least element of the non-empty heap *h and returns it.
+// The slot it leaves is zeroed, so the slice's spare capacity holds on to
+// nothing.
+func Pop[T any](h *[]T, less func(a, b *T) bool) T {
+	s := *h
+	n := len(s) - 1
+	top := s[0]
 	var zero T
-	h[0], h[n] = h[n], zero
-	h = h[:n]
-	Down(h, 0, less)
-	return top, h
+	s[0], s[n] = s[n], zero
+	s = s[:n]
+	Down(s, 0, less)
+	*h = s
+	return top
 }
 
 // Down moves h[i] down to its place, after it was replaced by an element
