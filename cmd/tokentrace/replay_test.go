@@ -19,6 +19,12 @@ import (
 
 func writeReplayTrace(t *testing.T, n int) string {
 	t.Helper()
+	return writeTraceN(t, filepath.Join(t.TempDir(), "trace.jsonl"), n)
+}
+
+// writeTraceN writes writeReplayTrace's n requests to path.
+func writeTraceN(t *testing.T, path string, n int) string {
+	t.Helper()
 	recs := make([]traces.Record, n)
 	for i := range recs {
 		r := traces.NewRecord()
@@ -30,7 +36,6 @@ func writeReplayTrace(t *testing.T, n int) string {
 		}
 		recs[i] = r
 	}
-	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	m := traces.NewMeta("test")
 	m.BlockSize = 32
 	writeTrace(t, path, m, recs)
