@@ -121,13 +121,18 @@ type runner struct {
 	fast sync.Pool // *fastReq (client.go)
 
 	// The event loop (loop.go), when the run uses it; the dispatcher's
-	// thread alone touches these.
+	// thread alone touches loop and loopFree.
 	loop     *h1.Loop
-	loopFree []*loopReq
-	slab     slab
+	loopFree *loopReq // linked through next
+	// The loop's finished requests go to the collector (collect.go) on
+	// finishedQ and come back on loopBack; slab holds the chunk columns
+	// of the rows it makes.
+	finishedQ, loopBack reqStack
+	collStop, collDone  chan struct{}
+	slab                slab
 
 	mu        sync.Mutex
-	done      []traces.Record
+	done      rows // finished result rows (collect.go)
 	journaled int
 	jstop     chan struct{}
 	sum       *summarizer // of every finished record (stats.go)
@@ -280,6 +285,7 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 		return err
 	}
 	r.live.total = int64(p.Selected)
+	r.live.keepLate = o.Progress != nil
 	r.startPrepare(ctx, next)
 
 	// The replayer's own CPU: the real-time class for the dispatcher where
@@ -392,6 +398,9 @@ func (r *runner) send() time.Duration {
 	}
 	// The dispatcher gets an OS thread of its own, tuned for waking on time;
 	// it is never unlocked, so the tuned thread ends with the goroutine.
+	if r.loop != nil {
+		r.startCollector() // collect.go
+	}
 	ddone, loopDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(loopDone)
@@ -423,7 +432,9 @@ func (r *runner) send() time.Duration {
 		}
 	}
 	<-loopDone // the event loop closed
-	return time.Since(r.t0)
+	end := time.Since(r.t0)
+	r.stopCollector()
+	return end
 }
 
 // finish stops what still runs beside the run (background loads,
@@ -445,8 +456,7 @@ func (r *runner) finish(ctx context.Context, p *Plan, meta traces.Meta, end time
 	r.stopPrep()
 	<-r.prepDone
 	r.mu.Lock()
-	out := r.done
-	r.done = nil
+	out := r.done.flat()
 	sum := r.sum
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
