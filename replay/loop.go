@@ -56,21 +56,38 @@ type loopClock struct {
 
 // sleepUntil reads what arrived since the last send, then waits for
 // responses (reading each as it comes) until lazyRead before the
-// deadline, and sleeps the rest as runClock does.
+// deadline, and sleeps the rest as runClock does. A long wait is loose
+// until hold before the deadline (thread_linux.go).
 func (c loopClock) sleepUntil(deadline, spin, hold time.Duration) {
 	c.l.Wait(0, true)
-	for c.l.Inflight() > 0 {
-		rem := deadline - c.now() - spin - lazyRead
-		if rem <= 0 {
-			break
-		}
-		c.l.Wait(rem, deadline-c.now() <= hold)
+	if c.th.beforeWait(deadline, hold) {
+		c.read(deadline-hold, false)
+		sleepUntil(c.t0, deadline-hold, 0, 0)
+		c.th.tighten()
 	}
-	c.runClock.sleepUntil(deadline, spin, hold)
+	hold = c.th.keep(hold)
+	c.read(deadline-spin-lazyRead, deadline-c.now() <= hold)
+	sleepUntil(c.t0, deadline, spin, hold)
 }
 
-// idle reads responses while the dispatcher waits for the next batch.
-func (c loopClock) idle() { c.l.Wait(time.Millisecond, false) }
+// read reads responses as they come until the run offset until or until
+// none is in flight; keepP as for h1.Loop.Wait.
+func (c loopClock) read(until time.Duration, keepP bool) {
+	for c.l.Inflight() > 0 {
+		rem := until - c.now()
+		if rem <= 0 {
+			return
+		}
+		c.l.Wait(rem, keepP)
+	}
+}
+
+// idle reads responses while the dispatcher waits for the next batch,
+// loose.
+func (c loopClock) idle() {
+	c.th.loosen()
+	c.l.Wait(time.Millisecond, false)
+}
 
 // drainLoop reads the responses still in flight once sending is over,
 // until they are done or abandoned (r.reqCtx), then closes the loop.
@@ -113,7 +130,8 @@ type loopReq struct {
 }
 
 // sendLoop sends it through the event loop; false, having sent nothing,
-// when the loop is off, the body is large or no connection is idle.
+// when the loop is off, the body is large or no connection could be
+// started.
 func (r *runner) sendLoop(it *item) bool {
 	if r.loop == nil || len(it.body) > fastBodyMax {
 		return false

@@ -124,6 +124,7 @@ type runner struct {
 	// thread alone touches loop and loopFree.
 	loop     *h1.Loop
 	loopFree *loopReq // linked through next
+	th       *dispatchThread
 	// The loop's finished requests go to the collector (collect.go) on
 	// finishedQ and come back on loopBack; slab holds the chunk columns
 	// of the rows it makes.
@@ -396,22 +397,23 @@ func (r *runner) send() time.Duration {
 		r.pdone = make(chan struct{})
 		go r.progressLoop(r.pdone)
 	}
-	// The dispatcher gets an OS thread of its own, tuned for waking on time;
-	// it is never unlocked, so the tuned thread ends with the goroutine.
 	if r.loop != nil {
 		r.startCollector() // collect.go
 	}
+	// The dispatcher gets an OS thread of its own, tuned for waking on time
+	// (thread_linux.go); the thread it is locked to when it ends ends with
+	// it.
 	ddone, loopDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		runtime.LockOSThread()
-		tuneDispatcherThread(!r.o.NoRealtime)
-		var clock waitClock = runClock{r.t0}
+		r.th, _ = startDispatchThread(r.t0, !r.o.NoRealtime)
+		var clock waitClock = runClock{r.t0, r.th}
 		if r.loop != nil {
 			r.loop.Start(r.t0)
-			lc := loopClock{runClock{r.t0}, r.loop}
+			lc := loopClock{runClock{r.t0, r.th}, r.loop}
 			clock, r.sched.idle = lc, lc.idle
 		}
+		r.sched.th = r.th
 		r.sched.start(r.sendCtx, r.ready, clock)
 		r.dispatch()
 		close(ddone)
@@ -693,9 +695,7 @@ func (r *runner) prepare(ctx context.Context, next feed, ready chan<- []*item, p
 		if len(b) == 0 {
 			return
 		}
-		select {
-		case ready <- b:
-		case <-ctx.Done():
+		if !handOff(ctx, ready, b) {
 			return
 		}
 		if sent >= 0 {
@@ -705,6 +705,35 @@ func (r *runner) prepare(ctx context.Context, next feed, ready chan<- []*item, p
 		}
 	}
 }
+
+// handOff puts b in ready, false when ctx ends first. It never blocks on
+// the channel: a goroutine blocked sending is woken by the receive and
+// queued on the receiver's P, the dispatcher's, which the dispatcher
+// yields only to itself (thread_linux.go). While ready is full it polls,
+// from 1 ms apart up to prepPollMax (a batch lasts 25 ms at 10k req/s).
+func handOff(ctx context.Context, ready chan<- []*item, b []*item) bool {
+	wait := time.Millisecond
+	for {
+		select {
+		case ready <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		default:
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		wait = min(2*wait, prepPollMax)
+	}
+}
+
+// prepPollMax bounds the wait of a full hand-off (handOff).
+const prepPollMax = 50 * time.Millisecond
 
 // feedFailed stops the run when the trace cannot be read on: what was
 // sent is kept, Run reports the error.
@@ -845,6 +874,7 @@ func (r *runner) dispatch() {
 		if r.sendCtx.Err() == nil && (r.sendLoop(pick) || r.startFast(pick)) {
 			continue
 		}
+		r.th.loosen() // it wakes a worker and waits for it
 		select {
 		case r.work <- pick:
 		default:
@@ -883,9 +913,11 @@ func (r *runner) worker(it *item) {
 const spareConns = 32
 
 // extraProcs is how many Ps TuneProcess adds to GOMAXPROCS per concurrent
-// run: the dispatcher sleeps in nanosleep system calls and must find a free
-// P the moment it wakes, without taking one from the workers.
-const extraProcs = 1
+// run: one the dispatcher keeps (thread_linux.go), and one more, so that
+// what it wakes (the dialer, the goroutine that prepares requests) and
+// what runs beside it (the collector, the journal) find an idle P rather
+// than queue on the dispatcher's.
+const extraProcs = 2
 
 // TuneProcess prepares the process for runs replays at once: GOMAXPROCS
 // gets extraProcs more Ps per run, and the garbage collector runs rarely
