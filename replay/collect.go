@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -92,7 +93,11 @@ func (r *runner) collect() {
 		return
 	}
 	var last *loopReq
+	n := 0
 	for q := first; q != nil; q = q.next {
+		if n++; n%collectPiece == 0 {
+			runtime.Gosched() // see collectPiece
+		}
 		rec := q.rec
 		rec.RequestID = requestID(r.o.Run, rec.Seq)
 		if len(rec.ChunkNs) > 0 {
@@ -112,6 +117,12 @@ func (r *runner) collect() {
 	}
 	r.loopBack.pushChain(first, last)
 }
+
+// collectPiece is how many finished requests collect records before it
+// lets whatever waits for its P run: the collector may share a P with the
+// dispatcher, which yields it at moments of its own choosing and must get
+// it back within microseconds (thread_linux.go).
+const collectPiece = 64
 
 // recChunk is how many result rows one chunk of a run's rows holds (448
 // bytes each).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -177,6 +178,9 @@ func (r *runner) journalLoop(j *journal) error {
 			if werr = j.write(c); werr != nil {
 				break
 			}
+			// A chunk at a time (about 70 µs): the dispatcher may be
+			// waiting for this P (collectPiece).
+			runtime.Gosched()
 		}
 		if werr == nil {
 			werr = j.sync()
