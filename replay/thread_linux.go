@@ -107,13 +107,24 @@ func (d *dispatchThread) beforeWait(deadline, hold time.Duration) (loose bool) {
 		d.tighten()
 		return false
 	}
+	if yieldDue(now, d.last, d.woke, deadline) {
+		d.yield()
+	}
+	return false
+}
+
+// yieldDue tells whether a wait from now until deadline should begin with
+// a yield, the last having been at last and the last goroutine woken at
+// woke (run offsets): when the tick would pass yieldEvery by the wait's
+// end, unless there is less than yieldRoom to the deadline or a goroutine
+// was just woken; then at yieldForce regardless.
+func yieldDue(now, last, woke, deadline time.Duration) bool {
 	room := max(deadline-now, 0)
-	end := now - d.last + room // the tick's length when this wait ends
-	if end < yieldEvery || (end < yieldForce && (room < yieldRoom || now-d.woke < wokeGrace)) {
+	end := now - last + room // the tick's length when this wait ends
+	if end < yieldEvery {
 		return false
 	}
-	d.yield()
-	return false
+	return end >= yieldForce || (room >= yieldRoom && now-woke >= wokeGrace)
 }
 
 // keep is how long before a deadline the dispatcher keeps its P through
