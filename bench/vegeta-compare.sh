@@ -16,7 +16,7 @@
 #   SLOWCORE=1 RATES=5000 bench/vegeta-compare.sh   # on a slowed client core
 #
 # Beside the percentiles each run prints the client's share of its core
-# (core_pct: CPU time over the run's duration), how many requests were
+# (core_pct: CPU time over the client's wall time), how many requests were
 # sent more than 0.5 ms late (late_0.5ms) and how many separate episodes
 # they formed (bench/episodes; vegetalate for vegeta): a few late sends
 # spread out are the machine's, many in episodes at a steady interval are
@@ -91,12 +91,12 @@ hog_stop() {
   HOG=""
 }
 
-# row CLIENT RATE LATENESS_LINE EPISODES_LINE USER SYS: one line of the
+# row CLIENT RATE LATENESS_LINE EPISODES_LINE USER SYS WALL: one line of the
 # table (FP FM WP WM: the floor).
 row() {
   printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %8.1f %12s %9s %6s\n' "$1" "$2" \
     "$(echo "$3" | awk '{print $3}')" "$(echo "$3" | awk '{print $5}')" "$(echo "$3" | awk '{print $7}')" \
-    "$FP" "$FM" "$WP" "$WM" "$(echo "($5 + $6) * 1000000 / $N" | bc -l)" "$(echo "($5 + $6) * 100 / $DURATION" | bc -l)" \
+    "$FP" "$FM" "$WP" "$WM" "$(echo "($5 + $6) * 1000000 / $N" | bc -l)" "$(echo "($5 + $6) * 100 / $7" | bc -l)" \
     "$(echo "$4" | awk '{print $3}')" "$(echo "$4" | awk '{print $8}')" "$(cut -d' ' -f1 /proc/loadavg)"
 }
 
@@ -111,21 +111,21 @@ for _ in $(seq "$REPEAT"); do
   # tokentrace replay
   hog_start
   read -r FP FM WP WM <<<"$(floor "$RATE")"
-  /usr/bin/time -f "%U %S" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
+  /usr/bin/time -f "%U %S %e" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
     --max-lateness 1h --warmup 100 --out "$WORK/res.jsonl" "$WORK/trace.jsonl" >"$WORK/tt.out"
   hog_stop
-  read -r U S <"$WORK/tt.time"
-  row tokentrace "$RATE" "$(grep '^lateness' "$WORK/tt.out")" "$("$WORK/bin/episodes" "$WORK/res.jsonl")" "$U" "$S"
+  read -r U S E <"$WORK/tt.time"
+  row tokentrace "$RATE" "$(grep '^lateness' "$WORK/tt.out")" "$("$WORK/bin/episodes" "$WORK/res.jsonl")" "$U" "$S" "$E"
 
   # vegeta at the same rate, same duration
   hog_start
   read -r FP FM WP WM <<<"$(floor "$RATE")"
-  /usr/bin/time -f "%U %S" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
+  /usr/bin/time -f "%U %S %e" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
     -rate="$RATE/s" -duration="${DURATION}s" -max-body=-1 -output="$WORK/vg.bin"
   hog_stop
-  read -r U S <"$WORK/vg.time"
+  read -r U S E <"$WORK/vg.time"
   "$WORK/bin/vegeta" encode -to json "$WORK/vg.bin" | "$WORK/bin/vegetalate" -rate "$RATE" >"$WORK/vg.out"
-  row vegeta "$RATE" "$(grep '^lateness' "$WORK/vg.out")" "$(grep '^episodes' "$WORK/vg.out")" "$U" "$S"
+  row vegeta "$RATE" "$(grep '^lateness' "$WORK/vg.out")" "$(grep '^episodes' "$WORK/vg.out")" "$U" "$S" "$E"
 done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
