@@ -25,9 +25,11 @@ type liveStats struct {
 	total int64
 	last  time.Duration
 
-	mu      sync.Mutex
-	late    []time.Duration // lateness of requests finished since the last report
-	reasons map[string]int  // failures by reason, for the progress line
+	// keepLate: a progress line reads late (Options.Progress).
+	keepLate bool
+	mu       sync.Mutex
+	late     []time.Duration // lateness of requests finished since the last report
+	reasons  map[string]int  // failures by reason, for the progress line
 }
 
 func (l *liveStats) record(rec *traces.Record) {
@@ -46,7 +48,7 @@ func (l *liveStats) record(rec *traces.Record) {
 	if n, _ := rec.ReceivedOutputTokens(); n > 0 {
 		l.tokens.Add(int64(n))
 	}
-	if d, ok := rec.Lateness(); ok {
+	if d, ok := rec.Lateness(); ok && l.keepLate {
 		l.mu.Lock()
 		if len(l.late) < 1<<16 {
 			l.late = append(l.late, d)

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,11 +165,14 @@ func TestLoopTimestampsAreArrivalTimes(t *testing.T) {
 	}))
 	defer srv.Close()
 	l, req := newLoop(t, srv.URL, time.Minute)
+	for l.idleN.Load() == 0 { // an idle connection: Send writes at once
+		time.Sleep(time.Millisecond)
+	}
 	h := &rec{}
 	var j LoopJob
 	j.Prepare(h, req)
-	for !l.Send(&j) {
-		time.Sleep(time.Millisecond)
+	if !l.Send(&j) || l.Connects() != 0 {
+		t.Fatalf("not sent on the idle connection (%d connects)", l.Connects())
 	}
 	time.Sleep(50 * time.Millisecond) // the response arrives meanwhile
 	readAt := l.now()
@@ -296,13 +300,15 @@ func TestLoopSparesGrowAfterABurst(t *testing.T) {
 	for l.idleN.Load() < 4 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	// Until the pool is dry: then Send starts a connection of the
+	// request's own, and more spares are kept from then on.
 	var hs []*rec
-	for {
+	for l.Connects() < 2 && len(hs) < 1000 {
 		h := &rec{}
 		j := new(LoopJob)
 		j.Prepare(h, req)
 		if !l.Send(j) {
-			break
+			t.Fatalf("request %d not sent", len(hs))
 		}
 		hs = append(hs, h)
 	}
@@ -316,5 +322,39 @@ func TestLoopSparesGrowAfterABurst(t *testing.T) {
 		if h.err != nil {
 			t.Fatal(h.err)
 		}
+	}
+}
+
+// TestLoopConnectRefused: a request that finds no idle connection starts
+// its own without waiting; when the server refuses it, the request ends
+// with the refusal, and nothing is left in flight.
+func TestLoopConnectRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	l, req := newLoop(t, "http://"+addr, 5*time.Second)
+	h := &rec{}
+	var j LoopJob
+	j.Prepare(h, req)
+	if !l.Send(&j) {
+		// Refused at once, before the loop took the request: the caller's
+		// other path reports it.
+		return
+	}
+	if l.Connects() != 1 {
+		t.Fatalf("%d connects, want 1", l.Connects())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.done && time.Now().Before(deadline) {
+		l.Wait(10*time.Millisecond, false)
+	}
+	if !h.done || !errors.Is(h.err, syscall.ECONNREFUSED) {
+		t.Fatalf("done %v err %v, want connection refused", h.done, h.err)
+	}
+	if l.Inflight() != 0 {
+		t.Errorf("%d requests still in flight", l.Inflight())
 	}
 }
