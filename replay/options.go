@@ -19,6 +19,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -234,6 +235,11 @@ type Options struct {
 	// of every offset) as the clock starts, e.g. to align a metrics scraper.
 	// Defaults to nil.
 	OnStart func(t0 time.Time)
+	// BeforeStart, when set, is called after the preflight and warm-up,
+	// just before the clock starts, e.g. for a metrics scraper's baseline
+	// (what finishes from t0 on then counts in its first deltas).
+	// Defaults to nil.
+	BeforeStart func(ctx context.Context)
 	// Client overrides the HTTP client (it implies net/http). Defaults to a
 	// tuned net/http client for https and proxied targets, and replay's own
 	// HTTP/1.1 client for plain http.

@@ -350,6 +350,9 @@ func (r *runner) startPrepare(ctx context.Context, next feed) {
 // watch and the Duration timer.
 func (r *runner) startClock(ctx context.Context, p *Plan) {
 	o := &r.o
+	if o.BeforeStart != nil {
+		o.BeforeStart(ctx)
+	}
 	if !o.StartAt.IsZero() {
 		r.clock = r.probeClock(ctx) // clock.go: while waiting for StartAt
 		if d := time.Until(o.StartAt); d > 0 {

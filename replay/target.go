@@ -190,6 +190,13 @@ func (t *Target) Apply(o *Options) {
 		InstanceLabelOption: t.o.MetricsInstanceLabelOption, RoleLabelOption: t.o.MetricsRoleLabelOption}
 	ctx, stop := context.WithCancel(context.Background())
 	t.stop, t.done = stop, make(chan struct{})
+	before := o.BeforeStart
+	o.BeforeStart = func(ctx context.Context) {
+		if before != nil {
+			before(ctx)
+		}
+		t.scraper.Prime(ctx) // a failure leaves the run's first scrape as the baseline
+	}
 	prev := o.OnStart
 	o.OnStart = func(t0 time.Time) {
 		if prev != nil {

@@ -104,6 +104,31 @@ type Scraper struct {
 	// "Scraper.RoleLabel"), so a program that sets them some other way (the
 	// CLI, by flags) has them said in its own terms.
 	InstanceLabelOption, RoleLabelOption string
+
+	// baseline is Prime's scrape, the first delta's start (nil: none);
+	// baselineWall is when it was taken.
+	baseline     *metricsSnapshot
+	baselineWall time.Time
+}
+
+// Prime scrapes once before Run, as a baseline the first scrape's deltas
+// are taken from: without it they start at Run's first scrape, which runs
+// beside the run's first requests and misses what finished before it (a
+// prefill replica's first requests, on a fast server). A failed scrape
+// leaves no baseline and is returned.
+func (s *Scraper) Prime(ctx context.Context) error {
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = max(s.Interval, time.Second)
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cur, err := s.scrapeOnce(sctx, s.labelNames())
+	if err != nil {
+		return err
+	}
+	s.baseline, s.baselineWall = &cur, time.Now()
+	return nil
 }
 
 // Stats counts a Scraper's scrapes.
@@ -182,6 +207,10 @@ func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (Stat
 	}
 	names := s.labelNames()
 	var prev *metricsSnapshot
+	if s.baseline != nil {
+		prev = s.baseline
+		prev.at = s.baselineWall.Sub(start) // before the run's zero
+	}
 	scrape := func() {
 		st.Scrapes++
 		at := time.Since(start)
