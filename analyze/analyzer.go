@@ -560,6 +560,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	}
 	rep.computeFleetLoad()                   // fleet.go
 	rep.ReplayClock = replayClock(a.sources) // evidence.go
+	rep.SimLateness = simLateness(a.sources) // simlateness.go
 	rep.attribute()
 	rep.fleetSection() // fleet.go
 	rep.windows()

@@ -48,6 +48,10 @@ func (rep *Report) diagnose() {
 		d = append(d, s)
 	}
 	d = append(d, rep.whenSentence()) // evidence.go
+	if s := rep.simLatenessSentence(); s != "" {
+		// It qualifies every sentence after it.
+		d = append([]string{s}, d...)
+	}
 	at.Diagnosis = d
 }
 

@@ -125,6 +125,10 @@ type Report struct {
 	// replica's share of the tail and the routing and pool findings
 	// (fleet.go; null when no row names a replica).
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// SimLateness is how far the simulator the run went against ran
+	// behind its model (the slowest, when results were pooled; null when
+	// the results do not say: another target, or an offline simulation).
+	SimLateness *traces.SimLateness `json:"sim_lateness,omitempty"`
 	// Notes say what the report could not show and how to get it (a
 	// missing server metrics series: evidence.go).
 	Notes []string `json:"notes,omitempty"`
