@@ -124,7 +124,7 @@ func (rep *Report) crossCheck(pooled []traces.MetricsSample, byInstance map[stri
 	var srv [nComponents]float64
 	var has [nComponents]bool
 	var win window
-	if rep.fleet != nil && rep.fleet.nPrefill > 0 && hasRoles(byInstance) {
+	if (rep.fleet != nil && rep.fleet.nPrefill > 0 || rep.PooledFleet != nil) && hasRoles(byInstance) {
 		cc.Pools = true
 		srv, has, win = rep.poolHistograms(cc, byInstance)
 	} else {

@@ -150,7 +150,7 @@ func (rep *Report) cause(k int) string {
 		}
 		return s + "." + rep.serverSentence()
 	case cOther:
-		if b := rep.pdTailBasis(); b.n > 0 && 2*b.reported < b.n {
+		if b := rep.pdTailBasis(); b.n > 0 && 2*(b.reported+b.series) < b.n {
 			return fmt.Sprintf("Unexplained: %s per tail request against %s overall lies between the prefill side's modelled end and the first token, which neither a KV transfer histogram nor a full decode replica accounts for. The decode replica's per-request timings (vLLM's --enable-per-request-metrics, or its spans) or the fleet's /metrics would place it.",
 				fmtMs(m[cOther]), fmtMs(all[cOther]))
 		}

@@ -251,9 +251,6 @@ const (
 type fleetState struct {
 	repIn, repOth, repMin []float32
 	preIn, preOth, preMin []float32
-	// pd is a disaggregated row's estimated split (pd.go; nil without a
-	// prefill pool).
-	pd []pdEst
 	// sizes of the serving and the prefill pool
 	nServing, nPrefill int
 }
@@ -410,7 +407,10 @@ func (rep *Report) shownComponents() []string {
 			continue
 		}
 		server := !rep.opts.IgnoreServerTimings && r.sq >= 0
-		kv = kv || r.pre >= 0 || (server && r.skv >= 0)
+		kv = kv || rep.disaggregated(r) || (server && r.skv >= 0)
+		if e, ok := rep.pdSplit(i); ok && e.dq > 0 {
+			dq = true
+		}
 		dq = dq || (server && r.sdq >= 0)
 		if kv && dq {
 			break
@@ -729,7 +729,7 @@ func poolInFlightOf(size int, tail, all *poolAcc) *PoolInFlight {
 func (rep *Report) mostlyDisaggregated() bool {
 	n := 0
 	for _, i := range rep.tail {
-		if rep.rows.at(int(i)).pre >= 0 {
+		if rep.disaggregated(rep.rows.at(int(i))) { // pd.go
 			n++
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/fleetseries"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -46,6 +49,7 @@ const (
 	pdReported = 1 << iota // the decode side reported its wait
 	pdNIXL                 // the servers' NIXL histogram bounded the transfer
 	pdFull                 // the decode replica was as busy as it ever was
+	pdSeries               // the decode pool's series gave its wait
 )
 
 // pdRow is one disaggregated row being estimated.
@@ -71,11 +75,82 @@ const (
 	pdMaxSeqs    = 256
 )
 
-// estimatePD fills rep.fleet.pd for the disaggregated rows without the
-// server's whole split (nothing without a prefill pool).
+// PooledFleet is a disaggregated fleet known from its series alone: its
+// pools' sizes (the instances of each role).
+type PooledFleet struct {
+	PrefillReplicas int `json:"prefill_replicas"`
+	DecodeReplicas  int `json:"decode_replicas"`
+}
+
+// Keys of the pools as a whole in the estimate's per-replica maps, for
+// rows that name no replica (Report.PooledFleet).
+const (
+	pdPrefillPool int32 = -2
+	pdDecodePool  int32 = -3
+)
+
+// pooledFleet is the fleet the series' roles describe when no row names
+// a replica (nil otherwise): two pools, whose histograms can place each
+// side's time (the prefill pool's queue and prefill times, the decode
+// pool's queue time and NIXL transfers). Without them the rows are
+// explained as one engine's.
+func (rep *Report) pooledFleet(byInstance map[string][]traces.MetricsSample) *PooledFleet {
+	if len(rep.replicas) > 0 {
+		return nil
+	}
+	var pf PooledFleet
+	var prefillHist, queueHist, nixl bool
+	for _, ss := range byInstance {
+		if len(ss) == 0 {
+			continue
+		}
+		pre := fleetseries.IsPrefill(ss[0].Role)
+		switch {
+		case pre:
+			pf.PrefillReplicas++
+		case strings.EqualFold(ss[0].Role, RoleDecode):
+			pf.DecodeReplicas++
+		default:
+			continue
+		}
+		for _, x := range ss {
+			prefillHist = prefillHist || pre && x.QueueTimeMeanNs >= 0 && x.PrefillTimeMeanNs >= 0
+			queueHist = queueHist || !pre && x.QueueTimeMeanNs >= 0
+			nixl = nixl || !pre && x.KVTransferTimeMeanNs >= 0
+		}
+	}
+	if pf.PrefillReplicas == 0 || pf.DecodeReplicas == 0 || !prefillHist || !queueHist || !nixl {
+		return nil
+	}
+	return &pf
+}
+
+// prefillKey and decodeKey are where row r was prefilled and decoded: its
+// replicas, or the pools as a whole.
+func prefillKey(r *row) int32 {
+	if r.pre >= 0 {
+		return r.pre
+	}
+	return pdPrefillPool
+}
+
+func decodeKey(r *row) int32 {
+	if r.rep >= 0 {
+		return r.rep
+	}
+	return pdDecodePool
+}
+
+// disaggregated says row r went through a prefill replica.
+func (rep *Report) disaggregated(r *row) bool {
+	return r.pre >= 0 || rep.PooledFleet != nil && r.rep < 0
+}
+
+// estimatePD fills rep.pd for the disaggregated rows without the server's
+// whole split (nothing without a prefill pool).
 func (rep *Report) estimatePD(byInstance map[string][]traces.MetricsSample) {
-	fs := rep.fleet
-	if fs == nil || fs.nPrefill == 0 {
+	rep.PooledFleet = rep.pooledFleet(byInstance)
+	if (rep.fleet == nil || rep.fleet.nPrefill == 0) && rep.PooledFleet == nil {
 		return
 	}
 	if rep.opts.PrefillSide == PrefillSendOrder {
@@ -89,34 +164,44 @@ func (rep *Report) estimatePD(byInstance map[string][]traces.MetricsSample) {
 	kv := rep.kvEvidence(rows, byInstance) // pdkv.go
 	byPre := map[int32][]*pdRow{}
 	for k := range rows {
-		p := rep.rows.at(int(rows[k].i)).pre
+		p := prefillKey(rep.rows.at(int(rows[k].i)))
 		byPre[p] = append(byPre[p], &rows[k])
 	}
-	for _, rs := range byPre {
-		rep.modelPrefillSide(rs)
+	for p, rs := range byPre {
+		n := 1
+		if p == pdPrefillPool {
+			n = rep.PooledFleet.PrefillReplicas
+		}
+		rep.modelPrefillSide(rs, n)
 	}
 	kv.seriesWaits(rep, rows)
 	for p, rs := range byPre {
 		rep.prefillSide(rs, kv, p)
 	}
-	fs.pd = make([]pdEst, rep.rows.n)
-	for i := range fs.pd {
-		fs.pd[i].queue = float32(math.NaN())
-	}
+	rep.pd = newPDEst(rep.rows.n)
 	for k := range rows {
 		r := &rows[k]
 		q := r.sched - r.sent
 		kvNs, dq, how := kv.split(rep, r)
-		fs.pd[r.i] = pdEst{queue: float32(q), prefill: float32(r.side - q + r.step), kv: float32(kvNs), dq: float32(dq), how: how}
+		rep.pd[r.i] = pdEst{queue: float32(q), prefill: float32(r.side - q + r.step), kv: float32(kvNs), dq: float32(dq), how: how}
 	}
+}
+
+// newPDEst is n rows' estimates, none made.
+func newPDEst(n int) []pdEst {
+	pd := make([]pdEst, n)
+	for i := range pd {
+		pd[i].queue = float32(math.NaN())
+	}
+	return pd
 }
 
 // pdSplit is row i's estimated split (false: none).
 func (rep *Report) pdSplit(i int) (pdEst, bool) {
-	if rep.fleet == nil || rep.fleet.pd == nil {
+	if rep.pd == nil {
 		return pdEst{}, false
 	}
-	e := rep.fleet.pd[i]
+	e := rep.pd[i]
 	return e, !math.IsNaN(float64(e.queue))
 }
 
@@ -126,7 +211,7 @@ func (rep *Report) pdRows() []pdRow {
 	var out []pdRow
 	for i := range rep.rows.n {
 		r := rep.rows.at(i)
-		if !r.ok || r.pre < 0 || r.sent < 0 {
+		if !r.ok || !rep.disaggregated(r) || r.sent < 0 {
 			continue
 		}
 		ttft, ok := r.ttft()
@@ -187,20 +272,27 @@ func (rep *Report) prefillSide(rs []*pdRow, kv *kvModel, pre int32) {
 	}
 }
 
-// modelPrefillSide simulates one prefill replica over all its requests
-// (every one occupies it, whatever was reported of it) and sets each
-// one's modelled prefill-side time and first scheduling, within its TTFT.
-func (rep *Report) modelPrefillSide(rs []*pdRow) {
-	at, work := make([]float64, len(rs)), make([]float64, len(rs))
-	scale := float64(rep.oneIn()) // a sample's request stands for OneIn
-	for k, r := range rs {
-		at[k], work[k] = r.sent, r.work*scale
-	}
+// modelPrefillSide simulates one prefill replica (or a pool of n, its
+// requests taking them in turn) over all its requests (every one
+// occupies it, whatever was reported of it) and sets each one's modelled
+// prefill-side time and first scheduling, within its TTFT.
+func (rep *Report) modelPrefillSide(rs []*pdRow, n int) {
 	fixed, perTok, overhead := rep.prefillStepModel()
-	sched, end := simulatePrefill(at, work, pdStepBudget, pdMaxSeqs, fixed, perTok)
-	for k, r := range rs {
-		r.simSide = min(end[k]-r.sent+overhead, r.ttft-r.step)
-		r.simSched = min(sched[k], r.sent+r.simSide)
+	scale := float64(rep.oneIn()) // a sample's request stands for OneIn
+	for lane := range n {
+		var mine []*pdRow
+		for k := lane; k < len(rs); k += n {
+			mine = append(mine, rs[k])
+		}
+		at, work := make([]float64, len(mine)), make([]float64, len(mine))
+		for k, r := range mine {
+			at[k], work[k] = r.sent, r.work*scale
+		}
+		sched, end := simulatePrefill(at, work, pdStepBudget, pdMaxSeqs, fixed, perTok)
+		for k, r := range mine {
+			r.simSide = min(end[k]-r.sent+overhead, r.ttft-r.step)
+			r.simSched = min(sched[k], r.sent+r.simSide)
+		}
 	}
 }
 
@@ -335,7 +427,7 @@ func firstScheduled(sent, end []float64, tol float64) []float64 {
 // pdTail counts the tail's disaggregated requests whose split was
 // estimated, and of them those resting on each pd* bit.
 type pdTail struct {
-	n, reported, nixl, full int
+	n, reported, nixl, full, series int
 }
 
 func (rep *Report) pdTailBasis() pdTail {
@@ -355,6 +447,9 @@ func (rep *Report) pdTailBasis() pdTail {
 		if e.how&pdFull != 0 {
 			b.full++
 		}
+		if e.how&pdSeries != 0 {
+			b.series++
+		}
 	}
 	return b
 }
@@ -366,6 +461,9 @@ func (rep *Report) pdPrefillNote() string {
 	switch {
 	case b.n == 0:
 		return ""
+	case 2*b.series >= b.n:
+		return " (estimated: a request's prefill side is its TTFT less its decode side from the decode pool's histograms and one decode step, " +
+			"split as the prefill pool's own queue and prefill time histograms split its requests' time)"
 	case 2*b.reported >= b.n:
 		return " (estimated: a request's prefill side is its TTFT less the wait its decode replica reported and one decode step, " +
 			"split where vLLM's scheduler first took it on its prefill replica, in the step in which the request before it finished)"
@@ -396,6 +494,8 @@ func (rep *Report) pdQueueNote() string {
 	switch {
 	case b.n == 0:
 		return ""
+	case 2*b.series >= b.n:
+		return " (estimated: the decode replicas' queue time histogram past their NIXL transfers, for the requests that finished with the tail, shared out by the time each one's TTFT leaves past its modelled prefill side)"
 	case 2*b.nixl >= b.n:
 		return " (estimated: the wait the decode replica reported less the transfer its NIXL histogram allows)"
 	case 2*b.full >= b.n:
@@ -420,11 +520,7 @@ func (rep *Report) estimateSendOrder() {
 		}
 	}
 	slices.SortStableFunc(order, func(x, y int32) int { return cmp.Compare(rows.at(int(x)).sent, rows.at(int(y)).sent) })
-	fs := rep.fleet
-	fs.pd = make([]pdEst, rows.n)
-	for i := range fs.pd {
-		fs.pd[i].queue = float32(math.NaN())
-	}
+	rep.pd = newPDEst(rows.n)
 	free := make([]float64, len(rep.replicas))
 	scale := float64(rep.oneIn())
 	for _, i := range order {
@@ -438,6 +534,6 @@ func (rep *Report) estimateSendOrder() {
 		free[r.pre] = start + work*scale
 		pre := min(work, ttft)
 		q := min(start-float64(r.sent), ttft-pre)
-		fs.pd[i] = pdEst{queue: float32(q), prefill: float32(pre), kv: float32(ttft - pre - q)}
+		rep.pd[i] = pdEst{queue: float32(q), prefill: float32(pre), kv: float32(ttft - pre - q)}
 	}
 }

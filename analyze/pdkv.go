@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/fleetseries"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -49,49 +51,22 @@ type kvInterval struct {
 
 // kvEvidence builds the model for rows (pd.go).
 func (rep *Report) kvEvidence(rows []pdRow, byInstance map[string][]traces.MetricsSample) *kvModel {
-	m := &kvModel{nixl: map[int32][]kvInterval{}, busy: map[int32]*occupancy{}}
+	m := &kvModel{nixl: rep.seriesIntervals(byInstance), busy: map[int32]*occupancy{}}
 	m.fit(rep, rows)
-	ids := map[string]int32{}
-	for id, n := range rep.replicas {
-		ids[n] = int32(id)
-	}
-	for name, ss := range byInstance {
-		id, ok := ids[name]
-		if !ok {
-			continue
-		}
-		for _, x := range ss {
-			if x.ScrapeError != "" || x.IntervalNs <= 0 {
-				continue
-			}
-			iv := kvInterval{from: float64(x.TimeNs - x.IntervalNs), to: float64(x.TimeNs), meanNs: -1, queueNs: -1, prefillNs: -1}
-			if x.KVTransfers > 0 && x.KVTransferTimeMeanNs >= 0 {
-				iv.meanNs = float64(x.KVTransferTimeMeanNs)
-			}
-			if x.RequestsFinished > 0 && x.QueueTimeMeanNs >= 0 {
-				iv.queueNs = float64(x.QueueTimeMeanNs)
-			}
-			if x.RequestsFinished > 0 && x.PrefillTimeMeanNs >= 0 {
-				iv.prefillNs = float64(x.PrefillTimeMeanNs)
-			}
-			m.nixl[id] = append(m.nixl[id], iv)
-		}
-		slices.SortFunc(m.nixl[id], func(a, b kvInterval) int { return cmp.Compare(a.to, b.to) })
-	}
 	for k := range rows {
 		r := rep.rows.at(int(rows[k].i))
-		if iv := m.interval(r.rep, pullEnd(&rows[k])); iv != nil {
+		if iv := m.interval(decodeKey(r), pullEnd(&rows[k])); iv != nil {
 			iv.tokens += rows[k].tokens
 			iv.n++
 		}
 	}
 	for i := range rep.rows.n {
 		r := rep.rows.at(i)
-		if r.ok && r.pre >= 0 && r.rep >= 0 && r.first >= 0 && r.last >= r.first {
-			o := m.busy[r.rep]
+		if r.ok && rep.disaggregated(r) && r.first >= 0 && r.last >= r.first {
+			o := m.busy[decodeKey(r)]
 			if o == nil {
 				o = &occupancy{}
-				m.busy[r.rep] = o
+				m.busy[decodeKey(r)] = o
 			}
 			o.add(float64(r.first), float64(r.last))
 		}
@@ -100,6 +75,77 @@ func (rep *Report) kvEvidence(rows []pdRow, byInstance map[string][]traces.Metri
 		o.done()
 	}
 	return m
+}
+
+// seriesIntervals are each replica's series by interval, keyed by its id
+// (the instance named as the rows name it), or with a pooled fleet each
+// pool's, its instances' rows at each time together.
+func (rep *Report) seriesIntervals(byInstance map[string][]traces.MetricsSample) map[int32][]kvInterval {
+	ids := map[string]int32{}
+	for id, n := range rep.replicas {
+		ids[n] = int32(id)
+	}
+	type agg struct {
+		from, to                  int64
+		xfers, xferNs, fin, q, pf float64
+		qn, pn                    float64
+	}
+	aggs := map[int32]map[int64]*agg{}
+	for name, ss := range byInstance {
+		id, ok := ids[name]
+		for _, x := range ss {
+			switch {
+			case ok:
+			case rep.PooledFleet != nil && fleetseries.IsPrefill(x.Role):
+				id = pdPrefillPool
+			case rep.PooledFleet != nil && strings.EqualFold(x.Role, RoleDecode):
+				id = pdDecodePool
+			default:
+				continue
+			}
+			if x.ScrapeError != "" || x.IntervalNs <= 0 {
+				continue
+			}
+			if aggs[id] == nil {
+				aggs[id] = map[int64]*agg{}
+			}
+			a := aggs[id][x.TimeNs]
+			if a == nil {
+				a = &agg{from: x.TimeNs - x.IntervalNs, to: x.TimeNs}
+				aggs[id][x.TimeNs] = a
+			}
+			if x.KVTransfers > 0 && x.KVTransferTimeMeanNs >= 0 {
+				a.xfers += float64(x.KVTransfers)
+				a.xferNs += float64(x.KVTransfers) * float64(x.KVTransferTimeMeanNs)
+			}
+			if f := float64(x.RequestsFinished); f > 0 {
+				if x.QueueTimeMeanNs >= 0 {
+					a.q, a.qn = a.q+f*float64(x.QueueTimeMeanNs), a.qn+f
+				}
+				if x.PrefillTimeMeanNs >= 0 {
+					a.pf, a.pn = a.pf+f*float64(x.PrefillTimeMeanNs), a.pn+f
+				}
+			}
+		}
+	}
+	out := map[int32][]kvInterval{}
+	for id, byT := range aggs {
+		for _, a := range byT {
+			iv := kvInterval{from: float64(a.from), to: float64(a.to), meanNs: -1, queueNs: -1, prefillNs: -1}
+			if a.xfers > 0 {
+				iv.meanNs = a.xferNs / a.xfers
+			}
+			if a.qn > 0 {
+				iv.queueNs = a.q / a.qn
+			}
+			if a.pn > 0 {
+				iv.prefillNs = a.pf / a.pn
+			}
+			out[id] = append(out[id], iv)
+		}
+		slices.SortFunc(out[id], func(a, b kvInterval) int { return cmp.Compare(a.to, b.to) })
+	}
+	return out
 }
 
 // pullEnd is when r's pull ended, about: a decode step before its first
@@ -171,7 +217,7 @@ func envelopeFit(xs, ys []float64) (a, b float64) {
 // mean of the interval its pull ended in, shared out by prompt length
 // (false without one).
 func (m *kvModel) nixlKV(rep *Report, r *pdRow) (float64, bool) {
-	iv := m.interval(rep.rows.at(int(r.i)).rep, pullEnd(r))
+	iv := m.interval(decodeKey(rep.rows.at(int(r.i))), pullEnd(r))
 	if iv == nil || iv.meanNs < 0 {
 		return 0, false
 	}
@@ -194,7 +240,7 @@ func (m *kvModel) seriesWaits(rep *Report, rows []pdRow) {
 	kvs, rests := make([]float64, len(rows)), make([]float64, len(rows))
 	at := func(r *pdRow) *kvInterval {
 		row := rep.rows.at(int(r.i))
-		return m.interval(row.rep, float64(row.end()))
+		return m.interval(decodeKey(row), float64(row.end()))
 	}
 	for k := range rows {
 		r := &rows[k]
@@ -236,12 +282,15 @@ func (m *kvModel) seriesWaits(rep *Report, rows []pdRow) {
 // how says what the split rests on (pdEst's bits).
 func (m *kvModel) split(rep *Report, r *pdRow) (kv, dq float64, how uint8) {
 	reported := r.wait >= 0 || r.series
-	if reported {
+	switch {
+	case r.wait >= 0:
 		how |= pdReported
+	case r.series:
+		how |= pdSeries
 	}
 	w := max(r.ttft-r.step-r.side, 0)
 	row := rep.rows.at(int(r.i))
-	full := m.full(row.rep, r)
+	full := m.full(decodeKey(row), r)
 	if full {
 		how |= pdFull
 	}
