@@ -341,7 +341,7 @@ func TestPDAttributionAgainstTruth(t *testing.T) {
 							t.Fatal(err)
 						}
 						s := pdCompare(t, rep, byID)
-						label := fmt.Sprintf("p%g, %s, series %v", pct, v, withSeries)
+						label := fmt.Sprintf("%s: p%g, %s, series %v", w.name, pct, v, withSeries)
 						t.Logf("%s: %d tail requests\n  truth     [%s] dominant %s\n  estimated [%s] dominant %s; worst %s %.1f points\n  diagnosis: %s",
 							label, s.n, fmtShares7(s.truth), s.truthDom, fmtShares7(s.est), s.estDom, s.worst, s.worstPP, s.diagnosis)
 						if v != pdNoTimings && s.worstPP > fleetShareTolPP {
