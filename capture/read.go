@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/tokentrace/tokentrace/internal/logshape"
 )
 
 // countingReader counts decompressed bytes.
@@ -112,31 +113,16 @@ func trimEOL(b []byte) []byte {
 	return b
 }
 
-// sniff guesses the format from the first bytes of a plain stream.
+// sniff guesses the format from the first bytes of a plain stream, by the
+// rules the trace readers use to recognise logs (internal/logshape).
 func sniff(head []byte) string {
-	// First non-blank line (possibly cut short).
-	for len(head) > 0 {
-		line := head
-		if i := bytes.IndexByte(head, '\n'); i >= 0 {
-			line, head = head[:i], head[i+1:]
-		} else {
-			head = nil
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		if line[0] != '{' {
-			return FormatVLLM
-		}
-		switch {
-		case bytes.Contains(line, []byte(`"resourceSpans"`)):
-			return FormatOTLP
-		case bytes.Contains(line, []byte(`"standard_logging_object"`)),
-			bytes.Contains(line, []byte(`"startTime"`)) && (bytes.Contains(line, []byte(`"call_type"`)) || bytes.Contains(line, []byte(`"completionStartTime"`)) || bytes.Contains(line, []byte(`"model_parameters"`))):
-			return FormatLiteLLM
-		}
-		return FormatOpenAI
+	switch logshape.Guess(logshape.FirstLine(head)) {
+	case logshape.VLLM:
+		return FormatVLLM
+	case logshape.OTLP:
+		return FormatOTLP
+	case logshape.LiteLLM:
+		return FormatLiteLLM
 	}
 	return FormatOpenAI
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // mooncakeSlice imports the first n records of the shared Mooncake synthetic
@@ -21,7 +22,7 @@ func mooncakeSlice(t *testing.T, n int) ([]traces.Record, traces.Meta) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("shared trace %s not present: %v", path, err)
 	}
-	recs, meta, _, err := traces.ImportAll(context.Background(), "mooncake", path, traces.OpenOptions{})
+	recs, meta, _, err := formats.ImportAll(context.Background(), "mooncake", path, traces.OpenOptions{})
 	if err != nil {
 		t.Fatalf("import %s: %v", path, err)
 	}
@@ -122,7 +123,7 @@ func TestSimMooncakeSlice(t *testing.T) {
 		if len(rec.PrefixBlocks) > 0 {
 			if d, ok := blockDone[rec.PrefixBlocks[0]]; ok && d >= 0 && d < rec.SentNs {
 				hitsExpected++
-				if rec.ServerCachedTokens >= int32(traces.MooncakeBlockSize) {
+				if rec.ServerCachedTokens >= int32(formats.MooncakeBlockSize) {
 					hitsGot++
 				}
 			}

@@ -62,6 +62,13 @@ type Thresholds struct {
 	// KSThink bounds ks.think (think times before follow-up turns),
 	// checked when both traces have follow-ups. Defaults to 0.10.
 	KSThink float64 `json:"ks_think"`
+	// Confidence is the probability that a trace drawn like the real one
+	// passes every check: each check's noise floor is the difference such
+	// traces exceed with probability (1 − Confidence) / the number of
+	// checks made. A check fails only beyond both its threshold and its
+	// floor. Defaults to DefaultConfidence (0.95); a value outside (0, 1)
+	// means the default.
+	Confidence float64 `json:"confidence"`
 }
 
 // DefaultThresholds returns the documented thresholds.
@@ -70,7 +77,7 @@ func DefaultThresholds() Thresholds {
 		KSLengths: DefaultKSLengths, KSGaps: DefaultKSGaps, RateError: DefaultRateError,
 		Dispersion: DefaultDispersionError, CV: DefaultCVError, CategoryShare: DefaultShareDiff,
 		PrefixReuse: DefaultPrefixReuseDiff, Sessions: DefaultSessionsError, Turns: DefaultTurnsError,
-		ContextGrowth: DefaultContextGrowthError, KSThink: DefaultKSThink,
+		ContextGrowth: DefaultContextGrowthError, KSThink: DefaultKSThink, Confidence: DefaultConfidence,
 	}
 }
 
@@ -92,6 +99,9 @@ func (t Thresholds) withDefaults() Thresholds {
 	f(&t.Turns, d.Turns)
 	f(&t.ContextGrowth, d.ContextGrowth)
 	f(&t.KSThink, d.KSThink)
+	if !(t.Confidence > 0 && t.Confidence < 1) {
+		t.Confidence = d.Confidence
+	}
 	return t
 }
 
@@ -137,6 +147,17 @@ type Report struct {
 	// sessions.
 	InputByTurn   []TurnInput `json:"input_by_turn,omitempty"`
 	ContextGrowth float64     `json:"context_growth,omitempty"`
+	// ReuseByTurn and ReuseByCategory compare the prefix reuse by turn
+	// index (single-shot rows, a session's n-th row) and by category, for
+	// the parts both traces have at least 20 rows with blocks in (absent
+	// with fewer than two).
+	ReuseByTurn     []GroupReuse `json:"prefix_reuse_by_turn,omitempty"`
+	ReuseByCategory []GroupReuse `json:"prefix_reuse_by_category,omitempty"`
+	// Confidence is Thresholds.Confidence: a trace drawn like the real one
+	// passes every check with at least this probability. CheckConfidence
+	// is each check's share of it (1 − (1 − Confidence) / checks made).
+	Confidence      float64 `json:"confidence"`
+	CheckConfidence float64 `json:"check_confidence"`
 	// Checks lists each thresholded figure.
 	Checks []CheckResult `json:"checks"`
 	// Unmeasured are the reported (not thresholded) figures that mean
@@ -169,10 +190,19 @@ type WDistances struct {
 
 // CheckResult is one thresholded figure.
 type CheckResult struct {
-	Name      string  `json:"name"`
-	Value     float64 `json:"value"`
-	Threshold float64 `json:"threshold"`
-	Pass      bool    `json:"pass"`
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// At names the part of a check of several that it reports (the turn
+	// and quantile, the category): the one furthest beyond its limit.
+	At string `json:"at,omitempty"`
+	// Threshold is the difference that matters (Thresholds), NoiseFloor
+	// the difference two traces drawn alike exceed by chance with
+	// probability 1 − Report.CheckConfidence, Limit the larger: the check
+	// passes when Value ≤ Limit.
+	Threshold  float64 `json:"threshold"`
+	NoiseFloor float64 `json:"noise_floor"`
+	Limit      float64 `json:"limit"`
+	Pass       bool    `json:"pass"`
 	// Skipped says why the figure means nothing on these traces (too
 	// short for its window); a skipped check passes.
 	Skipped string `json:"skipped,omitempty"`
@@ -221,6 +251,10 @@ type traceStats struct {
 	arrivals []int64   // sorted
 	shares   map[string]float64
 	turns    turnStats
+	// The independent units (sessions, single-shot rows) and how many
+	// times more the length distributions vary than independent rows'.
+	units           unitAcc
+	deffIn, deffOut float64
 }
 
 func windowLabel(w time.Duration) string { return fmt.Sprintf("%ds", int(w.Seconds())) }
@@ -266,12 +300,14 @@ func statsOfSeq(recs iter.Seq[*traces.Record]) traceStats {
 		s.arrivals = append(s.arrivals, r.ArrivalNs)
 		counts[r.Category]++
 		tokens += int64(r.InputTokens)
+		reused := 0
 		for _, b := range r.PrefixBlocks {
 			blocks++
 			if seenBlock[b] {
-				reusedBlocks++
+				reused++
 			}
 		}
+		reusedBlocks += int64(reused)
 		for _, b := range r.PrefixBlocks {
 			seenBlock[b] = true
 		}
@@ -284,8 +320,12 @@ func statsOfSeq(recs iter.Seq[*traces.Record]) traceStats {
 		if r.Session != 0 {
 			sess[r.Session]++
 		}
-		turns.add(r)
+		turns.add(r, s.units.add(r, reused))
 	}
+	s.units.finish()
+	s.deffIn = designEffect(s.input, s.units.rowOf, s.units.n)
+	s.deffOut = designEffect(s.output, s.units.rowOf, s.units.n)
+	s.units.rowOf = nil
 	s.sum.Records = int64(n)
 	slices.Sort(s.input)
 	slices.Sort(s.output)
@@ -521,46 +561,8 @@ func compare(rs, ss traceStats, th Thresholds) Report {
 	rep.PrefixReuse = math.Abs(ss.sum.PrefixReuse - rs.sum.PrefixReuse)
 	rep.Sessions = relErr(float64(ss.sum.Sessions), float64(rs.sum.Sessions))
 	rep.Turns = relErr(ss.sum.TurnsPerSess, rs.sum.TurnsPerSess)
-	growth, think := rep.compareTurns(rs.turns, ss.turns)
-
-	// Windows of w both traces cover in full: a windowed figure needs
-	// MinWindows of them.
-	short := func(w time.Duration) string {
-		if n := end / int64(w); n < MinWindows {
-			return fmt.Sprintf("needs %d full %v windows in both traces, they share %d (%.0f s)", MinWindows, w, n, float64(end)/1e9)
-		}
-		return ""
-	}
-	add := func(name string, v, limit float64, skipped string) {
-		if limit < 0 {
-			return
-		}
-		c := CheckResult{Name: name, Value: v, Threshold: limit, Pass: v <= limit || skipped != "", Skipped: skipped}
-		if !c.Pass {
-			c.Affects, c.Fix = rep.advice(name, "")
-		}
-		rep.Checks = append(rep.Checks, c)
-	}
-	add("ks.input_tokens", rep.KS.InputTokens, th.KSLengths, "")
-	add("ks.output_tokens", rep.KS.OutputTokens, th.KSLengths, "")
-	add("ks.interarrival", rep.KS.Interarrival, th.KSGaps, "")
-	add("rate_error", rep.RateError, th.RateError, "")
-	for _, w := range DispersionWindows {
-		k := windowLabel(w)
-		add("dispersion."+k, rep.Dispersion[k], th.Dispersion, short(w))
-	}
-	add("cv", rep.CV, th.CV, "")
-	add("category_share_max_diff", rep.CategoryShareMaxDiff, th.CategoryShare, "")
-	add("prefix_reuse", rep.PrefixReuse, th.PrefixReuse, "")
-	add("sessions", rep.Sessions, th.Sessions, "")
-	add("turns", rep.Turns, th.Turns, "")
-	if growth {
-		add("context_growth", rep.ContextGrowth, th.ContextGrowth, "")
-	}
-	if think {
-		add("ks.think", rep.KS.Think, th.KSThink, "")
-	}
-	if why := short(time.Minute); why != "" {
+	rep.evaluate(rep.checkSpecs(&rs, &ss, th, end), th.Confidence)
+	if why := shortWindows(end, time.Minute); why != "" {
 		rep.Unmeasured = map[string]string{"ks.rate_per_minute": why, "wasserstein.rate_per_minute": why}
 	}
 	rep.Pass = true
@@ -570,6 +572,179 @@ func compare(rs, ss traceStats, th Thresholds) Report {
 		}
 	}
 	return rep
+}
+
+// shortWindows says why a windowed figure means nothing when both traces
+// share fewer than MinWindows full windows of w before end ("" = it does).
+func shortWindows(end int64, w time.Duration) string {
+	if n := end / int64(w); n < MinWindows {
+		return fmt.Sprintf("needs %d full %v windows in both traces, they share %d (%.0f s)", MinWindows, w, n, float64(end)/1e9)
+	}
+	return ""
+}
+
+// checkSpec is a thresholded figure before its noise floor is known: eval
+// gives its value, its floor at α and, for a check of several parts, the
+// part it reports.
+type checkSpec struct {
+	name      string
+	threshold float64
+	skipped   string
+	eval      func(alpha float64) (value, floor float64, at string)
+}
+
+// fixed is the eval of a one-part check: value against floor(α).
+func fixed(value float64, floor func(alpha float64) float64) func(float64) (float64, float64, string) {
+	return func(alpha float64) (float64, float64, string) { return value, floor(alpha), "" }
+}
+
+// evaluate runs the checks at the confidence shared among those made
+// (Bonferroni): each check's limit is the larger of its threshold and its
+// noise floor.
+func (rep *Report) evaluate(specs []checkSpec, confidence float64) {
+	made := 0
+	for _, c := range specs {
+		if c.threshold >= 0 && c.skipped == "" {
+			made++
+		}
+	}
+	alpha := (1 - confidence) / float64(max(made, 1))
+	rep.Confidence, rep.CheckConfidence = confidence, 1-alpha
+	for _, sp := range specs {
+		if sp.threshold < 0 {
+			continue
+		}
+		c := CheckResult{Name: sp.name, Threshold: sp.threshold, Skipped: sp.skipped, Pass: true}
+		if sp.skipped == "" {
+			c.Value, c.NoiseFloor, c.At = sp.eval(alpha)
+			c.Limit = max(sp.threshold, c.NoiseFloor)
+			c.Pass = c.Value <= c.Limit
+		}
+		if !c.Pass {
+			c.Affects, c.Fix = rep.advice(c.Name, "")
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+}
+
+// checkSpecs lists the checks of rs against ss.
+func (rep *Report) checkSpecs(rs, ss *traceStats, th Thresholds, end int64) []checkSpec {
+	nr, ns := len(rs.input), len(ss.input)
+	specs := []checkSpec{
+		{name: "ks.input_tokens", threshold: th.KSLengths, eval: fixed(rep.KS.InputTokens, func(a float64) float64 { return ksFloor(a, nr, ns, rs.deffIn, ss.deffIn) })},
+		{name: "ks.output_tokens", threshold: th.KSLengths, eval: fixed(rep.KS.OutputTokens, func(a float64) float64 { return ksFloor(a, nr, ns, rs.deffOut, ss.deffOut) })},
+		{name: "ks.interarrival", threshold: th.KSGaps, eval: fixed(rep.KS.Interarrival, func(a float64) float64 { return ksFloor(a, len(rs.gaps), len(ss.gaps), 1, 1) })},
+		{name: "rate_error", threshold: th.RateError, eval: fixed(rep.RateError, func(a float64) float64 {
+			return rateFloor(a, rateWindows(rs.arrivals, end), rs.units.clusterIndex(), ss.units.clusterIndex())
+		})},
+	}
+	for _, w := range DispersionWindows {
+		k := windowLabel(w)
+		vr, vs, dr := dispersionVar(rs.arrivals, int64(w)), dispersionVar(ss.arrivals, int64(w)), rs.sum.Dispersion[k]
+		specs = append(specs, checkSpec{name: "dispersion." + k, threshold: th.Dispersion, skipped: shortWindows(end, w), eval: fixed(rep.Dispersion[k], func(a float64) float64 {
+			if dr == 0 {
+				return 0
+			}
+			return zTwoSided(a) * math.Sqrt(vr+vs) / dr
+		})})
+	}
+	specs = append(specs,
+		checkSpec{name: "cv", threshold: th.CV, eval: fixed(rep.CV, func(a float64) float64 {
+			if rs.sum.CV == 0 {
+				return 0
+			}
+			return zTwoSided(a) * math.Sqrt(cvVar(rs.gaps)+cvVar(ss.gaps)) / rs.sum.CV
+		})},
+		checkSpec{name: "category_share_max_diff", threshold: th.CategoryShare, eval: func(a float64) (float64, float64, string) {
+			// The largest difference against the floor of the category whose
+			// share varies most: conservative, and one number.
+			parts := shareParts(&rs.units, &ss.units)
+			sd := 0.0
+			for _, p := range parts {
+				sd = max(sd, p.sd)
+			}
+			return rep.CategoryShareMaxDiff, zTwoSided(a/float64(max(len(parts), 1))) * sd, rep.CategoryShareMaxDiffName
+		}},
+		checkSpec{name: "prefix_reuse", threshold: th.PrefixReuse, eval: fixed(rep.PrefixReuse, func(a float64) float64 {
+			return zTwoSided(a) * math.Sqrt(rs.units.reuse.variance()+ss.units.reuse.variance())
+		})},
+	)
+	specs = append(specs, rep.reuseSpecs(rs, ss, th)...)
+	specs = append(specs, rep.sessionSpecs(rs, ss, th)...)
+	return specs
+}
+
+// rateWindows are the real trace's counts in the windows rate_error
+// compares: full minutes before end, else the span before end.
+func rateWindows(sorted []int64, end int64) []float64 {
+	minute := int64(time.Minute)
+	if end/minute > maxDenseWindows {
+		_, c := sparseCounts(sorted, minute, end)
+		return c
+	}
+	c := countsPer(sorted, minute, end)
+	if len(c) == 0 && end > 0 {
+		c = []float64{float64(countBefore(sorted, end))}
+	}
+	return c
+}
+
+// reuseSpecs are the prefix reuse by turn index and by category, when
+// there are at least two of either to compare.
+func (rep *Report) reuseSpecs(rs, ss *traceStats, th Thresholds) []checkSpec {
+	var specs []checkSpec
+	rt, names := byTurnNames(&rs.units)
+	st, _ := byTurnNames(&ss.units)
+	groups, parts := reuseParts(rt, st, names)
+	if len(groups) >= 2 && rs.sum.Sessions > 0 {
+		rep.ReuseByTurn = groups
+		specs = append(specs, checkSpec{name: "prefix_reuse_by_turn", threshold: th.PrefixReuse, eval: func(a float64) (float64, float64, string) {
+			return worstPart(parts, a, th.PrefixReuse)
+		}})
+	}
+	groups, cparts := reuseParts(rs.units.byCat, ss.units.byCat, categoryNames(rs.units.byCat, ss.units.byCat))
+	if len(groups) >= 2 {
+		rep.ReuseByCategory = groups
+		specs = append(specs, checkSpec{name: "prefix_reuse_by_category", threshold: th.PrefixReuse, eval: func(a float64) (float64, float64, string) {
+			return worstPart(cparts, a, th.PrefixReuse)
+		}})
+	}
+	return specs
+}
+
+// sessionSpecs are the checks of sessions, turns, context growth and
+// think time.
+func (rep *Report) sessionSpecs(rs, ss *traceStats, th Thresholds) []checkSpec {
+	sr, sn := float64(rs.sum.Sessions), float64(ss.sum.Sessions)
+	_, vr := meanVar(rs.units.turns)
+	_, vs := meanVar(ss.units.turns)
+	specs := []checkSpec{
+		{name: "sessions", threshold: th.Sessions, eval: fixed(rep.Sessions, func(a float64) float64 {
+			if sr == 0 {
+				return 0
+			}
+			return zTwoSided(a) * math.Sqrt(sr+sn) / sr
+		})},
+		{name: "turns", threshold: th.Turns, eval: fixed(rep.Turns, func(a float64) float64 {
+			if rs.sum.TurnsPerSess == 0 {
+				return 0
+			}
+			return zTwoSided(a) * math.Sqrt(vr+vs) / rs.sum.TurnsPerSess
+		})},
+	}
+	growth, think := rep.compareTurns(rs.turns, ss.turns)
+	if growth {
+		parts := growthParts(rs.turns, ss.turns, len(rep.InputByTurn))
+		specs = append(specs, checkSpec{name: "context_growth", threshold: th.ContextGrowth, eval: func(a float64) (float64, float64, string) {
+			return worstPart(parts, a, th.ContextGrowth)
+		}})
+	}
+	if think {
+		specs = append(specs, checkSpec{name: "ks.think", threshold: th.KSThink, eval: fixed(rep.KS.Think, func(a float64) float64 {
+			return ksFloor(a, len(rs.turns.think), len(ss.turns.think), rs.turns.thinkDeff, ss.turns.thinkDeff)
+		})})
+	}
+	return specs
 }
 
 func countBefore(sorted []int64, end int64) int {
@@ -601,16 +776,23 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%-28s %14d %14d\n", "sessions", r.Real.Sessions, r.Synth.Sessions)
 	fmt.Fprintf(&b, "%-28s %14d %14d\n", "categories", r.Real.Categories, r.Synth.Categories)
 	r.writeTurns(&b)
-	fmt.Fprintf(&b, "\n%-28s %10s %10s  %s\n", "check", "value", "limit", "result")
+	r.writeReuse(&b)
+	fmt.Fprintf(&b, "\nA check fails only beyond its threshold and its noise floor: the difference two traces drawn alike exceed by chance, at %.1f %% confidence each (%.0f %% that such a trace passes every check).\n",
+		100*r.CheckConfidence, 100*r.Confidence)
+	fmt.Fprintf(&b, "%-28s %10s %10s %10s  %s\n", "check", "value", "threshold", "noise", "result")
 	var failed []CheckResult
 	for _, c := range r.Checks {
+		at := ""
+		if c.At != "" {
+			at = " (" + c.At + ")"
+		}
 		switch {
 		case c.Skipped != "":
-			fmt.Fprintf(&b, "%-28s %10s %10.4f  skipped: %s\n", c.Name, "-", c.Threshold, c.Skipped)
+			fmt.Fprintf(&b, "%-28s %10s %10.4f %10s  skipped: %s\n", c.Name, "-", c.Threshold, "-", c.Skipped)
 		case c.Pass:
-			fmt.Fprintf(&b, "%-28s %10.4f %10.4f  ok\n", c.Name, c.Value, c.Threshold)
+			fmt.Fprintf(&b, "%-28s %10.4f %10.4f %10.4f  ok%s\n", c.Name, c.Value, c.Threshold, c.NoiseFloor, at)
 		default:
-			fmt.Fprintf(&b, "%-28s %10.4f %10.4f  FAIL\n", c.Name, c.Value, c.Threshold)
+			fmt.Fprintf(&b, "%-28s %10.4f %10.4f %10.4f  FAIL%s\n", c.Name, c.Value, c.Threshold, c.NoiseFloor, at)
 			failed = append(failed, c)
 		}
 	}

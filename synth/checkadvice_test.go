@@ -51,7 +51,7 @@ func TestCheckShortTraceSkipsWindowsAndAdvises(t *testing.T) {
 		t.Errorf("ks.rate_per_minute on a 60 s trace should be unmeasured, got %v", rep.Unmeasured)
 	}
 	c := checks["ks.input_tokens"]
-	if c.Pass || !strings.Contains(c.Affects, "prefill") || !strings.Contains(c.Fix, "--length-scale 0.5") {
+	if c.Pass || !strings.Contains(c.Affects, "prefill") || !strings.Contains(c.Fix, "GenOptions.InputLengthScale by 0.5") {
 		t.Errorf("ks.input_tokens: %+v, want a failure that says it affects prefill and to scale lengths by 0.5", c)
 	}
 	for _, c := range rep.Checks {
@@ -109,7 +109,7 @@ func TestCheckAdviceBySource(t *testing.T) {
 	if f := fix(SourceMatrix, "rate_error"); !strings.Contains(f, "RATErps") {
 		t.Errorf("matrix, rate: %q", f)
 	}
-	if f := fix(SourceGen, "rate_error"); !strings.Contains(f, "--rate-scale") {
+	if f := fix(SourceGen, "rate_error"); !strings.Contains(f, "GenOptions.RateScale") {
 		t.Errorf("generated, rate: %q", f)
 	}
 }

@@ -43,16 +43,19 @@ type TurnInput struct {
 // before follow-ups (think_ns, else arrival − the previous row's finish_ns,
 // else the arrival gap: as Fit measures them), sorted.
 type turnStats struct {
-	input [][]float64 // by turn index − 1, up to maxTurnIndex
-	think []float64   // seconds
+	input     [][]float64 // by turn index − 1, up to maxTurnIndex
+	think     []float64   // seconds
+	thinkDeff float64     // the design effect of think times by session
 }
 
 // turnAcc reads rows in arrival order and keeps, per open session, its
 // last row's arrival and finish: the input length by turn index and the
 // think time before each follow-up.
 type turnAcc struct {
-	st   turnStats
-	open map[int64]turnPrev
+	st        turnStats
+	open      map[int64]turnPrev
+	thinkUnit []int32 // the unit of each think time
+	units     int32
 }
 
 type turnPrev struct {
@@ -60,7 +63,8 @@ type turnPrev struct {
 	arrival, finsh int64
 }
 
-func (a *turnAcc) add(r *traces.Record) {
+func (a *turnAcc) add(r *traces.Record, unit int32) {
+	a.units = max(a.units, unit+1)
 	if r.Session == 0 {
 		return
 	}
@@ -80,6 +84,7 @@ func (a *turnAcc) add(r *traces.Record) {
 			think = r.ArrivalNs - p.arrival
 		}
 		st.think = append(st.think, float64(max(think, 0))/1e9)
+		a.thinkUnit = append(a.thinkUnit, unit)
 	}
 	p.n++
 	p.arrival, p.finsh = r.ArrivalNs, r.FinishNs
@@ -96,6 +101,8 @@ func (a *turnAcc) finish() turnStats {
 	for _, in := range a.st.input {
 		slices.Sort(in)
 	}
+	a.st.thinkDeff = designEffect(a.st.think, a.thinkUnit, a.units)
+	a.thinkUnit = nil
 	slices.Sort(a.st.think)
 	a.open = nil
 	return a.st
@@ -152,5 +159,45 @@ func (rep *Report) writeTurns(b *strings.Builder) {
 	fmt.Fprintf(b, "\n%-6s %10s %10s %12s %12s %12s %12s\n", "turn", "real_rows", "synth_rows", "real_median", "synth_median", "real_p90", "synth_p90")
 	for _, t := range rep.InputByTurn {
 		fmt.Fprintf(b, "%-6d %10d %10d %12.0f %12.0f %12.0f %12.0f\n", t.Turn, t.RealRows, t.SynthRows, t.RealMedian, t.SynthMedian, t.RealP90, t.SynthP90)
+	}
+}
+
+// growthParts are context_growth's figures, the median and p90 input of
+// each of the first n turn indexes, with the standard deviation of their
+// relative differences by chance (a session has one row per turn index:
+// its rows are independent).
+func growthParts(real, synth turnStats, n int) []part {
+	var parts []part
+	for t := 1; t <= n; t++ {
+		r, s := real.input[t-1], synth.input[t-1]
+		for _, q := range []struct {
+			q    float64
+			name string
+		}{{0.5, "median"}, {0.9, "p90"}} {
+			rv, sv := nearestRank(r, q.q), nearestRank(s, q.q)
+			if rv == 0 {
+				continue
+			}
+			sd := math.Hypot(quantileSD(r, q.q), quantileSD(s, q.q)) / math.Abs(rv)
+			parts = append(parts, part{value: relErr(sv, rv), sd: sd, at: fmt.Sprintf("turn %d %s", t, q.name)})
+		}
+	}
+	return parts
+}
+
+// writeReuse adds the prefix reuse by turn index and by category to a
+// text report.
+func (rep *Report) writeReuse(b *strings.Builder) {
+	for _, t := range []struct {
+		name   string
+		groups []GroupReuse
+	}{{"reuse by turn", rep.ReuseByTurn}, {"reuse by category", rep.ReuseByCategory}} {
+		if len(t.groups) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "\n%-20s %10s %10s %10s %10s\n", t.name, "real_rows", "synth_rows", "real", "synth")
+		for _, g := range t.groups {
+			fmt.Fprintf(b, "%-20s %10d %10d %10.3f %10.3f\n", g.Name, g.RealRows, g.SynthRows, g.Real, g.Synth)
+		}
 	}
 }

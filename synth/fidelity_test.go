@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // publicTrace names a shared public trace and its import format.
@@ -25,7 +26,7 @@ var publicTraces = []publicTrace{
 func loadPublic(t testing.TB, p publicTrace) ([]traces.Record, traces.Meta) {
 	t.Helper()
 	path := testtraces.Path(t, p.path)
-	recs, meta, _, err := traces.ImportAll(context.Background(), p.format, path, traces.OpenOptions{})
+	recs, meta, _, err := formats.ImportAll(context.Background(), p.format, path, traces.OpenOptions{})
 	if err != nil {
 		t.Fatalf("import %s: %v", path, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 	"gonum.org/v1/gonum/mathext"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -269,7 +270,7 @@ const minQuantaPerBin = 5
 
 // blockCategoryPrefix is the label prefix of categories derived from
 // blocks, as the Mooncake importer writes them.
-const blockCategoryPrefix = traces.MooncakeCategoryPrefix
+const blockCategoryPrefix = formats.MooncakeCategoryPrefix
 
 // minLevelGaps is the fewest gaps a gap level is fitted on.
 const minLevelGaps = 200

@@ -119,7 +119,7 @@ func (a *approx) list() []string {
 // fitRow is what fitting reads of a record.
 type fitRow struct {
 	arrival, seq, session       int64
-	finish, think               int64 // FinishNs, ThinkNs
+	finish, think, parent       int64 // FinishNs, ThinkNs, ParentSeq
 	class, category, model, api string
 	input, output, prefix       int32
 	blocks                      []int64
@@ -128,7 +128,7 @@ type fitRow struct {
 func (r *fitRow) set(rec *traces.Record) {
 	*r = fitRow{
 		arrival: rec.ArrivalNs, seq: rec.Seq, session: rec.Session,
-		finish: rec.FinishNs, think: rec.ThinkNs,
+		finish: rec.FinishNs, think: rec.ThinkNs, parent: rec.ParentSeq,
 		class: rec.Class, category: rec.Category, model: rec.Model, api: rec.API,
 		input: rec.InputTokens, output: rec.OutputTokens, prefix: rec.PrefixTokens,
 		blocks: rec.PrefixBlocks,
@@ -248,8 +248,15 @@ type sessState struct {
 	turns   int64
 	last    int64
 	finish  int64
+	row     int64 // the last row's index in its class
+	seq     int64
 	in, out int32
+	blocks  int32 // the last row's prefix blocks
 	follow  int32
+	// main is the row a fresh prompt branched off (a subagent spawned by
+	// it), while the session is in that branch: a later row whose
+	// parent_seq names it resumes its context (nil: not in a branch).
+	main *sessState
 }
 
 // classFit is the streaming state of one traffic class.
@@ -316,13 +323,15 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	c.models.inc(r.model)
 	c.apis.inc(r.api)
 
+	row, reused, prev := c.addBlocks(f, r, i)
+
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
-		next := sessState{turns: 1, last: r.arrival, finish: r.finish, in: r.input, out: r.output}
+		next := sessState{turns: 1, last: r.arrival, finish: r.finish, row: i, seq: r.seq, in: r.input, out: r.output, blocks: int32(len(r.blocks))}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			next.follow = c.follow.add(f, r, &s)
+			next.follow, next.main = c.follow.add(f, r, &s, prev)
 			next.turns = s.turns + 1
 			start = false
 		}
@@ -332,57 +341,80 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 		c.starts.put(uint64(r.arrival - c.lastStart))
 		c.lastStart = r.arrival
 	}
-
-	// Block reuse, in arrival order within the class.
-	row := lenRow{input: r.input, prefix: r.prefix, blocks: len(r.blocks) > 0, dist: -1}
-	reused := -1
-	if len(r.blocks) > 0 {
-		c.hasBlocks++
-		// One probe per block looks the block up and marks it seen in
-		// this row. The leading run of blocks seen in earlier rows is the
-		// reused prefix; a block repeated within the row answers with
-		// what its first occurrence found (the table as it was before
-		// the row).
-		prev := f.prev[:0]
-		L, leading := 0, true
-		for j, b := range r.blocks {
-			at, ok := c.seen.swap(b, i)
-			if ok && at == i {
-				for k := range j {
-					if r.blocks[k] == b {
-						at, ok = prev[k].row, prev[k].ok
-						break
-					}
-				}
-			}
-			prev = append(prev, seenAt{at, ok})
-			if leading && ok {
-				L++
-			} else {
-				leading = false
-			}
-		}
-		f.prev = prev
-		if L > 0 {
-			at := prev[L-1].row
-			row.dist = i - at
-			f.label = strconv.AppendInt(append(f.label[:0], blockCategoryPrefix...), r.blocks[L-1], 10)
-			if string(f.label) == r.category {
-				c.derivedOK++
-			}
-		} else if r.category == "" {
-			c.derivedOK++
-		}
-		if i > 0 {
-			c.reusedFreq[int32(L)]++
-			reused = L
-		}
-	}
 	f.queueCat(catRow{
 		c: c, name: r.category, row: row, derived: c.looksDerived(),
 		input: r.input, output: r.output, reused: int32(reused), blocks: int32(len(r.blocks)),
 	})
 	return nil
+}
+
+// keptBlocks is how many of a follow-up's leading prefix blocks it shares
+// with its session's previous row s (the blocks last seen in that row or
+// after it), or −1 when either row has no blocks.
+func keptBlocks(prev []seenAt, s *sessState) int32 {
+	if len(prev) == 0 || s.blocks == 0 {
+		return -1
+	}
+	k := int32(0)
+	for _, p := range prev {
+		if !p.ok || p.row < s.row {
+			break
+		}
+		k++
+	}
+	return min(k, s.blocks)
+}
+
+// addBlocks reads row i's prefix blocks, in arrival order within the class:
+// the row as its category keeps it, the leading blocks it reuses (−1 for
+// the class's first row or a row without blocks) and what each block found
+// in the table (valid until the next row).
+func (c *classFit) addBlocks(f *fitter, r *fitRow, i int64) (row lenRow, reused int, prev []seenAt) {
+	row = lenRow{input: r.input, prefix: r.prefix, blocks: len(r.blocks) > 0, dist: -1}
+	reused = -1
+	if len(r.blocks) == 0 {
+		return row, reused, nil
+	}
+	c.hasBlocks++
+	// One probe per block looks the block up and marks it seen in this
+	// row. The leading run of blocks seen in earlier rows is the reused
+	// prefix; a block repeated within the row answers with what its first
+	// occurrence found (the table as it was before the row).
+	prev = f.prev[:0]
+	L, leading := 0, true
+	for j, b := range r.blocks {
+		at, ok := c.seen.swap(b, i)
+		if ok && at == i {
+			for k := range j {
+				if r.blocks[k] == b {
+					at, ok = prev[k].row, prev[k].ok
+					break
+				}
+			}
+		}
+		prev = append(prev, seenAt{at, ok})
+		if leading && ok {
+			L++
+		} else {
+			leading = false
+		}
+	}
+	f.prev = prev
+	if L > 0 {
+		at := prev[L-1].row
+		row.dist = i - at
+		f.label = strconv.AppendInt(append(f.label[:0], blockCategoryPrefix...), r.blocks[L-1], 10)
+		if string(f.label) == r.category {
+			c.derivedOK++
+		}
+	} else if r.category == "" {
+		c.derivedOK++
+	}
+	if i > 0 {
+		c.reusedFreq[int32(L)]++
+		reused = L
+	}
+	return row, reused, prev
 }
 
 // category returns where a row of category name goes — its catFit, or
@@ -605,12 +637,12 @@ func (f *fitter) model(ctx context.Context) (*Model, error) {
 		m.Classes = append(m.Classes, c)
 	}
 	m.FittedOn.Approximations = f.approx.list()
-	m.Version = modelVersionNoFollowUps
-	for _, c := range m.Classes {
-		if s := c.Sessions; s != nil && s.FollowUps > 0 {
-			m.Version = ModelVersion
+	for _, c := range f.classes {
+		if c.hasBlocks > 0 && len(c.follow.cats) > 0 {
+			m.BlockK = int(f.blockK())
 		}
 	}
+	m.Version = m.lowestVersion()
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("fit produced an invalid model (bug): %w", err)
 	}

@@ -30,10 +30,15 @@ type followFit struct {
 	freshIn  multiset // input of the others (fresh prompts)
 	in, out  multiset // the follow-ups' input and output lengths
 	think    multiset // seconds
+	dropped  multiset // the previous row's blocks a growing turn does not reuse
+	kept     multiset // share of a fresh prompt's blocks from the previous row
+	// Growing turns in a branch (after a fresh prompt) that resumed the
+	// row the branch came off, and that went on in the branch.
+	resumes, branchTurns int64
 }
 
 func newFollowFit(lim fitLimits) *followFit {
-	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values)}
+	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values), dropped: newValues(lim.lengths), kept: newValues(lim.values)}
 }
 
 func (a *followFit) merge(b *followFit) {
@@ -46,6 +51,10 @@ func (a *followFit) merge(b *followFit) {
 	a.in.merge(&b.in)
 	a.out.merge(&b.out)
 	a.think.merge(&b.think)
+	a.dropped.merge(&b.dropped)
+	a.kept.merge(&b.kept)
+	a.resumes += b.resumes
+	a.branchTurns += b.branchTurns
 }
 
 // followPooled keys the follow-ups of categories past the per-class limit.
@@ -58,9 +67,19 @@ type followState struct {
 	recorded, finish, gap int64        // think-time sources
 }
 
-// add fits follow-up row r of a session whose previous row left s and
-// returns the session's sessState.follow.
-func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
+// add fits follow-up row r of a session whose previous row left s (prev:
+// what r's blocks found in the class's table) and returns the session's
+// sessState.follow and main. A row whose parent_seq names the row the
+// session's branch came off (s.main) resumes that row's context: it is
+// fitted as that row's follow-up.
+func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, *sessState) {
+	main := s.main
+	base := s
+	resumed := main != nil && r.parent >= 0 && r.parent == main.seq
+	if resumed {
+		base, main = main, nil
+	}
+	kept := keptBlocks(prev, base)
 	if st.cats == nil {
 		st.cats = map[string]*followFit{}
 	}
@@ -86,11 +105,36 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
 	}
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
-	if grow := int64(r.input) - int64(s.in) - int64(s.out); grow >= 0 {
+	grow := int64(r.input) - int64(base.in) - int64(base.out)
+	switch {
+	case resumed:
+		ff.resumes++
+	case s.main != nil && grow >= 0 && r.parent >= 0:
+		// (Without parent_seq no row can resume: none is counted.)
+		ff.branchTurns++
+	case s.main == nil && grow < 0:
+		// A fresh prompt: a branch off the previous row, which a later
+		// row may resume.
+		m := *s
+		m.main = nil
+		main = &m
+	}
+	s = base
+	if grow >= 0 {
 		addFloat(&ff.newIn, float64(grow))
+		if kept >= 0 && f.blockK() == 0 {
+			full := s.blocks
+			if bs := f.opts.Meta.BlockSize; bs > 0 {
+				full = min(full, s.in/int32(bs))
+			}
+			addFloat(&ff.dropped, float64(max(full-kept, 0)))
+		}
 	} else {
 		ff.fresh++
 		addFloat(&ff.freshIn, float64(r.input))
+		if kept >= 0 {
+			addFloat(&ff.kept, float64(kept)/float64(len(r.blocks)))
+		}
 	}
 	// A finish before the turn's own arrival is no finish (a zero value).
 	finished := s.finish >= s.last
@@ -107,7 +151,16 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState) int32 {
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
-	return sf
+	return sf, main
+}
+
+// blockK is the fitted trace's k-anonymity threshold for prefix blocks
+// (Model.BlockK), 0 when it has none.
+func (f *fitter) blockK() int32 {
+	if k := f.opts.Meta.KThreshold; k >= 2 && f.opts.Meta.BlockSize > 0 {
+		return int32(k)
+	}
+	return 0
 }
 
 // fitFollowUps sets cl's follow-up model: each category's follow-ups go to
@@ -146,7 +199,20 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 	clamped := false
 	model := func(ff *followFit) *FollowUp {
 		s.FollowUps += ff.n
+		var dropped, kept *Hist
+		if ff.dropped.len() > 0 {
+			h := newHistRuns(f.approx.runs(&ff.dropped), opts.LengthBins, opts.MinBinCount, true)
+			dropped = &h
+		}
+		if ff.kept.len() > 0 {
+			h := newHistRuns(f.approx.runs(&ff.kept), opts.OutputBins, opts.MinBinCount, false)
+			kept = &h
+		}
 		return &FollowUp{
+			FreshKeptShare:   kept,
+			Resumes:          ff.resumes,
+			BranchTurns:      ff.branchTurns,
+			DroppedBlocks:    dropped,
 			Turns:            ff.n,
 			FreshPrompts:     ff.fresh,
 			NewInputTokens:   newHistRuns(f.approx.runs(&ff.newIn), opts.LengthBins, opts.MinBinCount, true),
@@ -230,7 +296,9 @@ func (gc *genClass) prepareFollowUps(opts GenOptions) {
 		return
 	}
 	gc.followUps = true
-	if len(opts.Mix) == 0 {
+	if len(opts.Mix) > 0 {
+		gc.mixStarts()
+	} else {
 		// A session's category by its sessions, a single-shot row's by
 		// its other rows (counts of version-2 models; the mix override
 		// keeps one share per category).
@@ -262,9 +330,77 @@ func (gc *genClass) prepareFollowUps(opts GenOptions) {
 			}
 		}
 	}
-	gc.maxContext = max(1, scaleLen(longest, opts.LengthScale))
+	gc.maxContext = max(1, scaleLen(longest, opts.inScale()))
 	if opts.MaxContextTokens > 0 {
 		gc.maxContext = int32(min(opts.MaxContextTokens, math.MaxInt32))
+	}
+}
+
+// mixStarts sets the category draws of a mix override so that the
+// categories' shares of requests, not of session starts, are the mix's
+// (groupCum holds them): a category whose sessions run longer gets fewer
+// starts. Each category's fitted session starts and single-shot rows are
+// weighted by one factor, found by fixed-point iteration on the expected
+// rows.
+func (gc *genClass) mixStarts() {
+	n := len(gc.groups)
+	want, sess, single, rows := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	var multi, starts float64
+	for i, gg := range gc.groups {
+		g := gg.g
+		want[i] = gc.groupCum[i] - cumLast(gc.groupCum[:i])
+		sess[i] = float64(g.SessionStarts)
+		single[i] = float64(max(0, g.Records-g.SessionStarts-g.FollowUps))
+		if g.SessionStarts > 0 {
+			rows[i] = float64(g.SessionStarts+g.FollowUps) / float64(g.SessionStarts)
+		}
+		multi += sess[i]
+		starts += sess[i] + single[i]
+	}
+	if multi == 0 || starts == 0 {
+		return
+	}
+	pMulti := multi / starts
+	f := make([]float64, n)
+	for i := range f {
+		f[i] = 1
+		if want[i] == 0 {
+			f[i] = 0
+		}
+	}
+	share := make([]float64, n)
+	for range 200 {
+		var fs, fo, tot float64
+		for i := range f {
+			fs += f[i] * sess[i]
+			fo += f[i] * single[i]
+		}
+		for i := range f {
+			share[i] = 0
+			if fs > 0 {
+				share[i] += pMulti * f[i] * sess[i] / fs * rows[i]
+			}
+			if fo > 0 {
+				share[i] += (1 - pMulti) * f[i] * single[i] / fo
+			}
+			tot += share[i]
+		}
+		for i := range f {
+			if share[i] > 0 && tot > 0 {
+				f[i] *= want[i] / (share[i] / tot)
+			}
+		}
+	}
+	var sc, oc []float64
+	for i := range f {
+		sc = append(sc, cumLast(sc)+f[i]*sess[i])
+		oc = append(oc, cumLast(oc)+f[i]*single[i])
+	}
+	if cumLast(sc) > 0 {
+		gc.sessCum = sc
+	}
+	if cumLast(oc) > 0 {
+		gc.singleCum = oc
 	}
 }
 
@@ -318,13 +454,41 @@ func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, 
 	}
 }
 
+// sessMain is the context a session's branch came off (see
+// FollowUp.Resumes): the turn before its first fresh prompt.
+type sessMain struct {
+	chain           []int64
+	keep            int
+	seq             int64
+	prevIn, prevOut int32
+}
+
+// branch keeps the context a fresh prompt branches off, when the session
+// may resume it, and resumes it for a growing turn in a branch with the
+// fitted share.
+func (info *sessInfo) branch(rng *rand.Rand, fu *genFollow, fresh bool) {
+	if fu.resumeShare <= 0 {
+		return
+	}
+	switch {
+	case fresh && info.main == nil:
+		info.main = &sessMain{chain: info.chain, keep: info.keep, seq: info.prevSeq, prevIn: info.prevIn, prevOut: info.prevOut}
+	case !fresh && info.main != nil && rng.Float64() < fu.resumeShare:
+		mn := info.main
+		info.chain, info.keep, info.prevSeq, info.prevIn, info.prevOut = mn.chain, mn.keep, mn.seq, mn.prevIn, mn.prevOut
+		info.main = nil
+	}
+}
+
 // fillFollowUp draws a version-2 follow-up turn: its input is the previous
 // turn's input + output + new tokens drawn from the category's
 // NewInputTokens (capped at the class's maximum context), or, with the
 // category's share of fresh prompts, an input drawn from FreshInputTokens;
 // its output comes from the follow-ups' OutputTokens. It keeps the
 // session's category and prefix, and its prefix blocks extend the
-// previous turn's chain. It returns the row's block chain.
+// previous turn's chain less the trailing blocks drawn from
+// DroppedBlocks (version 3; a version-2 model keeps the whole chain). It
+// returns the row's block chain.
 func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, opts GenOptions, info *sessInfo, nextBlock *int64) []int64 {
 	gg := gc.groups[info.group]
 	fu := gc.followOf(info.group)
@@ -332,6 +496,7 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
 	}
 	fresh := rng.Float64() < fu.freshShare
+	info.branch(rng, fu, fresh)
 	var in int64
 	if fresh {
 		s := fu.freshIn
@@ -341,17 +506,18 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 			s = gg.input
 		}
 		v, _ := s.sample(rng)
-		in = int64(scaleLen(v, opts.LengthScale))
+		in = int64(scaleLen(v, opts.inScale()))
 	} else {
 		v, _ := fu.newIn.sample(rng)
 		in = int64(info.prevIn) + int64(info.prevOut)
 		if v > 0 {
-			in += int64(scaleLen(v, opts.LengthScale))
+			in += int64(scaleLen(v, opts.inScale()))
 		}
 	}
 	out, _ := fu.out.sample(rng)
 	rec.InputTokens = int32(max(1, min(in, int64(gc.maxContext))))
-	rec.OutputTokens = scaleLen(out, opts.LengthScale)
+	rec.OutputTokens = scaleLen(out, opts.outScale())
+	gc.ctxOut = scaleLen(out, opts.inScale())
 	rec.PrefixTokens = min(info.prefix, rec.InputTokens)
 	rec.Category = info.category
 	if !gg.blocks {
@@ -359,9 +525,16 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	}
 	bs := int64(m.BlockSize)
 	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
-	r := min(len(info.chain), nb)
-	if fresh {
+	r := min(info.keep, len(info.chain), nb)
+	switch {
+	case fresh && fu.kept != nil && !fu.kept.empty():
+		f, _ := fu.kept.sample(rng)
+		r = min(r, int(math.Round(f*float64(nb))))
+	case fresh:
 		r = min(r, int(int64(info.prefix)/bs))
+	case fu.dropped != nil && !fu.dropped.empty():
+		d, _ := fu.dropped.sample(rng)
+		r = max(r-int(d), 0)
 	}
 	if len(gc.arena) < nb {
 		gc.arena = make([]int64, max(nb, arenaChunk))
@@ -373,6 +546,7 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		chain[i] = *nextBlock
 		*nextBlock++
 	}
+	gc.reused = r
 	rec.PrefixBlocks = chain
 	if gc.c.CategoriesFromBlocks {
 		rec.Category, rec.PrefixTokens = "", 0

@@ -45,6 +45,14 @@ type GenOptions struct {
 	// at least 1 token when the fitted length was positive). Defaults to
 	// DefaultLengthScale (1).
 	LengthScale float64
+	// InputLengthScale multiplies input and prefix lengths alone (on top
+	// of LengthScale): a follow-up's new tokens and the maximum context
+	// too, so prompts scale and outputs do not. Defaults to 1.
+	InputLengthScale float64
+	// OutputLengthScale multiplies output lengths alone (on top of
+	// LengthScale): a follow-up resends the previous output at its
+	// unscaled length, so prompts do not change with it. Defaults to 1.
+	OutputLengthScale float64
 	// Mix overrides category shares in every class: category → share
 	// ("none" is the empty category, "tail" the pooled small categories).
 	// Unlisted categories share the rest in their fitted proportions.
@@ -75,6 +83,12 @@ func (o GenOptions) withDefaults(m *Model) GenOptions {
 	if o.LengthScale == 0 {
 		o.LengthScale = DefaultLengthScale
 	}
+	if o.InputLengthScale == 0 {
+		o.InputLengthScale = DefaultLengthScale
+	}
+	if o.OutputLengthScale == 0 {
+		o.OutputLengthScale = DefaultLengthScale
+	}
 	if o.Gaps == "" {
 		o.Gaps = DefaultGaps
 	}
@@ -90,6 +104,10 @@ func (o GenOptions) Validate() error {
 		return traces.OptionErrorf("synth", "Options.RateScale", "must be > 0, got %g", o.RateScale)
 	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):
 		return traces.OptionErrorf("synth", "Options.LengthScale", "must be > 0, got %g", o.LengthScale)
+	case o.InputLengthScale < 0 || math.IsNaN(o.InputLengthScale) || math.IsInf(o.InputLengthScale, 0):
+		return traces.OptionErrorf("synth", "Options.InputLengthScale", "must be > 0, got %g", o.InputLengthScale)
+	case o.OutputLengthScale < 0 || math.IsNaN(o.OutputLengthScale) || math.IsInf(o.OutputLengthScale, 0):
+		return traces.OptionErrorf("synth", "Options.OutputLengthScale", "must be > 0, got %g", o.OutputLengthScale)
 	case o.MaxContextTokens < 0:
 		return traces.OptionErrorf("synth", "Options.MaxContextTokens", "must be >= 0, got %d", o.MaxContextTokens)
 	case o.Gaps != "" && !slices.Contains(GapsModes, o.Gaps):
@@ -146,6 +164,12 @@ func (m *Model) GenMeta(o GenOptions) traces.Meta {
 	meta.Set("synth.duration_ns", strconv.FormatInt(int64(o.Duration), 10))
 	meta.Set("synth.rate_scale", strconv.FormatFloat(o.RateScale, 'g', -1, 64))
 	meta.Set("synth.length_scale", strconv.FormatFloat(o.LengthScale, 'g', -1, 64))
+	if o.InputLengthScale != 1 {
+		meta.Set("synth.input_length_scale", strconv.FormatFloat(o.InputLengthScale, 'g', -1, 64))
+	}
+	if o.OutputLengthScale != 1 {
+		meta.Set("synth.output_length_scale", strconv.FormatFloat(o.OutputLengthScale, 'g', -1, 64))
+	}
 	meta.Set("synth.gaps", o.Gaps)
 	if len(o.Mix) > 0 {
 		keys := make([]string, 0, len(o.Mix))
@@ -190,13 +214,25 @@ type genGroup struct {
 // genFollow is a FollowUp ready to sample.
 type genFollow struct {
 	newIn, freshIn, out, think, turns *sampler
+	dropped                           *sampler // nil: reuse the whole previous chain
+	kept                              *sampler // nil: a fresh prompt keeps its category prefix
 	freshShare                        float64
+	resumeShare                       float64 // of growing turns in a branch
 }
 
 func newGenFollow(fu *FollowUp) *genFollow {
 	g := &genFollow{newIn: newSampler(&fu.NewInputTokens), freshIn: newSampler(&fu.FreshInputTokens), turns: newSampler(&fu.TurnsPerSession), out: newSampler(&fu.OutputTokens), think: newSampler(&fu.ThinkS)}
 	if fu.Turns > 0 {
 		g.freshShare = float64(fu.FreshPrompts) / float64(fu.Turns)
+	}
+	if fu.DroppedBlocks != nil {
+		g.dropped = newSampler(fu.DroppedBlocks)
+	}
+	if fu.FreshKeptShare != nil {
+		g.kept = newSampler(fu.FreshKeptShare)
+	}
+	if n := fu.Resumes + fu.BranchTurns; n > 0 {
+		g.resumeShare = float64(fu.Resumes) / float64(n)
 	}
 	return g
 }
@@ -219,6 +255,8 @@ type genClass struct {
 	sessCum, singleCum []float64
 	pooled             *genFollow
 	maxContext         int32
+	reused             int       // leading blocks the last filled row reused
+	ctxOut             int32     // its output as the next turn resends it
 	history            [][]int64 // recent block chains, ring
 	histPos            int
 	histLen            int
@@ -237,12 +275,14 @@ type sessInfo struct {
 	out   int64   // output session number (0 until its first row is written)
 	last  int32   // its last scheduled turn
 	chain []int64 // the previous turn's prefix blocks
+	keep  int     // of those, how many the next turn may reuse (keepFor)
 	// Version-2 follow-ups: the session's group and its previous row.
 	group           int
 	prevSeq         int64
 	prevIn, prevOut int32
 	prefix          int32
 	category        string
+	main            *sessMain // the context a branch came off (nil: none)
 }
 
 // pending is a request due in the current window before its lengths are drawn.
@@ -303,142 +343,172 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 	if err != nil {
 		return 0, err
 	}
-	rng := rand.New(rand.NewPCG(opts.Seed, 0x7e1d))
+	st := &genState{m: m, opts: opts, classes: classes, sessions: map[int64]*sessInfo{}, blank: traces.NewRecord(),
+		rng: rand.New(rand.NewPCG(opts.Seed, 0x7e1d))}
 	for _, gc := range classes {
-		gc.setGapSampler(opts, rng)
+		gc.setGapSampler(opts, st.rng)
 	}
 	dur := int64(opts.Duration)
-	nbins := len(m.Classes[0].Arrival.CountsPerBin)
-	var (
-		pend      pendingHeap
-		order     int64
-		nextSess  int64
-		sessions  = map[int64]*sessInfo{} // open sessions
-		nextOut   int64
-		seq       int64
-		nextBlock int64
-		window    []pending
-		out       []traces.Record
-		blank     = traces.NewRecord()
-		lay       layout
-	)
 	for b := int64(0); b*m.BinNs < dur; b++ {
 		if err := ctx.Err(); err != nil {
-			return seq, err
+			return st.seq, err
 		}
 		ws, we := b*m.BinNs, min((b+1)*m.BinNs, dur)
-		width := we - ws
-		if width <= 0 {
+		if we-ws <= 0 {
 			break // b × BinNs overflowed
 		}
-		src := int(b % int64(nbins))
-		window = window[:0]
-		for ci, gc := range classes {
-			exp := gc.c.Arrival.CountsPerBin[src] * opts.RateScale * float64(width) / float64(m.BinNs)
-			if exp > maxGenPerBin {
-				return seq, fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower %w or refit with a smaller bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin), traces.OptionRef("Options.RateScale"))
-			}
-			n := int(exp)
-			if rng.Float64() < exp-float64(n) {
-				n++
-			}
-			if n == 0 {
-				continue
-			}
-			prevIdle := gc.c.Arrival.CountsPerBin[(src+nbins-1)%nbins] == 0 && b > 0
-			nextIdle := gc.c.Arrival.CountsPerBin[(src+1)%nbins] == 0 && (b+1)*m.BinNs < dur
-			offs := lay.layout(rng, gc.level(float64(n)), n, float64(width-1)/1e9, prevIdle, nextIdle)
-			for _, a := range offs {
-				off := int64(a * 1e9)
-				t := m.quantize(ws + min(max(off, 0), width-1))
-				p := pending{t: t, order: order, class: ci}
-				order++
-				if s := gc.c.Sessions; s != nil && rng.Float64() < s.Share {
-					nextSess++
-					p.sess, p.turn = nextSess, 1
-					turns := 1
-					if !gc.turns.empty() {
-						v, _ := gc.turns.sample(rng)
-						turns = max(1, int(v))
-					}
-					info := &sessInfo{last: 1, group: -1}
-					sessions[p.sess] = info
-					ft := t
-					if gc.followUps {
-						gc.scheduleFollowUps(m, rng, info, p, turns, dur, &pend, &order)
-						turns = 0
-					}
-					for k := 2; k <= turns; k++ {
-						g, _ := gc.turnGap.sample(rng) // 0 from an empty sampler
-						ft = m.quantize(ft + int64(g*1e9))
-						if ft >= dur {
-							break
-						}
-						heap.Push(&pend, pending{t: ft, order: order, class: ci, sess: p.sess, turn: int32(k)})
-						order++
-						info.last = int32(k)
-					}
-				}
-				window = append(window, p)
-			}
+		st.window = st.window[:0]
+		if err := st.arrivals(b, ws, we, dur); err != nil {
+			return st.seq, err
 		}
-		for len(pend) > 0 && pend[0].t < we {
-			window = append(window, heap.Pop(&pend).(pending))
+		for len(st.pend) > 0 && st.pend[0].t < we {
+			st.window = append(st.window, heap.Pop(&st.pend).(pending))
 		}
-		if len(window) == 0 {
+		if len(st.window) == 0 {
 			continue
 		}
-		slices.SortFunc(window, func(a, b pending) int {
-			if a.t != b.t {
-				return cmp.Compare(a.t, b.t)
-			}
-			return cmp.Compare(a.order, b.order)
-		})
-		out = out[:0]
-		for _, p := range window {
-			gc := classes[p.class]
-			out = append(out, blank)
-			rec := &out[len(out)-1]
-			rec.Seq = seq
-			seq++
-			rec.ArrivalNs = p.t
-			rec.Class = gc.c.Name
-			rec.Model = pickShare(rng, gc.modelNames, gc.modelCum)
-			rec.API = pickShare(rng, gc.apiNames, gc.apiCum)
-			info := sessions[p.sess]
-			if info == nil {
-				gc.fill(rec, rng, m, opts, -1, nil, &nextBlock)
-				continue
-			}
-			if info.out == 0 {
-				nextOut++
-				info.out = nextOut
-			}
-			rec.Session, rec.Turn = info.out, p.turn
-			var chain []int64
-			switch {
-			case !gc.followUps:
-				chain = gc.fill(rec, rng, m, opts, -1, info.chain, &nextBlock)
-			case p.turn == 1:
-				chain = gc.fill(rec, rng, m, opts, info.group, nil, &nextBlock)
-			default:
-				chain = gc.fillFollowUp(rec, rng, m, opts, info, &nextBlock)
-				rec.ParentSeq, rec.ThinkNs = info.prevSeq, p.think
-			}
-			if chain != nil {
-				info.chain = chain
-			}
-			info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, rec.OutputTokens
-			info.prefix, info.category = rec.PrefixTokens, rec.Category
-			if p.turn >= info.last {
-				delete(sessions, p.sess)
-			}
-		}
-		if _, err := w.Write(out); err != nil {
-			return seq, fmt.Errorf("write synthetic trace: %w", err)
+		if _, err := w.Write(st.fillWindow()); err != nil {
+			return st.seq, fmt.Errorf("write synthetic trace: %w", err)
 		}
 	}
-	return seq, nil
+	return st.seq, nil
+}
+
+// genState is a generation under way.
+type genState struct {
+	m        *Model
+	opts     GenOptions
+	classes  []*genClass
+	rng      *rand.Rand
+	pend     pendingHeap // follow-up turns due later
+	order    int64
+	nextSess int64
+	sessions map[int64]*sessInfo // open sessions
+	nextOut  int64
+	seq      int64
+	blocks   int64 // the next block id
+	window   []pending
+	out      []traces.Record
+	blank    traces.Record
+	lay      layout
+}
+
+// arrivals draws the session starts of bin b ([ws, we) of a trace of dur)
+// into the window, and schedules their sessions' later turns.
+func (st *genState) arrivals(b, ws, we, dur int64) error {
+	m, opts, rng := st.m, st.opts, st.rng
+	width := we - ws
+	nbins := len(m.Classes[0].Arrival.CountsPerBin)
+	src := int(b % int64(nbins))
+	for ci, gc := range st.classes {
+		exp := gc.c.Arrival.CountsPerBin[src] * opts.RateScale * float64(width) / float64(m.BinNs)
+		if exp > maxGenPerBin {
+			return fmt.Errorf("synth gen: %.3g arrivals in one %v bin (more than %g): lower %w or refit with a smaller bin", exp, time.Duration(m.BinNs), float64(maxGenPerBin), traces.OptionRef("Options.RateScale"))
+		}
+		n := int(exp)
+		if rng.Float64() < exp-float64(n) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		prevIdle := gc.c.Arrival.CountsPerBin[(src+nbins-1)%nbins] == 0 && b > 0
+		nextIdle := gc.c.Arrival.CountsPerBin[(src+1)%nbins] == 0 && (b+1)*m.BinNs < dur
+		for _, a := range st.lay.layout(rng, gc.level(float64(n)), n, float64(width-1)/1e9, prevIdle, nextIdle) {
+			off := int64(a * 1e9)
+			p := pending{t: m.quantize(ws + min(max(off, 0), width-1)), order: st.order, class: ci}
+			st.order++
+			if s := gc.c.Sessions; s != nil && rng.Float64() < s.Share {
+				st.startSession(gc, &p, dur)
+			}
+			st.window = append(st.window, p)
+		}
+	}
+	return nil
+}
+
+// startSession makes p the first turn of a new session and schedules its
+// later turns.
+func (st *genState) startSession(gc *genClass, p *pending, dur int64) {
+	rng := st.rng
+	st.nextSess++
+	p.sess, p.turn = st.nextSess, 1
+	turns := 1
+	if !gc.turns.empty() {
+		v, _ := gc.turns.sample(rng)
+		turns = max(1, int(v))
+	}
+	info := &sessInfo{last: 1, group: -1}
+	st.sessions[p.sess] = info
+	if gc.followUps {
+		gc.scheduleFollowUps(st.m, rng, info, *p, turns, dur, &st.pend, &st.order)
+		return
+	}
+	ft := p.t
+	for k := 2; k <= turns; k++ {
+		g, _ := gc.turnGap.sample(rng) // 0 from an empty sampler
+		ft = st.m.quantize(ft + int64(g*1e9))
+		if ft >= dur {
+			break
+		}
+		heap.Push(&st.pend, pending{t: ft, order: st.order, class: p.class, sess: p.sess, turn: int32(k)})
+		st.order++
+		info.last = int32(k)
+	}
+}
+
+// fillWindow draws the window's rows in arrival order and returns them
+// (valid until the next call).
+func (st *genState) fillWindow() []traces.Record {
+	m, opts, rng := st.m, st.opts, st.rng
+	slices.SortFunc(st.window, func(a, b pending) int {
+		if a.t != b.t {
+			return cmp.Compare(a.t, b.t)
+		}
+		return cmp.Compare(a.order, b.order)
+	})
+	st.out = st.out[:0]
+	for _, p := range st.window {
+		gc := st.classes[p.class]
+		st.out = append(st.out, st.blank)
+		rec := &st.out[len(st.out)-1]
+		rec.Seq = st.seq
+		st.seq++
+		rec.ArrivalNs = p.t
+		rec.Class = gc.c.Name
+		rec.Model = pickShare(rng, gc.modelNames, gc.modelCum)
+		rec.API = pickShare(rng, gc.apiNames, gc.apiCum)
+		info := st.sessions[p.sess]
+		if info == nil {
+			gc.fill(rec, rng, m, opts, -1, nil, &st.blocks)
+			continue
+		}
+		if info.out == 0 {
+			st.nextOut++
+			info.out = st.nextOut
+		}
+		rec.Session, rec.Turn = info.out, p.turn
+		var chain []int64
+		switch {
+		case !gc.followUps:
+			chain = gc.fill(rec, rng, m, opts, -1, info.chain, &st.blocks)
+		case p.turn == 1:
+			chain = gc.fill(rec, rng, m, opts, info.group, nil, &st.blocks)
+		default:
+			chain = gc.fillFollowUp(rec, rng, m, opts, info, &st.blocks)
+			rec.ParentSeq, rec.ThinkNs = info.prevSeq, p.think
+		}
+		if chain != nil {
+			info.chain = chain
+			info.keep = gc.keepFor(m, rec, info, p.turn)
+		}
+		info.prevSeq, info.prevIn, info.prevOut = rec.Seq, rec.InputTokens, gc.ctxOut
+		info.prefix, info.category = rec.PrefixTokens, rec.Category
+		if p.turn >= info.last {
+			delete(st.sessions, p.sess)
+		}
+	}
+	return st.out
 }
 
 // layout holds the scratch slices of (*layout).layout.
@@ -748,6 +818,10 @@ func (l *genLevel) draw(rng *rand.Rand) float64 {
 	return v
 }
 
+// inScale and outScale are the scales of prompts and of outputs.
+func (o GenOptions) inScale() float64  { return o.LengthScale * o.InputLengthScale }
+func (o GenOptions) outScale() float64 { return o.LengthScale * o.OutputLengthScale }
+
 func scaleLen(v float64, s float64) int32 {
 	if s == 1 || v <= 0 {
 		return int32(min(v, math.MaxInt32))
@@ -792,9 +866,10 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 	if prefix > in {
 		in = prefix
 	}
-	rec.InputTokens = scaleLen(in, opts.LengthScale)
-	rec.OutputTokens = scaleLen(out, opts.LengthScale)
-	rec.PrefixTokens = min(scaleLen(prefix, opts.LengthScale), rec.InputTokens)
+	rec.InputTokens = scaleLen(in, opts.inScale())
+	rec.OutputTokens = scaleLen(out, opts.outScale())
+	gc.ctxOut = scaleLen(out, opts.inScale())
+	rec.PrefixTokens = min(scaleLen(prefix, opts.inScale()), rec.InputTokens)
 	switch {
 	case g.Tail:
 		if len(gc.tailLabels) == 0 || rng.Float64() < gg.tailNew {
@@ -852,6 +927,7 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 		chain[i] = *nextBlock
 		*nextBlock++
 	}
+	gc.reused = r
 	rec.PrefixBlocks = chain
 	if gc.c.CategoriesFromBlocks {
 		rec.Category = ""
@@ -863,6 +939,24 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 	}
 	gc.remember(chain)
 	return chain
+}
+
+// keepFor is how many leading blocks of a session's row rec, its turn
+// turn, the session's next turn may reuse. A version-2 model's follow-ups
+// reuse the whole chain. From version 3 on, never the trailing partial
+// block (the next prompt fills it with other tokens, so its hash differs),
+// and with Model.BlockK, none of the blocks the row added unless at least
+// BlockK rows (this turn and the session's later ones) resend them: the
+// k-anonymity rule capture applied to the fitted trace.
+func (gc *genClass) keepFor(m *Model, rec *traces.Record, info *sessInfo, turn int32) int {
+	if m.Version < 3 || m.BlockSize <= 0 {
+		return len(info.chain)
+	}
+	keep := min(int(rec.InputTokens)/m.BlockSize, len(info.chain))
+	if m.BlockK > 1 && int(info.last-turn)+1 < m.BlockK {
+		keep = min(keep, gc.reused)
+	}
+	return keep
 }
 
 // remember adds a block chain to the class's recent chains.

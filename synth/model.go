@@ -18,10 +18,17 @@ const ModelFormat = "tokentrace-synth-model"
 
 // ModelVersion is the newest model file version this package reads and
 // writes. Version 2 adds follow-up turns (Group.FollowUp and the think-time
-// fields of Sessions); a model with none of them is written as version 1,
-// byte for byte what earlier releases wrote. LoadModel reads versions 1 to
-// ModelVersion and rejects any other with ErrModelVersion.
-const ModelVersion = 2
+// fields of Sessions); version 3 adds the blocks of the previous turn a
+// follow-up does not reuse (FollowUp.DroppedBlocks). A model is written as
+// the lowest version that holds it: one without follow-up turns as version
+// 1, one whose follow-ups have no prefix blocks as version 2, byte for byte
+// what earlier releases wrote. LoadModel reads versions 1 to ModelVersion
+// and rejects any other with ErrModelVersion.
+const ModelVersion = 3
+
+// modelVersionFollowUps is the version of a model with follow-up turns but
+// no FollowUp.DroppedBlocks.
+const modelVersionFollowUps = 2
 
 // modelVersionNoFollowUps is the version of a model without follow-up turns.
 const modelVersionNoFollowUps = 1
@@ -57,6 +64,12 @@ type Model struct {
 	QuantumNs int64 `json:"quantum_ns"`
 	// BlockSize is the tokens per PrefixBlocks entry (0 = no blocks).
 	BlockSize int `json:"block_size,omitempty"`
+	// BlockK is the fitted trace's k-anonymity threshold for prefix blocks
+	// (its Meta.KThreshold, version 3; 0 = none): capture replaced every
+	// block fewer than BlockK requests shared by an id of its own, so a
+	// conversation's blocks survive only while enough later turns resend
+	// them. Generate does the same to a session's blocks.
+	BlockK int `json:"block_k,omitempty"`
 	// Tokenizer is the fitted trace's Meta.Tokenizer.
 	Tokenizer string `json:"tokenizer,omitempty"`
 	// Classes are the traffic classes, by name.
@@ -263,6 +276,28 @@ type FollowUp struct {
 	// category's other rows (single-shot and first turns); Generate draws
 	// those rows' input from it, not from Group.InputTokens (all rows).
 	FirstInputTokens Hist `json:"first_input_tokens"`
+	// DroppedBlocks is the distribution of how many of the previous turn's
+	// full prefix blocks a growing turn does not reuse (a client trimming
+	// its history; version 3; nil without blocks or with Model.BlockK,
+	// whose rule accounts for what the turns drop). A version-3 model's
+	// follow-ups never reuse the previous turn's trailing partial block
+	// (the next prompt fills it with other tokens, so its hash differs); a
+	// version-2 model's reuse the whole previous chain.
+	DroppedBlocks *Hist `json:"dropped_blocks,omitempty"`
+	// FreshKeptShare is the distribution of the share of a fresh prompt's
+	// prefix blocks that are the previous turn's leading blocks (a client
+	// compacting its history keeps the system prompt and tools; version 3;
+	// nil without blocks). Without it a fresh prompt keeps its category's
+	// prefix.
+	FreshKeptShare *Hist `json:"fresh_kept_share,omitempty"`
+	// Resumes counts the follow-ups, after a fresh prompt (a subagent
+	// spawned by the previous turn), whose parent_seq names the turn the
+	// fresh prompt branched off: they resume that turn's context. BranchTurns
+	// counts the growing follow-ups that went on in the branch instead
+	// (version 3). Generate resumes with the share Resumes / (Resumes +
+	// BranchTurns).
+	Resumes     int64 `json:"resumes,omitempty"`
+	BranchTurns int64 `json:"branch_turns,omitempty"`
 }
 
 // Group is a prefix category (or the pooled tail of small categories) and
@@ -445,6 +480,9 @@ func (m *Model) Validate() error {
 	if m.BlockSize < 0 {
 		return bad("block_size must be >= 0, got %d", m.BlockSize)
 	}
+	if m.BlockK < 0 || (m.BlockK > 0 && m.Version < 3) {
+		return bad("block_k must be >= 0 and needs model version 3, got %d in version %d", m.BlockK, m.Version)
+	}
 	if len(m.Classes) == 0 {
 		return bad("no classes")
 	}
@@ -613,6 +651,38 @@ func (m *Model) Validate() error {
 	return nil
 }
 
+// lowestVersion is the lowest model version that holds m (see
+// ModelVersion).
+func (m *Model) lowestVersion() int {
+	v := modelVersionNoFollowUps
+	if m.BlockK > 0 {
+		return ModelVersion
+	}
+	for ci := range m.Classes {
+		c := &m.Classes[ci]
+		s := c.Sessions
+		if s == nil || s.FollowUps == 0 {
+			continue
+		}
+		v = max(v, modelVersionFollowUps)
+		fus := []*FollowUp{s.PooledFollowUp}
+		for gi := range c.Groups {
+			fus = append(fus, c.Groups[gi].FollowUp)
+		}
+		for _, fu := range fus {
+			if fu != nil && fu.v3() {
+				v = ModelVersion
+			}
+		}
+	}
+	return v
+}
+
+// v3 says fu has a field of version 3.
+func (fu *FollowUp) v3() bool {
+	return fu.DroppedBlocks != nil || fu.FreshKeptShare != nil || fu.Resumes > 0 || fu.BranchTurns > 0
+}
+
 // validateFollowUp checks a follow-up model (nil is fine); where names it.
 func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	if fu == nil {
@@ -624,10 +694,19 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 	if fu.Turns < 0 || fu.FreshPrompts < 0 || fu.FreshPrompts > fu.Turns {
 		return fmt.Errorf("%w: %s.fresh_prompts must be in [0, turns]", ErrBadModel, where)
 	}
+	if fu.Resumes < 0 || fu.BranchTurns < 0 {
+		return fmt.Errorf("%w: %s.resumes and branch_turns must be >= 0", ErrBadModel, where)
+	}
+	if fu.v3() && m.Version < 3 {
+		return fmt.Errorf("%w: %s.dropped_blocks needs model version 3, the file says %d", ErrBadModel, where, m.Version)
+	}
 	for _, h := range []struct {
 		h    *Hist
 		name string
-	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}} {
+	}{{&fu.NewInputTokens, "new_input_tokens"}, {&fu.FreshInputTokens, "fresh_input_tokens"}, {&fu.OutputTokens, "output_tokens"}, {&fu.ThinkS, "think_s"}, {&fu.TurnsPerSession, "turns_per_session"}, {&fu.FirstInputTokens, "first_input_tokens"}, {fu.DroppedBlocks, "dropped_blocks"}, {fu.FreshKeptShare, "fresh_kept_share"}} {
+		if h.h == nil {
+			continue
+		}
 		if err := h.h.validate(where + "." + h.name); err != nil {
 			return fmt.Errorf("%w: %v", ErrBadModel, err)
 		}

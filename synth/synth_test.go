@@ -162,7 +162,7 @@ func TestLoadModelErrors(t *testing.T) {
 		{"an empty file", "", "empty file", ErrBadModel},
 		{"a file truncated in the middle", good[:len(good)/2], "truncated", ErrBadModel},
 		{"a file truncated at the last brace", good[:strings.LastIndex(good, "}")], "truncated", ErrBadModel},
-		{"another version", strings.Replace(good, ver, `"version": 3`, 1), "version 3", ErrModelVersion},
+		{"another version", strings.Replace(good, ver, `"version": 4`, 1), "version 4", ErrModelVersion},
 		{"no version", strings.Replace(good, ver+",", ``, 1), "no version", ErrBadModel},
 		{"follow-up turns in a version-1 file", strings.Replace(good, ver, `"version": 1`, 1), "needs model version 2", ErrBadModel},
 		{"another format", strings.Replace(good, ModelFormat, "something-else", 1), "format", ErrBadModel},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // sharedTraces are the public traces (see internal/testtraces) with their
@@ -49,7 +50,7 @@ func compactness(tb testing.TB, format, rel string) (src int64, rows, pq int, ok
 		tb.Logf("skip %s: %v", rel, err)
 		return 0, 0, 0, false
 	}
-	recs, m, _, err := traces.ImportAll(context.Background(), format, path, traces.OpenOptions{})
+	recs, m, _, err := formats.ImportAll(context.Background(), format, path, traces.OpenOptions{})
 	if err != nil {
 		tb.Logf("skip %s: import: %v", rel, err)
 		return 0, 0, 0, false
@@ -105,7 +106,7 @@ func benchRecords(n int, outcome bool) []traces.Record {
 // the shared traces are absent.
 func azureRecords(b *testing.B) []traces.Record {
 	path := filepath.Join(sharedDir, "azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
-	recs, _, _, err := traces.ImportAll(context.Background(), "azure", path, traces.OpenOptions{})
+	recs, _, _, err := formats.ImportAll(context.Background(), "azure", path, traces.OpenOptions{})
 	if err != nil || len(recs) == 0 {
 		return benchRecords(20000, false)
 	}

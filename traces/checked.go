@@ -46,23 +46,37 @@ func (e *DamagedError) Unwrap() []error {
 // salvageRef is the option a DamagedError's message names.
 const salvageRef OptionRef = "OpenOptions.Salvage"
 
-// checked is what OpenWith and Import return: the codec's reader with the
-// rules every command shares on top. A truncated file is an error unless
-// OpenOptions.Salvage asks for the rows before the damage (then the stream
-// ends there, with ReadStats.Truncated set); a file whose every row is bad
-// is an error (ErrNoValidRows), never an empty trace.
+// checked is what OpenWith and CheckDamage return: the codec's reader
+// with the rules every command shares on top. A truncated file is an
+// error unless OpenOptions.Salvage asks for the rows before the damage
+// (then the stream ends there, with ReadStats.Truncated set); a file
+// whose every row is bad is an error (ErrNoValidRows), never an empty
+// trace.
 type checked struct {
 	Reader
 	name    string
 	salvage bool
-	// allowEmpty leaves a file without a valid row to the caller (import
-	// names the format it was told).
+	// allowEmpty leaves a file without a valid row to the caller
+	// (CheckDamage).
 	allowEmpty bool
 	err        error // sticky
 }
 
 func withChecks(r Reader, name string, o OpenOptions) Reader {
 	return &checked{Reader: r, name: displayName(name), salvage: o.Salvage}
+}
+
+// CheckDamage returns r, a Reader of the file name that OpenWith did not
+// make (an importer's), with the damage rule every reader shares: a
+// truncated input is a *DamagedError unless o.Salvage asks for the rows
+// before the damage, and then the stream ends there with
+// ReadStats.Truncated set. Unlike OpenWith it leaves a file without a
+// valid row to the caller, who knows what the file was meant to be (an
+// import names the format it was told).
+func CheckDamage(r Reader, name string, o OpenOptions) Reader {
+	c := withChecks(r, name, o).(*checked)
+	c.allowEmpty = true
+	return c
 }
 
 func (c *checked) Read(recs []Record) (int, error) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/tokentrace/tokentrace/internal/intern"
 )
 
 // Reader streams Records from a trace or results file.
@@ -51,10 +53,13 @@ type ReadStats struct {
 	Bad [NumProblems]BadRows
 }
 
-// malformed handles a row that failed to decode or validate: in strict
-// mode it is the reader's error; otherwise it is counted under its
-// Problem, the first one kept for the report, and reading goes on (nil).
-func (s *ReadStats) malformed(rerr error, strict bool) error {
+// CountBad handles rerr, a row that failed to decode or validate (a
+// *RowError): in strict mode it is the reader's error, returned as it is;
+// otherwise the row is counted as skipped under its Problem, the first one
+// kept for the report, and reading goes on (nil). Every Reader counts its
+// bad rows through it, the importers of traces/formats too, so that
+// ReadStats and its notes read alike whatever the file was.
+func (s *ReadStats) CountBad(rerr error, strict bool) error {
 	if strict {
 		return rerr
 	}
@@ -92,7 +97,7 @@ type textReader struct {
 	stats  ReadStats
 	strict bool
 	err    error // sticky: Read returns it from then on
-	intern interner
+	intern intern.Strings
 	order  orderCheck
 }
 
@@ -121,7 +126,7 @@ func (r *textReader) row(line int64, rec *Record, err error) bool {
 		r.stats.Rows++
 		return true
 	}
-	if stop := r.stats.malformed(&RowError{File: r.name, Line: line, Err: err}, r.strict); stop != nil {
+	if stop := r.stats.CountBad(&RowError{File: r.name, Line: line, Err: err}, r.strict); stop != nil {
 		r.err = stop
 	}
 	return false

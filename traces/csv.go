@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/textsink"
 )
 
 // CSV layout: an optional first line "#tokentrace {json Meta}", then a header
@@ -24,21 +26,21 @@ import (
 const csvMetaPrefix = "#tokentrace"
 
 type csvWriter struct {
-	textSink
+	textsink.Sink
 	buf  []byte
 	cell []byte
 	err  error
 }
 
 func newCSVWriter(w io.Writer, m Meta) (*csvWriter, error) {
-	cw := &csvWriter{textSink: newTextSink(w)}
+	cw := &csvWriter{Sink: textsink.New(w)}
 	js, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
-	cw.bw.WriteString(csvMetaPrefix + " ")
-	cw.bw.Write(js)
-	cw.bw.WriteString("\n" + strings.Join(Columns, ",") + "\n")
+	cw.Buf.WriteString(csvMetaPrefix + " ")
+	cw.Buf.Write(js)
+	cw.Buf.WriteString("\n" + strings.Join(Columns, ",") + "\n")
 	return cw, nil
 }
 
@@ -62,7 +64,7 @@ func (w *csvWriter) Write(recs []Record) (int, error) {
 		}
 		b = append(b, '\n')
 		w.buf = b
-		if _, err := w.bw.Write(b); err != nil {
+		if _, err := w.Buf.Write(b); err != nil {
 			w.err = err
 			return i, err
 		}
@@ -292,7 +294,7 @@ func (r *csvReader) decode(fields []string, rec *Record) error {
 		if col < 0 || f == "" {
 			continue
 		}
-		if err := schema[col].setText(rec, f, r.intern.str); err != nil {
+		if err := schema[col].setText(rec, f, r.intern.Of); err != nil {
 			return err
 		}
 	}

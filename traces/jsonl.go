@@ -9,7 +9,9 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/tokentrace/tokentrace/internal/intern"
 	"github.com/tokentrace/tokentrace/internal/jsonlex"
+	"github.com/tokentrace/tokentrace/internal/textsink"
 )
 
 // jsonlMetaKey is the key of the metadata object on a JSONL file's first line.
@@ -26,7 +28,7 @@ const maxLineBytes = 64 << 20
 // every row from NewRecord, so a left-out column reads back exactly.
 
 type jsonlWriter struct {
-	textSink
+	textsink.Sink
 	buf []byte
 	err error
 }
@@ -37,13 +39,13 @@ func NewJSONLWriter(w io.Writer, m Meta) (Writer, error) {
 	if m.SchemaVersion == "" {
 		m.SchemaVersion = SchemaVersion
 	}
-	jw := &jsonlWriter{textSink: newTextSink(w)}
+	jw := &jsonlWriter{Sink: textsink.New(w)}
 	hdr, err := json.Marshal(map[string]Meta{jsonlMetaKey: m})
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
-	jw.bw.Write(hdr)
-	jw.bw.WriteByte('\n')
+	jw.Buf.Write(hdr)
+	jw.Buf.WriteByte('\n')
 	return jw, nil
 }
 
@@ -54,7 +56,7 @@ func (w *jsonlWriter) Write(recs []Record) (int, error) {
 	for i := range recs {
 		w.buf = appendJSONRecord(w.buf[:0], &recs[i])
 		w.buf = append(w.buf, '\n')
-		if _, err := w.bw.Write(w.buf); err != nil {
+		if _, err := w.Buf.Write(w.buf); err != nil {
 			w.err = err
 			return i, err
 		}
@@ -299,38 +301,6 @@ func (r *Record) resetForDecode() {
 	r.PrefixBlocks, r.AfterSeqs, r.ChunkNs, r.ChunkTokens = pb, as, cn, ct
 }
 
-// interner shares one string per distinct label (model, category, ...).
-type interner struct {
-	m map[string]string
-}
-
-func (in *interner) bytes(b []byte) string {
-	if s, ok := in.m[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if in.m == nil {
-		in.m = map[string]string{}
-	}
-	if len(in.m) < 4096 {
-		in.m[s] = s
-	}
-	return s
-}
-
-func (in *interner) str(s string) string {
-	if v, ok := in.m[s]; ok {
-		return v
-	}
-	if in.m == nil {
-		in.m = map[string]string{}
-	}
-	if len(in.m) < 4096 {
-		in.m[s] = s
-	}
-	return s
-}
-
 // jsonDecoder reads one flat record object with the shared lexer: known
 // keys go straight into the Record, unknown keys are skipped.
 type jsonDecoder struct {
@@ -361,7 +331,7 @@ var errMetaLine = errors.New("metadata line")
 
 // decodeJSONRecord parses one JSON object into rec (which starts as
 // NewRecord), then validates it.
-func decodeJSONRecord(line []byte, rec *Record, in *interner) error {
+func decodeJSONRecord(line []byte, rec *Record, in *intern.Strings) error {
 	d := jsonDecoder{Lexer: jsonlex.Lexer{B: line}}
 	var ferr error
 	ok := d.Object(func(key []byte) bool {
@@ -385,7 +355,7 @@ func decodeJSONRecord(line []byte, rec *Record, in *interner) error {
 
 var errNoColumn = unreadable("a JSON object with none of the tokentrace columns")
 
-func (d *jsonDecoder) field(key []byte, r *Record, in *interner) error {
+func (d *jsonDecoder) field(key []byte, r *Record, in *intern.Strings) error {
 	col, ok := d.column(key)
 	d.known = d.known || ok
 	if !ok {
@@ -413,7 +383,7 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *interner) error {
 		case !ok:
 			err = unreadable("is not a string")
 		case c.label:
-			*c.strp(r) = in.bytes(s)
+			*c.strp(r) = in.OfBytes(s)
 		default:
 			*c.strp(r) = string(s)
 		}

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
+
+	"github.com/tokentrace/tokentrace/internal/logshape"
 )
 
 // Serving logs where a trace is expected are the likeliest first mistake:
@@ -32,48 +33,16 @@ func (e *LogsError) Error() string {
 
 func (e *LogsError) Unwrap() error { return ErrLogs }
 
-// vllmLogLine is the start of a vLLM server log line: an optional
-// "(APIServer pid=N) " prefix, a level and a month-day time stamp.
-var vllmLogLine = regexp.MustCompile(`^(\([A-Za-z]+ pid=\d+\) )?(INFO|DEBUG|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d`)
-
 // logShapeOf recognises the first lines of serving logs, or returns "".
-// It looks for what capture's parsers need and a trace never has: a
-// request body, LiteLLM's logging fields, OTLP's resourceSpans, vLLM's
-// log line prefix.
+// The rules are capture's (internal/logshape), told only what proves logs;
+// a line with a trace's metadata key or arrival_ns is a trace, whatever
+// else it holds.
 func logShapeOf(head []byte) string {
-	head = bytes.TrimPrefix(head, utf8BOM)
-	for len(head) > 0 {
-		line := head
-		if i := bytes.IndexByte(head, '\n'); i >= 0 {
-			line, head = head[:i], head[i+1:]
-		} else {
-			head = nil
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		has := func(k string) bool { return bytes.Contains(line, []byte(k)) }
-		if line[0] != '{' {
-			if vllmLogLine.Match(line) {
-				return "vLLM server logs"
-			}
-			return ""
-		}
-		switch {
-		case has(`"` + jsonlMetaKey + `"`), has(`"arrival_ns"`):
-			return "" // a trace's metadata or row
-		case has(`"resourceSpans"`):
-			return "OTLP spans (JSON)"
-		case has(`"standard_logging_object"`),
-			has(`"startTime"`) && (has(`"call_type"`) || has(`"completionStartTime"`) || has(`"model_parameters"`)):
-			return "LiteLLM logs"
-		case has(`"messages"`) || has(`"prompt"`):
-			return "gateway logs (OpenAI-style JSON lines)"
-		}
-		return ""
+	line := logshape.FirstLine(bytes.TrimPrefix(head, utf8BOM))
+	if bytes.HasPrefix(line, []byte("{")) && (bytes.Contains(line, []byte(`"`+jsonlMetaKey+`"`)) || bytes.Contains(line, []byte(`"arrival_ns"`))) {
+		return "" // a trace's metadata or row
 	}
-	return ""
+	return logshape.Recognise(line).String()
 }
 
 // gzipMagic starts a gzip stream: capture reads gzip-compressed logs,

@@ -759,7 +759,7 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			continue
 		}
 		if err := rec.Validate(); err != nil {
-			if err := r.stats.malformed(&RowError{File: r.name, Line: r.row, Err: err}, r.strict); err != nil {
+			if err := r.stats.CountBad(&RowError{File: r.name, Line: r.row, Err: err}, r.strict); err != nil {
 				return n, err
 			}
 			continue

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/tokentrace/tokentrace/internal/intern"
 )
 
 // The fast Parquet path decodes our own files (schema exactly Record's)
@@ -39,7 +40,7 @@ type colCursor struct {
 }
 
 // next loads the next page; it returns false at the end of the chunk.
-func (c *colCursor) next(in *interner) (bool, error) {
+func (c *colCursor) next(in *intern.Strings) (bool, error) {
 	if c.eof {
 		return false, nil
 	}
@@ -76,7 +77,7 @@ func (c *colCursor) next(in *interner) (bool, error) {
 				data, offs := dv.ByteArray()
 				c.dict = c.dict[:0]
 				for i := 0; i+1 < len(offs); i++ {
-					c.dict = append(c.dict, in.bytes(data[offs[i]:offs[i+1]]))
+					c.dict = append(c.dict, in.OfBytes(data[offs[i]:offs[i+1]]))
 				}
 			}
 		} else {
@@ -91,7 +92,7 @@ func (c *colCursor) next(in *interner) (bool, error) {
 var errShortColumn = errors.New("column has fewer values than the row group has rows")
 
 // ensure makes a value available at c.pos, loading pages as needed.
-func (c *colCursor) ensure(in *interner) error {
+func (c *colCursor) ensure(in *intern.Strings) error {
 	for c.pos >= c.nval {
 		ok, err := c.next(in)
 		if err != nil {
@@ -105,7 +106,7 @@ func (c *colCursor) ensure(in *interner) error {
 }
 
 // fill decodes len(recs) rows of a flat column.
-func (c *colCursor) fill(recs []Record, in *interner) error {
+func (c *colCursor) fill(recs []Record, in *intern.Strings) error {
 	i := 0
 	for i < len(recs) {
 		if err := c.ensure(in); err != nil {
@@ -150,7 +151,7 @@ func (c *colCursor) fill(recs []Record, in *interner) error {
 
 // fillList decodes len(recs) rows of a list column (max repetition and
 // definition level 1: def 0 = empty list).
-func (c *colCursor) fillList(recs []Record, in *interner) error {
+func (c *colCursor) fillList(recs []Record, in *intern.Strings) error {
 	sc := &schema[c.col]
 	for i := range recs {
 		r := &recs[i]
@@ -256,7 +257,7 @@ type fastParquet struct {
 	rg      int // next row group
 	left    int64
 	cursors []*colCursor
-	in      interner
+	in      intern.Strings
 }
 
 func newFastParquet(pf *parquet.File) (*fastParquet, bool) {

@@ -1,6 +1,7 @@
 // Package traces is tokentrace's one contract: the Record every stage reads
-// and writes, its file Meta, and the codecs (Parquet, JSONL, JSONL+zstd, CSV)
-// plus importers and exporters of public trace formats.
+// and writes, its file Meta, and the codecs (Parquet, JSONL, JSONL+zstd,
+// CSV). Importers and exporters of public traces and of other tools'
+// formats live in traces/formats.
 //
 // Captured, synthetic, imported and replayed rows all share one schema, so a
 // capture can be compared with its replay by the same tools. Columns carry

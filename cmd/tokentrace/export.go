@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 	"github.com/urfave/cli/v2"
 )
 
@@ -13,7 +14,7 @@ func exportCommand() *cli.Command {
 		format string
 		out    string
 		rf     readFlags
-		eo     traces.ExportOptions
+		eo     formats.ExportOptions
 	)
 	return &cli.Command{
 		Name:  "export",
@@ -42,7 +43,7 @@ What the format cannot hold is said once per export on stderr with a count
 session by session (aiperf-dag, inference-perf, sglang-agentic, weka) hold the
 trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(traces.ExportFormats, ", "), Destination: &format},
+			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(formats.ExportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output file (- = stdout)", Destination: &out},
 			&cli.IntFlag{Name: "block-size", Usage: "tokens per hash_ids entry (0 = the trace's block size, else the format's: 512, vllm 16, weka 64)", Destination: &eo.BlockSize},
 			&cli.BoolFlag{Name: "ok-only", Usage: "drop rows with a failed outcome (e.g. BurstGPT failures with 0 output tokens)", Destination: &eo.OKOnly},
@@ -52,7 +53,7 @@ trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			if err != nil {
 				return err
 			}
-			if err := formatArg("export", format, traces.ExportFormats); err != nil {
+			if err := formatArg("export", format, formats.ExportFormats); err != nil {
 				return err
 			}
 			if err := eo.Validate(); err != nil {
@@ -71,9 +72,9 @@ trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			defer r.Close()
 			var n int64
 			if out == "-" {
-				n, err = traces.Export(c.Context, format, s.out, r, eo)
+				n, err = formats.Export(c.Context, format, s.out, r, eo)
 			} else {
-				n, err = traces.ExportFile(c.Context, format, out, r, eo)
+				n, err = formats.ExportFile(c.Context, format, out, r, eo)
 			}
 			if err != nil {
 				return withCode(exitFailure, err)
@@ -110,10 +111,10 @@ func exportCheckOut(format, out string) error {
 }
 
 // exportFormatDocs are the export formats' names and docs, from the
-// registry in package traces.
+// registry in package formats.
 func exportFormatDocs() [][2]string {
 	var d [][2]string
-	for _, f := range traces.ExportFormatList() {
+	for _, f := range formats.ExportFormatList() {
 		d = append(d, [2]string{f.Name, f.Doc})
 	}
 	return d

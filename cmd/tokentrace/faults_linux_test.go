@@ -427,16 +427,16 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 // Parquet's spill file in the temporary directory.
 func TestOutputsAreAtomic(t *testing.T) {
 	allowed := map[string]string{
-		"replay/journal.go":             "the journal is appended in place so that it survives a crash",
-		"capture/capture.go":            "a new key file is created with O_EXCL and removed if cut short",
-		"cmd/tokentrace/profile.go":     "--cpuprofile and --exectrace, written as the command runs",
-		"traces/parquet.go":             "the sort's spill file in the temporary directory",
-		"traces/import_baseten.go":      "a piped Baseten Parquet trace copied to the temporary directory for random access, removed on Close",
-		"capture/spool.go":              "capture's sorted runs in their temporary directory",
-		"capture/sessions.go":           "capture's spilled session counts in the same directory",
-		"internal/tempfile/tempfile.go": "temporary files and directories (synth fit's spills, stdin's Parquet, the sorts' run directories), locked while in use so that a later run removes what a killed one left",
-		"internal/promtest/promtest.go": "tests' Prometheus configuration",
-		"internal/golden/golden.go":     "tests' golden files, rewritten with -update",
+		"replay/journal.go":                "the journal is appended in place so that it survives a crash",
+		"capture/capture.go":               "a new key file is created with O_EXCL and removed if cut short",
+		"cmd/tokentrace/profile.go":        "--cpuprofile and --exectrace, written as the command runs",
+		"traces/parquet.go":                "the sort's spill file in the temporary directory",
+		"traces/formats/import_baseten.go": "a piped Baseten Parquet trace copied to the temporary directory for random access, removed on Close",
+		"capture/spool.go":                 "capture's sorted runs in their temporary directory",
+		"capture/sessions.go":              "capture's spilled session counts in the same directory",
+		"internal/tempfile/tempfile.go":    "temporary files and directories (synth fit's spills, stdin's Parquet, the sorts' run directories), locked while in use so that a later run removes what a killed one left",
+		"internal/promtest/promtest.go":    "tests' Prometheus configuration",
+		"internal/golden/golden.go":        "tests' golden files, rewritten with -update",
 	}
 	root := "../.."
 	seen := map[string]bool{}

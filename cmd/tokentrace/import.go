@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 	"github.com/urfave/cli/v2"
 )
 
@@ -46,7 +47,7 @@ line that is not JSON) are skipped, counted by kind and named on stderr;
 damaged (truncated) input is an error unless --salvage. It prints "imported
 N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "format", Usage: "import format: " + strings.Join(traces.ImportFormats, ", "), Destination: &format},
+			&cli.StringFlag{Name: "format", Usage: "import format: " + strings.Join(formats.ImportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv, .csv.zst; - = JSON lines on stdout)", Destination: &out},
 		}, append(rf.flags(), sf.flags()...)...),
 		Action: func(c *cli.Context) error {
@@ -54,7 +55,7 @@ N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			if err != nil {
 				return err
 			}
-			if err := formatArg("import", format, traces.ImportFormats); err != nil {
+			if err := formatArg("import", format, formats.ImportFormats); err != nil {
 				return err
 			}
 			if out != "-" {
@@ -65,7 +66,7 @@ N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			s := stdio(c)
 			name := names[0]
 			o := rf.options(c)
-			r, err := traces.Import(c.Context, format, name, o)
+			r, err := formats.Import(c.Context, format, name, o)
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
@@ -85,7 +86,7 @@ N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 			for _, note := range st.Notes(name, "") {
 				fmt.Fprintf(s.err, "tokentrace import: warning: %s\n", note)
 			}
-			for _, note := range traces.ImportNotes(r) {
+			for _, note := range formats.ImportNotes(r) {
 				fmt.Fprintf(s.err, "note: %s\n", note)
 			}
 			return nil
@@ -121,7 +122,7 @@ func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, for
 	if err == nil && n == 0 {
 		st := r.Stats()
 		err = fmt.Errorf("no rows imported: all %d rows are malformed for --format %s (first: %v); check --format (one of %s)",
-			st.Skipped, format, st.FirstSkip, strings.Join(traces.ImportFormats, ", "))
+			st.Skipped, format, st.FirstSkip, strings.Join(formats.ImportFormats, ", "))
 		if st.Skipped == 0 {
 			err = errors.New("no rows imported: the input is empty")
 		}
@@ -162,10 +163,10 @@ func importCopy(c *cli.Context, w traces.Writer, r traces.Reader) (int64, error)
 type importStdout struct{ io.Writer }
 
 // importFormatDocs are the import formats' names and docs, from the
-// registry in package traces, so --help lists every format import takes.
+// registry in package formats, so --help lists every format import takes.
 func importFormatDocs() [][2]string {
 	var d [][2]string
-	for _, f := range traces.ImportFormatList() {
+	for _, f := range formats.ImportFormatList() {
 		d = append(d, [2]string{f.Name, f.Doc})
 	}
 	return d

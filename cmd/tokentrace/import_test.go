@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
-const importFixtures = "../../traces/testdata/import/"
+const importFixtures = "../../traces/formats/testdata/import/"
 
 // import and export through the CLI: files, stdin/stdout, strictness,
 // messages and exit codes.
@@ -73,7 +74,7 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "an unknown format is a usage error",
 			args: []string{"import", "--format", "sharegpt", importFixtures + "mooncake.jsonl"},
-			code: 2, wantErr: "want one of " + strings.Join(traces.ImportFormats, ", "),
+			code: 2, wantErr: "want one of " + strings.Join(formats.ImportFormats, ", "),
 		},
 		{
 			name: "--format is required",
@@ -103,12 +104,12 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "export without --format is a usage error naming the formats",
 			args: []string{"export", filepath.Join(dir, "a.parquet")},
-			code: 2, wantErr: "export: --format is required (one of " + strings.Join(traces.ExportFormats, ", ") + ")",
+			code: 2, wantErr: "export: --format is required (one of " + strings.Join(formats.ExportFormats, ", ") + ")",
 		},
 		{
 			name: "export to an unknown format is a usage error",
 			args: []string{"export", "--format", "sharegpt", filepath.Join(dir, "a.parquet")},
-			code: 2, wantErr: `export: --format "sharegpt": want one of ` + strings.Join(traces.ExportFormats, ", "),
+			code: 2, wantErr: `export: --format "sharegpt": want one of ` + strings.Join(formats.ExportFormats, ", "),
 		},
 		{
 			name:    "export mooncake of an imported Mooncake trace is the original file",
@@ -144,7 +145,7 @@ func TestImportExportCLI(t *testing.T) {
 		{
 			name: "an unknown export format is a usage error",
 			args: []string{"export", "--format", "parquet", filepath.Join(dir, "a.parquet")},
-			code: 2, wantErr: "want one of " + strings.Join(traces.ExportFormats, ", "),
+			code: 2, wantErr: "want one of " + strings.Join(formats.ExportFormats, ", "),
 		},
 		{
 			name: "a missing trace fails with exit 1",

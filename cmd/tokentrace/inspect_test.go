@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // inspectTrace writes a small results file: 4 rows at 0, 1, 2, 4 s, two of
@@ -144,7 +145,7 @@ func TestInspectHelpHasExample(t *testing.T) {
 // TestInspectAzure: the shared Azure code trace imports to 8,819 rows.
 func TestInspectAzure(t *testing.T) {
 	src := testtraces.Path(t, "azure_llm_2023/AzureLLMInferenceTrace_code.csv")
-	recs, m, _, err := traces.ImportAll(context.Background(), "azure", src, traces.OpenOptions{})
+	recs, m, _, err := formats.ImportAll(context.Background(), "azure", src, traces.OpenOptions{})
 	if err != nil {
 		t.Skipf("azure importer not available: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // writeModelTrace writes n small records that name model, as a capture of
@@ -191,7 +192,7 @@ func TestFormatHelpListsEveryFormat(t *testing.T) {
 	for _, c := range []struct {
 		cmd     string
 		formats []string
-	}{{"import", traces.ImportFormats}, {"export", traces.ExportFormats}} {
+	}{{"import", formats.ImportFormats}, {"export", formats.ExportFormats}} {
 		so, _ := runMain(t, c.cmd, "--help")
 		for _, f := range c.formats {
 			if !regexp.MustCompile(`(?m)^\s+` + f + `\s+\S`).MatchString(so) {

@@ -141,12 +141,15 @@ func synthGenCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "gen",
 		Usage:     "generate a synthetic trace from a model",
-		UsageText: "tokentrace synth gen [--seed S] [--duration D] [--rate-scale X] [--length-scale Y] [--mix category=share,...] --out OUT MODEL",
+		UsageText: "tokentrace synth gen [--seed S] [--duration D] [--rate-scale X] [--length-scale Y] [--input-length-scale Y] [--output-length-scale Y] [--mix category=share,...] --out OUT MODEL",
 		Description: `gen writes a trace drawn from MODEL (from synth fit). The same model,
 seed and flags give byte-identical output. --duration defaults to the fitted
 trace's span; beyond it the fitted rate profile repeats. --rate-scale
 multiplies the arrival rate in every bin and keeps lengths; --length-scale
-multiplies input, output and prefix lengths; --mix overrides category shares
+multiplies input, output and prefix lengths, --input-length-scale prompts
+alone and --output-length-scale outputs alone (a follow-up resends the
+unscaled output, so prompts do not change); --mix overrides category shares
+as shares of requests
 ("none" = no shared prefix, "tail" = the pooled small categories; unlisted
 categories share the rest in their fitted proportions).
 
@@ -158,6 +161,8 @@ Example:
 			&cli.DurationFlag{Name: "duration", Usage: "trace duration (0 = the fitted span)", Destination: &duration},
 			&cli.Float64Flag{Name: "rate-scale", Value: synth.DefaultRateScale, Usage: "multiply the arrival rate", Destination: &o.RateScale},
 			&cli.Float64Flag{Name: "length-scale", Value: synth.DefaultLengthScale, Usage: "multiply input, output and prefix lengths", Destination: &o.LengthScale},
+			&cli.Float64Flag{Name: "input-length-scale", Value: synth.DefaultLengthScale, Usage: "multiply input and prefix lengths alone (on top of --length-scale)", Destination: &o.InputLengthScale},
+			&cli.Float64Flag{Name: "output-length-scale", Value: synth.DefaultLengthScale, Usage: "multiply output lengths alone (on top of --length-scale; follow-ups resend the unscaled output, so prompts do not change)", Destination: &o.OutputLengthScale},
 			&cli.StringFlag{Name: "mix", Usage: "category shares, e.g. sys-a=0.5,none=0.2", Destination: &mix},
 			&cli.StringFlag{Name: "gaps", Value: synth.DefaultGaps, Usage: "within-bin gaps: " + strings.Join(synth.GapsModes, " or "), Destination: &o.Gaps},
 			&cli.IntFlag{Name: "max-context-tokens", Usage: "cap of a follow-up turn's input (0 = the longest fitted input)", Destination: &o.MaxContextTokens},
@@ -168,7 +173,7 @@ Example:
 				return err
 			}
 			o.Duration = duration
-			if err := zeroTyped(c, "rate-scale", "length-scale"); err != nil {
+			if err := zeroTyped(c, "rate-scale", "length-scale", "input-length-scale", "output-length-scale"); err != nil {
 				return err
 			}
 			if o.Mix, err = synth.ParseMix(mix); err != nil {

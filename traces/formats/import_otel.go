@@ -1,0 +1,341 @@
+package formats
+
+import (
+	"encoding/json"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// otelMaxSpans bounds the LLM spans of one trace document: dependencies
+// are inferred pairwise.
+const otelMaxSpans = 10000
+
+// NewOTelReader reads the OpenTelemetry trace files that inference-perf
+// replays with data.type otel_trace_replay (kubernetes-sigs/inference-perf
+// docs/otel_trace_replay.md "Trace File Format" and
+// inference_perf/datagen/replay/otel_trace_to_replay_graph.py @ 7de5ef2):
+// one JSON document per trace (a session), {"trace_id", "spans": [span,
+// ...]}, documents back to back (`cat traces/*.json` works). A span is
+//
+//	{"span_id", "trace_id", "parent_span_id", "name", "start_time", "end_time",
+//	 "attributes": {"gen_ai.request.model", "gen_ai.request.max_tokens",
+//	   "gen_ai.input.messages", "gen_ai.output.messages" | "gen_ai.output.text",
+//	   "gen_ai.usage.input_tokens" | "gen_ai.usage.prompt_tokens",
+//	   "gen_ai.usage.output_tokens" | "gen_ai.usage.completion_tokens"}}
+//
+// with ISO 8601 times (no zone = UTC) or OTLP's "start_time_unix_nano" /
+// "end_time_unix_nano". LLM calls are the spans inference-perf replays:
+// gen_ai.operation.name "chat" (or a name starting "chat ") with input
+// messages (or, here, token usage); others are counted and skipped. Content is read only to count tokens where the usage
+// attributes are missing, and never kept.
+//
+// Every LLM span becomes a Record:
+//   - Session: the document, numbered from 1; Turn: the call's place by
+//     start time.
+//   - ArrivalNs, FinishNs: start_time, end_time as offsets from the
+//     document's earliest start (every session starts at 0, as inference-perf
+//     replays them: by session, not by wall clock).
+//   - InputTokens: the usage attribute, else the input messages' text at
+//     ChatBytesPerToken bytes per token; OutputTokens: the usage attribute,
+//     else gen_ai.request.max_tokens, else the output text's estimate (each
+//     estimate counted in a note). Model: gen_ai.request.model.
+//   - Dependencies as inference-perf infers them from timing: a call waits
+//     for every call that ended before it started, reduced to the direct
+//     ones (no call in between). ParentSeq is the direct predecessor that
+//     ended last; AfterSeqs lists them all when there are several (a join).
+//     inference-perf also draws causal edges by matching an input's
+//     assistant message with a predecessor's output; that needs the content
+//     and is not done here.
+//
+// A document is one row for strictness: a span without times, or with an
+// end before its start, skips the whole document (a *RowError at the line
+// where it starts). Text that is not JSON ends the import.
+func NewOTelReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
+	d := &otelDecoder{name: name, docs: newJSONDocs(r, name)}
+	return newImportReader(r, d, traces.NewMeta(importSource("inference-perf", name)), o), nil
+}
+
+type otelDoc struct {
+	Spans []otelSpan `json:"spans"`
+}
+
+type otelSpan struct {
+	Name          string                     `json:"name"`
+	StartTime     string                     `json:"start_time"`
+	EndTime       string                     `json:"end_time"`
+	StartUnixNano *json.Number               `json:"start_time_unix_nano"`
+	EndUnixNano   *json.Number               `json:"end_time_unix_nano"`
+	Attributes    map[string]json.RawMessage `json:"attributes"`
+}
+
+type otelDecoder struct {
+	name     string
+	docs     *jsonDocs
+	queue    []traces.Record
+	kept     int64
+	sessions int64
+	tally    importTally
+}
+
+func (d *otelDecoder) notes() []string { return d.tally.notes() }
+
+func (d *otelDecoder) next(rec *traces.Record) error {
+	for len(d.queue) == 0 {
+		raw, line, err := d.docs.next()
+		if err != nil {
+			return err
+		}
+		if err := d.flatten(raw, line); err != nil {
+			return err
+		}
+	}
+	popRecord(&d.queue, rec)
+	return nil
+}
+
+// otelTime parses an OTel time: ISO 8601 (no zone = UTC) or Unix
+// nanoseconds.
+func otelTime(iso string, nano *json.Number) (int64, bool) {
+	if nano != nil {
+		v, err := parseScaled(string(*nano), 0)
+		return v, err == nil
+	}
+	s := strings.TrimSpace(iso)
+	if s == "" {
+		return 0, false
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999"} {
+		if t, err := time.Parse(layout, s); err == nil && t.Year() >= 1970 && t.Year() <= 2200 {
+			return t.UnixNano(), true
+		}
+	}
+	return 0, false
+}
+
+// otelAttr returns a numeric attribute (a JSON number or numeric string).
+func otelAttr(attrs map[string]json.RawMessage, keys ...string) (int32, bool, error) {
+	for _, k := range keys {
+		raw, ok := attrs[k]
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		s := strings.Trim(string(raw), `"`)
+		v, err := parseCount(s)
+		return v, true, err
+	}
+	return 0, false, nil
+}
+
+// otelText returns a text attribute: a JSON string holding messages or
+// text, or messages given as JSON directly.
+func otelText(attrs map[string]json.RawMessage, key string) (string, bool) {
+	raw, ok := attrs[key]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw = json.RawMessage(s)
+	}
+	var msgs []chatMessage
+	if json.Unmarshal(raw, &msgs) == nil {
+		var b strings.Builder
+		for _, m := range msgs {
+			t, _ := chatMessageText(m.Content)
+			b.WriteString(t)
+		}
+		return b.String(), true
+	}
+	return string(raw), true // plain text
+}
+
+// otelCall is an LLM span read as a call, its times absolute.
+type otelCall struct {
+	rec        traces.Record
+	start, end int64
+}
+
+// otelEstimates counts the calls whose counts were not in their span's
+// usage: estimated from text (in, out) or taken from max_tokens (maxOut).
+type otelEstimates struct{ in, out, maxOut int64 }
+
+func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
+	bad := func(format string, a ...any) error { return importRowError(d.name, line, format, a...) }
+	if len(raw) == 0 || raw[0] != '{' {
+		return bad("not a JSON object")
+	}
+	var doc otelDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return bad("not an OTel trace document: want {\"spans\": [...]} with string times and attribute maps")
+	}
+	var calls []otelCall
+	var skipped int64
+	var est otelEstimates
+	for _, sp := range doc.Spans {
+		if !otelIsLLM(&sp) {
+			skipped++
+			continue
+		}
+		c, err := otelSpanCall(&sp, &est, bad)
+		if err != nil {
+			return err
+		}
+		calls = append(calls, c)
+		if len(calls) > otelMaxSpans {
+			return bad("more than %d LLM spans in one trace", otelMaxSpans)
+		}
+	}
+	d.tally.add("%d non-LLM spans (tools, agents, HTTP) were skipped: their time shows as gaps between calls", skipped)
+	d.tally.add("%d calls had no input token usage: estimated from the input messages at 4 bytes per token", est.in)
+	d.tally.add("%d calls had no output token usage: gen_ai.request.max_tokens was taken (a cap, not what was generated)", est.maxOut)
+	d.tally.add("%d calls had neither output usage nor max_tokens: estimated from the output text at 4 bytes per token", est.out)
+	if len(calls) == 0 {
+		return nil
+	}
+	session := d.sessions + 1
+	if session >= 1<<31 {
+		return bad("more than 2^31 traces")
+	}
+	d.sessions = session
+	sort.SliceStable(calls, func(a, b int) bool {
+		if calls[a].start != calls[b].start {
+			return calls[a].start < calls[b].start
+		}
+		return calls[a].end < calls[b].end
+	})
+	d.link(calls, session)
+	d.kept += int64(len(calls))
+	return nil
+}
+
+// otelSpanCall reads an LLM span as a call: its times, its token counts
+// (from usage, else max_tokens, else estimated from the messages, counted
+// in est) and its model.
+func otelSpanCall(sp *otelSpan, est *otelEstimates, bad func(string, ...any) error) (otelCall, error) {
+	start, ok1 := otelTime(sp.StartTime, sp.StartUnixNano)
+	end, ok2 := otelTime(sp.EndTime, sp.EndUnixNano)
+	if !ok1 || !ok2 {
+		return otelCall{}, bad("an LLM span has no readable start_time or end_time")
+	}
+	if end < start {
+		return otelCall{}, bad("an LLM span ends before it starts")
+	}
+	rec := traces.NewRecord()
+	in, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+	if err != nil {
+		return otelCall{}, bad("gen_ai.usage.input_tokens: %v", err)
+	}
+	if !ok {
+		text, _ := otelText(sp.Attributes, "gen_ai.input.messages")
+		n := chatTokens(text)
+		if n > 1<<31-1 {
+			return otelCall{}, bad("the estimated prompt is out of range")
+		}
+		in = int32(n)
+		est.in++
+	}
+	out, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+	if err != nil {
+		return otelCall{}, bad("gen_ai.usage.output_tokens: %v", err)
+	}
+	if !ok {
+		if out, ok, err = otelAttr(sp.Attributes, "gen_ai.request.max_tokens"); err != nil {
+			return otelCall{}, bad("gen_ai.request.max_tokens: %v", err)
+		} else if ok {
+			est.maxOut++
+		} else {
+			text, _ := otelText(sp.Attributes, "gen_ai.output.messages")
+			if text == "" {
+				text, _ = otelText(sp.Attributes, "gen_ai.output.text")
+			}
+			n := chatTokens(text)
+			if n > 1<<31-1 {
+				return otelCall{}, bad("the estimated output is out of range")
+			}
+			out = int32(n)
+			est.out++
+		}
+	}
+	rec.InputTokens, rec.OutputTokens = in, out
+	if raw, ok := sp.Attributes["gen_ai.request.model"]; ok {
+		var m string
+		if json.Unmarshal(raw, &m) == nil {
+			rec.Model = m
+		}
+	}
+	return otelCall{rec: rec, start: start, end: end}, nil
+}
+
+// link queues one trace's calls, sorted by start, as session session:
+// times from the first start, and each call's dependencies its direct
+// predecessors in the interval order (j ended before i started, and no k
+// ended before i started with j ending before k started), the latest to
+// end its parent.
+func (d *otelDecoder) link(calls []otelCall, session int64) {
+	base := calls[0].start
+	for i := range calls {
+		c := &calls[i]
+		// With S the latest start among the calls that ended before i
+		// started, j is direct iff it ended after S (nothing fits between
+		// it and i) or is the call that started at S.
+		S, found := int64(0), false
+		for j := range calls[:i] {
+			if calls[j].end <= c.start && (!found || calls[j].start > S) {
+				S, found = calls[j].start, true
+			}
+		}
+		var direct []int
+		for j := range calls[:i] {
+			if found && calls[j].end <= c.start && (calls[j].end > S || calls[j].start == S) {
+				direct = append(direct, j)
+			}
+		}
+		c.rec.Session = session
+		c.rec.Turn = int32(i + 1)
+		c.rec.ArrivalNs = c.start - base
+		c.rec.FinishNs = c.end - base
+		if len(direct) > 0 {
+			last := direct[0]
+			for _, j := range direct {
+				if calls[j].end > calls[last].end || (calls[j].end == calls[last].end && j > last) {
+					last = j
+				}
+			}
+			c.rec.ParentSeq = d.kept + int64(last)
+			if len(direct) > 1 {
+				for _, j := range direct {
+					c.rec.AfterSeqs = append(c.rec.AfterSeqs, d.kept+int64(j))
+				}
+			}
+		}
+		d.queue = append(d.queue, c.rec)
+	}
+}
+
+// otelIsLLM is inference-perf's test for an LLM call: the operation is chat
+// (gen_ai.operation.name, else a name starting "chat ") and the span has
+// input messages; a span with token usage but no messages counts too here
+// (a capture that dropped the content).
+func otelIsLLM(sp *otelSpan) bool {
+	var op string
+	if raw, ok := sp.Attributes["gen_ai.operation.name"]; ok {
+		json.Unmarshal(raw, &op)
+	}
+	if op != "chat" && !strings.HasPrefix(sp.Name, "chat ") {
+		return false
+	}
+	if raw, ok := sp.Attributes["gen_ai.input.messages"]; ok {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s != "" && s != "[]"
+		}
+		return len(raw) > 0 && string(raw) != "null" && string(raw) != "[]"
+	}
+	_, u1 := sp.Attributes["gen_ai.usage.input_tokens"]
+	_, u2 := sp.Attributes["gen_ai.usage.prompt_tokens"]
+	return u1 || u2
+}
