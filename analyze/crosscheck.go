@@ -242,61 +242,58 @@ func (rep *Report) pooledHistograms(cc *CrossCheck, s []traces.MetricsSample) (s
 
 // poolHistograms is a disaggregated fleet's histogram means from its
 // instances' rows: the prefill pool's queue and prefill, the decode
-// pool's transfers (NIXL), queue past them, one-step prefill and decode.
-// The window is the decode pool's steps, where requests end.
+// pool's transfers (NIXL), queue past them, one-step prefill and decode,
+// each weighted by the requests finished in the steps that have its mean
+// (a scrape reads a replica's families one after another, so a step may
+// count a finished request in one and not yet in another). The window is
+// the decode pool's steps, where requests end.
 func (rep *Report) poolHistograms(cc *CrossCheck, byInstance map[string][]traces.MetricsSample) (srv [nComponents]float64, has [nComponents]bool, w window) {
-	var pre, dec crossSide
-	var dPrefill, dQueue, kv, nKV float64
+	type mean struct{ sum, n float64 }
+	add := func(m *mean, f float64, v int64) {
+		if v >= 0 {
+			m.sum, m.n = m.sum+f*float64(v), m.n+f
+		}
+	}
+	var pq, pp, dq, dp, dd, kv mean
 	w.lo, w.hi = math.MaxInt64, math.MinInt64
 	for _, ss := range byInstance {
 		for _, x := range ss {
-			if x.KVTransfers > 0 && x.KVTransferTimeMeanNs >= 0 {
-				kv += float64(x.KVTransfers) * float64(x.KVTransferTimeMeanNs)
-				nKV += float64(x.KVTransfers)
+			if x.KVTransfers > 0 {
+				add(&kv, float64(x.KVTransfers), x.KVTransferTimeMeanNs)
 			}
 			if x.RequestsFinished <= 0 || x.Role == "" {
 				continue
 			}
 			f := float64(x.RequestsFinished)
 			if fleetseries.IsPrefill(x.Role) {
-				if x.QueueTimeMeanNs >= 0 && x.PrefillTimeMeanNs >= 0 {
-					pre.sum[cQueue] += f * float64(x.QueueTimeMeanNs)
-					pre.sum[cPrefill] += f * float64(x.PrefillTimeMeanNs)
-					pre.n += f
-				}
+				add(&pq, f, x.QueueTimeMeanNs)
+				add(&pp, f, x.PrefillTimeMeanNs)
 				continue
 			}
-			if x.QueueTimeMeanNs < 0 || x.PrefillTimeMeanNs < 0 || x.DecodeTimeMeanNs < 0 {
-				cc.SkippedSteps++
-				w.skipped = append(w.skipped, [2]int64{x.TimeNs - x.IntervalNs, x.TimeNs})
-				continue
-			}
-			dQueue += f * float64(x.QueueTimeMeanNs)
-			dPrefill += f * float64(x.PrefillTimeMeanNs)
-			dec.sum[cDecode] += f * float64(x.DecodeTimeMeanNs)
-			dec.n += f
+			add(&dq, f, x.QueueTimeMeanNs)
+			add(&dp, f, x.PrefillTimeMeanNs)
+			add(&dd, f, x.DecodeTimeMeanNs)
+			cc.ServerRequests += x.RequestsFinished
 			w.lo, w.hi = min(w.lo, x.TimeNs-x.IntervalNs), max(w.hi, x.TimeNs)
 		}
 	}
-	if pre.n == 0 {
-		cc.Missing = append(cc.Missing, "the prefill pool's queue_time_mean_ns and prefill_time_mean_ns")
+	if pq.n == 0 || pp.n == 0 {
+		cc.Missing = append(cc.Missing, "queue_time_mean_ns and prefill_time_mean_ns on the prefill pool")
 	}
-	if dec.n == 0 {
-		cc.Missing = append(cc.Missing, "the decode pool's queue, prefill and decode time means")
+	if dq.n == 0 || dp.n == 0 || dd.n == 0 {
+		cc.Missing = append(cc.Missing, "queue_time_mean_ns, prefill_time_mean_ns and decode_time_mean_ns on the decode pool")
 	}
 	if len(cc.Missing) > 0 {
 		return srv, has, w
 	}
-	cc.ServerRequests = int64(dec.n)
-	srv[cQueue] = pre.sum[cQueue] / pre.n
-	srv[cPrefill] = pre.sum[cPrefill]/pre.n + dPrefill/dec.n
-	srv[cDecode] = dec.sum[cDecode] / dec.n
+	srv[cQueue] = pq.sum / pq.n
+	srv[cPrefill] = pp.sum/pp.n + dp.sum/dp.n
+	srv[cDecode] = dd.sum / dd.n
 	has[cQueue], has[cPrefill], has[cDecode] = true, true, true
-	if nKV > 0 {
-		srv[cKVTransfer] = kv / nKV
-		has[cKVTransfer] = true
-		srv[cDecodeQueue] = max(dQueue/dec.n-srv[cKVTransfer], 0)
-		has[cDecodeQueue] = true
+	if kv.n > 0 {
+		srv[cKVTransfer] = kv.sum / kv.n
+		srv[cDecodeQueue] = max(dq.sum/dq.n-srv[cKVTransfer], 0)
+		has[cKVTransfer], has[cDecodeQueue] = true, true
 	} else {
 		cc.Unchecked = append(cc.Unchecked, ComponentNames[cKVTransfer], ComponentNames[cDecodeQueue])
 	}

@@ -240,9 +240,10 @@ func (rep *Report) pdRows() []pdRow {
 
 // prefillSide splits prefill replica pre's requests' prefill-side time
 // (in send order) at their first scheduling: from when each left the
-// replica where the decode side gave the time (firstScheduled); as the
-// replica's own queue and prefill histograms split its requests' time
-// where the decode replica's series gave it; else as modelled
+// replica where the decode side gave the time (firstScheduled); where the
+// decode replica's series gave it, with the prefill the replica's own
+// histogram gives the requests that finished with it, shared out by their
+// model's prefills; else as modelled
 // (modelPrefillSide), which then also gives the time.
 func (rep *Report) prefillSide(rs []*pdRow, kv *kvModel, pre int32) {
 	var known []*pdRow
@@ -253,7 +254,12 @@ func (rep *Report) prefillSide(rs []*pdRow, kv *kvModel, pre int32) {
 		case r.series:
 			r.sched = r.sent + r.side*min(max(r.simSched-r.sent, 0)/max(r.simSide, 1), 1)
 			if iv := kv.interval(pre, r.sent+r.side); iv != nil && iv.queueNs >= 0 && iv.prefillNs >= 0 && iv.queueNs+iv.prefillNs > 0 {
-				r.sched = r.sent + r.side*iv.queueNs/(iv.queueNs+iv.prefillNs)
+				// The replica's own split of its requests' time, for a
+				// request that left it with them; a request whose end is
+				// misplaced among them (a long wait read into a light
+				// interval) takes at most prefillCap of their prefill.
+				p := min(r.side*iv.prefillNs/(iv.queueNs+iv.prefillNs), prefillCap*iv.prefillNs)
+				r.sched = r.sent + r.side - p
 			}
 		default:
 			r.side, r.sched = r.simSide, r.simSched
@@ -271,6 +277,10 @@ func (rep *Report) prefillSide(rs []*pdRow, kv *kvModel, pre int32) {
 		r.sched = min(max(sched[k], r.sent), end[k])
 	}
 }
+
+// prefillCap bounds a request's prefill, split by its prefill replica's
+// histograms, to that many times their mean.
+const prefillCap = 3
 
 // modelPrefillSide simulates one prefill replica (or a pool of n, its
 // requests taking them in turn) over all its requests (every one
