@@ -61,6 +61,8 @@ type lconn struct {
 	idx  int // in Loop.idle or Loop.busy
 	dead bool
 	r    resp
+	// idleSince is the run offset at which it last went idle.
+	idleSince int64
 }
 
 // epollEvent is struct epoll_event in package syscall's layout for the
@@ -219,7 +221,7 @@ func (l *Loop) dialer() {
 // take registers the connections the dialer made.
 func (l *Loop) take() {
 	for fd := l.fresh.popAll(); fd != nil; fd = fd.next {
-		c := &lconn{fd: fd.fd}
+		c := &lconn{fd: fd.fd, idleSince: l.now()}
 		ev := epollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fd.fd)}
 		if err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd.fd, &ev); err != nil {
 			syscall.Close(fd.fd)
@@ -274,6 +276,10 @@ func (l *Loop) Send(j *LoopJob) bool {
 		if j.attempt == 0 {
 			j.Sent = l.now()
 			j.deadline = j.Sent + int64(l.timeout)
+		}
+		if l.now()-c.idleSince > int64(peekIdle) && peekClosed(c.fd) {
+			l.close(c) // the server closed it while idle (see peekIdle)
+			continue
 		}
 		if err := l.write(c.fd, j.req, j.deadline); err != nil {
 			// The server closed it while idle (we have not read the close
@@ -477,6 +483,7 @@ func (l *Loop) finish(c *lconn, err error, reuse bool) {
 	j := c.job
 	l.unbusy(c)
 	if reuse {
+		c.idleSince = l.now()
 		c.idx = len(l.idle)
 		l.idle = append(l.idle, c)
 		l.idleN.Add(1)
