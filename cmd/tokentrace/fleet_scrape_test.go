@@ -135,7 +135,14 @@ func TestReplayScrapesFleetPools(t *testing.T) {
 	// another, as vLLM's exposition does: a request finishing in between
 	// shows in one a scrape before the other, and the cross-check leaves
 	// such a step out of both sides; the rest counts each request once.
-	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests > n || cc.ServerRequests < n*9/10 || cc.Disagree {
+	// A simulator that fell behind its model (a loaded machine, the race
+	// detector) batched as the machine let it, not as the model the
+	// estimate follows: the cross-check may then rightly disagree.
+	late, _ := traces.SimLatenessOf(meta)
+	if late.FellBehind() {
+		t.Logf("the simulator fell behind its model (%s): a disagreement is not judged", late)
+	}
+	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests > n || cc.ServerRequests < n*9/10 || cc.Disagree && !late.FellBehind() {
 		t.Errorf("cross-check %+v: want most of the %d requests compared, each counted once by the fleet's histograms, and agreement within %.0f points", cc, n, analyze.CrossCheckTolerancePoints)
 	} else {
 		t.Logf("cross-check: %+v, max %.1f points on %s", cc.Components, cc.MaxDiffPoints, cc.Worst)
