@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -189,9 +190,9 @@ type prefixAcc struct {
 	any       bool  // some row had prefix blocks
 	noSize    int64 // rows with blocks but no block size known
 	lastSent  int64
-	unordered int64 // rows with blocks fed after such a row sent later
-	pending   pendingHeap
-	window    int // rows held back (reorderRows)
+	unordered int64        // rows with blocks fed after such a row sent later
+	pending   []pendingRow // rows held back, a min-heap by sentFirst
+	window    int          // rows held back (reorderRows)
 	pc        PrefixCache
 	repImpl   int64 // implied tokens over the rows with the server's usage
 	anyCached bool  // some row reported cached tokens
@@ -218,54 +219,10 @@ type pendingRow struct {
 	count                bool
 }
 
-// pendingHeap is a min-heap of rows by send time (then seq). It is written
-// out rather than driven through container/heap, whose boxing of each row
-// in an any allocated twice per row.
-type pendingHeap []pendingRow
-
-func (h pendingHeap) less(i, j int) bool {
-	return h[i].sent < h[j].sent || h[i].sent == h[j].sent && h[i].seq < h[j].seq
-}
-
-func (h *pendingHeap) push(r pendingRow) {
-	*h = append(*h, r)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !s.less(i, up) {
-			break
-		}
-		s[i], s[up] = s[up], s[i]
-		i = up
-	}
-}
-
-// pop removes and returns the earliest row.
-func (h *pendingHeap) pop() pendingRow {
-	s := *h
-	top, n := s[0], len(s)-1
-	s[0], s[n] = s[n], pendingRow{}
-	*h = s[:n]
-	h.down()
-	return top
-}
-
-// down sifts the top row down to its place.
-func (h pendingHeap) down() {
-	for i := 0; ; {
-		m := 2*i + 1
-		if m >= len(h) {
-			return
-		}
-		if r := m + 1; r < len(h) && h.less(r, m) {
-			m = r
-		}
-		if !h.less(m, i) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+// sentFirst orders the reorder buffer, a min-heap (minheap): rows by send
+// time, then seq.
+func sentFirst(a, b *pendingRow) bool {
+	return a.sent < b.sent || a.sent == b.sent && a.seq < b.seq
 }
 
 // add queues r for the implied cache; count says whether r is one of the
@@ -287,7 +244,7 @@ func (p *prefixAcc) add(r *traces.Record, count bool, rep int32) {
 		cached: r.ServerCachedTokens, rep: rep, count: count}
 	if len(p.pending) < p.window {
 		row.blocks = slices.Clone(r.PrefixBlocks)
-		p.pending.push(row)
+		minheap.Push(&p.pending, row, sentFirst)
 		return
 	}
 	// The buffer is full: the earliest row goes through the cache and r
@@ -296,7 +253,7 @@ func (p *prefixAcc) add(r *traces.Record, count bool, rep int32) {
 	p.process(top)
 	row.blocks = append(top.blocks[:0], r.PrefixBlocks...)
 	p.pending[0] = row
-	p.pending.down()
+	minheap.Down(p.pending, 0, sentFirst)
 }
 
 // process runs one row with blocks, in send order, through the implied
@@ -364,7 +321,7 @@ func (p *prefixAcc) tally(r pendingRow, implied int64) {
 // warnings it comes with.
 func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 	for len(p.pending) > 0 {
-		p.process(p.pending.pop())
+		p.process(minheap.Pop(&p.pending, sentFirst))
 	}
 	if !p.any {
 		return nil, nil

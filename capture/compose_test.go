@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -73,15 +74,6 @@ func compose(t *testing.T, o ComposeOptions, parts []string, out string) Compose
 		t.Fatal(err)
 	}
 	return st
-}
-
-func readAll(t *testing.T, name string) ([]traces.Record, traces.Meta) {
-	t.Helper()
-	recs, m, err := traces.ReadAll(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs, m
 }
 
 // TestComposedPartsEqualOneCapture: the sample logs captured as four parts
@@ -148,7 +140,7 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 	captureParts(t, o, partsDir, shards)
 	out := filepath.Join(dir, "composed.parquet")
 	st := compose(t, ComposeOptions{}, []string{filepath.Join(partsDir, "*.parquet")}, out)
-	got, meta := readAll(t, out)
+	got, meta := testtraces.ReadAll(t, out)
 	if meta.KAnonDeferred() || meta.KThreshold != k {
 		t.Errorf("composed meta: deferred %v, k %d; want finished, k %d", meta.KAnonDeferred(), meta.KThreshold, k)
 	}

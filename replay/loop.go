@@ -225,26 +225,21 @@ type slab struct {
 
 const slabLen = 16 << 10
 
-func (s *slab) int64s(n int) []int64 {
-	if n > len(s.i64) {
-		if n > slabLen/8 {
-			return make([]int64, 0, n)
-		}
-		s.i64 = make([]int64, slabLen)
-	}
-	b := s.i64[:0:n]
-	s.i64 = s.i64[n:]
-	return b
-}
+func (s *slab) int64s(n int) []int64 { return carve(&s.i64, n) }
 
-func (s *slab) int32s(n int) []int32 {
-	if n > len(s.i32) {
+func (s *slab) int32s(n int) []int32 { return carve(&s.i32, n) }
+
+// carve cuts an empty slice of capacity n from the front of *pool,
+// refilling the pool with a new slab when n does not fit; an n past an
+// eighth of a slab gets an allocation of its own.
+func carve[T any](pool *[]T, n int) []T {
+	if n > len(*pool) {
 		if n > slabLen/8 {
-			return make([]int32, 0, n)
+			return make([]T, 0, n)
 		}
-		s.i32 = make([]int32, slabLen)
+		*pool = make([]T, slabLen)
 	}
-	b := s.i32[:0:n]
-	s.i32 = s.i32[n:]
+	b := (*pool)[:0:n]
+	*pool = (*pool)[n:]
 	return b
 }

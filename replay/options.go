@@ -259,12 +259,12 @@ type Options struct {
 	// the *_info series of /metrics) and stores the answers in the results
 	// metadata (server.*). Defaults to false (the CLI turns it on).
 	DescribeServer bool
-	// SimSpec is the built-in simulator's configuration as a target spec
+	// SimTarget is the built-in simulator's configuration as a target spec
 	// ("sim:max-num-seqs=32", FormatSimTarget), stored in the results
 	// metadata as MetaSim: the URL of an in-process simulator says nothing
 	// of it.
 	// Target.Apply sets it. Defaults to "" (not the simulator).
-	SimSpec string
+	SimTarget string
 }
 
 // DefaultSessionHeader is the header name the CLI's --session-affinity

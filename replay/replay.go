@@ -54,7 +54,7 @@ const (
 	MetaLatenessP99     = "replay.lateness_p99_ns"
 	MetaSessions        = "replay.sessions"
 	// MetaSim is the built-in simulator's configuration as a target spec
-	// (Options.SimSpec), so the run can be repeated with replay --target.
+	// (Options.SimTarget), so the run can be repeated with replay --target.
 	MetaSim = "replay.sim"
 )
 
@@ -73,7 +73,7 @@ type item struct {
 	body  []byte
 	path  string
 	model string
-	// Context growth (context.go): prev is the context this turn extends
+	// Context growth (turncontext.go): prev is the context this turn extends
 	// (taken when its body is built), grow this turn's own context while a
 	// follow-up will extend it.
 	prev, grow *turnCtx
@@ -112,9 +112,9 @@ type runner struct {
 
 	graph *graph // closed sessions: who waits for whom (sessions.go)
 
-	textRatio textRatio // chat context growth (context.go)
+	textRatio textRatio // chat context growth (turncontext.go)
 	// ctxOf holds finished calls' contexts for the follow-ups that
-	// continue them (context.go).
+	// continue them (turncontext.go).
 	ctxMu sync.Mutex
 	ctxOf map[*traces.Record]*heldCtx
 
@@ -130,7 +130,7 @@ type runner struct {
 	done      []traces.Record
 	journaled int
 	jstop     chan struct{}
-	sum       *summarizer // of every finished record (stats.go)
+	sum       *summarizer // of every finished record (summary.go)
 	feedErr   error       // the trace could not be read on
 
 	defaultModel string

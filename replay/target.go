@@ -125,10 +125,10 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 // Apply points o at the target: its URL, the simulator's model when
 // o.Model is empty (a trace's production model names are not served by the
 // simulator; o.ModelMap still wins) and its configuration for the results
-// (Options.SimSpec), traceparent headers when spans are received, and an
+// (Options.SimTarget), traceparent headers when spans are received, and an
 // OnStart hook that starts the scraper on the run's clock.
 func (t *Target) Apply(o *Options) {
-	o.URL, o.SimSpec = t.URL, t.simSpec
+	o.URL, o.SimTarget = t.URL, t.simSpec
 	if t.Builtin && o.Model == "" {
 		o.Model = t.Model
 	}

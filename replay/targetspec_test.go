@@ -125,10 +125,10 @@ func TestFormatSimTargetRoundTrip(t *testing.T) {
 	}
 }
 
-// TestTargetRecordsSimSpec: a run against the built-in simulator records
+// TestTargetRecordsSimTarget: a run against the built-in simulator records
 // its configuration as a spec (not the context length the trace needed),
 // and a run against a URL records none.
-func TestTargetRecordsSimSpec(t *testing.T) {
+func TestTargetRecordsSimTarget(t *testing.T) {
 	ctx := context.Background()
 	to, err := ParseTarget("sim:max-num-seqs=32,preset=tiny", BuiltinSim())
 	if err != nil {

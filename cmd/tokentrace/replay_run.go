@@ -171,7 +171,7 @@ func (a *replayArgs) startTarget(ctx context.Context, to replay.TargetOptions, o
 		fmt.Fprintf(s.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", tgt.OTLPAddr, otlp.TracesPath)
 	}
 	if tgt.Builtin {
-		fmt.Fprintf(s.err, "tokentrace replay: replaying against the built-in simulator (%s) at %s (model %s)\n", o.SimSpec, tgt.URL, o.Model)
+		fmt.Fprintf(s.err, "tokentrace replay: replaying against the built-in simulator (%s) at %s (model %s)\n", o.SimTarget, tgt.URL, o.Model)
 	}
 	metricsOut = a.metricsOut
 	if tgt.MetricsURL != "" && metricsOut == "" {

@@ -105,68 +105,101 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			for _, t := range targets.v {
-				tg, err := validate.ParseTarget(t, replay.BuiltinSim())
-				if err != nil {
-					return usageErrorf("--target %w", err)
-				}
-				o.Targets = append(o.Targets, tg)
-			}
-			if len(o.Targets) < 2 {
-				return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
-			}
-			if o.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %w", err)
-			}
-			if metrics != "" {
-				if o.Metrics, err = validate.ParseMetrics(metrics); err != nil {
-					return usageErrorf("--metrics: %w", err)
-				}
-			}
-			if err := zeroTyped(c, "min-effect-pct", "magnitude-tolerance"); err != nil {
+			f := validateArgs{targets: targets.v, modelMap: modelMap.v, metrics: metrics, slo: slo, apiKeyFile: apiKeyFile,
+				seed: seed, minEffectPct: minEffectPct, budget: budget}
+			if err := f.apply(c, &o); err != nil {
 				return err
-			}
-			o.Seed, o.MinEffect, o.CombinationBudget = seed, minEffectPct/100, budget
-			if budget <= 0 {
-				o.CombinationBudget = -1 // none: the library's zero is its default
-			}
-			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
-				return usageError(err, replayFlags)
-			}
-			if apiKeyFile != "" {
-				if o.Replay.APIKey, err = readAPIKey(apiKeyFile); err != nil {
-					return err
-				}
-			}
-			if err := o.Validate(); err != nil {
-				return usageError(err, nil)
 			}
 			s := stdio(c)
 			if !quiet {
 				o.Log = s.err
 			}
-			in := newTraceIn(c, &rf, "validate", "validate sorts the trace by arrival")
-			src, err := in.source(a[0])
+			res, err := runValidation(c, o, &rf, a[0], a[1], seed)
 			if err != nil {
 				return err
-			}
-			real := validate.Workload{Name: "real", Source: src, File: a[0]}
-			syn, err := readSynthetic(c, in, a[1], real, seed)
-			if err != nil {
-				return err
-			}
-			// Replays need the real-time tuning (fewer collections, more
-			// Ps); offline simulations need the memory it would cost.
-			if slices.ContainsFunc(o.Targets, func(t validate.Target) bool { return t.URL != "" || o.Realtime }) {
-				defer replay.TuneProcess(1)()
-			}
-			res, err := validate.Run(c.Context, real, syn, o)
-			if err != nil {
-				return flagged(err, validateFlags)
 			}
 			return writeValidation(s, res, o.Targets, htmlOut, asJSON, failIfBroken)
 		},
 	}
+}
+
+// validateArgs are validate's flags that do not map one to one onto an
+// option.
+type validateArgs struct {
+	targets, modelMap        []string
+	metrics, slo, apiKeyFile string
+	seed                     uint64
+	minEffectPct             float64
+	budget                   int
+}
+
+// apply parses the flags into o (targets, SLOs, metrics, the model map,
+// the API key) and validates o: a usage error names the flag.
+func (f validateArgs) apply(c *cli.Context, o *validate.Options) error {
+	for _, t := range f.targets {
+		tg, err := validate.ParseTarget(t, replay.BuiltinSim())
+		if err != nil {
+			return usageErrorf("--target %w", err)
+		}
+		o.Targets = append(o.Targets, tg)
+	}
+	if len(o.Targets) < 2 {
+		return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
+	}
+	var err error
+	if o.SLO, err = traces.ParseSLO(f.slo); err != nil {
+		return usageErrorf("--slo: %w", err)
+	}
+	if f.metrics != "" {
+		if o.Metrics, err = validate.ParseMetrics(f.metrics); err != nil {
+			return usageErrorf("--metrics: %w", err)
+		}
+	}
+	if err := zeroTyped(c, "min-effect-pct", "magnitude-tolerance"); err != nil {
+		return err
+	}
+	o.Seed, o.MinEffect, o.CombinationBudget = f.seed, f.minEffectPct/100, f.budget
+	if f.budget <= 0 {
+		o.CombinationBudget = -1 // none: the library's zero is its default
+	}
+	if o.Replay.ModelMap, err = replay.ParseModelMap(f.modelMap); err != nil {
+		return usageError(err, replayFlags)
+	}
+	if f.apiKeyFile != "" {
+		if o.Replay.APIKey, err = readAPIKey(f.apiKeyFile); err != nil {
+			return err
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return usageError(err, nil)
+	}
+	return nil
+}
+
+// runValidation reads the real workload (a trace) and the synthetic one
+// (a trace, or a model generated with seed) and runs them on every
+// target.
+func runValidation(c *cli.Context, o validate.Options, rf *readFlags, realFile, synFile string, seed uint64) (*validate.Result, error) {
+	in := newTraceIn(c, rf, "validate", "validate sorts the trace by arrival")
+	src, err := in.source(realFile)
+	if err != nil {
+		return nil, err
+	}
+	real := validate.Workload{Name: "real", Source: src, File: realFile}
+	syn, err := readSynthetic(c, in, synFile, real, seed)
+	if err != nil {
+		return nil, err
+	}
+	// Replays need the real-time tuning (fewer collections, more
+	// Ps); offline simulations need the memory it would cost.
+	if slices.ContainsFunc(o.Targets, func(t validate.Target) bool { return t.URL != "" || o.Realtime }) {
+		defer replay.TuneProcess(1)()
+	}
+	res, err := validate.Run(c.Context, real, syn, o)
+	if err != nil {
+		return nil, flagged(err, validateFlags)
+	}
+	return res, nil
 }
 
 // writeValidation writes the result: the HTML page when asked, the text

@@ -435,42 +435,56 @@ func otlpRequestIDKeys(id string) []string {
 	return keys
 }
 
+// spanLatencies are the gen_ai.latency.* attributes (float seconds) and
+// the fields they fill; spanCounts the gen_ai.usage.* counts.
+var (
+	spanLatencies = []struct {
+		attr  string
+		field func(*SpanTimings) *int64
+	}{
+		{OTLPAttrTimeInQueue, func(s *SpanTimings) *int64 { return &s.QueueNs }},
+		{OTLPAttrTimeInPrefill, func(s *SpanTimings) *int64 { return &s.PrefillNs }},
+		{OTLPAttrTimeInDecode, func(s *SpanTimings) *int64 { return &s.DecodeNs }},
+		{OTLPAttrTimeInInference, func(s *SpanTimings) *int64 { return &s.InferenceNs }},
+		{OTLPAttrTimeToFirstToken, func(s *SpanTimings) *int64 { return &s.TTFTNs }},
+		{OTLPAttrE2E, func(s *SpanTimings) *int64 { return &s.E2ENs }},
+	}
+	spanCounts = []struct {
+		attr  string
+		field func(*SpanTimings) *int32
+	}{
+		{OTLPAttrPromptTokens, func(s *SpanTimings) *int32 { return &s.PromptTokens }},
+		{OTLPAttrCompletionTokens, func(s *SpanTimings) *int32 { return &s.CompletionTokens }},
+	}
+)
+
 func spanTimingsOf(sp *tracepb.Span, fromJSON bool) SpanTimings {
 	s := SpanTimings{
-		StartUnixNano:    otlpClampNano(sp.GetStartTimeUnixNano()),
-		EndUnixNano:      otlpClampNano(sp.GetEndTimeUnixNano()),
-		QueueNs:          traces.NotReported,
-		PrefillNs:        traces.NotReported,
-		DecodeNs:         traces.NotReported,
-		InferenceNs:      traces.NotReported,
-		TTFTNs:           traces.NotReported,
-		E2ENs:            traces.NotReported,
-		PromptTokens:     traces.NotReported,
-		CompletionTokens: traces.NotReported,
+		StartUnixNano: otlpClampNano(sp.GetStartTimeUnixNano()),
+		EndUnixNano:   otlpClampNano(sp.GetEndTimeUnixNano()),
+	}
+	for _, a := range spanLatencies {
+		*a.field(&s) = traces.NotReported
+	}
+	for _, a := range spanCounts {
+		*a.field(&s) = traces.NotReported
 	}
 	copy(s.TraceID[:], otlpID(sp.GetTraceId(), 16, fromJSON))
 	copy(s.SpanID[:], otlpID(sp.GetSpanId(), 8, fromJSON))
 	for _, kv := range sp.GetAttributes() {
-		v := kv.GetValue()
-		switch kv.GetKey() {
-		case OTLPAttrRequestID:
+		key, v := kv.GetKey(), kv.GetValue()
+		if key == OTLPAttrRequestID {
 			s.RequestID = otlpString(v)
-		case OTLPAttrTimeInQueue:
-			s.QueueNs = otlpSeconds(v)
-		case OTLPAttrTimeInPrefill:
-			s.PrefillNs = otlpSeconds(v)
-		case OTLPAttrTimeInDecode:
-			s.DecodeNs = otlpSeconds(v)
-		case OTLPAttrTimeInInference:
-			s.InferenceNs = otlpSeconds(v)
-		case OTLPAttrTimeToFirstToken:
-			s.TTFTNs = otlpSeconds(v)
-		case OTLPAttrE2E:
-			s.E2ENs = otlpSeconds(v)
-		case OTLPAttrPromptTokens:
-			s.PromptTokens = otlpCount(v)
-		case OTLPAttrCompletionTokens:
-			s.CompletionTokens = otlpCount(v)
+		}
+		for _, a := range spanLatencies {
+			if a.attr == key {
+				*a.field(&s) = otlpSeconds(v)
+			}
+		}
+		for _, a := range spanCounts {
+			if a.attr == key {
+				*a.field(&s) = otlpCount(v)
+			}
 		}
 	}
 	return s

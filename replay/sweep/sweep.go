@@ -291,7 +291,7 @@ func runOne(ctx context.Context, opts Options, recs []traces.Record, meta traces
 	}
 	o.Journal = ""
 	if o.URL == "" {
-		o.SimSpec = replay.FormatSimTarget(opts.Sim) // as configured, before the trace sizes it
+		o.SimTarget = replay.FormatSimTarget(opts.Sim) // as configured, before the trace sizes it
 		so := opts.Sim.AdmitLongest(sim.LongestRequest(recs))
 		srv, err := sim.Start(ctx, so)
 		if err != nil {

@@ -430,14 +430,8 @@ func (w *mooncakeWriter) Write(recs []traces.Record) (int, error) {
 		b = strconv.AppendInt(b, int64(r.InputTokens), 10)
 		b = append(b, `, "output_length": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
-		b = append(b, `, "hash_ids": [`...)
-		for j, id := range w.hash {
-			if j > 0 {
-				b = append(b, ", "...)
-			}
-			b = strconv.AppendInt(b, id, 10)
-		}
-		b = append(b, "]}\n"...)
+		b = appendHashIDs(b, w.hash)
+		b = append(b, "}\n"...)
 		w.buf = b
 		if _, err := w.Buf.Write(b); err != nil {
 			return i, err

@@ -156,6 +156,19 @@ func splitAgents(recs []traces.Record, separateRoots bool) (agents []exportAgent
 	return agents, agentOf
 }
 
+// appendHashIDs appends a line's hash_ids field, ids as a JSON array
+// (Mooncake lines, the line formats that carry it, kv-cache-tester calls).
+func appendHashIDs(b []byte, ids []int64) []byte {
+	b = append(b, `, "hash_ids": [`...)
+	for j, id := range ids {
+		if j > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return append(b, ']')
+}
+
 // appendDecimal appends v / 10^scale as a decimal with no trailing zeros
 // (exact: 1500000 at scale 6 is "1.5").
 func appendDecimal(b []byte, v int64, scale int) []byte {

@@ -151,14 +151,7 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 		b = append(b, `, "output_length": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
 		if w.f.hashes {
-			b = append(b, `, "hash_ids": [`...)
-			for j, id := range w.ids.hash {
-				if j > 0 {
-					b = append(b, ", "...)
-				}
-				b = strconv.AppendInt(b, id, 10)
-			}
-			b = append(b, ']')
+			b = appendHashIDs(b, w.ids.hash)
 		}
 		b = w.structure(b, r, chain, cont)
 		b = append(b, "}\n"...)

@@ -208,14 +208,7 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 		b = append(b, `, "out": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
 		w.wekaHashIDs(r)
-		b = append(b, `, "hash_ids": [`...)
-		for j, id := range w.ids.hash {
-			if j > 0 {
-				b = append(b, ", "...)
-			}
-			b = strconv.AppendInt(b, id, 10)
-		}
-		b = append(b, ']')
+		b = appendHashIDs(b, w.ids.hash)
 		if r.InputKinds != "" {
 			b = append(b, `, "input_types": [`...)
 			for j, k := range strings.Split(r.InputKinds, "+") {

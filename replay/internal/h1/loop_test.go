@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/tcptest"
 )
 
 // rec is a LoopHandler that keeps what it got.
@@ -185,53 +187,39 @@ func TestLoopTimestampsAreArrivalTimes(t *testing.T) {
 // handler that stops reading and a request past its timeout each end
 // their request with an error and leave nothing in flight.
 func TestLoopErrors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
+	addr := tcptest.Serve(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func(c net.Conn) {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					m, _, _ := strings.Cut(strings.TrimPrefix(line, "POST /x?m="), " ")
-					for {
-						l, err := br.ReadString('\n')
-						if err != nil || l == "\r\n" {
-							break
-						}
-					}
-					switch m {
-					case "cut":
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
-						return
-					case "junk":
-						io.WriteString(c, "SPDY/9 what\r\n\r\n")
-					case "long":
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-						for range 100 {
-							io.WriteString(c, "5\r\nabcde\r\n")
-						}
-						io.WriteString(c, "0\r\n\r\n")
-					case "hang":
-						time.Sleep(2 * time.Second)
-						return
-					}
+			m, _, _ := strings.Cut(strings.TrimPrefix(line, "POST /x?m="), " ")
+			for {
+				l, err := br.ReadString('\n')
+				if err != nil || l == "\r\n" {
+					break
 				}
-			}(c)
+			}
+			switch m {
+			case "cut":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+				return
+			case "junk":
+				io.WriteString(c, "SPDY/9 what\r\n\r\n")
+			case "long":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+				for range 100 {
+					io.WriteString(c, "5\r\nabcde\r\n")
+				}
+				io.WriteString(c, "0\r\n\r\n")
+			case "hang":
+				time.Sleep(2 * time.Second)
+				return
+			}
 		}
-	}()
-	url := "http://" + ln.Addr().String()
+	})
+	url := "http://" + addr
 	l, _ := newLoop(t, url, 300*time.Millisecond)
 	c, _ := New(url)
 	for _, tc := range []struct {
