@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -452,7 +453,7 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		}
 		f, err := os.Open(n)
 		if err != nil {
-			return Stats{}, fmt.Errorf("open log: %w", err)
+			return Stats{}, fserr.Wrap("open log", n, err)
 		}
 		defer f.Close()
 		inputs = append(inputs, Input{Name: n, R: f})
@@ -535,6 +536,10 @@ func ExpandInputs(names []string) ([]string, error) {
 	return out, nil
 }
 
+// ErrParquet is returned for an input that is a Parquet file (its magic
+// bytes), not serving logs: a trace already, or another tool's Parquet.
+var ErrParquet = errors.New("a Parquet file, not serving logs")
+
 // ErrNoRequests is returned when the inputs hold no request: no trace is
 // written, since an empty trace is never what was wanted.
 var ErrNoRequests = errors.New("no requests captured")
@@ -565,7 +570,7 @@ func noRequests(s Stats, format string) error {
 func ReadKeyFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read key file: %w", err)
+		return nil, fserr.Wrap("read key file", path, err)
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) == 64 {
@@ -588,7 +593,7 @@ func NewKeyFile(path string) ([]byte, error) {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create key file: %w", err)
+		return nil, fserr.Wrap("create key file", path, err)
 	}
 	// A key file cut short (a full disk) would later load as a different
 	// key: remove it rather than leave it.

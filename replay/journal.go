@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -71,7 +72,7 @@ type journal struct {
 func openJournal(path string, m traces.Meta) (*journal, error) {
 	f, err := createJournal(path)
 	if err != nil {
-		return nil, fmt.Errorf("replay: create journal: %w", err)
+		return nil, fserr.Wrap("replay: create journal", path, err)
 	}
 	j := &journal{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10)}
 	if m.SchemaVersion == "" {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/internal/fserr"
 )
 
 // Format names a codec.
@@ -116,7 +117,7 @@ func openWith(name string, o OpenOptions) (Reader, error) {
 	}
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+		return nil, fserr.Wrap("open trace", name, err)
 	}
 	var magic [4]byte
 	n, _ := io.ReadFull(f, magic[:])
@@ -306,7 +307,7 @@ func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
 		// The final name only ever holds a complete file: a failed write
 		// (a full disk) or a crash leaves it untouched.
 		if f, err = atomicfile.Create(name); err != nil {
-			return nil, fmt.Errorf("create trace: %w", err)
+			return nil, fserr.Wrap("create trace", name, err)
 		}
 	}
 	w, err := NewWriter(f, format, m, o)

@@ -48,6 +48,9 @@ func runCapture(c *cli.Context, o capture.Options, out string, names []string) e
 	if errors.Is(err, capture.ErrNoRequests) {
 		return fmt.Errorf("%w; %s", err, noRequestsHint(names))
 	}
+	if errors.Is(err, capture.ErrParquet) {
+		return fmt.Errorf("%w; %s", err, parquetHint(names))
+	}
 	return err
 }
 
@@ -58,17 +61,35 @@ func noRequestsHint(names []string) string {
 		if n == "-" {
 			continue
 		}
-		if r, err := traces.Open(n); err == nil {
-			// Logs can sniff as JSON lines; a trace's first rows read clean.
-			n8, _ := r.Read(make([]traces.Record, 8))
-			isTrace := n8 > 0 && r.Stats().Skipped == 0
-			r.Close()
-			if isTrace {
-				return fmt.Sprintf("%s is already a tokentrace trace: give it to replay, analyze, synth or export, not capture", n)
-			}
+		if isTrace(n) {
+			return fmt.Sprintf("%s is already a tokentrace trace: give it to replay, analyze, synth or export, not capture", n)
 		}
 	}
 	return "check --format (one of " + strings.Join(capture.Formats, ", ") + ")"
+}
+
+// isTrace reports that the named file reads as a tokentrace trace.
+func isTrace(name string) bool {
+	r, err := traces.Open(name)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	// Logs can sniff as JSON lines; a trace's first rows read clean.
+	n8, _ := r.Read(make([]traces.Record, 8))
+	return n8 > 0 && r.Stats().Skipped == 0
+}
+
+// parquetHint says what to do with a Parquet file given to capture (which
+// reads serving logs): a tokentrace trace is used as it is, another
+// tool's trace is converted by import.
+func parquetHint(names []string) string {
+	for _, n := range names {
+		if n != "-" && isTrace(n) {
+			return "it is already a tokentrace trace: use it as it is (replay, analyze, synth, export), not capture"
+		}
+	}
+	return "capture reads serving logs; convert another tool's trace with 'tokentrace import'"
 }
 
 type nopWriteCloser struct{ io.Writer }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/capture"
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
@@ -89,7 +90,7 @@ Example:
 func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	start := time.Now()
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return fmt.Errorf("demo: create %s: %w", o.Out, err)
+		return fserr.Wrap("create", o.Out, err)
 	}
 	d := &demo{o: o, out: out, start: start}
 	d.cmds = demoCommands{o: o, path: d.path}

@@ -135,7 +135,7 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 		why    string
 		args   []string
 		code   int
-		want   string // the stderr line, after "tokentrace: "
+		want   string // the stderr line, after "tokentrace COMMAND: "
 		option string // the option errors.As finds ("": none)
 		is     error  // a sentinel or OptionRef errors.Is finds (nil: none)
 	}{
@@ -183,7 +183,8 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 			`synth matrix: --rows: "256@1rps": no IN/OUT`, "Options.Rows", nil},
 	} {
 		code, _, se := runCLI(nil, c.args...)
-		if code != c.code || !strings.HasPrefix(se, "tokentrace: "+c.want) || strings.Contains(se, "Options.") {
+		path := commandPath(newApp(nil, nil, nil), append([]string{"tokentrace"}, c.args...))
+		if code != c.code || !strings.HasPrefix(se, "tokentrace "+path+": "+strings.TrimPrefix(c.want, path+": ")) || strings.Contains(se, "Options.") {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q, no \"Options.\"", c.why, code, se, c.code, c.want)
 		}
 		err := runErr(c.args...)
@@ -191,7 +192,7 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 			t.Errorf("%s: no error", c.why)
 			continue
 		}
-		if got := "tokentrace: " + flagged(err, nil).Error() + "\n"; got != se {
+		if got := errorText(path, flagged(err, nil), code); got != se {
 			t.Errorf("%s: Main printed %q, the error says %q", c.why, se, got)
 		}
 		var oe *traces.OptionError

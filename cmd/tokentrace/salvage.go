@@ -81,7 +81,7 @@ func (t *traceIn) note(name string, st traces.ReadStats) {
 func (t *traceIn) open(name string) (traces.Reader, error) {
 	r, err := traces.OpenWith(name, t.o)
 	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
+		return nil, err // it names the trace ("open trace NAME: ...")
 	}
 	return &noting{Reader: r, in: t, name: name}, nil
 }

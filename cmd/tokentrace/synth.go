@@ -17,10 +17,13 @@ func synthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "synth",
 		Usage: "fit a workload model, generate synthetic traces, build the benchmark matrix, check fidelity",
-		UsageText: `tokentrace synth fit --out model.json trace.parquet
-tokentrace synth gen --seed 1 --duration 1h --rate-scale 2 --out synth.parquet model.json
-tokentrace synth matrix --out matrix.parquet
-tokentrace synth check --json trace.parquet synth.parquet`,
+		UsageText: `tokentrace synth COMMAND [flags] ARGS...
+
+Examples:
+  tokentrace synth fit --out model.json trace.parquet
+  tokentrace synth gen --seed 1 --duration 1h --rate-scale 2 --out synth.parquet model.json
+  tokentrace synth matrix --out matrix.parquet
+  tokentrace synth check --json trace.parquet synth.parquet`,
 		Description: `synth fits a content-free model of a trace (lengths, their joint shape,
 categories, prefix reuse, sessions, the arrival rate over time and the gaps
 within it), generates synthetic traces from it (same schema, byte-identical
@@ -36,11 +39,7 @@ func synthOut(c *cli.Context, out string, m traces.Meta) (traces.Writer, error) 
 	if out == "-" {
 		return traces.NewJSONLWriter(synthStdout{stdio(c).out}, m)
 	}
-	w, err := traces.Create(out, m)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", out, err)
-	}
-	return w, nil
+	return traces.Create(out, m) // its error names the file
 }
 
 type synthStdout struct{ io.Writer }

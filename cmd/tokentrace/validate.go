@@ -6,6 +6,7 @@ package main
 // package validate.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -139,7 +140,10 @@ func (f validateArgs) apply(c *cli.Context, o *validate.Options) error {
 	for _, t := range f.targets {
 		tg, err := validate.ParseTarget(t, replay.BuiltinSim())
 		if err != nil {
-			return usageErrorf("--target %w", err)
+			if te := (*validate.TargetError)(nil); errors.As(err, &te) {
+				return usageErrorf("--target %s: %w", te.Target, te.Err)
+			}
+			return usageErrorf("--target: %w", err)
 		}
 		o.Targets = append(o.Targets, tg)
 	}
