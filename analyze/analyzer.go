@@ -159,9 +159,9 @@ type Analyzer struct {
 	fl fleetAcc
 }
 
-// New returns an Analyzer with options o (zero fields take their defaults).
+// New returns an Analyzer with options o, from DefaultOptions (a zero
+// field is a value like any other: Validate refuses one it cannot use).
 func New(o Options) (*Analyzer, error) {
-	o = o.withDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -533,7 +533,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		rep.ITL, rep.ITLPerToken = itl, itlT
 		rep.acc, rep.itlSk = a.all, a.itl.sk
 		rep.scale = 1 << a.level
-		rep.Sampling = &Sampling{ExactRows: a.o.ExactRows, Rows: a.seen, Kept: a.rows.n, OneIn: 1 << a.level,
+		rep.Sampling = &Sampling{ExactRows: a.o.ExactRows, Rows: a.seen, Kept: a.rows.n, OneIn: 1 << a.level, terms: a.o.Terms,
 			RelativeError: logHistRelErr, Sampled: sampledSections}
 		if a.peak.broken {
 			rep.Sampling.Sampled = append(slices.Clone(sampledSections), "peak_concurrency")
@@ -586,7 +586,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	}
 	rep.Sessions = a.sess.result()
 	var pw []string
-	rep.PrefixCache, pw = a.pfx.result(a.o.KVBlocks)
+	rep.PrefixCache, pw = a.pfx.result(a.o.KVBlocks, a.o.Terms)
 	rep.Warnings = append(rep.Warnings, pw...)
 	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)

@@ -27,7 +27,7 @@ func TestITLRowsOnceWhenChunkIsToken(t *testing.T) {
 		for i := range 20 {
 			recs = append(recs, rec(int64(i), time.Duration(i)*100*time.Millisecond, 0, 50*time.Millisecond, 550*time.Millisecond, 100, 41, c.tokPerChunk))
 		}
-		rep := mustAnalyze(t, recs, Options{})
+		rep := mustAnalyze(t, recs, DefaultOptions())
 		var got []string
 		for _, l := range strings.Split(textOf(t, rep), "\n") {
 			if strings.HasPrefix(l, "ITL") {

@@ -319,7 +319,7 @@ func (p *prefixAcc) tally(r pendingRow, implied int64) {
 
 // result is the PrefixCache section (nil without prefix blocks) and the
 // warnings it comes with.
-func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
+func (p *prefixAcc) result(kvBlocks int, terms traces.Terms) (*PrefixCache, []string) {
 	for len(p.pending) > 0 {
 		p.process(minheap.Pop(&p.pending, sentFirst))
 	}
@@ -357,18 +357,19 @@ func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 	} else {
 		pc.Replicas = 0
 	}
-	pc.Explanation = pc.explain()
+	pc.Explanation = pc.explain(terms)
 	return &pc, warn
 }
 
 func tokRatio(a, b int64) float64 { return ratio(float64(a), float64(b)) }
 
 // explain says in one line why the server's rate differs from the
-// trace's.
-func (pc *PrefixCache) explain() string {
-	cache := "an unbounded cache (--kv-blocks 0)"
+// trace's, its options in terms.
+func (pc *PrefixCache) explain(terms traces.Terms) string {
+	kvBlocks := traces.OptionRef("Options.KVBlocks").Say(terms)
+	cache := "an unbounded cache (" + kvBlocks + " 0)"
 	if pc.KVBlocks > 0 {
-		cache = fmt.Sprintf("an LRU of %d blocks (--kv-blocks)", pc.KVBlocks)
+		cache = fmt.Sprintf("an LRU of %d blocks (%s)", pc.KVBlocks, kvBlocks)
 	}
 	g := pc.GapPoints
 	switch {
@@ -377,11 +378,11 @@ func (pc *PrefixCache) explain() string {
 	case math.Abs(g) <= gapTolerancePoints:
 		return fmt.Sprintf("the server cached what %s implies (within %.0f points)", cache, gapTolerancePoints)
 	case g < 0 && pc.KVBlocks == 0:
-		return fmt.Sprintf("the server cached %.1f points less than %s would: its KV cache is finite (evictions; give --kv-blocks its capacity), blocks were held by running requests, or prompts were not rebuilt from the trace's blocks", -g, cache)
+		return fmt.Sprintf("the server cached %.1f points less than %s would: its KV cache is finite (evictions; give %s its capacity), blocks were held by running requests, or prompts were not rebuilt from the trace's blocks", -g, cache, kvBlocks)
 	case g < 0:
-		return fmt.Sprintf("the server cached %.1f points less than %s implies: evictions in a cache smaller than --kv-blocks, blocks held by running requests, or prompts not rebuilt from the trace's blocks", -g, cache)
+		return fmt.Sprintf("the server cached %.1f points less than %s implies: evictions in a cache smaller than %s, blocks held by running requests, or prompts not rebuilt from the trace's blocks", -g, cache, kvBlocks)
 	}
-	larger := "a cache larger than --kv-blocks, "
+	larger := "a cache larger than " + kvBlocks + ", "
 	if pc.KVBlocks == 0 {
 		larger = ""
 	}

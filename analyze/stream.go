@@ -33,6 +33,8 @@ type Sampling struct {
 	// Sampled lists the sections computed on the sample (counts in them
 	// scaled by OneIn).
 	Sampled []string `json:"sampled"`
+	// terms say the option Note names (Options.Terms).
+	terms traces.Terms
 }
 
 // sampledSections are the sections Sampling.Sampled names; peak
@@ -74,8 +76,8 @@ func (s *Sampling) Note() string {
 	if slices.Contains(s.Sampled, "peak_concurrency") {
 		what = "tail attribution, timeline, peak concurrency and charts"
 	}
-	return fmt.Sprintf("%d rows passed --exact-rows %d: percentiles (~) from log histograms within %.2g%% (count, mean, std, min, max, tokens, throughput and goodput exact); %s from a 1-in-%d sample of %d rows, counts scaled by %d",
-		s.Rows, s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
+	return fmt.Sprintf("%d rows passed %s %d: percentiles (~) from log histograms within %.2g%% (count, mean, std, min, max, tokens, throughput and goodput exact); %s from a 1-in-%d sample of %d rows, counts scaled by %d",
+		s.Rows, traces.OptionRef("Options.ExactRows").Say(s.terms), s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
 }
 
 // The latency figures of a row (row.figures): an acc's sketches, and

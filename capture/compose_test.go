@@ -100,7 +100,7 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 	// k: one more than a common category's largest count in any one part.
 	perPart := map[string][]int{}
 	for i := range shards {
-		r, err := traces.OpenWith(filepath.Join(partsDir, fmt.Sprintf("part-%05d.parquet", i)), traces.OpenOptions{AllowDeferred: true})
+		r, err := traces.OpenWith(filepath.Join(partsDir, fmt.Sprintf("part-%05d.parquet", i)), partMeta())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 	partsDir = mkdir(t, filepath.Join(dir, "parts-k"))
 	captureParts(t, o, partsDir, shards)
 	out := filepath.Join(dir, "composed.parquet")
-	st := compose(t, ComposeOptions{}, []string{filepath.Join(partsDir, "*.parquet")}, out)
+	st := compose(t, DefaultComposeOptions(), []string{filepath.Join(partsDir, "*.parquet")}, out)
 	got, meta := testtraces.ReadAll(t, out)
 	if meta.KAnonDeferred() || meta.KThreshold != k {
 		t.Errorf("composed meta: deferred %v, k %d; want finished, k %d", meta.KAnonDeferred(), meta.KThreshold, k)
@@ -229,9 +229,9 @@ func TestComposeRefuses(t *testing.T) {
 		o     ComposeOptions
 		want  string
 	}{
-		{"a finished trace is not a part", []string{p0, whole}, ComposeOptions{}, "is not a capture part"},
-		{"parts captured with different keys do not compose", []string{p0, filepath.Join(other, "part-1.parquet")}, ComposeOptions{}, "captured with key"},
-		{"a smaller k than the parts were captured for is refused", []string{p0}, ComposeOptions{MinCategorySize: 2}, "MinCategorySize"},
+		{"a finished trace is not a part", []string{p0, whole}, DefaultComposeOptions(), "is not a capture part"},
+		{"parts captured with different keys do not compose", []string{p0, filepath.Join(other, "part-1.parquet")}, DefaultComposeOptions(), "captured with key"},
+		{"a smaller k than the parts were captured for is refused", []string{p0}, func() ComposeOptions { o := DefaultComposeOptions(); o.MinCategorySize = 2; return o }(), "MinCategorySize"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,8 +249,8 @@ func TestComposeRefuses(t *testing.T) {
 func TestPartNeedsKey(t *testing.T) {
 	o := DefaultOptions()
 	o.Part = true
-	var oe *OptionError
-	if err := o.Validate(); !errors.As(err, &oe) || oe.Option != "Key" {
+	var oe *traces.OptionError
+	if err := o.Validate(); !errors.As(err, &oe) || oe.Option != "Options.Key" {
 		t.Fatalf("got %v, want an OptionError on Key", err)
 	}
 }

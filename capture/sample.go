@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -113,7 +114,9 @@ type sampleReq struct {
 // non-streaming requests, a few errors. All text is invented from random
 // syllables; usage numbers are what capture's tokenizer counts.
 func WriteSampleLogs(ctx context.Context, w io.Writer, seed int64, o SampleOptions) error {
-	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return err
+	}
 	enc, err := fastEncoder(DefaultTokenizer)
 	if err != nil {
 		return err
@@ -145,22 +148,17 @@ func WriteSampleLogs(ctx context.Context, w io.Writer, seed int64, o SampleOptio
 	return nil
 }
 
-// withDefaults fills o's zero fields from DefaultSampleOptions.
-func (o SampleOptions) withDefaults() SampleOptions {
-	d := DefaultSampleOptions()
+// Validate refuses options WriteSampleLogs cannot use: a span or a rate
+// that is not positive.
+func (o SampleOptions) Validate() error {
+	var errs []error
 	if o.Duration <= 0 {
-		o.Duration = d.Duration
+		errs = append(errs, optionErr("SampleOptions.Duration", o.Duration, "must be > 0"))
 	}
-	if o.Rate <= 0 {
-		o.Rate = d.Rate
+	if !(o.Rate > 0) {
+		errs = append(errs, optionErr("SampleOptions.Rate", o.Rate, "must be > 0"))
 	}
-	if o.Start.IsZero() {
-		o.Start = d.Start
-	}
-	if o.Model == "" {
-		o.Model = d.Model
-	}
-	return o
+	return errors.Join(errs...)
 }
 
 // newSampleGen seeds the generator and invents its 400 words.

@@ -41,7 +41,7 @@ type spool struct {
 }
 
 func newSpool(o Options) *spool {
-	return &spool{budget: o.sortMemory(), tmpRoot: o.TempDir}
+	return &spool{budget: o.SortMemoryBytes, tmpRoot: o.TempDir}
 }
 
 // redactedBytes is what a buffered request costs besides its lists.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/traces"
@@ -150,7 +151,7 @@ func (j *journal) close() error {
 // first failed write stops sending at once: a run that goes on would hold
 // requests nothing on disk keeps if the process died.
 func (r *runner) journalLoop(j *journal) error {
-	t := tickerOr(r.o.JournalSync, DefaultJournalSync)
+	t := time.NewTicker(r.o.JournalSync)
 	defer t.Stop()
 	var werr error
 	// With RecordsInJournal the journal is where records live: a batch

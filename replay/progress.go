@@ -71,20 +71,11 @@ func failureReason(rec *traces.Record) string {
 	return rec.Status + ": " + rec.Error[:min(len(rec.Error), 100)]
 }
 
-// tickerOr ticks every period, or every def when period is not positive
-// (an option left at zero).
-func tickerOr(period, def time.Duration) *time.Ticker {
-	if period <= 0 {
-		period = def
-	}
-	return time.NewTicker(period)
-}
-
 // progressLoop writes a status every ProgressPeriod until done: one line
 // rewritten in place on a terminal, else (Options.ProgressLines) a plain
 // line each time, for logs.
 func (r *runner) progressLoop(done <-chan struct{}) {
-	t := tickerOr(r.o.ProgressPeriod, DefaultProgressPeriod)
+	t := time.NewTicker(r.o.ProgressPeriod)
 	defer t.Stop()
 	var lastTok int64
 	last := time.Now()

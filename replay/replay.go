@@ -197,7 +197,7 @@ func (p *Plan) check(o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if od := o.WithDefaults(); selectionOf(&od) != p.sel {
+	if selectionOf(o) != p.sel {
 		return errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {
@@ -257,7 +257,7 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 	if p.needChat && !o.NoCalibrate {
 		r.chat = r.calibrate(ctx)
 	} else if p.needChat {
-		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
+		r.chat = chatCalibration{perWord: 1, source: traces.Textf("none (%s)", traces.OptionRef("Options.NoCalibrate")).Say(o.Terms)}
 	}
 	if o.Journal != "" {
 		var err error

@@ -71,7 +71,7 @@ func displayName(name string) string {
 
 // Open opens a trace or results file for reading; "-" is stdin. The codec
 // is chosen by content, whatever the name says.
-func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
+func Open(name string) (Reader, error) { return OpenWith(name, DefaultOpenOptions()) }
 
 // OpenWith is Open with options. A directory or a glob pattern opens a
 // dataset: its part files read one after the other in name order (see
@@ -100,10 +100,10 @@ func OpenWith(name string, o OpenOptions) (Reader, error) {
 
 func openWith(name string, o OpenOptions) (Reader, error) {
 	if name == "-" {
-		var in io.Reader = os.Stdin
-		if o.Stdin != nil {
-			in = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
+		if o.Stdin == nil {
+			return nil, OptionErrorf("", "OpenOptions.Stdin", "nil: nothing to read %q from", name)
 		}
+		in := struct{ io.Reader }{o.Stdin} // stdin is not ours to close
 		r, err := NewReader(in, "-", o)
 		if err != nil {
 			return nil, fmt.Errorf("open trace stdin: %w", err)
@@ -143,6 +143,13 @@ func openWith(name string, o OpenOptions) (Reader, error) {
 		return nil, fmt.Errorf("open trace %s: %w", name, err)
 	}
 	return r, nil
+}
+
+// publicTraceErr is ErrUnknownFormat for a public trace of import format
+// f, with the import command that converts it.
+func publicTraceErr(f string) error {
+	imp := NewCommand("import").With(CommandFormat, f)
+	return fmt.Errorf("%w: %w", ErrUnknownFormat, Textf("this looks like a public %s trace, not a tokentrace trace: convert it with %s", f, imp))
 }
 
 // NewReader sniffs the codec of r's content and returns a Reader over it;
@@ -212,14 +219,14 @@ func sniffText(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, z
 			return nil, &LogsError{File: displayName(name), Shape: shape}
 		}
 		if f := importFormatOf(trimmed); f != "" {
-			return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+			return nil, publicTraceErr(f)
 		}
 		return newJSONLReader(br, closer, name, o, zst)
 	case bytes.HasPrefix(trimmed, []byte(csvMetaPrefix)) || looksLikeCSVHeader(trimmed):
 		return newCSVReader(br, closer, name, o, zst)
 	}
 	if f := importFormatOf(trimmed); f != "" {
-		return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+		return nil, publicTraceErr(f)
 	}
 	if shape := logShapeOf(trimmed); shape != "" {
 		return nil, &LogsError{File: displayName(name), Shape: shape}
@@ -285,7 +292,9 @@ func (m multiCloser) Close() error {
 
 // Create creates the named file for writing with the codec chosen by its
 // extension (see FormatOf); "-" is stdout (JSONL).
-func Create(name string, m Meta) (Writer, error) { return CreateWith(name, m, CreateOptions{}) }
+func Create(name string, m Meta) (Writer, error) {
+	return CreateWith(name, m, DefaultCreateOptions())
+}
 
 // CreateWith is Create with options.
 func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
@@ -298,11 +307,10 @@ func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
 	}
 	var f io.WriteCloser
 	if name == "-" {
-		out := o.Stdout
-		if out == nil {
-			out = os.Stdout
+		if o.Stdout == nil {
+			return nil, fmt.Errorf("create trace: %w", OptionErrorf("", "CreateOptions.Stdout", "nil: nothing to write %q to", name))
 		}
-		f = nopCloser{out}
+		f = nopCloser{o.Stdout}
 	} else {
 		// The final name only ever holds a complete file: a failed write
 		// (a full disk) or a crash leaves it untouched.
@@ -359,11 +367,11 @@ func Abort(w Writer) {
 }
 
 func (o *CreateOptions) validate() error {
-	if o.RowGroupRows < 0 {
-		return fmt.Errorf("row group rows %d: must be positive", o.RowGroupRows)
+	if o.RowGroupRows <= 0 {
+		return OptionErrorf("", "CreateOptions.RowGroupRows", "%d: must be positive", o.RowGroupRows)
 	}
-	if o.SortMemoryBytes < 0 {
-		return OptionErrorf("", "CreateOptions.SortMemoryBytes", "%d: must be positive (0 = the default)", o.SortMemoryBytes)
+	if o.SortMemoryBytes <= 0 {
+		return OptionErrorf("", "CreateOptions.SortMemoryBytes", "%d: must be positive", o.SortMemoryBytes)
 	}
 	return nil
 }

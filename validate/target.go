@@ -38,6 +38,13 @@ type TargetError struct {
 func (e *TargetError) Error() string { return "target " + e.Target + ": " + e.Err.Error() }
 func (e *TargetError) Unwrap() error { return e.Err }
 
+// targetErr says a TargetError as the option it is (Options.Targets), so a
+// caller that says options by its own terms finds it; the TargetError
+// inside names the target.
+func targetErr(e *TargetError) error {
+	return &traces.OptionError{Pkg: "validate", Option: "Options.Targets", Err: e}
+}
+
 // shown is a target argument quoted for an error, a URL's credentials
 // removed.
 func shown(s string) string {
@@ -55,20 +62,25 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$`)
 // "sim:KEY=VALUE,..." (base with the keys of sim.ApplyConfig applied, e.g.
 // "b=sim:max-num-seqs=64,prefix-caching=false", or a fleet:
 // "pa=sim:replicas=4,router=prefix-aware").
+//
+// An error is a *traces.OptionError naming Options.Targets around a
+// *TargetError naming the target; replay's own
+// (naming the spec it read, "target") is said by it, with the target's
+// name, its cause kept.
 func ParseTarget(s string, base sim.Options) (Target, error) {
 	name, spec, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok || spec == "" {
-		return Target{}, &TargetError{Target: shown(s), Err: errors.New("want NAME=URL or NAME=sim[:KEY=VALUE,...]")}
+		return Target{}, targetErr(&TargetError{Target: shown(s), Err: errors.New("want NAME=URL or NAME=sim[:KEY=VALUE,...]")})
 	}
 	if !nameRE.MatchString(name) {
-		return Target{}, &TargetError{Target: shown(s), Err: fmt.Errorf("name %q: want letters, digits, '.', '_' or '-' (at most 40)", name)}
+		return Target{}, targetErr(&TargetError{Target: shown(s), Err: fmt.Errorf("name %q: want letters, digits, '.', '_' or '-' (at most 40)", name)})
 	}
 	to, err := replay.ParseTarget(spec, base)
 	if oe := (*traces.OptionError)(nil); errors.As(err, &oe) {
-		err = oe.Err // the target is named here, with its name
+		err = oe.Err // replay's names the spec; this one names the target
 	}
 	if err != nil {
-		return Target{}, &TargetError{Target: name, Err: err}
+		return Target{}, targetErr(&TargetError{Target: name, Err: err})
 	}
 	t := Target{Name: name, URL: to.URL, Sim: to.Sim, Config: spec}
 	if t.URL != "" {

@@ -18,7 +18,6 @@
 package prom
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,41 +61,52 @@ const (
 	PrefillRole = fleetseries.PrefillRole
 )
 
-// Options say which Prometheus to ask and for what.
+// Options say which Prometheus to ask and for what. Start from
+// DefaultOptions: a field's zero is a value of its own, never its default.
 type Options struct {
 	// URL is the Prometheus base URL (http://prometheus:9090). Required;
-	// credentials in it are refused (use the *File options).
+	// credentials in it are refused (use the *File options). Defaults to
+	// "".
 	URL string
-	// Start is the wall time of the trace's arrival offset 0; Duration is
-	// the window length. Required.
-	Start    time.Time
+	// Start is the wall time of the trace's arrival offset 0. Required.
+	// Defaults to the zero time.
+	Start time.Time
+	// Duration is the window length. Required. Defaults to 0.
 	Duration time.Duration
-	// Step is the resolution of the series (default DefaultStep); rates and
-	// means are taken over one step.
+	// Step is the resolution of the series (whole seconds); rates and
+	// means are taken over one step. Defaults to DefaultStep.
 	Step time.Duration
 	// Selector holds extra label matchers for every series, e.g.
-	// `job="vllm",model_name="llama"` (default "": all series).
+	// `job="vllm",model_name="llama"` ("": all series). Defaults to "".
 	Selector string
-	// InstanceLabel is the label that tells the servers apart (default
-	// DefaultInstanceLabel, "instance"). Replicas scraped through one
-	// endpoint (tokentrace sim's fleet) or known by their pod name are
-	// told apart by another, e.g. "pod".
+	// InstanceLabel is the label that tells the servers apart. Replicas
+	// scraped through one endpoint (tokentrace sim's fleet) or known by
+	// their pod name are told apart by another, e.g. "pod". Defaults to
+	// DefaultInstanceLabel ("instance").
 	InstanceLabel string
 	// RoleLabel is the label holding each server's role in a fleet, e.g.
 	// "role", or llm-d's pod label llm-d.ai/role where the scrape
 	// configuration copies it onto the series (as "llm_d_ai_role", say);
-	// default "": no roles. A role label that no series carries is an
-	// error (ErrLabel) listing the labels the series have.
+	// "": no roles. A role label that no series carries is an error
+	// (ErrLabel) listing the labels the series have. Defaults to "".
 	RoleLabel string
 	// BearerTokenFile and BasicAuthFile ("user:password") hold credentials;
-	// their contents never appear in errors or logs (default: none).
+	// their contents never appear in errors or logs. Default to "" (none).
 	BearerTokenFile, BasicAuthFile string
-	// Timeout bounds each query (default DefaultTimeout); a failed query is
-	// retried Retries times (default DefaultRetries) with a short backoff.
+	// Timeout bounds each query (> 0). Defaults to DefaultTimeout.
 	Timeout time.Duration
+	// Retries is how many times a failed query is retried, with a short
+	// backoff (0: never). Defaults to DefaultRetries.
 	Retries int
-	// Client is the HTTP client (default http.DefaultClient's transport).
+	// Client is the HTTP client (nil: http.DefaultClient's transport).
+	// Defaults to nil.
 	Client *http.Client
+}
+
+// DefaultOptions returns every option's default, the values the field docs
+// name; set URL, Start and Duration before use.
+func DefaultOptions() Options {
+	return Options{Step: DefaultStep, InstanceLabel: DefaultInstanceLabel, Timeout: DefaultTimeout, Retries: DefaultRetries}
 }
 
 // Result is the fetched series.
@@ -233,21 +243,6 @@ func sglangGauge(name, sel string) string {
 	return name + "{" + sel + "}"
 }
 
-func (o *Options) defaults() {
-	if o.Step == 0 {
-		o.Step = DefaultStep
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.Retries == 0 {
-		o.Retries = DefaultRetries
-	}
-	if o.InstanceLabel == "" {
-		o.InstanceLabel = DefaultInstanceLabel
-	}
-}
-
 // labelName is Prometheus' label name syntax.
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
@@ -270,11 +265,15 @@ func (o *Options) Validate() error {
 		return optionErr("Options.Step", "want whole seconds ≥ 1s, got %v", o.Step)
 	case o.Duration/o.Step > 11000:
 		return optionErr("Options.Step", "%v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
-	case o.InstanceLabel != "" && !labelName.MatchString(o.InstanceLabel):
+	case o.Timeout <= 0:
+		return optionErr("Options.Timeout", "want > 0, got %v", o.Timeout)
+	case o.Retries < 0:
+		return optionErr("Options.Retries", "want >= 0, got %d", o.Retries)
+	case !labelName.MatchString(o.InstanceLabel):
 		return optionErr("Options.InstanceLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.InstanceLabel)
 	case o.RoleLabel != "" && !labelName.MatchString(o.RoleLabel):
 		return optionErr("Options.RoleLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
-	case o.RoleLabel != "" && o.RoleLabel == cmp.Or(o.InstanceLabel, DefaultInstanceLabel):
+	case o.RoleLabel != "" && o.RoleLabel == o.InstanceLabel:
 		return optionErr("Options.RoleLabel", "%q is also %w: one label cannot name both a replica and its pool", o.RoleLabel, traces.OptionRef("Options.InstanceLabel"))
 	}
 	return nil
@@ -349,7 +348,6 @@ func (o *Options) transport() (http.RoundTripper, error) {
 // the result holds the pooled rows (Instance "") and then each instance's
 // rows; missing metrics, gaps and resets are counted on the pooled series.
 func Fetch(ctx context.Context, o Options) (*Result, error) {
-	o.defaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -198,29 +198,6 @@ func errorText(path string, err error, code int) string {
 	return text
 }
 
-// zeroTyped refuses an explicit 0 for flags whose library option takes
-// zero as "the default" (options structs fill zero fields with their
-// defaults): a 0 typed on the command line would otherwise run silently
-// with the default.
-func zeroTyped(c *cli.Context, flags ...string) error {
-	for _, f := range flags {
-		if !c.IsSet(f) {
-			continue
-		}
-		switch v := c.Value(f).(type) {
-		case int:
-			if v == 0 {
-				return usageErrorf("--%s: 0 is not a value here (leave the flag out for its default)", f)
-			}
-		case float64:
-			if v == 0 {
-				return usageErrorf("--%s: must be > 0, got 0", f)
-			}
-		}
-	}
-	return nil
-}
-
 // args checks the positional arguments: between min and max of them
 // (max < 0: no limit), none that looks like a flag (urfave/cli v2 silently
 // ignores flags placed after a positional argument, so we refuse them).

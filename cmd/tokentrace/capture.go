@@ -126,7 +126,7 @@ func (f captureArgs) apply(o *capture.Options, names []string) error {
 	}
 	o.PartIndex = max(f.part, 0)
 	if err := o.Validate(); err != nil {
-		return usageErrorf("capture: %w", captureFlagError(err))
+		return usageError(fmt.Errorf("capture: %w", err), captureFlags)
 	}
 	var err error
 	if o.Key, err = captureKey(f.keyFile, f.newKeyFile); err != nil {
@@ -150,24 +150,14 @@ func (f captureArgs) apply(o *capture.Options, names []string) error {
 // 1,000 req/s, 2 Mi k counts) stays well under it.
 const defaultCaptureMemLimitMiB = 448
 
-// captureFlags maps capture.Options fields to the flags that set them.
+// captureFlags are the capture and compose commands' flags whose option
+// (capture's, by the name its errors give) is not their kebab-cased name.
 var captureFlags = map[string]string{
-	"Format": "format", "Tokenizer": "tokenizer", "MinCategorySize": "min-category-size",
-	"BlockSize": "block-size", "Sessions": "sessions", "MaxLineBytes": "max-line-bytes",
-	"Key": "key-file", "Fields": "field", "Workers": "workers", "Year": "year",
-	"SortMemoryBytes": "sort-memory-mib", "TempDir": "temp-dir", "SessionIdle": "session-idle", "MaxKAnonEntries": "max-kanon-entries", "PartIndex": "part",
-}
-
-// captureFlagError restates an invalid option as its flag.
-func captureFlagError(err error) error {
-	var oe *capture.OptionError
-	if !errors.As(err, &oe) || captureFlags[oe.Option] == "" {
-		return err
-	}
-	if oe.Value == "" {
-		return fmt.Errorf("--%s: %s", captureFlags[oe.Option], oe.Want)
-	}
-	return fmt.Errorf("--%s %s: %s", captureFlags[oe.Option], oe.Value, oe.Want)
+	"Options.Key":             "--key-file",
+	"Options.Fields":          "--field",
+	"Options.SortMemoryBytes": "--sort-memory-mib",
+	"Options.MaxKAnonEntries": "--max-kanon-entries",
+	"Options.PartIndex":       "--part",
 }
 
 // fieldFlags maps --field NAME=path remappings into o.Fields.

@@ -21,7 +21,9 @@ func runCapture(c *cli.Context, o capture.Options, out string, names []string) e
 		if out == "-" {
 			return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
 		}
-		return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
+		co := traces.DefaultCreateOptions()
+		co.SortMemoryBytes, co.TempDir = o.SortMemoryBytes, o.TempDir
+		return traces.CreateWith(out, m, co)
 	}
 	o.Progress = func(p capture.Progress) {
 		if p.Phase == "writing" {

@@ -145,7 +145,7 @@ func TestInspectHelpHasExample(t *testing.T) {
 // TestInspectAzure: the shared Azure code trace imports to 8,819 rows.
 func TestInspectAzure(t *testing.T) {
 	src := testtraces.Path(t, "azure_llm_2023/AzureLLMInferenceTrace_code.csv")
-	recs, m, _, err := formats.ImportAll(context.Background(), "azure", src, traces.OpenOptions{})
+	recs, m, _, err := formats.ImportAll(context.Background(), "azure", src, traces.DefaultOpenOptions())
 	if err != nil {
 		t.Skipf("azure importer not available: %v", err)
 	}

@@ -264,10 +264,46 @@ func funcName(fd *ast.FuncDecl) string {
 // with %w. It checks the string literals of fmt.Errorf and errors.New
 // calls, the format of OptionErrorf and of the packages' optionErr
 // helpers, and every Error() method; doc comments and other strings are
-// free to name options.
+// free to name options. And no library string literal at all (an error,
+// a note, advice, a command) says one of tokentrace's flags: text that
+// names an option holds it as a traces.OptionRef (or a command as a
+// traces.Command) in a traces.Text, which the CLI says with its flags;
+// other tools' flags, which tokentrace's text quotes, are listed below.
 func TestLibrariesNameOptionsStructurally(t *testing.T) {
 	optionName := regexp.MustCompile(`Options\.[A-Z]`)
+	flagText := regexp.MustCompile(`(^|[^\w-])(--[a-z][a-z0-9.-]*)`)
+	othersFlags := map[string]string{
+		"--log-level":                    "vLLM's: it logs prompts at DEBUG (capture's problem kinds)",
+		"--enable-prompt-tokens-details": "vLLM's: it reports cached prompt tokens (analyze's prefix cache)",
+		"--enable-per-request-metrics":   "vLLM's: it reports per-request server timings (sim/twin's fit notes)",
+		"--custom-dataset-type":          "AIPerf's: the dataset type of an export (formats)",
+		"--data":                         "GuideLLM's: the trace an export feeds it (formats)",
+		"--dataset-name":                 "vllm bench serve's (formats)",
+		"--timed-trace-sec-multiplier":   "vllm bench serve's (formats)",
+		"--timed-trace-chunk-hash-size":  "vllm bench serve's (formats)",
+		"--sharegpt-output-len":          "SGLang bench_serving's (formats)",
+		"--config.file":                  "Prometheus' (internal/promtest starts one)",
+		"--storage.tsdb.path":            "Prometheus' (internal/promtest)",
+		"--web.listen-address":           "Prometheus' (internal/promtest)",
+		"--log.level":                    "Prometheus' (internal/promtest)",
+	}
+	flagsSeen := 0
 	checked := parseModule(t, func(_, name string) bool { return name == "cmd" }, func(fset *token.FileSet, _, _ string, f *ast.File) {
+		if f.Name.Name != "main" { // a program says its own flags
+			ast.Inspect(f, func(n ast.Node) bool {
+				lit, ok := n.(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					return true
+				}
+				for _, m := range flagText.FindAllStringSubmatch(lit.Value, -1) {
+					flagsSeen++
+					if _, other := othersFlags[m[2]]; !other {
+						t.Errorf("%s: %s says the flag %s: name the option in a traces.Text (traces.Textf with a traces.OptionRef, or a traces.Command) for the CLI to say", fset.Position(lit.Pos()), lit.Value, m[2])
+					}
+				}
+				return true
+			})
+		}
 		check := func(n ast.Node, intoCalls bool) {
 			ast.Inspect(n, func(m ast.Node) bool {
 				if _, ok := m.(*ast.CallExpr); ok && !intoCalls {
@@ -305,8 +341,8 @@ func TestLibrariesNameOptionsStructurally(t *testing.T) {
 			return true
 		})
 	})
-	if checked < 100 {
-		t.Fatalf("checked %d library files; the walk missed the module", checked)
+	if checked < 100 || flagsSeen < len(othersFlags) {
+		t.Fatalf("checked %d library files, %d flags in their strings; the walk missed the module", checked, flagsSeen)
 	}
 }
 

@@ -59,14 +59,13 @@ trace (TRACE.twin.conf), checked against the incident itself, and asked.`
 
 func postmortemCommand() *cli.Command {
 	var (
-		o                   prom.Options
+		o                   = prom.DefaultOptions()
 		start, slo, html    string
 		metricsOut, tailMet string
 		tail, jsonOut       string
 		whatIf              headerFlag
 		rf                  readFlags
 	)
-	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
 	return &cli.Command{
 		Name:        "postmortem",
 		Usage:       "explain a production tail from a captured trace and the server's Prometheus history",
@@ -184,7 +183,7 @@ func (pm *postmortemArgs) fetchSeries(c *cli.Context, o prom.Options) ([]traces.
 // report: text on stdout, JSON and HTML where asked.
 func (pm *postmortemArgs) report(c *cli.Context) error {
 	var err error
-	ao := analyze.DefaultOptions()
+	ao := analyzeOptions()
 	ao.TailMetric, ao.Read = pm.tailMetric, pm.rf.options(c)
 	if ao.TailPercentile, err = analyze.ParsePercentile(pm.tail); err != nil {
 		return usageErrorf("--tail: %w", err)

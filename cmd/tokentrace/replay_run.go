@@ -85,7 +85,9 @@ func (a *replayArgs) target() (replay.TargetOptions, error) {
 	case given && a.o.URL != "":
 		return replay.TargetOptions{}, usageErrorf("--url %s and --target %s both name the target: give one (--target takes a URL too)", replay.RedactURL(a.o.URL), replay.RedactURL(spec))
 	case a.o.URL != "":
-		return replay.TargetOptions{URL: a.o.URL}, nil
+		to := replay.DefaultTargetOptions()
+		to.URL, to.Sim = a.o.URL, nil // a server, not the simulator
+		return to, nil
 	case !given:
 		spec = "sim"
 	}

@@ -34,8 +34,8 @@ func readFlagsInto(o *traces.OpenOptions) []cli.Flag {
 
 // options are the traces.OpenOptions the flags ask for.
 func (f *readFlags) options(c *cli.Context) traces.OpenOptions {
-	o := f.o
-	o.Stdin = stdio(c).in
+	o := traces.DefaultOpenOptions()
+	o.Strict, o.Salvage, o.Stdin = f.o.Strict, f.o.Salvage, stdio(c).in
 	return o
 }
 

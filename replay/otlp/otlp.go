@@ -119,14 +119,32 @@ type Stats struct {
 	Dropped int64
 }
 
-// ReceiverOptions tune an Receiver.
+// ReceiverOptions tune a Receiver. Start from DefaultReceiverOptions: a
+// field's zero is a value of its own, never its default.
 type ReceiverOptions struct {
-	// MaxBody bounds one request body after decompression. Defaults to
-	// DefaultOTLPMaxBody.
+	// MaxBody bounds one request body after decompression (> 0). Defaults
+	// to DefaultOTLPMaxBody.
 	MaxBody int64
-	// MaxSpans bounds the llm_request spans kept. Defaults to
+	// MaxSpans bounds the llm_request spans kept (> 0). Defaults to
 	// DefaultOTLPMaxSpans.
 	MaxSpans int
+}
+
+// DefaultReceiverOptions returns every ReceiverOptions default.
+func DefaultReceiverOptions() ReceiverOptions {
+	return ReceiverOptions{MaxBody: DefaultOTLPMaxBody, MaxSpans: DefaultOTLPMaxSpans}
+}
+
+// Validate reports the first option a Receiver cannot use, naming it in a
+// *traces.OptionError.
+func (o ReceiverOptions) Validate() error {
+	switch {
+	case o.MaxBody <= 0:
+		return traces.OptionErrorf("otlp", "ReceiverOptions.MaxBody", "must be > 0, got %d", o.MaxBody)
+	case o.MaxSpans <= 0:
+		return traces.OptionErrorf("otlp", "ReceiverOptions.MaxSpans", "must be > 0, got %d", o.MaxSpans)
+	}
+	return nil
 }
 
 // Receiver is an OTLP/HTTP traces receiver (protobuf and JSON, optional
@@ -149,13 +167,10 @@ type Receiver struct {
 }
 
 // NewReceiver returns a receiver; serve it with Start or mount it as an
-// http.Handler.
-func NewReceiver(o ReceiverOptions) *Receiver {
-	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultOTLPMaxBody
-	}
-	if o.MaxSpans <= 0 {
-		o.MaxSpans = DefaultOTLPMaxSpans
+// http.Handler. An error is o's (Validate).
+func NewReceiver(o ReceiverOptions) (*Receiver, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	return &Receiver{
 		maxBody:  o.MaxBody,
@@ -165,7 +180,7 @@ func NewReceiver(o ReceiverOptions) *Receiver {
 		seen:     map[string]struct{}{},
 		expected: map[string]struct{}{},
 		changed:  make(chan struct{}),
-	}
+	}, nil
 }
 
 // Start listens on addr ("127.0.0.1:4318"; port 0 picks one) and serves

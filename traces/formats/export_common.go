@@ -17,7 +17,7 @@ import (
 // lossReporter is implemented by export writers that count what their
 // format cannot hold; losses is read after Close.
 type lossReporter interface {
-	losses() []string
+	losses() []traces.Text
 }
 
 // reportLosses hands w's losses to o.Lost.

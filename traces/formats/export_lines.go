@@ -46,7 +46,7 @@ type aiperfChain struct {
 	sent, out, done int64
 }
 
-func (w *lineWriter) losses() []string { return w.tally.notes() }
+func (w *lineWriter) losses() []traces.Text { return w.tally.notes() }
 
 func newLineWriter(w io.Writer, m traces.Meta, o ExportOptions, f lineFormat) (traces.Writer, error) {
 	if err := o.Validate(); err != nil {
@@ -291,7 +291,7 @@ type azureWriter struct {
 	buf   []byte
 }
 
-func (w *azureWriter) losses() []string { return w.tally.notes() }
+func (w *azureWriter) losses() []traces.Text { return w.tally.notes() }
 
 func (w *azureWriter) Write(recs []traces.Record) (int, error) {
 	for i := range recs {

@@ -78,18 +78,20 @@ func Importer(format string) (ImportFunc, error) {
 	return nil, fmt.Errorf("%w %q: import formats are %s", traces.ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }
 
-// Import opens the named file ("-" = o.Stdin, else os.Stdin) and returns a
+// Import opens the named file ("-" = o.Stdin) and returns a
 // Reader of its rows decoded in the given import format (see ImportFrom).
 // Close the Reader to close the file.
 func Import(ctx context.Context, format, name string, o traces.OpenOptions) (traces.Reader, error) {
 	if _, err := Importer(format); err != nil {
 		return nil, err
 	}
-	var f io.Reader = os.Stdin
-	if o.Stdin != nil {
+	var f io.Reader
+	if name == "-" {
+		if o.Stdin == nil {
+			return nil, fmt.Errorf("import %s: %w", format, traces.OptionErrorf("", "OpenOptions.Stdin", "nil: nothing to read %q from", name))
+		}
 		f = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
-	}
-	if name != "-" {
+	} else {
 		file, err := os.Open(name)
 		if err != nil {
 			return nil, fmt.Errorf("import %s: %w", format, err)

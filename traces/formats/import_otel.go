@@ -83,7 +83,7 @@ type otelDecoder struct {
 	tally    importTally
 }
 
-func (d *otelDecoder) notes() []string { return d.tally.notes() }
+func (d *otelDecoder) notes() []traces.Text { return d.tally.notes() }
 
 func (d *otelDecoder) next(rec *traces.Record) error {
 	for len(d.queue) == 0 {
