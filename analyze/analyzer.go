@@ -593,18 +593,19 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	}
 	rep.computeFleetLoad()                   // fleet.go
 	rep.ReplayClock = replayClock(a.sources) // evidence.go
-	rep.attribute()
+	rep.SimLateness = simLateness(a.sources) // simlateness.go
+	pooled, byInstance := splitSamples(a.samples)
+	rep.attribute(byInstance)
 	rep.fleetSection() // fleet.go
 	rep.windows()
-	pooled, byInstance := splitSamples(a.samples)
 	if len(pooled) == 0 && len(byInstance) == 0 {
 		rep.Notes = append(rep.Notes, rep.metricsMissingNote()) // evidence.go
 	}
 	rep.serverLoad(pooled)
-	rep.series = pooled          // sorted by serverLoad; the HTML incident timeline draws them
-	rep.instanceLoad(byInstance) // instances.go
-	rep.crossCheck(pooled)       // crosscheck.go
-	rep.missingSeries(pooled)    // seriesmissing.go
+	rep.series = pooled                // sorted by serverLoad; the HTML incident timeline draws them
+	rep.instanceLoad(byInstance)       // instances.go
+	rep.crossCheck(pooled, byInstance) // crosscheck.go
+	rep.missingSeries(pooled)          // seriesmissing.go
 	rep.diagnose()
 	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
 		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())

@@ -303,12 +303,10 @@ func (rep *Report) metricNs(r *row) (float64, bool) {
 // nanoseconds. server says whether server timings were used. ok is false for
 // failed rows and rows without the metric.
 //
-// A disaggregated request (a prefill replica named) without server timings
-// is split by the prefill pool's estimated queue (estimatePrefillQueues):
-// its wait beyond the estimated prefill is the prefill-side queue as far
-// as that lane holds it, and the rest, until the first token, the KV
-// transfer (which then also holds any wait for a decode replica's batch:
-// the client cannot tell the two apart).
+// A disaggregated request (a prefill replica named) without the server's
+// whole split takes its estimate (pd.go): the prefill side's queue and
+// prefill, the KV transfer and the decode-side wait, from what the decode
+// side reported and the prefill replicas' scheduling.
 func (rep *Report) components(i int, r *row) (c [nComponents]float64, server, ok bool) {
 	if !r.ok {
 		return c, false, false
@@ -330,17 +328,17 @@ func (rep *Report) components(i int, r *row) (c [nComponents]float64, server, ok
 		c[cOther] = total - c[cQueue] - c[cPrefill] - c[cKVTransfer] - c[cDecodeQueue] - c[cDecode]
 		return c, true, true
 	}
-	pre := min(rep.est.prefill(r.uncached()), max(ttft, 0))
-	c[cPrefill] = pre
-	wait := max(ttft-pre, 0)
-	c[cQueue] = wait
-	if pq := rep.prefillQueue(i); r.pre >= 0 && pq >= 0 {
-		c[cQueue] = min(float64(pq), wait)
-		c[cKVTransfer] = wait - c[cQueue]
-	}
 	if !isTTFT {
 		c[cDecode] = max(total-ttft, 0)
 	}
+	if e, ok := rep.pdSplit(i); ok {
+		c[cQueue], c[cPrefill], c[cKVTransfer], c[cDecodeQueue] = float64(e.queue), float64(e.prefill), float64(e.kv), float64(e.dq)
+		c[cOther] = ttft - c[cQueue] - c[cPrefill] - c[cKVTransfer] - c[cDecodeQueue]
+		return c, false, true
+	}
+	pre := min(rep.est.prefill(r.uncached()), max(ttft, 0))
+	c[cPrefill] = pre
+	c[cQueue] = max(ttft-pre, 0)
 	return c, false, true
 }
 
@@ -362,13 +360,14 @@ func clampPos(c [nComponents]float64) [nComponents]float64 {
 	return c
 }
 
-// attribute fits the estimator, selects the tail and fills Attribution.
-func (rep *Report) attribute() {
+// attribute fits the estimator, selects the tail and fills Attribution;
+// byInstance is the series' rows per instance (a fleet's evidence).
+func (rep *Report) attribute(byInstance map[string][]traces.MetricsSample) {
 	at := &rep.Attribution
 	at.TailPercentile, at.TailMetric = rep.opts.TailPercentile, rep.opts.TailMetric
 	at.Share, at.ShareAll = Shares{}, Shares{}
 	rep.fitEstimator()
-	rep.estimatePrefillQueues() // fleet.go
+	rep.estimatePD(byInstance) // pd.go
 	at.Components = rep.shownComponents()
 	at.Prefill = PrefillModel{FixedMs: rep.est.a * msPerNs, PerTokenUs: rep.est.b * 1e-3, FittedOn: rep.est.fitted,
 		MaxInFlight: rep.est.maxIn, UnloadedTPOTMs: rep.est.unloadedTP * msPerNs}

@@ -181,7 +181,9 @@ type Comparison struct {
 	// dominant causes.
 	Conclusion string `json:"conclusion"`
 	// Warnings say why the comparison may not hold: a run that failed its
-	// lateness check (CompareOptions.MaxLateness).
+	// lateness check (CompareOptions.MaxLateness), or whose simulator fell
+	// behind its model (Report.SimLateness); the Conclusion then begins
+	// "unreliable (…)".
 	Warnings  []string       `json:"warnings,omitempty"`
 	MetaDiffs []MetaDiff     `json:"meta_diffs,omitempty"`
 	Metrics   []MetricChange `json:"metrics"`
@@ -244,7 +246,7 @@ func Compare(a, b *Report, o CompareOptions) (*Comparison, error) {
 		c.PracticalDiff = o.PracticalDiff
 	}
 	c.MetaDiffs = metaDiffs(a, b)
-	c.Warnings = latenessWarnings(a, b, o)
+	c.Warnings = append(latenessWarnings(a, b, o), simWarnings(a, b, o)...)
 	plain := func(name string, va, vb float64, lowerBetter bool) {
 		m := MetricChange{Name: name, A: va, B: vb, Change: vb - va, LowerIsBetter: lowerBetter}
 		if va != 0 {
@@ -323,6 +325,10 @@ func Compare(a, b *Report, o CompareOptions) (*Comparison, error) {
 		}
 	}
 	c.Conclusion = c.conclude(o)
+	if why := unreliable(a, b, o); why != "" {
+		// The warning that voids the conclusion is part of it.
+		c.Conclusion = "unreliable (" + why + "); as measured: " + c.Conclusion
+	}
 	return c, nil
 }
 

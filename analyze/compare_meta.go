@@ -6,6 +6,7 @@ package analyze
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -32,6 +33,47 @@ func latenessWarnings(a, b *Report, o CompareOptions) []string {
 			s.label, l.P99, o.MaxLateness, traces.OptionRef("CompareOptions.MaxLateness"), traces.OptionRef("replay.Options.Speed"), traces.OptionRef("replay.Options.ShardCount")).Say(o.Terms))
 	}
 	return out
+}
+
+// simWarnings warns for each run whose simulator fell behind its model
+// (Report.SimLateness): its latencies are the machine's as much as the
+// model's.
+func simWarnings(a, b *Report, o CompareOptions) []string {
+	var out []string
+	for _, s := range []struct {
+		label string
+		rep   *Report
+	}{{o.LabelA, a}, {o.LabelB, b}} {
+		if l := s.rep.SimLateness; l != nil && l.FellBehind() {
+			out = append(out, fmt.Sprintf("%s's simulator fell behind: it %s, so its latencies are the machine's as much as the model's. Re-run it on a less loaded machine or at a lower --speed before trusting this comparison.",
+				s.label, l))
+		}
+	}
+	return out
+}
+
+// unreliable is why the comparison cannot be trusted, for its Conclusion
+// line ("" when both runs kept their timing and no simulator fell
+// behind): each run that failed its lateness gate, or whose simulator
+// ran slower than its model.
+func unreliable(a, b *Report, o CompareOptions) string {
+	var why []string
+	for _, s := range []struct {
+		label string
+		rep   *Report
+	}{{o.LabelA, a}, {o.LabelB, b}} {
+		var r []string
+		if l := s.rep.Lateness; l.Count > 0 && l.P99 > float64(o.MaxLateness)/float64(time.Millisecond) {
+			r = append(r, fmt.Sprintf("its client sent late (lateness p99 %.2f ms > %v)", l.P99, o.MaxLateness))
+		}
+		if l := s.rep.SimLateness; l != nil && l.FellBehind() {
+			r = append(r, fmt.Sprintf("its simulator ran %.2f× slower than its model", l.Slowdown()))
+		}
+		if len(r) > 0 {
+			why = append(why, s.label+": "+strings.Join(r, " and "))
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // metaValueMax is the longest metadata value the text shows whole.

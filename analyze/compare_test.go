@@ -236,8 +236,11 @@ func TestCompareLatenessAndMetadata(t *testing.T) {
 	if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], "after did not keep its recorded timing: its client lateness p99 is 20.00 ms, over 5ms") {
 		t.Errorf("warnings %q; want one, for after's 20 ms lateness p99", c.Warnings)
 	}
-	if w := mustCompare(t, a, a, fastCompare(50, DefaultMaxBootstrapSample)).Warnings; len(w) != 0 {
-		t.Errorf("two runs that kept their timing: warnings %q", w)
+	if !strings.HasPrefix(c.Conclusion, "unreliable (after: its client sent late (lateness p99 20.00 ms > 5ms)); as measured: after against before: ") {
+		t.Errorf("conclusion %q: want it to begin by saying after is unreliable", c.Conclusion)
+	}
+	if same := mustCompare(t, a, a, fastCompare(50, DefaultMaxBootstrapSample)); len(same.Warnings) != 0 || strings.Contains(same.Conclusion, "unreliable") {
+		t.Errorf("two runs that kept their timing: warnings %q, conclusion %q", same.Warnings, same.Conclusion)
 	}
 	var buf bytes.Buffer
 	if err := c.WriteText(&buf); err != nil {

@@ -48,6 +48,13 @@ func (rep *Report) diagnose() {
 		d = append(d, s)
 	}
 	d = append(d, rep.whenSentence()) // evidence.go
+	if s := rep.simLatenessSentence(); s != "" {
+		// It qualifies every sentence after it.
+		d = append([]string{s}, d...)
+	}
+	if s := rep.crossCheckDisagreement(); s != "" { // crosscheck.go
+		d = append([]string{s}, d...)
+	}
 	at.Diagnosis = d
 }
 
@@ -116,7 +123,11 @@ func (rep *Report) cause(k int) string {
 	case cPrefill:
 		s := fmt.Sprintf("Long prefill: tail prompts averaged %.0f uncached tokens against %.0f overall, and prefill took %s against %s",
 			l.TailUncachedTokens, l.AllUncachedTokens, fmtMs(m[cPrefill]), fmtMs(all[cPrefill]))
-		if at.Source != SourceServer {
+		switch note := rep.pdPrefillNote(); {
+		case at.Source == SourceServer:
+		case rep.mostlyDisaggregated() && note != "":
+			s += note
+		default:
 			s += fmt.Sprintf(" (estimated as %s + %.1f µs per uncached token, fitted on %d least-loaded requests)",
 				fmtMs(at.Prefill.FixedMs), at.Prefill.PerTokenUs, at.Prefill.FittedOn)
 		}
@@ -139,6 +150,10 @@ func (rep *Report) cause(k int) string {
 		}
 		return s + "." + rep.serverSentence()
 	case cOther:
+		if b := rep.pdTailBasis(); b.n > 0 && 2*(b.reported+b.series) < b.n {
+			return fmt.Sprintf("Unexplained: %s per tail request against %s overall lies between the prefill side's modelled end and the first token, which neither a KV transfer histogram nor a full decode replica accounts for. The decode replica's per-request timings (vLLM's --enable-per-request-metrics, or its spans) or the fleet's /metrics would place it.",
+				fmtMs(m[cOther]), fmtMs(all[cOther]))
+		}
 		return fmt.Sprintf("Other (network, tokenization, detokenization — time the server's own timings do not cover): %s per tail request against %s overall.",
 			fmtMs(m[cOther]), fmtMs(all[cOther]))
 	}

@@ -251,20 +251,8 @@ const (
 type fleetState struct {
 	repIn, repOth, repMin []float32
 	preIn, preOth, preMin []float32
-	// epq is a disaggregated row's estimated wait for its prefill
-	// replica (estimatePrefillQueues; nil without a prefill pool, −1 for
-	// other rows).
-	epq []int64
 	// sizes of the serving and the prefill pool
 	nServing, nPrefill int
-}
-
-// prefillQueue is row i's estimated prefill-side queue (−1 = none).
-func (rep *Report) prefillQueue(i int) int64 {
-	if rep.fleet == nil || rep.fleet.epq == nil {
-		return -1
-	}
-	return rep.fleet.epq[i]
 }
 
 // replicaName is the name of replica id ("" for −1).
@@ -409,43 +397,6 @@ func (rep *Report) computeFleetLoad() {
 	rep.fleet = fs
 }
 
-// estimatePrefillQueues estimates each disaggregated request's wait on
-// its prefill replica, for the attribution without server timings: the
-// prefill replicas are lanes that work through their requests in send
-// order, each taking the fitted per-token prefill time of its uncached
-// prompt (the fixed part overlaps in a batch); a request waits for its
-// lane to be free. A sample's requests stand for OneIn requests each.
-func (rep *Report) estimatePrefillQueues() {
-	if len(rep.replicas) == 0 || rep.fleet == nil || rep.fleet.nPrefill == 0 {
-		return
-	}
-	rows := &rep.rows
-	var order []int32
-	for i := range rows.n {
-		if r := rows.at(i); r.ok && r.pre >= 0 && r.sent >= 0 {
-			order = append(order, int32(i))
-		}
-	}
-	bySent := func(x, y int32) int { return cmp.Compare(rows.at(int(x)).sent, rows.at(int(y)).sent) }
-	if !slices.IsSortedFunc(order, bySent) {
-		slices.SortStableFunc(order, bySent)
-	}
-	fs := rep.fleet
-	fs.epq = make([]int64, rows.n)
-	for i := range fs.epq {
-		fs.epq[i] = -1
-	}
-	free := make([]float64, len(rep.replicas))
-	scale := float64(rep.oneIn())
-	for _, i := range order {
-		r := rows.at(int(i))
-		work := rep.est.prefill(r.uncached())
-		start := max(float64(r.sent), free[r.pre])
-		fs.epq[i] = int64(start - float64(r.sent))
-		free[r.pre] = start + work*scale
-	}
-}
-
 // shownComponents are the components the report shows, in the order a
 // request meets them: the fleet's only where some request has them.
 func (rep *Report) shownComponents() []string {
@@ -456,7 +407,10 @@ func (rep *Report) shownComponents() []string {
 			continue
 		}
 		server := !rep.opts.IgnoreServerTimings && r.sq >= 0
-		kv = kv || r.pre >= 0 || (server && r.skv >= 0)
+		kv = kv || rep.disaggregated(r) || (server && r.skv >= 0)
+		if e, ok := rep.pdSplit(i); ok && e.dq > 0 {
+			dq = true
+		}
 		dq = dq || (server && r.sdq >= 0)
 		if kv && dq {
 			break
@@ -804,7 +758,7 @@ func poolInFlightOf(size int, tail, all *poolAcc) *PoolInFlight {
 func (rep *Report) mostlyDisaggregated() bool {
 	n := 0
 	for _, i := range rep.tail {
-		if rep.rows.at(int(i)).pre >= 0 {
+		if rep.disaggregated(rep.rows.at(int(i))) { // pd.go
 			n++
 		}
 	}
@@ -827,7 +781,7 @@ func (rep *Report) prefillQueueCause() string {
 	m, all := at.MeanMs.Array(), at.MeanAllMs.Array()
 	est := ""
 	if at.Source != SourceServer {
-		est = fmt.Sprintf(" (estimated: each prefill replica works through its requests in send order at the fitted %.1f µs per uncached prompt token)", at.Prefill.PerTokenUs)
+		est = rep.pdPrefillNote() // pd.go
 	}
 	var pl *PoolInFlight
 	if fl := rep.Fleet; fl != nil {
@@ -890,7 +844,7 @@ func (rep *Report) kvTransferCause() string {
 	s := fmt.Sprintf("KV transfer slow: tail requests spent %s on average pulling their prompt's KV cache from the prefill to the decode replica (%.1f µs per prompt token) against %s overall (%.1f µs per token)",
 		fmtMs(m[cKVTransfer]), perTok(rep.tail, false), fmtMs(all[cKVTransfer]), perTok(nil, true))
 	if at.Source != SourceServer {
-		s += " (estimated as the time between the prefill side's estimated end and the first token, which also holds any wait for a decode replica's batch)"
+		s += rep.pdKVNote() // pd.go
 	}
 	if fl := rep.Fleet; fl != nil {
 		if pl := fl.PrefillPool; pl != nil {
@@ -914,6 +868,9 @@ func (rep *Report) decodeQueueCause() string {
 	rep.finding(FindingDecodePoolQueueing)
 	s := fmt.Sprintf("Decode pool queueing: tail requests waited %s on average on their decode replica (for KV blocks and, once the KV landed, for a batch) against %s overall",
 		fmtMs(m[cDecodeQueue]), fmtMs(all[cDecodeQueue]))
+	if at.Source != SourceServer {
+		s += rep.pdQueueNote() // pd.go
+	}
 	if fl := rep.Fleet; fl != nil && fl.DecodePool != nil {
 		dl := fl.DecodePool
 		s += fmt.Sprintf("; the decode replicas each held %.1f requests at their sends (the least busy %.1f) against %.1f over the run", dl.TailInFlight, dl.TailLeastInFlight, dl.AllInFlight)

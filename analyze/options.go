@@ -91,6 +91,17 @@ type Options struct {
 	// server timings exist (to check the estimator against them). Defaults
 	// to false.
 	IgnoreServerTimings bool
+	// PrefillSide is how the prefill side of a disaggregated request
+	// (one that names a prefill replica) is estimated where the servers
+	// did not time it: PrefillBatched, as vLLM's scheduler batches each
+	// prefill replica's prompts (chunked prefill, the step budget, the
+	// concurrency limit) with what the decode side reported taken off the
+	// TTFT; or PrefillSendOrder, each prefill replica working through its
+	// requests one at a time in send order at the fitted per-token time,
+	// and the rest of the TTFT the KV transfer (the estimate of earlier
+	// versions, kept so the two can be compared against the servers'
+	// histograms). Defaults to PrefillBatched.
+	PrefillSide string
 	// KeepRequests keeps request ids so Report.WriteRequests can name them.
 	// Defaults to false.
 	KeepRequests bool
@@ -155,9 +166,16 @@ func DefaultOptions() Options {
 		ITLExactLimit:  DefaultITLExactLimit,
 		ExactRows:      DefaultExactRows,
 		SessionIdle:    DefaultSessionIdle,
+		PrefillSide:    PrefillBatched,
 		Read:           traces.DefaultOpenOptions(),
 	}
 }
+
+// Prefill-side estimates (Options.PrefillSide).
+const (
+	PrefillBatched   = "batched"
+	PrefillSendOrder = "send-order"
+)
 
 // Validate checks the options as given (a zero is a value like any other,
 // never the default); each error is a *traces.OptionError naming the
@@ -168,6 +186,9 @@ func (o Options) Validate() error {
 	}
 	if !slices.Contains(TailMetrics, o.TailMetric) {
 		return traces.OptionErrorf("analyze", "Options.TailMetric", "%q: want one of %s", o.TailMetric, strings.Join(TailMetrics, ", "))
+	}
+	if o.PrefillSide != PrefillBatched && o.PrefillSide != PrefillSendOrder {
+		return traces.OptionErrorf("analyze", "Options.PrefillSide", "%q: want %s or %s", o.PrefillSide, PrefillBatched, PrefillSendOrder)
 	}
 	if o.TailPercentile <= 0 || o.TailPercentile >= 100 || math.IsNaN(o.TailPercentile) {
 		return traces.OptionErrorf("analyze", "Options.TailPercentile", "%v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)

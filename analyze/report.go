@@ -125,6 +125,14 @@ type Report struct {
 	// replica's share of the tail and the routing and pool findings
 	// (fleet.go; null when no row names a replica).
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// PooledFleet is set when the rows name no replica but the series'
+	// roles say the servers were a disaggregated fleet: every request
+	// went through the prefill pool, then the decode pool (pd.go).
+	PooledFleet *PooledFleet `json:"pooled_fleet,omitempty"`
+	// SimLateness is how far the simulator the run went against ran
+	// behind its model (the slowest, when results were pooled; null when
+	// the results do not say: another target, or an offline simulation).
+	SimLateness *traces.SimLateness `json:"sim_lateness,omitempty"`
 	// Notes say what the report could not show and how to get it (a
 	// missing server metrics series: evidence.go).
 	Notes []string `json:"notes,omitempty"`
@@ -148,6 +156,9 @@ type Report struct {
 	fleetServed, fleetPrefilled []int64
 	fleetNamed, fleetPD         int64
 	fleet                       *fleetState
+	// pd is the disaggregated rows' estimated splits (pd.go; nil without
+	// a prefill pool).
+	pd []pdEst
 
 	windowT0, windowW int64 // timeline origin and width (ns)
 

@@ -232,6 +232,9 @@ type Summary struct {
 	// relative error of at most 0.5 %: past 64 Ki requests, so a long run's
 	// memory stays flat.
 	Approx bool
+	// SimLateness is how far a simulator target's engine steps ran behind
+	// wall-clock time (Target.Finish; nil for another target).
+	SimLateness *traces.SimLateness
 }
 
 // Summarize computes a Summary over replayed records.
@@ -320,6 +323,13 @@ func (s *Summary) WriteText(w io.Writer) {
 	if s.ThrottledTime > 0 {
 		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
 			FormatDuration(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
+	}
+	if l := s.SimLateness; l != nil {
+		if l.FellBehind() {
+			fmt.Fprintf(w, "simulator  FELL BEHIND: it %s, so its latencies are the machine's as much as its model's (over %.2f× counts as behind)\n", l, traces.MaxSimSlowdown)
+		} else {
+			fmt.Fprintf(w, "simulator  kept up with its model: steps %.2f× their modelled time (one step %.2f ms late at p99)\n", l.Slowdown(), l.StepP99Ms)
+		}
 	}
 	if s.ReplicaHeader != "" {
 		fmt.Fprintf(w, "replicas   %d responses named their replica in %s, %d did not\n", s.ReplicaNamed, s.ReplicaHeader, s.ReplicaMissing)

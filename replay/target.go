@@ -212,7 +212,8 @@ func (t *Target) Apply(o *Options) {
 
 // Finish ends the companions' part of a run: it stops the scraper, waits up
 // to OTLPGrace for the spans of res's requests and joins them, and records
-// both in res.Meta. It returns the metrics series (nil when nothing was
+// both in res.Meta, with how far a simulator target's steps ran behind
+// wall-clock time (traces.MetaSimLateness, Summary.SimLateness). It returns the metrics series (nil when nothing was
 // scraped) and how many successful requests got no span.
 func (t *Target) Finish(ctx context.Context, res *Result) (samples []traces.MetricsSample, unmatched int) {
 	if t.scraper != nil {
@@ -223,6 +224,16 @@ func (t *Target) Finish(ctx context.Context, res *Result) (samples []traces.Metr
 		<-t.done
 		t.stats.Annotate(&res.Meta, t.scraper)
 		samples = t.samples
+	}
+	// A simulator that fell behind served slower than its model: the
+	// built-in one says so itself, a served one through its /metrics.
+	if t.srv != nil {
+		if l := t.srv.Lateness(); l.Steps > 0 {
+			l.Set(&res.Meta)
+		}
+	}
+	if l, ok := traces.SimLatenessOf(res.Meta); ok {
+		res.Summary.SimLateness = &l
 	}
 	if t.rcv != nil {
 		ids := make([]string, 0, len(res.Records))

@@ -407,6 +407,18 @@ func (s *Server) Truth() []traces.Record {
 	return out
 }
 
+// Lateness is how far the replicas' engine steps ran behind wall-clock
+// time so far, all together (nothing with Options.Virtual, whose clocks
+// wait for their steps): a simulator that fell behind served slower than
+// its model (traces.SimLateness.FellBehind).
+func (s *Server) Lateness() traces.SimLateness {
+	var l engine.Lateness
+	for _, r := range s.reps {
+		l = l.Add(r.Meter().Lateness())
+	}
+	return l.Summary()
+}
+
 // Close stops the endpoint and every replica and writes o.TruthOut. It is
 // idempotent and returns the same error every time.
 func (s *Server) Close() error { return s.closer.Close(s.stopAndWrite) }
@@ -424,6 +436,9 @@ func (s *Server) stopAndWrite() error {
 		if !s.l.plain {
 			m.Set("sim.fleet", strings.Join(s.Replicas(), ","))
 			m.Set("sim.router", s.o.Fleet.Router)
+		}
+		if !s.o.Virtual {
+			s.Lateness().Set(&m)
 		}
 		if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
 			err = errors.Join(err, fmt.Errorf("fleet: write truth %s: %w", s.o.TruthOut, werr))

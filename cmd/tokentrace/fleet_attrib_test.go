@@ -22,10 +22,12 @@ import (
 // fleet cause makes the tail. The simulator's truth rows are the results
 // (sent = arrival: no client in between) and carry every server timing,
 // so the exact analysis must reproduce the truth per request; the
-// estimated one sees them hidden and must come within the bars of the
-// single-engine tests: tail shares within 10 points of the truth's, the
-// per-request dominant component right for ≥ 90 % of the tail; and each
-// must name the cause.
+// estimated one sees what a replay sees (a single engine's timings hidden;
+// under disaggregation only the decode replica's, which answers the
+// client: asSeen) and must come within the bars of the single-engine
+// tests: tail shares within 10 points of the truth's, the per-request
+// dominant component right for ≥ 90 % of the tail; and each must name
+// the cause.
 
 // fleetScenario is a fleet, a workload and what the tail must be blamed on.
 type fleetScenario struct {
@@ -263,7 +265,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			ao := analyze.DefaultOptions()
 			ao.TailPercentile = fleetTailPct
 			ao.KeepRequests = true
-			analyzeWith := func(o analyze.Options) *analyze.Report {
+			analyzeWith := func(rows []traces.Record, o analyze.Options) *analyze.Report {
 				rep, err := analyze.Analyze(context.Background(), rows, o)
 				if err != nil {
 					t.Fatal(err)
@@ -284,7 +286,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			}
 
 			// Exact: every component of every request is the truth's.
-			exact := analyzeWith(ao)
+			exact := analyzeWith(rows, ao)
 			var sumT [7]float64
 			tail := map[string]bool{}
 			err := eachRequest(exact, func(ra analyze.RequestAttribution) error {
@@ -314,10 +316,17 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 				t.Errorf("scenario design: the truth's dominant tail component is %s (report: %s), want %s", got, exact.Attribution.Dominant, sc.wantDominant)
 			}
 
-			// Estimated: the same requests with the server timings hidden.
+			// Estimated: the same requests as a replay sees them, the server
+			// timings hidden but a decode replica's own.
 			eo := ao
-			eo.IgnoreServerTimings = true
-			est := analyzeWith(eo)
+			seen := slices.Clone(rows)
+			for i := range seen {
+				if seen[i].PrefillReplica == "" {
+					eo.IgnoreServerTimings = true
+				}
+				seen[i] = asSeen(seen[i], pdDecodeSide, nil)
+			}
+			est := analyzeWith(seen, eo)
 			var sumE [7]float64
 			n, agree := 0, 0
 			err = eachRequest(est, func(ra analyze.RequestAttribution) error {
@@ -362,7 +371,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			so := eo
 			so.KeepRequests = false
 			so.ExactRows = len(rows) / 3
-			st := analyzeWith(so)
+			st := analyzeWith(seen, so)
 			if st.Sampling == nil {
 				t.Fatalf("%d rows past ExactRows %d: no sampling", len(rows), so.ExactRows)
 			}

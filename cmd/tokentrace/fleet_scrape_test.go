@@ -124,17 +124,28 @@ func TestReplayScrapesFleetPools(t *testing.T) {
 	}
 	rep = analyzeJSON(logged)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
-	if rep.Attribution.Source != analyze.SourceEstimated || !strings.Contains(diag, "Pool saturated: the prefill pool (1 replica(s): prefill-0)") {
+	// The log names no replica, but the series' roles and histograms say
+	// the servers were a prefill and a decode pool: the requests are
+	// explained as going through both, and the prefill pool's saturation
+	// is one sentence citing the estimate and the series.
+	if rep.Attribution.Source != analyze.SourceEstimated || !strings.Contains(diag, "Prefill pool saturated: ") || !strings.Contains(diag, "the prefill pool (1 replica(s): prefill-0) held") {
 		t.Errorf("the logged requests (%s attribution) do not name the saturated prefill pool:\n%s", rep.Attribution.Source, diag)
 	}
 	// A scrape reads a replica's counters and histograms one family after
 	// another, as vLLM's exposition does: a request finishing in between
 	// shows in one a scrape before the other, and the cross-check leaves
 	// such a step out of both sides; the rest counts each request once.
-	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests > n || cc.ServerRequests < n*9/10 || cc.Disagree {
+	// A simulator that fell behind its model (a loaded machine, the race
+	// detector) batched as the machine let it, not as the model the
+	// estimate follows: the cross-check may then rightly disagree.
+	late, _ := traces.SimLatenessOf(meta)
+	if late.FellBehind() {
+		t.Logf("the simulator fell behind its model (%s): a disagreement is not judged", late)
+	}
+	if cc := rep.CrossCheck; cc == nil || len(cc.Missing) > 0 || cc.ServerRequests > n || cc.ServerRequests < n*9/10 || cc.Disagree && !late.FellBehind() {
 		t.Errorf("cross-check %+v: want most of the %d requests compared, each counted once by the fleet's histograms, and agreement within %.0f points", cc, n, analyze.CrossCheckTolerancePoints)
 	} else {
-		t.Logf("cross-check: attribution %+v, server %+v, max %.1f points on %s", cc.Attribution, cc.Server, cc.MaxDiffPoints, cc.Worst)
+		t.Logf("cross-check: %+v, max %.1f points on %s", cc.Components, cc.MaxDiffPoints, cc.Worst)
 	}
 }
 

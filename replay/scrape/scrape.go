@@ -146,6 +146,10 @@ type Stats struct {
 	// does not tell the replicas apart); those scrapes have pooled rows
 	// only.
 	Warnings []string
+	// SimLateness is how far a tokentrace sim's engine steps ran behind
+	// wall-clock time between the first and the last scrape (nil when
+	// the endpoint is not a real-time simulator).
+	SimLateness *traces.SimLateness
 }
 
 // Metadata keys Stats.Annotate sets in Meta.Extra.
@@ -181,6 +185,9 @@ func (st Stats) Annotate(m *traces.Meta, s *Scraper) {
 	if len(st.Warnings) > 0 {
 		m.Set(MetaMetricsWarnings, strings.Join(st.Warnings, "; "))
 	}
+	if st.SimLateness != nil {
+		st.SimLateness.Set(m)
+	}
 }
 
 // Run scrapes immediately, then every Interval, and once more when ctx
@@ -211,6 +218,7 @@ func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (Stat
 		prev = s.baseline
 		prev.at = s.baselineWall.Sub(start) // before the run's zero
 	}
+	var firstLate simLate
 	scrape := func() {
 		st.Scrapes++
 		at := time.Since(start)
@@ -234,6 +242,10 @@ func (s *Scraper) Run(ctx context.Context, out func(traces.MetricsSample)) (Stat
 		for _, smp := range metricsSamples(prev, &cur) {
 			out(smp)
 		}
+		if prev == nil {
+			firstLate = cur.late
+		}
+		st.SimLateness = simLateness(firstLate, cur.late) // simlateness.go
 		prev = &cur
 	}
 	scrape()
@@ -359,6 +371,8 @@ type metricsSnapshot struct {
 	// carry is what the pooled queue, prefill and decode means carry
 	// past this scrape (fleetseries.MeanCarry), set by metricsDelta.
 	carry [3]fleetseries.MeanCarry
+	// late is a simulator's step lateness (simlateness.go).
+	late simLate
 }
 
 // parseMetricsSnapshot parses the Prometheus text format with the
@@ -392,6 +406,7 @@ func parseMetricsSnapshot(r io.Reader, names fleetseries.Names) (metricsSnapshot
 	rd.histo(metricsDecodeTime, true, func(v *seriesValues) *metricsHisto { return &v.decodeTime })
 	rd.histo(metricsE2ETime, true, func(v *seriesValues) *metricsHisto { return &v.e2e })
 	rd.histo(metricsKVTransfer, false, func(v *seriesValues) *metricsHisto { return &v.kvXfer })
+	s.late = readSimLate(fams)
 	return *s, nil
 }
 

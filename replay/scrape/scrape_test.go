@@ -563,6 +563,14 @@ func TestScraperSimOverload(t *testing.T) {
 	if len(means) < 2 || means[len(means)-1] <= means[0] {
 		t.Errorf("queue time means over the run = %v, want rising", means)
 	}
+	// The simulator's own lateness over the run, as the simulator counts
+	// it: every step fell between the first scrape and the last.
+	want := srv.Lateness()
+	got := st.SimLateness
+	if got == nil || got.Steps != want.Steps || math.Abs(got.ModelS-want.ModelS) > 1e-9 || math.Abs(got.LateS-want.LateS) > 1e-6 ||
+		got.StepP99Ms > got.StepMaxMs || got.StepMaxMs < want.StepMaxMs {
+		t.Errorf("scraped simulator lateness %+v; the simulator's %+v", got, want)
+	}
 }
 
 // A prefill/decode fleet in process, scraped through its one /metrics

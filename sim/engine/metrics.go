@@ -99,6 +99,12 @@ type stats struct {
 	// as vLLM's NIXL connector exposes them (written once there was one).
 	kvTime, kvBytes *histogram
 	kvBytesPerToken int
+
+	// The engine's step lateness in real time (lateness.go; realTime
+	// set: exposed from the start, never by a Virtual engine).
+	realTime                               bool
+	stepLateness                           *histogram
+	stepModelNs, stepLateNs, stepLateMaxNs int64
 }
 
 func newStats(maxModelLen int) *stats {
@@ -121,6 +127,7 @@ func newStats(maxModelLen int) *stats {
 	s.hists = []*histogram{s.promptLen, s.genLen, s.iterTokens, s.maxTokens, s.ttft, s.itl, s.tpot, s.e2e, s.queue, s.inference, s.prefill, s.decode}
 	s.kvTime = newHistogram("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for NIXL KV Cache transfers.", nixlTimeBuckets)
 	s.kvBytes = newHistogram("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per NIXL KV Cache transfers.", nixlBytesBuckets)
+	s.stepLateness = newHistogram(StepLatenessFamily, "How far each engine step ended behind its modelled end (wall clock).", stepLateBuckets)
 	return s
 }
 
@@ -252,6 +259,20 @@ func writeProm(w io.Writer, model string, srcs []MetricsSource) error {
 		if bytes {
 			hist(func(st *stats) *histogram { return st.kvBytes }, func(st *stats) bool { return st.kvBytes.count > 0 })
 		}
+	}
+	rt := false
+	each(func(_ *MetricsSource, st *stats) { rt = rt || st.realTime })
+	if rt {
+		// The simulator's own step lateness (lateness.go), of the engines
+		// that run in real time.
+		isRT := func(st *stats) bool { return st.realTime }
+		hist(func(st *stats) *histogram { return st.stepLateness }, isRT)
+		header(bw, StepModelFamily, "Modelled time of the engine steps counted in tokentrace_sim_step_lateness_seconds.", "counter")
+		each(func(src *MetricsSource, st *stats) {
+			if st.realTime {
+				sample(bw, StepModelFamily, labels(src), float64(st.stepModelNs)/1e9)
+			}
+		})
 	}
 	return bw.Flush()
 }

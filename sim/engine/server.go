@@ -74,6 +74,7 @@ func newServer(o Options) (*Server, error) {
 		ackCh:    make(chan struct{}, 1),
 	}
 	s.st.kvBytesPerToken = o.KVBytesPerToken
+	s.st.realTime = !o.Virtual
 	s.eng = newEngine(o, s.st)
 	if o.KVPull != nil {
 		s.eng.onRemote = func(r *request, tokens int, _ int64) {
@@ -140,7 +141,11 @@ func (s *Server) stopAndWrite() error {
 		s.otlp.close()
 	}
 	if s.o.TruthOut != "" {
-		if err := traces.WriteAll(s.o.TruthOut, TruthMeta(s.o), s.Truth()); err != nil {
+		m := TruthMeta(s.o)
+		if !s.o.Virtual {
+			s.Meter().Lateness().Summary().Set(&m)
+		}
+		if err := traces.WriteAll(s.o.TruthOut, m, s.Truth()); err != nil {
 			return fmt.Errorf("sim: write truth %s: %w", s.o.TruthOut, err)
 		}
 	}
@@ -212,6 +217,10 @@ func (s *Server) loop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var lastEnd int64
+	// due is when the next step should begin, for its lateness: right
+	// after the last step, or when the first of the requests that woke
+	// an idle engine arrived (−1: not known).
+	due := int64(-1)
 	var batch, pulled []*request
 	for {
 		s.mu.Lock()
@@ -222,6 +231,14 @@ func (s *Server) loop() {
 		if s.o.Virtual && !e.idle() {
 			// Busy: the virtual clock moves only by modelled step times.
 			now = lastEnd
+		}
+		if e.idle() {
+			due = -1
+			for _, r := range batch {
+				if due < 0 || r.arrival < due {
+					due = r.arrival
+				}
+			}
 		}
 		for i, r := range batch {
 			if s.o.Virtual {
@@ -255,6 +272,7 @@ func (s *Server) loop() {
 		d, ok := e.plan(start)
 		if !ok {
 			// Nothing fits right now (should not happen: MaxModelLen fits the cache).
+			due = -1
 			timer.Reset(time.Millisecond)
 			select {
 			case <-s.wake:
@@ -279,11 +297,18 @@ func (s *Server) loop() {
 				}
 			}
 			// A late step (CPU busy, timer slack) ends when it really ends,
-			// so the truth matches what clients see.
+			// so the truth matches what clients see; how late it began and
+			// ended is the simulator's own lateness.
+			planned := end
 			end = max(end, s.now())
+			late := end - planned
+			if due >= 0 && due < start {
+				late += start - due
+			}
+			s.st.stepLate(int64(d), late)
 		}
 		e.commit(end)
-		lastEnd = end
+		lastEnd, due = end, end
 		if s.o.Virtual && !s.waitAcks(timer) {
 			return
 		}

@@ -85,11 +85,13 @@ type conn struct {
 	job atomic.Pointer[Job]
 	// cs is the cancel set of the job's context while it is registered.
 	cs atomic.Pointer[cancelSet]
+	// idleSince is when it last went idle (dialed, or its response done).
+	idleSince time.Time
 }
 
 // newConn wraps a dialed connection and counts it live (see cancelSet).
 func (h *Client) newConn(nc net.Conn) *conn {
-	c := &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h}
+	c := &conn{c: nc, br: bufio.NewReaderSize(nc, 4<<10), h: h, idleSince: time.Now()}
 	h.live.Store(c, struct{}{})
 	return c
 }
@@ -302,9 +304,18 @@ func (h *Client) dialSpares(want, quit <-chan struct{}) {
 
 func (h *Client) put(c *conn) {
 	c.c.SetDeadline(time.Time{})
+	c.idleSince = time.Now()
 	c.job.Store(nil)
 	h.idle.push(c)
 }
+
+// peekIdle is how long a connection sits idle before it is looked at
+// (connClosed) before a request is written on it: a server closes a silent
+// connection on a timer (net/http's ReadHeaderTimeout, uvicorn's
+// keep-alive timeout), spares dialed together all at once, and a request
+// written on one that its reader has not yet seen closed would fail. A
+// connection reused sooner costs no look.
+const peekIdle = 200 * time.Millisecond
 
 // idleStack is the pool of idle connections, newest on top (the warmest,
 // and the least likely to have hit the server's keep-alive timeout). It
@@ -535,6 +546,13 @@ func (h *Client) Start(j *Job, dial bool) bool {
 			c = h.newConn(nc)
 			c.job.Store(j)
 			go c.loop()
+		} else if time.Since(c.idleSince) > peekIdle && connClosed(c.c) {
+			// The server closed it while idle: whoever marks it dead
+			// first (here, or its reader) closes it.
+			if c.job.CompareAndSwap(nil, deadJob) {
+				c.close()
+			}
+			continue
 		} else if !c.job.CompareAndSwap(nil, j) {
 			continue // its reader found it closed
 		}
@@ -584,6 +602,9 @@ func (c *conn) loop() {
 				return
 			}
 			j = c.job.Load()
+		}
+		if j == deadJob {
+			return // Start found it closed by the server and closed it
 		}
 		var (
 			resp *Response

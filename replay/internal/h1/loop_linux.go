@@ -40,11 +40,12 @@ type Loop struct {
 	t0      time.Time
 	ep      int // epoll instance of every connection, idle or busy
 
-	byFD       []*lconn // by file descriptor
-	idle       []*lconn // newest last
-	busy       []*lconn // carrying a request
-	buf        []byte   // receive buffer
-	oob        [64]byte // control messages (the receive timestamp)
+	byFD       []*lconn   // by file descriptor
+	idle       []*lconn   // newest last
+	busy       []*lconn   // carrying a request
+	retry      []*LoopJob // stale retries waiting for a connection
+	buf        []byte     // receive buffer
+	oob        [64]byte   // control messages (the receive timestamp)
 	evs        [128]epollEvent
 	keep       []string // the client's KeepHeaders
 	timeout    time.Duration
@@ -72,12 +73,13 @@ type lconn struct {
 	fd   int
 	job  *LoopJob
 	idx  int // in Loop.idle or Loop.busy
-	used bool
 	dead bool
 	// connecting: connect started it for job, whose request is written
 	// once it is up.
 	connecting bool
 	r          resp
+	// idleSince is the run offset at which it last went idle.
+	idleSince int64
 }
 
 // epollEvent is struct epoll_event in package syscall's layout for the
@@ -150,8 +152,9 @@ func (l *Loop) Start(t0 time.Time) { l.t0 = t0 }
 // now is the run offset of this moment.
 func (l *Loop) now() int64 { return int64(time.Since(l.t0)) }
 
-// Inflight is how many requests await their response.
-func (l *Loop) Inflight() int { return len(l.busy) }
+// Inflight is how many requests await their response (retries waiting
+// for a connection included).
+func (l *Loop) Inflight() int { return len(l.busy) + len(l.retry) }
 
 // dial opens a non-blocking connection to one of the host's addresses,
 // the last that worked first.
@@ -320,7 +323,7 @@ func (l *Loop) wakeDialer() {
 // take registers the connections the dialer made.
 func (l *Loop) take() {
 	for fd := l.fresh.popAll(); fd != nil; fd = fd.next {
-		c := &lconn{fd: fd.fd}
+		c := &lconn{fd: fd.fd, idleSince: l.now()}
 		ev := epollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fd.fd)}
 		if err := rawEpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd.fd, &ev); err != nil {
 			rawClose(fd.fd)
@@ -381,6 +384,10 @@ func (l *Loop) Send(j *LoopJob) bool {
 		if c.connecting {
 			l.busyWith(c, j)
 			return true
+		}
+		if l.now()-c.idleSince > int64(peekIdle) && peekClosed(c.fd) {
+			l.close(c) // the server closed it while idle (see peekIdle)
+			continue
 		}
 		if err := l.write(c.fd, j.req, j.deadline); err != nil {
 			// The server closed it while idle (we have not read the close
@@ -479,9 +486,22 @@ func (l *Loop) Wait(d time.Duration, keepP bool) {
 			}
 		}
 	}
+	if len(l.retry) > 0 {
+		l.resend()
+	}
 	if now := l.now(); now >= l.nextExpire {
 		l.nextExpire = l.expire(now)
 	}
+}
+
+// resend sends the retries waiting for a connection, as connections
+// become idle (the dialer was asked for more when the pool ran dry).
+func (l *Loop) resend() {
+	n := 0
+	for n < len(l.retry) && l.Send(l.retry[n]) {
+		n++
+	}
+	l.retry = l.retry[:copy(l.retry, l.retry[n:])]
 }
 
 // read reads what c has, up to 4 buffers at a time (the rest waits for
@@ -554,19 +574,24 @@ func rxTimestamp(oob []byte) int64 {
 
 func cmsgAlign(n int) int { return (n + 7) &^ 7 }
 
-// fail ends c's request with err. A reused connection the server closed
-// before any byte of the response (it had timed it out as we wrote) is
-// retried on another, twice at most: the request never reached it.
+// fail ends c's request with err. A connection the server closed before
+// any byte of the response is retried on another, twice at most: every
+// connection the loop sends on sat idle in its pool first (a spare dialed
+// ahead, or one kept alive), and a server closes a silent connection on a
+// timer — a fresh one too (net/http's ReadHeaderTimeout, uvicorn's
+// keep-alive timeout) — so one it timed out as we wrote never read the
+// request. With no connection idle, the retry waits for one (resend).
 func (l *Loop) fail(c *lconn, err error) {
 	j := c.job
-	stale := c.used && !c.r.got && (err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
+	stale := !c.r.got && (err == io.EOF || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 	l.unbusy(c)
 	l.close(c)
 	if stale && j.attempt < 2 {
 		j.attempt++
-		if l.Send(j) {
-			return
+		if !l.Send(j) {
+			l.retry = append(l.retry, j)
 		}
+		return
 	}
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
@@ -579,7 +604,7 @@ func (l *Loop) finish(c *lconn, err error, reuse bool) {
 	j := c.job
 	l.unbusy(c)
 	if reuse {
-		c.used = true
+		c.idleSince = l.now()
 		c.idx = len(l.idle)
 		l.idle = append(l.idle, c)
 		l.idleN.Add(1)
@@ -619,6 +644,16 @@ func (l *Loop) close(c *lconn) {
 // deadline of the others.
 func (l *Loop) expire(now int64) (next int64) {
 	next = math.MaxInt64
+	for i := 0; i < len(l.retry); {
+		j := l.retry[i]
+		if j.deadline > now {
+			next = min(next, j.deadline)
+			i++
+			continue
+		}
+		l.retry = slices.Delete(l.retry, i, i+1)
+		j.h.Done(errTimeout)
+	}
 	for i := 0; i < len(l.busy); {
 		c := l.busy[i]
 		if c.job.deadline > now {
@@ -636,6 +671,11 @@ func (l *Loop) expire(now int64) (next int64) {
 
 // Abandon ends every request in flight with err, closing its connection.
 func (l *Loop) Abandon(err error) {
+	for len(l.retry) > 0 {
+		j := l.retry[len(l.retry)-1]
+		l.retry = l.retry[:len(l.retry)-1]
+		j.h.Done(err)
+	}
 	for len(l.busy) > 0 {
 		c := l.busy[len(l.busy)-1]
 		j := c.job

@@ -358,3 +358,57 @@ func TestLoopConnectRefused(t *testing.T) {
 		t.Errorf("%d requests still in flight", l.Inflight())
 	}
 }
+
+// TestLoopSpareTimedOutByServer: a spare connection the server closed
+// before it carried a request (net/http's ReadHeaderTimeout, uvicorn's
+// keep-alive timeout close a fresh connection that stays silent) and
+// whose close the loop has not read yet must not lose the request sent
+// on it.
+func TestLoopSpareTimedOutByServer(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	srv.Config.ReadHeaderTimeout = 30 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	l, req := newLoop(t, srv.URL, 5*time.Second)
+	for i := range 5 {
+		time.Sleep(100 * time.Millisecond) // the server closes the spares; the loop reads nothing meanwhile
+		h := &rec{}
+		run(t, l, req, h)
+		if h.err != nil || h.body.String() != "data: x\n\n" {
+			t.Fatalf("request %d: err %v body %q", i, h.err, h.body.String())
+		}
+	}
+}
+
+// TestLoopRetryWaitsForAConnection: when every idle connection was timed
+// out by the server, the retries outnumber the pool and wait for the
+// dialer's new connections instead of failing.
+func TestLoopRetryWaitsForAConnection(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	srv.Config.ReadHeaderTimeout = 30 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	l, req := newLoop(t, srv.URL, 5*time.Second)
+	time.Sleep(100 * time.Millisecond) // the dialer's spares are dialed, and closed by the server
+	hs := make([]*rec, 4)
+	js := make([]LoopJob, len(hs))
+	for i := range hs {
+		hs[i] = &rec{}
+		js[i].Prepare(hs[i], req)
+		if !l.Send(&js[i]) {
+			t.Fatalf("request %d: no idle connection", i)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.Inflight() > 0 && time.Now().Before(deadline); {
+		l.Wait(10*time.Millisecond, false)
+	}
+	for i, h := range hs {
+		if !h.done || h.err != nil || h.body.String() != "data: x\n\n" {
+			t.Errorf("request %d: done %v err %v body %q", i, h.done, h.err, h.body.String())
+		}
+	}
+}
