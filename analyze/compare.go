@@ -548,9 +548,13 @@ func metaDiffs(a, b *Report) []MetaDiff {
 }
 
 // bookkeeping says a metadata key differs between any two runs (when and
-// where it ran, what it counted) rather than by what was asked.
+// where it ran, what it counted, how far a simulator fell behind) rather
+// than by what was asked.
 func bookkeeping(k string) bool {
 	k = strings.TrimPrefix(k, "extra.")
+	if k == traces.MetaSimLateness {
+		return true
+	}
 	for _, s := range []string{"started_at", "replay.target", "metrics_url", "metrics_scrapes", "lateness_p99_ns", "server_timing_", "command", "created", "server.models", "server.version"} {
 		if strings.Contains(k, s) {
 			return true

@@ -45,7 +45,7 @@ func simWarnings(a, b *Report, o CompareOptions) []string {
 		rep   *Report
 	}{{o.LabelA, a}, {o.LabelB, b}} {
 		if l := s.rep.SimLateness; l != nil && l.FellBehind() {
-			out = append(out, fmt.Sprintf("%s's simulator fell behind: it %s, so its latencies are the machine's as much as the model's. Re-run it on a less loaded machine or at a lower --speed before trusting this comparison.",
+			out = append(out, fmt.Sprintf("%s's simulator fell behind: it %s, so its latencies are the machine's as much as the model's. Re-run it on a less loaded machine or at a lower replay speed before trusting this comparison.",
 				s.label, l))
 		}
 	}

@@ -31,6 +31,6 @@ func (rep *Report) simLatenessSentence() string {
 	if l == nil || !l.FellBehind() {
 		return ""
 	}
-	return fmt.Sprintf("The simulator this run went against fell behind: it %s, over the %.2f× it may, so these latencies are the machine's as much as the simulator's model; rerun it on a less loaded machine or at a lower --speed before trusting them.",
+	return fmt.Sprintf("The simulator this run went against fell behind: it %s, over the %.2f× it may, so these latencies are the machine's as much as the simulator's model; rerun it on a less loaded machine or at a lower replay speed before trusting them.",
 		l, traces.MaxSimSlowdown)
 }
