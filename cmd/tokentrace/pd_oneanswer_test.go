@@ -61,8 +61,9 @@ func TestOneAnswerPerFleet(t *testing.T) {
 		}
 		ts = append(ts, tg)
 	}
-	vres, err := validate.Run(ctx, validate.Workload{Name: "real", Records: recs}, validate.Workload{Name: "synthetic", Records: recs},
-		validate.Options{Targets: ts, Resamples: 100})
+	vo := validate.DefaultOptions()
+	vo.Targets, vo.Resamples = ts, 100
+	vres, err := validate.Run(ctx, validate.Workload{Name: "real", Records: recs}, validate.Workload{Name: "synthetic", Records: recs}, vo)
 	if err != nil {
 		t.Fatal(err)
 	}
