@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/tokentrace/tokentrace/internal/intern"
+	"github.com/tokentrace/tokentrace/internal/lines"
 )
 
 // Reader streams Records from a trace or results file.
@@ -146,11 +147,36 @@ type OpenOptions struct {
 	Salvage bool
 	// Stdin is what the name "-" reads. Defaults to os.Stdin.
 	Stdin io.Reader
+	// MaxLineBytes bounds one line of a text input (a JSON-lines row, a
+	// CSV record, an importer's line or JSON document): a longer one is
+	// read to its end without being held and is a bad row of its own
+	// (ProblemTooLong), so one huge line costs time linear in its length
+	// and memory within the bound. Defaults to DefaultMaxLineBytes.
+	MaxLineBytes int
 	// AllowDeferred opens a capture part whose k-anonymity is deferred
 	// (Meta.KAnonDeferred) instead of failing with ErrKAnonDeferred: only
 	// the step that finishes such parts (capture.Compose) and inspection
 	// should. Defaults to false.
 	AllowDeferred bool
+}
+
+// DefaultMaxLineBytes is the default OpenOptions.MaxLineBytes: 64 MiB,
+// far over any real trace row (a Mooncake row of 128 k tokens' block ids
+// is under 1 MiB).
+const DefaultMaxLineBytes = 64 << 20
+
+// LineLimit is MaxLineBytes, or its default when unset.
+func (o OpenOptions) LineLimit() int {
+	if o.MaxLineBytes > 0 {
+		return o.MaxLineBytes
+	}
+	return DefaultMaxLineBytes
+}
+
+// TooLong is the problem of a line over the limit, as every reader and
+// importer names it.
+func TooLong(err *lines.TooLongError) *RowProblem {
+	return &RowProblem{Problem: ProblemTooLong, Detail: err.Error()}
 }
 
 // CreateOptions tunes Create.

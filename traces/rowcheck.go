@@ -45,6 +45,10 @@ const (
 	// ProblemTruncated is a file that ends in the middle of a row, block
 	// or footer (see ErrTruncated).
 	ProblemTruncated
+	// ProblemTooLong is a line (a JSON document, a CSV record) longer
+	// than OpenOptions.MaxLineBytes: read to its end without being held,
+	// and skipped like any bad row.
+	ProblemTooLong
 
 	// NumProblems bounds the Problem values (ReadStats.Bad is indexed by
 	// Problem).
@@ -59,6 +63,7 @@ var problemWords = [NumProblems]string{
 	ProblemMismatch:   "list/count mismatch",
 	ProblemOutOfOrder: "out of arrival order",
 	ProblemTruncated:  "truncated",
+	ProblemTooLong:    "too long",
 }
 
 // Key is the problem's word as a snake_case key ("out_of_arrival_order"),
