@@ -104,6 +104,7 @@ func (r *Reader) Next() ([]byte, error) {
 			if len(r.long)+len(frag) > r.max {
 				return nil, r.skip(int64(len(r.long) + len(frag)))
 			}
+			r.long = grow(r.long, len(frag), r.max)
 			r.long = append(r.long, frag...)
 			if err := r.done(); err != nil {
 				return nil, err
@@ -137,6 +138,19 @@ func (r *Reader) Next() ([]byte, error) {
 		}
 		return line, nil
 	}
+}
+
+// grow makes room for n more bytes in b, doubling (append grows large
+// slices by a quarter, which for a line near the limit would copy it
+// several times over), up to limit+n.
+func grow(b []byte, n, limit int) []byte {
+	if len(b)+n <= cap(b) {
+		return b
+	}
+	c := min(max(2*cap(b), len(b)+n, 4096), limit+n)
+	nb := make([]byte, len(b), max(c, len(b)+n))
+	copy(nb, b)
+	return nb
 }
 
 // skip reads the rest of a line of which n bytes are already read, holding
