@@ -35,7 +35,7 @@ type csvWriter struct {
 
 func newCSVWriter(w io.Writer, m Meta) (*csvWriter, error) {
 	cw := &csvWriter{Sink: textsink.New(w)}
-	js, err := json.Marshal(m)
+	js, err := json.Marshal(m.Redacted())
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
@@ -155,7 +155,7 @@ func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions
 			if m.SchemaVersion == "" {
 				m.SchemaVersion = SchemaVersion
 			}
-			r.meta = m
+			r.meta = m.Redacted()
 		}
 	}
 	r.order.off = !checksOrder(r.meta)

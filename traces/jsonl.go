@@ -38,7 +38,7 @@ func NewJSONLWriter(w io.Writer, m Meta) (Writer, error) {
 		m.SchemaVersion = SchemaVersion
 	}
 	jw := &jsonlWriter{Sink: textsink.New(w)}
-	hdr, err := json.Marshal(map[string]Meta{jsonlMetaKey: m})
+	hdr, err := json.Marshal(map[string]Meta{jsonlMetaKey: m.Redacted()})
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
@@ -160,7 +160,7 @@ func newJSONLReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptio
 		if err := json.Unmarshal(line, &hdr); err != nil {
 			return nil, &RowError{File: jr.name, Line: 1, Err: fmt.Errorf("%w: metadata line is not valid JSON", ErrMalformed)}
 		}
-		jr.meta = hdr[jsonlMetaKey]
+		jr.meta = hdr[jsonlMetaKey].Redacted()
 		if err := jr.meta.CheckVersion(); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/urfave/cli/v2"
 )
 
@@ -120,13 +121,14 @@ Flags go before arguments.`,
 
 // Main runs the CLI and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stderr = redactWriter{stderr}
 	app := newApp(stdin, stdout, stderr)
 	args = helpArgs(app, args)
 	if msg := unknownCommand(app, args); msg != "" {
 		fmt.Fprintf(stderr, "tokentrace: %s\n", msg)
 		return exitUsage
 	}
-	ctx = context.WithValue(ctx, ctxKey{}, streams{in: stdin, out: stdout, err: stderr})
+	ctx = context.WithValue(ctx, ctxKey{}, streams{in: newCtxStdin(ctx, stdin), out: stdout, err: stderr})
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
@@ -139,7 +141,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "tokentrace: %s\n", flagged(err, nil))
+	fmt.Fprintf(stderr, "tokentrace: %s\n", redact.URLs(flagged(err, nil).Error()))
 	return code
 }
 

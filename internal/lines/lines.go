@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -81,6 +82,11 @@ func (r *Reader) Partial() bool { return r.partial }
 // Max is the limit.
 func (r *Reader) Max() int { return r.max }
 
+// isCancel reports whether err is a context's, passed up by the source.
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
 func (r *Reader) done() error {
 	if r.ctx == nil {
 		return nil
@@ -117,8 +123,8 @@ func (r *Reader) Next() ([]byte, error) {
 			line = r.long
 		}
 		if err != nil {
-			if len(line) == 0 {
-				return nil, err
+			if len(line) == 0 || isCancel(err) {
+				return nil, err // a cancel: the line is not wanted
 			}
 			r.line++
 			r.partial = true

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestImportSIGTERMStopsALongLine: an import in the middle of an endless
+// line (a child process reading a pipe that never ends the line) stops
+// on SIGTERM at once, whichever way the importer reads (a line at a time,
+// the whole input before the first row, JSON documents, CSV): it exits 1
+// saying it was interrupted, reads almost nothing after the signal (a
+// count, not a time: the pipe's and the reader's buffers), and leaves no
+// output and no temporary file. The same holds when the input stalls
+// (the read is blocked on a pipe that sends nothing). The time it took is
+// logged; the hang guard is generous because the machine may be loaded.
+func TestImportSIGTERMStopsALongLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("signals a child process")
+	}
+	for _, c := range []struct{ format, head, fill string }{
+		{"mooncake", `{"timestamp": 0, "input_length": 1, "output_length": 1}` + "\n" + `{"hash_ids": [`, "1,"},
+		{"dynamo", `{"hash_ids": [`, "1,"},
+		{"weka", `{"requests": [`, "1,"},
+		{"azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n", "1"},
+		{"mooncake", `{"timestamp": 0, "input_length": 1, "output_length": 1}` + "\n" + `{"hash_ids": [`, ""}, // stalls
+	} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "t.parquet")
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{"tokentrace", "import", "--format", c.format, "--out", out, "-"}, "\x1f"))
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var written atomic.Int64
+		stalled := make(chan struct{})
+		defer close(stalled)
+		go func() {
+			defer stdin.Close()
+			if _, err := stdin.Write([]byte(c.head)); err != nil {
+				return
+			}
+			written.Add(int64(len(c.head)))
+			if c.fill == "" {
+				<-stalled // a producer that stalls, with the pipe open
+				return
+			}
+			chunk := bytes.Repeat([]byte(c.fill), 32<<10)
+			for {
+				n, err := stdin.Write(chunk)
+				written.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}()
+		if c.fill == "" {
+			waitFor(t, func() bool { return written.Load() > 0 }, "the input's head")
+			time.Sleep(200 * time.Millisecond) // the import is blocked reading, or about to be
+		} else {
+			waitFor(t, func() bool { return written.Load() > 16<<20 }, "16 MiB read by "+c.format)
+		}
+		done := make(chan error, 1)
+		at, sent := time.Now(), written.Load()
+		cmd.Process.Signal(syscall.SIGTERM)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("import --format %s did not stop 10 s after SIGTERM", c.format)
+		}
+		took, after := time.Since(at), written.Load()-sent
+		t.Logf("import --format %s: stopped %v after SIGTERM, having read %d KiB more", c.format, took.Round(time.Millisecond), after>>10)
+		if code := cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(stderr.String(), "context canceled") {
+			t.Errorf("import --format %s after SIGTERM: exit %d (%v), want 1 saying it was interrupted:\n%s", c.format, code, err, stderr.String())
+		}
+		// The pipe holds 64 KiB and the readers 64-256 KiB each.
+		if after > 2<<20 {
+			t.Errorf("import --format %s read %d KiB after SIGTERM, want at most 2 MiB", c.format, after>>10)
+		}
+		if left, _ := os.ReadDir(dir); len(left) > 0 {
+			t.Errorf("import --format %s left %s after SIGTERM", c.format, left[0].Name())
+		}
+	}
+}
