@@ -117,6 +117,11 @@ func (r *textReader) Close() error {
 // read loop returns.
 func (r *textReader) row(line int64, rec *Record, err error) bool {
 	if err == nil {
+		if p := r.order.spans.check(rec.ArrivalNs); p != nil {
+			err = p
+		}
+	}
+	if err == nil {
 		if back, late := r.order.check(rec.ArrivalNs); late {
 			rerr := func() error { return &RowError{File: r.name, Line: line, Err: outOfOrder(rec.ArrivalNs, back)} }
 			if stop := r.stats.outOfOrder(rerr, r.strict); stop != nil {

@@ -60,6 +60,7 @@ func randRecord(rng *rand.Rand, seq int64, outcome bool) traces.Record {
 		r.PrefixBlocks = append(r.PrefixBlocks, rng.Int64N(1<<50))
 	}
 	r.InputTokens = rng.Int32N(1 << 20)
+	r.PrefixTokens = min(r.PrefixTokens, r.InputTokens) // a prefix is part of the prompt
 	r.OutputTokens = rng.Int32N(1 << 14)
 	r.Model, r.API, r.Class = pick(), []string{"", traces.APIChat, traces.APICompletions}[rng.IntN(3)], pick()
 	r.FinishNs, r.ThinkNs, r.ParentSeq = rng.Int64N(1<<40)-1, rng.Int64N(3)-1, rng.Int64N(seq+2)-1

@@ -328,10 +328,15 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *intern.Strings) error {
 		}
 		return nil
 	}
+	c := &schema[col]
 	if d.Null() {
+		if c.always {
+			// seq, arrival_ns and the token counts have no "not
+			// reported": a null is not a 0.
+			return &RowProblem{Problem: ProblemUnreadable, Column: c.name, Detail: "is null (want a number)"}
+		}
 		return nil
 	}
-	c := &schema[col]
 	var err *RowProblem
 	switch c.kind {
 	case kindInt64:

@@ -758,7 +758,13 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			n++
 			continue
 		}
-		if err := rec.Validate(); err != nil {
+		err := rec.Validate()
+		if err == nil {
+			if p := r.order.spans.check(rec.ArrivalNs); p != nil {
+				err = p
+			}
+		}
+		if err != nil {
 			if err := r.stats.CountBad(&RowError{File: r.name, Line: r.row, Err: err}, r.strict); err != nil {
 				return n, err
 			}

@@ -17,6 +17,9 @@ import (
 // them and says whether the run reproduced the trace. Its errors keep the
 // library's chain (errors.Is finds replay.ErrNothingToSend,
 // traces.ErrTruncated) and name flags where the library named options.
+// longWait is the wait in a replay's schedule that replay warns of.
+const longWait = time.Hour
+
 func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	o, to, err := a.options()
 	if err != nil {
@@ -35,6 +38,12 @@ func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	plan, err := replay.Scan(ctx, src, o)
 	if err != nil {
 		return flagged(err, replayFlags)
+	}
+	if plan.LongestWait >= longWait {
+		// Said before the run, not after the wait: a row far in the
+		// future would otherwise look like a replay that hangs.
+		fmt.Fprintf(s.err, "tokentrace replay: warning: the run waits %v with nothing to send before seq %d (at --speed %g); --window FROM,TO or a higher --speed shortens it\n",
+			plan.LongestWait.Round(time.Second), plan.LongestWaitSeq, o.Speed)
 	}
 	tgt, metricsOut, err := a.startTarget(ctx, to, &o, plan.Longest, s)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // TestImportSIGTERMStopsALongLine: an import in the middle of an endless
@@ -95,5 +99,42 @@ func TestImportSIGTERMStopsALongLine(t *testing.T) {
 		if left, _ := os.ReadDir(dir); len(left) > 0 {
 			t.Errorf("import --format %s left %s after SIGTERM", c.format, left[0].Name())
 		}
+	}
+}
+
+// TestReplayWarnsOfALongWait: a trace whose last row is two hours after
+// the others: replay says so before it waits (the wait, the row, what
+// shortens it), rather than looking hung, and stops on a cancel while it
+// waits, writing what finished.
+func TestReplayWarnsOfALongWait(t *testing.T) {
+	recs := make([]traces.Record, 3)
+	for i := range recs {
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), int64(i)*1e6
+		r.InputTokens, r.OutputTokens = 32, 2
+		recs[i] = r
+	}
+	recs[2].ArrivalNs = int64(2 * time.Hour)
+	dir := t.TempDir()
+	trace, out := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "r.jsonl")
+	writeTrace(t, trace, traces.NewMeta("test"), recs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"tokentrace", "replay", "--max-lateness", "1m", "--out", out, trace}, strings.NewReader(""), io.Discard, &stderr)
+	}()
+	const want = "warning: the run waits 2h0m0s with nothing to send before seq 2 (at --speed 1); --window FROM,TO or a higher --speed shortens it"
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), want) }, "the long wait's warning")
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "ok 2") }, "the first two requests")
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("replay did not stop on cancel while waiting")
+	}
+	if got, _, err := traces.ReadAll(out); err != nil || len(got) != 2 {
+		t.Errorf("interrupted while waiting: %d results, %v; want the 2 sent", len(got), err)
 	}
 }

@@ -321,6 +321,13 @@ func (o *Options) Validate() error {
 	pos("max-model-len", o.MaxModelLen)
 	pos("stream-interval", o.StreamInterval)
 	pos("mean-output-tokens", o.MeanOutputTokens)
+	if o.MaxNumBatchedTokens > 0 && o.MaxNumSeqs > 0 && o.MaxNumBatchedTokens < o.MaxNumSeqs {
+		// vLLM refuses it too (SchedulerConfig): a step's budget must
+		// hold a token of every running sequence, and prompts would
+		// prefill a few tokens a step, for minutes.
+		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxNumBatchedTokens", "%d is below max-num-seqs %d: a step's token budget must hold a token of every running sequence (vLLM refuses it too)",
+			o.MaxNumBatchedTokens, o.MaxNumSeqs))
+	}
 	if o.MaxQueuedRequests < 0 {
 		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxQueuedRequests", "must not be negative, got %d", o.MaxQueuedRequests))
 	}

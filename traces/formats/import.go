@@ -242,6 +242,7 @@ type importReader struct {
 	strict bool
 	closer io.Closer
 	stats  traces.ReadStats
+	span   traces.SpanCheck
 	err    error // sticky
 }
 
