@@ -338,10 +338,15 @@ func (c *composer) count(r *traces.Record) {
 	if r.Category != "" {
 		ct := c.cats[r.Category]
 		if ct == nil {
-			ct = &category{prefixTokens: r.PrefixTokens}
+			ct = &category{}
 			c.cats[r.Category] = ct
 			c.catsN = append(c.catsN, r.Category)
 		}
+		// A part's rows hold the category's prefix cut to their own
+		// prompts: the longest is the category's (as long as a prompt
+		// that holds it all), and cutting it to each row's prompt again
+		// gives what one capture of all the logs writes.
+		ct.prefixTokens = max(ct.prefixTokens, r.PrefixTokens)
 		ct.count++
 	}
 	for _, b := range r.PrefixBlocks {
@@ -423,7 +428,7 @@ func (c *composer) rewrite(r *traces.Record) {
 				}
 				c.catLabel[r.Category] = label
 			}
-			r.Category, r.PrefixTokens = label, ct.prefixTokens
+			r.Category, r.PrefixTokens = label, min(ct.prefixTokens, r.InputTokens)
 		}
 	}
 	for i, b := range r.PrefixBlocks {

@@ -74,6 +74,9 @@ func newParquetWriter(w io.Writer, m Meta, o CreateOptions) (*parquetWriter, err
 	if o.SortMemoryBytes == 0 {
 		o.SortMemoryBytes = DefaultSortMemoryBytes
 	}
+	// Runs of a sort that was killed are removed, whether or not this
+	// writer spills (they are locked while in use: internal/tempfile).
+	tempfile.Sweep(filepath.Join(cmp.Or(o.TempDir, os.TempDir()), SortDirPattern))
 	pw := &parquetWriter{out: w, meta: m, o: o}
 	if a, ok := w.(interface{ SetAside() (string, error) }); ok {
 		pw.setAside = a.SetAside
@@ -208,8 +211,6 @@ func (w *parquetWriter) sortBuffer() {
 // spill writes the buffer, sorted, as the next run and empties it.
 func (w *parquetWriter) spill() error {
 	if w.tmpDir == "" {
-		// Runs of a sort that was killed are removed first.
-		tempfile.Sweep(filepath.Join(cmp.Or(w.o.TempDir, os.TempDir()), SortDirPattern))
 		d, release, err := tempfile.MkdirTemp(w.o.TempDir, SortDirPattern)
 		if err != nil {
 			return OptionErrorf("", "CreateOptions.TempDir", "spill sorted run: %w", err)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay"
@@ -201,6 +203,7 @@ func (a *replayArgs) runOptions(o *replay.Options, tgt *replay.Target, s streams
 		journal = replay.JournalPath(a.out)
 	}
 	o.Journal = journal
+	keepEarlierJournal(journal, s)
 	// Results stream to the journal and leave memory, unless spans must be
 	// joined to them at the end.
 	o.RecordsInJournal = journal != "" && tgt.OTLPAddr == ""
@@ -215,6 +218,27 @@ func (a *replayArgs) runOptions(o *replay.Options, tgt *replay.Target, s streams
 	}
 	o.Log = prefixWriter{s.err, "tokentrace "}
 	return journal
+}
+
+// keepEarlierJournal moves a journal already at path aside, under a name
+// with its time: it is what a killed (or --keep-journal) run finished, its
+// only record, and this run would truncate it.
+func keepEarlierJournal(path string, s streams) {
+	fi, err := os.Stat(path)
+	if path == "" || err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	stem := strings.TrimSuffix(path, ".jsonl") + "." + fi.ModTime().UTC().Format("20060102T150405")
+	aside := stem + ".jsonl"
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(aside); os.IsNotExist(err) {
+			break
+		}
+		aside = fmt.Sprintf("%s-%d.jsonl", stem, i)
+	}
+	if err := os.Rename(path, aside); err == nil {
+		fmt.Fprintf(s.err, "tokentrace replay: note: the journal an earlier run left at %s (a run that did not finish, or one told to keep it) is kept as %s\n", path, aside)
+	}
 }
 
 // joinTarget joins the target's OTLP spans to the results and writes the
