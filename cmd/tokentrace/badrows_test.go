@@ -37,6 +37,8 @@ func badRowsTrace(t *testing.T, part bool) []string {
 		m.Set(traces.MetaKAnon, traces.KAnonDeferred)
 		m.Set("capture.kanon_k", "2")
 		m.Set("capture.session_idle", "30m0s")
+		m.Set("capture.part", "0")
+		m.Set("capture.arrivals", "unix_ns")
 	}
 	name := writeTrace(t, filepath.Join(t.TempDir(), "base.jsonl"), m, recs)
 	return strings.Split(strings.TrimSuffix(string(readFile(t, name)), "\n"), "\n")
