@@ -82,7 +82,7 @@ func (r *Report) advice(name, source string) (affects, fix string) {
 	case "category_share_max_diff":
 		affects = "which shared prefixes recur, so prefix-cache hits and the length mix: conclusions about prefix caching and routing"
 		fix = fmt.Sprintf("the shares differ most at %q", r.CategoryShareMaxDiffName)
-		if mix, ok := r.realMix(); ok && source != SourceMatrix {
+		if mix, ok := r.RealMix(); ok && source != SourceMatrix {
 			fix += "; generate with the real shares of requests: GenOptions.Mix " + mix
 		} else {
 			fix += "; " + fitGen
@@ -130,9 +130,10 @@ func (r *Report) lengthScale(real, syn float64, what, option string) string {
 	return fmt.Sprintf("; the synthetic %s are %.2f× the real ones on average: multiplying %s by %.3g brings the mean back (it scales the %s alone)", what, syn/real, option, real/syn, what)
 }
 
-// realMix is the real category shares as synth gen's --mix, when every
-// category is listed and none is derived from prefix blocks.
-func (r *Report) realMix() (string, bool) {
+// RealMix is the real category shares as GenOptions.Mix takes them
+// (ParseMix), when every category is listed and none is derived from
+// prefix blocks.
+func (r *Report) RealMix() (string, bool) {
 	if r.Real.Categories > len(r.Real.CategoryShares) || len(r.Real.CategoryShares) == 0 {
 		return "", false
 	}

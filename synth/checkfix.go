@@ -135,7 +135,7 @@ func (r *Report) candidate(name string, opts GenOptions) (GenOptions, Fix, bool)
 		opts.RateScale *= s
 		f.Option, f.Value = "GenOptions.RateScale", strconv.FormatFloat(opts.RateScale, 'g', 3, 64)
 	case "category_share_max_diff":
-		mix, ok := r.realMix()
+		mix, ok := r.RealMix()
 		if !ok {
 			return opts, f, false
 		}

@@ -51,10 +51,13 @@ type Ablation struct {
 	Seconds float64 `json:"seconds"`
 	// Properties are the transplants in Properties order.
 	Properties []Transplant `json:"properties,omitempty"`
+	// Combination is the search for what restores the conclusions no
+	// single transplant restores (nil when a single one restores each).
+	Combination *Combination `json:"combination,omitempty"`
 }
 
 // Transplant is what transplanting one property of the real workload did
-// to the broken conclusions.
+// to the conclusions that did not hold.
 type Transplant struct {
 	Property string `json:"property"`
 	// NotBuilt says why the property could not be transplanted ("" = it
@@ -62,36 +65,56 @@ type Transplant struct {
 	NotBuilt string `json:"not_built,omitempty"`
 	// Requests is the counterfactual workload's size.
 	Requests int `json:"requests,omitempty"`
-	// Restored counts the broken conclusions the counterfactual workload
-	// reaches as the real one does (the same direction and significance;
-	// for a magnitude that was off, a verdict of holds), of Broken.
-	Restored int `json:"restored"`
-	Broken   int `json:"broken"`
+	// Restored counts the conclusions that did not hold (Broken of them:
+	// Result.Counts.Broken) that the counterfactual workload reaches as the
+	// real one does (the same direction and significance; for a magnitude
+	// that was off, a verdict of holds). RestoredDecisions are those of
+	// them whose decision did not carry over (of Result.Counts.NotCarried);
+	// the others had their size off.
+	Restored          int `json:"restored"`
+	RestoredDecisions int `json:"restored_decisions"`
+	Broken            int `json:"broken"`
 	// GapClosed is the median share of the way from the synthetic effect
 	// to the real one that the transplant moves it: 1 = all the way, 0 =
 	// not at all, above 1 past the real effect, below 0 away from it.
 	GapClosed float64 `json:"gap_closed"`
 	// Closes says the transplant moved at least one effect towards the
 	// real one by more than the synthetic effect's own interval.
-	Closes  bool            `json:"closes"`
-	Effects []AblatedEffect `json:"effects,omitempty"`
+	Closes bool `json:"closes"`
+	// Evidence is what the transplant changed: the figures of the
+	// counterfactual workload that moved from the synthetic workload's,
+	// each beside the real workload's.
+	Evidence string `json:"evidence,omitempty"`
+	// MovedAway says the transplant did not carry its property: the
+	// property's figures moved further from the real workload's (matching
+	// by rank cut it), none towards them. Such a transplant is no reason.
+	MovedAway bool            `json:"moved_away,omitempty"`
+	Effects   []AblatedEffect `json:"effects,omitempty"`
 }
 
-// AblatedEffect is one broken conclusion under a counterfactual workload.
+// AblatedEffect is one conclusion under a counterfactual workload.
 type AblatedEffect struct {
 	Metric string `json:"metric"`
 	Target string `json:"target"`
 	// Effect is the change under the counterfactual workload.
-	Effect    Effect  `json:"effect"`
+	Effect Effect `json:"effect"`
+	// GapClosed is the share of the way from the effect the
+	// counterfactual starts from (the synthetic one; for a complement, the
+	// real one) to the other that Effect lies.
 	GapClosed float64 `json:"gap_closed"`
-	Restores  bool    `json:"restores"`
+	// Restores: the counterfactual reaches the real conclusion.
+	Restores bool `json:"restores"`
+	// Necessary (a complement): the real workload with the synthetic
+	// property reaches the synthetic conclusion, so the real property is
+	// necessary to the real one.
+	Necessary bool `json:"necessary,omitempty"`
 }
 
-// named reports whether the transplant is a reason: it restores a
-// conclusion, or closes part of a gap beyond noise and at least
-// minGapClosed of the gaps in the median.
+// named reports whether the transplant is a reason: it carried its
+// property, and restores a conclusion or closes part of a gap beyond noise
+// and at least minGapClosed of the gaps in the median.
 func (t *Transplant) named() bool {
-	return t.NotBuilt == "" && (t.Restored > 0 || t.Closes && t.GapClosed >= minGapClosed)
+	return t.NotBuilt == "" && !t.MovedAway && (t.Restored > 0 || t.Closes && t.GapClosed >= minGapClosed)
 }
 
 // broken lists the conclusions that do not hold.
@@ -106,7 +129,8 @@ func (r *Result) broken() []Conclusion {
 }
 
 // ablate explains the broken conclusions by ablation, when Options.Explain
-// and the targets allow it.
+// and the targets allow it: one property at a time, then, for the
+// conclusions no single property restores, the combination search.
 func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 	o := &r.opts
 	broken := r.broken()
@@ -116,13 +140,7 @@ func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 		a.Status = AblationNotNeeded
 		return nil
 	}
-	// The baseline and every target with a broken conclusion.
-	var targets []Target
-	for _, t := range o.Targets {
-		if t.Name == r.Baseline || slices.ContainsFunc(broken, func(c Conclusion) bool { return c.Target == t.Name }) {
-			targets = append(targets, t)
-		}
-	}
+	targets := r.targetsOf(broken)
 	allOffline := true
 	for _, t := range targets {
 		a.Targets = append(a.Targets, t.Name)
@@ -139,50 +157,124 @@ func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 	a.Status = AblationRan
 	start := time.Now()
 	defer func() { a.Seconds = time.Since(start).Seconds() }()
+	ab := newAblator(r, real, syn)
 	for pi, prop := range Properties {
-		tr := Transplant{Property: prop, Broken: len(broken)}
-		w, why := transplant(prop, real, syn, o.Replay.BlockSize)
-		if why != "" {
-			tr.NotBuilt = why
-			a.Properties = append(a.Properties, tr)
-			continue
+		tr, err := ab.single(ctx, uint64(1_000_000+1000*pi), prop, targets, broken)
+		if err != nil {
+			return err
 		}
-		tr.Requests = len(w.reqs)
-		samples := map[string]sample{}
-		for _, t := range targets {
-			s, n, err := measure(ctx, w, t, o, r)
-			a.Runs += n
-			if err != nil {
-				return fmt.Errorf("ablation: %s on target %s: %w", w.Name, t.Name, err)
-			}
-			samples[t.Name] = s
-			if o.Log != nil {
-				fmt.Fprintf(o.Log, "validate: ablation: %s on %s (%d requests)\n", w.Name, t.Name, len(w.reqs))
-			}
-		}
-		var gaps []float64
-		for ci, c := range broken {
-			m := r.metric(c.Metric)
-			e, ok := effect(samples[r.Baseline], samples[c.Target], m, o, uint64(1_000_000+1000*pi+ci))
-			if !ok {
-				continue
-			}
-			ae := AblatedEffect{Metric: c.Metric, Target: c.Target, Effect: e, GapClosed: gapClosed(c, e)}
-			ae.Restores = restores(c, e, o)
-			if ae.Restores {
-				tr.Restored++
-			}
-			if movesTowardReal(c, e) {
-				tr.Closes = true
-			}
-			gaps = append(gaps, ae.GapClosed)
-			tr.Effects = append(tr.Effects, ae)
-		}
-		tr.GapClosed = median(gaps)
 		a.Properties = append(a.Properties, tr)
 	}
-	return nil
+	c, err := ab.combine(ctx, a.Properties, broken)
+	a.Combination = c
+	return err
 }
+
+// targetsOf is the baseline and every target of cs, in Options.Targets
+// order.
+func (r *Result) targetsOf(cs []Conclusion) []Target {
+	var out []Target
+	for _, t := range r.opts.Targets {
+		if t.Name == r.Baseline || slices.ContainsFunc(cs, func(c Conclusion) bool { return c.Target == t.Name }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// ablator runs the counterfactual workloads of an ablation and measures
+// them against the conclusions they are built for.
+type ablator struct {
+	r         *Result
+	real, syn Workload
+	// prof are the real and the synthetic workloads' figures, which every
+	// counterfactual's evidence is read against.
+	prof      [2]profile
+	blockSize int
+	runs      int // extra runs so far
+}
+
+func newAblator(r *Result, real, syn Workload) *ablator {
+	bs := r.opts.Replay.BlockSize
+	return &ablator{r: r, real: real, syn: syn, blockSize: bs, prof: [2]profile{profileOf(real, bs), profileOf(syn, bs)}}
+}
+
+// single transplants prop of the real workload into the synthetic one,
+// runs it on targets and measures it against broken.
+func (ab *ablator) single(ctx context.Context, seed uint64, prop string, targets []Target, broken []Conclusion) (Transplant, error) {
+	tr := Transplant{Property: prop, Broken: len(broken)}
+	w, why := transplant(prop, ab.real, ab.syn, ab.blockSize)
+	if why != "" {
+		tr.NotBuilt = why
+		return tr, nil
+	}
+	tr.Requests = len(w.reqs)
+	pw := profileOf(w, ab.blockSize)
+	tr.Evidence = moved([]string{prop}, ab.prof[1], pw, ab.prof[0], ab.syn.Name, ab.real.Name)
+	tr.MovedAway = movedAway([]string{prop}, ab.prof[1], pw, ab.prof[0])
+	effects, err := ab.measure(ctx, w, targets, broken, seed)
+	if err != nil {
+		return tr, err
+	}
+	var gaps []float64
+	for _, ae := range effects {
+		c := conclusionOf(broken, ae)
+		if ae.Restores {
+			tr.Restored++
+			if !carriesOver(c) {
+				tr.RestoredDecisions++
+			}
+		}
+		if movesTowardReal(c, ae.Effect) {
+			tr.Closes = true
+		}
+		gaps = append(gaps, ae.GapClosed)
+	}
+	tr.Effects, tr.GapClosed = effects, median(gaps)
+	return tr, nil
+}
+
+// measure runs w on targets and measures its effect on each of cs (those
+// it has a value for), as a transplant does: moved from the synthetic
+// effect towards the real one. seed picks the bootstrap's streams.
+func (ab *ablator) measure(ctx context.Context, w Workload, targets []Target, cs []Conclusion, seed uint64) ([]AblatedEffect, error) {
+	o, r := &ab.r.opts, ab.r
+	samples := map[string]sample{}
+	for _, t := range targets {
+		s, n, err := measure(ctx, w, t, o, r)
+		ab.runs += n
+		r.Ablation.Runs += n
+		if err != nil {
+			return nil, fmt.Errorf("ablation: %s on target %s: %w", w.Name, t.Name, err)
+		}
+		samples[t.Name] = s
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "validate: ablation: %s on %s (%d requests)\n", w.Name, t.Name, len(w.reqs))
+		}
+	}
+	var out []AblatedEffect
+	for ci, c := range cs {
+		e, ok := effect(samples[r.Baseline], samples[c.Target], r.metric(c.Metric), o, seed+uint64(ci))
+		if !ok {
+			continue
+		}
+		out = append(out, AblatedEffect{Metric: c.Metric, Target: c.Target, Effect: e, GapClosed: gapClosed(c, e), Restores: restores(c, e, o)})
+	}
+	return out, nil
+}
+
+// conclusionOf is the conclusion of cs an effect was measured for.
+func conclusionOf(cs []Conclusion, ae AblatedEffect) Conclusion {
+	for _, c := range cs {
+		if c.Metric == ae.Metric && c.Target == ae.Target {
+			return c
+		}
+	}
+	return Conclusion{}
+}
+
+// name is a conclusion as reports list it: "ttft_p99 of pa".
+func (c Conclusion) name() string { return c.Metric + " of " + c.Target }
 
 // ablationCost says what an ablation over replayed targets would cost.
 func (r *Result) ablationCost(real, syn Workload, targets []Target) string {
@@ -204,8 +296,11 @@ func (r *Result) ablationCost(real, syn Workload, targets []Target) string {
 			}
 		}
 	}
-	return fmt.Sprintf("ablation not run: the targets are replayed in real time, so it would take %d more runs (%d counterfactual workloads on %s), about %s of replay; run it with Options.Explain ablation (--explain ablation)",
-		runs, props, targetNames(targets), fmtSeconds(secs))
+	note := fmt.Sprintf("ablation not run: the targets are replayed in real time, so it would take %d more runs (%d counterfactual workloads on %s), about %s of replay", runs, props, targetNames(targets), fmtSeconds(secs))
+	if b := o.CombinationBudget; b > 0 {
+		note += fmt.Sprintf(", and up to %d more (Options.CombinationBudget) where no single property restores a conclusion", b)
+	}
+	return note + "; run it with Options.Explain ablation (--explain ablation)"
 }
 
 // spanS is a loaded workload's span in seconds.
@@ -289,6 +384,21 @@ func restores(c Conclusion, e Effect, o *Options) bool {
 	}
 	return true
 }
+
+// mirrored is c seen from the other side: the real and the synthetic
+// effects swapped, so that a complement (the real workload with one
+// property of the synthetic one) is judged as a transplant is.
+func (c Conclusion) mirrored() Conclusion {
+	c.Real, c.Synthetic = c.Synthetic, c.Real
+	return c
+}
+
+// necessary reports whether e, the effect on the real workload with one
+// property of the synthetic one, reaches the synthetic conclusion where
+// the real workload did not (restores, mirrored): without its own
+// property the real workload decides as the synthetic one does, so that
+// property is necessary to the real conclusion.
+func necessary(c Conclusion, e Effect, o *Options) bool { return restores(c.mirrored(), e, o) }
 
 func median(x []float64) float64 {
 	if len(x) == 0 {

@@ -277,7 +277,7 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 	}
 	// Fresh servers for each validation: a server's prefix cache keeps
 	// the prompts of the runs before.
-	run := func(explain string) *Result {
+	run := func(explain string, budget int) *Result {
 		var specs []string
 		for _, cfg := range []string{"a=", "b=prefix-caching=false"} {
 			name, conf, _ := strings.Cut(cfg, "=")
@@ -293,23 +293,26 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 			t.Cleanup(func() { srv.Close() })
 			specs = append(specs, name+"="+srv.URL)
 		}
-		o := Options{Targets: targets(t, specs...), Explain: explain}
+		o := Options{Targets: targets(t, specs...), Explain: explain, CombinationBudget: budget}
 		o.Replay.Model = sim.DefaultModel
 		o.Replay.NoPreflight = true
 		return validateLogged(t, real, syn, o)
 	}
-	res := run("")
+	res := run("", 0)
 	if len(res.broken()) == 0 {
 		t.Fatal("every conclusion holds; the test needs one that does not")
 	}
 	a := res.Ablation
-	if a == nil || a.Status != AblationSkipped || a.Runs != 0 || !strings.Contains(a.Note, "would take 6 more runs") || !strings.Contains(a.Note, "--explain ablation") {
-		t.Fatalf("ablation %+v, want it skipped, saying it would take 6 more runs and how to ask", a)
+	if a == nil || a.Status != AblationSkipped || a.Runs != 0 || !strings.Contains(a.Note, "would take 6 more runs") ||
+		!strings.Contains(a.Note, "up to 24 more (Options.CombinationBudget)") || !strings.Contains(a.Note, "--explain ablation") {
+		t.Fatalf("ablation %+v, want it skipped, saying it would take 6 more runs (and up to 24 for combinations) and how to ask", a)
 	}
 	if len(res.Reasons) == 0 || res.Reasons[0].Evidence == EvidenceAblation {
 		t.Errorf("reasons %+v, want the differences (a URL's configuration is unknown)", res.Reasons)
 	}
-	res = run(ExplainAblation)
+	// Asked, without the combination search (replays take their time):
+	// exactly the 6 single transplants' runs.
+	res = run(ExplainAblation, -1)
 	if a := res.Ablation; a == nil || a.Status != AblationRan || a.Runs != 6 || a.Seconds <= 0 {
 		t.Errorf("asked: ablation %+v, want 6 replays run and their time", a)
 	}

@@ -94,6 +94,9 @@ type Effect struct {
 	// Significant: the interval excludes 0 and |Change| is at least
 	// Options.MinEffect.
 	Significant bool `json:"significant"`
+	// BelowMinEffect: the interval excludes 0 but |Change| is under
+	// Options.MinEffect, so the effect counts as none.
+	BelowMinEffect bool `json:"below_min_effect,omitempty"`
 	// Paired says the bootstrap drew the same requests from both cells.
 	Paired bool `json:"paired"`
 }
@@ -245,8 +248,45 @@ func finish(e Effect, ds []float64, o *Options) Effect {
 	slices.Sort(ds)
 	a := (1 - o.Confidence) / 2
 	e.CILow, e.CIHigh = traces.Quantile(ds, a), traces.Quantile(ds, 1-a)
-	e.Significant = (e.CILow > 0 || e.CIHigh < 0) && math.Abs(e.Change) >= o.MinEffect
+	excludes0 := e.CILow > 0 || e.CIHigh < 0
+	e.Significant = excludes0 && math.Abs(e.Change) >= o.MinEffect
+	e.BelowMinEffect = excludes0 && !e.Significant
 	return e
+}
+
+// Counts tallies the conclusions by what becomes of their decision: the
+// one count the headline, the ablation and the table share.
+type Counts struct {
+	Judged int `json:"judged"`
+	// Holds, SizeOff and NotCarried add up to Judged: SizeOff are
+	// VerdictMagnitudeOff (the decision carries over, its size does not),
+	// NotCarried the reversed ones and those significant on one side only
+	// (the decision does not carry over).
+	Holds      int `json:"holds"`
+	SizeOff    int `json:"size_off"`
+	NotCarried int `json:"not_carried"`
+	// ByVerdict counts each verdict given.
+	ByVerdict map[string]int `json:"by_verdict"`
+}
+
+// Broken is the conclusions that do not hold: SizeOff + NotCarried.
+func (c Counts) Broken() int { return c.SizeOff + c.NotCarried }
+
+// countConclusions tallies cs.
+func countConclusions(cs []Conclusion) Counts {
+	n := Counts{Judged: len(cs), ByVerdict: map[string]int{}}
+	for _, c := range cs {
+		n.ByVerdict[c.Verdict]++
+		switch {
+		case c.Verdict == VerdictHolds:
+			n.Holds++
+		case c.Verdict == VerdictMagnitudeOff:
+			n.SizeOff++
+		default:
+			n.NotCarried++
+		}
+	}
+	return n
 }
 
 // verdict judges whether the synthetic effect's conclusion holds on the

@@ -3,7 +3,7 @@ package validate
 import (
 	"fmt"
 	"math"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -12,15 +12,19 @@ import (
 )
 
 // NextStep is a change to the synthetic workload that the reasons support:
-// what to change and, where one exists, the command that makes it.
+// what to change and, where one exists, the commands that make it and
+// validate the result.
 type NextStep struct {
 	// Property is the reason's property, Evidence its evidence.
 	Property string `json:"property"`
 	Evidence string `json:"evidence"`
-	// Change says what to change and why, in a sentence.
+	// Change says what to change and why, in a sentence; where no command
+	// can make the change it says what to do instead.
 	Change string `json:"change"`
-	// Commands make the change, in order (the files as validate was given
-	// them; a name in capitals where it does not know one).
+	// Commands make the change, in order, and validate the new workload:
+	// they run as printed, from where validate ran, with the files as
+	// validate was given them (a name in capitals where it was given none),
+	// and write only new files, never an input.
 	Commands []string `json:"commands,omitempty"`
 }
 
@@ -30,167 +34,174 @@ const (
 	sourceGen    = "synth:gen"
 )
 
-// nextSteps turns the reasons into changes: for each reason proven or
-// moved by the ablation (or, without one, the prior's first two), the
-// change to the synthetic workload that carries the property over.
+// maxNextSteps bounds the steps: the best supported reasons' properties.
+const maxNextSteps = 2
+
+// nextSteps turns the reasons into changes: for the properties of the
+// reasons proven, found necessary or given as a prior (the first
+// maxNextSteps, a pair's two properties each), the change to the
+// synthetic workload that carries the property over.
 func (r *Result) nextSteps(real, syn Workload) []NextStep {
+	if r.Fidelity == nil {
+		return nil
+	}
+	cb := newCommander(r, real, syn)
 	var out []NextStep
-	given := map[string]bool{}
+	seen := map[string]bool{}
 	for _, rs := range r.Reasons {
-		if rs.Evidence == EvidenceDifference || len(out) == 2 {
+		if rs.Evidence == EvidenceDifference {
 			break
 		}
-		st := r.stepFor(rs.Property, real, syn)
-		if st.Change == "" {
-			continue
+		props := rs.Properties
+		if len(props) == 0 {
+			props = []string{rs.Property}
 		}
-		st.Evidence = rs.Evidence
-		// A command an earlier step gives is not repeated.
-		cmds := st.Commands[:0:0]
-		for _, c := range st.Commands {
-			if !given[c] {
-				cmds = append(cmds, c)
+		for _, prop := range props {
+			if seen[prop] || len(out) == maxNextSteps {
+				continue
 			}
-			given[c] = true
+			seen[prop] = true
+			st := r.stepFor(prop, cb)
+			if st.Change == "" {
+				continue
+			}
+			st.Evidence = rs.Evidence
+			out = append(out, st)
 		}
-		if len(cmds) == 0 && len(st.Commands) > 0 {
-			st.Change += " (the commands above)"
-		}
-		st.Commands = cmds
-		out = append(out, st)
 	}
 	return out
 }
 
-// quoteArg quotes a shell argument that needs it.
-func quoteArg(s string) string {
-	if s != "" && strings.IndexFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=:@,+", c))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func (r *Result) stepFor(prop string, real, syn Workload) NextStep {
+// stepFor is the change that carries prop over, by how the synthetic
+// workload was made.
+func (r *Result) stepFor(prop string, cb *commander) NextStep {
 	st := NextStep{Property: prop}
-	f := r.Fidelity
-	if f == nil {
-		return st
-	}
-	realF := real.File
-	if realF == "" {
-		realF = "REAL.parquet"
-	}
-	// The model a synthetic trace from synth gen was drawn from.
-	model := "MODEL.json"
-	if strings.HasSuffix(strings.ToLower(syn.File), ".json") {
-		model = syn.File
-	}
-	gen := func(flags, model string) string {
-		return "tokentrace synth gen --seed 1 " + flags + "--out synth.parquet " + quoteArg(model)
-	}
-	fitGen := []string{"tokentrace synth fit --out model.json " + quoteArg(realF), gen("", "model.json")}
-	source := syn.Meta.Source
 	switch prop {
 	case PropPrefixReuse:
-		reuse := f.Real.PrefixReuse
-		switch {
-		case source == sourceMatrix:
-			if cmd, ok := matrixCommand(syn, reuse, 1); ok {
-				st.Change = fmt.Sprintf("give the matrix rows warm shared prefixes of the real share of prompt tokens (%.0f%%), or fit a model on the real trace, which keeps its prefix categories and block reuse", 100*reuse)
-				st.Commands = append([]string{cmd}, fitGen...)
-				return st
-			}
-			st.Change = "fit a model on the real trace and generate from it: the model keeps the real prefix categories and block reuse"
-			st.Commands = fitGen
-		case source == sourceGen && f.CategoryShareMaxDiff > synth.DefaultShareDiff:
-			if mix, ok := realMix(f); ok {
-				st.Change = fmt.Sprintf("the synthetic prefix reuse is %.0f%% against the real %.0f%%, and the category shares differ by up to %.0f points (%s): generate with the real category shares",
-					100*f.Synth.PrefixReuse, 100*reuse, 100*f.CategoryShareMaxDiff, f.CategoryShareMaxDiffName)
-				st.Commands = []string{gen("--mix "+quoteArg(mix)+" ", model)}
-				return st
-			}
-			fallthrough
-		case source == sourceGen:
-			st.Change = fmt.Sprintf("the fitted model reuses prefixes differently from the real trace (%.0f%% of prefix blocks reused, real %.0f%%) with the same categories: fit it on a longer window of the real trace, so that its reuse distances are measured over more requests",
-				100*f.Synth.PrefixReuse, 100*reuse)
-		default:
-			st.Change = "fit a model on the real trace and generate from it: the model keeps the real prefix categories and block reuse"
-			st.Commands = fitGen
-		}
+		r.prefixStep(&st, cb)
 	case PropPromptLengths, PropOutputLengths:
-		what, rm, sm := "prompt", f.Real.MeanInput, f.Synth.MeanInput
-		if prop == PropOutputLengths {
-			what, rm, sm = "output", f.Real.MeanOutput, f.Synth.MeanOutput
-		}
-		switch {
-		case source == sourceGen && sm > 0 && math.Abs(rm/sm-1) > 0.10:
-			scale := metaFloat(syn, "synth.length_scale", 1) * rm / sm
-			st.Change = fmt.Sprintf("the synthetic %s lengths are %.2f× the real ones on average: scale them back (--length-scale scales prompts, outputs and prefixes together)", what, sm/rm)
-			st.Commands = []string{gen(fmt.Sprintf("--length-scale %.3g ", scale), model)}
-		case source == sourceGen:
-			st.Change = fmt.Sprintf("the fitted %s lengths are near the real ones on average (%.0f against %.0f tokens) but their distribution differs: the model's histograms hold at least %d values per bin, which smooths a short trace; fit on a longer window of the real trace (or with a smaller --min-bin-count)",
-				what, sm, rm, synth.DefaultMinBinCount)
-		case source == sourceMatrix:
-			st.Change = fmt.Sprintf("a fixed-length matrix cannot carry the real %s length mix (mean %.0f tokens, and its spread): fit a model on the real trace instead", what, rm)
-			st.Commands = fitGen
-		default:
-			st.Change = fmt.Sprintf("fit a model on the real trace and generate from it: it keeps the real %s length distribution (mean %.0f tokens)", what, rm)
-			st.Commands = fitGen
-		}
+		r.lengthStep(&st, cb)
 	case PropArrivals:
-		rateOff := f.Synth.RatePerS > 0 && math.Abs(f.Real.RatePerS/f.Synth.RatePerS-1) > 0.10
-		switch {
-		case source == sourceGen && rateOff:
-			scale := metaFloat(syn, "synth.rate_scale", 1) * f.Real.RatePerS / f.Synth.RatePerS
-			st.Change = fmt.Sprintf("the synthetic rate is %.2f req/s against the real %.2f: scale the model's arrivals", f.Synth.RatePerS, f.Real.RatePerS)
-			st.Commands = []string{gen(fmt.Sprintf("--rate-scale %.3g ", scale), model)}
-		case source == sourceGen:
-			st.Change = fmt.Sprintf("the synthetic arrivals are %s bursty than the real ones (inter-arrival CV %.2f against %.2f): fit the model with narrower rate bins so that shorter bursts survive", moreOrLess(f.Synth.CV, f.Real.CV), f.Synth.CV, f.Real.CV)
-			st.Commands = []string{"tokentrace synth fit --bin 1s --out model.json " + quoteArg(realF), gen("", "model.json")}
-		case source == sourceMatrix:
-			st.Change = fmt.Sprintf("matrix rows arrive at fixed Poisson rates; the real traffic comes at %.2f req/s with bursts (inter-arrival CV %.2f): fit a model on the real trace, whose arrivals follow the real rate per 4 s and the gaps within", f.Real.RatePerS, f.Real.CV)
-			st.Commands = fitGen
-			if cmd, ok := matrixCommand(syn, -1, f.Real.RatePerS/f.Synth.RatePerS); ok && rateOff {
-				st.Change += fmt.Sprintf(", or at least run the rows at the real mean rate (×%.2f)", f.Real.RatePerS/f.Synth.RatePerS)
-				st.Commands = append(st.Commands, cmd)
-			}
-		default:
-			st.Change = fmt.Sprintf("fit a model on the real trace and generate from it: it keeps the real rate over time (%.2f req/s) and burstiness (CV %.2f)", f.Real.RatePerS, f.Real.CV)
-			st.Commands = fitGen
-		}
+		r.arrivalStep(&st, cb)
 	case PropSessions:
-		if source == sourceGen {
-			st.Change = fmt.Sprintf("the real conversations (%.1f turns per session) and the synthetic ones (%.1f) differ: fit the model on a longer window of the real trace, so that turns, context growth and think times are measured over more sessions", f.Real.TurnsPerSess, f.Synth.TurnsPerSess)
-			return st
-		}
-		st.Change = fmt.Sprintf("the real traffic is conversations (%.1f turns per session, each turn resending the previous context): fit a model on the real trace, which keeps its follow-up turns and their context growth", f.Real.TurnsPerSess)
-		st.Commands = fitGen
+		r.sessionStep(&st, cb)
 	}
 	return st
 }
 
-// realMix is the real category shares as synth gen's --mix, when the
-// categories can be mixed (named, not derived from prefix blocks, and all
-// of them listed).
-func realMix(f *synth.Report) (string, bool) {
-	if f.Real.Categories > len(f.Real.CategoryShares) {
-		return "", false
+// fitGenStep is the step every source can take: a model fitted on the real
+// trace (it keeps what), a workload generated from it, validated.
+func (st *NextStep) fitGenStep(cb *commander, keeps string) {
+	if out, ok := cb.gens[""]; ok {
+		st.Change = fmt.Sprintf("a model fitted on the %s trace keeps %s too: the workload the step above generates (%s) carries it", cb.realName(), keeps, out)
+		return
 	}
-	names := make([]string, 0, len(f.Real.CategoryShares))
-	for k := range f.Real.CategoryShares {
-		if strings.HasPrefix(k, "prefix-") {
-			return "", false
+	cmds, out := cb.fitGen()
+	st.Change = fmt.Sprintf("fit a model on the %s trace, which keeps %s, generate from it and validate that workload", cb.realName(), keeps)
+	st.Commands = append(cmds, cb.validate(out)...)
+}
+
+func (r *Result) prefixStep(st *NextStep, cb *commander) {
+	f := r.Fidelity
+	reuse := f.Real.PrefixReuse
+	switch source := cb.syn.Meta.Source; {
+	case source == sourceMatrix:
+		cmd, out, ok := cb.matrix(reuse, 1, "prefix")
+		if !ok {
+			st.fitGenStep(cb, "its prefix categories and block reuse")
+			return
 		}
-		names = append(names, k)
+		st.Commands = append([]string{cmd}, cb.validate(out)...)
+		st.Change = fmt.Sprintf("rebuild the matrix with warm shared prefixes of the %s share of prompt tokens (%.0f%%) and validate it; or ", cb.realName(), 100*reuse)
+		if done, ok := cb.gens[""]; ok {
+			st.Change += fmt.Sprintf("take the workload the step above generates from a model fitted on the %s trace (%s), which keeps its prefix categories and block reuse", cb.realName(), done)
+			return
+		}
+		alt, altOut := cb.fitGen()
+		st.Commands = append(st.Commands, alt...)
+		st.Commands = append(st.Commands, cb.validate(altOut)...)
+		st.Change += fmt.Sprintf("fit a model on the %s trace, which keeps its prefix categories and block reuse, and validate a workload generated from it", cb.realName())
+	case source == sourceGen && f.CategoryShareMaxDiff > synth.DefaultShareDiff:
+		if mix, ok := f.RealMix(); ok {
+			cmds, out := cb.gen("mix", map[string]string{"mix": mix})
+			st.Commands = append(cmds, cb.validate(out)...)
+			st.Change = fmt.Sprintf("the category shares differ by up to %.0f points (%s): generate with the %s shares and validate that workload",
+				100*f.CategoryShareMaxDiff, f.CategoryShareMaxDiffName, cb.realName())
+			return
+		}
+		fallthrough
+	case source == sourceGen:
+		st.Change = noOption(cb, "which prefixes a fitted model's requests share and how much of the previous turn a follow-up resends", PropPrefixReuse)
+	default:
+		st.fitGenStep(cb, "its prefix categories and block reuse")
 	}
-	slices.Sort(names)
-	var parts []string
-	for _, k := range names {
-		parts = append(parts, fmt.Sprintf("%s=%.3g", k, f.Real.CategoryShares[k]))
+}
+
+func (r *Result) lengthStep(st *NextStep, cb *commander) {
+	f := r.Fidelity
+	what, rm, sm, key, alone := "prompt", f.Real.MeanInput, f.Synth.MeanInput, "input", "prompts and their prefixes alone"
+	if st.Property == PropOutputLengths {
+		what, rm, sm, key, alone = "output", f.Real.MeanOutput, f.Synth.MeanOutput, "output", "outputs alone"
 	}
-	return strings.Join(parts, ","), len(parts) > 0
+	switch source := cb.syn.Meta.Source; {
+	case source == sourceGen && sm > 0 && math.Abs(rm/sm-1) > 0.10:
+		scale := metaFloat(cb.syn, "synth."+key+"_length_scale", 1) * rm / sm
+		cmds, out := cb.gen(key+"s", map[string]string{key + "-length-scale": strconv.FormatFloat(scale, 'g', 3, 64)})
+		st.Commands = append(cmds, cb.validate(out)...)
+		st.Change = fmt.Sprintf("the synthetic %s lengths are %.2f× the %s ones on average: generate with them scaled by %.3g (%s) and validate that workload",
+			what, sm/rm, cb.realName(), scale, alone)
+	case source == sourceGen:
+		cmds, out := cb.fitGen("--min-bin-count", "1")
+		st.Commands = append(cmds, cb.validate(out)...)
+		st.Change = fmt.Sprintf("the fitted %s lengths are near the %s ones on average (%.0f against %.0f tokens) but spread differently: a model's %s histograms hold at least %d values per bin, which smooths a short trace's tails; fit with bins of one value, generate and validate that workload",
+			what, cb.realName(), sm, rm, key, synth.DefaultMinBinCount)
+	case source == sourceMatrix:
+		st.fitGenStep(cb, fmt.Sprintf("its %s length mix (mean %.0f tokens, and its spread), which a fixed-length matrix cannot carry,", what, rm))
+	default:
+		st.fitGenStep(cb, fmt.Sprintf("its %s length distribution (mean %.0f tokens)", what, rm))
+	}
+}
+
+func (r *Result) arrivalStep(st *NextStep, cb *commander) {
+	f := r.Fidelity
+	rateOff := f.Synth.RatePerS > 0 && math.Abs(f.Real.RatePerS/f.Synth.RatePerS-1) > 0.10
+	switch source := cb.syn.Meta.Source; {
+	case source == sourceGen && rateOff:
+		scale := metaFloat(cb.syn, "synth.rate_scale", 1) * f.Real.RatePerS / f.Synth.RatePerS
+		cmds, out := cb.gen("rate", map[string]string{"rate-scale": strconv.FormatFloat(scale, 'g', 3, 64)})
+		st.Commands = append(cmds, cb.validate(out)...)
+		st.Change = fmt.Sprintf("the synthetic rate is %.2f req/s against the %s %.2f: generate with the arrivals scaled by %.3g and validate that workload", f.Synth.RatePerS, cb.realName(), f.Real.RatePerS, scale)
+	case source == sourceGen:
+		cmds, out := cb.fitGen("--bin", "1s")
+		st.Commands = append(cmds, cb.validate(out)...)
+		st.Change = fmt.Sprintf("the synthetic arrivals are %s bursty than the %s ones (inter-arrival CV %.2f against %.2f): fit with rate bins of 1 s instead of %v, so that shorter bursts survive, generate and validate that workload",
+			moreOrLess(f.Synth.CV, f.Real.CV), cb.realName(), f.Synth.CV, f.Real.CV, synth.DefaultBin)
+	case source == sourceMatrix:
+		st.fitGenStep(cb, fmt.Sprintf("its rate over time (%.2f req/s) and bursts (inter-arrival CV %.2f), where matrix rows arrive at fixed Poisson rates,", f.Real.RatePerS, f.Real.CV))
+		if cmd, out, ok := cb.matrix(-1, f.Real.RatePerS/f.Synth.RatePerS, "rate"); ok && rateOff {
+			st.Change += fmt.Sprintf("; or at least run the rows at the %s mean rate (×%.2f) and validate them", cb.realName(), f.Real.RatePerS/f.Synth.RatePerS)
+			st.Commands = append(st.Commands, cmd)
+			st.Commands = append(st.Commands, cb.validate(out)...)
+		}
+	default:
+		st.fitGenStep(cb, fmt.Sprintf("its rate over time (%.2f req/s) and burstiness (CV %.2f)", f.Real.RatePerS, f.Real.CV))
+	}
+}
+
+func (r *Result) sessionStep(st *NextStep, cb *commander) {
+	if cb.syn.Meta.Source == sourceGen {
+		st.Change = noOption(cb, "how many turns a fitted model's sessions have, the time between them and how much of the previous turn a follow-up resends", PropSessions)
+		return
+	}
+	st.fitGenStep(cb, fmt.Sprintf("its conversations (%.1f turns per session, each turn resending the context before it)", r.Fidelity.Real.TurnsPerSess))
+}
+
+// noOption is the advice where no synth option sets what differs: judge
+// the change on the real trace, keep the synthetic workload for the
+// others.
+func noOption(cb *commander, what, prop string) string {
+	return fmt.Sprintf("no synth fit or gen option sets %s (the figures above), so a workload generated again keeps them: decide changes that act through %s on the %s trace (its runs above are that decision), and keep the %s workload for changes that do not",
+		what, prop, cb.realName(), cb.syn.Name)
 }
 
 func moreOrLess(a, b float64) string {
@@ -207,14 +218,155 @@ func metaFloat(w Workload, key string, def float64) float64 {
 	return def
 }
 
-// matrixCommand rebuilds the synth matrix command of syn (from its
-// metadata) with every row given a warm shared prefix of share × its
-// prompt length (share < 0: the rows keep their prefixes) and its rate
-// multiplied by rateScale.
-func matrixCommand(syn Workload, share, rateScale float64) (string, bool) {
-	rows, err := synth.ParseRows(syn.Meta.Get("synth.rows"))
+// commander builds the command lines of the next steps: the one place
+// that turns what to do into tokentrace commands and their flags. Its
+// commands name the files validate was given and write new files beside
+// the synthetic one, never over an input or a file an earlier command
+// writes.
+type commander struct {
+	r         *Result
+	real, syn Workload
+	realFile  string
+	synFile   string
+	dir       string
+	used      map[string]bool
+	// fits are the models printed fits write, gens the workloads printed
+	// fits and gens write, by the fit's flags.
+	fits, gens map[string]string
+}
+
+func newCommander(r *Result, real, syn Workload) *commander {
+	cb := &commander{r: r, real: real, syn: syn, realFile: real.File, synFile: syn.File, used: map[string]bool{}, fits: map[string]string{}, gens: map[string]string{}}
+	if cb.realFile == "" {
+		cb.realFile = "REAL.parquet"
+	}
+	if cb.synFile == "" {
+		cb.synFile = "SYNTHETIC.parquet"
+	}
+	cb.dir = filepath.Dir(cb.synFile)
+	cb.used[filepath.Clean(cb.realFile)] = true
+	cb.used[filepath.Clean(cb.synFile)] = true
+	return cb
+}
+
+func (cb *commander) realName() string { return cb.real.Name }
+
+// file is a new file beside the synthetic workload: STEM.EXT, else
+// STEM-2.EXT, and so on.
+func (cb *commander) file(stem, ext string) string {
+	for i := 1; ; i++ {
+		name := stem + ext
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d%s", stem, i, ext)
+		}
+		path := filepath.Join(cb.dir, name)
+		if !cb.used[path] {
+			cb.used[path] = true
+			return path
+		}
+	}
+}
+
+// stem is a file's name without its directory and extension.
+func stem(path string) string {
+	b := filepath.Base(path)
+	return strings.TrimSuffix(b, filepath.Ext(b))
+}
+
+// userModel is the model the synthetic workload was generated from, when
+// validate was given it (a .json SYNTHETIC).
+func (cb *commander) userModel() string {
+	if strings.HasSuffix(strings.ToLower(cb.syn.File), ".json") {
+		return cb.syn.File
+	}
+	return ""
+}
+
+// fit is the synth fit of the real trace with flags (pairs of flag and
+// value) and the model file it writes; a fit printed before with the same
+// flags is not printed again (its model is used).
+func (cb *commander) fit(flags ...string) (cmds []string, model string) {
+	key := strings.Join(flags, " ")
+	if m, ok := cb.fits[key]; ok {
+		return nil, m
+	}
+	tag := ""
+	for i := 1; i < len(flags); i += 2 {
+		tag += "-" + strings.TrimPrefix(flags[i-1], "--") + flags[i]
+	}
+	model = cb.file(stem(cb.realFile)+"-model"+tag, ".json")
+	cb.fits[key] = model
+	cmd := "tokentrace synth fit"
+	for _, f := range flags {
+		cmd += " " + quoteArg(f)
+	}
+	return []string{cmd + " --out " + quoteArg(model) + " " + quoteArg(cb.realFile)}, model
+}
+
+// fitGen fits a model on the real trace with flags and generates from it
+// as the synthetic workload was generated.
+func (cb *commander) fitGen(flags ...string) (cmds []string, out string) {
+	cmds, model := cb.fit(flags...)
+	tag := "fit"
+	if len(flags) > 0 {
+		tag = strings.TrimPrefix(flags[0], "--")
+	}
+	cmd, out := cb.genFrom(model, tag, nil)
+	cb.gens[strings.Join(flags, " ")] = out
+	return append(cmds, cmd), out
+}
+
+// gen generates from the synthetic workload's own model (the one validate
+// was given, else one fitted on the real trace) with the options in set
+// changed (flag name → value).
+func (cb *commander) gen(tag string, set map[string]string) (cmds []string, out string) {
+	model := cb.userModel()
+	if model == "" {
+		cmds, model = cb.fit()
+	}
+	cmd, out := cb.genFrom(model, tag, set)
+	return append(cmds, cmd), out
+}
+
+// genFrom is the synth gen command that generates from model with the
+// synthetic workload's generation options (seed, duration, scales, mix,
+// gaps, from its metadata) and set over them, and the file it writes.
+func (cb *commander) genFrom(model, tag string, set map[string]string) (cmd, out string) {
+	m := cb.syn.Meta
+	opts := map[string]string{"seed": "1"}
+	if m.Source == sourceGen {
+		opts["seed"] = m.Get("synth.seed")
+		if d, err := strconv.ParseInt(m.Get("synth.duration_ns"), 10, 64); err == nil && d > 0 {
+			opts["duration"] = time.Duration(d).String()
+		}
+		for key, flag := range map[string]string{"synth.rate_scale": "rate-scale", "synth.length_scale": "length-scale",
+			"synth.input_length_scale": "input-length-scale", "synth.output_length_scale": "output-length-scale", "synth.mix": "mix", "synth.gaps": "gaps"} {
+			opts[flag] = m.Get(key)
+		}
+	}
+	for k, v := range set {
+		opts[k] = v
+	}
+	defaults := map[string]string{"rate-scale": "1", "length-scale": "1", "input-length-scale": "1", "output-length-scale": "1", "gaps": synth.GapsEmpirical, "mix": ""}
+	cmd = "tokentrace synth gen"
+	for _, flag := range []string{"seed", "duration", "rate-scale", "length-scale", "input-length-scale", "output-length-scale", "mix", "gaps"} {
+		if v := opts[flag]; v != "" && v != defaults[flag] {
+			cmd += " --" + flag + " " + quoteArg(v)
+		}
+	}
+	out = cb.file(stem(cb.synFile)+"-"+tag, ".parquet")
+	return cmd + " --out " + quoteArg(out) + " " + quoteArg(model), out
+}
+
+// matrix rebuilds the synth matrix command of the synthetic workload
+// (from its metadata) with every row given a warm shared prefix of share
+// × its prompt length (share < 0: the rows keep their prefixes) and its
+// rate multiplied by rateScale, and the file it writes.
+func (cb *commander) matrix(share, rateScale float64, tag string) (cmd, out string, ok bool) {
+	m := cb.syn.Meta
+	rows, err := synth.ParseRows(m.Get("synth.rows"))
 	if err != nil {
-		return "", false
+		return "", "", false
 	}
 	var specs []string
 	for _, row := range rows {
@@ -225,7 +377,7 @@ func matrixCommand(syn Workload, share, rateScale float64) (string, bool) {
 				load = strconv.FormatFloat(row.RatePerS*rateScale, 'g', 3, 64) + "rps"
 			}
 		}
-		p := row.PrefixTokens
+		p := row.PrefixTokens // a cold row's is 0: the same as none
 		if share >= 0 {
 			p = min(int32(math.Round(share*float64(row.InputTokens))), row.InputTokens)
 		}
@@ -235,10 +387,10 @@ func matrixCommand(syn Workload, share, rateScale float64) (string, bool) {
 		}
 		specs = append(specs, spec)
 	}
-	cmd := "tokentrace synth matrix --rows " + quoteArg(strings.Join(specs, ","))
+	cmd = "tokentrace synth matrix --rows " + quoteArg(strings.Join(specs, ","))
 	flag := func(key, name string, def string, format func(string) string) {
-		if v := syn.Meta.Get(key); v != "" && v != def {
-			cmd += " --" + name + " " + format(v)
+		if v := m.Get(key); v != "" && v != def {
+			cmd += " --" + name + " " + quoteArg(format(v))
 		}
 	}
 	dur := func(v string) string {
@@ -254,9 +406,70 @@ func matrixCommand(syn Workload, share, rateScale float64) (string, bool) {
 	flag("synth.row_gap_ns", "row-gap", strconv.FormatInt(int64(synth.DefaultRowGap), 10), dur)
 	flag("synth.arrival", "arrival", synth.MatrixArrivalPoisson, same)
 	flag("synth.seed", "seed", strconv.Itoa(synth.DefaultMatrixSeed), same)
-	out := syn.File
-	if out == "" || strings.HasSuffix(strings.ToLower(out), ".json") {
-		out = "matrix.parquet"
+	out = cb.file(stem(cb.synFile)+"-"+tag, ".parquet")
+	return cmd + " --out " + quoteArg(out), out, true
+}
+
+// validate is the validate command that judges a new synthetic workload
+// as this validation judged its own: the same targets and judging
+// options, the same real trace. URL targets are left to the user (a
+// replay's options, such as an API key file, are not in the result), so
+// then there is none.
+func (cb *commander) validate(synFile string) []string {
+	o := &cb.r.opts
+	cmd := "tokentrace validate"
+	for _, t := range o.Targets {
+		if t.URL != "" {
+			return nil
+		}
+		cmd += " --target " + quoteArg(t.Name+"="+t.Config)
 	}
-	return cmd + " --out " + quoteArg(out), true
+	def := Options{SLO: o.SLO}.WithDefaults()
+	if names, defNames := metricNames(o.Metrics), metricNames(def.Metrics); names != defNames {
+		cmd += " --metrics " + quoteArg(names)
+	}
+	opt := func(flag string, v, d any) {
+		if v == d {
+			return
+		}
+		s := fmt.Sprint(v)
+		if f, ok := v.(float64); ok {
+			s = strconv.FormatFloat(f, 'g', 6, 64)
+		}
+		cmd += " --" + flag + " " + quoteArg(s)
+	}
+	if !o.SLO.IsZero() {
+		cmd += " --slo " + quoteArg(o.SLO.String())
+	}
+	opt("speed", o.Speed, def.Speed)
+	opt("repeat", o.Repeat, def.Repeat)
+	if o.Realtime {
+		cmd += " --realtime"
+	}
+	opt("resamples", o.Resamples, def.Resamples)
+	opt("confidence", o.Confidence, def.Confidence)
+	opt("seed", o.Seed, def.Seed)
+	opt("min-effect-pct", 100*o.MinEffect, 100*def.MinEffect)
+	opt("magnitude-tolerance", o.MagnitudeTolerance, def.MagnitudeTolerance)
+	opt("explain", o.Explain, def.Explain)
+	opt("combination-budget", max(o.CombinationBudget, 0), def.CombinationBudget)
+	return []string{cmd + " " + quoteArg(cb.realFile) + " " + quoteArg(synFile)}
+}
+
+func metricNames(ms []Metric) string {
+	var n []string
+	for _, m := range ms {
+		n = append(n, m.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+// quoteArg quotes a shell argument that needs it.
+func quoteArg(s string) string {
+	if s != "" && strings.IndexFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=:@,+", c))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

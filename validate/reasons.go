@@ -14,6 +14,10 @@ const (
 	// into the synthetic one moved the conclusion (Reason.Proven when it
 	// restored it).
 	EvidenceAblation = "ablation"
+	// EvidenceNecessary: the real workload with the property of the
+	// synthetic one reaches the synthetic conclusion (a complement), so
+	// the real property is necessary to the real conclusion.
+	EvidenceNecessary = "necessary"
 	// EvidencePrior: the configuration change is known to act through the
 	// property, and the workloads differ in it; not proven.
 	EvidencePrior = "prior"
@@ -205,33 +209,16 @@ func relDiff(a, b float64) float64 {
 }
 
 // explain names the reasons of the broken conclusions (none when every
-// conclusion holds): the transplants the ablation shows move them, most
-// restored first; without an ablation, the properties the configuration
-// change acts through (a prior), then the other differences.
+// conclusion holds): with an ablation, what it shows (reasonsByAblation);
+// without one, the properties the configuration change acts through (a
+// prior), then the other differences.
 func (r *Result) explain() {
 	r.Reasons = nil
 	if len(r.broken()) == 0 {
 		return
 	}
 	if a := r.Ablation; a != nil && a.Status == AblationRan {
-		var named []Transplant
-		for _, t := range a.Properties {
-			if t.named() {
-				named = append(named, t)
-			}
-		}
-		// Most restored first, then the nearest to the real effects.
-		sort.SliceStable(named, func(i, j int) bool {
-			if named[i].Restored != named[j].Restored {
-				return named[i].Restored > named[j].Restored
-			}
-			return math.Abs(1-named[i].GapClosed) < math.Abs(1-named[j].GapClosed)
-		})
-		for _, t := range named {
-			sev, detail := r.difference(t.Property)
-			r.Reasons = append(r.Reasons, Reason{Property: t.Property, Detail: detail, Severity: sev, Evidence: EvidenceAblation,
-				Proven: t.Restored > 0, Restored: t.Restored, Broken: t.Broken, GapClosed: t.GapClosed})
-		}
+		r.Reasons = r.reasonsByAblation()
 		return
 	}
 	props, keysOf := r.prior()
@@ -270,6 +257,91 @@ func (r *Result) explain() {
 	r.Reasons = append(prior, other...)
 }
 
+// reasonsByAblation are the reasons the ablation shows, best supported
+// first: the single properties that restore a decision that did not carry
+// over (most decisions, then most conclusions, then nearest the real
+// effects), the pairs that restore what no single property does, the
+// properties a complement shows necessary, then the single properties
+// that restore only sizes or close part of a gap. Each reason's detail is
+// its counterfactual's evidence: what the transplant changed.
+func (r *Result) reasonsByAblation() []Reason {
+	a := r.Ablation
+	real, syn := r.Workloads[0], r.Workloads[1]
+	var decisive, rest, pairs, needed []Reason
+	var singles []Transplant
+	for _, t := range a.Properties {
+		if t.named() {
+			singles = append(singles, t)
+		}
+	}
+	sort.SliceStable(singles, func(i, j int) bool {
+		a, b := singles[i], singles[j]
+		if a.RestoredDecisions != b.RestoredDecisions {
+			return a.RestoredDecisions > b.RestoredDecisions
+		}
+		if a.Restored != b.Restored {
+			return a.Restored > b.Restored
+		}
+		return math.Abs(1-a.GapClosed) < math.Abs(1-b.GapClosed)
+	})
+	for _, t := range singles {
+		sev, _ := r.difference(t.Property)
+		rs := Reason{Property: t.Property, Detail: fmt.Sprintf("with the %s %s, %s", real, t.Property, t.Evidence), Severity: sev,
+			Evidence: EvidenceAblation, Proven: t.Restored > 0, Restored: t.Restored, RestoredDecisions: t.RestoredDecisions,
+			Broken: t.Broken, GapClosed: t.GapClosed, Conclusions: restoredNames(t.Effects)}
+		if t.RestoredDecisions > 0 {
+			decisive = append(decisive, rs)
+		} else {
+			rest = append(rest, rs)
+		}
+	}
+	if c := a.Combination; c != nil {
+		for _, cf := range c.Tried {
+			if cf.NotBuilt != "" || cf.Reaches == 0 {
+				continue
+			}
+			names := cf.reached()
+			what := strings.Join(cf.Properties, " and ")
+			if cf.Kind == CounterfactualPair {
+				pairs = append(pairs, Reason{Property: what, Properties: cf.Properties, Evidence: EvidenceAblation, Proven: true,
+					Detail: fmt.Sprintf("with the %s %s together, %s", real, what, cf.Evidence), Restored: cf.Reaches,
+					RestoredDecisions: r.decisionsAmong(names), Broken: r.Counts.Broken(), GapClosed: cf.GapClosed, Conclusions: names})
+				continue
+			}
+			needed = append(needed, Reason{Property: what, Evidence: EvidenceNecessary, GapClosed: cf.GapClosed, Conclusions: names,
+				Detail: fmt.Sprintf("the %s workload with the %s %s decides as the %s one does on %s; %s", real, syn, what, syn, strings.Join(names, ", "), cf.Evidence)})
+		}
+		sort.SliceStable(pairs, func(i, j int) bool { return pairs[i].Restored > pairs[j].Restored })
+		sort.SliceStable(needed, func(i, j int) bool { return len(needed[i].Conclusions) > len(needed[j].Conclusions) })
+	}
+	out := append(decisive, pairs...)
+	out = append(out, needed...)
+	return append(out, rest...)
+}
+
+// restoredNames lists the conclusions effects restore ("ttft_p99 of pa").
+func restoredNames(effects []AblatedEffect) []string {
+	var out []string
+	for _, e := range effects {
+		if e.Restores {
+			out = append(out, e.Metric+" of "+e.Target)
+		}
+	}
+	return out
+}
+
+// decisionsAmong counts the named conclusions whose decision does not
+// carry over.
+func (r *Result) decisionsAmong(names []string) int {
+	n := 0
+	for _, c := range r.Conclusions {
+		if !carriesOver(c) && slices.Contains(names, c.name()) {
+			n++
+		}
+	}
+	return n
+}
+
 // cacheSpread is the largest difference in prefix-cache hit share between
 // two targets under one workload, and that workload.
 func (r *Result) cacheSpread() (workload string, spread float64) {
@@ -295,152 +367,4 @@ func (r *Result) cacheList(w string) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// carriesOver reports whether a conclusion's decision carries over: the
-// same direction and significance on both workloads (holds, or the same
-// direction with the magnitude off).
-func carriesOver(c Conclusion) bool {
-	return c.Verdict == VerdictHolds || c.Verdict == VerdictMagnitudeOff
-}
-
-// conclude says the answer in one or two sentences: first the decision
-// (do the direction and significance carry over), then the detail and the
-// reason.
-func (r *Result) conclude() string {
-	real, syn := r.Workloads[0], r.Workloads[1]
-	if len(r.Conclusions) == 0 {
-		return "No conclusion could be judged (see the warnings)."
-	}
-	var carried, notCarried, off []Conclusion
-	for _, c := range r.Conclusions {
-		switch {
-		case !carriesOver(c):
-			notCarried = append(notCarried, c)
-		default:
-			carried = append(carried, c)
-			if c.Verdict == VerdictMagnitudeOff {
-				off = append(off, c)
-			}
-		}
-	}
-	n := len(r.Conclusions)
-	item := func(c Conclusion) string {
-		return fmt.Sprintf("%s (%s %s, %s %s)", c.Metric, syn, pctShort(c.Synthetic), real, pctShort(c.Real))
-	}
-	if len(notCarried) == 0 {
-		if len(off) == 0 {
-			return fmt.Sprintf("The %s workload's conclusions hold on %s traffic: all %d judged (%s) agree in direction and magnitude.",
-				syn, real, n, r.metricList())
-		}
-		var items []string
-		for _, c := range off {
-			items = append(items, item(c))
-		}
-		s := fmt.Sprintf("The decision carries over: all %d conclusions have the same direction and significance on %s traffic (%s). Only the size differs for %d: %s.",
-			n, real, directions(carried, r.Metrics), len(off), strings.Join(items, ", "))
-		return s + r.reasonSentence()
-	}
-	// Group the conclusions that do not carry over by verdict and target.
-	type key struct{ verdict, target, baseline string }
-	var keys []key
-	groups := map[key][]string{}
-	for _, c := range notCarried {
-		k := key{c.Verdict, c.Target, c.Baseline}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], item(c))
-	}
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s for %s vs %s on %s", k.verdict, k.target, k.baseline, strings.Join(groups[k], ", ")))
-	}
-	s := fmt.Sprintf("The decision does not carry over to %s traffic for %d of %d conclusions: %s.", real, len(notCarried), n, strings.Join(parts, "; "))
-	if len(carried) > 0 {
-		s += fmt.Sprintf(" The other %d carry over (%s)", len(carried), directions(carried, r.Metrics))
-		if len(off) > 0 {
-			s += fmt.Sprintf(", %d of them with the size off", len(off))
-		}
-		s += "."
-	}
-	return s + r.reasonSentence()
-}
-
-// directions says what the carried conclusions decide, per target: worse,
-// better or no different from the baseline, and on which metrics.
-func directions(cs []Conclusion, ms []Metric) string {
-	lower := map[string]bool{}
-	for _, m := range ms {
-		lower[m.Name] = m.LowerIsBetter()
-	}
-	var order []string
-	by := map[string]*[3][]string{} // worse, better, none
-	for _, c := range cs {
-		g := by[c.Target]
-		if g == nil {
-			g = &[3][]string{}
-			by[c.Target] = g
-			order = append(order, c.Target)
-		}
-		switch d := decision(c.Real); {
-		case d == 0:
-			g[2] = append(g[2], c.Metric)
-		case (d > 0) == lower[c.Metric]:
-			g[0] = append(g[0], c.Metric)
-		default:
-			g[1] = append(g[1], c.Metric)
-		}
-	}
-	var parts []string
-	for _, t := range order {
-		g := by[t]
-		base := cs[0].Baseline
-		var p []string
-		if len(g[0]) > 0 {
-			p = append(p, fmt.Sprintf("%s is worse than %s on %s", t, base, strings.Join(g[0], ", ")))
-		}
-		if len(g[1]) > 0 {
-			p = append(p, fmt.Sprintf("%s is better than %s on %s", t, base, strings.Join(g[1], ", ")))
-		}
-		if len(g[2]) > 0 {
-			p = append(p, fmt.Sprintf("no significant difference between %s and %s on %s", t, base, strings.Join(g[2], ", ")))
-		}
-		parts = append(parts, strings.Join(p, "; "))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// reasonSentence names the first reason with its evidence.
-func (r *Result) reasonSentence() string {
-	a := r.Ablation
-	if len(r.Reasons) == 0 {
-		if a != nil && a.Status == AblationRan {
-			return fmt.Sprintf(" By ablation, no single property of the %s workload (%d transplanted) restores it or closes part of the gap: it lies in a combination of them or in one not transplanted.", r.Workloads[0], a.built())
-		}
-		return ""
-	}
-	rs := r.Reasons[0]
-	switch rs.Evidence {
-	case EvidenceAblation:
-		if rs.Proven {
-			return fmt.Sprintf(" Proven reason (ablation): %s; the %s workload with the %s %s reaches the %s conclusion for %d of %d%s and %s.",
-				rs.Property, r.Workloads[1], r.Workloads[0], rs.Property, r.Workloads[0], rs.Restored, rs.Broken, r.restoredList(rs), gapText(rs.GapClosed))
-		}
-		return fmt.Sprintf(" By ablation, no single property restores it; %s comes nearest (it %s).", rs.Property, gapText(rs.GapClosed))
-	case EvidencePrior:
-		return fmt.Sprintf(" Likely reason (a prior, not proven: the change of %s acts through it): %s (%s).", strings.Join(rs.Keys, ", "), rs.Property, rs.Detail)
-	}
-	return fmt.Sprintf(" The workloads differ most in %s (%s); not proven to be the reason.", rs.Property, rs.Detail)
-}
-
-// built counts the transplants that could be built.
-func (a *Ablation) built() int {
-	n := 0
-	for _, t := range a.Properties {
-		if t.NotBuilt == "" {
-			n++
-		}
-	}
-	return n
 }

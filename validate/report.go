@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -43,7 +44,10 @@ func (r *Result) WriteText(w io.Writer) error {
 	p("")
 	p("%-12s %-10s %-30s %-30s %s", "metric", "target", syn+" change [CI]", real+" change [CI]", "verdict")
 	for _, c := range r.Conclusions {
-		p("%-12s %-10s %-30s %-30s %s", c.Metric, c.Target, fmtEffect(c.Synthetic), fmtEffect(c.Real), c.Verdict)
+		p("%-12s %-10s %-30s %-30s %s", c.Metric, c.Target, r.fmtEffect(c.Synthetic), r.fmtEffect(c.Real), c.Verdict)
+	}
+	for _, line := range r.legend() {
+		p("%s", line)
 	}
 	p("")
 	head := fmt.Sprintf("%-10s %-10s %9s %7s", "workload", "target", "requests", "failed")
@@ -94,61 +98,16 @@ func (r *Result) WriteText(w io.Writer) error {
 // writeWhy writes the reasons, the ablation behind them and the next
 // steps.
 func (r *Result) writeWhy(p func(string, ...any)) {
-	real, syn := r.Workloads[0], r.Workloads[1]
 	if a := r.Ablation; a != nil && a.Status == AblationRan {
-		p("")
-		p("Why, by ablation: the %s workload with one property of the %s one at a time, on %s (%d extra runs, %s):",
-			syn, real, strings.Join(a.Targets, ", "), a.Runs, fmtSeconds(a.Seconds))
-		var none, notBuilt []string
-		for _, t := range a.Properties {
-			switch {
-			case t.NotBuilt != "":
-				notBuilt = append(notBuilt, t.Property+": "+t.NotBuilt)
-			case !t.named():
-				none = append(none, t.Property)
-			}
-		}
-		for _, rs := range r.Reasons {
-			mark := ""
-			if rs.Proven {
-				mark = "  proven"
-			}
-			p("  %-15s restores %d of %d conclusions that did not hold%s, %s%s", rs.Property, rs.Restored, rs.Broken, r.restoredList(rs), gapText(rs.GapClosed), mark)
-		}
-		if len(none) > 0 {
-			p("  closes none of the gap (not a reason): %s", strings.Join(none, ", "))
-		}
-		for _, nb := range notBuilt {
-			p("  not built: %s", nb)
-		}
+		r.writeAblation(p)
 	} else if a != nil && a.Note != "" {
 		p("")
 		p("%s", a.Note)
 	}
-	if len(r.Reasons) > 0 {
-		p("")
-		switch r.Reasons[0].Evidence {
-		case EvidenceAblation:
-			p("Reasons (shown by the ablation):")
-		case EvidencePrior:
-			p("Likely reasons (a prior from what the configuration change acts through, then other differences; not proven):")
-		default:
-			p("Where the %s workload differs from %s traffic (not proven to matter):", syn, real)
-		}
-		for _, rs := range r.Reasons {
-			tag := ""
-			switch {
-			case rs.Proven:
-				tag = " [proven]"
-			case rs.Evidence == EvidencePrior:
-				tag = " [prior: " + strings.Join(rs.Keys, ", ") + "]"
-			}
-			p("  - %s%s: %s", rs.Property, tag, rs.Detail)
-		}
-	}
+	r.writeReasons(p)
 	if len(r.NextSteps) > 0 {
 		p("")
-		p("Next steps (what to change in the %s workload):", syn)
+		p("Next steps (what to change in the %s workload):", r.Workloads[1])
 		for _, st := range r.NextSteps {
 			p("  - %s (%s): %s", st.Property, st.Evidence, st.Change)
 			for _, c := range st.Commands {
@@ -157,6 +116,172 @@ func (r *Result) writeWhy(p func(string, ...any)) {
 		}
 	}
 }
+
+// writeAblation writes what each transplant restores, in the counts of
+// the table's tally (decisions that do not carry over, sizes off), then
+// the combination search.
+func (r *Result) writeAblation(p func(string, ...any)) {
+	a := r.Ablation
+	real, syn := r.Workloads[0], r.Workloads[1]
+	p("")
+	p("Why, by ablation: the %s, rerun with one property of the %s workload in the %s one at a time, on %s (%d extra runs, %s):",
+		r.brokenText(), real, syn, strings.Join(a.Targets, ", "), a.Runs, fmtSeconds(a.Seconds))
+	var none, notBuilt, notCarried []string
+	for _, t := range a.Properties {
+		switch {
+		case t.NotBuilt != "":
+			notBuilt = append(notBuilt, t.Property+": "+t.NotBuilt)
+		case t.MovedAway:
+			notCarried = append(notCarried, t.Property+": "+t.Evidence)
+		case !t.named():
+			none = append(none, t.Property)
+		default:
+			mark := ""
+			if t.Restored > 0 {
+				mark = "  proven"
+			}
+			dec, size := r.splitConclusions(restoredNames(t.Effects))
+			p("  %-15s %s; %s%s", t.Property, r.restoredCounts(dec, size), gapText(t.GapClosed), mark)
+		}
+	}
+	if len(none) > 0 {
+		p("  closes none of the gap (not a reason): %s", strings.Join(none, ", "))
+	}
+	for _, nc := range notCarried {
+		p("  not carried over (not a reason): %s", nc)
+	}
+	for _, nb := range notBuilt {
+		p("  not built: %s", nb)
+	}
+	if c := a.Combination; c != nil {
+		r.writeCombination(p, c)
+	}
+}
+
+// brokenText is the conclusions that do not hold, as the tally counts
+// them: "4 conclusions that do not hold (3 decisions that do not carry
+// over, 1 with the size off)".
+func (r *Result) brokenText() string {
+	n := r.Counts
+	var parts []string
+	if n.NotCarried > 0 {
+		parts = append(parts, plural(n.NotCarried, "decision that does not carry over", "decisions that do not carry over"))
+	}
+	if n.SizeOff > 0 {
+		parts = append(parts, fmt.Sprintf("%d with the size off", n.SizeOff))
+	}
+	return fmt.Sprintf("%s (%s)", plural(n.Broken(), "conclusion that does not hold", "conclusions that do not hold"), strings.Join(parts, ", "))
+}
+
+// restoredCounts is what a transplant restores in the tally's counts:
+// "decisions 1 of 3 (e2e_p99 of pa), sizes 0 of 1".
+func (r *Result) restoredCounts(decisions, sizes []string) string {
+	var parts []string
+	// The names, unless none or all were restored.
+	list := func(names []string, of int) string {
+		if len(names) == 0 || len(names) == of {
+			return ""
+		}
+		return " (" + strings.Join(names, ", ") + ")"
+	}
+	if n := r.Counts.NotCarried; n > 0 {
+		parts = append(parts, fmt.Sprintf("decisions %d of %d%s", len(decisions), n, list(decisions, n)))
+	}
+	if n := r.Counts.SizeOff; n > 0 {
+		parts = append(parts, fmt.Sprintf("sizes %d of %d%s", len(sizes), n, list(sizes, n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeCombination writes the combination search: each counterfactual
+// workload, what it reaches and what it moved, and what the budget left.
+func (r *Result) writeCombination(p func(string, ...any), c *Combination) {
+	real, syn := r.Workloads[0], r.Workloads[1]
+	p("")
+	budget := fmt.Sprintf("%d extra runs of a budget of %d, Options.CombinationBudget", c.Runs, c.Budget)
+	if c.Budget == 0 {
+		budget = "none searched: Options.CombinationBudget is negative"
+	}
+	p("No single property restores %s; combinations (%s):", strings.Join(c.Conclusions, ", "), budget)
+	of := len(c.Conclusions)
+	for _, cf := range c.Tried {
+		what := strings.Join(cf.Properties, " and ")
+		if cf.NotBuilt != "" {
+			p("  not built: %s: %s", cf.Label(), cf.NotBuilt)
+			continue
+		}
+		var effects []string
+		for _, e := range cf.Effects {
+			effects = append(effects, e.Metric+" of "+e.Target+" "+r.pctShort(e.Effect))
+		}
+		var line string
+		if cf.Kind == CounterfactualComplement {
+			line = fmt.Sprintf("  %s with the %s %s: decides as %s on %d of %d (%s), %s of the way to the %s effects",
+				real, syn, what, syn, cf.Reaches, of, strings.Join(effects, ", "), pctOf(cf.GapClosed), syn)
+			if cf.Reaches > 0 {
+				line += fmt.Sprintf(": the %s %s %s necessary to %s", real, what, isAre(what), strings.Join(cf.reached(), ", "))
+			}
+		} else {
+			line = fmt.Sprintf("  %s with the %s %s: restores %d of %d (%s), %s", syn, real, what, cf.Reaches, of, strings.Join(effects, ", "), gapText(cf.GapClosed))
+		}
+		if cf.MovedAway {
+			line += fmt.Sprintf(": it did not carry the %s %s, so it proves nothing", lenderOf(cf, real, syn), what)
+		}
+		p("%s", line)
+		p("      moved: %s", cf.Evidence)
+	}
+	if len(c.Left) > 0 {
+		p("  not run, over the budget: %s", strings.Join(c.Left, "; "))
+	}
+}
+
+// writeReasons writes the reasons with their evidence.
+func (r *Result) writeReasons(p func(string, ...any)) {
+	if len(r.Reasons) == 0 {
+		return
+	}
+	real, syn := r.Workloads[0], r.Workloads[1]
+	p("")
+	switch r.Reasons[0].Evidence {
+	case EvidenceAblation, EvidenceNecessary:
+		p("Reasons (shown by the ablation; each with what its counterfactual workload changed, from → to, beside the workload it took the property from):")
+	case EvidencePrior:
+		p("Likely reasons (a prior from what the configuration change acts through, then other differences; not proven):")
+	default:
+		p("Where the %s workload differs from %s traffic (not proven to matter):", syn, real)
+	}
+	for _, rs := range r.Reasons {
+		tag := ""
+		switch {
+		case rs.Proven && len(rs.Properties) > 0:
+			tag = " [proven together]"
+		case rs.Proven:
+			tag = " [proven]"
+		case rs.Evidence == EvidenceNecessary:
+			tag = " [necessary]"
+		case rs.Evidence == EvidencePrior:
+			tag = " [prior: " + strings.Join(rs.Keys, ", ") + "]"
+		}
+		p("  - %s%s: %s", rs.Property, tag, rs.Detail)
+	}
+}
+
+// lenderOf is the workload a counterfactual took its properties from.
+func lenderOf(cf Counterfactual, real, syn string) string {
+	if cf.Kind == CounterfactualComplement {
+		return syn
+	}
+	return real
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func pctOf(g float64) string { return fmt.Sprintf("%.0f%%", 100*g) }
 
 // gapText says how far a transplant moves the effects from the synthetic
 // towards the real ones (the median over the conclusions that did not
@@ -171,31 +296,67 @@ func gapText(g float64) string {
 	return fmt.Sprintf("closes %.0f%% of the gap", 100*g)
 }
 
-// restoredList names the restored conclusions when not all were.
-func (r *Result) restoredList(rs Reason) string {
-	if rs.Restored == 0 || rs.Restored == rs.Broken || r.Ablation == nil {
-		return ""
-	}
-	var names []string
-	for _, t := range r.Ablation.Properties {
-		if t.Property != rs.Property {
-			continue
-		}
-		for _, e := range t.Effects {
-			if e.Restores {
-				names = append(names, e.Metric+" of "+e.Target)
-			}
-		}
-	}
-	return " (" + strings.Join(names, ", ") + ")"
+// fmtEffect is an effect in the verdict table: its change, its interval
+// and, when it is not significant, "ns" (or "ns (<2%)" when only the
+// minimum effect makes it so).
+func (r *Result) fmtEffect(e Effect) string {
+	return fmt.Sprintf("%+.1f%% [%+.1f, %+.1f]", 100*e.Change, 100*e.CILow, 100*e.CIHigh) + r.nsMark(e)
 }
 
-func fmtEffect(e Effect) string {
-	s := fmt.Sprintf("%+.1f%% [%+.1f, %+.1f]", 100*e.Change, 100*e.CILow, 100*e.CIHigh)
-	if !e.Significant {
-		s += " ns"
+// legend says, under the verdict table, how many conclusions fall under
+// each verdict (the tally the headline and the ablation count in) and what
+// each verdict word and mark in the table means.
+func (r *Result) legend() []string {
+	n := r.Counts
+	if n.Judged == 0 {
+		return nil
 	}
-	return s
+	by := func(v string) string { return fmt.Sprintf("%d %s", n.ByVerdict[v], v) }
+	var notCarried []string
+	for _, v := range []string{VerdictReversed, VerdictNotSignificantSynthetic, VerdictNotSignificantReal} {
+		if n.ByVerdict[v] > 0 {
+			notCarried = append(notCarried, by(v))
+		}
+	}
+	var tally []string
+	if n.NotCarried > 0 {
+		tally = append(tally, plural(n.NotCarried, "does not carry over", "do not carry over")+" ("+strings.Join(notCarried, ", ")+")")
+	}
+	if n.SizeOff > 0 {
+		tally = append(tally, plural(n.SizeOff, "carries", "carry")+fmt.Sprintf(" over with the size off (%s)", VerdictMagnitudeOff))
+	}
+	if n.Holds > 0 {
+		tally = append(tally, plural(n.Holds, "holds", "hold"))
+	}
+	out := []string{"", fmt.Sprintf("Of %d conclusions: %s.", n.Judged, strings.Join(tally, "; "))}
+	meaning := map[string]string{
+		VerdictHolds: fmt.Sprintf("both workloads show no effect, or the same direction with sizes that agree (intervals overlap, or within %.0f%% of the %s change)",
+			100*r.opts.MagnitudeTolerance, r.Workloads[0]),
+		VerdictMagnitudeOff:            "the same direction, sizes further apart: the decision carries over, its size does not",
+		VerdictReversed:                "both significant, in opposite directions",
+		VerdictNotSignificantSynthetic: "only the " + r.Workloads[0] + " workload shows an effect",
+		VerdictNotSignificantReal:      "only the " + r.Workloads[1] + " workload shows an effect",
+	}
+	for _, v := range []string{VerdictHolds, VerdictMagnitudeOff, VerdictReversed, VerdictNotSignificantSynthetic, VerdictNotSignificantReal} {
+		if n.ByVerdict[v] > 0 {
+			out = append(out, fmt.Sprintf("  %s: %s", v, meaning[v]))
+		}
+	}
+	var ns, small bool
+	for _, c := range r.Conclusions {
+		for _, e := range []Effect{c.Real, c.Synthetic} {
+			ns = ns || !e.Significant && !e.BelowMinEffect
+			small = small || e.BelowMinEffect
+		}
+	}
+	if ns {
+		out = append(out, fmt.Sprintf("  ns: not significant: the %.0f%% interval includes 0; counted as no effect", 100*r.Confidence))
+	}
+	if small {
+		out = append(out, fmt.Sprintf("  ns (<%s%%): the interval excludes 0 but the change is under the minimum effect (Options.MinEffect, %s%%); counted as no effect",
+			strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64), strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64)))
+	}
+	return out
 }
 
 var targetColors = []color.Color{
@@ -246,7 +407,6 @@ func (r *Result) metricChart(m Metric) (*plot.Plot, error) {
 }
 
 var htmlTmpl = template.Must(template.New("validate").Funcs(template.FuncMap{
-	"eff":  fmtEffect,
 	"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
 	"rank": rankText,
 	"join": strings.Join,
@@ -275,17 +435,17 @@ svg{width:100%;height:auto;background:#fff;border:1px solid #eee}
 <h1>tokentrace validate: {{index .R.Workloads 1}} vs {{index .R.Workloads 0}}</h1>
 <p class="conclusion">{{.R.Conclusion}}</p>
 <p>Targets ({{.R.Baseline}} is the baseline): {{range .R.Targets}}<b>{{.Name}}</b> = <code>{{.Config}}</code> &nbsp; {{end}}<br>
-Speed {{.R.Speed}}×; {{printf "%.0f" .ConfPct}}% bootstrap intervals of the relative change against {{.R.Baseline}}; "ns" = not significant.</p>
+Speed {{.R.Speed}}×; {{printf "%.0f" .ConfPct}}% bootstrap intervals of the relative change against {{.R.Baseline}}.</p>
 <h2>Verdicts</h2>
 <table><tr><th>metric</th><th class="l">target</th><th>{{index .R.Workloads 1}} change [CI]</th><th>{{index .R.Workloads 0}} change [CI]</th><th class="l">verdict</th></tr>
-{{range .R.Conclusions}}<tr><td>{{.Metric}}</td><td class="l">{{.Target}}</td><td>{{eff .Synthetic}}</td><td>{{eff .Real}}</td><td class="l {{if eq .Verdict "holds"}}holds{{else}}broken{{end}}">{{.Verdict}}</td></tr>
+{{range .R.Conclusions}}<tr><td>{{.Metric}}</td><td class="l">{{.Target}}</td><td>{{call $.Eff .Synthetic}}</td><td>{{call $.Eff .Real}}</td><td class="l {{if eq .Verdict "holds"}}holds{{else}}broken{{end}}">{{.Verdict}}</td></tr>
 {{end}}</table>
-{{with .R.Ablation}}{{if eq .Status "ran"}}<h2>Why, by ablation</h2>
-<p>The {{index $.R.Workloads 1}} workload with one property of the {{index $.R.Workloads 0}} one at a time, on {{join .Targets ", "}}: {{.Runs}} extra runs, {{secs .Seconds}}.</p>
-<table><tr><th class="l">property</th><th>restores</th><th>gap closed (median)</th><th class="l"></th></tr>
-{{range .Properties}}<tr><td class="l">{{.Property}}</td>{{if .NotBuilt}}<td colspan="3" class="l">not built: {{.NotBuilt}}</td>{{else}}<td>{{.Restored}} of {{.Broken}}</td><td>{{pct .GapClosed}}</td><td class="l">{{if gt .Restored 0}}<span class="holds">proven</span>{{else if .Closes}}part of the gap{{else}}closes none: not a reason{{end}}</td>{{end}}</tr>
-{{end}}</table>{{else if .Note}}<p>{{.Note}}</p>{{end}}{{end}}
-{{if .R.Reasons}}<h2>Reasons</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>{{if .Proven}} <span class="holds">[proven]</span>{{else if eq .Evidence "prior"}} [a prior: the change of {{join .Keys ", "}} acts through it; not proven]{{else if eq .Evidence "difference"}} [a difference; not proven]{{end}}: {{.Detail}}</p>{{end}}</div>{{end}}
+{{if .Legend}}<p>{{range .Legend}}{{.}}<br>
+{{end}}</p>{{end}}
+{{if .Why}}<h2>Why, by ablation</h2>
+<pre>{{range .Why}}{{.}}
+{{end}}</pre>{{else}}{{with .R.Ablation}}{{if .Note}}<p>{{.Note}}</p>{{end}}{{end}}{{end}}
+{{if .R.Reasons}}<h2>Reasons</h2><div class="diag">{{range .R.Reasons}}<p><b>{{.Property}}</b>{{if and .Proven .Properties}} <span class="holds">[proven together]</span>{{else if .Proven}} <span class="holds">[proven]</span>{{else if eq .Evidence "necessary"}} [necessary]{{else if eq .Evidence "prior"}} [a prior: the change of {{join .Keys ", "}} acts through it; not proven]{{else if eq .Evidence "difference"}} [a difference; not proven]{{end}}: {{.Detail}}</p>{{end}}</div>{{end}}
 {{if .R.NextSteps}}<h2>Next steps</h2>{{range .R.NextSteps}}<p><b>{{.Property}}</b> ({{.Evidence}}): {{.Change}}</p>{{if .Commands}}<pre>{{range .Commands}}{{.}}
 {{end}}</pre>{{end}}{{end}}{{end}}
 <h2>Side by side</h2>
@@ -319,9 +479,23 @@ func (r *Result) WriteHTML(w io.Writer) error {
 		}
 		charts = append(charts, template.HTML(svg))
 	}
+	var why []string
+	if a := r.Ablation; a != nil && a.Status == AblationRan {
+		r.writeAblation(func(format string, a ...any) { why = append(why, fmt.Sprintf(format, a...)) })
+	}
+	legend := r.legend()
+	// The text's blank lines before each block are the page's headings.
+	for len(legend) > 0 && legend[0] == "" {
+		legend = legend[1:]
+	}
+	for len(why) > 0 && why[0] == "" {
+		why = why[1:]
+	}
 	return htmlTmpl.Execute(w, struct {
-		R       *Result
-		Charts  []template.HTML
-		ConfPct float64
-	}{r, charts, 100 * r.Confidence})
+		R           *Result
+		Charts      []template.HTML
+		ConfPct     float64
+		Eff         func(Effect) string
+		Legend, Why []string
+	}{r, charts, 100 * r.Confidence, r.fmtEffect, legend, why})
 }

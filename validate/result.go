@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/synth"
@@ -68,20 +69,33 @@ type Ranking struct {
 	Same      bool       `json:"same"`
 }
 
-// Reason is a property of the synthetic workload that breaks a
-// conclusion, or likely does; the first is the best supported.
+// Reason is a property of the synthetic workload (or a pair of them) that
+// breaks a conclusion, or likely does; the first is the best supported.
 type Reason struct {
 	Property string `json:"property"`
-	Detail   string `json:"detail"`
-	// Evidence is EvidenceAblation, EvidencePrior or EvidenceDifference.
+	// Properties are a pair's two properties (Property joins them with
+	// "and"); empty for one property.
+	Properties []string `json:"properties,omitempty"`
+	// Detail is the evidence: for an ablation, the figures its
+	// counterfactual workload moved; else how the workloads differ.
+	Detail string `json:"detail"`
+	// Evidence is EvidenceAblation, EvidenceNecessary, EvidencePrior or
+	// EvidenceDifference.
 	Evidence string `json:"evidence"`
-	// Proven: transplanting the property restored at least one broken
-	// conclusion (Restored of Broken), closing GapClosed (the median
-	// share) of the gap between the synthetic and the real effects.
-	Proven    bool    `json:"proven"`
-	Restored  int     `json:"restored,omitempty"`
-	Broken    int     `json:"broken,omitempty"`
-	GapClosed float64 `json:"gap_closed,omitempty"`
+	// Proven: transplanting the property (a pair: both together) restored
+	// Restored of the Broken conclusions that did not hold (Result.Counts),
+	// RestoredDecisions of them decisions that did not carry over, closing
+	// GapClosed (the median share) of the gap between the synthetic and
+	// the real effects.
+	Proven            bool    `json:"proven"`
+	Restored          int     `json:"restored,omitempty"`
+	RestoredDecisions int     `json:"restored_decisions,omitempty"`
+	Broken            int     `json:"broken,omitempty"`
+	GapClosed         float64 `json:"gap_closed,omitempty"`
+	// Conclusions names the conclusions restored ("ttft_p99 of pa"); for
+	// EvidenceNecessary, those the real workload decides as the synthetic
+	// one does without its own property.
+	Conclusions []string `json:"conclusions,omitempty"`
 	// Keys are the configuration keys whose change acts through the
 	// property (a prior).
 	Keys []string `json:"keys,omitempty"`
@@ -97,11 +111,16 @@ type Result struct {
 	Workloads  [2]string    `json:"workloads"` // real, synthetic
 	Speed      float64      `json:"speed"`
 	Confidence float64      `json:"confidence"`
-	Metrics    []Metric     `json:"metrics"`
+	// MinEffect is the relative change under which an effect is none
+	// (Options.MinEffect).
+	MinEffect float64  `json:"min_effect"`
+	Metrics   []Metric `json:"metrics"`
 	// Conclusion is the whole answer in one or two sentences.
 	Conclusion  string       `json:"conclusion"`
 	Conclusions []Conclusion `json:"conclusions"`
-	Rankings    []Ranking    `json:"rankings"`
+	// Counts tallies Conclusions by what becomes of their decision.
+	Counts   Counts    `json:"counts"`
+	Rankings []Ranking `json:"rankings"`
 	// Reasons are listed whenever a conclusion does not hold, the best
 	// supported first.
 	Reasons []Reason `json:"reasons"`
@@ -158,6 +177,7 @@ func (r *Result) judge(samples map[[2]string]sample, real, syn string) {
 		rk.Same = slices.EqualFunc(rk.Real, rk.Synthetic, slices.Equal)
 		r.Rankings = append(r.Rankings, rk)
 	}
+	r.Counts = countConclusions(r.Conclusions)
 }
 
 // rank orders the targets best first on m under workload w, as groups:
@@ -218,13 +238,22 @@ func (r *Result) metricList() string {
 }
 
 // pctShort is an effect in a sentence: "+108%", or "+3% ns" when not
-// significant.
-func pctShort(e Effect) string {
-	s := fmt.Sprintf("%+.0f%%", 100*e.Change)
-	if !e.Significant {
-		s += " ns"
+// significant ("+1% ns (<2%)" when its interval excludes 0 but it is
+// under the minimum effect).
+func (r *Result) pctShort(e Effect) string {
+	return fmt.Sprintf("%+.0f%%", 100*e.Change) + r.nsMark(e)
+}
+
+// nsMark marks an effect that is not significant: " ns", or " ns (<2%)"
+// when only the minimum effect makes it so.
+func (r *Result) nsMark(e Effect) string {
+	switch {
+	case e.Significant:
+		return ""
+	case e.BelowMinEffect:
+		return fmt.Sprintf(" ns (<%s%%)", strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64))
 	}
-	return s
+	return " ns"
 }
 
 func fmtValue(m Metric, v float64) string {

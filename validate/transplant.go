@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -22,58 +23,84 @@ const (
 // builds them.
 var Properties = []string{PropPromptLengths, PropOutputLengths, PropArrivals, PropPrefixReuse, PropSessions}
 
-// transplant builds the counterfactual workload: syn with property prop of
-// real. It returns a reason instead when the property cannot be built from
-// these workloads (e.g. the real one has no sessions). blockSize is the
-// replay's block size for traces whose metadata does not say.
+// transplant builds the counterfactual workload: recipient with property
+// prop of donor (the synthetic workload with a property of the real one;
+// for a complement, the other way round). It returns a reason instead when
+// the property cannot be built from these workloads (e.g. the donor has no
+// sessions). blockSize is the replay's block size for traces whose
+// metadata does not say.
 //
 // Requests are matched by rank: the i-th request of one workload in arrival
 // order stands for the request at the same relative position in the other
 // (i·N/M), so a transplant keeps where in the trace a property occurs (a
-// burst, a run of long prompts) and the synthetic workload keeps all of
-// its own other properties.
-func transplant(prop string, real, syn Workload, blockSize int) (Workload, string) {
-	if ok, why := transplantable(prop, real, syn); !ok {
+// burst, a run of long prompts) and the recipient keeps all of its own
+// other properties.
+func transplant(prop string, donor, recipient Workload, blockSize int) (Workload, string) {
+	if ok, why := transplantable(prop, donor, recipient); !ok {
 		return Workload{}, why
 	}
-	w, why := build(prop, real, syn, blockSize)
-	if why == "" && sameRequests(w.reqs, syn.reqs) {
-		return Workload{}, "the synthetic workload already has the real " + prop + ": nothing to transplant"
+	w, why := build(prop, donor, recipient, blockSize)
+	if why == "" && sameRequests(w.reqs, recipient.reqs) {
+		return Workload{}, fmt.Sprintf("the %s workload already has the %s %s: nothing to transplant", recipient.Name, donor.Name, prop)
 	}
 	return w, why
 }
 
-func build(prop string, real, syn Workload, blockSize int) (Workload, string) {
+// transplantAll builds recipient with every property of props taken from
+// donor, one after the other in Properties order (lengths and arrivals
+// before prefixes, prefixes before the sessions that share them), or the
+// reason the first that cannot be built gives. The workload is named for
+// all of them.
+func transplantAll(props []string, donor, recipient Workload, blockSize int) (Workload, string) {
+	w := recipient
+	var done []string
+	for _, p := range Properties {
+		if !slices.Contains(props, p) {
+			continue
+		}
+		next, why := transplant(p, donor, w, blockSize)
+		if why != "" {
+			return Workload{}, p + ": " + why
+		}
+		w = next
+		done = append(done, p)
+	}
+	w.Name = recipient.Name + " with " + donor.Name + " " + strings.Join(done, " and ")
+	return w, ""
+}
+
+func build(prop string, donor, recipient Workload, blockSize int) (Workload, string) {
+	what := "with " + donor.Name + " " + prop
 	switch prop {
 	case PropPromptLengths:
-		return transplantLengths(real, syn, func(r *request) *int32 { return &r.in }, "with real prompt lengths"), ""
+		return transplantLengths(donor, recipient, func(r *request) *int32 { return &r.in }, what), ""
 	case PropOutputLengths:
-		return transplantLengths(real, syn, func(r *request) *int32 { return &r.out }, "with real output lengths"), ""
+		return transplantLengths(donor, recipient, func(r *request) *int32 { return &r.out }, what), ""
 	case PropArrivals:
-		return transplantArrivals(real, syn), ""
+		return transplantArrivals(donor, recipient, what), ""
 	case PropPrefixReuse:
-		return transplantPrefixes(real, syn), ""
+		return transplantPrefixes(donor, recipient, what), ""
 	case PropSessions:
-		return transplantSessions(real, syn, blockSize), ""
+		return transplantSessions(donor, recipient, blockSize, what), ""
 	}
 	return Workload{}, fmt.Sprintf("unknown property %q", prop)
 }
 
 // transplantable reports whether prop can be built from these workloads,
 // and why not.
-func transplantable(prop string, real, syn Workload) (bool, string) {
+func transplantable(prop string, donor, recipient Workload) (bool, string) {
 	switch prop {
 	case PropArrivals:
-		if len(real.reqs) < 2 {
-			return false, "the real workload has fewer than two requests: it has no arrival process"
+		if len(donor.reqs) < 2 {
+			return false, fmt.Sprintf("the %s workload has fewer than two requests: it has no arrival process", donor.Name)
 		}
 	case PropPrefixReuse:
-		if !sharesPrefixes(real.reqs) && !sharesPrefixes(syn.reqs) {
+		if !sharesPrefixes(donor.reqs) && !sharesPrefixes(recipient.reqs) {
 			return false, "neither workload has shared prefixes (no prefix blocks, no category with prefix tokens): nothing to transplant"
 		}
 	case PropSessions:
-		if !hasFollowUps(real.reqs) {
-			return false, "the real workload has no sessions (no session with two or more requests)"
+		if !hasFollowUps(donor.reqs) {
+			return false, fmt.Sprintf("the %s workload has no sessions (no session with two or more requests)", donor.Name)
 		}
 	}
 	return true, ""
@@ -88,35 +115,35 @@ func sameRequests(a, b []request) bool {
 	})
 }
 
-// counterfactual starts a workload from syn's metadata. Its requests are
-// in arrival order, as every transplant builds them.
-func counterfactual(syn Workload, what string, n int) Workload {
-	return Workload{Name: syn.Name + " " + what, Meta: syn.Meta, reqs: make([]request, 0, n)}
+// counterfactual starts a workload from the recipient's metadata. Its
+// requests are in arrival order, as every transplant builds them.
+func counterfactual(recipient Workload, what string, n int) Workload {
+	return Workload{Name: recipient.Name + " " + what, Meta: recipient.Meta, reqs: make([]request, 0, n)}
 }
 
 // at is the index, among m, standing for rank i of n.
 func at(i, n, m int) int { return int(int64(i) * int64(m) / int64(n)) }
 
-// transplantLengths gives each synthetic request the real value at its
-// own quantile: the synthetic request with the k-th smallest value gets
-// the real value of the same rank. The order of lengths over time, their
-// pairing with arrivals and prefixes stay the synthetic workload's; a
-// shared prefix is cut to a shorter prompt.
-func transplantLengths(real, syn Workload, field func(*request) *int32, what string) Workload {
-	rv := make([]int32, len(real.reqs))
-	for i := range real.reqs {
-		rv[i] = *field(&real.reqs[i])
+// transplantLengths gives each recipient request (a synthetic one) the
+// donor's (the real) value at its own quantile: the request with the k-th
+// smallest value gets the donor's value of the same rank. The order of
+// lengths over time, their pairing with arrivals and prefixes stay the
+// recipient's; a shared prefix is cut to a shorter prompt.
+func transplantLengths(donor, recipient Workload, field func(*request) *int32, what string) Workload {
+	rv := make([]int32, len(donor.reqs))
+	for i := range donor.reqs {
+		rv[i] = *field(&donor.reqs[i])
 	}
 	slices.Sort(rv)
-	ord := make([]int32, len(syn.reqs))
+	ord := make([]int32, len(recipient.reqs))
 	for i := range ord {
 		ord[i] = int32(i)
 	}
 	slices.SortStableFunc(ord, func(a, b int32) int {
-		return cmp.Compare(*field(&syn.reqs[a]), *field(&syn.reqs[b]))
+		return cmp.Compare(*field(&recipient.reqs[a]), *field(&recipient.reqs[b]))
 	})
-	w := counterfactual(syn, what, len(syn.reqs))
-	w.reqs = append(w.reqs, syn.reqs...)
+	w := counterfactual(recipient, what, len(recipient.reqs))
+	w.reqs = append(w.reqs, recipient.reqs...)
 	n := len(ord)
 	for k, i := range ord {
 		r := &w.reqs[i]
@@ -163,26 +190,27 @@ func mix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// transplantArrivals puts the synthetic requests, in their own order, at
-// the real workload's arrival times: as many requests as the real one has,
-// so rate and burstiness are the real ones. With fewer synthetic requests
-// than real ones each is used again in turn (the repeat's own prefix
+// transplantArrivals puts the recipient's requests (the synthetic ones),
+// in their own order, at the donor's (the real workload's) arrival times:
+// as many requests as the donor has, so rate and burstiness are the
+// donor's. With fewer recipient requests than donor ones each is used
+// again in turn (the repeat's own prefix
 // blocks and its session renamed, so it is a new request of the same
 // shape); with more, an even subset is used.
-func transplantArrivals(real, syn Workload) Workload {
-	uses := blockUses(syn.reqs)
+func transplantArrivals(donor, recipient Workload, what string) Workload {
+	uses := blockUses(recipient.reqs)
 	var maxSess int64
-	for i := range syn.reqs {
-		maxSess = max(maxSess, syn.reqs[i].session)
+	for i := range recipient.reqs {
+		maxSess = max(maxSess, recipient.reqs[i].session)
 	}
-	copies := make([]int32, len(syn.reqs))
-	w := counterfactual(syn, "with real arrivals", len(real.reqs))
-	for i := range real.reqs {
-		si := at(i, len(real.reqs), len(syn.reqs))
+	copies := make([]int32, len(recipient.reqs))
+	w := counterfactual(recipient, what, len(donor.reqs))
+	for i := range donor.reqs {
+		si := at(i, len(donor.reqs), len(recipient.reqs))
 		k := copies[si]
 		copies[si]++
-		r := syn.reqs[si]
-		r.seq, r.arrival = int64(i), real.reqs[i].arrival
+		r := recipient.reqs[si]
+		r.seq, r.arrival = int64(i), donor.reqs[i].arrival
 		r.blocks = renameBlocks(r.blocks, int(k), uses)
 		if r.session != 0 {
 			r.session += int64(k) * (maxSess + 1)
@@ -203,28 +231,28 @@ func sharesPrefixes(reqs []request) bool {
 	return false
 }
 
-// transplantPrefixes keeps the synthetic requests (arrivals, lengths) and
-// gives each the prefix of the real request at its rank: category, prefix
-// tokens and prefix blocks (the blocks at the real block size), cut to the
-// synthetic prompt's length. The real requests are thinned to the
-// synthetic size by whole conversations, so that a turn's reuse of the
-// turn before survives; a real request used twice shares with the others
-// what it shared, and its own blocks are renamed.
-func transplantPrefixes(real, syn Workload) Workload {
-	ro := wholeConversations(real.reqs, len(syn.reqs))
-	uses := blockUses(real.reqs)
-	copies := make([]int32, len(real.reqs))
-	w := counterfactual(syn, "with real prefix reuse", len(syn.reqs))
-	w.reqs = append(w.reqs, syn.reqs...)
-	bs := real.Meta.BlockSize
-	if sharesBlocks(real.reqs) {
+// transplantPrefixes keeps the recipient's requests (arrivals, lengths)
+// and gives each the prefix of the donor's request at its rank: category,
+// prefix tokens and prefix blocks (the blocks at the donor's block size),
+// cut to the recipient's prompt length. The donor's requests are thinned
+// to the recipient's size by whole conversations, so that a turn's reuse
+// of the turn before survives; a donor request used twice shares with the
+// others what it shared, and its own blocks are renamed.
+func transplantPrefixes(donor, recipient Workload, what string) Workload {
+	ro := wholeConversations(donor.reqs, len(recipient.reqs))
+	uses := blockUses(donor.reqs)
+	copies := make([]int32, len(donor.reqs))
+	w := counterfactual(recipient, what, len(recipient.reqs))
+	w.reqs = append(w.reqs, recipient.reqs...)
+	bs := donor.Meta.BlockSize
+	if sharesBlocks(donor.reqs) {
 		w.Meta.BlockSize = bs
 	}
 	for j := range w.reqs {
 		ri := ro[at(j, len(w.reqs), len(ro))]
 		k := copies[ri]
 		copies[ri]++
-		src, r := &real.reqs[ri], &w.reqs[j]
+		src, r := &donor.reqs[ri], &w.reqs[j]
 		r.category = src.category
 		r.prefix = min(src.prefix, r.in)
 		blocks := src.blocks
@@ -264,12 +292,13 @@ func hasFollowUps(reqs []request) bool {
 // of its predecessor's prompt (the simulator caches 16-token blocks).
 const sessionBlockSize = 64
 
-// transplantSessions keeps the synthetic requests' arrivals and their
-// first turns, and lays the real workload's conversations over them (whole
-// conversations, thinned to the synthetic size): where the real request at
-// a synthetic request's rank continues an earlier real request (the
-// previous one of its session) and that one stands for an earlier
-// synthetic request, the synthetic request becomes its follow-up.
+// transplantSessions keeps the recipient's arrivals and first turns (the
+// synthetic workload's), and lays the donor's conversations (the real
+// ones) over them (whole conversations, thinned to the recipient's size):
+// where the donor request at a recipient request's rank continues an
+// earlier donor request (the previous one of its session) and that one
+// stands for an earlier recipient request, the recipient request becomes
+// its follow-up.
 // A follow-up resends its predecessor's prompt and answer plus the new
 // tokens the real turn added (its input = previous input + previous output
 // + new tokens; a real turn whose input did not grow starts a fresh prompt
@@ -277,24 +306,24 @@ const sessionBlockSize = 64
 // category and takes the real think time. Requests without blocks get
 // blocks first (their category prefix shared at block granularity), so
 // the sharing is expressed the same way for every request.
-func transplantSessions(real, syn Workload, blockSize int) Workload {
-	ro := wholeConversations(real.reqs, len(syn.reqs))
-	// The previous request of each real session, by index.
-	prev := make([]int32, len(real.reqs))
+func transplantSessions(donor, recipient Workload, blockSize int, what string) Workload {
+	ro := wholeConversations(donor.reqs, len(recipient.reqs))
+	// The previous request of each donor session, by index.
+	prev := make([]int32, len(donor.reqs))
 	last := map[int64]int32{}
 	for _, ri := range ro {
 		prev[ri] = -1
-		if s := real.reqs[ri].session; s != 0 {
+		if s := donor.reqs[ri].session; s != 0 {
 			if p, ok := last[s]; ok {
 				prev[ri] = p
 			}
 			last[s] = ri
 		}
 	}
-	w := counterfactual(syn, "with real sessions", len(syn.reqs))
-	w.reqs = append(w.reqs, syn.reqs...)
-	bs := syn.Meta.BlockSize
-	if !sharesBlocks(syn.reqs) {
+	w := counterfactual(recipient, what, len(recipient.reqs))
+	w.reqs = append(w.reqs, recipient.reqs...)
+	bs := recipient.Meta.BlockSize
+	if !sharesBlocks(recipient.reqs) {
 		bs = sessionBlockSize
 	} else if bs <= 0 {
 		bs = blockSize
@@ -311,16 +340,16 @@ func transplantSessions(real, syn Workload, blockSize int) Workload {
 	}
 	nb := func(tokens int32) int { return (int(tokens) + bs - 1) / bs }
 	var sessions int64
-	lastC := make([]int32, len(real.reqs)) // real index → synthetic index standing for it, +1
+	lastC := make([]int32, len(donor.reqs)) // donor index → synthetic index standing for it, +1
 	for j := range w.reqs {
 		ri := ro[at(j, len(w.reqs), len(ro))]
-		r, src := &w.reqs[j], &real.reqs[ri]
+		r, src := &w.reqs[j], &donor.reqs[ri]
 		r.session, r.turn, r.parent, r.after = 0, 0, traces.NotReported, nil
 		lastC[ri] = int32(j) + 1
 		p := prev[ri]
 		if p < 0 || lastC[p] == 0 {
 			// A first turn: its own prompt, in blocks; a session of its
-			// own when the real request starts one.
+			// own when the donor request starts one.
 			if len(r.blocks) == 0 {
 				r.blocks = categoryBlocks(r, bs, fresh)
 			}
@@ -330,7 +359,7 @@ func transplantSessions(real, syn Workload, blockSize int) Workload {
 			}
 			continue
 		}
-		pc, srcPrev := &w.reqs[lastC[p]-1], &real.reqs[p]
+		pc, srcPrev := &w.reqs[lastC[p]-1], &donor.reqs[p]
 		r.session, r.turn = pc.session, pc.turn+1
 		r.parent, r.think = pc.seq, src.think
 		r.category, r.prefix = pc.category, pc.prefix

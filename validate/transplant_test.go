@@ -144,3 +144,39 @@ func syn2(t *testing.T, syn Workload) Workload {
 	recs[0].Category, recs[0].PrefixTokens = "", 0
 	return loaded(t, Workload{Name: syn.Name, Records: recs, Meta: syn.Meta})
 }
+
+// A complement is a transplant the other way: the real workload with one
+// property of the synthetic one, named for it; a pair applies both, in
+// Properties order, and is named for both.
+func TestComplementAndPair(t *testing.T) {
+	real := loaded(t, kvBound("real", 100, 10, 2000, 1))
+	syn := loaded(t, kvBound("synthetic", 80, 0.5, 200, 2))
+	w, why := transplant(PropPromptLengths, syn, real, 512)
+	if why != "" || w.Name != "real with synthetic prompt lengths" || len(w.reqs) != len(real.reqs) {
+		t.Fatalf("complement %q (%d requests): %s", w.Name, len(w.reqs), why)
+	}
+	for i := range w.reqs {
+		if w.reqs[i].arrival != real.reqs[i].arrival || w.reqs[i].in > 220 {
+			t.Fatalf("request %d: arrival %d, %d prompt tokens; want the real arrival and a synthetic length", i, w.reqs[i].arrival, w.reqs[i].in)
+		}
+	}
+	p, why := transplantAll([]string{PropArrivals, PropPromptLengths}, real, syn, 512)
+	if why != "" || p.Name != "synthetic with real prompt lengths and arrivals" {
+		t.Fatalf("pair %q: %s", p.Name, why)
+	}
+	if len(p.reqs) != len(real.reqs) || p.reqs[len(p.reqs)-1].arrival != real.reqs[len(real.reqs)-1].arrival {
+		t.Errorf("the pair has %d requests ending at %d, want the real %d ending at %d", len(p.reqs), p.reqs[len(p.reqs)-1].arrival, len(real.reqs), real.reqs[len(real.reqs)-1].arrival)
+	}
+	for i := range p.reqs {
+		if p.reqs[i].in < 1700 {
+			t.Fatalf("pair request %d has %d prompt tokens, want a real length", i, p.reqs[i].in)
+		}
+	}
+	// A property either workload lacks stops the pair, and says which.
+	if _, why := transplantAll([]string{PropArrivals, PropSessions}, real, syn, 512); !strings.HasPrefix(why, "sessions: the real workload has no sessions") {
+		t.Errorf("pair with sessions: %q", why)
+	}
+	if _, why := transplant(PropSessions, syn, real, 512); !strings.Contains(why, "the synthetic workload has no sessions") {
+		t.Errorf("complement of sessions: %q", why)
+	}
+}

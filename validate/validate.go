@@ -65,6 +65,10 @@ const (
 	// the synthetic effect may be and still agree in magnitude when the
 	// intervals do not overlap.
 	DefaultMagnitudeTolerance = 0.5
+	// DefaultCombinationBudget is the most extra runs the ablation's
+	// combination search takes: the five complements and three pairs on
+	// a baseline and two targets.
+	DefaultCombinationBudget = 24
 )
 
 // Workload is a named trace: Records in memory, or a Source read once as
@@ -132,6 +136,13 @@ type Options struct {
 	// cost and a prior), ExplainNone (the prior only) or ExplainAblation
 	// (ablation even on replayed targets). Defaults to ExplainAuto.
 	Explain string
+	// CombinationBudget is the most extra runs (simulations, or replays)
+	// the ablation may take to search what restores the conclusions no
+	// single transplant restores: the complements first (the real workload
+	// with one property of the synthetic one: is the real property
+	// necessary?), then pairs of the properties that came nearest.
+	// Defaults to DefaultCombinationBudget (24); negative: no search.
+	CombinationBudget int
 	// OutDir receives every run's results (WORKLOAD-TARGET[-rN].parquet);
 	// "" (the default) keeps them in memory only.
 	OutDir string
@@ -177,6 +188,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.Explain == "" {
 		o.Explain = ExplainAuto
+	}
+	if o.CombinationBudget == 0 {
+		o.CombinationBudget = DefaultCombinationBudget
 	}
 	return o
 }
@@ -249,7 +263,7 @@ func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, err
 		}
 	}
 	res := &Result{Baseline: o.Targets[0].Name, Workloads: [2]string{real.Name, synthetic.Name}, Speed: o.Speed,
-		Confidence: o.Confidence, Metrics: o.Metrics, opts: o}
+		Confidence: o.Confidence, MinEffect: o.MinEffect, Metrics: o.Metrics, opts: o}
 	for _, t := range o.Targets {
 		res.Targets = append(res.Targets, TargetInfo{Name: t.Name, Config: t.Config})
 	}

@@ -73,7 +73,8 @@ func TestReplayErrorsKeepTheirChain(t *testing.T) {
 // flag.
 func TestReplayBadOptionNamesFlag(t *testing.T) {
 	trace := writeReplayTrace(t, 1)
-	code, _, se := runCLI(nil, "replay", "--speed", "0", "--timeout", "0s", "--url", "http://127.0.0.1:1", trace)
+	out := filepath.Join(filepath.Dir(trace), "results.parquet")
+	code, _, se := runCLI(nil, "replay", "--out", out, "--speed", "0", "--timeout", "0s", "--url", "http://127.0.0.1:1", trace)
 	if code != exitUsage || !strings.Contains(se, "--speed: must be > 0, got 0") || !strings.Contains(se, "--timeout: must be > 0") || strings.Contains(se, "Options.") {
 		t.Errorf("exit %d, stderr %q; want 2 naming --speed and --timeout", code, se)
 	}

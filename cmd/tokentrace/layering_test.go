@@ -151,10 +151,10 @@ func TestCommandFilesAreThin(t *testing.T) {
 // body).
 const maxFuncLines = 120
 
-// TestFunctionsAreShort keeps every function (and method) of cmd/tokentrace
-// and replay, tests aside, within maxFuncLines.
+// TestFunctionsAreShort keeps every function (and method) of cmd/tokentrace,
+// replay and validate, tests aside, within maxFuncLines.
 func TestFunctionsAreShort(t *testing.T) {
-	for _, dir := range []string{".", filepath.Join("..", "..", "replay")} {
+	for _, dir := range []string{".", filepath.Join("..", "..", "replay"), filepath.Join("..", "..", "validate")} {
 		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

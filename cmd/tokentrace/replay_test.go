@@ -78,6 +78,7 @@ func TestReplayCommandLatenessExit3(t *testing.T) {
 
 func TestReplayCommandUsageErrors(t *testing.T) {
 	trace := writeReplayTrace(t, 1)
+	out := filepath.Join(filepath.Dir(trace), "results.parquet") // not the package directory's, should one run
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -90,7 +91,7 @@ func TestReplayCommandUsageErrors(t *testing.T) {
 		{[]string{"--api-key-file", "/nonexistent/key", trace}, "--api-key-file"},
 		{[]string{trace, "--speed", "2"}, "after an argument"},
 	} {
-		code, _, se := runCLI(nil, append([]string{"replay"}, tc.args...)...)
+		code, _, se := runCLI(nil, append([]string{"replay", "--out", out}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(se, tc.want) {
 			t.Errorf("replay %v: exit %d, stderr %q; want 2 naming %s", tc.args, code, se, tc.want)
 		}
@@ -115,6 +116,20 @@ func TestReplayCommandAPIKeyNotStored(t *testing.T) {
 	}
 	if strings.Contains(so+se, "very-secret") {
 		t.Errorf("output contains the API key")
+	}
+}
+
+// An empty --api-key-file is no key, not an error: the Kubernetes replay
+// Job passes --api-key-file=$(API_KEY_PATH), empty for a server without
+// auth (deploy/k8s/kustomization.yaml).
+func TestReplayCommandEmptyAPIKeyFile(t *testing.T) {
+	trace := writeReplayTrace(t, 2)
+	out := filepath.Join(filepath.Dir(trace), "res.jsonl")
+	if code, _, se := runCLI(nil, "replay", "--api-key-file=", "--max-lateness", "10s", "--out", out, trace); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, se)
+	}
+	if recs, _, err := traces.ReadAll(out); err != nil || len(recs) != 2 {
+		t.Errorf("results: %d records, %v; want 2", len(recs), err)
 	}
 }
 

@@ -95,6 +95,9 @@ func TestReplayTarget(t *testing.T) {
 // the flag and what would do, before anything runs.
 func TestReplayTargetUsageErrors(t *testing.T) {
 	trace := writeReplayTrace(t, 1)
+	// Should a spec be accepted after all, its run writes in the test's
+	// directory, not the default results.parquet in the package's.
+	out := filepath.Join(filepath.Dir(trace), "results.parquet")
 	for _, tc := range []struct {
 		why  string
 		args []string
@@ -107,7 +110,7 @@ func TestReplayTargetUsageErrors(t *testing.T) {
 		{"an empty spec", []string{"--target", ""}, "--target: empty: want sim"},
 	} {
 		t.Run(tc.why, func(t *testing.T) {
-			code, _, se := runCLI(nil, append(append([]string{"replay"}, tc.args...), trace)...)
+			code, _, se := runCLI(nil, append(append([]string{"replay", "--out", out}, tc.args...), trace)...)
 			if code != exitUsage || !strings.Contains(se, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 with %q", code, se, tc.want)
 			}
@@ -154,7 +157,7 @@ func TestSweepTarget(t *testing.T) {
 		{"a bad URL", []string{"--target", "http://"}, `--target: "http://" is not a server's URL`},
 	} {
 		t.Run(tc.why, func(t *testing.T) {
-			code, _, se := runCLI(nil, append(append([]string{"sweep", "--slo", "ttft=1s"}, tc.args...), trace)...)
+			code, _, se := runCLI(nil, append(append([]string{"sweep", "--slo", "ttft=1s", "--out-dir", filepath.Join(filepath.Dir(trace), "sweep")}, tc.args...), trace)...)
 			if code != exitUsage || !strings.Contains(se, tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit 2 with %q", code, se, tc.want)
 			}

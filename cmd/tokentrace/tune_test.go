@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,7 +17,9 @@ import (
 const childEnv = "TOKENTRACE_TEST_MAIN"
 
 // TestMain tunes the process as the CLI does before a replay (see
-// replay.TuneProcess): the lateness these tests check depends on it.
+// replay.TuneProcess): the lateness these tests check depends on it. It
+// fails the run when a test left a command's output in the package
+// directory (see strayOutputs).
 func TestMain(m *testing.M) {
 	if args := os.Getenv(childEnv); args != "" {
 		// As main does: Ctrl-C and SIGTERM cancel the command's context.
@@ -24,7 +29,46 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	restore := replay.TuneProcess(1)
+	before := packageEntries()
 	code := m.Run()
 	restore()
+	if stray := strayOutputs(before, packageEntries()); len(stray) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left %s in cmd/tokentrace: a command ran with its default output in the working directory; give it one under t.TempDir()\n", strings.Join(stray, ", "))
+		code = 1
+	}
 	os.Exit(code)
+}
+
+// packageEntries lists the package directory, the tests' working directory.
+func packageEntries() map[string]bool {
+	entries, _ := os.ReadDir(".")
+	names := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		names[name] = true
+	}
+	return names
+}
+
+// strayOutputs returns the entries of after that are not in before and
+// look like a command's output (replay's results.parquet and its metrics,
+// sweep's sweep/, reports): a test that ran a command with its default
+// output wrote them into the clone, where they get committed by accident.
+// Profiles that go test writes on request are not outputs.
+func strayOutputs(before, after map[string]bool) []string {
+	var stray []string
+	for name := range after {
+		if before[name] || name == "testdata/" {
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, "/"), slices.Contains([]string{".parquet", ".jsonl", ".json", ".html", ".csv", ".txt", ".key", ".png", ".svg", ".gz"}, filepath.Ext(name)):
+			stray = append(stray, name)
+		}
+	}
+	slices.Sort(stray)
+	return stray
 }

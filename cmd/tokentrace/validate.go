@@ -42,10 +42,15 @@ Where a conclusion breaks, --explain ablation (the default when every target
 simulates offline) reruns the synthetic workload with one property of the
 real one transplanted at a time (prompt lengths, output lengths, arrivals,
 prefix reuse, sessions) and names the properties that restore the real
-conclusion (proven) or close part of the gap; with URL targets it says what
-that would cost and runs it only when asked. Without it (--explain none) the
-reasons are a prior from what the configuration change acts through. Next
-steps say what to change in the synthetic workload, with the command.
+conclusion (proven) or close part of the gap, each with the figures its
+transplant changed; where no single property restores a conclusion, it runs
+the real workload with one synthetic property at a time (is the real one
+necessary?) and pairs of the nearest properties, within
+--combination-budget extra runs. With URL targets it says what that would
+cost and runs it only when asked. Without it (--explain none) the reasons
+are a prior from what the configuration change acts through. Next steps say
+what to change in the synthetic workload, with commands that run as printed
+(new files, then validate again) where one can make the change.
 
 A target is NAME=SPEC, SPEC as replay --target takes it: a running
 vLLM-compatible server's URL, or sim[:KEY=VALUE,...] (the built-in
@@ -62,6 +67,7 @@ func validateCommand() *cli.Command {
 		seed                              uint64 = validate.DefaultSeed
 		minEffectPct                             = 100 * validate.DefaultMinEffect
 		rf                                readFlags
+		budget                            = validate.DefaultCombinationBudget
 	)
 	o.Speed, o.Repeat = 1, 1
 	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
@@ -83,6 +89,7 @@ func validateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
 			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
 			&cli.StringFlag{Name: "explain", Value: validate.ExplainAuto, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
+			&cli.IntFlag{Name: "combination-budget", Value: budget, Usage: "most extra runs the ablation may take, where no single property restores a conclusion, to run the real workload with one synthetic property at a time and pairs of the nearest properties (0 = none)", Destination: &budget},
 			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
 			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
@@ -116,7 +123,13 @@ func validateCommand() *cli.Command {
 					return usageErrorf("--metrics: %w", err)
 				}
 			}
-			o.Seed, o.MinEffect = seed, minEffectPct/100
+			if err := zeroTyped(c, "min-effect-pct", "magnitude-tolerance"); err != nil {
+				return err
+			}
+			o.Seed, o.MinEffect, o.CombinationBudget = seed, minEffectPct/100, budget
+			if budget <= 0 {
+				o.CombinationBudget = -1 // none: the library's zero is its default
+			}
 			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
 				return usageError(err, replayFlags)
 			}
@@ -151,23 +164,31 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return flagged(err, validateFlags)
 			}
-			if htmlOut != "" {
-				if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
-					return fmt.Errorf("write %s: %w", htmlOut, err)
-				}
-				fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
-			}
-			if asJSON {
-				err = res.WriteJSON(s.out)
-			} else {
-				err = res.WriteText(s.out)
-			}
-			if err == nil && failIfBroken && !res.Holds() {
-				return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))
-			}
-			return err
+			return writeValidation(s, res, htmlOut, asJSON, failIfBroken)
 		},
 	}
+}
+
+// writeValidation writes the result: the HTML page when asked, the text
+// (or JSON) on stdout; with failIfBroken a conclusion that does not hold
+// exits 1.
+func writeValidation(s streams, res *validate.Result, htmlOut string, asJSON, failIfBroken bool) error {
+	if htmlOut != "" {
+		if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
+			return fmt.Errorf("write %s: %w", htmlOut, err)
+		}
+		fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
+	}
+	var err error
+	if asJSON {
+		err = res.WriteJSON(s.out)
+	} else {
+		err = res.WriteText(s.out)
+	}
+	if err == nil && failIfBroken && !res.Holds() {
+		return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))
+	}
+	return err
 }
 
 // readSynthetic reads the synthetic workload: a trace, or a synth model

@@ -51,7 +51,7 @@ func TestValidateCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"Conclusion: The decision does not carry over to real traffic", "reversed",
-		"Proven reason (ablation): prefix reuse", "Why, by ablation", "extra runs", "Next steps", "tokentrace synth fit --out model.json " + real} {
+		"Proven reason (ablation): prefix reuse", "Why, by ablation", "extra runs", "Next steps", "tokentrace synth fit --out " + filepath.Join(dir, "real-model.json") + " " + real} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
@@ -108,6 +108,8 @@ func TestValidateUsageErrors(t *testing.T) {
 		{"goodput without an SLO", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "goodput"}, "goodput needs --slo"},
 		{"an unknown metric", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "itl_p99"}, "--metrics"},
 		{"an unknown way to explain", []string{"--target", "a=sim", "--target", "b=sim", "--explain", "why"}, `--explain: want one of auto, none, ablation, got "why"`},
+		{"a minimum effect of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--min-effect-pct", "0"}, "--min-effect-pct: must be > 0, got 0"},
+		{"a magnitude tolerance of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--magnitude-tolerance", "0"}, "--magnitude-tolerance: must be > 0, got 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(nil, append(append([]string{"validate"}, tc.args...), real, syn)...)
@@ -141,6 +143,9 @@ func TestValidateNextStepRuns(t *testing.T) {
 	}
 	if len(step) == 0 || !strings.Contains(strings.Join(step, " "), "+1526w@4rps") {
 		t.Fatalf("no synth matrix next step with the real prefix share (85%% of 1786 tokens) in:\n%s", stdout)
+	}
+	if out := step[len(step)-1]; out == matrix || filepath.Dir(out) != dir {
+		t.Fatalf("the rebuilt matrix writes %s, want a new file beside %s", out, matrix)
 	}
 	if code, _, stderr := runCLI(nil, step[1:]...); code != 0 {
 		t.Fatalf("%s: exit %d, %s", strings.Join(step, " "), code, stderr)

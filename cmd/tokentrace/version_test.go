@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -56,5 +59,59 @@ func TestBuildVersionCommit(t *testing.T) {
 		if v, r := buildVersion(c.bi); v != c.wantVer || r != c.wantRev {
 			t.Errorf("%s: got %q, %q; want %q, %q", c.why, v, r, c.wantVer, c.wantRev)
 		}
+	}
+}
+
+// TestVersionOfGitBuild builds the CLI as `go install` from a clone does
+// and checks that `version` names the clone's commit (Go records it in the
+// build info, "+modified" for a dirty tree) instead of "(devel) (commit
+// unknown)". Go records VCS information only where .git is a directory,
+// so a git worktree or a tarball skips; -buildvcs=true overrides a
+// GOFLAGS=-buildvcs=false set in the environment or go env.
+func TestVersionOfGitBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(root, ".git")); err != nil || !fi.IsDir() {
+		t.Skip("not a git clone (no .git directory: a worktree or a tarball), where Go records no commit")
+	}
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
+		if err != nil {
+			t.Skipf("git %s: %v", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	head := git("rev-parse", "HEAD")
+	// The test binary's own flags, so the build reuses its compiled packages.
+	bin := filepath.Join(t.TempDir(), "tokentrace")
+	args := []string{"build", "-buildvcs=true", "-o", bin}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" && s.Value == "true" {
+				args = append(args, "-race")
+			}
+		}
+	}
+	build := exec.Command("go", append(args, "./cmd/tokentrace")...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dirty := git("status", "--porcelain") != ""
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "(commit " + head[:12]
+	if dirty {
+		want += "+modified"
+	}
+	if got := string(out); !strings.Contains(got, want+",") || strings.Contains(got, "(devel)") {
+		t.Errorf("version of a build at %s (dirty %v) printed %q, want %q and a module version", head[:12], dirty, got, want)
 	}
 }

@@ -58,7 +58,16 @@ func kustomizedImage(dir string) (string, error) {
 	return "", fmt.Errorf("kustomization.yaml sets no image for tokentrace")
 }
 
-var shardArg = regexp.MustCompile(`^--shard=\$\(INDEX\)/(\d+)$`)
+var (
+	shardArg = regexp.MustCompile(`^--shard=\$\(INDEX\)/(\d+)$`)
+	argVar   = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+)
+
+// requiredSecrets are the secrets a Job may need to start: capture cannot
+// run without its key. Every other secret is optional, so a pod does not
+// wait for one that a run does not use (a server without auth has no API
+// key).
+var requiredSecrets = []string{"tokentrace-capture-key"}
 
 // check decodes every object strictly (an unknown field fails) and returns
 // every broken invariant of the Jobs.
@@ -74,6 +83,7 @@ func check(dir string) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	jobs := map[string]*batchv1.Job{}
+	settings := map[string]map[string]string{}
 	for _, b := range objs {
 		var meta struct{ Kind string }
 		if err := yaml.Unmarshal(b, &meta); err != nil {
@@ -106,6 +116,10 @@ func check(dir string) []error {
 		p := &corev1.Pod{}
 		if yaml.Unmarshal(b, p) == nil && p.Kind == "Pod" && p.Name == "tokentrace-loader" {
 			loader = p
+		}
+		cm := &corev1.ConfigMap{}
+		if yaml.Unmarshal(b, cm) == nil && cm.Kind == "ConfigMap" {
+			settings[cm.Name] = cm.Data
 		}
 	}
 	if loader == nil {
@@ -163,7 +177,9 @@ func check(dir string) []error {
 				bad("job %s container %s: image %q, want the kustomization's %q", name, c.Name, c.Image, image)
 			}
 			checkContainer("job "+name, c, bad)
+			checkArgVars("job "+name, c, settings, bad)
 		}
+		checkSecretsOptional("job "+name, spec, bad)
 		if j.Spec.CompletionMode != nil && *j.Spec.CompletionMode == batchv1.IndexedCompletion {
 			if j.Spec.Completions == nil || j.Spec.Parallelism == nil || *j.Spec.Completions != *j.Spec.Parallelism {
 				bad("job %s: completions and parallelism must be set and equal", name)
@@ -224,6 +240,51 @@ func checkContainer(owner string, c corev1.Container, bad func(string, ...any)) 
 	}
 }
 
+// checkArgVars checks that every $(VAR) in c's args is defined by its env
+// or a ConfigMap of its envFrom: Kubernetes leaves an undefined one as it
+// is, and the command gets "$(VAR)" as a value.
+func checkArgVars(owner string, c corev1.Container, settings map[string]map[string]string, bad func(string, ...any)) {
+	defined := map[string]bool{}
+	for _, e := range c.Env {
+		defined[e.Name] = true
+	}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef != nil {
+			for k := range settings[from.ConfigMapRef.Name] {
+				defined[k] = true
+			}
+		}
+	}
+	for _, a := range c.Args {
+		for _, m := range argVar.FindAllStringSubmatch(a, -1) {
+			if !defined[m[1]] {
+				bad("%s container %s: arg %q uses $(%s), which no env or ConfigMap defines", owner, c.Name, a, m[1])
+			}
+		}
+	}
+}
+
+// checkSecretsOptional checks that every secret spec mounts or reads is
+// optional unless it is one of requiredSecrets: a missing one would hold
+// its pods in ContainerCreating.
+func checkSecretsOptional(owner string, spec corev1.PodSpec, bad func(string, ...any)) {
+	for _, v := range spec.Volumes {
+		if s := v.Secret; s != nil && !slices.Contains(requiredSecrets, s.SecretName) && (s.Optional == nil || !*s.Optional) {
+			bad("%s: volume %s: secret %s must be optional: true (a run without it must not wait for it)", owner, v.Name, s.SecretName)
+		}
+	}
+	for _, c := range spec.Containers {
+		for _, e := range c.Env {
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				continue
+			}
+			if r := e.ValueFrom.SecretKeyRef; !slices.Contains(requiredSecrets, r.Name) && (r.Optional == nil || !*r.Optional) {
+				bad("%s container %s: env %s: secret %s must be optional: true", owner, c.Name, e.Name, r.Name)
+			}
+		}
+	}
+}
+
 func indexFromAnnotation(cs []corev1.Container) bool {
 	for _, c := range cs {
 		for _, e := range c.Env {
@@ -265,6 +326,8 @@ func TestManifestsCatchMistakes(t *testing.T) {
 		{"an image not set by the kustomization is caught", "replay-job.yaml", "image: tokentrace", "image: busybox", "want the kustomization's"},
 		{"a Job applied running (all four would start at once) is caught", "compose-job.yaml", "suspend: true", "suspend: false", "suspend must be true"},
 		{"a loader without tar (the tokentrace image) is caught", "loader-pod.yaml", "image: docker.io/library/busybox:1.37", "image: tokentrace", "want a pinned image with tar"},
+		{"a required API-key secret is caught", "replay-job.yaml", "            optional: true\n", "", "secret tokentrace-api-key must be optional"},
+		{"an arg variable nothing defines is caught", "kustomization.yaml", "      - API_KEY_PATH=\n", "", "uses $(API_KEY_PATH), which no env or ConfigMap defines"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
