@@ -25,8 +25,15 @@ func (r *repeat) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	p = p[:min(int64(len(p)), r.n)]
-	for i := range p {
-		p[i] = r.pattern[(r.off+int64(i))%int64(len(r.pattern))]
+	// The pattern from where the last read left it, then doubled by copy:
+	// the generator costs little beside the reader it feeds.
+	k := len(r.pattern)
+	n := 0
+	for ; n < len(p) && n < k; n++ {
+		p[n] = r.pattern[(r.off+int64(n))%int64(k)]
+	}
+	for n < len(p) {
+		n += copy(p[n:], p[:n-n%k])
 	}
 	r.n -= int64(len(p))
 	r.off += int64(len(p))
@@ -125,7 +132,7 @@ func longInputs() []longInput {
 }
 
 // importLong imports in and returns the rows kept and the stats.
-func importLong(t *testing.T, format string, in io.Reader, o traces.OpenOptions) (int, traces.ReadStats, error) {
+func importLong(t testing.TB, format string, in io.Reader, o traces.OpenOptions) (int, traces.ReadStats, error) {
 	t.Helper()
 	r, err := formats.ImportFrom(context.Background(), format, in, "long", o)
 	if err != nil {
