@@ -89,42 +89,7 @@ func TestBadRowsEverywhere(t *testing.T) {
 		return p
 	}
 	good := write("good.jsonl", lines, false)
-	kinds := []struct {
-		kind    string
-		edit    func(row, prev map[string]any)
-		want    string // the problem as every command names it
-		cut     bool
-		wantRow int // the FILE:LINE named
-	}{
-		{kind: "negative", edit: func(r, _ map[string]any) { r["input_tokens"] = -5 },
-			want: "1 negative (first %s:12: negative: input_tokens -5)"},
-		{kind: "negative outcome", edit: func(r, _ map[string]any) { r["first_token_ns"] = -7 },
-			want: "1 negative (first %s:12: negative: first_token_ns -7)"},
-		{kind: "backwards", edit: func(r, p map[string]any) {
-			a, _ := p["arrival_ns"].(json.Number).Int64()
-			r["arrival_ns"] = a - 100e6
-		}, want: "1 row out of arrival order (first %s:12: out of arrival order: arrival_ns 350000000 goes back 100ms from the row before)"},
-		{kind: "huge", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("9223372036854775000") },
-			want: "1 out of range (first %s:12: out of range: arrival_ns 9223372036854775000"},
-		{kind: "non-integer", edit: func(r, _ map[string]any) { r["output_tokens"] = 1.5 },
-			want: "1 not an integer (first %s:12: not an integer: output_tokens 1.5)"},
-		{kind: "list/count mismatch", edit: func(r, _ map[string]any) {
-			r["chunk_ns"], r["chunk_tokens"] = []int{1, 2, 3}, []int{1}
-		}, want: "1 list/count mismatch (first %s:12: list/count mismatch: chunk_tokens has 1 entry for 3 chunk_ns"},
-		// Extremes that pass as numbers but break later commands are
-		// refused where the row is read.
-		{kind: "far future", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("4611686018427387903") },
-			want: "1 out of range (first %s:12: out of range: arrival_ns 4611686018427387903 is 146 years after the first row's (at most 10 years: no replay reaches it))"},
-		{kind: "endless think", edit: func(r, _ map[string]any) { r["think_ns"] = json.Number("4611686018427387903") },
-			want: "1 out of range (first %s:12: out of range: think_ns 4611686018427387903 (146 years; at most 10 years))"},
-		{kind: "null count", edit: func(r, _ map[string]any) { r["input_tokens"] = nil },
-			want: "1 unreadable (first %s:12: unreadable: input_tokens is null (want a number))"},
-		{kind: "prefix over prompt", edit: func(r, _ map[string]any) {
-			n, _ := r["input_tokens"].(json.Number).Int64()
-			r["prefix_tokens"] = n + 1
-		}, want: "1 out of range (first %s:12: out of range: prefix_tokens 75 is more than input_tokens 74 (a prefix is part of the prompt))"},
-		{kind: "truncated", cut: true, want: "is damaged (truncated): 29 complete rows before the damage, which --salvage uses (%s:31:"},
-	}
+	kinds := badRowKinds()
 	out := filepath.Join(dir, "out")
 	// Each command's arguments: its flags, then the file with the bad row.
 	commands := []struct {
@@ -210,6 +175,51 @@ func TestBadRowsEverywhere(t *testing.T) {
 				t.Errorf("%s --strict on a %s row: exit %d, want 1 naming %q and %q:\n%s", c.name, k.kind, code, strictWant, kindWord(k.kind), all)
 			}
 		}
+	}
+}
+
+// badRowKind is one kind of bad row of the table: how the row is edited
+// (or the file cut), the problem as every command names it, and the
+// FILE:LINE named.
+type badRowKind struct {
+	kind    string
+	edit    func(row, prev map[string]any)
+	want    string // the problem as every command names it
+	cut     bool
+	wantRow int // the FILE:LINE named
+}
+
+// badRowKinds are the kinds of bad rows every command is run on.
+func badRowKinds() []badRowKind {
+	return []badRowKind{
+		{kind: "negative", edit: func(r, _ map[string]any) { r["input_tokens"] = -5 },
+			want: "1 negative (first %s:12: negative: input_tokens -5)"},
+		{kind: "negative outcome", edit: func(r, _ map[string]any) { r["first_token_ns"] = -7 },
+			want: "1 negative (first %s:12: negative: first_token_ns -7)"},
+		{kind: "backwards", edit: func(r, p map[string]any) {
+			a, _ := p["arrival_ns"].(json.Number).Int64()
+			r["arrival_ns"] = a - 100e6
+		}, want: "1 row out of arrival order (first %s:12: out of arrival order: arrival_ns 350000000 goes back 100ms from the row before)"},
+		{kind: "huge", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("9223372036854775000") },
+			want: "1 out of range (first %s:12: out of range: arrival_ns 9223372036854775000"},
+		{kind: "non-integer", edit: func(r, _ map[string]any) { r["output_tokens"] = 1.5 },
+			want: "1 not an integer (first %s:12: not an integer: output_tokens 1.5)"},
+		{kind: "list/count mismatch", edit: func(r, _ map[string]any) {
+			r["chunk_ns"], r["chunk_tokens"] = []int{1, 2, 3}, []int{1}
+		}, want: "1 list/count mismatch (first %s:12: list/count mismatch: chunk_tokens has 1 entry for 3 chunk_ns"},
+		// Extremes that pass as numbers but break later commands are
+		// refused where the row is read.
+		{kind: "far future", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("4611686018427387903") },
+			want: "1 out of range (first %s:12: out of range: arrival_ns 4611686018427387903 is 146 years after the first row's (at most 10 years: no replay reaches it))"},
+		{kind: "endless think", edit: func(r, _ map[string]any) { r["think_ns"] = json.Number("4611686018427387903") },
+			want: "1 out of range (first %s:12: out of range: think_ns 4611686018427387903 (146 years; at most 10 years))"},
+		{kind: "null count", edit: func(r, _ map[string]any) { r["input_tokens"] = nil },
+			want: "1 unreadable (first %s:12: unreadable: input_tokens is null (want a number))"},
+		{kind: "prefix over prompt", edit: func(r, _ map[string]any) {
+			n, _ := r["input_tokens"].(json.Number).Int64()
+			r["prefix_tokens"] = n + 1
+		}, want: "1 out of range (first %s:12: out of range: prefix_tokens 75 is more than input_tokens 74 (a prefix is part of the prompt))"},
+		{kind: "truncated", cut: true, want: "is damaged (truncated): 29 complete rows before the damage, which --salvage uses (%s:31:"},
 	}
 }
 

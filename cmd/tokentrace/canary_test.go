@@ -145,6 +145,27 @@ func TestURLCanariesNeverLeave(t *testing.T) {
 		t.Errorf("sim --otlp-traces-endpoint: canaries %v in its output:\n%s", c, simOut)
 	}
 	checkNoCanaryFiles(t, dir)
+	// A results file an older tokentrace wrote with the secrets in its
+	// metadata: read, it says none of them again.
+	old := filepath.Join(t.TempDir(), "old.jsonl")
+	recs, m, err = traces.ReadAll(out("r1.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTrace(t, old, m, recs)
+	first, rest, _ := strings.Cut(string(readFile(t, old)), "\n")
+	first = strings.Replace(first, `"command":"`, `"command":"tokentrace replay --url `+canaryURL(srv.URL)+` `, 1)
+	first = strings.Replace(first, `"extra":{`, `"extra":{"replay.target":"`+canaryURL(srv.URL)+`",`, 1)
+	writeTestFile(t, old, []byte(first+"\n"+rest))
+	if len(canaryIn(string(readFile(t, old)))) != len(urlCanaries) {
+		t.Fatalf("the old file does not hold the canaries: %.300s", first)
+	}
+	for _, args := range [][]string{{"inspect", old}, {"inspect", "--json", old}, {"analyze", "--json", old}, {"analyze", old}} {
+		code, so, se := runCLI(nil, args...)
+		if c := canaryIn(so + se); len(c) > 0 || code != 0 {
+			t.Errorf("%v on a file holding secrets: exit %d, prints canaries %v:\n%s%s", args, code, c, so, se)
+		}
+	}
 }
 
 // simWithCanaryEndpoint runs `tokentrace sim --otlp-traces-endpoint
