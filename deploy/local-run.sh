@@ -15,6 +15,9 @@
 #      single-process analysis: request counts must be equal; percentiles
 #      should agree within run-to-run noise (printed, not asserted).
 # Usage: deploy/local-run.sh [SHARDS] [OUTDIR]     (defaults: 4, a temp dir)
+# LOCAL_RUN_LOGS_FOR (a duration, default 60s) sets the span of the logs;
+# LOCAL_RUN_MAX_LATENESS, when set, is the replays' --max-lateness (a loaded
+# machine's tests that check the files, not the timing, loosen it).
 set -euo pipefail
 shards=${1:-4}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,11 +27,13 @@ export PATH="$PATH:/usr/local/go/bin"
 bin="$out/tokentrace"
 (cd "$root" && go build -o "$bin" ./cmd/tokentrace)
 cd "$out"
+replay_flags=()
+if [ -n "${LOCAL_RUN_MAX_LATENESS:-}" ]; then replay_flags+=(--max-lateness "$LOCAL_RUN_MAX_LATENESS"); fi
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-(cd "$root" && go run ./testdata/samplelogs/gen --rate 3 --out "$out/gateway.jsonl")
+(cd "$root" && go run ./testdata/samplelogs/gen --rate 3 --duration "${LOCAL_RUN_LOGS_FOR:-60s}" --out "$out/gateway.jsonl")
 rm -f capture.key trace-part-*.parquet
 "$bin" capture --new-key-file capture.key --out single-capture.jsonl gateway.jsonl 2> capture-single.log
 echo "== $shards capture parts as separate processes, then compose"
@@ -81,7 +86,7 @@ start_sim() {
 
 start_sim single
 echo "== single-process replay"
-"$bin" replay --quiet --url "$url" --model sim-llama3-8b --out single.parquet trace.parquet
+"$bin" replay --quiet "${replay_flags[@]}" --url "$url" --model sim-llama3-8b --out single.parquet trace.parquet
 
 kill "${pids[@]}" 2>/dev/null || true
 start_sim shards
@@ -89,7 +94,7 @@ echo "== $shards replay shards as separate processes"
 start=$(date -u -d '+15 sec' +%Y-%m-%dT%H:%M:%SZ)  # room for 12 clock probes
 spids=()
 for i in $(seq 0 $((shards - 1))); do
-  "$bin" replay --quiet --url "$url" --model sim-llama3-8b --shard "$i/$shards" --start-at "$start" \
+  "$bin" replay --quiet "${replay_flags[@]}" --url "$url" --model sim-llama3-8b --shard "$i/$shards" --start-at "$start" \
     --out "results-$i.parquet" trace.parquet > "shard-$i.log" 2>&1 &
   spids+=($!)
 done

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,10 +90,10 @@ func durKey[O any](f func(*O) *time.Duration) configKey[O] {
 }
 
 // ConfigKeys lists the keys ApplyConfig takes, sorted ("preset" first):
-// the engine's and the fleet's. An engine key can also be scoped to a pool
+// config (a configuration file's keys), the engine's and the fleet's. An engine key can also be scoped to a pool
 // or a replica of a fleet: "SCOPE.KEY" (see Fleet.Overrides).
 func ConfigKeys() []string {
-	keys := []string{"preset"}
+	keys := []string{"preset", "config"}
 	for k := range configKeys {
 		keys = append(keys, k)
 	}
@@ -109,6 +110,12 @@ func ConfigKeys() []string {
 // stands, so the other keys override it. The empty string changes nothing.
 // The result is validated.
 //
+// config=FILE reads the keys of a configuration file (ReadConfigFile: a
+// twin that tokentrace sim fit wrote, say) as if they stood first; the
+// string's other keys override the file's, so "config=twin.conf,
+// replicas=4,router=prefix-aware" is the twin four times behind a
+// prefix-aware router.
+//
 // Fleet keys make the options a fleet: "replicas=4,router=prefix-aware",
 // or "prefill-replicas=2,decode-replicas=6,kv-transfer-latency=2ms,
 // kv-transfer-per-token=5us,kv-transfer-bandwidth=25GB/s"; a key with a
@@ -120,15 +127,12 @@ func ApplyConfig(o *Options, s string) error {
 	}
 	var kvs [][2]string
 	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" || v == "" {
-			return fmt.Errorf("simulator configuration %q: %q is not key=value (keys: %s)", s, part, strings.Join(ConfigKeys(), ", "))
-		}
-		if seen[k] {
-			return fmt.Errorf("simulator configuration %q: %s is given twice", s, k)
-		}
+	pairs, err := configPairs(o, s)
+	if err != nil {
+		return err
+	}
+	for _, kv := range pairs {
+		k, v := kv[0], kv[1]
 		seen[k] = true
 		if scope, key, scoped := strings.Cut(k, "."); scoped {
 			if _, known := configKeys[key]; (!known && key != "preset") || scope == "" {
@@ -170,6 +174,109 @@ func ApplyConfig(o *Options, s string) error {
 		return fmt.Errorf("simulator configuration %q: %w", s, err)
 	}
 	return nil
+}
+
+// configPairs splits a configuration string into its key=value pairs, a
+// preset first. A config=FILE pair is replaced by the file's pairs
+// (ReadConfigFile), which the string's own keys override, and o
+// remembers the file (Options.ConfigFile).
+func configPairs(o *Options, s string) ([][2]string, error) {
+	var own [][2]string
+	file := ""
+	given := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("simulator configuration %q: %q is not key=value (keys: %s)", s, part, strings.Join(ConfigKeys(), ", "))
+		}
+		if given[k] {
+			return nil, fmt.Errorf("simulator configuration %q: %s is given twice", s, k)
+		}
+		given[k] = true
+		if k == "config" {
+			file = v
+			continue
+		}
+		own = append(own, [2]string{k, v})
+	}
+	var pairs [][2]string
+	if file != "" {
+		fromFile, err := ReadConfigFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("simulator configuration %q: %w", s, err)
+		}
+		for _, kv := range fromFile {
+			if !given[kv[0]] {
+				pairs = append(pairs, kv)
+			}
+		}
+		o.ConfigFile = file
+	}
+	pairs = append(pairs, own...)
+	// A preset first wherever it stands, so the other keys override it.
+	slices.SortStableFunc(pairs, func(a, b [2]string) int {
+		return cmpBool(b[0] == "preset", a[0] == "preset")
+	})
+	return pairs, nil
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// ReadConfigFile reads a simulator configuration file (what config=FILE
+// names, and what tokentrace sim fit writes): one KEY=VALUE a line, with
+// the keys ApplyConfig takes, blank lines and lines starting with # (a
+// fitted twin's report) aside. A key it does not know, or one given
+// twice, is an error naming the file, the line and the key.
+func ReadConfigFile(name string) ([][2]string, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration file: %w", err)
+	}
+	var pairs [][2]string
+	seen := map[string]int{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		at := fmt.Sprintf("%s:%d", name, i+1)
+		switch {
+		case !ok || k == "" || v == "":
+			return nil, fmt.Errorf("%s: %q is not KEY=VALUE", at, line)
+		case k == "config":
+			return nil, fmt.Errorf("%s: a configuration file cannot include another (config=%s)", at, v)
+		case seen[k] > 0:
+			return nil, fmt.Errorf("%s: %s is given twice (line %d too)", at, k, seen[k])
+		case !knownKey(k):
+			return nil, fmt.Errorf("%s: unknown key %q%s (keys: %s; SCOPE.KEY for a pool or replica)", at, k, didYouMean(k, ConfigKeys()), strings.Join(ConfigKeys(), ", "))
+		}
+		seen[k] = i + 1
+		pairs = append(pairs, [2]string{k, v})
+	}
+	return pairs, nil
+}
+
+// knownKey reports whether k is a configuration key, or an engine key
+// with a scope.
+func knownKey(k string) bool {
+	if _, scoped, ok := strings.Cut(k, "."); ok {
+		_, known := configKeys[scoped]
+		return known || scoped == "preset"
+	}
+	_, engineKey := configKeys[k]
+	_, fleetKey := fleetKeys[k]
+	return engineKey || fleetKey || k == "preset"
 }
 
 // didYouMean is "; did you mean KEY?" for the known key nearest a

@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // configOf is every configuration key's value in o, for comparing two
@@ -111,5 +114,47 @@ func TestFormatBandwidth(t *testing.T) {
 	}
 	if got := FormatBandwidth(25e9); got != "25GB/s" {
 		t.Errorf("FormatBandwidth(25e9) = %q, want 25GB/s", got)
+	}
+}
+
+// TestConfigFile: config=FILE applies a configuration file's keys (its
+// comments aside), the string's own keys override them and the options
+// remember the file; a file with an unknown key, a malformed line or a
+// key given twice is refused naming the file, the line and the key.
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	twin := filepath.Join(dir, "twin.conf")
+	if err := os.WriteFile(twin, []byte("# a fitted twin\nstep-fixed=7ms\n\nmax-num-seqs = 48\n# report\n#   step-fixed: fitted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	if err := ApplyConfig(&o, "config="+twin+",replicas=4,router=prefix-aware,max-num-seqs=64"); err != nil {
+		t.Fatal(err)
+	}
+	if o.StepFixed != 7*time.Millisecond || o.MaxNumSeqs != 64 || o.Fleet.Replicas != 4 || o.Fleet.Router != RouterPrefixAware || o.ConfigFile != twin {
+		t.Errorf("got step-fixed %v, max-num-seqs %d, replicas %d, router %s, file %q", o.StepFixed, o.MaxNumSeqs, o.Fleet.Replicas, o.Fleet.Router, o.ConfigFile)
+	}
+	if got := FormatConfig(o); !strings.Contains(got, "step-fixed=7ms") || strings.Contains(got, "config=") {
+		t.Errorf("FormatConfig = %q: want the file's keys, not the file", got)
+	}
+	for _, c := range []struct{ body, want string }{
+		{"step-fixed=7ms\nmax-num-seq=48\n", `twin.conf:2: unknown key "max-num-seq"; did you mean "max-num-seqs"?`},
+		{"step-fixed 7ms\n", `twin.conf:1: "step-fixed 7ms" is not KEY=VALUE`},
+		{"step-fixed=7ms\nstep-fixed=8ms\n", "twin.conf:2: step-fixed is given twice (line 1 too)"},
+		{"config=other.conf\n", "twin.conf:1: a configuration file cannot include another"},
+		{"decode.bogus=1\n", `twin.conf:1: unknown key "decode.bogus"`},
+	} {
+		if err := os.WriteFile(twin, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := DefaultOptions()
+		err := ApplyConfig(&o, "config="+twin)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.body, err, c.want)
+		}
+	}
+	o = DefaultOptions()
+	if err := ApplyConfig(&o, "config="+filepath.Join(dir, "missing.conf")); err == nil || !strings.Contains(err.Error(), "missing.conf") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

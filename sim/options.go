@@ -19,6 +19,10 @@ type Options struct {
 	// router. Defaults to no fleet, with the fleet defaults
 	// (DefaultRouter, DefaultKVTransfer*) filled in.
 	Fleet Fleet
+	// ConfigFile is the configuration file ApplyConfig read the keys of
+	// (config=FILE); informational once applied: a command running a
+	// fitted twin says how its last check went. Defaults to "".
+	ConfigFile string
 }
 
 // Request is a request arriving at an offline simulation (Simulate).

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/u64map"
@@ -67,6 +68,18 @@ func policyNames() []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+// RouterOfReason is the router policy whose choices give the route
+// reason ("" for none): what a results file's route_reason column says
+// about the router that served it.
+func RouterOfReason(reason string) string {
+	for _, p := range policies {
+		if slices.Contains(p.reasons, reason) {
+			return p.name
+		}
+	}
+	return ""
 }
 
 // policyNamed is the policy called name (nil when none is).

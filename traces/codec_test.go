@@ -63,6 +63,8 @@ func randRecord(rng *rand.Rand, seq int64, outcome bool) traces.Record {
 	r.PrefixTokens = min(r.PrefixTokens, r.InputTokens) // a prefix is part of the prompt
 	r.OutputTokens = rng.Int32N(1 << 14)
 	r.Model, r.API, r.Class = pick(), []string{"", traces.APIChat, traces.APICompletions}[rng.IntN(3)], pick()
+	// (from seq, not rng: the other columns' draws stay as they were)
+	r.SystemTokens, r.ToolTokens, r.InputKinds = int32(seq*37%5000), int32(seq%3), []string{"", "text", "tool_result", "text+tool_result"}[seq%4]
 	r.FinishNs, r.ThinkNs, r.ParentSeq = rng.Int64N(1<<40)-1, rng.Int64N(3)-1, rng.Int64N(seq+2)-1
 	for range rng.IntN(3) {
 		r.AfterSeqs = append(r.AfterSeqs, rng.Int64N(seq+1))

@@ -81,6 +81,16 @@ type Record struct {
 	API string `parquet:"api,dict" json:"api" trace:"request"`
 	// Class is the traffic class, e.g. "interactive" or "batch" ("" = default).
 	Class string `parquet:"class,dict" json:"class" trace:"request"`
+	// SystemTokens is how many of the prompt's leading tokens are a system
+	// prompt the workload's sessions share, and ToolTokens how many tool
+	// definitions follow it (kv-cache-tester's system_tokens and
+	// tool_tokens; 0 = not known): together the warm prefix a replayer
+	// keeps cached across sessions.
+	SystemTokens int32 `parquet:"system_tokens,delta" json:"system_tokens" trace:"request"`
+	ToolTokens   int32 `parquet:"tool_tokens,delta" json:"tool_tokens" trace:"request"`
+	// InputKinds says what the prompt adds to the call's context: "text"
+	// (a message), "tool_result", several joined by "+" ("" = not known).
+	InputKinds string `parquet:"input_kinds,dict" json:"input_kinds" trace:"request"`
 	// FinishNs is when the call finished in production, on the arrival_ns
 	// clock (NotReported = unknown): with it a closed-session replay knows
 	// the think time, next arrival − this finish, instead of guessing.

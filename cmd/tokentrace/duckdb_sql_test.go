@@ -115,13 +115,14 @@ type dist struct {
 }
 
 // TestSQLRecipesAgreeWithAnalyze runs docs/sql.md's DuckDB recipes, as
-// written, on a results dataset of three parts (a replay in three shards
-// against the simulator, two classes, rows spread over two replicas) and
-// checks them against `tokentrace analyze --json --by class` of the same
-// parts and analyze of each replica's rows alone: counts, token sums, goodput
-// and the tail's shares equal (to float rounding), percentiles equal to
-// analyze's exact ones and within its stated 2^-11 relative error of its
-// log-histogram ones.
+// written, on a results dataset of three parts named as a distributed run
+// names them (results-N.parquet: a replay in three shards against the
+// simulator, each with its results-N.metrics.parquet beside it, two
+// classes, rows spread over two replicas) and checks them against
+// `tokentrace analyze --json --by class` and `--by replica` of the same
+// parts: counts, token sums, goodput and the tail's shares equal (to float
+// rounding), percentiles equal to analyze's exact ones and within its
+// stated 2^-11 relative error of its log-histogram ones.
 func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 	query := duckSQL(t)
 	recipes := sqlRecipes(t)
@@ -137,13 +138,11 @@ func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 	}
 	trace := filepath.Join(dir, "trace.jsonl")
 	writeTrace(t, trace, traces.NewMeta("test"), recs)
-	resDir := filepath.Join(dir, "results")
+	resDir := filepath.Join(dir, "run")
 	os.Mkdir(resDir, 0o755)
 	var parts []string
-	byReplica := map[string][]traces.Record{}
-	var replicaMeta traces.Meta
 	for k := range 3 {
-		part := filepath.Join(resDir, fmt.Sprintf("part-%d.parquet", k))
+		part := filepath.Join(resDir, fmt.Sprintf("results-%d.parquet", k))
 		runMain(t, "replay", "--quiet", "--speed", "2", "--max-lateness", "10s", "--shard", fmt.Sprintf("%d/3", k), "--out", part, trace)
 		// Name the replica that served each row, as results behind a
 		// router carry it (the replay client does not learn it).
@@ -153,15 +152,17 @@ func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 		}
 		for i := range res {
 			res[i].Replica = fmt.Sprintf("replica-%d", res[i].Seq%2)
-			byReplica[res[i].Replica] = append(byReplica[res[i].Replica], res[i])
 		}
 		writeTrace(t, part, m, res)
-		replicaMeta = m
 		parts = append(parts, part)
+		// The metrics series beside it: the recipes' glob must skip it.
+		if _, err := os.Stat(filepath.Join(resDir, fmt.Sprintf("results-%d.metrics.parquet", k))); err != nil {
+			t.Fatalf("the replay wrote no metrics series beside %s: %v", part, err)
+		}
 	}
 	const slo = "ttft=150ms,tpot=40ms,e2e=400ms" // the goodput recipe's bounds are set below to the same
-	analyzeJSON := func(extra ...string) (all analyzeFigures, byClass map[string]analyzeFigures) {
-		args := append([]string{"analyze", "--json", "--by", "class", "--slo", slo}, extra...)
+	analyzeBy := func(by string, extra ...string) (all analyzeFigures, groups map[string]analyzeFigures) {
+		args := append([]string{"analyze", "--json", "--by", by, "--slo", slo}, extra...)
 		so, _ := runMain(t, append(args, parts...)...)
 		var rep struct {
 			analyzeFigures
@@ -170,34 +171,27 @@ func TestSQLRecipesAgreeWithAnalyze(t *testing.T) {
 		if err := json.Unmarshal([]byte(so), &rep); err != nil {
 			t.Fatalf("analyze JSON: %v", err)
 		}
-		byClass = map[string]analyzeFigures{}
+		groups = map[string]analyzeFigures{}
 		for _, g := range rep.Groups {
-			byClass[g.Value] = g
+			groups[g.Value] = g
 		}
-		return rep.analyzeFigures, byClass
+		return rep.analyzeFigures, groups
 	}
+	analyzeJSON := func(extra ...string) (analyzeFigures, map[string]analyzeFigures) { return analyzeBy("class", extra...) }
 	all, byClass := analyzeJSON()
 	if all.Requests != 90 || len(byClass) != 2 {
 		t.Fatalf("analyze: %d requests, %d classes; want 90 and 2", all.Requests, len(byClass))
 	}
-	// analyze has no --by replica: each replica's rows, analyzed alone, are
-	// what the per-replica figures must equal.
 	analyzeReplicas := func(extra ...string) map[string]analyzeFigures {
-		out := map[string]analyzeFigures{}
-		for name, rows := range byReplica {
-			f := writeTrace(t, filepath.Join(dir, name+".parquet"), replicaMeta, rows)
-			so, _ := runMain(t, append(append([]string{"analyze", "--json", "--slo", slo}, extra...), f)...)
-			var a analyzeFigures
-			if err := json.Unmarshal([]byte(so), &a); err != nil {
-				t.Fatalf("analyze JSON: %v", err)
-			}
-			out[name] = a
+		_, g := analyzeBy("replica", extra...)
+		if len(g) != 2 {
+			t.Fatalf("analyze --by replica: %d groups, want 2", len(g))
 		}
-		return out
+		return g
 	}
 	byReplicaFig := analyzeReplicas()
 	sql := func(name string) []map[string]any {
-		s := strings.ReplaceAll(recipes[name], "results/part-*[0-9].parquet", filepath.Join(resDir, "part-*[0-9].parquet"))
+		s := strings.ReplaceAll(recipes[name], "'results-*[0-9].parquet'", "'"+filepath.Join(resDir, "results-*[0-9].parquet")+"'")
 		s = strings.Replace(s, "SELECT 500e6 AS max_ttft_ns, 50e6 AS max_tpot_ns, 10e9 AS max_e2e_ns", "SELECT 150e6 AS max_ttft_ns, 40e6 AS max_tpot_ns, 400e6 AS max_e2e_ns", 1)
 		rows := query(s)
 		if len(rows) != 5 {

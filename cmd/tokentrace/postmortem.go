@@ -28,7 +28,8 @@ const postmortemUsageText = `tokentrace postmortem --prometheus URL [flags] TRAC
 Examples:
   tokentrace capture --keep-start --key-file capture.key --out incident.parquet gateway.jsonl.gz
   tokentrace postmortem --prometheus http://prometheus:9090 --selector 'job="vllm"' --html incident.html incident.parquet
-  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet`
+  tokentrace postmortem --prometheus http://prometheus:9090 --instance-label pod --role-label llm_d_ai_role incident.parquet
+  tokentrace postmortem --prometheus http://prometheus:9090 --what-if replicas=3 --what-if max-num-seqs=64 incident.parquet`
 
 const postmortemDescription = `postmortem reads vLLM's series, or SGLang's where they mean the same
 (running and waiting requests, KV-cache usage, preemptions, prefix-cache
@@ -48,7 +49,13 @@ per-replica counts are read where exported. A label that no series has is
 an error listing the labels they have.
 
 The window starts at the trace's recorded start (capture --keep-start) or
---start; credentials come from files and never reach output or errors.`
+--start; credentials come from files and never reach output or errors.
+
+--what-if KEYS asks what the incident's requests would have seen with a
+change (simulator keys: replicas=3, router=prefix-aware, max-num-seqs=64):
+a twin of the server is fitted from the incident's own window (the trace's
+logged latencies and the history just stored; sim fit), written beside the
+trace (TRACE.twin.conf), checked against the incident itself, and asked.`
 
 func postmortemCommand() *cli.Command {
 	var (
@@ -56,6 +63,7 @@ func postmortemCommand() *cli.Command {
 		start, slo, html    string
 		metricsOut, tailMet string
 		tail, jsonOut       string
+		whatIf              headerFlag
 		rf                  readFlags
 	)
 	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
@@ -80,13 +88,18 @@ func postmortemCommand() *cli.Command {
 			&cli.StringFlag{Name: "tail", Usage: "tail percentile for the attribution", Value: fmt.Sprintf("p%g", analyze.DefaultTailPercentile), Destination: &tail},
 			&cli.StringFlag{Name: "html", Usage: "also write the HTML report here", Destination: &html},
 			&cli.StringFlag{Name: "json", Usage: "also write the report as JSON here", Destination: &jsonOut},
+			&cli.GenericFlag{Name: "what-if", Value: &whatIf, Usage: "ask a twin fitted from the incident's window what a change would have done, e.g. replicas=3 (repeatable)"},
 		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
 				return err
 			}
-			r, err := newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order").open(a[0])
+			if err := checkWhatIfs(whatIf.v); err != nil {
+				return err
+			}
+			in := newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order")
+			r, err := in.open(a[0])
 			if err != nil {
 				return err
 			}
@@ -124,15 +137,7 @@ func postmortemCommand() *cli.Command {
 			if metricsOut == "" {
 				metricsOut = traces.SamplesPathFor(a[0])
 			}
-			m := traces.NewMeta("postmortem:prometheus")
-			m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
-			m.Set("prometheus.step", o.Step.String())
-			m.Set("prometheus.selector", o.Selector)
-			m.Set("prometheus.instance_label", o.InstanceLabel)
-			if o.RoleLabel != "" {
-				m.Set("prometheus.role_label", o.RoleLabel)
-			}
-			if err := traces.WriteSamples(metricsOut, m, res.Samples); err != nil {
+			if err := storeSeries(&o, res, metricsOut); err != nil {
 				return err
 			}
 			ao := analyze.DefaultOptions()
@@ -164,9 +169,26 @@ func postmortemCommand() *cli.Command {
 				}
 				fmt.Fprintf(s.err, "wrote %s\n", html)
 			}
+			if len(whatIf.v) > 0 {
+				return postmortemWhatIf(c, in, a[0], res.Samples, whatIf.v, twinPathFor(a[0]), s.out)
+			}
 			return nil
 		},
 	}
+}
+
+// storeSeries writes the series read from Prometheus to path, with where
+// they came from in its metadata.
+func storeSeries(o *prom.Options, res *prom.Result, path string) error {
+	m := traces.NewMeta("postmortem:prometheus")
+	m.Set("prometheus.start", o.Start.UTC().Format(time.RFC3339Nano))
+	m.Set("prometheus.step", o.Step.String())
+	m.Set("prometheus.selector", o.Selector)
+	m.Set("prometheus.instance_label", o.InstanceLabel)
+	if o.RoleLabel != "" {
+		m.Set("prometheus.role_label", o.RoleLabel)
+	}
+	return traces.WriteSamples(path, m, res.Samples)
 }
 
 // promFlags maps capture/prom's option names to postmortem's flags.

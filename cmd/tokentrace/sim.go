@@ -16,7 +16,8 @@ Examples:
   tokentrace sim --preset phi4-mini-l4 --truth-out truth.parquet
   tokentrace sim --fail-rate 0.05 --fail-status 429 --stream-error-rate 0.01
   tokentrace sim --replicas 4 --router prefix-aware --replica-config replica-3.step-fixed=24ms
-  tokentrace sim --prefill-replicas 2 --decode-replicas 6 --kv-transfer-latency 2ms --kv-transfer-bandwidth 25GB/s`
+  tokentrace sim --prefill-replicas 2 --decode-replicas 6 --kv-transfer-latency 2ms --kv-transfer-bandwidth 25GB/s
+  tokentrace sim --config twin.conf --replicas 4 --router prefix-aware`
 
 var simDescription = `sim serves POST /v1/completions, POST /v1/chat/completions, POST /tokenize,
 GET /v1/models, GET /health and GET /metrics like vLLM's OpenAI-compatible
@@ -34,7 +35,11 @@ router (` + strings.Join(sim.Routers, ", ") + `); --prefill-replicas and
 cache over a shared link. Every engine flag applies to every replica;
 --replica-config SCOPE.KEY=VALUE sets one pool (prefill, decode) or one
 replica (replica-3, decode-0). /metrics has every replica with pod and
-role labels, /replicas/NAME/metrics one of them.`
+role labels, /replicas/NAME/metrics one of them.
+
+--config FILE reads a simulator configuration file: a twin of your own
+server that sim fit wrote, or keys you keep in one; flags given explicitly
+override it. sim fit and sim check make and check a twin.`
 
 func simCommand() *cli.Command {
 	o := sim.DefaultOptions()
@@ -43,12 +48,15 @@ func simCommand() *cli.Command {
 	// them; explicit flags override the preset.
 	var maxSeqs, maxBatched, blocks, blockSize, maxLen int
 	var replicaConfig headerFlag
+	var configFile string
 	return &cli.Command{
 		Name:        "sim",
 		Usage:       "run the vLLM-like engine simulator behind the OpenAI API",
 		UsageText:   simUsageText,
 		Description: simDescription,
+		Subcommands: []*cli.Command{simFitCommand(), simCheckCommand()},
 		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "read a simulator configuration file (sim fit's twin); explicit flags override it", Destination: &configFile},
 			&cli.StringFlag{Name: "listen", Value: o.Listen, Destination: &o.Listen, Usage: "address to serve on"},
 			&cli.StringFlag{Name: "model", Value: o.Model, Destination: &o.Model, Usage: "serve only this model name (a request naming another gets vLLM's 404); without it every request is served whatever model it names, and /v1/models lists sim-PRESET", DefaultText: "any; listed as sim-PRESET, sim-llama3-8b for the default preset"},
 			&cli.StringFlag{Name: "preset", Value: preset, Destination: &preset, Usage: "deployment preset: " + strings.Join(sim.PresetNames(), ", ")},
@@ -101,6 +109,11 @@ func simCommand() *cli.Command {
 				// Like the built-in target, a standalone simulator takes
 				// the trace's production model names as they are.
 				o.Model, o.AnyModel = sim.PresetModel(preset), true
+			}
+			if configFile != "" {
+				if err := sim.ApplyConfig(&o, "config="+configFile); err != nil {
+					return usageErrorf("--config: %w", err)
+				}
 			}
 			setInt := func(name string, v int, dst *int) {
 				if c.IsSet(name) {

@@ -15,6 +15,7 @@ import (
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/replay/sweep"
 	"github.com/tokentrace/tokentrace/sim"
+	"github.com/tokentrace/tokentrace/sim/twin"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -53,7 +54,18 @@ func runSweep(ctx context.Context, a *sweepArgs, s streams) error {
 		fmt.Fprintf(s.out, "warning: %s\n", w)
 	}
 	fmt.Fprintf(s.out, "\n%s\n", res.Answer())
+	if cfg.Replay.URL == "" {
+		printTrust(s.out, &cfg.Sim)
+	}
 	return nil
+}
+
+// printTrust prints, beside a verdict on a fitted twin, how far the twin
+// was found to hold (its last check).
+func printTrust(w io.Writer, o *sim.Options) {
+	for _, l := range twin.TrustLines(o) {
+		fmt.Fprintln(w, l)
+	}
 }
 
 // options maps the flags to sweep's options. Bad values fail here, before

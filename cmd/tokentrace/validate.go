@@ -164,15 +164,16 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return flagged(err, validateFlags)
 			}
-			return writeValidation(s, res, htmlOut, asJSON, failIfBroken)
+			return writeValidation(s, res, o.Targets, htmlOut, asJSON, failIfBroken)
 		},
 	}
 }
 
 // writeValidation writes the result: the HTML page when asked, the text
-// (or JSON) on stdout; with failIfBroken a conclusion that does not hold
-// exits 1.
-func writeValidation(s streams, res *validate.Result, htmlOut string, asJSON, failIfBroken bool) error {
+// (or JSON) on stdout, each fitted twin's last check among the targets
+// after it (on stderr beside JSON); with failIfBroken a conclusion that
+// does not hold exits 1.
+func writeValidation(s streams, res *validate.Result, targets []validate.Target, htmlOut string, asJSON, failIfBroken bool) error {
 	if htmlOut != "" {
 		if err := atomicfile.WriteFile(htmlOut, res.WriteHTML); err != nil {
 			return fmt.Errorf("write %s: %w", htmlOut, err)
@@ -180,10 +181,14 @@ func writeValidation(s streams, res *validate.Result, htmlOut string, asJSON, fa
 		fmt.Fprintf(s.err, "wrote %s\n", htmlOut)
 	}
 	var err error
+	trust := s.out // a fitted twin's last check, beside the verdicts
 	if asJSON {
-		err = res.WriteJSON(s.out)
+		err, trust = res.WriteJSON(s.out), s.err
 	} else {
 		err = res.WriteText(s.out)
+	}
+	for _, t := range targets {
+		printTrust(trust, t.Sim)
 	}
 	if err == nil && failIfBroken && !res.Holds() {
 		return withCode(1, fmt.Errorf("validate: a conclusion does not hold (--fail-if-broken)"))

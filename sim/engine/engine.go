@@ -65,6 +65,10 @@ type request struct {
 	notify chan struct{}
 	fin    finalInfo
 	abort  atomic.Bool // set by the handler when the client went away
+	// chunkNs and chunkTok are the published chunks' times and token
+	// counts (Options.ChunkTimes).
+	chunkNs  []int64
+	chunkTok []int32
 	// ackPending is set in Virtual mode while the engine waits for the
 	// handler to write what was published.
 	ackPending atomic.Bool
@@ -488,6 +492,7 @@ func (e *engine) commit(end int64) {
 			continue
 		}
 		if r.numOut == 1 || r.numOut-r.lastPub >= e.o.StreamInterval {
+			e.chunk(r, end)
 			r.lastPub = r.numOut
 			if e.onPublish != nil {
 				e.onPublish(r) // before the handler can see the tokens
@@ -537,6 +542,9 @@ func (e *engine) finishLocked(r *request, now int64, status string) {
 		arrival: r.arrival, firstSched: r.firstSched, firstTok: r.firstTok, lastTok: r.lastTok,
 		aborted: status != traces.StatusOK,
 	}
+	if status == traces.StatusOK {
+		e.chunk(r, now) // before the truth row is taken
+	}
 	if e.onFinish != nil {
 		e.onFinish(r, status)
 	}
@@ -548,6 +556,15 @@ func (e *engine) finishLocked(r *request, now int64, status string) {
 	select {
 	case r.notify <- struct{}{}:
 	default:
+	}
+}
+
+// chunk records the chunk of r's tokens published at time at, when the
+// options ask for chunk times.
+func (e *engine) chunk(r *request, at int64) {
+	if e.o.ChunkTimes && r.numOut > r.lastPub {
+		r.chunkNs = append(r.chunkNs, at)
+		r.chunkTok = append(r.chunkTok, int32(r.numOut-r.lastPub))
 	}
 }
 
@@ -580,6 +597,7 @@ func truthRecord(r *request, status string) traces.Record {
 	if r.firstSched < 0 {
 		t.ServerCachedTokens = traces.NotReported
 	}
+	t.ChunkNs, t.ChunkTokens = r.chunkNs, r.chunkTok
 	if r.remote && r.admitted >= 0 {
 		// The decode side of a disaggregated request: its queue is the
 		// wait for blocks and, once the KV landed, for a batch; its

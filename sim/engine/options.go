@@ -191,6 +191,12 @@ type Options struct {
 	// arrives at once.
 	KVPull KVPuller
 
+	// ChunkTimes makes truth rows carry ChunkNs and ChunkTokens: when the
+	// engine published each chunk of tokens and how many it held, as a
+	// client's results would (an offline simulation standing in for a
+	// replay). Defaults to false.
+	ChunkTimes bool
+
 	// KVBytesPerToken is the KV cache size of one token, which turns a KV
 	// pull's tokens into bytes for vllm:nixl_bytes_transferred; a fleet
 	// sets it from its own (sim.Fleet.KVTransferBytesPerToken). Defaults

@@ -2,7 +2,9 @@ package formats
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"slices"
@@ -28,21 +30,21 @@ type ExportFormat struct {
 
 // exportFormats is the registry, sorted by name.
 var exportFormats = []ExportFormat{
-	{"aiperf", "AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: a session's rows carry its session_id (AIPerf sends its turns in order), delay its think time; subagent links and joins are counted as lost", NewAIPerfWriter},
+	{"aiperf", "AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: each agent chain is a session (subagents run side by side), a later turn's input_length the tokens it adds (AIPerf appends turns and replies to the history), delay its think time; joins are counted as lost", NewAIPerfWriter},
 	{"aiperf-dag", "AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)", NewAIPerfDAGWriter},
 	{"azure", "Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns", NewAzureWriter},
 	{"csv", "tokentrace CSV with the Parquet column names; .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
 		return traces.NewWriter(w, traces.FormatCSV, m, traces.CreateOptions{})
 	}},
 	{"guidellm", "GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)", NewGuideLLMWriter},
-	{"inference-perf", "inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with start and end times, token usage and filler messages; it infers dependencies from the times, and the links the times do not imply are counted", NewInferencePerfWriter},
+	{"inference-perf", "inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with token usage, filler messages holding the replies a call waits for, a distinct reply each, and times laid out so that inference-perf's graph builder infers the trace's dependencies and waits", NewInferencePerfWriter},
 	{"jsonl", "tokentrace JSON lines (metadata on the first line); .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
 		return traces.NewWriter(w, traces.FormatJSONL, m, traces.CreateOptions{})
 	}},
-	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every block of the prompt: the trace's own prefix_blocks when their block size matches, otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
+	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every 512-token block of the prompt: the trace's own prefix_blocks when their block size is 512 (re-cut when it divides 512), otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
 	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost", NewSGLangAgenticWriter},
 	{"vllm", "vllm bench serve --dataset-name timed_trace JSONL {timestamp (s), input_length, output_length, hash_ids of the trace's block size, else 16}", NewVLLMWriter},
-	{"weka", "kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time; joins and session start offsets are counted as lost", NewWekaWriter},
+	{"weka", "kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time, tool_tokens and system_tokens (the warm prefix) and input_types; joins and session start offsets are counted as lost", NewWekaWriter},
 }
 
 // ExportFormatList returns the export formats, sorted by name.
@@ -265,28 +267,81 @@ func NewMooncakeWriter(w io.Writer, m traces.Meta, o ExportOptions) (traces.Writ
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	mw := exportBlockIDs(m, o, DefaultExportBlockSize)
+	// The format defines 512-token blocks and has no field to say another
+	// size: a trace's finer blocks are re-cut to 512 (readers assume it).
+	mw := exportBlockIDs(traces.Meta{BlockSize: m.BlockSize}, o, DefaultExportBlockSize, true)
 	mw.Sink = textsink.New(w)
 	return mw, nil
 }
 
 // exportBlockIDs numbers an export's hash_ids in blocks of o.BlockSize
-// tokens, else of the trace's Meta.BlockSize, else of the format's def:
-// from the records' PrefixBlocks when the trace's block size is the
-// export's, from their prefix categories otherwise.
-func exportBlockIDs(m traces.Meta, o ExportOptions, def int) *mooncakeWriter {
+// tokens, else of the trace's Meta.BlockSize (unless the format's size is
+// fixed), else of the format's def: from the records' PrefixBlocks when
+// the trace's block size is the export's, re-cut from them when it divides
+// it, from their prefix categories otherwise.
+func exportBlockIDs(m traces.Meta, o ExportOptions, def int, fixed bool) *mooncakeWriter {
 	bs := o.BlockSize
-	if bs == 0 {
+	if bs == 0 && !fixed {
 		bs = m.BlockSize
 	}
 	if bs == 0 {
 		bs = def
 	}
-	return &mooncakeWriter{
+	w := &mooncakeWriter{
 		blockSize: int64(bs),
 		useBlocks: m.BlockSize == bs,
 		ids:       map[int64]int64{},
 		cats:      map[string][]int64{},
+	}
+	if m.BlockSize > 0 && m.BlockSize < bs && bs%m.BlockSize == 0 {
+		w.recut = bs / m.BlockSize
+	}
+	w.from = m.BlockSize
+	return w
+}
+
+// losses says how the blocks were cut (the mooncake export: its readers
+// assume 512-token blocks, and the file cannot say otherwise).
+func (w *mooncakeWriter) losses() []string {
+	return append(w.blockLosses(), w.tally.notes()...)
+}
+
+func (w *mooncakeWriter) blockLosses() []string {
+	switch {
+	case w.recut > 0:
+		return []string{fmt.Sprintf("hash_ids re-cut from the trace's %d-token blocks to %d-token blocks (the size Mooncake's readers assume: AIPerf, GuideLLM)", w.from, w.blockSize)}
+	case w.from > 0 && !w.useBlocks:
+		return []string{fmt.Sprintf("the trace's %d-token blocks do not divide %d-token blocks: hash_ids come from prefix categories, shared prefixes beyond them are lost", w.from, w.blockSize)}
+	}
+	return nil
+}
+
+// recutBlocks sets w.hash to r's prompt in blocks of w.blockSize made of
+// its finer blocks (w.recut of them each): a block is named by the chain of
+// its fine ids and every block before it, so prompts share a coarse block
+// exactly when they share its fine blocks and all before; a block the fine
+// ones do not cover whole (the prompt's tail past its last full fine block)
+// is fresh.
+func (w *mooncakeWriter) recutBlocks(r *traces.Record) {
+	nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
+	fine := int64(w.blockSize) / int64(w.recut)
+	covered := int64(len(r.PrefixBlocks)) * fine
+	h := fnv.New64a()
+	var buf [8]byte
+	w.hash = w.hash[:0]
+	for c := int64(0); c < nb; c++ {
+		end := min((c+1)*w.blockSize, int64(r.InputTokens))
+		if end > covered {
+			w.hash = append(w.hash, w.fresh())
+			continue
+		}
+		for _, id := range r.PrefixBlocks[c*int64(w.recut) : (end+fine-1)/fine] {
+			binary.LittleEndian.PutUint64(buf[:], uint64(id))
+			h.Write(buf[:])
+		}
+		binary.LittleEndian.PutUint64(buf[:], uint64(end-c*w.blockSize))
+		h.Write(buf[:])
+		w.hash = append(w.hash, w.mapID(int64(h.Sum64()|1<<63)))
 	}
 }
 
@@ -294,6 +349,9 @@ type mooncakeWriter struct {
 	textsink.Sink
 	blockSize int64
 	useBlocks bool
+	recut     int // fine blocks per exported block, when re-cut (0: not)
+	from      int // the trace's block size
+	tally     importTally
 	ids       map[int64]int64    // source block id → exported id (large ids)
 	dense     []int64            // source id → exported id + 1, ids below mooncakeBitsetMax
 	cats      map[string][]int64 // category → exported ids of its prefix blocks
@@ -335,6 +393,10 @@ func (w *mooncakeWriter) fresh() int64 {
 func (w *mooncakeWriter) hashIDs(r *traces.Record) {
 	nb := (int64(r.InputTokens) + w.blockSize - 1) / w.blockSize
 	w.hash = w.hash[:0]
+	if w.recut > 0 && len(r.PrefixBlocks) > 0 {
+		w.recutBlocks(r)
+		return
+	}
 	if w.useBlocks && len(r.PrefixBlocks) > 0 {
 		for _, id := range r.PrefixBlocks {
 			w.hash = append(w.hash, w.mapID(id))
@@ -359,6 +421,7 @@ func (w *mooncakeWriter) Write(recs []traces.Record) (int, error) {
 		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
 		}
+		lostPrefixKinds(&w.tally, r, "mooncake")
 		w.hashIDs(r)
 		b := w.buf[:0]
 		b = append(b, `{"timestamp": `...)

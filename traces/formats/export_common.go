@@ -185,3 +185,14 @@ func appendDecimal(b []byte, v int64, scale int) []byte {
 	}
 	return append(append(b, '.'), digits...)
 }
+
+// lostPrefixKinds counts a row's warm prefix (system and tool tokens) and
+// input kinds in formats that hold neither.
+func lostPrefixKinds(t *importTally, r *traces.Record, format string) {
+	if r.SystemTokens > 0 || r.ToolTokens > 0 {
+		t.add("%d rows' warm prefix (system_tokens, tool_tokens) not representable in "+format, 1)
+	}
+	if r.InputKinds != "" {
+		t.add("%d rows' input kinds (tool results) not representable in "+format, 1)
+	}
+}

@@ -30,15 +30,20 @@ type lineFormat struct {
 type lineWriter struct {
 	textsink.Sink
 	f      lineFormat
-	ids    *mooncakeWriter // block id state (its sink is unused)
-	last   map[int64]lineSession
+	ids    *mooncakeWriter        // block id state (its sink is unused)
+	chains map[int64]*aiperfChain // AIPerf sessions by the seq of their last row
+	subs   map[int64]int          // AIPerf sessions started per tokentrace session
+	latest map[int64]int64        // the seq of each tokentrace session's latest row
 	tally  importTally
 	buf    []byte
 	lastAt int64
 }
 
-type lineSession struct {
-	seq, finish int64
+// aiperfChain is one AIPerf session being written: its name, and what
+// AIPerf will have sent as its last row's prompt (sent) and reply (out).
+type aiperfChain struct {
+	name            string
+	sent, out, done int64
 }
 
 func (w *lineWriter) losses() []string { return w.tally.notes() }
@@ -47,7 +52,7 @@ func newLineWriter(w io.Writer, m traces.Meta, o ExportOptions, f lineFormat) (t
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	lw := &lineWriter{Sink: textsink.New(w), f: f, last: map[int64]lineSession{}, ids: exportBlockIDs(m, o, f.blockSize)}
+	lw := &lineWriter{Sink: textsink.New(w), f: f, chains: map[int64]*aiperfChain{}, subs: map[int64]int{}, latest: map[int64]int64{}, ids: exportBlockIDs(m, o, f.blockSize, false)}
 	if f.hashes {
 		lw.tally.say(fmt.Sprintf("hash_ids are %d-token blocks: tell the replayer the same block size", lw.ids.blockSize))
 	}
@@ -61,13 +66,24 @@ func newLineWriter(w io.Writer, m traces.Meta, o ExportOptions, f lineFormat) (t
 //	{"timestamp": ms, "input_length", "output_length", "hash_ids", "session_id": "s12", "delay": ms}
 //
 // timestamp is exact to the nanosecond (a decimal in ms; AIPerf schedules
-// to the ms). A row of a session carries session_id ("s" + the session
-// number): AIPerf sends a session's turns in order, each after the previous
-// one finished. delay is the think time before the turn: think_ns, else
-// arrival − the previous turn's finish_ns. AIPerf's sessions are chains:
-// a parent link to another call than the session's previous one (a
-// subagent), a join, and the finish times themselves are counted as not
-// representable, and so are models and classes.
+// to the ms). AIPerf replays a session's rows as one conversation in its
+// default context mode, deltas_without_responses
+// (docs/reference/conversation-context-mode.md): each row's prompt is
+// appended to the history with the live replies threaded in, so a turn
+// sends every earlier input_length and reply plus its own. A row therefore
+// carries only the tokens its prompt adds to what AIPerf will have sent
+// (the previous turn's prompt and reply); its hash_ids cover those tokens
+// (fresh ids), and delay is its think time (think_ns, else arrival − the
+// previous turn's finish).
+//
+// A call continues its parent's AIPerf session when it is that session's
+// latest row and its prompt holds the whole context (to 1 %: a shorter
+// one adds 1 token). Any other call (a subagent, a second child, a
+// compaction, a call without a session) starts an AIPerf session of its
+// own ("s12.1", ...) with its whole prompt at its timestamp: AIPerf runs
+// sessions side by side, so parallel subagents stay parallel, but does
+// not wait for the call that spawned them (counted). Joins, finish times,
+// models and classes are counted as not representable.
 func NewAIPerfWriter(w io.Writer, m traces.Meta, o ExportOptions) (traces.Writer, error) {
 	return newLineWriter(w, m, o, lineFormat{name: "aiperf", tsKey: "timestamp", tsScale: 3, sessions: true, hashes: true, blockSize: DefaultExportBlockSize})
 }
@@ -108,7 +124,20 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 			w.tally.add("%d rows came out of arrival order (peers send rows in file order): sort the trace first", 1)
 		}
 		w.lastAt = r.ArrivalNs
-		w.ids.hashIDs(r)
+		in := int64(r.InputTokens)
+		var chain *aiperfChain
+		cont := false
+		if w.f.sessions && r.Session != 0 {
+			chain, cont, in = w.aiperfTurn(r)
+		}
+		if cont {
+			w.ids.hash = w.ids.hash[:0]
+			for int64(len(w.ids.hash)) < (in+w.ids.blockSize-1)/w.ids.blockSize {
+				w.ids.hash = append(w.ids.hash, w.ids.fresh())
+			}
+		} else {
+			w.ids.hashIDs(r)
+		}
 		if nb := (int64(r.InputTokens) + w.ids.blockSize - 1) / w.ids.blockSize; w.f.exact && int64(len(w.ids.hash)) > nb {
 			w.ids.hash = w.ids.hash[:nb]
 			w.tally.add("%d rows' hash_ids cut to ceil(input_length / block size), as "+w.f.name+" requires", 1)
@@ -118,7 +147,7 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 		b = append(b, `": `...)
 		b = appendDecimal(b, r.ArrivalNs, 9-w.f.tsScale)
 		b = append(b, `, "input_length": `...)
-		b = strconv.AppendInt(b, int64(r.InputTokens), 10)
+		b = strconv.AppendInt(b, in, 10)
 		b = append(b, `, "output_length": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
 		if w.f.hashes {
@@ -131,7 +160,7 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 			}
 			b = append(b, ']')
 		}
-		b = w.structure(b, r)
+		b = w.structure(b, r, chain, cont)
 		b = append(b, "}\n"...)
 		w.buf = b
 		if _, err := w.Buf.Write(b); err != nil {
@@ -143,8 +172,9 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 
 // structure appends what the format holds of the row's session, and
 // counts what it does not.
-func (w *lineWriter) structure(b []byte, r *traces.Record) []byte {
+func (w *lineWriter) structure(b []byte, r *traces.Record, chain *aiperfChain, cont bool) []byte {
 	name := w.f.name
+	lostPrefixKinds(&w.tally, r, name)
 	if r.Model != "" {
 		w.tally.add("%d rows' model not representable in "+name, 1)
 	}
@@ -172,34 +202,74 @@ func (w *lineWriter) structure(b []byte, r *traces.Record) []byte {
 	if r.FinishNs >= 0 {
 		w.tally.add("%d finish times not representable in "+name+" (the think times they give are written as delay)", 1)
 	}
-	if r.Session == 0 {
+	if chain == nil {
 		if r.ParentSeq >= 0 || len(r.AfterSeqs) > 0 {
 			w.tally.add("%d parent links of rows without a session not representable in "+name, 1)
 		}
 		return b
 	}
-	b = append(b, `, "session_id": "s`...)
-	b = strconv.AppendInt(b, r.Session, 10)
-	b = append(b, '"')
-	prev, seen := w.last[r.Session]
-	if r.ParentSeq >= 0 && (!seen || r.ParentSeq != prev.seq) {
-		w.tally.add("%d parent links to another call than the session's previous one (subagents) not representable in "+name+" (its sessions are chains)", 1)
-	}
+	b = append(b, `, "session_id": `...)
+	b = appendJSONString(b, chain.name)
 	if len(exportDeps(r)) > 1 {
 		w.tally.add("%d joins not representable in "+name, 1)
 	}
-	think := r.ThinkNs
-	if think < 0 && seen && prev.finish >= 0 {
-		think = max(r.ArrivalNs-prev.finish, 0)
+	if cont {
+		think := r.ThinkNs
+		if think < 0 && chain.done >= 0 {
+			think = max(r.ArrivalNs-chain.done, 0)
+		}
+		if think >= 0 {
+			b = append(b, `, "delay": `...)
+			b = appendDecimal(b, think, 6)
+		}
+	} else if r.ThinkNs >= 0 {
+		w.tally.add("%d think times of a session's first row not representable in "+name+" (it starts at its timestamp)", 1)
 	}
-	if seen && think >= 0 {
-		b = append(b, `, "delay": `...)
-		b = appendDecimal(b, think, 6)
-	} else if !seen && r.ThinkNs >= 0 {
-		w.tally.add("%d think times of a session's first call not representable in "+name, 1)
-	}
-	w.last[r.Session] = lineSession{seq: r.Seq, finish: r.FinishNs}
+	chain.done = r.FinishNs
 	return b
+}
+
+// aiperfTurn places row r (of a session) in an AIPerf session: it
+// continues its parent's when the parent is that session's latest row and
+// its prompt holds the context AIPerf will have built (to 1 %), else it
+// starts one of its own. It returns the session, whether r continues it,
+// and the input_length to write: the tokens r adds, or its whole prompt.
+func (w *lineWriter) aiperfTurn(r *traces.Record) (*aiperfChain, bool, int64) {
+	in := int64(r.InputTokens)
+	parent := r.ParentSeq
+	if last, ok := w.latest[r.Session]; ok && parent < 0 {
+		parent = last // no parent said: the session's previous row, if the prompt holds its context
+	}
+	w.latest[r.Session] = r.Seq
+	if c, ok := w.chains[parent]; ok && parent >= 0 {
+		ctx := c.sent + c.out
+		if in >= ctx || float64(ctx+1-in) <= 0.01*float64(in) {
+			delete(w.chains, parent)
+			add := max(in-ctx, 1)
+			if add != in-ctx {
+				w.tally.add("%d turns whose prompt is a little shorter than the previous prompt and reply were written adding 1 token (AIPerf appends every turn)", 1)
+			}
+			c.sent, c.out = ctx+add, int64(r.OutputTokens)
+			w.chains[r.Seq] = c
+			return c, true, add
+		}
+	}
+	name := "s" + strconv.FormatInt(r.Session, 10)
+	if n := w.subs[r.Session]; n > 0 {
+		name += "." + strconv.Itoa(n)
+		switch {
+		case r.ParentSeq < 0:
+			w.tally.add("%d calls without a parent after a session's first start an AIPerf session of their own", 1)
+		case w.chains[r.ParentSeq] != nil:
+			w.tally.add("%d calls whose prompt does not hold their parent's prompt and reply (subagents, compactions) start an AIPerf session of their own: it runs beside the others from its timestamp, not after the call that spawned it", 1)
+		default:
+			w.tally.add("%d calls that branch off a call with a later turn already (subagents, forks) start an AIPerf session of their own: it runs beside the others from its timestamp, not after the call that spawned it", 1)
+		}
+	}
+	w.subs[r.Session]++
+	c := &aiperfChain{name: name, sent: in, out: int64(r.OutputTokens), done: traces.NotReported}
+	w.chains[r.Seq] = c
+	return c, false, in
 }
 
 // NewAzureWriter writes the Azure LLM inference trace CSV
@@ -236,6 +306,7 @@ func (w *azureWriter) Write(recs []traces.Record) (int, error) {
 		if r.ArrivalNs < 0 || r.InputTokens < 0 || r.OutputTokens < 0 {
 			return i, fmt.Errorf("row seq %d: negative arrival or token count", r.Seq)
 		}
+		lostPrefixKinds(&w.tally, r, "azure")
 		at := (r.ArrivalNs + 50) / 100 * 100
 		if at != r.ArrivalNs {
 			w.tally.add("%d arrivals rounded to 100 ns (the format's resolution)", 1)

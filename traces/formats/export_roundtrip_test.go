@@ -84,6 +84,7 @@ func roundTripPlain() ([]traces.Record, traces.Meta) {
 type rtCall struct {
 	abs                    int64 // arrival in the trace
 	arrival, finish, think int64
+	wait                   int64 // arrival − the latest finish among its deps; -1 without deps
 	in, out                int32
 	model                  string
 	parent                 int
@@ -141,6 +142,16 @@ func rtCanon(recs []traces.Record) [][]rtCall {
 				}
 			}
 			sort.Ints(c.deps)
+			c.wait = -1
+			if len(c.deps) > 0 {
+				latest := int64(-1)
+				for _, d := range c.deps {
+					latest = max(latest, g[d].FinishNs)
+				}
+				if latest >= 0 {
+					c.wait = r.ArrivalNs - latest
+				}
+			}
 			for _, b := range r.PrefixBlocks {
 				if _, ok := blockIDs[b]; !ok {
 					blockIDs[b] = len(blockIDs)
@@ -183,7 +194,8 @@ type rtFields struct {
 	arrival  int64 // resolution in ns (0 = not carried)
 	finish   bool
 	think    bool
-	subThink bool // a subagent's first think time too
+	subThink bool  // a subagent's first think time too
+	wait     int64 // each call's wait after its latest dependency, to this many ns (0 = not compared)
 	model    bool
 	deps     string // "exact", "reduced" (timing formats), "chain" (parent = previous call) or ""
 	blocks   bool
@@ -207,12 +219,12 @@ func TestExportRoundTrips(t *testing.T) {
 		{"aiperf-dag keeps sessions, parents, joins, think times and counts; arrivals are lower bounds.", "aiperf-dag", true,
 			rtFields{groups: true, think: true, subThink: true, model: true, deps: "exact"},
 			[]string{"8 arrival times (AIPerf's DAG has delays only", "8 finish times not representable"}},
-		{"inference-perf keeps the graph up to transitivity, times to the µs.", "inference-perf", true,
-			rtFields{groups: true, arrival: 1000, finish: true, model: true, deps: "reduced"},
-			[]string{"6 think times (inference-perf waits the recorded gap) not representable"}},
-		{"aiperf keeps sessions as chains with delays.", "aiperf", true,
-			rtFields{groups: true, arrival: 1, think: true, deps: "chain-only"},
-			[]string{"3 parent links to another call than the session's previous one", "1 joins not representable in aiperf", "8 rows' model not representable in aiperf"}},
+		{"inference-perf keeps the graph up to transitivity and each call's wait after its dependencies (spans laid out anew).", "inference-perf", true,
+			rtFields{groups: true, wait: 1e6, model: true, deps: "reduced"},
+			[]string{"2 sessions' span times were laid out anew"}},
+		{"aiperf keeps every call's prompt as AIPerf sends it and its arrival; each agent chain is a session of its own.", "aiperf", true,
+			rtFields{arrival: 1},
+			[]string{"2 calls whose prompt does not hold their parent's prompt and reply (subagents, compactions) start an AIPerf session of their own", "1 joins not representable in aiperf", "8 rows' model not representable in aiperf"}},
 		{"sglang-agentic keeps each agent chain's counts, not times.", "sglang-agentic", true,
 			rtFields{},
 			[]string{"8 arrival times", "2 subagent links"}},
@@ -224,8 +236,8 @@ func TestExportRoundTrips(t *testing.T) {
 			rtFields{arrival: 1, blocks: true}, nil},
 		{"aiperf keeps a plain trace whole (hash_ids of the trace's block size).", "aiperf", false,
 			rtFields{arrival: 1, blocks: true}, nil},
-		{"mooncake keeps a plain trace to the ms.", "mooncake", false,
-			rtFields{arrival: 1e6, blocks: true}, nil},
+		{"mooncake keeps a plain trace to the ms; its 16-token blocks are re-cut to Mooncake's 512.", "mooncake", false,
+			rtFields{arrival: 1e6}, []string{"hash_ids re-cut from the trace's 16-token blocks to 512-token blocks"}},
 		{"azure keeps arrivals (to 100 ns, from the first row) and counts.", "azure", false,
 			rtFields{arrival: 100}, []string{"rows' prefix blocks and categories not representable in azure"}},
 		{"weka keeps a plain trace's counts and blocks; each row is a conversation at 0.", "weka", false,
@@ -334,6 +346,9 @@ func rtCompare(t *testing.T, want, got [][]rtCall, f rtFields, format string) {
 					t.Errorf("%s: think %d, want %d", where, g.think, w.think)
 				}
 			}
+			if d := g.wait - w.wait; f.wait > 0 && (d < -f.wait/2 || d > f.wait/2) {
+				t.Errorf("%s: wait %d, want %d (to %d ns)", where, g.wait, w.wait, f.wait)
+			}
 			if f.model && w.model != g.model {
 				t.Errorf("%s: model %q, want %q", where, g.model, w.model)
 			}
@@ -385,7 +400,7 @@ func TestExportRoundTripsUpstreamFiles(t *testing.T) {
 		carried      rtFields
 	}{
 		{"weka", "weka_trace_0291.json", rtFields{groups: true, arrival: 1, finish: true, think: true, model: true, deps: "exact", blocks: true}},
-		{"inference-perf", "inference-perf_fan_in_dependencies.json", rtFields{groups: true, arrival: 1000, finish: true, model: true, deps: "exact"}},
+		{"inference-perf", "inference-perf_fan_in_dependencies.json", rtFields{groups: true, wait: 1e6, model: true, deps: "reduced"}},
 		{"aiperf-dag", "aiperf_mixed_full.dag.jsonl", rtFields{groups: true, arrival: 1, think: true, subThink: true, model: true, deps: "exact"}},
 		// The spine's rounds (every chain of a round waits for every chain
 		// of the last) come back as spawns from one chain: those joins are

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/textsink"
@@ -85,9 +86,9 @@ func seqIndex(g []traces.Record) map[int64]int {
 // docs/trace_replay_tester.md @ 94f6046; the format the weka importer
 // reads): one JSON document per session, one per line,
 //
-//	{"id", "block_size", "hash_id_scope": "global", "requests": [
-//	   {"t", "type": "n", "model", "in", "out", "hash_ids", "api_time", "think_time"},
-//	   {"type": "subagent", "t", "requests": [...]}]}
+//	{"id", "block_size", "hash_id_scope": "global", "tool_tokens", "system_tokens", "requests": [
+//	   {"t", "type": "n", "model", "in", "out", "hash_ids", "input_types", "api_time", "think_time"},
+//	   {"type": "subagent", "t", "tool_tokens", "system_tokens", "requests": [...]}]}
 //
 // Times are seconds, exact to the ns: t from the conversation's (or the
 // subagent's) start, api_time = finish − arrival, think_time = think_ns or
@@ -108,7 +109,7 @@ func NewWekaWriter(w io.Writer, m traces.Meta, o ExportOptions) (traces.Writer, 
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	ids := exportBlockIDs(m, o, WekaDefaultBlockSize)
+	ids := exportBlockIDs(m, o, WekaDefaultBlockSize, false)
 	return &wekaWriter{sessionExport: sessionExport{Sink: textsink.New(w), name: "weka"}, bs: int(ids.blockSize), ids: ids}, nil
 }
 
@@ -142,7 +143,9 @@ func (w *wekaWriter) writeAll() error {
 		}
 		b = append(b, `", "block_size": `...)
 		b = strconv.AppendInt(b, int64(w.bs), 10)
-		b = append(b, `, "hash_id_scope": "global", "requests": `...)
+		b = append(b, `, "hash_id_scope": "global"`...)
+		b = appendWekaPrefix(b, &g[agents[0].calls[0]])
+		b = append(b, `, "requests": `...)
 		b = w.agent(b, g, idx, agents, 0, base)
 		b = append(b, "}\n"...)
 		w.b = b
@@ -164,6 +167,18 @@ func (w *wekaWriter) wekaHashIDs(r *traces.Record) {
 		return
 	}
 	w.ids.hash = w.ids.hash[:min(len(w.ids.hash), int(int64(r.InputTokens)/w.ids.blockSize))]
+}
+
+// appendWekaPrefix appends an agent's warm prefix (tool_tokens and
+// system_tokens, from its first call) when the trace has one.
+func appendWekaPrefix(b []byte, r *traces.Record) []byte {
+	if r.ToolTokens > 0 || r.SystemTokens > 0 {
+		b = append(b, `, "tool_tokens": `...)
+		b = strconv.AppendInt(b, int64(r.ToolTokens), 10)
+		b = append(b, `, "system_tokens": `...)
+		b = strconv.AppendInt(b, int64(r.SystemTokens), 10)
+	}
+	return b
 }
 
 // agent appends agent a's requests list, times from baseNs.
@@ -201,6 +216,16 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 			b = strconv.AppendInt(b, id, 10)
 		}
 		b = append(b, ']')
+		if r.InputKinds != "" {
+			b = append(b, `, "input_types": [`...)
+			for j, k := range strings.Split(r.InputKinds, "+") {
+				if j > 0 {
+					b = append(b, ", "...)
+				}
+				b = appendJSONString(b, k)
+			}
+			b = append(b, ']')
+		}
 		if r.FinishNs >= r.ArrivalNs {
 			b = append(b, `, "api_time": `...)
 			b = appendDecimal(b, r.FinishNs-r.ArrivalNs, 9)
@@ -221,6 +246,7 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 			start := g[agents[s].calls[0]].ArrivalNs
 			b = append(b, `, {"type": "subagent", "t": `...)
 			b = appendDecimal(b, start-baseNs, 9)
+			b = appendWekaPrefix(b, &g[agents[s].calls[0]])
 			b = append(b, `, "requests": `...)
 			b = w.agent(b, g, idx, agents, s, start)
 			b = append(b, '}')
@@ -291,6 +317,7 @@ func (w *sglangAgenticWriter) writeAll() error {
 			for k, i := range a.calls {
 				r := &g[i]
 				rows++
+				lostPrefixKinds(&w.tally, r, w.name)
 				if len(exportDeps(r)) > 1 {
 					w.lost(int64(len(exportDeps(r))-1), "join dependencies")
 				}
@@ -560,6 +587,7 @@ func (w *dagWriter) appendTurn(b []byte, s *dagSession, a, k int, text string) [
 	g, agents, agentOf := s.g, s.agents, s.agentOf
 	i := agents[a].calls[k]
 	r := &g[i]
+	lostPrefixKinds(&w.tally, r, w.name)
 	b = append(b, `{"messages": [{"role": "user", "content": `...)
 	b = appendJSONString(b, text)
 	b = append(b, `}], "max_tokens": `...)
@@ -675,130 +703,279 @@ func (w *otelWriter) writeAll() error {
 			return err
 		}
 		n++
-		idx := seqIndex(g)
-		base := g[0].ArrivalNs
 		if g[0].Session == 0 {
 			w.tally.add("%d rows without a session were written as one-call traces", 1)
 		}
-		history := make([][]otelOutMessage, len(g))
+		calls := w.otelCalls(g, n)
+		w.otelTimes(g, calls)
 		b := append(w.b[:0], `{"trace_id": "tokentrace-`...)
 		b = strconv.AppendInt(b, n, 10)
 		b = append(b, `", "spans": [`...)
-		starts := make([]int64, len(g))
-		ends := make([]int64, len(g))
 		for i := range g {
-			r := &g[i]
-			start := (r.ArrivalNs - base + 500) / 1000 * 1000
-			end := start
-			if r.FinishNs >= r.ArrivalNs {
-				end = (r.FinishNs - base + 500) / 1000 * 1000
-			} else {
-				w.lost(1, "missing finish times (the span ends when it starts)")
-			}
-			if start != r.ArrivalNs-base || (r.FinishNs >= r.ArrivalNs && end != r.FinishNs-base) {
-				w.tally.add("%d calls' times rounded to the microsecond", 1)
-			}
-			starts[i], ends[i] = start, end
-			var msgs []otelOutMessage
-			p, ok := idx[r.ParentSeq]
-			add := int64(r.InputTokens)
-			if ok && r.ParentSeq >= 0 && p < i {
-				add -= int64(g[p].InputTokens) + int64(g[p].OutputTokens)
-				if add >= 0 {
-					msgs = append(append(msgs, history[p]...), otelOutMessage{"assistant", fillerText(int64(g[p].OutputTokens))})
-				}
-			}
-			if add < 0 || msgs == nil {
-				add = int64(r.InputTokens)
-				msgs = nil
-			}
-			if len(msgs) == 0 {
-				msgs = append(msgs, otelOutMessage{"user", taggedFiller(add, n)})
-			} else {
-				msgs = append(msgs, otelOutMessage{"user", fillerText(add)})
-			}
-			history[i] = msgs
-			in, _ := json.Marshal(msgs)
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, `{"trace_id": "tokentrace-`...)
-			b = strconv.AppendInt(b, n, 10)
-			b = append(b, `", "span_id": "span_`...)
-			b = strconv.AppendInt(b, int64(i+1), 10)
-			b = append(b, `", "parent_span_id": null, "name": "chat `...)
-			b = append(b, r.Model...)
-			b = append(b, `", "kind": "SPAN_KIND_CLIENT", "start_time": "`...)
-			b = otelEpoch.Add(time.Duration(start)).AppendFormat(b, "2006-01-02T15:04:05.000000")
-			b = append(b, `", "end_time": "`...)
-			b = otelEpoch.Add(time.Duration(end)).AppendFormat(b, "2006-01-02T15:04:05.000000")
-			b = append(b, `", "attributes": {"gen_ai.operation.name": "chat", "tokentrace.seq": `...)
-			// (inference-perf drops spans with equal times and attributes:
-			// the seq keeps two identical calls apart.)
-			b = strconv.AppendInt(b, r.Seq, 10)
-			b = append(b, `, "gen_ai.request.model": `...)
-			b = appendJSONString(b, r.Model)
-			b = append(b, `, "gen_ai.request.max_tokens": `...)
-			b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
-			b = append(b, `, "gen_ai.usage.input_tokens": `...)
-			b = strconv.AppendInt(b, int64(r.InputTokens), 10)
-			b = append(b, `, "gen_ai.usage.output_tokens": `...)
-			b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
-			b = append(b, `, "gen_ai.input.messages": `...)
-			b = appendJSONString(b, string(in))
-			b = append(b, `, "gen_ai.output.text": `...)
-			b = appendJSONString(b, fillerText(int64(r.OutputTokens)))
-			b = append(b, `}, "status": {"code": 1, "message": ""}}`...)
-			for _, c := range []struct {
-				is   bool
-				what string
-			}{{r.ThinkNs >= 0, "think times (inference-perf waits the recorded gap)"}, {len(r.PrefixBlocks) > 0, "rows' prefix blocks"}, {r.Class != "", "rows' class"}} {
-				if c.is {
-					w.lost(1, c.what)
-				}
-			}
+			b = w.appendSpan(b, &g[i], &calls[i], n, len(g))
 		}
 		b = append(b, "]}\n"...)
 		w.b = b
 		if _, err := w.Buf.Write(b); err != nil {
 			return err
 		}
-		// What inference-perf will infer from these times, against the
-		// trace's own dependencies.
-		for i := range g {
-			want := map[int64]bool{}
-			for _, d := range exportDeps(&g[i]) {
-				if j, ok := idx[d]; ok {
-					want[int64(j)] = true
-				}
-			}
-			got := otelDirect(starts, ends, i)
-			same := len(got) == len(want)
-			for _, j := range got {
-				same = same && want[int64(j)]
-			}
-			if !same {
-				w.lost(1, "calls' dependencies (inference-perf infers them from the span times, which imply others here)")
-			}
-		}
+		w.checkGraph(g, calls)
 	}
 	return nil
 }
 
-// otelDirect returns the direct predecessors of call i in the interval
-// order of the spans (the inference NewOTelReader and inference-perf make).
-func otelDirect(starts, ends []int64, i int) []int {
-	S, found := int64(0), false
-	for j := range starts {
-		if j != i && ends[j] <= starts[i] && (starts[j] < starts[i] || j < i) && (!found || starts[j] > S) {
-			S, found = starts[j], true
+// otelOutCall is one call as the inference-perf export writes it: times
+// from the session's start (ns, written to the µs), its span's number,
+// messages and output text.
+type otelOutCall struct {
+	start, end int64
+	span       int
+	msgs       []otelOutMessage
+	out        string
+}
+
+// otelTimes sets the calls' span times and numbers: laid out anew
+// (otelLayout) when inference-perf then infers the trace's dependencies,
+// else the recorded times (the calls it would link otherwise are counted
+// by checkGraph).
+func (w *otelWriter) otelTimes(g []traces.Record, calls []otelOutCall) {
+	if start, end, order, ok := otelLayout(g, reducedDeps(g)); ok {
+		trial := append([]otelOutCall(nil), calls...)
+		for k, i := range order {
+			trial[i].start, trial[i].end, trial[i].span = start[i], end[i], k
+		}
+		if len(otelDiffer(g, trial)) == 0 {
+			copy(calls, trial)
+			if len(g) > 1 {
+				w.tally.add("%d sessions' span times were laid out anew so that inference-perf's graph builder infers their dependencies: each wait after a call's dependencies is kept (to the ms), span durations are not (inference-perf replays waits, never durations), calls without a dependency start at 0", 1)
+			}
+			return
 		}
 	}
-	var direct []int
-	for j := range starts {
-		if found && j != i && ends[j] <= starts[i] && (starts[j] < starts[i] || j < i) && (ends[j] > S || starts[j] == S) {
-			direct = append(direct, j)
+	base := g[0].ArrivalNs
+	for i := range g {
+		r, c := &g[i], &calls[i]
+		c.span = i
+		c.start = (r.ArrivalNs - base + 500) / 1000 * 1000
+		c.end = c.start
+		if r.FinishNs >= r.ArrivalNs {
+			c.end = (r.FinishNs - base + 500) / 1000 * 1000
+		} else {
+			w.lost(1, "missing finish times (the span ends when it starts)")
+		}
+		if c.start != r.ArrivalNs-base || (r.FinishNs >= r.ArrivalNs && c.end != r.FinishNs-base) {
+			w.tally.add("%d calls' times rounded to the microsecond", 1)
 		}
 	}
-	return direct
+}
+
+// otelSpanID is the span id of span number k of a session of n calls,
+// zero-padded so that ids sort as numbers (inference-perf orders calls that
+// start together by id).
+func otelSpanID(k, n int) string {
+	s := strconv.Itoa(k + 1)
+	for len(s) < len(strconv.Itoa(n)) {
+		s = "0" + s
+	}
+	return "span_" + s
+}
+
+// otelCalls lays out session g (document n): each call's times, its
+// messages (the parent's messages and reply, the replies of the other calls
+// it waits for, then the tokens its prompt adds) and an output text that no
+// other call's output contains (inference-perf draws a dependency wherever
+// an earlier output appears in an assistant message).
+func (w *otelWriter) otelCalls(g []traces.Record, n int64) []otelOutCall {
+	idx := seqIndex(g)
+	width := len(strconv.FormatInt(int64(len(g)), 36))
+	calls := make([]otelOutCall, len(g))
+	for i := range g {
+		r, c := &g[i], &calls[i]
+		c.out = otelOutputText(int64(r.OutputTokens), n, i, width)
+		add := int64(r.InputTokens)
+		var msgs []otelOutMessage
+		if p, ok := idx[r.ParentSeq]; ok && r.ParentSeq >= 0 && p < i {
+			if add -= int64(g[p].InputTokens) + int64(g[p].OutputTokens); add >= 0 {
+				msgs = append(msgs, calls[p].msgs...)
+			} else {
+				// A prompt shorter than its parent's context (a subagent,
+				// a compaction) still carries the parent's reply, the
+				// edge inference-perf reads.
+				add = max(int64(r.InputTokens)-int64(g[p].OutputTokens), 1)
+			}
+			msgs = append(msgs, otelOutMessage{"assistant", calls[p].out})
+		}
+		for _, d := range exportDeps(r) {
+			if j, ok := idx[d]; ok && d != r.ParentSeq && j < i {
+				msgs = append(msgs, otelOutMessage{"assistant", calls[j].out})
+			}
+		}
+		if len(msgs) == 0 {
+			msgs = append(msgs, otelOutMessage{"user", taggedFiller(add, n)})
+		} else {
+			msgs = append(msgs, otelOutMessage{"user", fillerText(add)})
+		}
+		c.msgs = msgs
+	}
+	return calls
+}
+
+// otelOutputText is call i's output in session document n: filler of
+// `tokens` tokens whose first word is the call's tag ("o", n in base 36,
+// "x", i in base 36 with width digits), so that no output holds another
+// (an empty output would match every assistant message) and no two
+// sessions share a reply's text.
+func otelOutputText(tokens, n int64, i, width int) string {
+	tag := strconv.FormatInt(int64(i), 36)
+	for len(tag) < width {
+		tag = "0" + tag
+	}
+	tag = "o" + strconv.FormatInt(n, 36) + "x" + tag
+	if tokens <= 1 {
+		return tag
+	}
+	return tag + fillerText(tokens)[3:]
+}
+
+// appendSpan appends a call of session document n, of size calls.
+func (w *otelWriter) appendSpan(b []byte, r *traces.Record, c *otelOutCall, n int64, size int) []byte {
+	lostPrefixKinds(&w.tally, r, w.name)
+	in, _ := json.Marshal(c.msgs)
+	b = append(b, `{"trace_id": "tokentrace-`...)
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, `", "span_id": "`...)
+	b = append(b, otelSpanID(c.span, size)...)
+	b = append(b, `", "parent_span_id": null, "name": "chat `...)
+	b = append(b, r.Model...)
+	b = append(b, `", "kind": "SPAN_KIND_CLIENT", "start_time": "`...)
+	b = otelEpoch.Add(time.Duration(c.start)).AppendFormat(b, "2006-01-02T15:04:05.000000")
+	b = append(b, `", "end_time": "`...)
+	b = otelEpoch.Add(time.Duration(c.end)).AppendFormat(b, "2006-01-02T15:04:05.000000")
+	b = append(b, `", "attributes": {"gen_ai.operation.name": "chat", "tokentrace.seq": `...)
+	// (inference-perf drops spans with equal times and attributes: the seq
+	// keeps two identical calls apart.)
+	b = strconv.AppendInt(b, r.Seq, 10)
+	b = append(b, `, "gen_ai.request.model": `...)
+	b = appendJSONString(b, r.Model)
+	b = append(b, `, "gen_ai.request.max_tokens": `...)
+	b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
+	b = append(b, `, "gen_ai.usage.input_tokens": `...)
+	b = strconv.AppendInt(b, int64(r.InputTokens), 10)
+	b = append(b, `, "gen_ai.usage.output_tokens": `...)
+	b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
+	b = append(b, `, "gen_ai.input.messages": `...)
+	b = appendJSONString(b, string(in))
+	b = append(b, `, "gen_ai.output.text": `...)
+	b = appendJSONString(b, c.out)
+	b = append(b, `}, "status": {"code": 1, "message": ""}}`...)
+	for _, c := range []struct {
+		is   bool
+		what string
+	}{{len(r.PrefixBlocks) > 0, "rows' prefix blocks"}, {r.Class != "", "rows' class"}} {
+		if c.is {
+			w.lost(1, c.what)
+		}
+	}
+	return b
+}
+
+// checkGraph runs inference-perf's graph inference (otelGraph) on what was
+// written for session g and counts the calls whose dependencies it would
+// draw otherwise than the trace has them (up to transitivity: a
+// dependency reached through another one is not needed).
+func (w *otelWriter) checkGraph(g []traces.Record, calls []otelOutCall) {
+	if n := len(otelDiffer(g, calls)); n > 0 {
+		w.lost(int64(n), "calls' dependencies (inference-perf's graph builder draws others from these times: the latest call that ended before a call started is always one)")
+	}
+}
+
+// otelDiffer returns the calls of session g whose dependencies
+// inference-perf's graph builder, reading calls as written, would draw
+// otherwise than the trace's own, transitively reduced.
+func otelDiffer(g []traces.Record, calls []otelOutCall) []int {
+	start := make([]int64, len(calls))
+	for i := range calls {
+		start[i] = calls[i].start
+	}
+	order := otelSpanOrder(start, func(i int) string { return otelSpanID(calls[i].span, len(calls)) })
+	// Replies are matched by their tags alone: a reply's tag (its first
+	// word) appears nowhere but at the start of that reply, so one reply
+	// contains another exactly when their tags are equal, and the check
+	// stays cheap on long prompts.
+	tag := func(text string) string { t, _, _ := strings.Cut(text, " "); return t }
+	gc := make([]otelGraphCall, len(calls))
+	for k, i := range order {
+		c := &calls[i]
+		gc[k] = otelGraphCall{startMs: otelMs(c.start), endMs: otelMs(c.end), out: tag(c.out), hasOut: true}
+		for _, m := range c.msgs {
+			if m.Role == "assistant" {
+				gc[k].msgs = append(gc[k].msgs, otelGraphMsg{role: m.Role, text: tag(m.Content)})
+			}
+		}
+	}
+	peer := otelGraph(gc)
+	want := reducedDeps(g)
+	var differ []int
+	for k, i := range order {
+		got := map[int]bool{}
+		for p := range peer[k] {
+			got[order[p]] = true
+		}
+		same := len(got) == len(want[i])
+		for _, j := range want[i] {
+			same = same && got[j]
+		}
+		if !same {
+			differ = append(differ, i)
+		}
+	}
+	return differ
+}
+
+// reducedDeps returns each call's dependencies within session g (indexes)
+// without those reached through another of them.
+func reducedDeps(g []traces.Record) [][]int {
+	idx := seqIndex(g)
+	deps := make([][]int, len(g))
+	for i := range g {
+		for _, d := range exportDeps(&g[i]) {
+			if j, ok := idx[d]; ok && j != i {
+				deps[i] = append(deps[i], j)
+			}
+		}
+	}
+	reaches := func(from, to int) bool { // to is an ancestor of from
+		seen := map[int]bool{}
+		stack := append([]int(nil), deps[from]...)
+		for len(stack) > 0 {
+			a := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if a == to {
+				return true
+			}
+			if !seen[a] {
+				seen[a] = true
+				stack = append(stack, deps[a]...)
+			}
+		}
+		return false
+	}
+	out := make([][]int, len(g))
+	for i := range g {
+		for _, d := range deps[i] {
+			implied := false
+			for _, e := range deps[i] {
+				if e != d && reaches(e, d) {
+					implied = true
+				}
+			}
+			if !implied {
+				out[i] = append(out[i], d)
+			}
+		}
+	}
+	return out
 }

@@ -18,7 +18,12 @@ import (
 // PrefixBlocks = hash_ids, block size MooncakeBlockSize, AIPerf's default
 // --isl-block-size), plus: Session numbered from 1 by session_id in order
 // of first appearance, Turn its row count, ParentSeq the session's previous
-// row, ThinkNs = delay. A row without a timestamp arrives with its session's
+// row, ThinkNs = delay. A later turn's InputTokens is what AIPerf sends in
+// its default context mode (deltas_without_responses): the session's
+// earlier input_lengths and replies (output_length each) plus its own, and
+// its hash_ids (which cover only the added tokens) are not kept; a row
+// with "context_mode": "message_array_with_responses" is its whole prompt.
+// A row without a timestamp arrives with its session's
 // previous row plus its delay (0 for a first row). Rows with "text_input",
 // "messages" or "payload" instead of input_length are malformed here (their
 // length is the server's to count). The importer holds one small entry per
@@ -38,8 +43,10 @@ func NewVLLMReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reade
 
 // NewGuideLLMReader reads GuideLLM's trace_synthetic JSONL as the guidellm
 // export writes it: {"timestamp" (s), "input_length", "output_length",
-// "hash_ids"}; ArrivalNs = timestamp × 10^9 (exact), PrefixBlocks =
-// hash_ids with block size 512 (GuideLLM's mooncake default).
+// "hash_ids"}; ArrivalNs = (timestamp − the first row's) × 10^9 (exact:
+// GuideLLM schedules each row from the first, so absolute seconds become
+// offsets; a row before the first is malformed), PrefixBlocks = hash_ids
+// with block size 512 (GuideLLM's mooncake default).
 func NewGuideLLMReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
 	return newLineImport(r, name, o, "guidellm", 9, false, DefaultExportBlockSize)
 }
@@ -48,13 +55,14 @@ func newLineImport(r io.Reader, name string, o traces.OpenOptions, format string
 	sc := newLines(r, o)
 	m := traces.NewMeta(importSource(format, name))
 	m.BlockSize = bs
-	d := &lineImportDecoder{name: name, sc: sc, scale: scale, sessions: sessions, seen: map[string]*lineImportSession{}}
+	d := &lineImportDecoder{name: name, sc: sc, scale: scale, sessions: sessions, seen: map[string]*lineImportSession{}, rebase: format == "guidellm"}
 	return newImportReader(r, d, m, o), nil
 }
 
 type lineImportSession struct {
 	num, last, arrival int64
 	turns              int32
+	sent, out          int64 // what AIPerf sent as the last turn's prompt, and its reply
 }
 
 type lineImportDecoder struct {
@@ -65,7 +73,13 @@ type lineImportDecoder struct {
 	sessions bool
 	seen     map[string]*lineImportSession
 	kept     int64
+	tally    importTally
+	rebase   bool  // arrivals from the first row's timestamp
+	first    int64 // the first row's timestamp (ns), once read
+	haveOne  bool
 }
+
+func (d *lineImportDecoder) notes() []string { return d.tally.notes() }
 
 type lineImportRow struct {
 	Timestamp    *json.Number    `json:"timestamp"`
@@ -74,6 +88,7 @@ type lineImportRow struct {
 	HashIDs      []int64         `json:"hash_ids"`
 	SessionID    *string         `json:"session_id"`
 	Delay        *json.Number    `json:"delay"`
+	ContextMode  string          `json:"context_mode"`
 	TextInput    json.RawMessage `json:"text_input"`
 	Messages     json.RawMessage `json:"messages"`
 	Payload      json.RawMessage `json:"payload"`
@@ -113,6 +128,14 @@ func (d *lineImportDecoder) next(rec *traces.Record) error {
 		if rec.ArrivalNs, err = parseScaled(string(*row.Timestamp), d.scale); err != nil {
 			return bad("timestamp: %v", err)
 		}
+		if d.rebase {
+			if !d.haveOne {
+				d.first, d.haveOne = rec.ArrivalNs, true
+			}
+			if rec.ArrivalNs -= d.first; rec.ArrivalNs < 0 {
+				return bad("timestamp: before the first row's (GuideLLM schedules from the first row)")
+			}
+		}
 	} else if !d.sessions {
 		return bad("no \"timestamp\"")
 	}
@@ -150,7 +173,19 @@ func (d *lineImportDecoder) next(rec *traces.Record) error {
 	rec.Session, rec.Turn, rec.ParentSeq = s.num, s.turns, s.last
 	if s.last >= 0 {
 		rec.ThinkNs = delay
+		if row.ContextMode != "message_array_with_responses" {
+			// AIPerf's default context mode, deltas_without_responses:
+			// the turn is sent after the session's history and replies.
+			whole := s.sent + s.out + int64(rec.InputTokens)
+			if whole > 1<<31-1 {
+				return bad("input_length: the session's accumulated prompt is out of range")
+			}
+			rec.InputTokens = int32(whole)
+			rec.PrefixBlocks = nil
+			d.tally.add("%d later turns read as AIPerf sends them: the session's earlier prompts and replies plus the row's input_length (its default context mode, deltas_without_responses); their hash_ids cover only the tokens they add and are not kept", 1)
+		}
 	}
+	s.sent, s.out = int64(rec.InputTokens), int64(rec.OutputTokens)
 	s.last, s.arrival = d.kept, rec.ArrivalNs
 	d.kept++
 	return nil

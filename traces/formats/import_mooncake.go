@@ -26,7 +26,8 @@ const MooncakeCategoryPrefix = "prefix-"
 //
 // Rows map to Records as: ArrivalNs = timestamp × 10^6 (exact),
 // InputTokens, OutputTokens, PrefixBlocks = hash_ids; Meta.BlockSize is
-// MooncakeBlockSize.
+// MooncakeBlockSize. Rows whose hash_ids are not ceil(input_length / 512)
+// long (a file cut to another block size) are counted in a note.
 //
 // Prefix categories. A hash id names a block together with every block
 // before it, so a run of leading ids that already appeared in earlier rows is
@@ -46,12 +47,15 @@ func NewMooncakeReader(r io.Reader, name string, o traces.OpenOptions) (traces.R
 }
 
 type mooncakeDecoder struct {
-	name string
-	sc   *lines.Reader
-	line int64
-	seen map[int64]struct{} // ids outside the bitset's range
-	bits []uint64           // seen ids in [0, mooncakeBitsetMax)
+	name  string
+	sc    *lines.Reader
+	line  int64
+	seen  map[int64]struct{} // ids outside the bitset's range
+	bits  []uint64           // seen ids in [0, mooncakeBitsetMax)
+	tally importTally
 }
+
+func (d *mooncakeDecoder) notes() []string { return d.tally.notes() }
 
 // mooncakeBitsetMax bounds the ids tracked in a bitset (8 MiB at most);
 // Mooncake ids are dense small integers, other ids go to a map.
@@ -128,6 +132,11 @@ func (d *mooncakeDecoder) next(rec *traces.Record) error {
 	rec.OutputTokens = out
 	if len(row.ids) > 0 {
 		rec.PrefixBlocks = row.ids
+		// AIPerf and GuideLLM reject a row unless its last block holds 1 to
+		// 512 tokens; a file cut to another block size says so here.
+		if nb := (int64(in) + MooncakeBlockSize - 1) / MooncakeBlockSize; int64(len(row.ids)) != nb {
+			d.tally.add("%d rows have hash_ids that are not ceil(input_length / 512) long: the file was cut to another block size than Mooncake's 512 tokens (AIPerf and GuideLLM reject such rows at their default); the blocks are kept as given, as 512-token blocks", 1)
+		}
 	}
 	// Shared leading blocks, then remember this row's blocks.
 	shared := 0

@@ -39,17 +39,18 @@ const otelMaxSpans = 10000
 //   - ArrivalNs, FinishNs: start_time, end_time as offsets from the
 //     document's earliest start (every session starts at 0, as inference-perf
 //     replays them: by session, not by wall clock).
-//   - InputTokens: the usage attribute, else the input messages' text at
-//     ChatBytesPerToken bytes per token; OutputTokens: the usage attribute,
-//     else gen_ai.request.max_tokens, else the output text's estimate (each
-//     estimate counted in a note). Model: gen_ai.request.model.
-//   - Dependencies as inference-perf infers them from timing: a call waits
-//     for every call that ended before it started, reduced to the direct
-//     ones (no call in between). ParentSeq is the direct predecessor that
-//     ended last; AfterSeqs lists them all when there are several (a join).
-//     inference-perf also draws causal edges by matching an input's
-//     assistant message with a predecessor's output; that needs the content
-//     and is not done here.
+//   - InputTokens: the usage attribute, else inference-perf's estimate,
+//     max(1, characters / 4) per input message; OutputTokens: the usage
+//     attribute, else the same estimate of the recorded output text (what
+//     inference-perf replays; gen_ai.request.max_tokens is a cap and is not
+//     read). Each estimate is counted in a note. Model:
+//     gen_ai.request.model.
+//   - Dependencies as inference-perf's graph builder infers them
+//     (otelGraph): causal edges where an input's assistant message holds an
+//     earlier call's output, and the latest earlier call that ended before
+//     it started. ParentSeq is the predecessor that ended last; AfterSeqs
+//     lists them all when there are several (a join). The content is read
+//     for this and never kept.
 //
 // A document is one row for strictness: a span without times, or with an
 // end before its start, skips the whole document (a *RowError at the line
@@ -64,6 +65,7 @@ type otelDoc struct {
 }
 
 type otelSpan struct {
+	SpanID        string                     `json:"span_id"`
 	Name          string                     `json:"name"`
 	StartTime     string                     `json:"start_time"`
 	EndTime       string                     `json:"end_time"`
@@ -157,11 +159,13 @@ func otelText(attrs map[string]json.RawMessage, key string) (string, bool) {
 type otelCall struct {
 	rec        traces.Record
 	start, end int64
+	spanID     string
+	graph      otelGraphCall
 }
 
 // otelEstimates counts the calls whose counts were not in their span's
-// usage: estimated from text (in, out) or taken from max_tokens (maxOut).
-type otelEstimates struct{ in, out, maxOut int64 }
+// usage: estimated from text.
+type otelEstimates struct{ in, out int64 }
 
 func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 	bad := func(format string, a ...any) error { return importRowError(d.name, line, format, a...) }
@@ -190,9 +194,8 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 		}
 	}
 	d.tally.add("%d non-LLM spans (tools, agents, HTTP) were skipped: their time shows as gaps between calls", skipped)
-	d.tally.add("%d calls had no input token usage: estimated from the input messages at 4 bytes per token", est.in)
-	d.tally.add("%d calls had no output token usage: gen_ai.request.max_tokens was taken (a cap, not what was generated)", est.maxOut)
-	d.tally.add("%d calls had neither output usage nor max_tokens: estimated from the output text at 4 bytes per token", est.out)
+	d.tally.add("%d calls had no input token usage: estimated as inference-perf does, max(1, characters / 4) per input message", est.in)
+	d.tally.add("%d calls had no output token usage: estimated from the recorded output text as inference-perf does, max(1, characters / 4)", est.out)
 	if len(calls) == 0 {
 		return nil
 	}
@@ -205,16 +208,16 @@ func (d *otelDecoder) flatten(raw json.RawMessage, line int64) error {
 		if calls[a].start != calls[b].start {
 			return calls[a].start < calls[b].start
 		}
-		return calls[a].end < calls[b].end
+		return calls[a].spanID < calls[b].spanID
 	})
 	d.link(calls, session)
 	d.kept += int64(len(calls))
 	return nil
 }
 
-// otelSpanCall reads an LLM span as a call: its times, its token counts
-// (from usage, else max_tokens, else estimated from the messages, counted
-// in est) and its model.
+// otelSpanCall reads an LLM span as a call: its times, what inference-perf's
+// graph builder reads of its content, its token counts (from usage, else
+// estimated as the builder does, counted in est) and its model.
 func otelSpanCall(sp *otelSpan, est *otelEstimates, bad func(string, ...any) error) (otelCall, error) {
 	start, ok1 := otelTime(sp.StartTime, sp.StartUnixNano)
 	end, ok2 := otelTime(sp.EndTime, sp.EndUnixNano)
@@ -224,80 +227,74 @@ func otelSpanCall(sp *otelSpan, est *otelEstimates, bad func(string, ...any) err
 	if end < start {
 		return otelCall{}, bad("an LLM span ends before it starts")
 	}
-	rec := traces.NewRecord()
-	in, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+	c := otelCall{rec: traces.NewRecord(), start: start, end: end, spanID: sp.SpanID}
+	msgs, ok := otelGraphMessages(sp.Attributes["gen_ai.input.messages"])
+	if !ok {
+		return otelCall{}, bad("gen_ai.input.messages: not a list of chat messages")
+	}
+	c.graph.msgs = msgs
+	c.graph.out, c.graph.hasOut = otelGraphOutput(sp.Attributes)
+	in, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.prompt_tokens", "gen_ai.usage.input_tokens")
 	if err != nil {
 		return otelCall{}, bad("gen_ai.usage.input_tokens: %v", err)
 	}
 	if !ok {
-		text, _ := otelText(sp.Attributes, "gen_ai.input.messages")
-		n := chatTokens(text)
+		var n int64
+		for _, m := range msgs {
+			n += otelEstimate(m.text)
+		}
 		if n > 1<<31-1 {
 			return otelCall{}, bad("the estimated prompt is out of range")
 		}
 		in = int32(n)
 		est.in++
 	}
-	out, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+	out, ok, err := otelAttr(sp.Attributes, "gen_ai.usage.completion_tokens", "gen_ai.usage.output_tokens")
 	if err != nil {
 		return otelCall{}, bad("gen_ai.usage.output_tokens: %v", err)
 	}
 	if !ok {
-		if out, ok, err = otelAttr(sp.Attributes, "gen_ai.request.max_tokens"); err != nil {
-			return otelCall{}, bad("gen_ai.request.max_tokens: %v", err)
-		} else if ok {
-			est.maxOut++
-		} else {
-			text, _ := otelText(sp.Attributes, "gen_ai.output.messages")
-			if text == "" {
-				text, _ = otelText(sp.Attributes, "gen_ai.output.text")
-			}
-			n := chatTokens(text)
-			if n > 1<<31-1 {
-				return otelCall{}, bad("the estimated output is out of range")
-			}
-			out = int32(n)
-			est.out++
+		n := otelEstimate(c.graph.out)
+		if n > 1<<31-1 {
+			return otelCall{}, bad("the estimated output is out of range")
 		}
+		out = int32(n)
+		est.out++
 	}
-	rec.InputTokens, rec.OutputTokens = in, out
+	c.rec.InputTokens, c.rec.OutputTokens = in, out
 	if raw, ok := sp.Attributes["gen_ai.request.model"]; ok {
 		var m string
 		if json.Unmarshal(raw, &m) == nil {
-			rec.Model = m
+			c.rec.Model = m
 		}
 	}
-	return otelCall{rec: rec, start: start, end: end}, nil
+	return c, nil
 }
 
-// link queues one trace's calls, sorted by start, as session session:
-// times from the first start, and each call's dependencies its direct
-// predecessors in the interval order (j ended before i started, and no k
-// ended before i started with j ending before k started), the latest to
+// link queues one trace's calls, in inference-perf's order, as session
+// session: times from the first start, and each call's dependencies as
+// inference-perf's graph builder infers them (otelGraph), the latest to
 // end its parent.
 func (d *otelDecoder) link(calls []otelCall, session int64) {
 	base := calls[0].start
+	g := make([]otelGraphCall, len(calls))
+	for i := range calls {
+		g[i] = calls[i].graph
+		g[i].startMs = otelMs(calls[i].start - base)
+		g[i].endMs = otelMs(calls[i].end - base)
+	}
+	preds := otelGraph(g)
 	for i := range calls {
 		c := &calls[i]
-		// With S the latest start among the calls that ended before i
-		// started, j is direct iff it ended after S (nothing fits between
-		// it and i) or is the call that started at S.
-		S, found := int64(0), false
-		for j := range calls[:i] {
-			if calls[j].end <= c.start && (!found || calls[j].start > S) {
-				S, found = calls[j].start, true
-			}
-		}
-		var direct []int
-		for j := range calls[:i] {
-			if found && calls[j].end <= c.start && (calls[j].end > S || calls[j].start == S) {
-				direct = append(direct, j)
-			}
-		}
 		c.rec.Session = session
 		c.rec.Turn = int32(i + 1)
 		c.rec.ArrivalNs = c.start - base
 		c.rec.FinishNs = c.end - base
+		direct := make([]int, 0, len(preds[i]))
+		for j := range preds[i] {
+			direct = append(direct, j)
+		}
+		sort.Ints(direct)
 		if len(direct) > 0 {
 			last := direct[0]
 			for _, j := range direct {
@@ -315,6 +312,9 @@ func (d *otelDecoder) link(calls []otelCall, session int64) {
 		d.queue = append(d.queue, c.rec)
 	}
 }
+
+// otelMs is inference-perf's millisecond of an offset in ns (rounded).
+func otelMs(ns int64) int64 { return (ns + 500_000) / 1_000_000 }
 
 // otelIsLLM is inference-perf's test for an LLM call: the operation is chat
 // (gen_ai.operation.name, else a name starting "chat ") and the span has

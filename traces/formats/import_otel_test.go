@@ -9,9 +9,12 @@ import (
 )
 
 // inference-perf's own fan-in example (examples/otel/test_traces/advanced):
-// two calls after the first run in parallel and the fourth waits for both,
-// which the importer reads as a join; token counts are estimated (the file
-// has no usage) and the estimates are said.
+// two calls after the first run in parallel and the fourth waits for all
+// three (its messages hold their outputs: inference-perf's causal edges),
+// which the importer reads as a join; token counts are estimated as
+// inference-perf does (the file has no usage), outputs from the recorded
+// text rather than max_tokens, and the estimates are said. The expected
+// values are inference-perf's own build_graph output at 7de5ef2.
 func TestImportInferencePerfFanIn(t *testing.T) {
 	recs, _, st := importAllT(t, "inference-perf", publicTraces+"inference-perf_fan_in_dependencies.json", true)
 	if st.Rows != 4 {
@@ -23,10 +26,10 @@ func TestImportInferencePerfFanIn(t *testing.T) {
 		after                       []int64
 		in, out                     int32
 	}{
-		{0, 2e9, nr, nil, 10, 500},              // 37 bytes of messages ≈ 10 tokens; max_tokens 500
-		{2.5e9, 4.5e9, 0, nil, 11, 500},         // after the first
-		{3e9, 5e9, 0, nil, 9, 500},              // in parallel with the second
-		{6e9, 9e9, 2, []int64{1, 2}, 185, 1500}, // the fan-in: waits for both; parent = the one that ended last; its max_tokens is 1500
+		{0, 2e9, nr, nil, 9, 42},                  // 37 characters / 4; a 170-character output
+		{2.5e9, 4.5e9, 0, nil, 10, 49},            // after the first
+		{3e9, 5e9, 0, nil, 8, 48},                 // in parallel with the second
+		{6e9, 9e9, 2, []int64{0, 1, 2}, 183, 100}, // the fan-in: all three outputs are in its messages; parent = the one that ended last
 	}
 	for i, w := range want {
 		g := recs[i]

@@ -2,8 +2,11 @@ package formats
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -44,6 +47,11 @@ const wekaMaxDepth = 32
 //   - ThinkNs: think_time, when given, except on a subagent's first call
 //     (there it counts from the subagent's start, so replay derives it from
 //     the spawning call's finish).
+//   - SystemTokens, ToolTokens: the conversation's (or, in a subagent, the
+//     subagent entry's) system_tokens and tool_tokens, the warm prefix
+//     kv-cache-tester builds; InputKinds: input_types joined by "+"
+//     ("tool_result": the prompt sends a tool's result). Stop reasons,
+//     output_types and subagent ids are counted in a note, not kept.
 //
 // No join is drawn: the recorded parents go on before their subagents end
 // (the reference replayer waits for them; that is its choice, not the
@@ -83,9 +91,17 @@ func popRecord(queue *[]traces.Record, rec *traces.Record) {
 }
 
 type wekaTrace struct {
-	BlockSize   *json.Number  `json:"block_size"`
-	HashIDScope string        `json:"hash_id_scope"`
-	Requests    []wekaRequest `json:"requests"`
+	BlockSize   *json.Number `json:"block_size"`
+	HashIDScope string       `json:"hash_id_scope"`
+	wekaPrefix
+	Requests []wekaRequest `json:"requests"`
+}
+
+// wekaPrefix is a conversation's or subagent's warm prefix: the tokens of
+// its tool definitions and system prompt.
+type wekaPrefix struct {
+	ToolTokens   *json.Number `json:"tool_tokens"`
+	SystemTokens *json.Number `json:"system_tokens"`
 }
 
 type wekaRequest struct {
@@ -98,6 +114,12 @@ type wekaRequest struct {
 	APITime   *json.Number  `json:"api_time"`
 	ThinkTime *json.Number  `json:"think_time"`
 	Requests  []wekaRequest `json:"requests"`
+	wekaPrefix
+	InputTypes   []string        `json:"input_types"`
+	Stop         string          `json:"stop"`
+	OutputTypes  json.RawMessage `json:"output_types"`
+	AgentID      string          `json:"agent_id"`
+	SubagentType string          `json:"subagent_type"`
 }
 
 // wekaDoc is one decoded conversation and the line it starts on.
@@ -116,6 +138,24 @@ type wekaDecoder struct {
 	queue       []traces.Record
 	kept        int64 // seqs handed out so far
 	sessions    int64
+	tally       importTally
+}
+
+func (d *wekaDecoder) notes() []string { return d.tally.notes() }
+
+// tokens reads the prefix's counts (0 when absent).
+func (p *wekaPrefix) tokens() (system, tool int32, err error) {
+	if p.SystemTokens != nil {
+		if system, err = parseCount(string(*p.SystemTokens)); err != nil {
+			return 0, 0, fmt.Errorf("system_tokens: %w", err)
+		}
+	}
+	if p.ToolTokens != nil {
+		if tool, err = parseCount(string(*p.ToolTokens)); err != nil {
+			return 0, 0, fmt.Errorf("tool_tokens: %w", err)
+		}
+	}
+	return system, tool, nil
 }
 
 // read decodes the next document.
@@ -154,6 +194,25 @@ func (d *wekaDecoder) next(rec *traces.Record) error {
 	return nil
 }
 
+// wekaBlocks returns a call's prefix blocks: its hash ids, made the
+// conversation's own (session × 2^32 + id) when their scope is local.
+func wekaBlocks(hashIDs []int64, session int64, local bool) ([]int64, error) {
+	if len(hashIDs) == 0 || !local {
+		if len(hashIDs) == 0 {
+			return nil, nil
+		}
+		return hashIDs, nil
+	}
+	ids := make([]int64, len(hashIDs))
+	for j, id := range hashIDs {
+		if id < 0 || id >= 1<<32 {
+			return nil, errors.New("a local hash id is outside [0, 2^32)")
+		}
+		ids[j] = session<<32 | id
+	}
+	return ids, nil
+}
+
 // wekaCall is a flattened call before seqs are final.
 type wekaCall struct {
 	rec    traces.Record
@@ -175,10 +234,14 @@ func (d *wekaDecoder) flatten(doc wekaDoc) error {
 	local := t.HashIDScope != "global"
 	session := d.sessions + 1
 	var calls []wekaCall
-	var walk func(reqs []wekaRequest, baseNs int64, spawner int, sub bool, depth int) error
-	walk = func(reqs []wekaRequest, baseNs int64, spawner int, sub bool, depth int) error {
+	var walk func(reqs []wekaRequest, pre *wekaPrefix, baseNs int64, spawner int, sub bool, depth int) error
+	walk = func(reqs []wekaRequest, pre *wekaPrefix, baseNs int64, spawner int, sub bool, depth int) error {
 		if depth > wekaMaxDepth {
 			return bad("subagents nested deeper than %d", wekaMaxDepth)
+		}
+		system, tool, err := pre.tokens()
+		if err != nil {
+			return bad("%v", err)
 		}
 		prev, first := spawner, true
 		for i := range reqs {
@@ -192,7 +255,10 @@ func (d *wekaDecoder) flatten(doc wekaDoc) error {
 			}
 			at := baseNs + tNs
 			if q.Type == "subagent" {
-				if err := walk(q.Requests, at, prev, true, depth+1); err != nil {
+				if q.AgentID != "" || q.SubagentType != "" {
+					d.tally.add("%d subagents' agent_id and subagent_type were not kept (a subagent is the calls it made)", 1)
+				}
+				if err := walk(q.Requests, &q.wekaPrefix, at, prev, true, depth+1); err != nil {
 					return err
 				}
 				continue
@@ -201,6 +267,11 @@ func (d *wekaDecoder) flatten(doc wekaDoc) error {
 			rec.ArrivalNs = at
 			rec.Session = session
 			rec.Model = q.Model
+			rec.SystemTokens, rec.ToolTokens = system, tool
+			rec.InputKinds = strings.Join(q.InputTypes, "+")
+			if q.Stop != "" || len(q.OutputTypes) > 0 {
+				d.tally.add("%d calls' stop reason and output_types were not kept (the output length is)", 1)
+			}
 			if q.In == nil || q.Out == nil {
 				return bad("a call has no \"in\" or \"out\"")
 			}
@@ -222,18 +293,8 @@ func (d *wekaDecoder) flatten(doc wekaDoc) error {
 					return bad("think_time: %v", err)
 				}
 			}
-			if len(q.HashIDs) > 0 {
-				ids := q.HashIDs
-				if local {
-					ids = make([]int64, len(q.HashIDs))
-					for j, id := range q.HashIDs {
-						if id < 0 || id >= 1<<32 {
-							return bad("a local hash id is outside [0, 2^32)")
-						}
-						ids[j] = session<<32 | id
-					}
-				}
-				rec.PrefixBlocks = ids
+			if rec.PrefixBlocks, err = wekaBlocks(q.HashIDs, session, local); err != nil {
+				return bad("%v", err)
 			}
 			if prev >= 0 && calls[prev].rec.ArrivalNs > at {
 				return bad("a call arrives before the call it follows")
@@ -243,7 +304,7 @@ func (d *wekaDecoder) flatten(doc wekaDoc) error {
 		}
 		return nil
 	}
-	if err := walk(t.Requests, 0, -1, false, 0); err != nil {
+	if err := walk(t.Requests, &t.wekaPrefix, 0, -1, false, 0); err != nil {
 		return err
 	}
 	if session >= 1<<31 {

@@ -1,0 +1,85 @@
+package twin
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/tokentrace/tokentrace/sim"
+	"github.com/tokentrace/tokentrace/traces"
+)
+
+// workload is n requests arriving as a Poisson process at rate per
+// second (seeded): prompts of 64 to 2047 tokens, a quarter of them behind
+// one of 8 shared 256-token prefixes, outputs of 8 to 199 tokens, one in
+// five in a session of its own.
+func workload(n int, rate float64, seed uint64) []traces.Record {
+	x := seed
+	rnd := func() uint64 { x = splitmix(x); return x }
+	unif := func() float64 { return float64(rnd()>>11) / (1 << 53) }
+	recs := make([]traces.Record, n)
+	at := 0.0
+	for i := range recs {
+		at += -math.Log(1-unif()) / rate * 1e9
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), int64(at)
+		r.InputTokens = int32(64 + rnd()%1984)
+		r.OutputTokens = int32(8 + rnd()%192)
+		if rnd()%4 == 0 {
+			r.Category, r.PrefixTokens = "c"+string(rune('a'+rnd()%8)), 256
+			r.InputTokens += 256
+		}
+		if rnd()%5 == 0 {
+			r.Session = int64(i + 1)
+		}
+		recs[i] = r
+	}
+	return recs
+}
+
+// scaled is recs with arrivals compressed by factor (twice the load at 2).
+func scaled(recs []traces.Record, factor float64) []traces.Record {
+	out := slices.Clone(recs)
+	for i := range out {
+		out[i].ArrivalNs = int64(float64(out[i].ArrivalNs) / factor)
+	}
+	return out
+}
+
+// measure runs recs on the hidden simulator offline and returns its rows
+// as a replay's results would hold them, in send order.
+func measure(t testing.TB, hidden sim.Options, recs []traces.Record) []traces.Record {
+	t.Helper()
+	var out []traces.Record
+	_, err := Predict(context.Background(), hidden, traces.Values(recs), PredictOptions{Run: "measured"}, func(r traces.Record) error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(out, func(a, b traces.Record) int { return int(a.Seq - b.Seq) })
+	return out
+}
+
+// mustConfig is the options a configuration string gives.
+func mustConfig(t testing.TB, s string) sim.Options {
+	t.Helper()
+	o := sim.DefaultOptions()
+	if err := sim.ApplyConfig(&o, s); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// within reports whether got is within frac of want.
+func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*math.Abs(want) }
+
+// sized is n, halved under the race detector (raceBuild).
+func sized(n int) int {
+	if raceBuild {
+		return n / 2
+	}
+	return n
+}
