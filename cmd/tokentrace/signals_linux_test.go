@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -40,15 +41,17 @@ func TestImportSIGTERMStopsALongLine(t *testing.T) {
 		out := filepath.Join(dir, "t.parquet")
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), childEnv+"="+strings.Join([]string{"tokentrace", "import", "--format", c.format, "--out", out, "-"}, "\x1f"))
-		stdin, err := cmd.StdinPipe()
+		pr, stdin, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
 		}
+		cmd.Stdin = pr
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		pr.Close()
 		var written atomic.Int64
 		stalled := make(chan struct{})
 		defer close(stalled)
@@ -72,8 +75,10 @@ func TestImportSIGTERMStopsALongLine(t *testing.T) {
 			}
 		}()
 		if c.fill == "" {
-			waitFor(t, func() bool { return written.Load() > 0 }, "the input's head")
-			time.Sleep(200 * time.Millisecond) // the import is blocked reading, or about to be
+			// The child has read the head once the pipe is empty: it is
+			// past installing its signal handler, reading.
+			waitFor(t, func() bool { return written.Load() > 0 && pipeBuffered(t, stdin) == 0 }, "the input's head read")
+			time.Sleep(100 * time.Millisecond) // the import is blocked reading
 		} else {
 			waitFor(t, func() bool { return written.Load() > 16<<20 }, "16 MiB read by "+c.format)
 		}
@@ -100,6 +105,23 @@ func TestImportSIGTERMStopsALongLine(t *testing.T) {
 			t.Errorf("import --format %s left %s after SIGTERM", c.format, left[0].Name())
 		}
 	}
+}
+
+// pipeBuffered is the number of bytes written to a pipe and not yet read.
+func pipeBuffered(t *testing.T, w *os.File) int {
+	rc, err := w.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	var errno syscall.Errno
+	rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	})
+	if errno != 0 {
+		t.Fatalf("FIONREAD on the child's standard input: %v", errno)
+	}
+	return int(n)
 }
 
 // TestReplayWarnsOfALongWait: a trace whose last row is two hours after
