@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -77,13 +80,34 @@ func age(t *testing.T, patterns ...string) []string {
 	return all
 }
 
+// spillingLogs are two minutes of sample logs, enough for a capture with
+// --sort-memory-mib 1 to spill sorted runs; made once for the tests that
+// need it (they take seconds to write).
+func spillingLogs(t *testing.T) []byte {
+	t.Helper()
+	b, err := spillingLogsOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var spillingLogsOnce = sync.OnceValues(func() ([]byte, error) {
+	so := capture.DefaultSampleOptions()
+	so.Duration = 120 * time.Second
+	var b bytes.Buffer
+	err := capture.WriteSampleLogs(context.Background(), &b, 1, so)
+	return b.Bytes(), err
+})
+
 // TestCaptureKilledAndRerun kills a capture that spilled sorted runs and
 // then runs it again with the same temporary directory and output.
 func TestCaptureKilledAndRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a child process")
 	}
-	logs := sampleLogs(t, 120*time.Second, 0)
+	t.Parallel()
+	logs := spillingLogs(t)
 	tmp, dir := t.TempDir(), t.TempDir()
 	out := filepath.Join(dir, "trace.parquet")
 	runs := filepath.Join(tmp, "tokentrace-capture-*")
@@ -98,8 +122,10 @@ func TestCaptureKilledAndRerun(t *testing.T) {
 	if len(left) == 0 {
 		t.Fatal("the killed capture left nothing to clean up: the test did not kill it mid-run")
 	}
-	// The next run, with room enough not to spill, still removes them.
-	if code, _, se := runCLI(bytes.NewReader(logs), "capture", "--temp-dir", tmp, "--out", out, "-"); code != 0 {
+	// The next run, with room enough not to spill, still removes them
+	// (on the first eighth of the logs: the run's size does not matter).
+	head := logs[:bytes.LastIndexByte(logs[:len(logs)/8], '\n')+1]
+	if code, _, se := runCLI(bytes.NewReader(head), "capture", "--temp-dir", tmp, "--out", out, "-"); code != 0 {
 		t.Fatalf("capture again: exit %d: %s", code, se)
 	}
 	if m, _ := filepath.Glob(runs); len(m) > 0 {
@@ -119,7 +145,8 @@ func TestValidateKilledAndRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a child process")
 	}
-	trace := writeReplayTrace(t, 1500) // 3 s of trace a run, in real time
+	t.Parallel()
+	trace := writeReplayTrace(t, 500) // 1 s of trace a run, in real time
 	dir := t.TempDir()
 	outDir := filepath.Join(dir, "runs")
 	args := []string{"validate", "--quiet", "--resamples", "100", "--target", "a=sim", "--target", "b=sim:max-num-seqs=4", "--out-dir", outDir}
@@ -148,10 +175,11 @@ func TestClosedReplayKilledAndRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a child process")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	m := traces.NewMeta("test")
 	m.BlockSize = 16
-	recs := growingAgentTrace(40, 12, 16, 3)
+	recs := growingAgentTrace(8, 5, 16, 3)
 	for i := range recs { // think long enough for the kill to land mid-run
 		if recs[i].ThinkNs > 0 {
 			recs[i].ThinkNs *= 20
@@ -160,13 +188,15 @@ func TestClosedReplayKilledAndRerun(t *testing.T) {
 	trace := writeTrace(t, filepath.Join(dir, "agents.jsonl"), m, recs)
 	out := filepath.Join(dir, "res.parquet")
 	journal := replay.JournalPath(out)
-	args := []string{"replay", "--quiet", "--sessions", "closed", "--max-lateness", "1m", "--out", out, trace}
+	// A server whose steps take 1 ms whatever they hold: the run's time is
+	// the trace's think times, not the simulated model's.
+	args := []string{"replay", "--quiet", "--sessions", "closed", "--target", "sim:step-fixed=1ms,prefill-per-token=0s,decode-per-seq=0s,attn-per-context-token=0s", "--max-lateness", "1m", "--out", out, trace}
 	cmd := startChild(t, nil, args...)
 	rows := func() int {
 		got, _, _ := traces.ReadAll(journal)
 		return len(got)
 	}
-	waitFor(t, func() bool { return rows() >= 20 }, "20 finished requests in the journal")
+	waitFor(t, func() bool { return rows() >= 8 }, "8 finished requests in the journal")
 	kill(cmd)
 	killed := rows()
 	if _, err := os.Stat(out); err == nil {
