@@ -187,3 +187,25 @@ func TestImportLongLine(t *testing.T) {
 		}
 	}
 }
+
+// TestImportOnlyALongLine: a file whose one line (or JSON document) is
+// over the limit is a file with one bad row, too long, in every importer
+// of JSON: not an empty file, and not an error of its own (the command
+// then says all its rows are too long). A CSV's one line is its header.
+func TestImportOnlyALongLine(t *testing.T) {
+	for _, c := range longInputs() {
+		if c.sample != "" && strings.HasSuffix(c.sample, ".csv") {
+			continue
+		}
+		in := io.MultiReader(strings.NewReader(`{"hash_ids":[`), &repeat{pattern: []byte("1,"), n: 4 << 20}, strings.NewReader("1]}\n"))
+		if c.format == "sglang-agentic" { // its one document's one conversation is too long
+			in = io.MultiReader(strings.NewReader(`{"conversations":[[{"messages":[{"role":"user","content":"`),
+				&repeat{pattern: []byte("ab"), n: 4 << 20}, strings.NewReader(`"}]}]]}`+"\n"))
+		}
+		got, st, err := importLong(t, c.format, in, traces.OpenOptions{MaxLineBytes: 1 << 20})
+		long := st.Bad[traces.ProblemTooLong]
+		if err != nil || got != 0 || long.Rows != 1 || !strings.Contains(fmt.Sprint(long.First), "long:1: too long: ") {
+			t.Errorf("%s, one line of 4 MiB over a 1 MiB limit: %d rows, %v, %d too long (first %v); want line 1 too long and no error", c.format, got, err, long.Rows, long.First)
+		}
+	}
+}
