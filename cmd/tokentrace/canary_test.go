@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -181,15 +182,15 @@ func simWithCanaryEndpoint(t *testing.T, endpoint, truth string) string {
 		code <- Main(ctx, []string{"tokentrace", "sim", "--virtual", "--otlp-traces-endpoint", endpoint, "--truth-out", truth}, strings.NewReader(""), pw, &stderr)
 		pw.Close()
 	}()
-	stdout, err := io.ReadAll(io.LimitReader(pr, 1)) // wait for the URL line to start
+	br := bufio.NewReader(pr)
+	stdout, err := br.ReadString('\n') // the URL line
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rest strings.Builder
 	done := make(chan struct{})
-	go func() { io.Copy(&rest, pr); close(done) }()
-	time.Sleep(50 * time.Millisecond) // the URL line is whole
-	url := strings.TrimSpace(string(stdout) + strings.SplitN(rest.String(), "\n", 2)[0])
+	go func() { io.Copy(&rest, br); close(done) }()
+	url := strings.TrimSpace(stdout)
 	if resp, err := http.Post(url+"/v1/completions", "application/json",
 		strings.NewReader(`{"model":"m","prompt":"hi","max_tokens":2,"ignore_eos":true}`)); err == nil {
 		io.Copy(io.Discard, resp.Body)
