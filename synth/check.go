@@ -112,8 +112,10 @@ var DispersionWindows = []time.Duration{time.Second, 10 * time.Second, time.Minu
 // ks.{input_tokens,output_tokens,interarrival,rate_per_minute},
 // wasserstein.{input_tokens,output_tokens,interarrival_s,rate_per_minute},
 // rate_error, dispersion.{1s,10s,60s}, cv, category_share_max_diff,
-// prefix_reuse, sessions, turns, pass; plus real/synth summaries and the
-// list of checks.
+// prefix_reuse, sessions, turns, confidence, check_confidence, pass; with
+// sessions input_by_turn, context_growth, prefix_reuse_by_turn and
+// prefix_reuse_by_category; plus real/synth summaries and the list of
+// checks, each with its threshold, noise_floor and limit.
 type Report struct {
 	Real  Summary `json:"real"`
 	Synth Summary `json:"synth"`
@@ -158,6 +160,14 @@ type Report struct {
 	// is each check's share of it (1 − (1 − Confidence) / checks made).
 	Confidence      float64 `json:"confidence"`
 	CheckConfidence float64 `json:"check_confidence"`
+	// SessionGaps, when set, says why ks.interarrival and cv compare the
+	// gaps between a session's consecutive turns, not between consecutive
+	// arrivals: the real trace's sessions all start at one instant (a
+	// format that gives conversations, not when they began), so the
+	// merged stream's gaps are conversations laid on top of each other
+	// and coincidences on the format's time grid; what the trace records
+	// is each session's own timing.
+	SessionGaps string `json:"session_gaps,omitempty"`
 	// Checks lists each thresholded figure.
 	Checks []CheckResult `json:"checks"`
 	// Unmeasured are the reported (not thresholded) figures that mean
@@ -166,6 +176,10 @@ type Report struct {
 	Unmeasured map[string]string `json:"unmeasured,omitempty"`
 	// Pass is true when every check passes.
 	Pass bool `json:"pass"`
+	// Fixes, when set, are the option changes FindFixes tried by
+	// generating from the model SYNTH came from and checking, kept when
+	// they helped (set by the caller: synth check --model).
+	Fixes *FixReport `json:"fixes,omitempty"`
 }
 
 // Distances are the KS distances.
@@ -526,10 +540,11 @@ func compare(rs, ss traceStats, th Thresholds) Report {
 	rep := Report{Real: rs.sum, Synth: ss.sum, Dispersion: map[string]float64{}}
 	rep.KS.InputTokens = ks(rs.input, ss.input)
 	rep.KS.OutputTokens = ks(rs.output, ss.output)
-	rep.KS.Interarrival = ks(rs.gaps, ss.gaps)
+	g := rep.arrivalGaps(&rs, &ss)
+	rep.KS.Interarrival = ks(g.real, g.synth)
 	rep.Wasserstein.InputTokens = wasserstein1(rs.input, ss.input)
 	rep.Wasserstein.OutputTokens = wasserstein1(rs.output, ss.output)
-	rep.Wasserstein.InterarrivalS = wasserstein1(rs.gaps, ss.gaps)
+	rep.Wasserstein.InterarrivalS = wasserstein1(g.real, g.synth)
 
 	// Per-minute rate over the full minutes both traces cover.
 	var end int64
@@ -547,7 +562,7 @@ func compare(rs, ss traceStats, th Thresholds) Report {
 		k := windowLabel(w)
 		rep.Dispersion[k] = relErr(ss.sum.Dispersion[k], rs.sum.Dispersion[k])
 	}
-	rep.CV = relErr(ss.sum.CV, rs.sum.CV)
+	rep.CV = relErr(g.cvS, g.cvR)
 	for k, v := range rs.shares {
 		if d := math.Abs(v - ss.shares[k]); d > rep.CategoryShareMaxDiff || (d == rep.CategoryShareMaxDiff && groupName(k) < rep.CategoryShareMaxDiffName) {
 			rep.CategoryShareMaxDiff, rep.CategoryShareMaxDiffName = d, groupName(k)
@@ -561,7 +576,7 @@ func compare(rs, ss traceStats, th Thresholds) Report {
 	rep.PrefixReuse = math.Abs(ss.sum.PrefixReuse - rs.sum.PrefixReuse)
 	rep.Sessions = relErr(float64(ss.sum.Sessions), float64(rs.sum.Sessions))
 	rep.Turns = relErr(ss.sum.TurnsPerSess, rs.sum.TurnsPerSess)
-	rep.evaluate(rep.checkSpecs(&rs, &ss, th, end), th.Confidence)
+	rep.evaluate(rep.checkSpecs(&rs, &ss, &g, th, end), th.Confidence)
 	if why := shortWindows(end, time.Minute); why != "" {
 		rep.Unmeasured = map[string]string{"ks.rate_per_minute": why, "wasserstein.rate_per_minute": why}
 	}
@@ -628,12 +643,14 @@ func (rep *Report) evaluate(specs []checkSpec, confidence float64) {
 }
 
 // checkSpecs lists the checks of rs against ss.
-func (rep *Report) checkSpecs(rs, ss *traceStats, th Thresholds, end int64) []checkSpec {
+func (rep *Report) checkSpecs(rs, ss *traceStats, g *gapPair, th Thresholds, end int64) []checkSpec {
 	nr, ns := len(rs.input), len(ss.input)
 	specs := []checkSpec{
 		{name: "ks.input_tokens", threshold: th.KSLengths, eval: fixed(rep.KS.InputTokens, func(a float64) float64 { return ksFloor(a, nr, ns, rs.deffIn, ss.deffIn) })},
 		{name: "ks.output_tokens", threshold: th.KSLengths, eval: fixed(rep.KS.OutputTokens, func(a float64) float64 { return ksFloor(a, nr, ns, rs.deffOut, ss.deffOut) })},
-		{name: "ks.interarrival", threshold: th.KSGaps, eval: fixed(rep.KS.Interarrival, func(a float64) float64 { return ksFloor(a, len(rs.gaps), len(ss.gaps), 1, 1) })},
+		{name: "ks.interarrival", threshold: th.KSGaps, eval: func(a float64) (float64, float64, string) {
+			return rep.KS.Interarrival, ksFloor(a, len(g.real), len(g.synth), g.deffR, g.deffS), g.at
+		}},
 		{name: "rate_error", threshold: th.RateError, eval: fixed(rep.RateError, func(a float64) float64 {
 			return rateFloor(a, rateWindows(rs.arrivals, end), rs.units.clusterIndex(), ss.units.clusterIndex())
 		})},
@@ -649,12 +666,12 @@ func (rep *Report) checkSpecs(rs, ss *traceStats, th Thresholds, end int64) []ch
 		})})
 	}
 	specs = append(specs,
-		checkSpec{name: "cv", threshold: th.CV, eval: fixed(rep.CV, func(a float64) float64 {
-			if rs.sum.CV == 0 {
-				return 0
+		checkSpec{name: "cv", threshold: th.CV, eval: func(a float64) (float64, float64, string) {
+			if g.cvR == 0 {
+				return rep.CV, 0, g.at
 			}
-			return zTwoSided(a) * math.Sqrt(cvVar(rs.gaps)+cvVar(ss.gaps)) / rs.sum.CV
-		})},
+			return rep.CV, zTwoSided(a) * math.Sqrt(g.deffR*cvVar(g.real)+g.deffS*cvVar(g.synth)) / g.cvR, g.at
+		}},
 		checkSpec{name: "category_share_max_diff", threshold: th.CategoryShare, eval: func(a float64) (float64, float64, string) {
 			// The largest difference against the floor of the category whose
 			// share varies most: conservative, and one number.
@@ -779,6 +796,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	r.writeReuse(&b)
 	fmt.Fprintf(&b, "\nA check fails only beyond its threshold and its noise floor: the difference two traces drawn alike exceed by chance, at %.1f %% confidence each (%.0f %% that such a trace passes every check).\n",
 		100*r.CheckConfidence, 100*r.Confidence)
+	if r.SessionGaps != "" {
+		fmt.Fprintf(&b, "ks.interarrival and cv: %s.\n", r.SessionGaps)
+	}
 	fmt.Fprintf(&b, "%-28s %10s %10s %10s  %s\n", "check", "value", "threshold", "noise", "result")
 	var failed []CheckResult
 	for _, c := range r.Checks {
@@ -814,6 +834,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s: affects %s.\n    change: %s\n", c.Name, c.Affects, c.Fix)
 		}
 	}
+	r.writeFixes(&b)
 	verdict := "PASS"
 	if !r.Pass {
 		verdict = "FAIL"

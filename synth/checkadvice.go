@@ -66,7 +66,14 @@ func (r *Report) advice(name, source string) (affects, fix string) {
 	case "ks.interarrival", "cv", "dispersion.1s", "dispersion.10s", "dispersion.60s":
 		affects = fmt.Sprintf("queueing under bursts and so the tail (p99 TTFT): conclusions about max-num-seqs, queue limits and how many replicas a load needs (inter-arrival CV %.2f real, %.2f synthetic)", r.Real.CV, r.Synth.CV)
 		fix = "fit with narrower rate bins so that shorter bursts survive (FitOptions.Bin 1s), and keep GenOptions.Gaps empirical (the default)"
-		if source == SourceMatrix {
+		switch {
+		case r.SessionGaps != "":
+			affects = "when a session's turns are sent in an open-loop replay, so how its requests overlap: conclusions about queueing and the tail"
+			fix = "the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: " + fitGen
+			if source == SourceGen {
+				fix = "the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: fit the model on REAL itself"
+			}
+		case source == SourceMatrix:
 			fix = "a matrix's Poisson rows are never bursty: " + fitGen
 		}
 	case "rate_error":
@@ -113,9 +120,21 @@ func (r *Report) advice(name, source string) (affects, fix string) {
 	case "context_growth":
 		affects = "how prompts grow over a conversation: long-context prefill and KV-cache pressure late in sessions"
 		fix = fitGen + "; GenOptions.MaxContextTokens caps follow-up prompts (default: the longest fitted prompt)"
+		if source == SourceGen {
+			fix = "the model's follow-ups grow as on the trace it was fitted on: fit it on REAL itself (not another window or trace); GenOptions.MaxContextTokens caps follow-up prompts (default: the longest fitted prompt)"
+		}
 	case "ks.think":
 		affects = "when follow-ups are sent in a closed-loop replay (replay --sessions closed), so the load a slower server sees"
 		fix = "fit on a trace whose rows carry think_ns or finish_ns (otherwise think times are estimated from arrival gaps, which include production's service time)"
+	}
+	// A generated trace whose prompts are scaled away from the real ones
+	// misses on what prompt lengths carry (how many blocks repeat, how
+	// prompts grow) because of the scale, not the fit the user already
+	// made: say so rather than send them back to fit.
+	if source == SourceGen && (strings.HasPrefix(name, "prefix_reuse") || name == "context_growth") {
+		if scale := r.lengthScale(r.Real.MeanInput, r.Synth.MeanInput, "prompts", "GenOptions.InputLengthScale"); scale != "" {
+			fix = strings.TrimPrefix(scale, "; ") + "; the prompts' lengths set how many of their blocks repeat and how they grow, so bring them back first (ks.input_tokens)"
+		}
 	}
 	return affects, fix
 }

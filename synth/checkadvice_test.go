@@ -3,7 +3,9 @@ package synth
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -138,5 +140,57 @@ func TestCheckSeqIsCheck(t *testing.T) {
 	got.WriteJSON(&b)
 	if a.String() != b.String() {
 		t.Errorf("CheckSeq differs from Check:\n%s\nwant\n%s", b.String(), a.String())
+	}
+}
+
+// The options synth gen records in its output's metadata read back as
+// the options it was run with, and regenerate the same rows; a trace of
+// other making has none.
+func TestGenOptionsOfRoundTrip(t *testing.T) {
+	real, meta := chats(120, 5, 0)
+	m, err := Fit(context.Background(), real, FitOptions{Meta: meta})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := GenOptions{Seed: 9, Duration: 90 * time.Second, RateScale: 1.5, InputLengthScale: 0.8, OutputLengthScale: 1.25,
+		Mix: map[string]float64{"support": 0.5}, Gaps: GapsFitted, MaxContextTokens: 4000}
+	got, ok, err := GenOptionsOf(m.GenMeta(o))
+	if err != nil || !ok {
+		t.Fatalf("GenOptionsOf: ok %v, err %v", ok, err)
+	}
+	if want := o.withDefaults(m); !reflect.DeepEqual(got.withDefaults(m), want) {
+		t.Errorf("read back %+v, want %+v", got, want)
+	}
+	syn := gen(t, m, o)
+	if same, err := m.Regenerates(context.Background(), got, syn); err != nil || !same {
+		t.Errorf("the options read back do not regenerate the trace: %v %v", same, err)
+	}
+	if same, _ := m.Regenerates(context.Background(), GenOptions{Seed: 10}, syn); same {
+		t.Error("another seed regenerates the same trace")
+	}
+	if _, ok, _ := GenOptionsOf(traces.NewMeta("capture:openai-jsonl")); ok {
+		t.Error("a captured trace has generation options")
+	}
+}
+
+// A generated trace whose prompts are scaled away from the real ones is
+// told to bring them back, not to fit again (its user already did), for
+// the checks prompt lengths carry; with the prompts right, the advice
+// names what differs from the fit.
+func TestCheckAdviceScaledPrompts(t *testing.T) {
+	var r Report
+	r.Real.MeanInput, r.Synth.MeanInput = 1000, 1600
+	for _, name := range []string{"prefix_reuse", "prefix_reuse_by_turn", "prefix_reuse_by_category", "context_growth"} {
+		_, fix := r.advice(name, SourceGen)
+		if !strings.Contains(fix, "GenOptions.InputLengthScale by 0.625") || strings.Contains(fix, "synth fit") {
+			t.Errorf("%s, prompts 1.6×: %q", name, fix)
+		}
+		if _, fix := r.advice(name, SourceMatrix); strings.Contains(fix, "InputLengthScale") {
+			t.Errorf("%s, a matrix is told to scale a generation option: %q", name, fix)
+		}
+	}
+	r.Synth.MeanInput = 1020
+	if _, fix := r.advice("context_growth", SourceGen); strings.Contains(fix, "InputLengthScale") || strings.Contains(fix, "synth fit") {
+		t.Errorf("context_growth, prompts right: %q", fix)
 	}
 }

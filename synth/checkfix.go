@@ -2,8 +2,12 @@ package synth
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -159,4 +163,116 @@ func (r *Report) candidate(name string, opts GenOptions) (GenOptions, Fix, bool)
 		opts.RateScale = v
 	}
 	return opts, f, true
+}
+
+// FixReport is what FindFixes found for a failed check (Report.Fixes,
+// set by its caller).
+type FixReport struct {
+	// Fixes are the option changes kept, in the order tried.
+	Fixes []Fix `json:"fixes"`
+	// Pass says the workload generated with every fix applied passes
+	// every check; Failing names the checks it still fails.
+	Pass    bool     `json:"pass"`
+	Failing []string `json:"failing,omitempty"`
+	// Commands make and check that workload (set by the caller, which
+	// knows the files and how its users run tokentrace).
+	Commands []string `json:"commands,omitempty"`
+	// Note says why no fixes were tried or none helped.
+	Note string `json:"note,omitempty"`
+}
+
+// NewFixReport is the FixReport of FindFixes' fixes and final report.
+func NewFixReport(fixes []Fix, final Report) *FixReport {
+	fr := &FixReport{Fixes: fixes, Pass: final.Pass}
+	for _, c := range final.Checks {
+		if !c.Pass {
+			fr.Failing = append(fr.Failing, c.Name)
+		}
+	}
+	if len(fixes) == 0 {
+		fr.Note = "no option change (prompt scale, output scale, the real shares of requests, rate) brought a failed check within its limit without making a passing one fail"
+	}
+	return fr
+}
+
+// GenOptionsOf reads the options synth gen recorded in a trace's metadata
+// (Model.GenMeta). ok is false for a trace it did not make (another
+// source, or no seed recorded).
+func GenOptionsOf(meta traces.Meta) (opts GenOptions, ok bool, err error) {
+	if meta.Source != SourceGen || meta.Get("synth.seed") == "" {
+		return opts, false, nil
+	}
+	num := func(key string, set func(string) error) {
+		if v := meta.Get(key); v != "" && err == nil {
+			if e := set(v); e != nil {
+				err = fmt.Errorf("metadata %s=%q: %w", key, v, e)
+			}
+		}
+	}
+	float := func(dst *float64) func(string) error {
+		return func(v string) (e error) { *dst, e = strconv.ParseFloat(v, 64); return e }
+	}
+	num("synth.seed", func(v string) (e error) { opts.Seed, e = strconv.ParseUint(v, 10, 64); return e })
+	num("synth.duration_ns", func(v string) error {
+		n, e := strconv.ParseInt(v, 10, 64)
+		opts.Duration = time.Duration(n)
+		return e
+	})
+	num("synth.rate_scale", float(&opts.RateScale))
+	num("synth.length_scale", float(&opts.LengthScale))
+	num("synth.input_length_scale", float(&opts.InputLengthScale))
+	num("synth.output_length_scale", float(&opts.OutputLengthScale))
+	num("synth.max_context_tokens", func(v string) (e error) { opts.MaxContextTokens, e = strconv.Atoi(v); return e })
+	num("synth.mix", func(v string) (e error) { opts.Mix, e = ParseMix(v); return e })
+	opts.Gaps = meta.Get("synth.gaps")
+	if err == nil {
+		err = opts.Validate()
+	}
+	return opts, err == nil, err
+}
+
+// Regenerates says whether m generates recs with opts: the same rows
+// (arrival, session, turn, category, lengths, prefix blocks), so the
+// fixes FindFixes tries from opts are fixes of recs.
+func (m *Model) Regenerates(ctx context.Context, opts GenOptions, recs []traces.Record) (bool, error) {
+	var w memSink
+	if _, err := m.Generate(ctx, opts, &w); err != nil {
+		return false, err
+	}
+	if len(w.recs) != len(recs) {
+		return false, nil
+	}
+	for i := range recs {
+		a, b := &w.recs[i], &recs[i]
+		if a.ArrivalNs != b.ArrivalNs || a.Session != b.Session || a.Turn != b.Turn || a.Category != b.Category ||
+			a.InputTokens != b.InputTokens || a.OutputTokens != b.OutputTokens || !slices.Equal(a.PrefixBlocks, b.PrefixBlocks) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// writeFixes adds the fixes FindFixes kept to a text report.
+func (r *Report) writeFixes(b *strings.Builder) {
+	fr := r.Fixes
+	if fr == nil {
+		return
+	}
+	if len(fr.Fixes) == 0 {
+		fmt.Fprintf(b, "\nFixes tried by generating and checking: none helped (%s).\n", fr.Note)
+		return
+	}
+	fmt.Fprintf(b, "\nFixes tried by generating and checking, each kept because it brought its check within its limit and made no passing check fail:\n")
+	for _, f := range fr.Fixes {
+		fmt.Fprintf(b, "  %s: %s = %s\n", f.Check, f.Option, f.Value)
+	}
+	switch {
+	case fr.Pass:
+		fmt.Fprintf(b, "Applied together they pass every check:\n")
+	default:
+		fmt.Fprintf(b, "Applied together they still fail %s (no option change fixes that; see above):\n", strings.Join(fr.Failing, ", "))
+	}
+	for _, c := range fr.Commands {
+		fmt.Fprintf(b, "  $ %s\n", c)
+	}
 }

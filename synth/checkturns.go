@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
+	"gonum.org/v1/gonum/stat"
 )
 
 // Context growth and think time in fidelity checks: for traces with
@@ -46,6 +47,10 @@ type turnStats struct {
 	input     [][]float64 // by turn index − 1, up to maxTurnIndex
 	think     []float64   // seconds
 	thinkDeff float64     // the design effect of think times by session
+	// gaps are the seconds between a session's consecutive arrivals,
+	// sorted, and gapDeff their design effect by session.
+	gaps    []float64
+	gapDeff float64
 }
 
 // turnAcc reads rows in arrival order and keeps, per open session, its
@@ -55,13 +60,20 @@ type turnAcc struct {
 	st        turnStats
 	open      map[int64]turnPrev
 	thinkUnit []int32 // the unit of each think time
+	gapUnit   []int32 // the unit of each gap within a session
 	units     int32
 }
 
 type turnPrev struct {
-	n              int
-	arrival, finsh int64
+	n int
+	turnRow
+	// recent are the session's last rows, when rows name their parents
+	// (parent_seq): a row's think time runs from its parent's finish, as
+	// Fit measures it (at most maxBackRows; the last row if none names).
+	recent []turnRow
 }
+
+type turnRow struct{ seq, arrival, finsh int64 }
 
 func (a *turnAcc) add(r *traces.Record, unit int32) {
 	a.units = max(a.units, unit+1)
@@ -74,20 +86,34 @@ func (a *turnAcc) add(r *traces.Record, unit int32) {
 	st := &a.st
 	p, ok := a.open[r.Session]
 	if ok {
+		from := p.turnRow
+		if r.ParentSeq >= 0 {
+			if i := slices.IndexFunc(p.recent, func(x turnRow) bool { return x.seq == r.ParentSeq }); i >= 0 {
+				from = p.recent[i]
+			}
+		}
 		var think int64
 		switch {
 		case r.ThinkNs >= 0:
 			think = r.ThinkNs
-		case p.finsh >= p.arrival:
-			think = r.ArrivalNs - p.finsh
+		case from.finsh >= from.arrival:
+			think = r.ArrivalNs - from.finsh
 		default:
-			think = r.ArrivalNs - p.arrival
+			think = r.ArrivalNs - from.arrival
 		}
 		st.think = append(st.think, float64(max(think, 0))/1e9)
 		a.thinkUnit = append(a.thinkUnit, unit)
+		st.gaps = append(st.gaps, float64(r.ArrivalNs-p.arrival)/1e9)
+		a.gapUnit = append(a.gapUnit, unit)
 	}
 	p.n++
-	p.arrival, p.finsh = r.ArrivalNs, r.FinishNs
+	p.turnRow = turnRow{r.Seq, r.ArrivalNs, r.FinishNs}
+	if r.ParentSeq >= 0 || p.recent != nil {
+		if len(p.recent) == maxBackRows {
+			p.recent = slices.Delete(p.recent, 0, 1)
+		}
+		p.recent = append(p.recent, p.turnRow)
+	}
 	a.open[r.Session] = p
 	if p.n <= maxTurnIndex {
 		for len(st.input) < p.n {
@@ -102,10 +128,48 @@ func (a *turnAcc) finish() turnStats {
 		slices.Sort(in)
 	}
 	a.st.thinkDeff = designEffect(a.st.think, a.thinkUnit, a.units)
-	a.thinkUnit = nil
+	a.st.gapDeff = designEffect(a.st.gaps, a.gapUnit, a.units)
+	a.thinkUnit, a.gapUnit = nil, nil
 	slices.Sort(a.st.think)
+	slices.Sort(a.st.gaps)
 	a.open = nil
 	return a.st
+}
+
+// gapPair is what ks.interarrival and cv compare (Report.SessionGaps):
+// the sorted gaps of each trace in seconds, their design effects, their
+// CVs and the part the checks report ("" = consecutive arrivals).
+type gapPair struct {
+	real, synth  []float64
+	deffR, deffS float64
+	cvR, cvS     float64
+	at           string
+}
+
+// arrivalGaps picks the gaps ks.interarrival and cv compare: between a
+// session's consecutive turns when every unit of the real trace starts at
+// one instant and both traces have minTurnRows such gaps (it sets
+// SessionGaps), else between consecutive arrivals.
+func (rep *Report) arrivalGaps(rs, ss *traceStats) gapPair {
+	if rs.units.startsTogether() && len(rs.turns.gaps) >= minTurnRows && len(ss.turns.gaps) >= minTurnRows {
+		rep.SessionGaps = fmt.Sprintf("the real trace's %d sessions all start at %.0f s: its arrival process is each session's own timing, so the gaps compared are those between a session's consecutive turns", rs.units.n, float64(rs.units.startLo)/1e9)
+		return gapPair{real: rs.turns.gaps, synth: ss.turns.gaps, deffR: rs.turns.gapDeff, deffS: ss.turns.gapDeff,
+			cvR: cvOf(rs.turns.gaps), cvS: cvOf(ss.turns.gaps), at: "gaps within sessions"}
+	}
+	return gapPair{real: rs.gaps, synth: ss.gaps, deffR: 1, deffS: 1, cvR: rs.sum.CV, cvS: ss.sum.CV}
+}
+
+// cvOf is the coefficient of variation of x (0 with fewer than two values
+// or a zero mean).
+func cvOf(x []float64) float64 {
+	if len(x) < 2 {
+		return 0
+	}
+	m, sd := stat.MeanStdDev(x, nil)
+	if m <= 0 {
+		return 0
+	}
+	return sd / m
 }
 
 // nearestRank is the q-quantile of sorted values (nearest rank).

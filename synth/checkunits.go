@@ -75,6 +75,8 @@ type unitAcc struct {
 	byCat  map[string]*ratioAcc
 	byTurn map[int]*ratioAcc // 0 = single-shot, 1..maxTurnIndex, maxTurnIndex+1 = later
 	sizes  []float64         // rows per unit
+	// The earliest and latest arrival of a unit's first row.
+	startLo, startHi int64
 }
 
 // add counts row r, which reuses reused of its blocks, and returns its
@@ -86,6 +88,12 @@ func (a *unitAcc) add(r *traces.Record, reused int) int32 {
 	blocks := float64(len(r.PrefixBlocks))
 	turn := 0 // single-shot
 	var u *unitState
+	if r.Session == 0 || a.open[r.Session] == nil {
+		if a.n == 0 {
+			a.startLo, a.startHi = r.ArrivalNs, r.ArrivalNs
+		}
+		a.startLo, a.startHi = min(a.startLo, r.ArrivalNs), max(a.startHi, r.ArrivalNs)
+	}
 	if r.Session != 0 {
 		u = a.open[r.Session]
 		if u == nil {
@@ -183,6 +191,14 @@ func (a *unitAcc) finish() {
 	for _, s := range a.shares {
 		s.b, s.bb, s.units = b, bb, len(a.sizes)
 	}
+}
+
+// startsTogether says whether every unit (at least two) starts at the
+// same instant: a trace whose format gives conversations but not when
+// they began (WEKA's all start at 0), whose only arrival process is each
+// session's own timing.
+func (a *unitAcc) startsTogether() bool {
+	return a.n >= 2 && a.startLo == a.startHi
 }
 
 // clusterIndex is E[S²]/E[S] of the units' sizes: the index of dispersion

@@ -200,27 +200,51 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 		s.last = r.ArrivalNs
 	}
 	if len(ss) > 0 {
+		// The trace's end cuts sessions short: turns are fitted as a
+		// survival distribution (censor.go) from the gaps between turns.
+		var end int64
+		for i := range recs {
+			end = max(end, recs[i].ArrivalNs)
+		}
 		turns := make([]float64, 0, len(ss))
+		obs := make([]turnObs, 0, len(ss))
 		for _, id := range sessOrder {
 			turns = append(turns, float64(ss[id].turns))
+			obs = append(obs, turnObs{int64(ss[id].turns), end - ss[id].last})
 		}
 		slices.Sort(turns)
 		slices.Sort(turnGaps)
+		var gapRuns []run
+		for _, g := range turnGaps {
+			if n := len(gapRuns); n > 0 && gapRuns[n-1].v == g {
+				gapRuns[n-1].n++
+			} else {
+				gapRuns = append(gapRuns, run{g, 1})
+			}
+		}
 		c.Sessions = &Sessions{
 			Share: float64(len(ss)) / float64(len(starts)),
-			Turns: newHist(turns, opts.LengthBins, opts.MinBinCount, true),
+			Turns: censoredTurns(newHist(turns, opts.LengthBins, opts.MinBinCount, true), obs, newGapSurvival(gapRuns)),
 			GapS:  newHist(turnGaps, opts.GapBins, opts.MinBinCount, false),
 		}
 	}
 	c.Arrival = refFitArrival(m, starts, opts, rng)
 
-	// Block reuse, in arrival order within the class.
+	// Block reuse, in arrival order within the class. A follow-up's
+	// blocks are its session's: the reuse model is fitted on the other
+	// rows.
 	reused := make([]float64, len(idx))
 	dist := make([]float64, len(idx))
+	follow := make([]bool, len(idx))
 	hasBlocks, derivedOK := 0, 0
 	seen := map[int64]int{}
+	inSession := map[int64]bool{}
 	for i, k := range idx {
 		r := &recs[k]
+		if r.Session != 0 {
+			follow[i] = inSession[r.Session]
+			inSession[r.Session] = true
+		}
 		if len(r.PrefixBlocks) == 0 {
 			dist[i] = -1
 			continue
@@ -236,8 +260,10 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 		reused[i] = float64(L)
 		dist[i] = -1
 		want := ""
-		if L > 0 {
+		if L > 0 && !follow[i] {
 			dist[i] = float64(i - seen[r.PrefixBlocks[L-1]])
+		}
+		if L > 0 {
 			want = fmt.Sprintf("%s%d", blockCategoryPrefix, r.PrefixBlocks[L-1])
 		}
 		if r.Category == want {
@@ -358,7 +384,7 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 			r := &recs[idx[i]]
 			k := rangeOf[binOf(&g.InputTokens, float64(r.InputTokens))]
 			outs[k] = append(outs[k], float64(r.OutputTokens))
-			if len(r.PrefixBlocks) > 0 && i > 0 {
+			if len(r.PrefixBlocks) > 0 && i > 0 && !follow[i] {
 				// The class's first row has nothing to reuse (Generate
 				// knows); leave it out of the reuse distribution.
 				if int(reused[i]) > c.SharedPrefixBlocks {
@@ -367,6 +393,18 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 					reuse[k] = append(reuse[k], reused[i])
 				}
 			}
+		}
+		n := make([]int64, len(bounds))
+		for k := range n {
+			n[k] = int64(len(reuse[k]) + len(fresh[k]))
+		}
+		pools := reusePools(n, opts.MinBinCount)
+		pooled := func(x [][]float64, k int) []float64 {
+			var out []float64
+			for i := pools[k][0]; i < pools[k][1]; i++ {
+				out = append(out, x[i]...)
+			}
+			return out
 		}
 		for k := range bounds {
 			end := nb
@@ -380,13 +418,14 @@ func refFitClass(m *Model, recs []traces.Record, idx []int, opts FitOptions, rng
 				OutputTokens: newHist(outs[k], opts.OutputBins, opts.MinBinCount, true),
 			}
 			if useBlocks {
-				slices.Sort(reuse[k])
-				h := newHist(reuse[k], opts.OutputBins, opts.MinBinCount, true)
+				ru, fr := pooled(reuse, k), pooled(fresh, k)
+				slices.Sort(ru)
+				h := newHist(ru, opts.OutputBins, opts.MinBinCount, true)
 				cd.ReusedBlocks = &h
-				if n := len(reuse[k]) + len(fresh[k]); n > 0 && len(fresh[k]) > 0 {
-					slices.Sort(fresh[k])
-					cd.DeepShare = float64(len(fresh[k])) / float64(n)
-					f := newHist(fresh[k], opts.OutputBins, opts.MinBinCount, false)
+				if n := len(ru) + len(fr); n > 0 && len(fr) > 0 {
+					slices.Sort(fr)
+					cd.DeepShare = float64(len(fr)) / float64(n)
+					f := newHist(fr, opts.OutputBins, opts.MinBinCount, false)
 					cd.DeepFraction = &f
 				}
 			}

@@ -15,6 +15,7 @@ type catRow struct {
 	name    string // category
 	row     lenRow
 	derived bool // c.looksDerived() as of this row
+	follow  bool // a session's row after its first
 	input   int32
 	output  int32
 	reused  int32 // leading blocks reused; -1 = none counted
@@ -83,7 +84,11 @@ func (c *classFit) addCat(f *fitter, r *catRow) {
 	} else {
 		pooled.add(&r.row)
 	}
-	c.joint.put(uint64(id))
+	fu := uint64(0)
+	if r.follow {
+		fu = 1
+	}
+	c.joint.put(uint64(id)<<1 | fu)
 	c.joint.put(uint64(r.input))
 	c.joint.put(uint64(r.output))
 	c.joint.put(uint64(r.reused + 1))

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -240,23 +239,48 @@ func (c *counter) counts() map[string]int64 {
 	return out
 }
 
-// sessState is one session: rows so far and the last one's arrival,
-// finish (traces.NotReported = unknown), input and output, and the
-// follow-up category of its second turn (followState.list index + 1; 0 =
-// none yet).
-type sessState struct {
+// sessRow is what a later row of a session needs of an earlier one: its
+// arrival, finish (traces.NotReported = unknown), index in its class, seq,
+// input, output and prefix blocks, and the seq of the row its branch came
+// off (the turn before a fresh prompt it descends from; −1: none).
+type sessRow struct {
+	last     int64
+	finish   int64
+	row      int64 // the row's index in its class
+	seq      int64
+	branchOf int64
+	in       int32
+	out      int32
+	blocks   int32
+}
+
+// backRow is a recent row of a session (sessState.back), a fresh
+// prompt's branch point among them.
+type backRow struct {
+	sessRow
+	// spawned says a fresh prompt branched off the row, bucket is that
+	// prompt's context bucket (nil without blocks); turns counts the
+	// growing rows in the branch until a row resumes the context, resumed
+	// says one has.
+	spawned bool
+	bucket  *ctxBucket
 	turns   int64
-	last    int64
-	finish  int64
-	row     int64 // the last row's index in its class
-	seq     int64
-	in, out int32
-	blocks  int32 // the last row's prefix blocks
-	follow  int32
-	// main is the row a fresh prompt branched off (a subagent spawned by
-	// it), while the session is in that branch: a later row whose
-	// parent_seq names it resumes its context (nil: not in a branch).
-	main *sessState
+	resumed bool
+}
+
+// maxBackRows bounds sessState.back.
+const maxBackRows = 8
+
+// sessState is one session: rows so far, its last row, and the follow-up
+// category of its second turn (followState.list index + 1; 0 = none yet).
+type sessState struct {
+	sessRow
+	turns  int64
+	follow int32
+	// back holds the session's recent rows a later row may name as its
+	// parent (parent_seq), when rows name their parents: at most
+	// maxBackRows, so memory grows with sessions, not rows.
+	back []backRow
 }
 
 // classFit is the streaming state of one traffic class.
@@ -268,10 +292,11 @@ type classFit struct {
 
 	sess      map[int64]sessState
 	turnGaps  multiset
+	endSurv   gapSurvival // the inter-turn gaps' survival (censor.go), at the end
 	follow    followState // follow-up turns (followup.go)
-	starts    varintLog   // session-start arrivals, as deltas
+	starts    varintLog   // session-start arrivals, as deltas × 2 + 1 for a session's first row
 	lastStart int64
-	// Per row: category id (0 = pooled), input and output tokens, and for
+	// Per row: category id (0 = pooled) × 2 + 1 for a follow-up, input and output tokens, and for
 	// rows with blocks after the class's first, reused blocks + 1 and
 	// blocks (else 0): the joint model, whose input ranges are known only
 	// at the end.
@@ -328,30 +353,41 @@ func (c *classFit) add(f *fitter, r *fitRow) error {
 	// Sessions: starts are single-shot rows and each session's first row.
 	start := true
 	if r.session != 0 {
-		next := sessState{turns: 1, last: r.arrival, finish: r.finish, row: i, seq: r.seq, in: r.input, out: r.output, blocks: int32(len(r.blocks))}
+		next := sessState{turns: 1, sessRow: sessRow{last: r.arrival, finish: r.finish, row: i, seq: r.seq, branchOf: -1, in: r.input, out: r.output, blocks: int32(len(r.blocks))}}
 		if s, ok := c.sess[r.session]; ok {
 			addFloat(&c.turnGaps, float64(r.arrival-s.last)/1e9)
-			next.follow, next.main = c.follow.add(f, r, &s, prev)
+			next.follow, next.branchOf, next.back = c.follow.add(f, r, &s, prev)
 			next.turns = s.turns + 1
 			start = false
 		}
 		c.sess[r.session] = next
 	}
 	if start {
-		c.starts.put(uint64(r.arrival - c.lastStart))
+		// The delta, and whether the start is a session's first row.
+		sess := uint64(0)
+		if r.session != 0 {
+			sess = 1
+		}
+		c.starts.put(uint64(r.arrival-c.lastStart)<<1 | sess)
 		c.lastStart = r.arrival
+	} else {
+		// A follow-up's blocks are its session's (fillFollowUp rebuilds
+		// them from the previous turn): the group's reuse model, which
+		// Generate draws first turns and single-shot rows from, is fitted
+		// on those rows alone.
+		row.dist = -1
 	}
 	f.queueCat(catRow{
-		c: c, name: r.category, row: row, derived: c.looksDerived(),
+		c: c, name: r.category, row: row, derived: c.looksDerived(), follow: !start,
 		input: r.input, output: r.output, reused: int32(reused), blocks: int32(len(r.blocks)),
 	})
 	return nil
 }
 
 // keptBlocks is how many of a follow-up's leading prefix blocks it shares
-// with its session's previous row s (the blocks last seen in that row or
+// with the session's row s it follows (the blocks last seen in that row or
 // after it), or −1 when either row has no blocks.
-func keptBlocks(prev []seenAt, s *sessState) int32 {
+func keptBlocks(prev []seenAt, s *sessRow) int32 {
 	if len(prev) == 0 || s.blocks == 0 {
 		return -1
 	}
@@ -746,13 +782,16 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 
 	if len(c.sess) > 0 {
 		turns := map[float64]int64{}
+		obs := make([]turnObs, 0, len(c.sess))
 		for _, s := range c.sess {
 			turns[float64(s.turns)]++
+			obs = append(obs, turnObs{s.turns, f.last - s.last})
 		}
 		gaps := f.approx.runs(&c.turnGaps)
+		c.endSurv = newGapSurvival(gaps)
 		cl.Sessions = &Sessions{
 			Share: float64(len(c.sess)) / float64(c.starts.n),
-			Turns: newHistRuns(runsOfMap(turns), opts.LengthBins, opts.MinBinCount, true),
+			Turns: censoredTurns(newHistRuns(runsOfMap(turns), opts.LengthBins, opts.MinBinCount, true), obs, c.endSurv),
 			GapS:  newHistRuns(gaps, opts.GapBins, opts.MinBinCount, false),
 		}
 	}
@@ -761,14 +800,15 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	// on two cores. fitArrival notes its approximations apart, and they
 	// are put where a sequential fit would have put them.
 	var (
-		arrAp  approx
-		arrErr error
-		done   = make(chan struct{})
-		at     = len(f.approx.notes)
+		arrAp      approx
+		arrErr     error
+		sessStarts []float64
+		done       = make(chan struct{})
+		at         = len(f.approx.notes)
 	)
 	go func() {
 		defer close(done)
-		cl.Arrival, arrErr = fitArrival(m, &c.starts, opts, f.lim, &arrAp, rng)
+		cl.Arrival, sessStarts, arrErr = fitArrival(m, &c.starts, opts, f.lim, &arrAp, rng)
 	}()
 	defer func() { <-done }() // never leave it running on an early return
 	err := f.fitLengths(&cl, c)
@@ -776,6 +816,9 @@ func (f *fitter) fitClass(m *Model, c *classFit, rng *rand.Rand) (Class, error) 
 	f.approx.insert(at, &arrAp)
 	if arrErr != nil {
 		return cl, arrErr
+	}
+	if cl.Sessions != nil {
+		cl.Sessions.StartsPerBin = sessStarts
 	}
 	return cl, err
 }
@@ -864,7 +907,7 @@ func (f *fitter) fitLengths(cl *Class, c *classFit) error {
 		return err
 	}
 	for gi := range cl.Groups {
-		joints[gi].finish(&cl.Groups[gi], opts, &f.approx)
+		joints[gi].finish(&cl.Groups[gi], opts, f.lim, &f.approx)
 	}
 	f.fitFollowUps(cl, c, groups, groupOf)
 	if c.seen.dropped > 0 {
@@ -948,7 +991,8 @@ func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks
 		return err
 	}
 	for range c.n {
-		id, in, out, reused := r.next(), int32(r.next()), r.next(), int(r.next())-1
+		idf, in, out, reused := r.next(), int32(r.next()), r.next(), int(r.next())-1
+		id, follow := idf>>1, idf&1 == 1
 		j := joints[groupOf[id]]
 		k := j.rangeOfInput(in)
 		addFloat(&j.outs[k], float64(out))
@@ -956,7 +1000,7 @@ func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks
 			continue
 		}
 		blocks := r.next()
-		if !j.useBlocks {
+		if !j.useBlocks || follow {
 			continue
 		}
 		// The class's first row has nothing to reuse (Generate knows); it
@@ -971,8 +1015,16 @@ func (c *classFit) replayJoint(groupOf []int, joints []*groupJoint, sharedBlocks
 }
 
 // finish fits the group's conditional histograms.
-func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
+func (j *groupJoint) finish(g *Group, opts FitOptions, lim fitLimits, ap *approx) {
 	nb := len(g.InputTokens.Bins)
+	var pools [][2]int
+	if j.useBlocks {
+		n := make([]int64, len(j.bounds))
+		for k := range n {
+			n[k] = j.reuse[k].total() + j.fresh[k].total()
+		}
+		pools = reusePools(n, opts.MinBinCount)
+	}
 	for k := range j.bounds {
 		end := nb
 		if k+1 < len(j.bounds) {
@@ -984,7 +1036,16 @@ func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
 			OutputTokens: newHistRuns(ap.runs(&j.outs[k]), opts.OutputBins, opts.MinBinCount, true),
 		}
 		if j.useBlocks {
-			ru, fr := ap.runs(&j.reuse[k]), ap.runs(&j.fresh[k])
+			reuse, fresh := &j.reuse[k], &j.fresh[k]
+			if p := pools[k]; p[1]-p[0] > 1 {
+				r, f := newValues(lim.lengths), newValues(lim.values)
+				for i := p[0]; i < p[1]; i++ {
+					r.merge(&j.reuse[i])
+					f.merge(&j.fresh[i])
+				}
+				reuse, fresh = &r, &f
+			}
+			ru, fr := ap.runs(reuse), ap.runs(fresh)
 			h := newHistRuns(ru, opts.OutputBins, opts.MinBinCount, true)
 			cd.ReusedBlocks = &h
 			nr, nf := countOf(ru), countOf(fr)
@@ -996,6 +1057,36 @@ func (j *groupJoint) finish(g *Group, opts FitOptions, ap *approx) {
 		}
 		g.Joint = append(g.Joint, cd)
 	}
+}
+
+// reusePools says, for each input range of a group's reuse model, which
+// ranges [lo, hi) its reuse is fitted on: the range alone when it holds
+// at least minCount rows (n[k]), else it and its neighbours, the fuller
+// side first (the lower on a tie), until they do or none is left. The
+// model is fitted on the rows Generate draws with it (first turns and
+// single-shot rows), whose inputs are shorter than a conversation's
+// later turns: a range that holds few of them would give a first turn
+// drawn there no reuse, or pin down a single row's.
+func reusePools(n []int64, minCount int) [][2]int {
+	out := make([][2]int, len(n))
+	for k := range n {
+		lo, hi, sum := k, k+1, n[k]
+		for sum < int64(minCount) && (lo > 0 || hi < len(n)) {
+			switch {
+			case lo == 0:
+				sum += n[hi]
+				hi++
+			case hi == len(n) || n[lo-1] >= n[hi]:
+				lo--
+				sum += n[lo]
+			default:
+				sum += n[hi]
+				hi++
+			}
+		}
+		out[k] = [2]int{lo, hi}
+	}
+	return out
 }
 
 // runsOfMap returns value → count as runs in increasing value order.
@@ -1022,212 +1113,4 @@ func countOf(runs []run) int64 {
 		n += r.n
 	}
 	return n
-}
-
-// fitArrival bins the session starts and fits the within-bin gap
-// distribution. It replays the start log twice: bin counts first (the
-// load levels are cut at their quantiles), then the gaps.
-func fitArrival(m *Model, starts *varintLog, opts FitOptions, lim fitLimits, ap *approx, rng *rand.Rand) (Arrival, error) {
-	nbins := int((m.SpanNs-1)/m.BinNs + 1)
-	counts := make([]float64, nbins)
-	q := m.QuantumNs
-	// On a quantized trace each arrival is spread over its grid cell (below)
-	// but stays in the bin of its grid point: bins are whole cells and the
-	// spread is at most q-1 ns.
-	grid := func(x int64) int64 {
-		if q > 0 {
-			return (x + q/2) / q * q
-		}
-		return x
-	}
-	binIdx := func(x int64) int { return min(int(x/m.BinNs), nbins-1) }
-	each := func(fn func(x int64)) error {
-		r, err := starts.replay()
-		if err != nil {
-			return err
-		}
-		var x int64
-		for range starts.n {
-			x += int64(r.next())
-			fn(x)
-		}
-		return r.err
-	}
-	if err := each(func(x int64) { counts[binIdx(grid(x))]++ }); err != nil {
-		return Arrival{}, err
-	}
-	width := func(b int) float64 {
-		if b == nbins-1 {
-			return float64(m.SpanNs - int64(nbins-1)*m.BinNs)
-		}
-		return float64(m.BinNs)
-	}
-	// Gap levels: bins ranked by count, cut at count quantiles.
-	var busy []float64
-	for _, c := range counts {
-		if c >= 2 {
-			busy = append(busy, c)
-		}
-	}
-	slices.Sort(busy)
-	var maxes []float64
-	for k := 1; k <= opts.GapLevels && len(busy) > 0; k++ {
-		v := busy[(k*len(busy)+opts.GapLevels-1)/opts.GapLevels-1]
-		if len(maxes) == 0 || v > maxes[len(maxes)-1] {
-			maxes = append(maxes, v)
-		}
-	}
-	busy = nil
-	if len(maxes) == 0 {
-		maxes = []float64{1}
-	}
-	levelOf := func(c float64) int {
-		for i, m := range maxes {
-			if c <= m {
-				return i
-			}
-		}
-		return len(maxes) - 1
-	}
-	// Within each bin, arrivals closer than ClusterGap form a cluster
-	// (a client's batch); per level keep the cluster sizes, the gaps inside
-	// clusters and the gaps between them.
-	type acc struct{ inter, intra, sizes multiset }
-	newAcc := func() acc {
-		return acc{newValues(lim.values), newValues(lim.values), newValues(lim.lengths)}
-	}
-	accs := make([]acc, len(maxes))
-	for l := range accs {
-		accs[l] = newAcc()
-	}
-	eps := int64(opts.ClusterGap)
-	var (
-		prev    int64
-		prevBin = -2
-		size    int
-		lvl     int
-		seen    bool
-	)
-	emit := func(t int64) {
-		b := binIdx(t)
-		if !seen || b != prevBin {
-			if seen {
-				addFloat(&accs[lvl].sizes, float64(size))
-			}
-			lvl = levelOf(counts[b])
-			// The gap from the previous bin's last arrival counts too when
-			// that bin is the one just before: gaps inside one bin alone
-			// are biased short (a long gap is likely to cross a bin edge).
-			if seen && prevBin == b-1 {
-				g := t - prev
-				if g <= eps {
-					addFloat(&accs[lvl].intra, float64(g)/1e9)
-				} else {
-					addFloat(&accs[lvl].inter, float64(g)/1e9)
-				}
-			}
-			size = 1
-		} else {
-			g := t - prev
-			if g <= eps {
-				addFloat(&accs[lvl].intra, float64(g)/1e9)
-				size++
-			} else {
-				addFloat(&accs[lvl].sizes, float64(size))
-				addFloat(&accs[lvl].inter, float64(g)/1e9)
-				size = 1
-			}
-		}
-		prev, prevBin, seen = t, b, true
-	}
-	if q > 0 {
-		// Spread each arrival over its grid cell: the order inside a cell
-		// is unknown, so fit gaps on a uniform spread. Stamps go to the
-		// nearest grid point first (Mooncake's 2999 ms belongs to 3000 ms).
-		// Cells do not overlap, so sorting each cell's arrivals sorts all.
-		var cell []int64
-		cellAt := int64(-1)
-		flush := func() {
-			slices.Sort(cell)
-			for _, t := range cell {
-				emit(t)
-			}
-			cell = cell[:0]
-		}
-		if err := each(func(x int64) {
-			g := grid(x)
-			if g != cellAt {
-				flush()
-				cellAt = g
-			}
-			cell = append(cell, g+int64(rng.Float64()*float64(q)))
-		}); err != nil {
-			return Arrival{}, err
-		}
-		flush()
-	} else if err := each(emit); err != nil {
-		return Arrival{}, err
-	}
-	if seen {
-		addFloat(&accs[lvl].sizes, float64(size))
-	}
-	// Merge levels with too few clusters into the next one (the last into
-	// the one before).
-	type group struct {
-		max float64
-		acc
-	}
-	var groups []group
-	cur := newAcc()
-	for l := range maxes {
-		cur.inter.merge(&accs[l].inter)
-		cur.intra.merge(&accs[l].intra)
-		cur.sizes.merge(&accs[l].sizes)
-		if cur.sizes.total() < minLevelGaps && l < len(maxes)-1 {
-			continue
-		}
-		groups = append(groups, group{maxes[l], cur})
-		cur = newAcc()
-	}
-	if n := len(groups); n > 1 && groups[n-1].sizes.total() < minLevelGaps {
-		g := &groups[n-2]
-		g.inter.merge(&groups[n-1].inter)
-		g.intra.merge(&groups[n-1].intra)
-		g.sizes.merge(&groups[n-1].sizes)
-		g.max = groups[n-1].max
-		groups = groups[:n-1]
-	}
-	// Each level's parametric gap fits (bisections over its distinct gaps)
-	// are independent: they run side by side.
-	levels := make([]GapLevel, 0, len(groups))
-	var wg sync.WaitGroup
-	for _, g := range groups {
-		inter, intra, sizes := ap.runs(&g.inter), ap.runs(&g.intra), ap.runs(&g.sizes)
-		cv := 0.0
-		if countOf(inter)+countOf(intra) > 1 {
-			m, sd := meanStdDevRuns(inter, intra)
-			if m > 0 {
-				cv = sd / m
-			}
-		}
-		layout := LayoutEven
-		if cv > EvenLayoutMaxCV {
-			layout = LayoutClusters
-		}
-		levels = append(levels, GapLevel{
-			CV:           cv,
-			Layout:       layout,
-			MaxCount:     g.max,
-			ClusterSizes: newHistRuns(sizes, opts.GapBins, opts.MinBinCount, true),
-			IntraGapS:    newHistRuns(intra, opts.GapBins, opts.MinBinCount, false),
-		})
-		lv := &levels[len(levels)-1]
-		wg.Go(func() { lv.Gap = fitGapsRuns(inter, opts) })
-	}
-	wg.Wait()
-	levels[len(levels)-1].MaxCount = math.MaxFloat64
-	if w := width(nbins - 1); w > 0 && w < float64(m.BinNs) {
-		counts[nbins-1] *= float64(m.BinNs) / w
-	}
-	return Arrival{CountsPerBin: counts, Levels: levels}, nil
 }

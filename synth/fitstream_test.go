@@ -33,14 +33,16 @@ func modelJSON(t testing.TB, m *Model) string {
 }
 
 // refView is m's JSON without what the in-memory reference fitter
-// (fitref_test.go) predates: follow-up turns, and so version 2.
+// (fitref_test.go) predates: follow-up turns (and so version 2), how they
+// resend their blocks (Model.BlockK, version 3) and the sessions' starts
+// per bin.
 func refView(t testing.TB, m *Model) string {
 	t.Helper()
 	c, err := LoadModel(strings.NewReader(modelJSON(t, m)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Version = modelVersionNoFollowUps
+	c.Version, c.BlockK = modelVersionNoFollowUps, 0
 	for ci := range c.Classes {
 		if s := c.Classes[ci].Sessions; s != nil {
 			*s = Sessions{Share: s.Share, Turns: s.Turns, GapS: s.GapS}
@@ -184,6 +186,8 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 				return generated(t, synthetic(5000, 7), traces.NewMeta("test"), GenOptions{Seed: 3, RateScale: 40, Duration: 20 * time.Minute}), traces.NewMeta("test")
 			}, lim: bigLimits},
 	}
+	cases = append(cases, tc{name: "conversations", why: "sessions whose follow-ups resend their context, with prefix blocks: the reuse model is fitted on first turns and single-shot rows",
+		recs: func(t *testing.T) ([]traces.Record, traces.Meta) { return chats(300, 2, 5) }})
 	for _, p := range publicTraces {
 		cases = append(cases, tc{name: p.name, why: "a shared public trace, at the default limits",
 			recs: func(t *testing.T) ([]traces.Record, traces.Meta) { return loadPublic(t, p) }})

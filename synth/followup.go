@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -23,15 +24,17 @@ import (
 // followFit is the follow-up turns of one category (or of the pooled rest).
 type followFit struct {
 	n, fresh int64
-	starts   int64    // second turns: sessions that went on (attributed to this category)
-	turns    multiset // turns per session of those sessions (filled at the end)
-	id       int32    // followState.list index + 1
-	newIn    multiset // input − previous input − previous output, when ≥ 0
-	freshIn  multiset // input of the others (fresh prompts)
-	in, out  multiset // the follow-ups' input and output lengths
-	think    multiset // seconds
-	dropped  multiset // the previous row's blocks a growing turn does not reuse
-	kept     multiset // share of a fresh prompt's blocks from the previous row
+	starts   int64                // second turns: sessions that went on (attributed to this category)
+	turns    multiset             // turns per session of those sessions (filled at the end)
+	id       int32                // followState.list index + 1
+	newIn    multiset             // input − previous input − previous output, when ≥ 0
+	freshIn  multiset             // input of the others (fresh prompts)
+	in, out  multiset             // the follow-ups' input and output lengths
+	think    multiset             // seconds
+	dropped  multiset             // the previous row's blocks a growing turn does not reuse
+	kept     multiset             // share of a fresh prompt's blocks from the row it follows
+	byCtx    map[int32]*ctxBucket // follow-ups by the context they follow (freshctx.go)
+	obs      []turnObs            // the sessions of turns, for the censoring at the end (censor.go)
 	// Growing turns in a branch (after a fresh prompt) that resumed the
 	// row the branch came off, and that went on in the branch.
 	resumes, branchTurns int64
@@ -41,7 +44,7 @@ func newFollowFit(lim fitLimits) *followFit {
 	return &followFit{turns: newValues(lim.lengths), newIn: newValues(lim.lengths), freshIn: newValues(lim.lengths), in: newValues(lim.lengths), out: newValues(lim.lengths), think: newValues(lim.values), dropped: newValues(lim.lengths), kept: newValues(lim.values)}
 }
 
-func (a *followFit) merge(b *followFit) {
+func (a *followFit) merge(lim fitLimits, b *followFit) {
 	a.n += b.n
 	a.fresh += b.fresh
 	a.starts += b.starts
@@ -53,6 +56,8 @@ func (a *followFit) merge(b *followFit) {
 	a.think.merge(&b.think)
 	a.dropped.merge(&b.dropped)
 	a.kept.merge(&b.kept)
+	a.mergeCtx(lim, b)
+	a.obs = append(a.obs, b.obs...)
 	a.resumes += b.resumes
 	a.branchTurns += b.branchTurns
 }
@@ -67,17 +72,31 @@ type followState struct {
 	recorded, finish, gap int64        // think-time sources
 }
 
-// add fits follow-up row r of a session whose previous row left s (prev:
+// add fits follow-up row r of a session whose last row left s (prev:
 // what r's blocks found in the class's table) and returns the session's
-// sessState.follow and main. A row whose parent_seq names the row the
-// session's branch came off (s.main) resumes that row's context: it is
-// fitted as that row's follow-up.
-func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, *sessState) {
-	main := s.main
-	base := s
-	resumed := main != nil && r.parent >= 0 && r.parent == main.seq
-	if resumed {
-		base, main = main, nil
+// sessState.follow, the row's sessRow.branchOf and sessState.back. The row
+// follows the row its parent_seq names, among the session's last row and
+// its back rows (else the last row): a growing turn adds tokens to that
+// row's context, a fresh prompt branches off it, a row that names the row
+// a branch came off resumes that context (FollowUp.Resumes: Generate's
+// sessions run a branch, then go back).
+func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (int32, int64, []backRow) {
+	base, back := &s.sessRow, s.back
+	var resumed *backRow // the branch point r resumes
+	if r.parent >= 0 {
+		// Rows name their parents: keep the last row, a later one may
+		// name it (branches interleave, a call spawns several).
+		if !slices.ContainsFunc(back, func(b backRow) bool { return b.seq == s.seq }) {
+			back = pushBack(back, backRow{sessRow: s.sessRow})
+		}
+		if i := slices.IndexFunc(back, func(b backRow) bool { return b.seq == r.parent }); i >= 0 && r.parent != s.seq {
+			b := back[i].sessRow
+			base = &b
+			if back[i].spawned && !back[i].resumed {
+				back[i].resumed = true
+				resumed = &back[i]
+			}
+		}
 	}
 	kept := keptBlocks(prev, base)
 	if st.cats == nil {
@@ -106,26 +125,45 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (i
 	addFloat(&ff.in, float64(r.input))
 	addFloat(&ff.out, float64(r.output))
 	grow := int64(r.input) - int64(base.in) - int64(base.out)
-	switch {
-	case resumed:
+	branchOf := base.branchOf
+	if resumed != nil {
 		ff.resumes++
-	case s.main != nil && grow >= 0 && r.parent >= 0:
-		// (Without parent_seq no row can resume: none is counted.)
-		ff.branchTurns++
-	case s.main == nil && grow < 0:
-		// A fresh prompt: a branch off the previous row, which a later
-		// row may resume.
-		m := *s
-		m.main = nil
-		main = &m
+		ff.branchTurns += resumed.turns
+		if resumed.bucket != nil {
+			resumed.bucket.resumed++
+		}
+	} else if grow >= 0 && branchOf >= 0 {
+		// A turn of a branch: counted with it once a row resumes the
+		// context it came off (a compacted history never is).
+		if i := slices.IndexFunc(back, func(b backRow) bool { return b.seq == branchOf }); i >= 0 {
+			if back[i].resumed {
+				ff.branchTurns++
+			} else {
+				back[i].turns++
+			}
+		}
 	}
-	s = base
+	b := base
+	var bucket *ctxBucket
+	if ctx := int64(b.in) + int64(b.out); kept >= 0 && ctx > 0 {
+		bucket = ff.addCtx(f.lim, ctx, grow < 0, float64(r.input)/float64(ctx), float64(kept)/float64(len(r.blocks)))
+	}
+	if grow < 0 && r.parent >= 0 {
+		// A fresh prompt: a branch off b, which a later row may resume
+		// (when rows name their parents).
+		branchOf = b.seq
+		if i := slices.IndexFunc(back, func(x backRow) bool { return x.seq == b.seq }); i >= 0 {
+			back[i].spawned, back[i].bucket, back[i].turns, back[i].resumed = true, bucket, 0, false
+		} else {
+			back = pushBack(back, backRow{sessRow: *b, spawned: true, bucket: bucket})
+		}
+	}
 	if grow >= 0 {
 		addFloat(&ff.newIn, float64(grow))
 		if kept >= 0 && f.blockK() == 0 {
-			full := s.blocks
+			full := b.blocks
 			if bs := f.opts.Meta.BlockSize; bs > 0 {
-				full = min(full, s.in/int32(bs))
+				full = min(full, b.in/int32(bs))
 			}
 			addFloat(&ff.dropped, float64(max(full-kept, 0)))
 		}
@@ -137,21 +175,31 @@ func (st *followState) add(f *fitter, r *fitRow, s *sessState, prev []seenAt) (i
 		}
 	}
 	// A finish before the turn's own arrival is no finish (a zero value).
-	finished := s.finish >= s.last
+	finished := b.finish >= b.last
 	var think int64
 	switch {
 	case r.think >= 0:
 		think = r.think
 		st.recorded++
 	case finished:
-		think = r.arrival - s.finish
+		think = r.arrival - b.finish
 		st.finish++
 	default:
-		think = r.arrival - s.last
+		think = r.arrival - b.last
 		st.gap++
 	}
 	addFloat(&ff.think, float64(max(think, 0))/1e9)
-	return sf, main
+	return sf, branchOf, back
+}
+
+// pushBack adds r to a session's back rows, dropping the oldest past
+// maxBackRows (the oldest not waiting to be resumed, if there is one).
+func pushBack(back []backRow, r backRow) []backRow {
+	if len(back) == maxBackRows {
+		i := slices.IndexFunc(back, func(b backRow) bool { return !b.spawned || b.resumed })
+		back = slices.Delete(back, max(i, 0), max(i, 0)+1)
+	}
+	return append(back, r)
 }
 
 // blockK is the fitted trace's k-anonymity threshold for prefix blocks
@@ -174,7 +222,9 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 	opts := f.opts
 	for _, s := range c.sess {
 		if s.follow > 0 {
-			addFloat(&st.list[s.follow-1].turns, float64(s.turns))
+			ff := st.list[s.follow-1]
+			addFloat(&ff.turns, float64(s.turns))
+			ff.obs = append(ff.obs, turnObs{s.turns, f.last - s.last})
 		}
 	}
 	names := make([]string, 0, len(st.cats))
@@ -193,7 +243,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 		if byGroup[gi] == nil {
 			byGroup[gi] = newFollowFit(f.lim)
 		}
-		byGroup[gi].merge(st.cats[n])
+		byGroup[gi].merge(f.lim, st.cats[n])
 	}
 	s := cl.Sessions
 	clamped := false
@@ -208,8 +258,10 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			h := newHistRuns(f.approx.runs(&ff.kept), opts.OutputBins, opts.MinBinCount, false)
 			kept = &h
 		}
+
 		return &FollowUp{
 			FreshKeptShare:   kept,
+			FreshByContext:   f.freshByContext(ff),
 			Resumes:          ff.resumes,
 			BranchTurns:      ff.branchTurns,
 			DroppedBlocks:    dropped,
@@ -219,7 +271,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			FreshInputTokens: newHistRuns(f.approx.runs(&ff.freshIn), opts.LengthBins, opts.MinBinCount, true),
 			OutputTokens:     newHistRuns(f.approx.runs(&ff.out), opts.OutputBins, opts.MinBinCount, true),
 			ThinkS:           newHistRuns(f.approx.runs(&ff.think), opts.GapBins, opts.MinBinCount, false),
-			TurnsPerSession:  newHistRuns(f.approx.runs(&ff.turns), opts.LengthBins, opts.MinBinCount, true),
+			TurnsPerSession:  censoredTurns(newHistRuns(f.approx.runs(&ff.turns), opts.LengthBins, opts.MinBinCount, true), ff.obs, c.endSurv),
 			FirstInputTokens: Hist{Integer: true, Bins: []Bin{}},
 		}
 	}
@@ -233,7 +285,7 @@ func (f *fitter) fitFollowUps(cl *Class, c *classFit, groups []*lenState, groupO
 			if pooled == nil {
 				pooled = newFollowFit(f.lim)
 			}
-			pooled.merge(ff)
+			pooled.merge(f.lim, ff)
 			continue
 		}
 		first, short := withoutValues(&groups[gi].input, &ff.in, &f.approx)
@@ -464,14 +516,15 @@ type sessMain struct {
 }
 
 // branch keeps the context a fresh prompt branches off, when the session
-// may resume it, and resumes it for a growing turn in a branch with the
-// fitted share.
-func (info *sessInfo) branch(rng *rand.Rand, fu *genFollow, fresh bool) {
+// may resume it (resumable: a fresh prompt by context says whether it
+// may), and resumes it for a growing turn in a branch with the fitted
+// share.
+func (info *sessInfo) branch(rng *rand.Rand, fu *genFollow, fresh, resumable bool) {
 	if fu.resumeShare <= 0 {
 		return
 	}
 	switch {
-	case fresh && info.main == nil:
+	case fresh && resumable && info.main == nil:
 		info.main = &sessMain{chain: info.chain, keep: info.keep, seq: info.prevSeq, prevIn: info.prevIn, prevOut: info.prevOut}
 	case !fresh && info.main != nil && rng.Float64() < fu.resumeShare:
 		mn := info.main
@@ -495,10 +548,27 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	if fu == nil {
 		return gc.fill(rec, rng, m, opts, info.group, info.chain, nextBlock)
 	}
-	fresh := rng.Float64() < fu.freshShare
-	info.branch(rng, fu, fresh)
+	var (
+		fresh, resumable bool
+		freshIn          int64
+		kept             = fu.kept
+	)
+	ctx := float64(int64(info.prevIn) + int64(info.prevOut))
+	if fc := fu.freshAt(ctx / opts.inScale()); fc != nil {
+		var k *sampler
+		if fresh, freshIn, k, resumable = fc.draw(rng, ctx); k != nil {
+			kept = k
+		}
+	} else {
+		fresh = rng.Float64() < fu.freshShare
+		resumable = fresh
+	}
+	info.branch(rng, fu, fresh, resumable)
 	var in int64
-	if fresh {
+	switch {
+	case fresh && freshIn > 0:
+		in = freshIn
+	case fresh:
 		s := fu.freshIn
 		if s.empty() && gg.first != nil {
 			s = gg.first
@@ -507,11 +577,20 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 		}
 		v, _ := s.sample(rng)
 		in = int64(scaleLen(v, opts.inScale()))
-	} else {
+	default:
 		v, _ := fu.newIn.sample(rng)
 		in = int64(info.prevIn) + int64(info.prevOut)
 		if v > 0 {
 			in += int64(scaleLen(v, opts.inScale()))
+		}
+		if top := fu.top(); top != nil && in > int64(gc.maxContext) {
+			// The window is full: the client compacts its history as
+			// the trace's fresh prompts after its longest contexts do.
+			v, _ := top.share.sample(rng)
+			in, fresh = max(1, int64(math.Round(v*ctx))), true
+			if top.kept != nil {
+				kept = top.kept
+			}
 		}
 	}
 	out, _ := fu.out.sample(rng)
@@ -527,8 +606,8 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 	nb := int((int64(rec.InputTokens) + bs - 1) / bs)
 	r := min(info.keep, len(info.chain), nb)
 	switch {
-	case fresh && fu.kept != nil && !fu.kept.empty():
-		f, _ := fu.kept.sample(rng)
+	case fresh && kept != nil && !kept.empty():
+		f, _ := kept.sample(rng)
 		r = min(r, int(math.Round(f*float64(nb))))
 	case fresh:
 		r = min(r, int(int64(info.prefix)/bs))
@@ -555,6 +634,6 @@ func (gc *genClass) fillFollowUp(rec *traces.Record, rng *rand.Rand, m *Model, o
 			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
 		}
 	}
-	gc.remember(chain)
+	gc.remember(chain, info.group)
 	return chain
 }

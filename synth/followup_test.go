@@ -58,8 +58,8 @@ func TestFitFollowUps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Version != 2 {
-			t.Errorf("%s: version %d, want 2 (follow-up turns)", c.why, m.Version)
+		if m.Version != 3 || m.Classes[0].Sessions.StartsPerBin == nil {
+			t.Errorf("%s: version %d, want 3 (follow-up turns, and the sessions' starts per bin)", c.why, m.Version)
 		}
 		s := m.Classes[0].Sessions
 		if s.FollowUps != 20 || s.ThinkFrom != c.from {

@@ -171,6 +171,9 @@ func (m *Model) GenMeta(o GenOptions) traces.Meta {
 		meta.Set("synth.output_length_scale", strconv.FormatFloat(o.OutputLengthScale, 'g', -1, 64))
 	}
 	meta.Set("synth.gaps", o.Gaps)
+	if o.MaxContextTokens > 0 {
+		meta.Set("synth.max_context_tokens", strconv.Itoa(o.MaxContextTokens))
+	}
 	if len(o.Mix) > 0 {
 		keys := make([]string, 0, len(o.Mix))
 		for k := range o.Mix {
@@ -214,8 +217,9 @@ type genGroup struct {
 // genFollow is a FollowUp ready to sample.
 type genFollow struct {
 	newIn, freshIn, out, think, turns *sampler
-	dropped                           *sampler // nil: reuse the whole previous chain
-	kept                              *sampler // nil: a fresh prompt keeps its category prefix
+	dropped                           *sampler       // nil: reuse the whole previous chain
+	kept                              *sampler       // nil: a fresh prompt keeps its category prefix
+	byCtx                             []genFreshCond // nil: freshShare, freshIn and kept
 	freshShare                        float64
 	resumeShare                       float64 // of growing turns in a branch
 }
@@ -231,6 +235,7 @@ func newGenFollow(fu *FollowUp) *genFollow {
 	if fu.FreshKeptShare != nil {
 		g.kept = newSampler(fu.FreshKeptShare)
 	}
+	g.byCtx = newGenFreshConds(fu.FreshByContext)
 	if n := fu.Resumes + fu.BranchTurns; n > 0 {
 		g.resumeShare = float64(fu.Resumes) / float64(n)
 	}
@@ -258,6 +263,7 @@ type genClass struct {
 	reused             int       // leading blocks the last filled row reused
 	ctxOut             int32     // its output as the next turn resends it
 	history            [][]int64 // recent block chains, ring
+	histGroup          []int32   // each one's group
 	histPos            int
 	histLen            int
 	tailLabels         []string
@@ -418,13 +424,22 @@ func (st *genState) arrivals(b, ws, we, dur int64) error {
 			off := int64(a * 1e9)
 			p := pending{t: m.quantize(ws + min(max(off, 0), width-1)), order: st.order, class: ci}
 			st.order++
-			if s := gc.c.Sessions; s != nil && rng.Float64() < s.Share {
+			if s := gc.c.Sessions; s != nil && rng.Float64() < s.shareAt(src, gc.c.Arrival.CountsPerBin) {
 				st.startSession(gc, &p, dur)
 			}
 			st.window = append(st.window, p)
 		}
 	}
 	return nil
+}
+
+// shareAt is the share of bin b's arrivals that start a session: the
+// bin's own (StartsPerBin), else Share.
+func (s *Sessions) shareAt(b int, counts []float64) float64 {
+	if s.StartsPerBin != nil && counts[b] > 0 {
+		return s.StartsPerBin[b] / counts[b]
+	}
+	return s.Share
 }
 
 // startSession makes p the first turn of a new session and schedules its
@@ -913,7 +928,7 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 				dv, _ := gg.dist.sample(rng)
 				d = max(1, int(dv))
 			}
-			src = gc.findChain(d, r)
+			src = gc.findChain(d, r, gi)
 			r = min(r, len(src))
 		}
 	}
@@ -937,7 +952,7 @@ func (gc *genClass) fill(rec *traces.Record, rng *rand.Rand, m *Model, opts GenO
 			rec.PrefixTokens = int32(min(int64(r)*bs, int64(rec.InputTokens)))
 		}
 	}
-	gc.remember(chain)
+	gc.remember(chain, gi)
 	return chain
 }
 
@@ -959,37 +974,52 @@ func (gc *genClass) keepFor(m *Model, rec *traces.Record, info *sessInfo, turn i
 	return keep
 }
 
-// remember adds a block chain to the class's recent chains.
-func (gc *genClass) remember(chain []int64) {
+// remember adds a block chain of group gi to the class's recent chains.
+func (gc *genClass) remember(chain []int64, gi int) {
 	if len(gc.history) < historyCap {
 		gc.history = append(gc.history, chain)
+		gc.histGroup = append(gc.histGroup, int32(gi))
 	} else {
-		gc.history[gc.histPos] = chain
+		gc.history[gc.histPos], gc.histGroup[gc.histPos] = chain, int32(gi)
 	}
 	gc.histPos = (gc.histPos + 1) % historyCap
 	gc.histLen = min(gc.histLen+1, historyCap)
 }
 
-// findChain returns a recent chain about d requests back with at least r
-// blocks (searching nearby), or the closest one to d.
-func (gc *genClass) findChain(d, r int) []int64 {
+// findChain returns a recent chain of group gi about d requests back with
+// at least r blocks (searching nearby): a category's rows share its
+// prefixes (its system prompt), not another's. Without one nearby, a
+// chain of gi with fewer blocks, else the chain d back whatever its group.
+func (gc *genClass) findChain(d, r, gi int) []int64 {
 	d = min(d, gc.histLen)
-	at := func(back int) []int64 { // back ≥ 1
+	at := func(back int) int { // back ≥ 1
 		i := (gc.histPos - back) % historyCap
 		if i < 0 {
 			i += historyCap
 		}
-		return gc.history[i]
+		return i
 	}
-	best := at(d)
+	best := gc.history[at(d)]
+	same := -1
 	for step := 0; step < 1024; step++ {
 		for _, b := range [2]int{d + step, d - step} {
-			if b >= 1 && b <= gc.histLen {
-				if c := at(b); len(c) >= r {
-					return c
-				}
+			if b < 1 || b > gc.histLen {
+				continue
+			}
+			i := at(b)
+			if int(gc.histGroup[i]) != gi {
+				continue
+			}
+			if len(gc.history[i]) >= r {
+				return gc.history[i]
+			}
+			if same < 0 {
+				same = i
 			}
 		}
+	}
+	if same >= 0 {
+		return gc.history[same]
 	}
 	return best
 }

@@ -18,12 +18,14 @@ const ModelFormat = "tokentrace-synth-model"
 
 // ModelVersion is the newest model file version this package reads and
 // writes. Version 2 adds follow-up turns (Group.FollowUp and the think-time
-// fields of Sessions); version 3 adds the blocks of the previous turn a
-// follow-up does not reuse (FollowUp.DroppedBlocks). A model is written as
-// the lowest version that holds it: one without follow-up turns as version
-// 1, one whose follow-ups have no prefix blocks as version 2, byte for byte
-// what earlier releases wrote. LoadModel reads versions 1 to ModelVersion
-// and rejects any other with ErrModelVersion.
+// fields of Sessions); version 3 adds how follow-ups resend their blocks
+// (Model.BlockK, FollowUp.DroppedBlocks, FreshKeptShare, FreshByContext,
+// Resumes) and the sessions' starts per bin (Sessions.StartsPerBin). A
+// model is written as the lowest version that holds it: one without
+// sessions as version 1, byte for byte what earlier releases wrote; one
+// with sessions is version 3 (its starts per bin). LoadModel reads
+// versions 1 to ModelVersion and rejects any other with ErrModelVersion;
+// an older model generates as it did.
 const ModelVersion = 3
 
 // modelVersionFollowUps is the version of a model with follow-up turns but
@@ -234,6 +236,13 @@ type Sessions struct {
 	ThinkRecorded        int64  `json:"think_recorded,omitempty"`
 	ThinkFromFinishCount int64  `json:"think_from_finish,omitempty"`
 	ThinkFromGapCount    int64  `json:"think_from_arrival_gap,omitempty"`
+	// StartsPerBin are the sessions' first rows per Arrival bin (version
+	// 3): a trace's conversations need not start as its single-shot rows
+	// do (a capture's last seconds hold conversations cut to one row,
+	// which are single-shot rows, and no new sessions), so Generate makes
+	// an arrival of a bin a session with the bin's share,
+	// StartsPerBin / CountsPerBin, not Share.
+	StartsPerBin []float64 `json:"starts_per_bin,omitempty"`
 	// PooledFollowUp pools the follow-ups of categories with fewer than
 	// FitOptions.MinCategoryRecords of them (so no histogram pins down a
 	// few rows); Generate uses it for categories without a FollowUp of
@@ -290,6 +299,13 @@ type FollowUp struct {
 	// nil without blocks). Without it a fresh prompt keeps its category's
 	// prefix.
 	FreshKeptShare *Hist `json:"fresh_kept_share,omitempty"`
+	// FreshByContext models fresh prompts by the context they follow (the
+	// input + output of the turn before; version 3; nil without blocks):
+	// an agent compacts its history when it nears the model's window, and
+	// a fresh prompt is a share of that history, not a length of its own.
+	// Generate uses it in place of FreshPrompts / Turns, FreshInputTokens
+	// and FreshKeptShare (freshctx.go).
+	FreshByContext []FreshCond `json:"fresh_by_context,omitempty"`
 	// Resumes counts the follow-ups, after a fresh prompt (a subagent
 	// spawned by the previous turn), whose parent_seq names the turn the
 	// fresh prompt branched off: they resume that turn's context. BranchTurns
@@ -298,6 +314,27 @@ type FollowUp struct {
 	// BranchTurns).
 	Resumes     int64 `json:"resumes,omitempty"`
 	BranchTurns int64 `json:"branch_turns,omitempty"`
+}
+
+// FreshCond is one range of contexts of FollowUp.FreshByContext.
+type FreshCond struct {
+	// ContextMax is the range's largest context in tokens (ranges are in
+	// increasing order; the last one also holds every longer context).
+	ContextMax float64 `json:"context_max"`
+	// Turns counts the follow-ups after a context in the range, and
+	// FreshPrompts those that were fresh prompts.
+	Turns        int64 `json:"turns"`
+	FreshPrompts int64 `json:"fresh_prompts"`
+	// Resumed counts the fresh prompts whose branch a later turn left for
+	// the context it came off (a subagent's spawner; a compacted history
+	// is never resumed): Generate keeps a fresh prompt's context to go
+	// back to with the share Resumed / FreshPrompts.
+	Resumed int64 `json:"resumed,omitempty"`
+	// InputShare is the distribution of the fresh prompts' input over the
+	// context, KeptShare of the share of their blocks the turn before held
+	// (both empty without fresh prompts).
+	InputShare Hist  `json:"input_share"`
+	KeptShare  *Hist `json:"kept_share,omitempty"`
 }
 
 // Group is a prefix category (or the pooled tail of small categories) and
@@ -457,196 +494,260 @@ func jsonErr(err error) error {
 	return fmt.Errorf("%w: %v", ErrBadModel, err)
 }
 
-// Validate checks a model's invariants.
+// Validate checks a model's invariants, in named steps: the header, then
+// each class's shares, arrival process, sessions and categories.
 func (m *Model) Validate() error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: %s", ErrBadModel, fmt.Sprintf(format, a...))
-	}
-	if m.Format != ModelFormat {
-		return bad("format is %q, want %q", m.Format, ModelFormat)
-	}
-	if m.Version < modelVersionNoFollowUps || m.Version > ModelVersion {
-		return fmt.Errorf("%w %d", ErrModelVersion, m.Version)
-	}
-	if m.BinNs <= 0 {
-		return bad("bin_ns must be > 0, got %d", m.BinNs)
-	}
-	if m.SpanNs <= 0 {
-		return bad("span_ns must be > 0, got %d", m.SpanNs)
-	}
-	if m.QuantumNs < 0 {
-		return bad("quantum_ns must be >= 0, got %d", m.QuantumNs)
-	}
-	if m.BlockSize < 0 {
-		return bad("block_size must be >= 0, got %d", m.BlockSize)
-	}
-	if m.BlockK < 0 || (m.BlockK > 0 && m.Version < 3) {
-		return bad("block_k must be >= 0 and needs model version 3, got %d in version %d", m.BlockK, m.Version)
-	}
-	if len(m.Classes) == 0 {
-		return bad("no classes")
+	if err := m.validateHeader(); err != nil {
+		return err
 	}
 	for ci := range m.Classes {
 		c := &m.Classes[ci]
 		where := fmt.Sprintf("classes[%d]", ci)
 		if c.Records < 0 {
-			return bad("%s.records is negative", where)
+			return badModel("%s.records is negative", where)
 		}
 		for _, s := range append(append([]Share(nil), c.Models...), c.APIs...) {
 			if s.Count < 0 || !(s.Share >= 0 && s.Share <= 1) {
-				return bad("%s share %q must be in [0, 1] with a count >= 0", where, s.Name)
+				return badModel("%s share %q must be in [0, 1] with a count >= 0", where, s.Name)
 			}
 		}
-		if len(c.Arrival.CountsPerBin) == 0 {
-			return bad("%s.arrival.counts_per_bin is empty", where)
+		if err := validateArrival(&c.Arrival, where+".arrival"); err != nil {
+			return err
 		}
-		for i, v := range c.Arrival.CountsPerBin {
-			if !(v >= 0 && v <= maxBinCount) {
-				return bad("%s.arrival.counts_per_bin[%d] is negative, too large or not finite (%g; want 0 to %g)", where, i, v, float64(maxBinCount))
-			}
-		}
-		prevMax := math.Inf(-1)
-		for li := range c.Arrival.Levels {
-			lv := &c.Arrival.Levels[li]
-			lw := fmt.Sprintf("%s.arrival.gap_levels[%d]", where, li)
-			if !(lv.MaxCount > prevMax) || math.IsInf(lv.MaxCount, 0) {
-				return bad("%s.max_count must increase from level to level", lw)
-			}
-			prevMax = lv.MaxCount
-			g := &lv.Gap
-			if err := g.Empirical.validate(lw + ".gap_s.empirical"); err != nil {
-				return bad("%v", err)
-			}
-			if len(g.Empirical.Bins) > 0 && g.Empirical.Bins[0].Lo < 0 {
-				return bad("%s.gap_s.empirical has negative gaps", lw)
-			}
-			if err := lv.ClusterSizes.validate(lw + ".cluster_size"); err != nil {
-				return bad("%v", err)
-			}
-			if len(lv.ClusterSizes.Bins) > 0 && lv.ClusterSizes.Bins[0].Lo < 1 {
-				return bad("%s.cluster_size must be >= 1", lw)
-			}
-			if err := lv.IntraGapS.validate(lw + ".intra_cluster_gap_s"); err != nil {
-				return bad("%v", err)
-			}
-			if len(lv.IntraGapS.Bins) > 0 && lv.IntraGapS.Bins[0].Lo < 0 {
-				return bad("%s.intra_cluster_gap_s has negative gaps", lw)
-			}
-			if lv.Layout != LayoutEven && lv.Layout != LayoutClusters {
-				return bad("%s.layout must be %q or %q, got %q", lw, LayoutEven, LayoutClusters, lv.Layout)
-			}
-			if !(g.ZeroShare >= 0 && g.ZeroShare <= 1) {
-				return bad("%s.gap_s.zero_share must be in [0, 1]", lw)
-			}
-			for _, f := range g.Fits {
-				for k, v := range f.Params {
-					if !(v > 0) || math.IsInf(v, 0) {
-						return bad("%s gap fit %s parameter %s must be > 0, got %g", lw, f.Family, k, v)
-					}
-				}
-			}
-		}
-		if s := c.Sessions; s != nil {
-			if !(s.Share >= 0 && s.Share <= 1) {
-				return bad("%s.sessions.share must be in [0, 1]", where)
-			}
-			if err := s.Turns.validate(where + ".sessions.turns"); err != nil {
-				return bad("%v", err)
-			}
-			if n := len(s.Turns.Bins); n > 0 && (s.Turns.Bins[n-1].Hi > maxTurns || s.Turns.Bins[0].Lo < 0) {
-				return bad("%s.sessions.turns must be in [0, %d]", where, maxTurns)
-			}
-			if err := s.GapS.validate(where + ".sessions.inter_turn_gap_s"); err != nil {
-				return bad("%v", err)
-			}
-			if err := m.validateFollowUp(s.PooledFollowUp, where+".sessions.pooled_follow_up"); err != nil {
-				return err
-			}
-			if s.FollowUps < 0 || s.ThinkRecorded < 0 || s.ThinkFromFinishCount < 0 || s.ThinkFromGapCount < 0 {
-				return bad("%s.sessions has a negative follow-up count", where)
-			}
+		if err := m.validateSessions(c.Sessions, where+".sessions"); err != nil {
+			return err
 		}
 		if c.SharedPrefixBlocks < 0 {
-			return bad("%s.shared_prefix_blocks is negative", where)
+			return badModel("%s.shared_prefix_blocks is negative", where)
 		}
 		if len(c.Groups) == 0 {
-			return bad("%s has no categories", where)
+			return badModel("%s has no categories", where)
 		}
 		for gi := range c.Groups {
-			gr := &c.Groups[gi]
-			gw := fmt.Sprintf("%s.categories[%d]", where, gi)
-			if gr.Records < 0 || !(gr.Share >= 0 && gr.Share <= 1) || !(gr.Blocks >= 0 && gr.Blocks <= 1) {
-				return bad("%s has a negative count or a share outside [0, 1]", gw)
-			}
-			for _, h := range []struct {
-				h    *Hist
-				name string
-			}{{&gr.PrefixTokens, "prefix_tokens"}, {&gr.InputTokens, "input_tokens"}, {gr.ReuseDistance, "reuse_distance"}} {
-				if h.h == nil {
-					continue
-				}
-				if err := h.h.validate(gw + "." + h.name); err != nil {
-					return bad("%v", err)
-				}
-				if len(h.h.Bins) > 0 && h.h.Bins[0].Lo < 0 {
-					return bad("%s.%s has negative values", gw, h.name)
-				}
-				if n := len(h.h.Bins); n > 0 && h.h.Bins[n-1].Hi > math.MaxInt32 {
-					return bad("%s.%s has values above %d", gw, h.name, math.MaxInt32)
-				}
-			}
-			for _, h := range []*Hist{&gr.InputTokens, &gr.PrefixTokens} {
-				if n := len(h.Bins); n > 0 && m.BlockSize > 0 && h.Bins[n-1].Hi/float64(m.BlockSize) > maxBlocksPerRecord {
-					return bad("%s: tokens / block_size exceed %d blocks per request", gw, maxBlocksPerRecord)
-				}
-			}
-			nb := 0
-			for _, b := range gr.InputTokens.Bins {
-				if b.Count > 0 {
-					nb++
-				}
-			}
-			sum := 0
-			for ki := range gr.Joint {
-				k := &gr.Joint[ki]
-				if k.InputBins <= 0 {
-					return bad("%s.output_given_input[%d].input_bins must be > 0", gw, ki)
-				}
-				sum += k.InputBins
-				if err := k.OutputTokens.validate(fmt.Sprintf("%s.output_given_input[%d].output_tokens", gw, ki)); err != nil {
-					return bad("%v", err)
-				}
-				if len(k.OutputTokens.Bins) > 0 && k.OutputTokens.Bins[0].Lo < 0 {
-					return bad("%s.output_given_input[%d].output_tokens has negative values", gw, ki)
-				}
-				for _, h := range []*Hist{k.ReusedBlocks, k.DeepFraction} {
-					if h == nil {
-						continue
-					}
-					if err := h.validate(fmt.Sprintf("%s.output_given_input[%d].reused_blocks", gw, ki)); err != nil {
-						return bad("%v", err)
-					}
-					if len(h.Bins) > 0 && h.Bins[0].Lo < 0 {
-						return bad("%s.output_given_input[%d] block counts are negative", gw, ki)
-					}
-				}
-				if !(k.DeepShare >= 0 && k.DeepShare <= 1) {
-					return bad("%s.output_given_input[%d].deep_reuse_share must be in [0, 1]", gw, ki)
-				}
-			}
-			if sum != nb {
-				return bad("%s.output_given_input covers %d input bins, input_tokens has %d", gw, sum, nb)
-			}
-			if err := m.validateFollowUp(gr.FollowUp, gw+".follow_up"); err != nil {
+			if err := m.validateGroup(&c.Groups[gi], fmt.Sprintf("%s.categories[%d]", where, gi)); err != nil {
 				return err
 			}
-			if gr.SessionStarts < 0 || gr.FollowUps < 0 || gr.SessionStarts > gr.FollowUps || gr.FollowUps > gr.Records {
-				return bad("%s: session_starts and follow_ups must satisfy 0 ≤ session_starts ≤ follow_ups ≤ records", gw)
-			}
-			if (gr.SessionStarts > 0 || gr.FollowUps > 0) && m.Version < 2 {
-				return bad("%s.follow_ups needs model version 2, the file says %d", gw, m.Version)
+		}
+		if s := c.Sessions; s != nil && s.StartsPerBin != nil {
+			if err := m.validateStarts(s.StartsPerBin, c.Arrival.CountsPerBin, where+".sessions.starts_per_bin"); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// badModel is an ErrBadModel saying what is wrong.
+func badModel(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadModel, fmt.Sprintf(format, a...))
+}
+
+// validateHeader checks the model's format, version, widths and classes.
+func (m *Model) validateHeader() error {
+	switch {
+	case m.Format != ModelFormat:
+		return badModel("format is %q, want %q", m.Format, ModelFormat)
+	case m.Version < modelVersionNoFollowUps || m.Version > ModelVersion:
+		return fmt.Errorf("%w %d", ErrModelVersion, m.Version)
+	case m.BinNs <= 0:
+		return badModel("bin_ns must be > 0, got %d", m.BinNs)
+	case m.SpanNs <= 0:
+		return badModel("span_ns must be > 0, got %d", m.SpanNs)
+	case m.QuantumNs < 0:
+		return badModel("quantum_ns must be >= 0, got %d", m.QuantumNs)
+	case m.BlockSize < 0:
+		return badModel("block_size must be >= 0, got %d", m.BlockSize)
+	case m.BlockK < 0 || (m.BlockK > 0 && m.Version < 3):
+		return badModel("block_k must be >= 0 and needs model version 3, got %d in version %d", m.BlockK, m.Version)
+	case len(m.Classes) == 0:
+		return badModel("no classes")
+	}
+	return nil
+}
+
+// validateArrival checks a class's counts per bin and gap levels.
+func validateArrival(a *Arrival, where string) error {
+	if len(a.CountsPerBin) == 0 {
+		return badModel("%s.counts_per_bin is empty", where)
+	}
+	for i, v := range a.CountsPerBin {
+		if !(v >= 0 && v <= maxBinCount) {
+			return badModel("%s.counts_per_bin[%d] is negative, too large or not finite (%g; want 0 to %g)", where, i, v, float64(maxBinCount))
+		}
+	}
+	prevMax := math.Inf(-1)
+	for li := range a.Levels {
+		lv := &a.Levels[li]
+		lw := fmt.Sprintf("%s.gap_levels[%d]", where, li)
+		if !(lv.MaxCount > prevMax) || math.IsInf(lv.MaxCount, 0) {
+			return badModel("%s.max_count must increase from level to level", lw)
+		}
+		prevMax = lv.MaxCount
+		if err := validateLevel(lv, lw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateLevel checks one gap level's histograms, layout and fits.
+func validateLevel(lv *GapLevel, lw string) error {
+	g := &lv.Gap
+	for _, h := range []struct {
+		h        *Hist
+		name     string
+		lo       float64
+		negative string // what a value below lo is
+	}{{&g.Empirical, "gap_s.empirical", 0, "has negative gaps"}, {&lv.ClusterSizes, "cluster_size", 1, "must be >= 1"}, {&lv.IntraGapS, "intra_cluster_gap_s", 0, "has negative gaps"}} {
+		if err := h.h.validate(lw + "." + h.name); err != nil {
+			return badModel("%v", err)
+		}
+		if len(h.h.Bins) > 0 && h.h.Bins[0].Lo < h.lo {
+			return badModel("%s.%s %s", lw, h.name, h.negative)
+		}
+	}
+	if lv.Layout != LayoutEven && lv.Layout != LayoutClusters {
+		return badModel("%s.layout must be %q or %q, got %q", lw, LayoutEven, LayoutClusters, lv.Layout)
+	}
+	if !(g.ZeroShare >= 0 && g.ZeroShare <= 1) {
+		return badModel("%s.gap_s.zero_share must be in [0, 1]", lw)
+	}
+	for _, f := range g.Fits {
+		for k, v := range f.Params {
+			if !(v > 0) || math.IsInf(v, 0) {
+				return badModel("%s gap fit %s parameter %s must be > 0, got %g", lw, f.Family, k, v)
+			}
+		}
+	}
+	return nil
+}
+
+// validateSessions checks a class's session structure (nil is fine).
+func (m *Model) validateSessions(s *Sessions, where string) error {
+	if s == nil {
+		return nil
+	}
+	if !(s.Share >= 0 && s.Share <= 1) {
+		return badModel("%s.share must be in [0, 1]", where)
+	}
+	if err := s.Turns.validate(where + ".turns"); err != nil {
+		return badModel("%v", err)
+	}
+	if n := len(s.Turns.Bins); n > 0 && (s.Turns.Bins[n-1].Hi > maxTurns || s.Turns.Bins[0].Lo < 0) {
+		return badModel("%s.turns must be in [0, %d]", where, maxTurns)
+	}
+	if err := s.GapS.validate(where + ".inter_turn_gap_s"); err != nil {
+		return badModel("%v", err)
+	}
+	if err := m.validateFollowUp(s.PooledFollowUp, where+".pooled_follow_up"); err != nil {
+		return err
+	}
+	if s.FollowUps < 0 || s.ThinkRecorded < 0 || s.ThinkFromFinishCount < 0 || s.ThinkFromGapCount < 0 {
+		return badModel("%s has a negative follow-up count", where)
+	}
+	return nil
+}
+
+// validateStarts checks Sessions.StartsPerBin against the class's counts
+// per bin.
+func (m *Model) validateStarts(starts, counts []float64, where string) error {
+	if m.Version < 3 {
+		return badModel("%s needs model version 3, the file says %d", where, m.Version)
+	}
+	if len(starts) != len(counts) {
+		return badModel("%s has %d bins, counts_per_bin %d", where, len(starts), len(counts))
+	}
+	for i, v := range starts {
+		if !(v >= 0 && v <= counts[i]) {
+			return badModel("%s[%d] must be in [0, counts_per_bin[%d]], got %g", where, i, i, v)
+		}
+	}
+	return nil
+}
+
+// validateGroup checks one category: counts and shares, its length
+// histograms, its joint model and its follow-ups.
+func (m *Model) validateGroup(gr *Group, gw string) error {
+	if gr.Records < 0 || !(gr.Share >= 0 && gr.Share <= 1) || !(gr.Blocks >= 0 && gr.Blocks <= 1) {
+		return badModel("%s has a negative count or a share outside [0, 1]", gw)
+	}
+	for _, h := range []struct {
+		h    *Hist
+		name string
+	}{{&gr.PrefixTokens, "prefix_tokens"}, {&gr.InputTokens, "input_tokens"}, {gr.ReuseDistance, "reuse_distance"}} {
+		if h.h == nil {
+			continue
+		}
+		if err := h.h.validate(gw + "." + h.name); err != nil {
+			return badModel("%v", err)
+		}
+		if len(h.h.Bins) > 0 && h.h.Bins[0].Lo < 0 {
+			return badModel("%s.%s has negative values", gw, h.name)
+		}
+		if n := len(h.h.Bins); n > 0 && h.h.Bins[n-1].Hi > math.MaxInt32 {
+			return badModel("%s.%s has values above %d", gw, h.name, math.MaxInt32)
+		}
+	}
+	for _, h := range []*Hist{&gr.InputTokens, &gr.PrefixTokens} {
+		if n := len(h.Bins); n > 0 && m.BlockSize > 0 && h.Bins[n-1].Hi/float64(m.BlockSize) > maxBlocksPerRecord {
+			return badModel("%s: tokens / block_size exceed %d blocks per request", gw, maxBlocksPerRecord)
+		}
+	}
+	if err := validateJoint(gr, gw); err != nil {
+		return err
+	}
+	if err := m.validateFollowUp(gr.FollowUp, gw+".follow_up"); err != nil {
+		return err
+	}
+	if gr.SessionStarts < 0 || gr.FollowUps < 0 || gr.SessionStarts > gr.FollowUps || gr.FollowUps > gr.Records {
+		return badModel("%s: session_starts and follow_ups must satisfy 0 ≤ session_starts ≤ follow_ups ≤ records", gw)
+	}
+	if (gr.SessionStarts > 0 || gr.FollowUps > 0) && m.Version < 2 {
+		return badModel("%s.follow_ups needs model version 2, the file says %d", gw, m.Version)
+	}
+	return nil
+}
+
+// validateJoint checks a category's output-given-input ranges: they cover
+// its non-empty input bins, with valid histograms and shares.
+func validateJoint(gr *Group, gw string) error {
+	nb := 0
+	for _, b := range gr.InputTokens.Bins {
+		if b.Count > 0 {
+			nb++
+		}
+	}
+	sum := 0
+	for ki := range gr.Joint {
+		k := &gr.Joint[ki]
+		kw := fmt.Sprintf("%s.output_given_input[%d]", gw, ki)
+		if k.InputBins <= 0 {
+			return badModel("%s.input_bins must be > 0", kw)
+		}
+		sum += k.InputBins
+		if err := k.OutputTokens.validate(kw + ".output_tokens"); err != nil {
+			return badModel("%v", err)
+		}
+		if len(k.OutputTokens.Bins) > 0 && k.OutputTokens.Bins[0].Lo < 0 {
+			return badModel("%s.output_tokens has negative values", kw)
+		}
+		for _, h := range []*Hist{k.ReusedBlocks, k.DeepFraction} {
+			if h == nil {
+				continue
+			}
+			if err := h.validate(kw + ".reused_blocks"); err != nil {
+				return badModel("%v", err)
+			}
+			if len(h.Bins) > 0 && h.Bins[0].Lo < 0 {
+				return badModel("%s block counts are negative", kw)
+			}
+		}
+		if !(k.DeepShare >= 0 && k.DeepShare <= 1) {
+			return badModel("%s.deep_reuse_share must be in [0, 1]", kw)
+		}
+	}
+	if sum != nb {
+		return badModel("%s.output_given_input covers %d input bins, input_tokens has %d", gw, sum, nb)
 	}
 	return nil
 }
@@ -661,6 +762,9 @@ func (m *Model) lowestVersion() int {
 	for ci := range m.Classes {
 		c := &m.Classes[ci]
 		s := c.Sessions
+		if s != nil && s.StartsPerBin != nil {
+			return ModelVersion
+		}
 		if s == nil || s.FollowUps == 0 {
 			continue
 		}
@@ -680,7 +784,7 @@ func (m *Model) lowestVersion() int {
 
 // v3 says fu has a field of version 3.
 func (fu *FollowUp) v3() bool {
-	return fu.DroppedBlocks != nil || fu.FreshKeptShare != nil || fu.Resumes > 0 || fu.BranchTurns > 0
+	return fu.DroppedBlocks != nil || fu.FreshKeptShare != nil || len(fu.FreshByContext) > 0 || fu.Resumes > 0 || fu.BranchTurns > 0
 }
 
 // validateFollowUp checks a follow-up model (nil is fine); where names it.
@@ -712,6 +816,35 @@ func (m *Model) validateFollowUp(fu *FollowUp, where string) error {
 		}
 		if n := len(h.h.Bins); n > 0 && (h.h.Bins[0].Lo < 0 || h.h.Bins[n-1].Hi > math.MaxInt32) {
 			return fmt.Errorf("%w: %s.%s must be in [0, %d]", ErrBadModel, where, h.name, math.MaxInt32)
+		}
+	}
+	return validateFreshConds(fu.FreshByContext, where+".fresh_by_context")
+}
+
+// validateFreshConds checks FollowUp.FreshByContext: contexts increasing,
+// counts consistent, shares in [0, 1].
+func validateFreshConds(fcs []FreshCond, where string) error {
+	prev := math.Inf(-1)
+	for i := range fcs {
+		fc := &fcs[i]
+		w := fmt.Sprintf("%s[%d]", where, i)
+		if !(fc.ContextMax > prev) || math.IsInf(fc.ContextMax, 0) {
+			return fmt.Errorf("%w: %s.context_max must increase from range to range", ErrBadModel, w)
+		}
+		prev = fc.ContextMax
+		if fc.Turns < 0 || fc.FreshPrompts < 0 || fc.FreshPrompts > fc.Turns || fc.Resumed < 0 || fc.Resumed > fc.FreshPrompts {
+			return fmt.Errorf("%w: %s: want 0 ≤ resumed ≤ fresh_prompts ≤ turns", ErrBadModel, w)
+		}
+		for _, h := range []*Hist{&fc.InputShare, fc.KeptShare} {
+			if h == nil {
+				continue
+			}
+			if err := h.validate(w); err != nil {
+				return fmt.Errorf("%w: %v", ErrBadModel, err)
+			}
+			if n := len(h.Bins); n > 0 && (h.Bins[0].Lo < 0 || h.Bins[n-1].Hi > 1) {
+				return fmt.Errorf("%w: %s shares must be in [0, 1]", ErrBadModel, w)
+			}
 		}
 	}
 	return nil

@@ -24,28 +24,38 @@ import (
 // code, the message, and what is on disk afterwards: no file under a final
 // output name is ever incomplete.
 
-// faultInputs are the files the writing commands read.
-type faultInputs struct {
-	logs, mooncake, trace, model, replayTrace, results string
-}
-
+// prepareFaultInputs makes the inputs once per test binary (TestMain
+// removes them); a later test reuses them.
 func prepareFaultInputs(t *testing.T) faultInputs {
 	t.Helper()
-	src := t.TempDir()
+	sharedFaultInputs.Lock()
+	defer sharedFaultInputs.Unlock()
+	if sharedFaultInputs.dir != "" {
+		return sharedFaultInputs.in
+	}
+	src, err := os.MkdirTemp("", "tokentrace-fault-inputs-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	in := faultInputs{
 		logs:    filepath.Join(src, "gateway.jsonl"),
 		trace:   filepath.Join(src, "mooncake.parquet"),
 		model:   filepath.Join(src, "model.json"),
 		results: filepath.Join(src, "results.parquet"),
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(src)
+		}
+	}()
 	// about 1,400 requests: a trace well over 16 KiB in every format
 	writeTestFile(t, in.logs, sampleLogs(t, 30*time.Second, 0))
-	var err error
 	// The Mooncake sample's prefix blocks make a trace well over 16 KiB in every format.
 	if in.mooncake, err = filepath.Abs("../../testdata/publictraces/mooncake_conversation_head500.jsonl"); err != nil {
 		t.Fatal(err)
 	}
-	in.replayTrace = writeReplayTrace(t, 400) // 0.8 s of trace
+	in.replayTrace = writeTraceN(t, filepath.Join(src, "replay.jsonl"), 400) // 0.8 s of trace
 	for _, args := range [][]string{
 		{"import", "--format", "mooncake", "--out", in.trace, in.mooncake},
 		{"synth", "fit", "--out", in.model, in.trace},
@@ -53,6 +63,8 @@ func prepareFaultInputs(t *testing.T) faultInputs {
 	} {
 		runMain(t, args...)
 	}
+	ok = true
+	sharedFaultInputs.in, sharedFaultInputs.dir = in, src
 	return in
 }
 

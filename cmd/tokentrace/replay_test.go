@@ -19,6 +19,12 @@ import (
 
 func writeReplayTrace(t *testing.T, n int) string {
 	t.Helper()
+	return writeTraceN(t, filepath.Join(t.TempDir(), "trace.jsonl"), n)
+}
+
+// writeTraceN writes writeReplayTrace's n requests to path.
+func writeTraceN(t *testing.T, path string, n int) string {
+	t.Helper()
 	recs := make([]traces.Record, n)
 	for i := range recs {
 		r := traces.NewRecord()
@@ -30,7 +36,6 @@ func writeReplayTrace(t *testing.T, n int) string {
 		}
 		recs[i] = r
 	}
-	path := filepath.Join(t.TempDir(), "trace.jsonl")
 	m := traces.NewMeta("test")
 	m.BlockSize = 32
 	writeTrace(t, path, m, recs)
@@ -191,7 +196,24 @@ func TestReplaySIGKILLKeepsJournal(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2500 * time.Millisecond)
+	// Kill once requests finished more than 1.2 s ago (a loaded machine
+	// starts the child late: a fixed sleep could kill it before its first
+	// request).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		old := 0
+		for _, tr := range srv.Truth() {
+			if tr.LastTokenNs >= 0 && simStart.Add(time.Duration(tr.LastTokenNs)).Before(time.Now().Add(-1200*time.Millisecond)) {
+				old++
+			}
+		}
+		if old >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the child replay finished %d requests in 60 s", old)
+		}
+	}
 	cmd.Process.Kill() // SIGKILL
 	killed := time.Now()
 	cmd.Wait()

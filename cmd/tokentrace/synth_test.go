@@ -153,3 +153,97 @@ func TestSynthCLI(t *testing.T) {
 		t.Errorf("generated meta = %+v", meta)
 	}
 }
+
+// shellWords splits a command line the way a POSIX shell splits one that
+// holds plain words and single-quoted ones (what shellWord writes).
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	in, started := false, false
+	for _, r := range line {
+		switch {
+		case r == '\'':
+			in, started = !in, true
+		case r == ' ' && !in:
+			if started {
+				words = append(words, cur.String())
+				cur.Reset()
+				started = false
+			}
+		default:
+			cur.WriteRune(r)
+			started = true
+		}
+	}
+	if in {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if started {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// synth check --model tries the fixes of a deliberately mis-scaled
+// workload (prompts 1.6×, outputs 0.5×) by generating and checking, and
+// prints those that helped as commands; run as printed, they write a new
+// file and its check passes.
+func TestSynthCheckPrintsVerifiedFixes(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	synthTrace(t, p("real.jsonl"), 3000)
+	runMain(t, "synth", "fit", "--out", p("model.json"), p("real.jsonl"))
+	runMain(t, "synth", "gen", "--seed", "4", "--input-length-scale", "1.6", "--output-length-scale", "0.5", "--out", p("bad.jsonl"), p("model.json"))
+
+	code, out, errs := runCLI(nil, "synth", "check", "--model", p("model.json"), p("real.jsonl"), p("bad.jsonl"))
+	if code != 1 {
+		t.Fatalf("check of the mis-scaled workload: exit %d, want 1; stderr %s", code, errs)
+	}
+	if !strings.Contains(out, "Applied together they pass every check:") {
+		t.Fatalf("no verified fixes that pass together:\n%s", out)
+	}
+	var cmds [][]string
+	for _, line := range strings.Split(out, "\n") {
+		if c, ok := strings.CutPrefix(line, "  $ tokentrace "); ok {
+			cmds = append(cmds, shellWords(t, c))
+		}
+	}
+	if len(cmds) != 2 || cmds[0][1] != "gen" || cmds[1][1] != "check" {
+		t.Fatalf("want a synth gen and a synth check command, got %q", cmds)
+	}
+	for _, opt := range []string{"GenOptions.InputLengthScale", "GenOptions.OutputLengthScale"} {
+		if !strings.Contains(out, opt+" = ") {
+			t.Errorf("the fixes do not set %s:\n%s", opt, out)
+		}
+	}
+	gen := strings.Join(cmds[0], " ")
+	if strings.Contains(gen, "--length-scale") || strings.Contains(gen, "--rate-scale") || strings.Contains(gen, "--mix") {
+		t.Errorf("a fix changed more than the failed dimension: %s", gen)
+	}
+	outFile := cmds[0][slices.Index(cmds[0], "--out")+1]
+	for _, in := range []string{"real.jsonl", "bad.jsonl", "model.json"} {
+		if outFile == p(in) {
+			t.Fatalf("the printed synth gen writes over the input %s", in)
+		}
+	}
+	if _, err := os.Stat(outFile); err == nil {
+		t.Fatalf("%s exists before the printed command ran", outFile)
+	}
+	runMain(t, cmds[0]...)
+	code, out, errs = runCLI(nil, cmds[1]...)
+	if code != 0 || !strings.Contains(out, "\nPASS\n") {
+		t.Errorf("the printed synth check: exit %d; stderr %s\n%s", code, errs, out)
+	}
+
+	// Without --model, check says how to get fixes; with a model that did
+	// not make SYNTH, it tries none and says why.
+	if _, _, errs := runCLI(nil, "synth", "check", p("real.jsonl"), p("bad.jsonl")); !strings.Contains(errs, "--model MODEL") {
+		t.Errorf("check without --model does not mention it: %s", errs)
+	}
+	synthTrace(t, p("other.jsonl"), 500)
+	runMain(t, "synth", "fit", "--out", p("other.json"), p("other.jsonl"))
+	if _, out, _ := runCLI(nil, "synth", "check", "--model", p("other.json"), p("real.jsonl"), p("bad.jsonl")); !strings.Contains(out, "does not generate") || strings.Contains(out, "$ tokentrace") {
+		t.Errorf("a model that did not make SYNTH: want no fixes and why:\n%s", out)
+	}
+}

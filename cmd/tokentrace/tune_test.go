@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/replay"
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 	before := packageEntries()
 	code := m.Run()
 	restore()
+	removeSharedFaultInputs()
 	if stray := strayOutputs(before, packageEntries()); len(stray) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left %s in cmd/tokentrace: a command ran with its default output in the working directory; give it one under t.TempDir()\n", strings.Join(stray, ", "))
 		code = 1
@@ -71,4 +73,25 @@ func strayOutputs(before, after map[string]bool) []string {
 	}
 	slices.Sort(stray)
 	return stray
+}
+
+// faultInputs are the files the writing commands read.
+type faultInputs struct {
+	logs, mooncake, trace, model, replayTrace, results string
+}
+
+// sharedFaultInputs holds the inputs the fault tests share: they only read
+// them, and making them (sample logs, an import, a fit and a replay) is
+// the larger part of each test's time under the race detector.
+var sharedFaultInputs struct {
+	sync.Mutex
+	in  faultInputs
+	dir string
+}
+
+// removeSharedFaultInputs runs after every test (TestMain).
+func removeSharedFaultInputs() {
+	if d := sharedFaultInputs.dir; d != "" {
+		os.RemoveAll(d)
+	}
 }

@@ -28,6 +28,8 @@ func TestTwinFromProduction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and replays in real time (~40 s)")
 	}
+	// Mostly waits on real time (replays, scrapes): it runs beside others.
+	t.Parallel()
 	ctx := context.Background()
 	so := sim.DefaultOptions()
 	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700"); err != nil {
