@@ -161,8 +161,8 @@ func TestBadInput(t *testing.T) {
 	for _, render := range []func(*bytes.Buffer) error{
 		func(b *bytes.Buffer) error { return rep.WriteText(b) },
 		func(b *bytes.Buffer) error { return rep.WriteJSON(b) },
-		func(b *bytes.Buffer) error { return rep.WriteVLLM(b, VLLMOptions{}) },
-		func(b *bytes.Buffer) error { return rep.WriteVLLMJSON(b, VLLMOptions{}) },
+		func(b *bytes.Buffer) error { return rep.WriteVLLM(b, DefaultVLLMOptions()) },
+		func(b *bytes.Buffer) error { return rep.WriteVLLMJSON(b, DefaultVLLMOptions()) },
 		func(b *bytes.Buffer) error { return rep.WriteHTML(b) },
 	} {
 		var b bytes.Buffer
@@ -186,7 +186,9 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("missing file: err = %v", err)
 	}
 	// Bad options name the option.
-	if _, err := New(Options{By: "user"}); err == nil || !strings.Contains(err.Error(), "Options.By") {
+	bad := DefaultOptions()
+	bad.By = "user"
+	if _, err := New(bad); err == nil || !strings.Contains(err.Error(), "Options.By") {
 		t.Errorf("bad --by: err = %v", err)
 	}
 }
@@ -228,12 +230,14 @@ func TestVLLMFormatGolden(t *testing.T) {
 	o.SLO = traces.SLO{TTFT: 250 * ms, E2E: 2 * time.Second}
 	rep := mustAnalyze(t, small(), o)
 	var b bytes.Buffer
-	if err := rep.WriteVLLM(&b, VLLMOptions{}); err != nil {
+	if err := rep.WriteVLLM(&b, DefaultVLLMOptions()); err != nil {
 		t.Fatal(err)
 	}
 	golden.Check(t, filepath.Join("testdata", "vllm_default.golden"), b.Bytes())
 	b.Reset()
-	vo := VLLMOptions{PercentileMetrics: []string{"ttft", "tpot", "itl", "e2el"}, MetricPercentiles: []float64{50, 90, 99, 99.9}, MaxConcurrency: 8, RequestRate: 2.5}
+	vo := DefaultVLLMOptions()
+	vo.PercentileMetrics, vo.MetricPercentiles = []string{"ttft", "tpot", "itl", "e2el"}, []float64{50, 90, 99, 99.9}
+	vo.MaxConcurrency, vo.RequestRate = 8, 2.5
 	if err := rep.WriteVLLM(&b, vo); err != nil {
 		t.Fatal(err)
 	}
@@ -359,10 +363,10 @@ func TestAttributionSource(t *testing.T) {
 		recs   []traces.Record
 		source string
 	}{
-		{"mixed", Options{TailPercentile: 50}, recs, SourceMixed},
-		{"estimated", Options{TailPercentile: 50}, recs[1:], SourceEstimated},
-		{"ignored", Options{TailPercentile: 50, IgnoreServerTimings: true}, recs, SourceEstimated},
-		{"server", Options{TailPercentile: 90}, recs, SourceServer},
+		{"mixed", tailAt(50), recs, SourceMixed},
+		{"estimated", tailAt(50), recs[1:], SourceEstimated},
+		{"ignored", func() Options { o := tailAt(50); o.IgnoreServerTimings = true; return o }(), recs, SourceEstimated},
+		{"server", tailAt(90), recs, SourceServer},
 	} {
 		rep := mustAnalyze(t, tt.recs, tt.o)
 		if rep.Attribution.Source != tt.source {
@@ -377,7 +381,7 @@ func TestRequestsJSONLMatchesCSV(t *testing.T) {
 	rep := mustAnalyze(t, []traces.Record{
 		withServer(rec(0, 0, 0, 100*ms, 3000*ms, 200, 10, 1), 20*ms, 70*ms, 2900*ms, 0),
 		rec(1, 10*ms, 5*ms, 100*ms, 2500*ms, 200, 10, 1),
-	}, Options{TailPercentile: 50})
+	}, tailAt(50))
 	var csvOut, jsonOut bytes.Buffer
 	if err := rep.WriteRequests(&csvOut, RequestsCSV); err != nil {
 		t.Fatal(err)

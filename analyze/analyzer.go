@@ -159,9 +159,9 @@ type Analyzer struct {
 	fl fleetAcc
 }
 
-// New returns an Analyzer with options o (zero fields take their defaults).
+// New returns an Analyzer with options o, from DefaultOptions (a zero
+// field is a value like any other: Validate refuses one it cannot use).
 func New(o Options) (*Analyzer, error) {
-	o = o.withDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -226,71 +226,110 @@ func (a *Analyzer) Add(r *traces.Record) {
 		return
 	}
 	a.fl.count(repID, preID)
-	sid, ok := a.lastSID, r.Status == a.lastSt && len(a.statuses) > 0
-	if !ok {
-		sid, ok = a.statusIDs[r.Status]
-	}
-	if !ok {
-		sid = uint8(min(len(a.statuses), 255))
-		if len(a.statuses) < 256 {
-			a.statusIDs[r.Status] = sid
-			a.statuses = append(a.statuses, r.Status)
-		}
-	}
-	a.lastSt, a.lastSID = r.Status, sid
-	in := r.InputTokens
-	if r.ServerPromptTokens >= 0 {
-		in = r.ServerPromptTokens
-	}
-	out, _ := r.ReceivedOutputTokens()
-	w := row{
-		seq: r.Seq, sched: r.ScheduledNs, sent: r.SentNs, first: r.FirstTokenNs, last: r.LastTokenNs,
-		sq: r.ServerQueueNs, sp: r.ServerPrefillNs, sd: r.ServerDecodeNs,
-		skv: r.ServerKVTransferNs, sdq: r.ServerDecodeQueueNs,
-		in: in, out: int32(min(out, math.MaxInt32)), cached: r.ServerCachedTokens,
-		group: a.groupOf(r), status: sid, ok: r.OK(),
-	}
+	w := a.newRow(r)
 	w.rep, w.pre = repID, preID
 	a.seen++
 	a.sess.add(r, &w)
 	if w.ok && w.sent >= 0 && w.end() >= w.sent {
 		a.peak.add(w.sent, w.end())
 	}
+	a.keep(&w, r.RequestID)
+	if w.ok {
+		a.addChunks(r, &w)
+	}
+}
+
+// statusID is status's index in a.statuses (the last of 256 stands for
+// any further ones).
+func (a *Analyzer) statusID(status string) uint8 {
+	sid, ok := a.lastSID, status == a.lastSt && len(a.statuses) > 0
+	if !ok {
+		sid, ok = a.statusIDs[status]
+	}
+	if !ok {
+		sid = uint8(min(len(a.statuses), 255))
+		if len(a.statuses) < 256 {
+			a.statusIDs[status] = sid
+			a.statuses = append(a.statuses, status)
+		}
+	}
+	a.lastSt, a.lastSID = status, sid
+	return sid
+}
+
+// newRow is r's compact row: the server's prompt count where it gave one,
+// the output tokens received.
+func (a *Analyzer) newRow(r *traces.Record) row {
+	sid := a.statusID(r.Status)
+	in := r.InputTokens
+	if r.ServerPromptTokens >= 0 {
+		in = r.ServerPromptTokens
+	}
+	out, _ := r.ReceivedOutputTokens()
+	return row{
+		seq: r.Seq, sched: r.ScheduledNs, sent: r.SentNs, first: r.FirstTokenNs, last: r.LastTokenNs,
+		sq: r.ServerQueueNs, sp: r.ServerPrefillNs, sd: r.ServerDecodeNs,
+		skv: r.ServerKVTransferNs, sdq: r.ServerDecodeQueueNs,
+		in: in, out: int32(min(out, math.MaxInt32)), cached: r.ServerCachedTokens,
+		group: a.groupOf(r), status: sid, ok: r.OK(),
+	}
+}
+
+// keep stores w: among the exact rows while they fit Options.ExactRows,
+// else in the streaming summaries (switching to them at the first row
+// past the budget).
+func (a *Analyzer) keep(w *row, requestID string) {
 	switch {
 	case a.all != nil:
-		a.addStreaming(&w, r.RequestID)
+		a.addStreaming(w, requestID)
 	case a.rows.n >= a.o.ExactRows:
 		a.startStreaming()
-		a.addStreaming(&w, r.RequestID)
+		a.addStreaming(w, requestID)
 	default:
 		if a.o.KeepRequests {
-			a.reqIDs = append(a.reqIDs, r.RequestID)
+			a.reqIDs = append(a.reqIDs, requestID)
 		}
-		a.rows.add(w)
+		a.rows.add(*w)
 	}
-	if !w.ok {
-		return
+}
+
+// addTokensAt counts tok output tokens in second s of the run (a run's
+// first 2^24 seconds).
+func (a *Analyzer) addTokensAt(s int, tok float64) {
+	if s >= len(a.tokSec) && s < 1<<24 {
+		a.tokSec = append(a.tokSec, make([]float64, s+1-len(a.tokSec)+16)...)
 	}
-	if len(r.ChunkNs) == 0 && r.LastTokenNs >= 0 && w.out > 0 {
-		// A non-streamed response: its tokens count toward the peak at
-		// the moment they arrived.
-		if s := int(r.LastTokenNs / 1e9); s < 1<<24 {
-			if s >= len(a.tokSec) {
-				a.tokSec = append(a.tokSec, make([]float64, s+1-len(a.tokSec)+16)...)
-			}
-			a.tokSec[s] += float64(w.out)
-		}
+	if s < len(a.tokSec) {
+		a.tokSec[s] += tok
 	}
-	perTok := len(r.ChunkTokens) == len(r.ChunkNs)
-	// Without per-chunk counts (no continuous usage stats) but with the
-	// server's output total, each chunk's tokens are estimated as vLLM
-	// streams them: the first token alone, the rest in equal chunks
-	// (--stream-interval). Exact counts win wherever the server gives them.
-	estTok := 0.0
+}
+
+// chunkTokens says how r's streamed chunks' tokens are known: per chunk
+// from the server (perTok), or, without per-chunk counts (no continuous
+// usage stats) but with the server's output total, estimated as vLLM
+// streams them: the first token alone, the rest in equal chunks of estTok
+// (--stream-interval). Exact counts win wherever the server gives them.
+func (a *Analyzer) chunkTokens(r *traces.Record) (perTok bool, estTok float64) {
+	perTok = len(r.ChunkTokens) == len(r.ChunkNs)
 	if !perTok && len(r.ChunkTokens) == 0 && len(r.ChunkNs) > 1 && r.ServerOutputTokens >= int32(len(r.ChunkNs)) {
 		estTok = float64(r.ServerOutputTokens-1) / float64(len(r.ChunkNs)-1)
 		a.itlEstimated++
 	}
+	return perTok, estTok
+}
+
+// addChunks counts a successful request's output tokens by the second
+// they arrived and its inter-token gaps (per chunk, and per token where
+// the chunks' tokens are known), pooled and in its group.
+func (a *Analyzer) addChunks(r *traces.Record, w *row) {
+	if len(r.ChunkNs) == 0 && r.LastTokenNs >= 0 && w.out > 0 {
+		// A non-streamed response: its tokens count toward the peak at
+		// the moment they arrived.
+		if s := int(r.LastTokenNs / 1e9); s < 1<<24 {
+			a.addTokensAt(s, float64(w.out))
+		}
+	}
+	perTok, estTok := a.chunkTokens(r)
 	var g *[2]pooled
 	if a.o.By != "" {
 		g = a.gITL[w.group]
@@ -304,13 +343,7 @@ func (a *Analyzer) Add(r *traces.Record) {
 			tok = estTok
 		}
 		if t >= 0 {
-			s := int(t / 1e9)
-			if s >= len(a.tokSec) && s < 1<<24 {
-				a.tokSec = append(a.tokSec, make([]float64, s+1-len(a.tokSec)+16)...)
-			}
-			if s < len(a.tokSec) {
-				a.tokSec[s] += tok
-			}
+			a.addTokensAt(int(t/1e9), tok)
 		}
 		if i == 0 {
 			continue
@@ -500,7 +533,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 		rep.ITL, rep.ITLPerToken = itl, itlT
 		rep.acc, rep.itlSk = a.all, a.itl.sk
 		rep.scale = 1 << a.level
-		rep.Sampling = &Sampling{ExactRows: a.o.ExactRows, Rows: a.seen, Kept: a.rows.n, OneIn: 1 << a.level,
+		rep.Sampling = &Sampling{ExactRows: a.o.ExactRows, Rows: a.seen, Kept: a.rows.n, OneIn: 1 << a.level, terms: a.o.Terms,
 			RelativeError: logHistRelErr, Sampled: sampledSections}
 		if a.peak.broken {
 			rep.Sampling.Sampled = append(slices.Clone(sampledSections), "peak_concurrency")
@@ -553,7 +586,7 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	}
 	rep.Sessions = a.sess.result()
 	var pw []string
-	rep.PrefixCache, pw = a.pfx.result(a.o.KVBlocks)
+	rep.PrefixCache, pw = a.pfx.result(a.o.KVBlocks, a.o.Terms)
 	rep.Warnings = append(rep.Warnings, pw...)
 	if rep.ShardClocks = shardClocks(a.sources); rep.ShardClocks != nil {
 		rep.Warnings = append(rep.Warnings, rep.ShardClocks.warnings()...)

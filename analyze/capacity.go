@@ -100,7 +100,7 @@ func (rep *Report) CapacityCheck() *Capacity {
 	o := rep.opts
 	var c Capacity
 	if o.ModelBytes > 0 && o.Bandwidth > 0 {
-		c.Bandwidth = bandwidthCheck(o.ModelBytes, o.Bandwidth, rep.Attribution.Prefill.UnloadedTPOTMs, rep.TPOT.P50)
+		c.Bandwidth = bandwidthCheck(o.ModelBytes, o.Bandwidth, rep.Attribution.Prefill.UnloadedTPOTMs, rep.TPOT.P50, o.Terms)
 	}
 	if o.CostPerHour > 0 {
 		var good *int64
@@ -118,8 +118,9 @@ func (rep *Report) CapacityCheck() *Capacity {
 }
 
 // bandwidthCheck compares bytes/bandwidth with the unloaded TPOT (ms);
-// fallbackMs is used when unloadedMs is not positive.
-func bandwidthCheck(bytes, bw, unloadedMs, fallbackMs float64) *BandwidthCheck {
+// fallbackMs is used when unloadedMs is not positive; terms say the
+// options the verdict names.
+func bandwidthCheck(bytes, bw, unloadedMs, fallbackMs float64, terms traces.Terms) *BandwidthCheck {
 	b := &BandwidthCheck{ModelBytes: bytes, BandwidthBytesPerS: bw, DecodeFloorMs: bytes / bw * 1e3, UnloadedTPOTMs: unloadedMs}
 	if !(b.UnloadedTPOTMs > 0) {
 		b.UnloadedTPOTMs = fallbackMs
@@ -131,7 +132,8 @@ func bandwidthCheck(bytes, bw, unloadedMs, fallbackMs float64) *BandwidthCheck {
 		b.Ratio = b.DecodeFloorMs / b.UnloadedTPOTMs
 		switch {
 		case b.Ratio > 1.05:
-			b.Verdict = fmt.Sprintf("measured unloaded TPOT %.2f ms is below the weight-streaming floor %.2f ms: check --model-bytes and --bandwidth (quantized weights, tensor parallelism, speculative decoding?)", b.UnloadedTPOTMs, b.DecodeFloorMs)
+			b.Verdict = traces.Textf("measured unloaded TPOT %.2f ms is below the weight-streaming floor %.2f ms: check %s and %s (quantized weights, tensor parallelism, speculative decoding?)",
+				b.UnloadedTPOTMs, b.DecodeFloorMs, traces.OptionRef("Options.ModelBytes"), traces.OptionRef("Options.Bandwidth")).Say(terms)
 		case b.Ratio >= NearLimitRatio:
 			b.Verdict = fmt.Sprintf("decode is near the hardware limit: weight streaming (%.2f ms) explains %.0f%% of the unloaded TPOT (%.2f ms); only more bandwidth, smaller weights or batching help", b.DecodeFloorMs, 100*b.Ratio, b.UnloadedTPOTMs)
 		default:

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Verdicts of a MetricChange. Change mode judges B against the baseline A
@@ -54,12 +56,13 @@ const DefaultMaxBootstrapSample = 10000
 // --max-lateness): its latencies then include the client's delay.
 const DefaultMaxLateness = 5 * time.Millisecond
 
-// CompareOptions tunes Compare.
+// CompareOptions tunes Compare. Start from DefaultCompareOptions: a
+// field's zero is a value of its own, never its default.
 type CompareOptions struct {
 	// Seed seeds the bootstrap. Defaults to DefaultSeed.
 	Seed uint64
-	// Resamples is the number of bootstrap resamples. Defaults to
-	// DefaultResamples (1000).
+	// Resamples is the number of bootstrap resamples, at least
+	// MinResamples. Defaults to DefaultResamples (1000).
 	Resamples int
 	// Confidence is the confidence level of the intervals. Defaults to
 	// DefaultConfidence (0.95).
@@ -72,7 +75,7 @@ type CompareOptions struct {
 	// confidence interval counts as unchanged. Defaults to
 	// DefaultRelativeThreshold (5 %).
 	Threshold float64
-	// LabelA and LabelB name the two sides. Defaults to "A" and "B".
+	// LabelA and LabelB name the two sides. Default to "A" and "B".
 	LabelA, LabelB string
 	// Mode is ModeChange (B against the baseline A) or ModeFidelity (does
 	// B, a synthetic run, reproduce A, the real one). Defaults to
@@ -88,43 +91,58 @@ type CompareOptions struct {
 	// check: the comparison warns, since such a run measured the client as
 	// well as the server. Defaults to DefaultMaxLateness (5 ms).
 	MaxLateness time.Duration
+	// Terms say the options the comparison's sentences name (a caller's
+	// flags); nil says them by the libraries' names. Defaults to nil.
+	Terms traces.Terms
 }
 
-func (o CompareOptions) withDefaults() CompareOptions {
-	if o.Seed == 0 {
-		o.Seed = DefaultSeed
+// DefaultCompareOptions returns every CompareOptions default, the values
+// the field docs name.
+func DefaultCompareOptions() CompareOptions {
+	return CompareOptions{
+		Seed:          DefaultSeed,
+		Resamples:     DefaultResamples,
+		Confidence:    DefaultConfidence,
+		MaxSample:     DefaultMaxBootstrapSample,
+		Threshold:     DefaultRelativeThreshold,
+		LabelA:        "A",
+		LabelB:        "B",
+		Mode:          ModeChange,
+		PracticalDiff: DefaultPracticalDiff,
+		MinChangeMs:   DefaultMinChangeMs,
+		MaxLateness:   DefaultMaxLateness,
 	}
-	if o.Resamples <= 0 {
-		o.Resamples = DefaultResamples
+}
+
+// MinResamples is the fewest bootstrap resamples Compare takes.
+const MinResamples = 10
+
+// Validate reports the first option that cannot be used as given (a zero
+// is a value like any other, never the default), naming it in a
+// *traces.OptionError.
+func (o CompareOptions) Validate() error {
+	bad := func(option, format string, a ...any) error {
+		return traces.OptionErrorf("analyze", "CompareOptions."+option, format, a...)
 	}
-	if o.Confidence <= 0 || o.Confidence >= 1 {
-		o.Confidence = DefaultConfidence
+	switch {
+	case o.Resamples < MinResamples:
+		return bad("Resamples", "%d: want at least %d", o.Resamples, MinResamples)
+	case !(o.Confidence > 0 && o.Confidence < 1):
+		return bad("Confidence", "%v: want a level strictly between 0 and 1, e.g. 0.95", o.Confidence)
+	case o.MaxSample < 1:
+		return bad("MaxSample", "%d: want at least 1 value per side", o.MaxSample)
+	case !(o.Threshold >= 0) || math.IsInf(o.Threshold, 0):
+		return bad("Threshold", "%v: want a relative change >= 0", o.Threshold)
+	case o.Mode != ModeChange && o.Mode != ModeFidelity:
+		return bad("Mode", "%q: want %s or %s", o.Mode, ModeChange, ModeFidelity)
+	case !(o.PracticalDiff > 0) || math.IsInf(o.PracticalDiff, 0):
+		return bad("PracticalDiff", "%v: want a positive relative difference", o.PracticalDiff)
+	case !(o.MinChangeMs >= 0) || math.IsInf(o.MinChangeMs, 0):
+		return bad("MinChangeMs", "%v: want a latency >= 0", o.MinChangeMs)
+	case o.MaxLateness < 0:
+		return bad("MaxLateness", "%v: want a duration >= 0", o.MaxLateness)
 	}
-	if o.MaxSample <= 0 {
-		o.MaxSample = DefaultMaxBootstrapSample
-	}
-	if o.Threshold <= 0 {
-		o.Threshold = DefaultRelativeThreshold
-	}
-	if o.Mode == "" {
-		o.Mode = ModeChange
-	}
-	if o.PracticalDiff <= 0 {
-		o.PracticalDiff = DefaultPracticalDiff
-	}
-	if o.MinChangeMs <= 0 {
-		o.MinChangeMs = DefaultMinChangeMs
-	}
-	if o.MaxLateness <= 0 {
-		o.MaxLateness = DefaultMaxLateness
-	}
-	if o.LabelA == "" {
-		o.LabelA = "A"
-	}
-	if o.LabelB == "" {
-		o.LabelB = "B"
-	}
-	return o
+	return nil
 }
 
 // MetricChange is one metric of two runs side by side.
@@ -181,6 +199,8 @@ type Comparison struct {
 	SamplingB *Sampling `json:"sampling_b,omitempty"`
 
 	a, b *Report
+	// terms say the options its text names (CompareOptions.Terms).
+	terms traces.Terms
 }
 
 // ClassComparison is one class's rows of both runs compared alone.
@@ -212,10 +232,13 @@ func (c *Comparison) keyMetrics() []MetricChange {
 // Compare compares report b against report a (the baseline): every summary
 // metric side by side with its change, a seeded bootstrap confidence
 // interval of the change of each latency's p50 and p99, a verdict per
-// metric, the tails' attribution, and the metadata that differs.
-func Compare(a, b *Report, o CompareOptions) *Comparison {
-	o = o.withDefaults()
-	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b,
+// metric, the tails' attribution, and the metadata that differs. An
+// error is o's (Validate).
+func Compare(a, b *Report, o CompareOptions) (*Comparison, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Comparison{LabelA: o.LabelA, LabelB: o.LabelB, Mode: o.Mode, Confidence: o.Confidence, AttributionA: a.Attribution, AttributionB: b.Attribution, a: a, b: b, terms: o.Terms,
 		SamplingA: a.Sampling, SamplingB: b.Sampling}
 	if o.Mode == ModeFidelity {
 		c.PracticalDiff = o.PracticalDiff
@@ -308,7 +331,7 @@ func Compare(a, b *Report, o CompareOptions) *Comparison {
 		}
 	}
 	c.Conclusion = c.conclude(o)
-	return c
+	return c, nil
 }
 
 // verdict judges one metric; withCI says m carries a bootstrap interval.

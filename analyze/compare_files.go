@@ -14,6 +14,9 @@ import (
 // then read once more per class. Rows without a class stay in the pooled
 // comparison only.
 func CompareFiles(ctx context.Context, a, b []string, o Options, co CompareOptions) (*Comparison, error) {
+	if err := co.Validate(); err != nil {
+		return nil, err
+	}
 	perClass := o.Class == "" && o.By == ""
 	if perClass {
 		o.By = ByClass
@@ -27,7 +30,10 @@ func CompareFiles(ctx context.Context, a, b []string, o Options, co CompareOptio
 		}
 		reps[i] = r
 	}
-	c := Compare(reps[0], reps[1], co)
+	c, err := Compare(reps[0], reps[1], co)
+	if err != nil {
+		return nil, err
+	}
 	if !perClass {
 		return c, nil
 	}
@@ -69,7 +75,11 @@ func CompareFiles(ctx context.Context, a, b []string, o Options, co CompareOptio
 			}
 			side[i] = r
 		}
-		c.ByClass = append(c.ByClass, ClassComparison{Class: k, Comparison: Compare(side[0], side[1], co)})
+		cc, err := Compare(side[0], side[1], co)
+		if err != nil {
+			return nil, fmt.Errorf("class %s: %w", k, err)
+		}
+		c.ByClass = append(c.ByClass, ClassComparison{Class: k, Comparison: cc})
 	}
 	return c, nil
 }

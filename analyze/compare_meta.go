@@ -6,11 +6,12 @@ package analyze
 
 import (
 	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // latenessWarnings warns for each run whose client lateness p99 is over
@@ -27,8 +28,8 @@ func latenessWarnings(a, b *Report, o CompareOptions) []string {
 		if l.Count == 0 || l.P99 <= float64(o.MaxLateness)/float64(time.Millisecond) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s did not keep its recorded timing: its client lateness p99 is %.2f ms, over %v (replay's --max-lateness), so its latencies include the client's own delay and differences from the other run may be the machine's, not the server's. Re-run it on a less loaded machine, at a lower --speed or with more --shard replayers before trusting this comparison.",
-			s.label, l.P99, o.MaxLateness))
+		out = append(out, traces.Textf("%s did not keep its recorded timing: its client lateness p99 is %.2f ms, over %v (%s), so its latencies include the client's own delay and differences from the other run may be the machine's, not the server's. Re-run it on a less loaded machine, at a lower %s or with more %s replayers before trusting this comparison.",
+			s.label, l.P99, o.MaxLateness, traces.OptionRef("CompareOptions.MaxLateness"), traces.OptionRef("replay.Options.Speed"), traces.OptionRef("replay.Options.ShardCount")).Say(o.Terms))
 	}
 	return out
 }
@@ -62,7 +63,7 @@ func (c *Comparison) writeMetaDiffsText(p func(string, ...any)) {
 		}
 		rows = append(rows, row{key, d.A, d.B})
 	}
-	p("\nMetadata that differs (%s | %s; --json for every value whole)\n", c.LabelA, c.LabelB)
+	p("\nMetadata that differs (%s | %s; %s for every value whole)\n", c.LabelA, c.LabelB, traces.CommandJSON.Say(c.terms))
 	w := 0
 	for _, r := range rows {
 		w = max(w, len(r.key))

@@ -57,9 +57,9 @@ func TestCompare(t *testing.T) {
 		t.Fatalf("no metric %s", name)
 		return MetricChange{}
 	}
-	fast := CompareOptions{Resamples: 200, MaxSample: 1000}
+	fast := fastCompare(200, 1000)
 	// Same process, different sample: no significant change in p50/p99.
-	c := Compare(base, same, fast)
+	c := mustCompare(t, base, same, fast)
 	for _, n := range []string{"ttft_ms.p50", "ttft_ms.p99", "e2e_ms.p50"} {
 		if m := verdict(c, n); m.Verdict != VerdictSame || m.CILow == nil {
 			t.Errorf("same process: %s verdict %s (CI %v..%v), want %s", n, m.Verdict, deref(m.CILow), deref(m.CIHigh), VerdictSame)
@@ -67,18 +67,18 @@ func TestCompare(t *testing.T) {
 	}
 	// TTFT 1.5× slower: worse, with a CI above zero.
 	fast.LabelA, fast.LabelB = "sim", "vllm"
-	c = Compare(base, slow, fast)
+	c = mustCompare(t, base, slow, fast)
 	for _, n := range []string{"ttft_ms.p50", "ttft_ms.p99"} {
 		if m := verdict(c, n); m.Verdict != VerdictWorse || *m.CILow <= 0 {
 			t.Errorf("1.5× slower: %s verdict %s (CI %v..%v), want worse", n, m.Verdict, deref(m.CILow), deref(m.CIHigh))
 		}
 	}
 	// The other way round it is better.
-	if m := verdict(Compare(slow, base, fast), "ttft_ms.p50"); m.Verdict != VerdictBetter {
+	if m := verdict(mustCompare(t, slow, base, fast), "ttft_ms.p50"); m.Verdict != VerdictBetter {
 		t.Errorf("reverse: verdict %s, want better", m.Verdict)
 	}
 	// Seeded: the same inputs give the same intervals.
-	c2 := Compare(base, slow, fast)
+	c2 := mustCompare(t, base, slow, fast)
 	if *verdict(c2, "ttft_ms.p99").CILow != *verdict(c, "ttft_ms.p99").CILow {
 		t.Errorf("bootstrap is not deterministic for a fixed seed")
 	}
@@ -127,8 +127,9 @@ func TestCompareFidelity(t *testing.T) {
 	real, _ := Analyze(ctx, run(1, 2000, 1), DefaultOptions())
 	twin, _ := Analyze(ctx, run(2, 2000, 1), DefaultOptions())
 	slow, _ := Analyze(ctx, run(3, 2000, 1.5), DefaultOptions())
-	o := CompareOptions{Resamples: 200, MaxSample: 1000, Mode: ModeFidelity, LabelA: "demo/real.results.parquet", LabelB: "demo/synth.results.parquet"}
-	c := Compare(real, twin, o)
+	o := fastCompare(200, 1000)
+	o.Mode, o.LabelA, o.LabelB = ModeFidelity, "demo/real.results.parquet", "demo/synth.results.parquet"
+	c := mustCompare(t, real, twin, o)
 	for _, m := range c.Metrics {
 		if slices.Contains(conclusionMetrics, m.Name) && m.Verdict != VerdictSameWithin && m.Verdict != VerdictClose {
 			t.Errorf("same process: %s %s (%+.3f)", m.Name, m.Verdict, m.Change)
@@ -143,7 +144,7 @@ func TestCompareFidelity(t *testing.T) {
 	if !strings.HasPrefix(c.Conclusion, "demo/synth.results.parquet reproduces demo/real.results.parquet") {
 		t.Errorf("same process: conclusion %q", c.Conclusion)
 	}
-	c = Compare(real, slow, o)
+	c = mustCompare(t, real, slow, o)
 	for _, n := range []string{"ttft_ms.p50", "ttft_ms.p99"} {
 		for _, m := range c.Metrics {
 			if m.Name == n && m.Verdict != VerdictDiffers {
@@ -162,7 +163,9 @@ func TestCompareFidelity(t *testing.T) {
 	// Noise: a 0.02 ms move is no finding in either mode.
 	for _, mode := range []string{ModeChange, ModeFidelity} {
 		m := MetricChange{Name: "lateness_ms.p90", A: 0.05, B: 0.07, Change: 0.02, LowerIsBetter: true}
-		if v := (CompareOptions{Mode: mode}).withDefaults().verdict(&m, false); v != VerdictSame && v != VerdictClose {
+		o := DefaultCompareOptions()
+		o.Mode = mode
+		if v := o.verdict(&m, false); v != VerdictSame && v != VerdictClose {
 			t.Errorf("%s mode: a 0.02 ms change is %q", mode, v)
 		}
 	}
@@ -227,11 +230,13 @@ func TestCompareLatenessAndMetadata(t *testing.T) {
 	}
 	a := run(100*time.Microsecond, `{"api":"completions","speed":1,"sessions":"open","block_size":512}`, "34331")
 	b := run(20*ms, `{"api":"completions","speed":4,"window_from":"30s","sessions":"open","block_size":512}`, "37241")
-	c := Compare(a, b, CompareOptions{Resamples: 50, LabelA: "before", LabelB: "after"})
+	o := fastCompare(50, DefaultMaxBootstrapSample)
+	o.LabelA, o.LabelB = "before", "after"
+	c := mustCompare(t, a, b, o)
 	if len(c.Warnings) != 1 || !strings.HasPrefix(c.Warnings[0], "after did not keep its recorded timing: its client lateness p99 is 20.00 ms, over 5ms") {
 		t.Errorf("warnings %q; want one, for after's 20 ms lateness p99", c.Warnings)
 	}
-	if w := Compare(a, a, CompareOptions{Resamples: 50}).Warnings; len(w) != 0 {
+	if w := mustCompare(t, a, a, fastCompare(50, DefaultMaxBootstrapSample)).Warnings; len(w) != 0 {
 		t.Errorf("two runs that kept their timing: warnings %q", w)
 	}
 	var buf bytes.Buffer

@@ -30,7 +30,8 @@ func (rep *Report) metricsMissingNote() string {
 		where += fmt.Sprintf(" (no %s, nor beside the %d other results files)", files[0], len(files)-1)
 	}
 	return where + ", so the diagnosis has no waiting-queue or KV-cache lines and the attribution is not cross-checked against the server's own queue/prefill/decode histograms. " +
-		"Record them by replaying with --metrics-url http://SERVER/metrics (the built-in simulator is scraped without it); postmortem reads a production window's from Prometheus."
+		traces.Textf("Record them by replaying with %s http://SERVER/metrics (the built-in simulator is scraped without it); postmortem reads a production window's from Prometheus.",
+			traces.OptionRef("replay.TargetOptions.MetricsURL")).Say(rep.opts.Terms)
 }
 
 // ReplayClock is how a replay's run time maps to the trace's time: the run
@@ -101,7 +102,7 @@ func (rep *Report) whenSentence() string {
 		b.WriteString(" of the run")
 		var how []string
 		if c.WindowFromS > 0 {
-			how = append(how, fmt.Sprintf("started at the trace's %s (--window)", fmtS(c.WindowFromS)))
+			how = append(how, traces.Textf("started at the trace's %s (%s)", fmtS(c.WindowFromS), traces.OptionRef("replay.Options.WindowFrom")).Say(rep.opts.Terms))
 		}
 		if c.Speed != 1 {
 			how = append(how, fmt.Sprintf("ran at speed %g", c.Speed))

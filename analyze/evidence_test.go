@@ -53,7 +53,7 @@ func evidenceRun(t *testing.T, opts string, withMetrics bool) *Report {
 func TestMissingMetricsNote(t *testing.T) {
 	without := textOf(t, evidenceRun(t, "", false))
 	for _, want := range []string{"Not in this report", "Server metrics: none (no results.metrics.parquet beside the results)",
-		"waiting-queue or KV-cache lines", "cross-checked", "--metrics-url"} {
+		"waiting-queue or KV-cache lines", "cross-checked", "replay.TargetOptions.MetricsURL"} {
 		if !strings.Contains(without, want) {
 			t.Errorf("report without metrics does not say %q:\n%s", want, without)
 		}
@@ -74,9 +74,9 @@ func TestTailTimesFromWindowStart(t *testing.T) {
 		not       string
 	}{
 		{"a window start", `{"speed":1,"window_from":"30s","window_to":"1m0s"}`,
-			[]string{"between 1.8 s and 1.9 s of the run, which started at the trace's 30.0 s (--window): 31.8–31.9 s into the trace; 100% of them in 1.8–2.0 s of the run."}, ""},
+			[]string{"between 1.8 s and 1.9 s of the run, which started at the trace's 30.0 s (replay.Options.WindowFrom): 31.8–31.9 s into the trace; 100% of them in 1.8–2.0 s of the run."}, ""},
 		{"a window start at speed 2", `{"speed":2,"window_from":"30s"}`,
-			[]string{"of the run, which started at the trace's 30.0 s (--window) and ran at speed 2: 33.6–33.8 s into the trace"}, ""},
+			[]string{"of the run, which started at the trace's 30.0 s (replay.Options.WindowFrom) and ran at speed 2: 33.6–33.8 s into the trace"}, ""},
 		{"the whole trace at speed 1: run time is trace time", `{"speed":1}`,
 			[]string{"The tail requests were sent between 1.8 s and 1.9 s;"}, "into the trace"},
 		{"no replay options recorded", "",

@@ -564,22 +564,83 @@ func (p *poolAcc) add(own, oth, least float32, size int) {
 
 func (p *poolAcc) mean(v float64) float64 { return ratio(v, float64(p.n)) }
 
+// fleetSums sums the rows per replica (as the server of a request and as
+// its prefill side) and per pool (serving, prefill, and the serving
+// pool's disaggregated requests: the decode side), over all rows and
+// over the tail's.
+type fleetSums struct {
+	served, prefilled                     []replicaAcc
+	servedPD                              []bool // a replica served a disaggregated request: the decode role
+	sTail, sAll, pTail, pAll, dTail, dAll poolAcc
+	tailRows, tailPD                      int
+}
+
+// add sums row r (its components c, the requests in flight at its send
+// on this replica, whether it is in the tail) into a.
+func (a *replicaAcc) add(r *row, c [nComponents]float64, in float32, tail bool) {
+	a.n++
+	for k := range c {
+		a.comp[k] += c[k]
+	}
+	if t, ok := r.ttft(); ok {
+		a.ttft += t
+	}
+	if p, ok := r.tpot(); ok {
+		a.nTP++
+		a.tpot += p
+	}
+	if r.cached >= 0 && r.in > 0 {
+		a.nCk++
+		a.cached += float64(r.cached)
+		a.prompt += float64(r.in)
+	}
+	if in >= 0 {
+		a.nIn++
+		a.in += float64(in)
+	}
+	if tail {
+		a.nTail++
+		if in >= 0 {
+			a.nTailIn++
+			a.tailIn += float64(in)
+		}
+	}
+}
+
 // fleetSection fills rep.Fleet (nil when no row names a replica).
 func (rep *Report) fleetSection() {
 	fs := rep.fleet
 	if fs == nil {
 		return
 	}
+	acc := rep.sumFleet(fs)
+	fl := &Fleet{Requests: rep.fleetNamed, Disaggregated: rep.fleetPD}
+	fl.Replicas = rep.replicasStats(acc)
+	if acc.sTail.n > 0 && fs.nServing >= 2 {
+		fl.Imbalance = append(fl.Imbalance, imbalanceOf("serving", fs.nServing, &acc.sTail, &acc.sAll, fl.Replicas, ""))
+	}
+	if acc.pTail.n > 0 && fs.nPrefill >= 2 {
+		fl.Imbalance = append(fl.Imbalance, imbalanceOf("prefill", fs.nPrefill, &acc.pTail, &acc.pAll, fl.Replicas, RolePrefill))
+	}
+	if acc.pTail.n > 0 {
+		fl.PrefillPool = poolInFlightOf(fs.nPrefill, &acc.pTail, &acc.pAll)
+	}
+	if acc.dTail.n > 0 {
+		fl.DecodePool = poolInFlightOf(fs.nServing, &acc.dTail, &acc.dAll)
+	}
+	fl.Findings = []string{}
+	rep.Fleet = fl
+}
+
+// sumFleet sums every row whose components are known into its replicas
+// and pools.
+func (rep *Report) sumFleet(fs *fleetState) *fleetSums {
 	inTail := make(map[int32]bool, len(rep.tail))
 	for _, i := range rep.tail {
 		inTail[i] = true
 	}
 	nr := len(rep.replicas)
-	served := make([]replicaAcc, nr)
-	prefilled := make([]replicaAcc, nr)
-	var sTail, sAll, pTail, pAll, dTail, dAll poolAcc
-	servedPD := make([]bool, nr)
-	var tailRows, tailPD int
+	acc := &fleetSums{served: make([]replicaAcc, nr), prefilled: make([]replicaAcc, nr), servedPD: make([]bool, nr)}
 	for i := range rep.rows.n {
 		r := rep.rows.at(i)
 		c, _, ok := rep.components(i, r)
@@ -589,122 +650,90 @@ func (rep *Report) fleetSection() {
 		c = clampPos(c)
 		tail := inTail[int32(i)]
 		if tail {
-			tailRows++
+			acc.tailRows++
 			if r.pre >= 0 {
-				tailPD++
-			}
-		}
-		add := func(a *replicaAcc, in float32) {
-			a.n++
-			for k := range c {
-				a.comp[k] += c[k]
-			}
-			if t, ok := r.ttft(); ok {
-				a.ttft += t
-			}
-			if p, ok := r.tpot(); ok {
-				a.nTP++
-				a.tpot += p
-			}
-			if r.cached >= 0 && r.in > 0 {
-				a.nCk++
-				a.cached += float64(r.cached)
-				a.prompt += float64(r.in)
-			}
-			if in >= 0 {
-				a.nIn++
-				a.in += float64(in)
-			}
-			if tail {
-				a.nTail++
-				if in >= 0 {
-					a.nTailIn++
-					a.tailIn += float64(in)
-				}
+				acc.tailPD++
 			}
 		}
 		if r.rep >= 0 {
-			servedPD[r.rep] = servedPD[r.rep] || r.pre >= 0
-			add(&served[r.rep], fs.repIn[i])
-			sAll.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
+			acc.servedPD[r.rep] = acc.servedPD[r.rep] || r.pre >= 0
+			acc.served[r.rep].add(r, c, fs.repIn[i], tail)
+			acc.sAll.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
 			if tail {
-				sTail.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
+				acc.sTail.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
 			}
 			if r.pre >= 0 {
-				dAll.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
+				acc.dAll.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
 				if tail {
-					dTail.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
+					acc.dTail.add(fs.repIn[i], fs.repOth[i], fs.repMin[i], fs.nServing)
 				}
 			}
 		}
 		if r.pre >= 0 {
-			add(&prefilled[r.pre], fs.preIn[i])
-			pAll.add(fs.preIn[i], fs.preOth[i], fs.preMin[i], fs.nPrefill)
+			acc.prefilled[r.pre].add(r, c, fs.preIn[i], tail)
+			acc.pAll.add(fs.preIn[i], fs.preOth[i], fs.preMin[i], fs.nPrefill)
 			if tail {
-				pTail.add(fs.preIn[i], fs.preOth[i], fs.preMin[i], fs.nPrefill)
+				acc.pTail.add(fs.preIn[i], fs.preOth[i], fs.preMin[i], fs.nPrefill)
 			}
 		}
 	}
-	fl := &Fleet{Requests: rep.fleetNamed, Disaggregated: rep.fleetPD}
-	scale := int(rep.oneIn())
-	stats := func(id int, a *replicaAcc, role string, requests, poolRequests int64, poolTail int) ReplicaStats {
-		s := ReplicaStats{Name: rep.replicas[id], Role: role, Requests: requests, RequestShare: ratio(float64(requests), float64(poolRequests)),
-			TailRequests: a.nTail * scale, TailShare: ratio(float64(a.nTail), float64(poolTail)), InFlight: ratio(a.in, float64(a.nIn))}
-		if a.nTailIn > 0 {
-			v := a.tailIn / float64(a.nTailIn)
-			s.TailInFlight = &v
-		}
-		var m [nComponents]float64
-		for k := range m {
-			m[k] = ratio(a.comp[k], float64(a.n)) * msPerNs
-		}
-		s.MeanMs = sharesOf(m)
-		s.TTFTMs, s.TPOTMs = ratio(a.ttft, float64(a.n))*msPerNs, ratio(a.tpot, float64(a.nTP))*msPerNs
-		if a.nCk > 0 {
-			v := a.cached / a.prompt
-			s.CachedFraction = &v
-		}
-		return s
-	}
+	return acc
+}
+
+// replicasStats are the serving replicas' stats, then the prefill
+// replicas', each by name.
+func (rep *Report) replicasStats(acc *fleetSums) []ReplicaStats {
+	nr := len(rep.replicas)
 	var servedTotal, prefTotal int64
 	for id := range nr {
 		servedTotal += rep.fleetServed[id]
 		prefTotal += rep.fleetPrefilled[id]
 	}
+	var out []ReplicaStats
 	for id := range nr {
-		if rep.fleetServed[id] == 0 && served[id].n == 0 {
+		if rep.fleetServed[id] == 0 && acc.served[id].n == 0 {
 			continue
 		}
 		role := ""
-		if servedPD[id] {
+		if acc.servedPD[id] {
 			role = RoleDecode
 		}
-		fl.Replicas = append(fl.Replicas, stats(id, &served[id], role, rep.fleetServed[id], servedTotal, tailRows))
+		out = append(out, rep.replicaStats(id, &acc.served[id], role, rep.fleetServed[id], servedTotal, acc.tailRows))
 	}
-	nServed := len(fl.Replicas)
+	nServed := len(out)
 	for id := range nr {
-		if rep.fleetPrefilled[id] == 0 && prefilled[id].n == 0 {
+		if rep.fleetPrefilled[id] == 0 && acc.prefilled[id].n == 0 {
 			continue
 		}
-		fl.Replicas = append(fl.Replicas, stats(id, &prefilled[id], RolePrefill, rep.fleetPrefilled[id], prefTotal, tailPD))
+		out = append(out, rep.replicaStats(id, &acc.prefilled[id], RolePrefill, rep.fleetPrefilled[id], prefTotal, acc.tailPD))
 	}
 	byName := func(a, b ReplicaStats) int { return naturalCompare(a.Name, b.Name) }
-	slices.SortStableFunc(fl.Replicas[:nServed], byName)
-	slices.SortStableFunc(fl.Replicas[nServed:], byName)
-	if sTail.n > 0 && fs.nServing >= 2 {
-		fl.Imbalance = append(fl.Imbalance, imbalanceOf("serving", fs.nServing, &sTail, &sAll, fl.Replicas, ""))
+	slices.SortStableFunc(out[:nServed], byName)
+	slices.SortStableFunc(out[nServed:], byName)
+	return out
+}
+
+// replicaStats are replica id's stats in a role from its sums: requests
+// of poolRequests in its pool, its rows of poolTail tail rows.
+func (rep *Report) replicaStats(id int, a *replicaAcc, role string, requests, poolRequests int64, poolTail int) ReplicaStats {
+	scale := int(rep.oneIn())
+	s := ReplicaStats{Name: rep.replicas[id], Role: role, Requests: requests, RequestShare: ratio(float64(requests), float64(poolRequests)),
+		TailRequests: a.nTail * scale, TailShare: ratio(float64(a.nTail), float64(poolTail)), InFlight: ratio(a.in, float64(a.nIn))}
+	if a.nTailIn > 0 {
+		v := a.tailIn / float64(a.nTailIn)
+		s.TailInFlight = &v
 	}
-	if pTail.n > 0 && fs.nPrefill >= 2 {
-		fl.Imbalance = append(fl.Imbalance, imbalanceOf("prefill", fs.nPrefill, &pTail, &pAll, fl.Replicas, RolePrefill))
+	var m [nComponents]float64
+	for k := range m {
+		m[k] = ratio(a.comp[k], float64(a.n)) * msPerNs
 	}
-	if pTail.n > 0 {
-		fl.PrefillPool = poolInFlightOf(fs.nPrefill, &pTail, &pAll)
+	s.MeanMs = sharesOf(m)
+	s.TTFTMs, s.TPOTMs = ratio(a.ttft, float64(a.n))*msPerNs, ratio(a.tpot, float64(a.nTP))*msPerNs
+	if a.nCk > 0 {
+		v := a.cached / a.prompt
+		s.CachedFraction = &v
 	}
-	if dTail.n > 0 {
-		fl.DecodePool = poolInFlightOf(fs.nServing, &dTail, &dAll)
-	}
-	fl.Findings = []string{}
-	rep.Fleet = fl
+	return s
 }
 
 // naturalCompare orders names by their text, then by the number they end

@@ -66,15 +66,19 @@ func FuzzAnalyzeRecords(f *testing.F) {
 		if err := rep.WriteJSON(io.Discard); err != nil {
 			t.Fatalf("WriteJSON: %v", err)
 		}
-		if err := rep.WriteVLLMJSON(io.Discard, VLLMOptions{PercentileMetrics: VLLMMetrics}); err != nil {
+		vo := DefaultVLLMOptions()
+		vo.PercentileMetrics = VLLMMetrics
+		if err := rep.WriteVLLMJSON(io.Discard, vo); err != nil {
 			t.Fatalf("WriteVLLMJSON: %v", err)
 		}
 		// (WriteHTML is left out: gonum/plot makes each run too slow for
 		// fuzzing; TestHTMLDegenerateData covers odd data.)
 		for _, fn := range []func(io.Writer) error{rep.WriteText,
-			func(w io.Writer) error { return rep.WriteVLLM(w, VLLMOptions{}) },
+			func(w io.Writer) error { return rep.WriteVLLM(w, DefaultVLLMOptions()) },
 			func(w io.Writer) error { return rep.WriteRequests(w, RequestsCSV) },
-			func(w io.Writer) error { return Compare(rep, rep, CompareOptions{Resamples: 20}).WriteJSON(w) }} {
+			func(w io.Writer) error {
+				return mustCompare(t, rep, rep, fastCompare(20, DefaultMaxBootstrapSample)).WriteJSON(w)
+			}} {
 			if err := fn(io.Discard); err != nil {
 				t.Fatalf("render: %v", err)
 			}

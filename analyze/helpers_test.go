@@ -11,6 +11,32 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// tailAt is DefaultOptions with the tail at percentile p: tests start
+// from the defaults and change what they mean.
+func tailAt(p float64) Options {
+	o := DefaultOptions()
+	o.TailPercentile = p
+	return o
+}
+
+// fastCompare is DefaultCompareOptions with resamples bootstrap
+// resamples over at most maxSample values a side.
+func fastCompare(resamples, maxSample int) CompareOptions {
+	o := DefaultCompareOptions()
+	o.Resamples, o.MaxSample = resamples, maxSample
+	return o
+}
+
+// mustCompare is Compare of a and b with o; an error fails the test.
+func mustCompare(t testing.TB, a, b *Report, o CompareOptions) *Comparison {
+	t.Helper()
+	c, err := Compare(a, b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // mustAnalyze is Analyze of recs with o; an error fails the test.
 func mustAnalyze(t *testing.T, recs []traces.Record, o Options) *Report {
 	t.Helper()

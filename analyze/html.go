@@ -506,10 +506,6 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		note += "; decode starts after the first token, so it is never part of TTFT"
 	}
 	note += "."
-	type nd struct {
-		Name string
-		D    Dist
-	}
 	ga := rep.groupAttr()
 	var gaNames []string
 	for _, k := range rep.groupComponents() {
@@ -546,9 +542,26 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		// (empty without a tail) and WaterfallNote what it shows.
 		Waterfall     template.HTML
 		WaterfallNote string
-	}{rep, charts, comps, note, rep.capacityRows(), ga, gaNames, fleetCols, fleetRows, fleetFindings, []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT},
-		{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}, {"E2E", rep.E2E}, {"E2E (scheduled)", rep.E2EScheduled}, {"lateness", rep.Lateness}}, incident, incidentNote, waterfall, waterfallNote}
+	}{rep, charts, comps, note, rep.capacityRows(), ga, gaNames, fleetCols, fleetRows, fleetFindings, distRows(rep), incident, incidentNote, waterfall, waterfallNote}
 	return htmlTmpl.Execute(w, data)
+}
+
+// nd is a named distribution: a row of the latency table.
+type nd struct {
+	Name string
+	D    Dist
+}
+
+// distRows are the latency table's rows: ITL once when per chunk and per
+// token are one distribution (itlChunkIsToken), as the text report has it.
+func distRows(rep *Report) []nd {
+	itl := []nd{{"ITL (per chunk)", rep.ITL}, {itlPerTokenLabel(rep.Summary), rep.ITLPerToken}}
+	if itlChunkIsToken(&rep.Summary) {
+		itl = []nd{{"ITL (per chunk = per token)", rep.ITL}}
+	}
+	rows := []nd{{"TTFT", rep.TTFT}, {"TTFT (scheduled)", rep.TTFTScheduled}, {"TPOT", rep.TPOT}}
+	rows = append(rows, itl...)
+	return append(rows, nd{"E2E", rep.E2E}, nd{"E2E (scheduled)", rep.E2EScheduled}, nd{"lateness", rep.Lateness})
 }
 
 // itlPerTokenLabel marks per-token ITL whose chunk token counts were

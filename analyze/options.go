@@ -133,41 +133,36 @@ type Options struct {
 	// (its makespan is then final and its state dropped); a later call of
 	// it starts a new part. Defaults to DefaultSessionIdle (1 h).
 	SessionIdle time.Duration
+	// Terms say the options and commands the report's sentences name (a
+	// caller's flags and command lines); nil says them by the libraries'
+	// names (traces.LibraryTerms). Defaults to nil.
+	Terms traces.Terms
 	// Read is how AnalyzeFiles reads its files (Strict, Salvage): the
-	// rules every command shares (traces.OpenWith). Defaults to the zero
-	// options: bad rows skipped and counted, a damaged file an error.
+	// rules every command shares (traces.OpenWith). Defaults to
+	// traces.DefaultOpenOptions(): bad rows skipped and counted, a damaged
+	// file an error.
 	Read traces.OpenOptions
 }
 
-// DefaultOptions returns the defaults.
+// DefaultOptions returns every option's default, the values the field
+// docs name: the options an analysis starts from before a caller changes
+// what it means.
 func DefaultOptions() Options {
-	return Options{TailPercentile: DefaultTailPercentile, TailMetric: DefaultTailMetric, ITLExactLimit: DefaultITLExactLimit, ExactRows: DefaultExactRows, SessionIdle: DefaultSessionIdle}
+	return Options{
+		By:             "",
+		TailPercentile: DefaultTailPercentile,
+		TailMetric:     DefaultTailMetric,
+		ITLExactLimit:  DefaultITLExactLimit,
+		ExactRows:      DefaultExactRows,
+		SessionIdle:    DefaultSessionIdle,
+		Read:           traces.DefaultOpenOptions(),
+	}
 }
 
-// withDefaults fills zero fields.
-func (o Options) withDefaults() Options {
-	if o.TailPercentile == 0 {
-		o.TailPercentile = DefaultTailPercentile
-	}
-	if o.TailMetric == "" {
-		o.TailMetric = DefaultTailMetric
-	}
-	if o.ITLExactLimit == 0 {
-		o.ITLExactLimit = DefaultITLExactLimit
-	}
-	if o.ExactRows == 0 {
-		o.ExactRows = DefaultExactRows
-	}
-	if o.SessionIdle == 0 {
-		o.SessionIdle = DefaultSessionIdle
-	}
-	return o
-}
-
-// Validate checks the options; each error is a *traces.OptionError naming
-// the option.
+// Validate checks the options as given (a zero is a value like any other,
+// never the default); each error is a *traces.OptionError naming the
+// option.
 func (o Options) Validate() error {
-	o = o.withDefaults()
 	if o.By != "" && !slices.Contains(ByDimensions, o.By) {
 		return traces.OptionErrorf("analyze", "Options.By", "%q: want one of %s", o.By, strings.Join(ByDimensions, ", "))
 	}
@@ -177,8 +172,11 @@ func (o Options) Validate() error {
 	if o.TailPercentile <= 0 || o.TailPercentile >= 100 || math.IsNaN(o.TailPercentile) {
 		return traces.OptionErrorf("analyze", "Options.TailPercentile", "%v: want a percentile strictly between 0 and 100, e.g. p99", o.TailPercentile)
 	}
-	if o.ExactRows < 0 {
+	if o.ExactRows <= 0 {
 		return traces.OptionErrorf("analyze", "Options.ExactRows", "%d: want a positive number of rows", o.ExactRows)
+	}
+	if o.ITLExactLimit <= 0 {
+		return traces.OptionErrorf("analyze", "Options.ITLExactLimit", "%d: want a positive number of values", o.ITLExactLimit)
 	}
 	if o.KVBlocks < 0 {
 		return traces.OptionErrorf("analyze", "Options.KVBlocks", "%d: want a number of blocks, or 0 for an unbounded cache", o.KVBlocks)
@@ -186,7 +184,7 @@ func (o Options) Validate() error {
 	if o.BlockSize < 0 {
 		return traces.OptionErrorf("analyze", "Options.BlockSize", "%d: want tokens per block, or 0 for the results' metadata", o.BlockSize)
 	}
-	if o.SessionIdle < 0 {
+	if o.SessionIdle <= 0 {
 		return traces.OptionErrorf("analyze", "Options.SessionIdle", "%v: want a positive duration such as 30m", o.SessionIdle)
 	}
 	if o.Window < 0 {

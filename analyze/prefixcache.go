@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -189,9 +190,9 @@ type prefixAcc struct {
 	any       bool  // some row had prefix blocks
 	noSize    int64 // rows with blocks but no block size known
 	lastSent  int64
-	unordered int64 // rows with blocks fed after such a row sent later
-	pending   pendingHeap
-	window    int // rows held back (reorderRows)
+	unordered int64        // rows with blocks fed after such a row sent later
+	pending   []pendingRow // rows held back, a min-heap by sentFirst
+	window    int          // rows held back (reorderRows)
 	pc        PrefixCache
 	repImpl   int64 // implied tokens over the rows with the server's usage
 	anyCached bool  // some row reported cached tokens
@@ -218,54 +219,10 @@ type pendingRow struct {
 	count                bool
 }
 
-// pendingHeap is a min-heap of rows by send time (then seq). It is written
-// out rather than driven through container/heap, whose boxing of each row
-// in an any allocated twice per row.
-type pendingHeap []pendingRow
-
-func (h pendingHeap) less(i, j int) bool {
-	return h[i].sent < h[j].sent || h[i].sent == h[j].sent && h[i].seq < h[j].seq
-}
-
-func (h *pendingHeap) push(r pendingRow) {
-	*h = append(*h, r)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		up := (i - 1) / 2
-		if !s.less(i, up) {
-			break
-		}
-		s[i], s[up] = s[up], s[i]
-		i = up
-	}
-}
-
-// pop removes and returns the earliest row.
-func (h *pendingHeap) pop() pendingRow {
-	s := *h
-	top, n := s[0], len(s)-1
-	s[0], s[n] = s[n], pendingRow{}
-	*h = s[:n]
-	h.down()
-	return top
-}
-
-// down sifts the top row down to its place.
-func (h pendingHeap) down() {
-	for i := 0; ; {
-		m := 2*i + 1
-		if m >= len(h) {
-			return
-		}
-		if r := m + 1; r < len(h) && h.less(r, m) {
-			m = r
-		}
-		if !h.less(m, i) {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
+// sentFirst orders the reorder buffer, a min-heap (minheap): rows by send
+// time, then seq.
+func sentFirst(a, b *pendingRow) bool {
+	return a.sent < b.sent || a.sent == b.sent && a.seq < b.seq
 }
 
 // add queues r for the implied cache; count says whether r is one of the
@@ -287,7 +244,7 @@ func (p *prefixAcc) add(r *traces.Record, count bool, rep int32) {
 		cached: r.ServerCachedTokens, rep: rep, count: count}
 	if len(p.pending) < p.window {
 		row.blocks = slices.Clone(r.PrefixBlocks)
-		p.pending.push(row)
+		minheap.Push(&p.pending, row, sentFirst)
 		return
 	}
 	// The buffer is full: the earliest row goes through the cache and r
@@ -296,7 +253,7 @@ func (p *prefixAcc) add(r *traces.Record, count bool, rep int32) {
 	p.process(top)
 	row.blocks = append(top.blocks[:0], r.PrefixBlocks...)
 	p.pending[0] = row
-	p.pending.down()
+	minheap.Down(p.pending, 0, sentFirst)
 }
 
 // process runs one row with blocks, in send order, through the implied
@@ -362,9 +319,9 @@ func (p *prefixAcc) tally(r pendingRow, implied int64) {
 
 // result is the PrefixCache section (nil without prefix blocks) and the
 // warnings it comes with.
-func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
+func (p *prefixAcc) result(kvBlocks int, terms traces.Terms) (*PrefixCache, []string) {
 	for len(p.pending) > 0 {
-		p.process(p.pending.pop())
+		p.process(minheap.Pop(&p.pending, sentFirst))
 	}
 	if !p.any {
 		return nil, nil
@@ -400,18 +357,19 @@ func (p *prefixAcc) result(kvBlocks int) (*PrefixCache, []string) {
 	} else {
 		pc.Replicas = 0
 	}
-	pc.Explanation = pc.explain()
+	pc.Explanation = pc.explain(terms)
 	return &pc, warn
 }
 
 func tokRatio(a, b int64) float64 { return ratio(float64(a), float64(b)) }
 
 // explain says in one line why the server's rate differs from the
-// trace's.
-func (pc *PrefixCache) explain() string {
-	cache := "an unbounded cache (--kv-blocks 0)"
+// trace's, its options in terms.
+func (pc *PrefixCache) explain(terms traces.Terms) string {
+	kvBlocks := traces.OptionRef("Options.KVBlocks").Say(terms)
+	cache := "an unbounded cache (" + kvBlocks + " 0)"
 	if pc.KVBlocks > 0 {
-		cache = fmt.Sprintf("an LRU of %d blocks (--kv-blocks)", pc.KVBlocks)
+		cache = fmt.Sprintf("an LRU of %d blocks (%s)", pc.KVBlocks, kvBlocks)
 	}
 	g := pc.GapPoints
 	switch {
@@ -420,11 +378,11 @@ func (pc *PrefixCache) explain() string {
 	case math.Abs(g) <= gapTolerancePoints:
 		return fmt.Sprintf("the server cached what %s implies (within %.0f points)", cache, gapTolerancePoints)
 	case g < 0 && pc.KVBlocks == 0:
-		return fmt.Sprintf("the server cached %.1f points less than %s would: its KV cache is finite (evictions; give --kv-blocks its capacity), blocks were held by running requests, or prompts were not rebuilt from the trace's blocks", -g, cache)
+		return fmt.Sprintf("the server cached %.1f points less than %s would: its KV cache is finite (evictions; give %s its capacity), blocks were held by running requests, or prompts were not rebuilt from the trace's blocks", -g, cache, kvBlocks)
 	case g < 0:
-		return fmt.Sprintf("the server cached %.1f points less than %s implies: evictions in a cache smaller than --kv-blocks, blocks held by running requests, or prompts not rebuilt from the trace's blocks", -g, cache)
+		return fmt.Sprintf("the server cached %.1f points less than %s implies: evictions in a cache smaller than %s, blocks held by running requests, or prompts not rebuilt from the trace's blocks", -g, cache, kvBlocks)
 	}
-	larger := "a cache larger than --kv-blocks, "
+	larger := "a cache larger than " + kvBlocks + ", "
 	if pc.KVBlocks == 0 {
 		larger = ""
 	}

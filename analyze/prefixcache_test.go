@@ -62,26 +62,26 @@ func TestPrefixCache(t *testing.T) {
 			doc:  "An LRU of 3 blocks, smaller than the 5-block working set, evicts: 24 % implied; the server's 30.5 % is within 2 points of the 28.6 % implied on its rows.",
 			recs: cacheRows(), kv: 3, implied: 30, rate: 30.0 / 125, evict: 7,
 			realised: 32.0 / 105, implRep: 30.0 / 105, gap: 100 * (32.0 - 30.0) / 105,
-			explain: "the server cached what an LRU of 3 blocks (--kv-blocks) implies",
+			explain: "the server cached what an LRU of 3 blocks (Options.KVBlocks) implies",
 		},
 		{
 			doc:  "An unbounded cache never evicts: 54.4 % implied; the server cached 16.2 points less than it would.",
 			recs: cacheRows(), kv: 0, implied: 68, rate: 68.0 / 125, evict: 0,
 			realised: 32.0 / 105, implRep: 49.0 / 105, gap: 100 * (32.0 - 49.0) / 105,
-			explain: "the server cached 16.2 points less than an unbounded cache (--kv-blocks 0) would",
+			explain: "the server cached 16.2 points less than an unbounded cache (Options.KVBlocks 0) would",
 		},
 		{
 			doc:  "An LRU as large as the working set (5 blocks) implies what the unbounded cache does.",
 			recs: cacheRows(), kv: 5, implied: 68, rate: 68.0 / 125, evict: 0,
 			realised: 32.0 / 105, implRep: 49.0 / 105, gap: 100 * (32.0 - 49.0) / 105,
-			explain: "the server cached 16.2 points less than an LRU of 5 blocks (--kv-blocks) implies",
+			explain: "the server cached 16.2 points less than an LRU of 5 blocks (Options.KVBlocks) implies",
 		},
 		{
 			doc:  "Rows without blocks, first in the file but sent last, add their prompts to the sums and nothing to the cache: 30 of 200 tokens implied, and on the rows with usage the server's 42 of 180 against 30 implied.",
 			recs: append([]traces.Record{cacheRow(10, 40, 10), cacheRow(11, 35, -1)}, cacheRows()...),
 			kv:   3, implied: 30, rate: 30.0 / 200, evict: 7,
 			realised: 42.0 / 180, implRep: 30.0 / 180, gap: 100 * (42.0 - 30.0) / 180,
-			explain: "the server cached 6.7 points more than an LRU of 3 blocks (--kv-blocks) implies",
+			explain: "the server cached 6.7 points more than an LRU of 3 blocks (Options.KVBlocks) implies",
 		},
 		{
 			doc: "A server that cached more than the trace implies (a shared system prompt outside the blocks) is told apart.",
@@ -90,7 +90,7 @@ func TestPrefixCache(t *testing.T) {
 				cacheRow(1, 100, 50, 2),
 			},
 			kv: 0, implied: 0, rate: 0, realised: 0.5, implRep: 0, gap: 50,
-			explain: "the server cached 50.0 points more than an unbounded cache (--kv-blocks 0) implies: prompts not rebuilt",
+			explain: "the server cached 50.0 points more than an unbounded cache (Options.KVBlocks 0) implies: prompts not rebuilt",
 		},
 		{
 			doc: "A server that reports no cached tokens has no realised rate, and the line says so.",
@@ -232,7 +232,7 @@ func TestPrefixCacheReorderWindow(t *testing.T) {
 		for i := range rows {
 			p.add(&rows[i], true, -1)
 		}
-		p.result(4)
+		p.result(4, nil)
 		return p
 	}
 	want := feed(recs)

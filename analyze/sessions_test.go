@@ -213,7 +213,7 @@ func TestSessionsInTextJSONHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Sessions      3 (14 calls; calls per session p50 3, p90 8, max 9;", "  ≥ 8             2     425.00     445.00", "makespan  p50 7000 ms",
-		"Prefix cache  implied 9.3% of prompt tokens", "server 9.3%", "gap +0.0 points", "the server cached what an unbounded cache (--kv-blocks 0) implies"} {
+		"Prefix cache  implied 9.3% of prompt tokens", "server 9.3%", "gap +0.0 points", "the server cached what an unbounded cache (Options.KVBlocks 0) implies"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, txt.String())
 		}

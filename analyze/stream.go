@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -32,6 +33,8 @@ type Sampling struct {
 	// Sampled lists the sections computed on the sample (counts in them
 	// scaled by OneIn).
 	Sampled []string `json:"sampled"`
+	// terms say the option Note names (Options.Terms).
+	terms traces.Terms
 }
 
 // sampledSections are the sections Sampling.Sampled names; peak
@@ -58,38 +61,14 @@ func (p *peakSweep) add(sent, end int64) {
 		return
 	}
 	p.last = sent
-	h := p.h
-	for len(h) > 0 && h[0] <= sent { // pop ended requests
-		n := len(h) - 1
-		h[0] = h[n]
-		h = h[:n]
-		for i := 0; ; {
-			c := 2*i + 1
-			if c >= n {
-				break
-			}
-			if c+1 < n && h[c+1] < h[c] {
-				c++
-			}
-			if h[i] <= h[c] {
-				break
-			}
-			h[i], h[c] = h[c], h[i]
-			i = c
-		}
+	for len(p.h) > 0 && p.h[0] <= sent { // requests ended by now
+		minheap.Pop(&p.h, endsFirst)
 	}
-	h = append(h, end)
-	for i := len(h) - 1; i > 0; { // push
-		j := (i - 1) / 2
-		if h[j] <= h[i] {
-			break
-		}
-		h[i], h[j] = h[j], h[i]
-		i = j
-	}
-	p.h = h
-	p.peak = max(p.peak, len(h))
+	minheap.Push(&p.h, end, endsFirst)
+	p.peak = max(p.peak, len(p.h))
 }
+
+func endsFirst(a, b *int64) bool { return *a < *b }
 
 // note is the one-line statement of the sampling for text and HTML.
 func (s *Sampling) Note() string {
@@ -97,8 +76,8 @@ func (s *Sampling) Note() string {
 	if slices.Contains(s.Sampled, "peak_concurrency") {
 		what = "tail attribution, timeline, peak concurrency and charts"
 	}
-	return fmt.Sprintf("%d rows passed --exact-rows %d: percentiles (~) from log histograms within %.2g%% (count, mean, std, min, max, tokens, throughput and goodput exact); %s from a 1-in-%d sample of %d rows, counts scaled by %d",
-		s.Rows, s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
+	return fmt.Sprintf("%d rows passed %s %d: percentiles (~) from log histograms within %.2g%% (count, mean, std, min, max, tokens, throughput and goodput exact); %s from a 1-in-%d sample of %d rows, counts scaled by %d",
+		s.Rows, traces.OptionRef("Options.ExactRows").Say(s.terms), s.ExactRows, 100*s.RelativeError, what, s.OneIn, s.Kept, s.OneIn)
 }
 
 // The latency figures of a row (row.figures): an acc's sketches, and

@@ -133,7 +133,7 @@ func TestExactRowsStreaming(t *testing.T) {
 		t.Errorf("vllm JSON past the budget: %v %.200s", err, vj.String())
 	}
 	var ct bytes.Buffer
-	if err := Compare(exact, rep, CompareOptions{Resamples: 50}).WriteText(&ct); err != nil || !strings.Contains(ct.String(), "Approximate B:") || strings.Contains(ct.String(), "Approximate A:") {
+	if err := mustCompare(t, exact, rep, fastCompare(50, DefaultMaxBootstrapSample)).WriteText(&ct); err != nil || !strings.Contains(ct.String(), "Approximate B:") || strings.Contains(ct.String(), "Approximate A:") {
 		t.Errorf("compare does not say which run is approximate (%v):\n%.300s", err, ct.String())
 	}
 

@@ -147,15 +147,26 @@ func writeDistTable(w io.Writer, s *Summary) {
 	row("TTFT", s.TTFT)
 	row("TTFT (scheduled)", s.TTFTScheduled)
 	row("TPOT", s.TPOT)
-	row("ITL (per chunk)", s.ITL)
-	if s.ITLPerTokenEstimated > 0 {
+	switch {
+	case itlChunkIsToken(s):
+		row("ITL (chunk=token)", s.ITL)
+	case s.ITLPerTokenEstimated > 0:
+		row("ITL (per chunk)", s.ITL)
 		row("ITL (token, est.)", s.ITLPerToken) // chunk counts estimated from usage totals
-	} else {
+	default:
+		row("ITL (per chunk)", s.ITL)
 		row("ITL (per token)", s.ITLPerToken)
 	}
 	row("E2E", s.E2E)
 	row("E2E (scheduled)", s.E2EScheduled)
 	row("lateness", s.Lateness)
+}
+
+// itlChunkIsToken reports that the ITL per chunk and per token are one
+// distribution (every chunk carried one token, as the chunk counts say,
+// not estimated): reports say it in one row instead of two identical ones.
+func itlChunkIsToken(s *Summary) bool {
+	return s.ITL.Count > 0 && s.ITLPerTokenEstimated == 0 && s.ITL == s.ITLPerToken
 }
 
 // fmtMsColumn formats a column of durations (ms) in one unit and precision,

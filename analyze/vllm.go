@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/commalist"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // VLLM metric names (vllm bench serve --percentile-metrics).
@@ -26,18 +27,23 @@ const (
 var VLLMMetrics = []string{VLLMTTFT, VLLMTPOT, VLLMITL, VLLME2EL}
 
 // VLLMOptions mirrors the `vllm bench serve` flags that shape its output.
+// Start from DefaultVLLMOptions: a field's zero is a value of its own,
+// never its default.
 type VLLMOptions struct {
-	// PercentileMetrics selects the metric blocks. Defaults to ttft, tpot,
-	// itl (vLLM's default; add e2el for end-to-end latency).
+	// PercentileMetrics selects the metric blocks (none: no blocks).
+	// Defaults to ttft, tpot, itl (vLLM's default; add e2el for
+	// end-to-end latency).
 	PercentileMetrics []string
 	// MetricPercentiles are the percentiles printed per metric. Defaults to
 	// 99.
 	MetricPercentiles []float64
-	// MaxConcurrency prints "Maximum request concurrency" when > 0.
-	// Defaults to the results' metadata "max_concurrency", else 0.
+	// MaxConcurrency prints "Maximum request concurrency" when > 0; 0
+	// takes the results' metadata "max_concurrency", else prints none.
+	// Defaults to 0.
 	MaxConcurrency int
-	// RequestRate prints "Request rate configured (RPS)" when > 0. Defaults
-	// to the results' metadata "request_rate", else 0 (inf).
+	// RequestRate prints "Request rate configured (RPS)" when > 0; 0
+	// takes the results' metadata "request_rate", else means inf.
+	// Defaults to 0.
 	RequestRate float64
 	// Date is the --save-result "date" (YYYYmmdd-HHMMSS). Defaults to "".
 	Date string
@@ -45,7 +51,8 @@ type VLLMOptions struct {
 
 // DefaultVLLMOptions returns vLLM's defaults.
 func DefaultVLLMOptions() VLLMOptions {
-	return VLLMOptions{PercentileMetrics: []string{VLLMTTFT, VLLMTPOT, VLLMITL}, MetricPercentiles: []float64{99}}
+	return VLLMOptions{PercentileMetrics: []string{VLLMTTFT, VLLMTPOT, VLLMITL}, MetricPercentiles: []float64{99},
+		MaxConcurrency: 0, RequestRate: 0, Date: ""}
 }
 
 // ParseVLLMMetrics parses "ttft,tpot,itl,e2el".
@@ -69,13 +76,31 @@ func ParsePercentiles(s string) ([]float64, error) {
 	})
 }
 
-func (o VLLMOptions) withDefaults(rep *Report) VLLMOptions {
-	if len(o.PercentileMetrics) == 0 {
-		o.PercentileMetrics = DefaultVLLMOptions().PercentileMetrics
+// Validate reports the first option that cannot be used as given, naming
+// it in a *traces.OptionError.
+func (o VLLMOptions) Validate() error {
+	for _, m := range o.PercentileMetrics {
+		if !slices.Contains(VLLMMetrics, m) {
+			return traces.OptionErrorf("analyze", "VLLMOptions.PercentileMetrics", "%q: want some of %s", m, strings.Join(VLLMMetrics, ","))
+		}
 	}
-	if len(o.MetricPercentiles) == 0 {
-		o.MetricPercentiles = DefaultVLLMOptions().MetricPercentiles
+	for _, p := range o.MetricPercentiles {
+		if !(p > 0 && p <= 100) {
+			return traces.OptionErrorf("analyze", "VLLMOptions.MetricPercentiles", "%v: want a number in (0, 100]", p)
+		}
 	}
+	if o.MaxConcurrency < 0 {
+		return traces.OptionErrorf("analyze", "VLLMOptions.MaxConcurrency", "%d: want >= 0", o.MaxConcurrency)
+	}
+	if !(o.RequestRate >= 0) {
+		return traces.OptionErrorf("analyze", "VLLMOptions.RequestRate", "%v: want >= 0", o.RequestRate)
+	}
+	return nil
+}
+
+// fromMeta is o with the zeros that mean the results' metadata
+// (MaxConcurrency, RequestRate) read from rep's sources.
+func (o VLLMOptions) fromMeta(rep *Report) VLLMOptions {
 	for _, s := range rep.Sources {
 		if o.MaxConcurrency == 0 {
 			o.MaxConcurrency, _ = strconv.Atoi(s.Meta.Get("max_concurrency"))
@@ -154,7 +179,10 @@ func center(s string, n int, c string) string {
 // usage counts; "Peak output token throughput" counts tokens per second
 // (chunk token counts where known) rather than vLLM's chunks.
 func (rep *Report) WriteVLLM(w io.Writer, o VLLMOptions) error {
-	o = o.withDefaults(rep)
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	o = o.fromMeta(rep)
 	bw := bufio.NewWriter(w)
 	i := func(label string, v int64) { fmt.Fprintf(bw, "%-40s %-10d\n", label, v) }
 	f := func(label string, v float64) { fmt.Fprintf(bw, "%-40s %-10.2f\n", label, v) }
@@ -196,7 +224,10 @@ func (rep *Report) WriteVLLM(w io.Writer, o VLLMOptions) error {
 // latencies (s, per request in dispatch order, 0 for failures), queue_times
 // (client lateness in s), peaks, and mean_/median_/std_/p{P}_ per metric.
 func (rep *Report) WriteVLLMJSON(w io.Writer, o VLLMOptions) error {
-	o = o.withDefaults(rep)
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	o = o.fromMeta(rep)
 	var b bytes.Buffer
 	first := true
 	kv := func(k string, v any) {

@@ -2,8 +2,12 @@
 # Where the replayer's dispatcher stands still at a high rate on one pinned
 # client core: replays RATE req/s for DURATION s against bench/fastsse
 # (server on core 0, client on core 1), three ways:
-#   1. plain: lateness p50/p99/max and the collections (GODEBUG=gctrace=1);
-#   2. with --exectrace: the dispatcher's stalls by cause (bench/stalls);
+#   1. plain: lateness p50/p99/max, the requests sent more than 0.5 ms late
+#      and the episodes they formed (bench/episodes), and the collections
+#      (GODEBUG=gctrace=1);
+#   2. with --exectrace: the dispatcher's scheduling delay (runnable,
+#      waiting for a P) per 4 s of sending, and its stalls by cause
+#      (bench/stalls);
 #   3. under `perf sched record` where perf is installed and permitted: the
 #      scheduler's wake-up delays per thread on the client core.
 # Tracing perturbs timing: quote lateness from the plain run only. Before
@@ -13,6 +17,10 @@
 #
 #   bench/dispatcher-stalls.sh                 # RATE=10000 DURATION=10
 #   RATE=5000 DURATION=5 bench/dispatcher-stalls.sh
+#   SLOWCORE=1 bench/dispatcher-stalls.sh      # on a slowed client core
+#
+# SLOWCORE=1 runs bench/corehog on the client's core throughout, as
+# bench/vegeta-compare.sh does (SLOW_SHARE, SLOW_PERIOD, SLOW_NICE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -20,12 +28,15 @@ RATE=${RATE:-10000}
 DURATION=${DURATION:-10}
 PORT=${PORT:-18091}
 WORK=$(mktemp -d)
-trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+HOG=""
+trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) $HOG 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 go build -o "$WORK/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/fastsse" ./bench/fastsse
 go build -o "$WORK/stalls" ./bench/stalls
 go build -o "$WORK/clockfloor" ./bench/clockfloor
+go build -o "$WORK/episodes" ./bench/episodes
+go build -o "$WORK/corehog" ./bench/corehog
 PIN_S="" PIN_C="" PERF_CPUS="-a"
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; PERF_CPUS="-C 1"; fi
 $PIN_S "$WORK/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
@@ -39,10 +50,13 @@ replay() {
 }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_slow_core_desc
+HOG=$(bench_slow_core "$WORK/corehog" "${PIN_C#taskset -c }" $((6 * DURATION + 120)))
 echo "== plain run, $RATE req/s for $DURATION s, after the floor on the client's core"
 $PIN_C "$WORK/clockfloor" -rate "$RATE" -duration 3s 2>/dev/null
 $PIN_C "$WORK/clockfloor" -sleep -rate "$RATE" -duration 3s 2>/dev/null
 GODEBUG=gctrace=1 replay "$WORK/tokentrace" 2>"$WORK/gc.txt" | grep -E '^(lateness|realtime|client)' || true
+"$WORK/episodes" "$WORK/res.jsonl"
 echo "collections during the run: $(grep -c '^gc ' "$WORK/gc.txt")"
 grep '^gc ' "$WORK/gc.txt" | sed 's/^/  /' | cut -c1-110 | head -5
 

@@ -63,3 +63,28 @@ YAML
 		--web.listen-address="$listen" --log.level=warn 2>>"$WORK/prometheus.log" &
 	PIDS+=($!)
 }
+
+# bench_slow_core HOG CPU SECONDS: with SLOWCORE=1 in the environment,
+# starts HOG (a build of bench/corehog) on CPU (empty: anywhere) at nice
+# SLOW_NICE (default 5), spinning SLOW_SHARE (default 0.5) of every
+# SLOW_PERIOD (default 10ms) for SECONDS at most, and prints its process
+# id; without SLOWCORE it prints nothing. The replayer's core is then as a
+# slower or shared virtual CPU's: what it runs besides the dispatcher
+# (goroutines at nice 0) gets a share of it.
+bench_slow_core() {
+	[ "${SLOWCORE:-}" = 1 ] || return 0
+	local pin=""
+	[ -n "$2" ] && pin="taskset -c $2"
+	$pin nice -n "${SLOW_NICE:-5}" "$1" -share "${SLOW_SHARE:-0.5}" -period "${SLOW_PERIOD:-10ms}" -duration "$3s" >/dev/null 2>&1 &
+	echo $!
+}
+
+# bench_slow_core_desc: one line saying whether and how the replayer's core
+# is slowed (bench_slow_core).
+bench_slow_core_desc() {
+	if [ "${SLOWCORE:-}" = 1 ]; then
+		echo "slower core: bench/corehog spins ${SLOW_SHARE:-0.5} of every ${SLOW_PERIOD:-10ms} at nice ${SLOW_NICE:-5} on the client's core"
+	else
+		echo "slower core: no (SLOWCORE=1 to reproduce a slower or shared core)"
+	fi
+}

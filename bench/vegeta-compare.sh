@@ -13,6 +13,19 @@
 #   bench/vegeta-compare.sh                 # RATES="1000 5000" DURATION=10
 #   RATES=2000 DURATION=5 bench/vegeta-compare.sh
 #   REPEAT=3 bench/vegeta-compare.sh        # each pair of runs 3 times
+#   SLOWCORE=1 RATES=5000 bench/vegeta-compare.sh   # on a slowed client core
+#
+# Beside the percentiles each run prints the client's share of its core
+# (core_pct: CPU time over the client's wall time), how many requests were
+# sent more than 0.5 ms late (late_0.5ms) and how many separate episodes
+# they formed (bench/episodes; vegetalate for vegeta): a few late sends
+# spread out are the machine's, many in episodes at a steady interval are
+# the client's own (something that grows until it is flushed).
+#
+# SLOWCORE=1 reproduces a slower or shared virtual CPU on the machine at
+# hand: bench/corehog spins SLOW_SHARE (default 0.5) of every SLOW_PERIOD
+# (default 10ms) at nice SLOW_NICE (default 5) on the client's core
+# during each floor measurement and client run.
 #
 # Shared or virtualised machines vary from run to run (CPU per request by
 # up to 30% here); REPEAT alternates the two clients so both see the same
@@ -30,7 +43,8 @@ DURATION=${DURATION:-10}
 REPEAT=${REPEAT:-1}
 PORT=${PORT:-18089}
 WORK=$(mktemp -d)
-trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+HOG=""
+trap 'kill $(cat "$WORK/server.pid" 2>/dev/null) $HOG 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 # vegeta from the Go module proxy. "go install ...@latest" needs the proxy's
 # version list, which some proxies refuse; a pinned version through a scratch
@@ -45,6 +59,8 @@ go build -o "$WORK/bin/tokentrace" ./cmd/tokentrace
 go build -o "$WORK/bin/fastsse" ./bench/fastsse
 go build -o "$WORK/bin/vegetalate" ./bench/vegetalate
 go build -o "$WORK/bin/clockfloor" ./bench/clockfloor
+go build -o "$WORK/bin/episodes" ./bench/episodes
+go build -o "$WORK/bin/corehog" ./bench/corehog
 FLOOR_SECONDS=${FLOOR_SECONDS:-3}
 PIN_S="" PIN_C=""
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; fi
@@ -67,29 +83,49 @@ floor() {
   echo "$(echo "$f" | awk '{print $5, $7}') $(echo "$w" | awk '{print $5, $7}')"
 }
 
+# hog_start / hog_stop: the slowed core (SLOWCORE) for one client's floor
+# and run.
+hog_start() { HOG=$(bench_slow_core "$WORK/bin/corehog" "${PIN_C#taskset -c }" $((DURATION + 2 * FLOOR_SECONDS + 60))); }
+hog_stop() {
+  if [ -n "$HOG" ]; then kill "$HOG" 2>/dev/null || true; wait "$HOG" 2>/dev/null || true; fi
+  HOG=""
+}
+
+# row CLIENT RATE LATENESS_LINE EPISODES_LINE USER SYS WALL: one line of the
+# table (FP FM WP WM: the floor).
+row() {
+  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %8.1f %12s %9s %6s\n' "$1" "$2" \
+    "$(echo "$3" | awk '{print $3}')" "$(echo "$3" | awk '{print $5}')" "$(echo "$3" | awk '{print $7}')" \
+    "$FP" "$FM" "$WP" "$WM" "$(echo "($5 + $6) * 1000000 / $N" | bc -l)" "$(echo "($5 + $6) * 100 / $7" | bc -l)" \
+    "$(echo "$4" | awk '{print $3}')" "$(echo "$4" | awk '{print $8}')" "$(cut -d' ' -f1 /proc/loadavg)"
+}
+
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14s %6s\n' client rate late_p50 late_p99 late_max floor_p99 floor_max wake_p99 wake_max cpu_us_per_req load
+bench_slow_core_desc
+printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14s %8s %12s %9s %6s\n' client rate late_p50 late_p99 late_max floor_p99 floor_max wake_p99 wake_max cpu_us_per_req core_pct late_0.5ms episodes load
 for RATE in $RATES; do
 for _ in $(seq "$REPEAT"); do
   N=$((RATE * DURATION))
   awk -v n="$N" -v r="$RATE" 'BEGIN{for(i=0;i<n;i++) printf "{\"seq\":%d,\"arrival_ns\":%.0f,\"input_tokens\":8,\"output_tokens\":4}\n", i, i*1e9/r}' >"$WORK/trace.jsonl"
 
   # tokentrace replay
+  hog_start
   read -r FP FM WP WM <<<"$(floor "$RATE")"
-  /usr/bin/time -f "%U %S" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
+  /usr/bin/time -f "%U %S %e" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
     --max-lateness 1h --warmup 100 --out "$WORK/res.jsonl" "$WORK/trace.jsonl" >"$WORK/tt.out"
-  read -r U S <"$WORK/tt.time"
-  L=$(grep '^lateness' "$WORK/tt.out")
-  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %6s\n' tokentrace "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$FP" "$FM" "$WP" "$WM" "$(echo "($U + $S) * 1000000 / $N" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)"
+  hog_stop
+  read -r U S E <"$WORK/tt.time"
+  row tokentrace "$RATE" "$(grep '^lateness' "$WORK/tt.out")" "$("$WORK/bin/episodes" "$WORK/res.jsonl")" "$U" "$S" "$E"
 
   # vegeta at the same rate, same duration
+  hog_start
   read -r FP FM WP WM <<<"$(floor "$RATE")"
-  /usr/bin/time -f "%U %S" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
+  /usr/bin/time -f "%U %S %e" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
     -rate="$RATE/s" -duration="${DURATION}s" -max-body=-1 -output="$WORK/vg.bin"
-  read -r U S <"$WORK/vg.time"
+  hog_stop
+  read -r U S E <"$WORK/vg.time"
   "$WORK/bin/vegeta" encode -to json "$WORK/vg.bin" | "$WORK/bin/vegetalate" -rate "$RATE" >"$WORK/vg.out"
-  L=$(grep '^lateness' "$WORK/vg.out")
-  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %6s\n' vegeta "$RATE" "$(echo "$L" | awk '{print $3}')" "$(echo "$L" | awk '{print $5}')" "$(echo "$L" | awk '{print $7}')" "$FP" "$FM" "$WP" "$WM" "$(echo "($U + $S) * 1000000 / $N" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)"
+  row vegeta "$RATE" "$(grep '^lateness' "$WORK/vg.out")" "$(grep '^episodes' "$WORK/vg.out")" "$U" "$S" "$E"
 done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

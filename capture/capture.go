@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -70,8 +71,8 @@ const (
 	RunLabel = "production"
 )
 
-// Options configures a capture. The zero value is not valid; start from
-// DefaultOptions.
+// Options configures a capture. Start from DefaultOptions: a field's zero
+// is a value of its own, never its default.
 type Options struct {
 	// Format is the log format, one of Formats; "auto" sniffs each input's
 	// first bytes. Defaults to "auto".
@@ -82,7 +83,7 @@ type Options struct {
 	// response ended: finish_ns when latency_ms is absent), trace_id (a
 	// session when session and user are absent), call_id and
 	// parent_call_id (parent_seq: the call whose call_id, in the same trace,
-	// is this one's parent_call_id). Defaults to none.
+	// is this one's parent_call_id). Defaults to nil (none).
 	Fields map[string]string
 	// Tokenizer is the tiktoken encoding used where the logs carry neither
 	// usage numbers nor token ids (and for prefix lengths and blocks).
@@ -96,7 +97,7 @@ type Options struct {
 	BlockSize int
 	// Key is the HMAC key. Empty means an ephemeral random key that is never
 	// saved (hashes are then comparable only within this capture). Defaults
-	// to empty.
+	// to nil.
 	Key []byte
 	// KeepStart keeps the absolute start time at full precision instead of
 	// truncating it to the hour. Defaults to false.
@@ -104,8 +105,8 @@ type Options struct {
 	// KeepHashes writes hex HMAC digests as category labels and digest
 	// prefixes as block ids instead of renumbered ids. Defaults to false.
 	KeepHashes bool
-	// Year is the year of vllm-log timestamps, which have none. Defaults to
-	// the current UTC year (0 = current).
+	// Year is the year of vllm-log timestamps, which have none; 0 is the
+	// current UTC year. Defaults to 0.
 	Year int
 	// Sessions chooses how sessions are found: auto, field, chat or none.
 	// A trace id (OTLP, LiteLLM and openai-jsonl trace_id) counts as a
@@ -121,16 +122,16 @@ type Options struct {
 	MaxLineBytes int
 	// Workers is the number of goroutines parsing openai-jsonl, litellm and
 	// otlp-json lines (vllm-log is read by one); the output does not depend
-	// on it. Defaults to 0 (= GOMAXPROCS).
+	// on it; 0 is GOMAXPROCS. Defaults to 0.
 	Workers int
 	// SortMemoryBytes bounds the redacted requests held in memory to sort
 	// them by arrival (about 300 bytes each); beyond it sorted runs are
 	// spilled to TempDir and merged. The output does not depend on it.
-	// Defaults to 64 MiB (0 = the default).
+	// Defaults to DefaultSortMemoryBytes (64 MiB).
 	SortMemoryBytes int64
 	// TempDir is where sorted runs are spilled, in a directory of their own
-	// that is removed when the capture ends, fails or is cancelled. Defaults
-	// to os.TempDir().
+	// that is removed when the capture ends, fails or is cancelled; "" is
+	// os.TempDir(). Defaults to "".
 	TempDir string
 	// SessionIdle is how long a session waits for its next request: a
 	// session (a session or user field, or a chat conversation) idle for
@@ -143,7 +144,7 @@ type Options struct {
 	// the k rule keeps (about 30 bytes each). When full, those seen once are
 	// forgotten; one seen again counts anew, so the bound can only drop a
 	// category or block, never keep one shared by fewer than k. Defaults to
-	// 2 Mi entries (0 = the default).
+	// DefaultMaxKAnonEntries (2 Mi entries).
 	MaxKAnonEntries int
 	// Part makes this capture one part of a trace captured in several
 	// (one process per input shard, e.g. a Kubernetes Indexed Job). A part
@@ -162,7 +163,7 @@ type Options struct {
 	// Defaults to 0.
 	PartIndex int
 	// Progress, when set, is called about every ProgressEvery while a
-	// capture runs (on the capture's goroutine). Defaults to none.
+	// capture runs (on the capture's goroutine). Defaults to nil (none).
 	Progress func(Progress)
 }
 
@@ -182,20 +183,6 @@ const ProgressEvery = 10 * time.Second
 // progressEvery is ProgressEvery; tests shorten it.
 var progressEvery = ProgressEvery
 
-func (o *Options) maxKAnon() int {
-	if o.MaxKAnonEntries > 0 {
-		return o.MaxKAnonEntries
-	}
-	return DefaultMaxKAnonEntries
-}
-
-func (o *Options) sortMemory() int64 {
-	if o.SortMemoryBytes > 0 {
-		return o.SortMemoryBytes
-	}
-	return DefaultSortMemoryBytes
-}
-
 func (o *Options) workers() int {
 	if o.Workers > 0 {
 		return o.Workers
@@ -203,7 +190,8 @@ func (o *Options) workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// DefaultOptions returns the defaults.
+// DefaultOptions returns every option's default, the values the field docs
+// name.
 func DefaultOptions() Options {
 	return Options{
 		Format:          DefaultFormat,
@@ -212,7 +200,10 @@ func DefaultOptions() Options {
 		BlockSize:       DefaultBlockSize,
 		Sessions:        DefaultSessions,
 		MaxLineBytes:    DefaultMaxLineBytes,
+		Workers:         0,
+		SortMemoryBytes: DefaultSortMemoryBytes,
 		SessionIdle:     DefaultSessionIdle,
+		MaxKAnonEntries: DefaultMaxKAnonEntries,
 	}
 }
 
@@ -223,30 +214,24 @@ func (o *Options) year() int {
 	return time.Now().UTC().Year()
 }
 
-// OptionError is an invalid option. Option is the name of the Options
-// field, so that a command line can name its own flag.
-type OptionError struct {
-	Option string // e.g. "Format"
-	Value  string // the value as given, quoted if a string ("" for Key)
-	Want   string
-}
-
-func (e *OptionError) Error() string {
-	if e.Value == "" {
-		return fmt.Sprintf("capture.Options.%s: %s", e.Option, e.Want)
+// optionErr is capture's option error: option is a field of Options or
+// ComposeOptions ("Options.Format"), value the value as given (quoted if a
+// string; none when nil).
+func optionErr(option string, value any, want string) error {
+	if value == nil {
+		return traces.OptionErrorf("capture", option, "%s", want)
 	}
-	return fmt.Sprintf("capture.Options.%s %s: %s", e.Option, e.Value, e.Want)
+	v := fmt.Sprint(value)
+	if s, ok := value.(string); ok {
+		v = strconv.Quote(s)
+	}
+	return traces.OptionErrorf("capture", option, "%s: %s", v, want)
 }
 
-// Validate checks o; errors are *OptionError.
+// Validate checks o as given (a zero is a value like any other, never the
+// default); an error is a *traces.OptionError naming the option.
 func (o *Options) Validate() error {
-	bad := func(option string, value any, want string) error {
-		v := fmt.Sprint(value)
-		if s, ok := value.(string); ok {
-			v = strconv.Quote(s)
-		}
-		return &OptionError{Option: option, Value: v, Want: want}
-	}
+	bad := func(option string, value any, want string) error { return optionErr("Options."+option, value, want) }
 	if !slices.Contains(Formats, o.Format) {
 		return bad("Format", o.Format, "want one of "+strings.Join(Formats, ", "))
 	}
@@ -266,27 +251,27 @@ func (o *Options) Validate() error {
 		return bad("MaxLineBytes", o.MaxLineBytes, "want at least 1024")
 	}
 	if len(o.Key) > 0 && len(o.Key) < 16 {
-		return &OptionError{Option: "Key", Want: "key too short (want at least 16 bytes)"}
+		return bad("Key", nil, "key too short (want at least 16 bytes)")
 	}
 	for name := range o.Fields {
 		if !slices.Contains(fieldNames, name) {
-			return &OptionError{Option: "Fields", Value: name, Want: "unknown name (want one of " + strings.Join(fieldNames, ", ") + ")"}
+			return bad("Fields", name, "unknown name (want one of "+strings.Join(fieldNames, ", ")+")")
 		}
 	}
 	if o.Workers < 0 {
 		return bad("Workers", o.Workers, "want 0 (all cores) or more")
 	}
-	if o.SortMemoryBytes < 0 {
-		return bad("SortMemoryBytes", o.SortMemoryBytes, "want 0 (the default) or more")
+	if o.SortMemoryBytes < 1 {
+		return bad("SortMemoryBytes", o.SortMemoryBytes, "want at least 1 byte")
 	}
-	if o.MaxKAnonEntries < 0 {
-		return bad("MaxKAnonEntries", o.MaxKAnonEntries, "want 0 (the default) or more")
+	if o.MaxKAnonEntries < 1 {
+		return bad("MaxKAnonEntries", o.MaxKAnonEntries, "want at least 1 entry")
 	}
 	if o.SessionIdle <= 0 {
 		return bad("SessionIdle", o.SessionIdle, "want a positive duration")
 	}
 	if o.Part && len(o.Key) == 0 {
-		return &OptionError{Option: "Key", Want: "a part (Part) needs the capture key shared by every part"}
+		return bad("Key", nil, "a part (Part) needs the capture key shared by every part")
 	}
 	if o.PartIndex < 0 || o.PartIndex > MaxPartIndex {
 		return bad("PartIndex", o.PartIndex, "want 0 to "+strconv.Itoa(MaxPartIndex))
@@ -452,7 +437,7 @@ func Run(ctx context.Context, o Options, names []string, stdin io.Reader, comman
 		}
 		f, err := os.Open(n)
 		if err != nil {
-			return Stats{}, fmt.Errorf("open log: %w", err)
+			return Stats{}, fserr.Wrap("open log", n, err)
 		}
 		defer f.Close()
 		inputs = append(inputs, Input{Name: n, R: f})
@@ -535,6 +520,10 @@ func ExpandInputs(names []string) ([]string, error) {
 	return out, nil
 }
 
+// ErrParquet is returned for an input that is a Parquet file (its magic
+// bytes), not serving logs: a trace already, or another tool's Parquet.
+var ErrParquet = errors.New("a Parquet file, not serving logs")
+
 // ErrNoRequests is returned when the inputs hold no request: no trace is
 // written, since an empty trace is never what was wanted.
 var ErrNoRequests = errors.New("no requests captured")
@@ -565,7 +554,7 @@ func noRequests(s Stats, format string) error {
 func ReadKeyFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read key file: %w", err)
+		return nil, fserr.Wrap("read key file", path, err)
 	}
 	s := strings.TrimSpace(string(b))
 	if len(s) == 64 {
@@ -588,7 +577,7 @@ func NewKeyFile(path string) ([]byte, error) {
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create key file: %w", err)
+		return nil, fserr.Wrap("create key file", path, err)
 	}
 	// A key file cut short (a full disk) would later load as a different
 	// key: remove it rather than leave it.

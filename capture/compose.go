@@ -30,14 +30,16 @@ func (o *Options) kNow() int {
 	return o.MinCategorySize
 }
 
-// ComposeOptions configures Compose. The zero value takes everything from
-// the parts' metadata.
+// ComposeOptions configures Compose. Start from DefaultComposeOptions,
+// which takes everything from the parts' metadata.
 type ComposeOptions struct {
-	// MinCategorySize is k. Defaults to 0: the k the parts were captured
-	// with (capture.kanon_k); a smaller k than that is refused.
+	// MinCategorySize is k; 0 is the k the parts were captured with
+	// (capture.kanon_k), and a smaller k than that is refused. Defaults to
+	// 0.
 	MinCategorySize int
 	// SessionIdle splits a session id's requests into sessions where they
-	// are further apart. Defaults to 0: the parts' (capture.session_idle).
+	// are further apart; 0 is the parts' (capture.session_idle). Defaults
+	// to 0.
 	SessionIdle time.Duration
 	// KeepHashes keeps categories and kept blocks as their keyed digests
 	// (as Options.KeepHashes); otherwise they are numbered in order of
@@ -47,9 +49,14 @@ type ComposeOptions struct {
 	// Read is how the parts are read (Strict, Salvage: see
 	// traces.OpenOptions; a part is always allowed its deferred
 	// k-anonymity). A part's rows must be in arrival order: the merge
-	// relies on it, so a row out of order is an error. Defaults to the
-	// zero options.
+	// relies on it, so a row out of order is an error. Defaults to
+	// traces.DefaultOpenOptions().
 	Read traces.OpenOptions
+}
+
+// DefaultComposeOptions returns every ComposeOptions default.
+func DefaultComposeOptions() ComposeOptions {
+	return ComposeOptions{MinCategorySize: 0, SessionIdle: 0, KeepHashes: false, Read: traces.DefaultOpenOptions()}
 }
 
 // ComposeStats says what Compose did.
@@ -99,12 +106,12 @@ func Compose(ctx context.Context, o ComposeOptions, names []string, command stri
 	}
 	if o.MinCategorySize != 0 {
 		if o.MinCategorySize < k {
-			return st, &OptionError{Option: "MinCategorySize", Value: strconv.Itoa(o.MinCategorySize), Want: fmt.Sprintf("at least the parts' k (%d)", k)}
+			return st, optionErr("ComposeOptions.MinCategorySize", o.MinCategorySize, fmt.Sprintf("at least the parts' k (%d)", k))
 		}
 		k = o.MinCategorySize
 	}
 	if o.SessionIdle < 0 {
-		return st, &OptionError{Option: "SessionIdle", Value: o.SessionIdle.String(), Want: "want a positive duration (0 = the parts')"}
+		return st, optionErr("ComposeOptions.SessionIdle", o.SessionIdle, "want a positive duration (0 = the parts')")
 	} else if o.SessionIdle > 0 {
 		idle = o.SessionIdle
 	}
@@ -170,7 +177,7 @@ func Compose(ctx context.Context, o ComposeOptions, names []string, command stri
 // meta0Extra is the first part's metadata that still holds for the
 // finished trace (what the part-only keys said no longer does).
 func meta0Extra(part string) map[string]string {
-	r, err := traces.OpenWith(part, traces.OpenOptions{AllowDeferred: true})
+	r, err := traces.OpenWith(part, partMeta())
 	if err != nil {
 		return nil
 	}
@@ -187,6 +194,13 @@ func meta0Extra(part string) map[string]string {
 	return out
 }
 
+// partMeta is how a part is opened for its metadata alone.
+func partMeta() traces.OpenOptions {
+	o := traces.DefaultOpenOptions()
+	o.AllowDeferred = true
+	return o
+}
+
 // partsMeta checks that every part is a deferred part of one capture (one
 // key, schema, block size, k and session idle; arrivals in Unix
 // ns; each part index once) and returns the first's metadata. A refusal
@@ -197,7 +211,7 @@ func partsMeta(parts []string) (traces.Meta, int, time.Duration, error) {
 	var idle time.Duration
 	index := map[int]string{} // part index → the part that has it
 	for i, p := range parts {
-		r, err := traces.OpenWith(p, traces.OpenOptions{AllowDeferred: true})
+		r, err := traces.OpenWith(p, partMeta())
 		if err != nil {
 			return first, 0, 0, fmt.Errorf("compose: %w", err)
 		}

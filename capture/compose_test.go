@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -75,15 +76,6 @@ func compose(t *testing.T, o ComposeOptions, parts []string, out string) Compose
 	return st
 }
 
-func readAll(t *testing.T, name string) ([]traces.Record, traces.Meta) {
-	t.Helper()
-	recs, m, err := traces.ReadAll(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs, m
-}
-
 // TestComposedPartsEqualOneCapture: the sample logs captured as four parts
 // split by time and composed give the rows of one capture of all the logs
 // (lengths, arrivals, categories and blocks exactly; sessions up to a
@@ -108,7 +100,7 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 	// k: one more than a common category's largest count in any one part.
 	perPart := map[string][]int{}
 	for i := range shards {
-		r, err := traces.OpenWith(filepath.Join(partsDir, fmt.Sprintf("part-%05d.parquet", i)), traces.OpenOptions{AllowDeferred: true})
+		r, err := traces.OpenWith(filepath.Join(partsDir, fmt.Sprintf("part-%05d.parquet", i)), partMeta())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,8 +139,8 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 	partsDir = mkdir(t, filepath.Join(dir, "parts-k"))
 	captureParts(t, o, partsDir, shards)
 	out := filepath.Join(dir, "composed.parquet")
-	st := compose(t, ComposeOptions{}, []string{filepath.Join(partsDir, "*.parquet")}, out)
-	got, meta := readAll(t, out)
+	st := compose(t, DefaultComposeOptions(), []string{filepath.Join(partsDir, "*.parquet")}, out)
+	got, meta := testtraces.ReadAll(t, out)
 	if meta.KAnonDeferred() || meta.KThreshold != k {
 		t.Errorf("composed meta: deferred %v, k %d; want finished, k %d", meta.KAnonDeferred(), meta.KThreshold, k)
 	}
@@ -236,7 +228,7 @@ func TestComposeRefuses(t *testing.T) {
 	p0, p1 := filepath.Join(dir, "part-00000.parquet"), filepath.Join(dir, "part-00001.parquet")
 	// tampered is part 1 with its metadata edited by edit.
 	tampered := func(name string, edit func(m *traces.Meta)) string {
-		r, err := traces.OpenWith(p1, traces.OpenOptions{AllowDeferred: true})
+		r, err := traces.OpenWith(p1, func() traces.OpenOptions { o := traces.DefaultOpenOptions(); o.AllowDeferred = true; return o }())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,17 +251,17 @@ func TestComposeRefuses(t *testing.T) {
 		o     ComposeOptions
 		want  string
 	}{
-		{"a finished trace is not a part", []string{p0, whole}, ComposeOptions{}, "is not a capture part"},
-		{"parts captured with different keys do not compose", []string{p0, filepath.Join(other, "part-1.parquet")}, ComposeOptions{}, "captured with key"},
-		{"a smaller k than the parts were captured for is refused", []string{p0}, ComposeOptions{MinCategorySize: 2}, "MinCategorySize"},
-		{"the same part given twice", []string{p0, p1, p0}, ComposeOptions{}, "are both part 0 of the capture"},
-		{"two captures of one shard", []string{p0, tampered("copy", func(m *traces.Meta) { m.Set(metaPart, "0") })}, ComposeOptions{}, "are both part 0 of the capture"},
-		{"a part of another schema", []string{p0, tampered("schema", func(m *traces.Meta) { m.SchemaVersion = "1.7" })}, ComposeOptions{}, "has schema 1.7, part " + p0 + " 1.0"},
-		{"a part with another block size", []string{p0, tampered("bs", func(m *traces.Meta) { m.BlockSize *= 2 })}, ComposeOptions{}, "has block size"},
-		{"a part whose k was edited", []string{p0, tampered("k", func(m *traces.Meta) { m.Set(metaPartK, "1") })}, ComposeOptions{}, "has k 1"},
-		{"a part whose session idle was edited", []string{p0, tampered("idle", func(m *traces.Meta) { m.Set(metaPartIdle, "5m0s") })}, ComposeOptions{}, "session idle 5m0s"},
-		{"a part whose arrivals are not Unix ns", []string{p0, tampered("arrivals", func(m *traces.Meta) { m.Set(metaPartArrivals, "offset_ns") })}, ComposeOptions{}, `capture.arrivals is "offset_ns", not unix_ns`},
-		{"a part without its index", []string{p0, tampered("noindex", func(m *traces.Meta) { delete(m.Extra, metaPart) })}, ComposeOptions{}, "metadata capture.kanon_k/capture.session_idle/capture.part"},
+		{"a finished trace is not a part", []string{p0, whole}, DefaultComposeOptions(), "is not a capture part"},
+		{"parts captured with different keys do not compose", []string{p0, filepath.Join(other, "part-1.parquet")}, DefaultComposeOptions(), "captured with key"},
+		{"a smaller k than the parts were captured for is refused", []string{p0}, func() ComposeOptions { o := DefaultComposeOptions(); o.MinCategorySize = 2; return o }(), "MinCategorySize"},
+		{"the same part given twice", []string{p0, p1, p0}, DefaultComposeOptions(), "are both part 0 of the capture"},
+		{"two captures of one shard", []string{p0, tampered("copy", func(m *traces.Meta) { m.Set(metaPart, "0") })}, DefaultComposeOptions(), "are both part 0 of the capture"},
+		{"a part of another schema", []string{p0, tampered("schema", func(m *traces.Meta) { m.SchemaVersion = "1.7" })}, DefaultComposeOptions(), "has schema 1.7, part " + p0 + " 1.0"},
+		{"a part with another block size", []string{p0, tampered("bs", func(m *traces.Meta) { m.BlockSize *= 2 })}, DefaultComposeOptions(), "has block size"},
+		{"a part whose k was edited", []string{p0, tampered("k", func(m *traces.Meta) { m.Set(metaPartK, "1") })}, DefaultComposeOptions(), "has k 1"},
+		{"a part whose session idle was edited", []string{p0, tampered("idle", func(m *traces.Meta) { m.Set(metaPartIdle, "5m0s") })}, DefaultComposeOptions(), "session idle 5m0s"},
+		{"a part whose arrivals are not Unix ns", []string{p0, tampered("arrivals", func(m *traces.Meta) { m.Set(metaPartArrivals, "offset_ns") })}, DefaultComposeOptions(), `capture.arrivals is "offset_ns", not unix_ns`},
+		{"a part without its index", []string{p0, tampered("noindex", func(m *traces.Meta) { delete(m.Extra, metaPart) })}, DefaultComposeOptions(), "metadata capture.kanon_k/capture.session_idle/capture.part"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,8 +279,8 @@ func TestComposeRefuses(t *testing.T) {
 func TestPartNeedsKey(t *testing.T) {
 	o := DefaultOptions()
 	o.Part = true
-	var oe *OptionError
-	if err := o.Validate(); !errors.As(err, &oe) || oe.Option != "Key" {
+	var oe *traces.OptionError
+	if err := o.Validate(); !errors.As(err, &oe) || oe.Option != "Options.Key" {
 		t.Fatalf("got %v, want an OptionError on Key", err)
 	}
 }

@@ -38,7 +38,7 @@ func TestGolden(t *testing.T) {
 			// Compare decoded records and metadata, not bytes, so a new
 			// column in package traces does not break this test.
 			want := golden.Read(t, path)
-			r, err := traces.NewJSONLReader(bytes.NewReader(want), path, traces.OpenOptions{Strict: true})
+			r, err := traces.NewJSONLReader(bytes.NewReader(want), path, strictOpen())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +46,7 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := traces.NewJSONLReader(&buf, "got", traces.OpenOptions{Strict: true})
+			got, err := traces.NewJSONLReader(&buf, "got", strictOpen())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,4 +59,11 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// strictOpen is traces.DefaultOpenOptions failing on the first bad row.
+func strictOpen() traces.OpenOptions {
+	o := traces.DefaultOpenOptions()
+	o.Strict = true
+	return o
 }

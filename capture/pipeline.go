@@ -71,7 +71,7 @@ func newPipeline(o Options) (*pipeline, error) {
 		o: o, key: o.Key, seed: maphash.MakeSeed(),
 		problems: problems{strict: o.Strict}, models: map[string]string{},
 		tokensFrom: map[string]int64{},
-		kanon:      newKAnon(o.kNow(), o.maxKAnon()),
+		kanon:      newKAnon(o.kNow(), o.MaxKAnonEntries),
 		spool:      newSpool(o),
 	}
 	if len(pl.key) == 0 {

@@ -146,6 +146,10 @@ func (pl *pipeline) readInput(ctx context.Context, idx int, in Input) error {
 	br := bufio.NewReaderSize(cr, 1<<20)
 	defer func() { pl.stats.Bytes += cr.n }()
 
+	if magic, _ := br.Peek(4); string(magic) == "PAR1" {
+		// Its binary "lines" would all be counted as malformed.
+		return fmt.Errorf("%s: %w", name, ErrParquet)
+	}
 	format := pl.o.Format
 	if format == FormatAuto {
 		head, _ := br.Peek(64 << 10)

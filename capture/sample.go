@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -113,23 +114,55 @@ type sampleReq struct {
 // non-streaming requests, a few errors. All text is invented from random
 // syllables; usage numbers are what capture's tokenizer counts.
 func WriteSampleLogs(ctx context.Context, w io.Writer, seed int64, o SampleOptions) error {
-	d := DefaultSampleOptions()
-	if o.Duration <= 0 {
-		o.Duration = d.Duration
-	}
-	if o.Rate <= 0 {
-		o.Rate = d.Rate
-	}
-	if o.Start.IsZero() {
-		o.Start = d.Start
-	}
-	if o.Model == "" {
-		o.Model = d.Model
+	if err := o.Validate(); err != nil {
+		return err
 	}
 	enc, err := fastEncoder(DefaultTokenizer)
 	if err != nil {
 		return err
 	}
+	g := newSampleGen(seed)
+	cats := g.categories()
+	b := sampleBurst(o.Duration)
+	reqs := g.conversations(o, cats, b)
+	c := &tokenCounter{enc: enc, counts: map[string]int{}}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	for i, r := range reqs {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		line, err := json.Marshal(g.logLine(o, i, r, c.prompt(r), c, b))
+		if err != nil {
+			return fmt.Errorf("sample logs: %w", err)
+		}
+		bw.Write(line)
+		if err := bw.WriteByte('\n'); err != nil {
+			return fmt.Errorf("sample logs: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("sample logs: %w", err)
+	}
+	return nil
+}
+
+// Validate refuses options WriteSampleLogs cannot use: a span or a rate
+// that is not positive.
+func (o SampleOptions) Validate() error {
+	var errs []error
+	if o.Duration <= 0 {
+		errs = append(errs, optionErr("SampleOptions.Duration", o.Duration, "must be > 0"))
+	}
+	if !(o.Rate > 0) {
+		errs = append(errs, optionErr("SampleOptions.Rate", o.Rate, "must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// newSampleGen seeds the generator and invents its 400 words.
+func newSampleGen(seed int64) *sampleGen {
 	g := &sampleGen{rng: rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x5eed))}
 	for i := 0; i < 400; i++ {
 		n := 1 + g.rng.IntN(3)
@@ -139,6 +172,12 @@ func WriteSampleLogs(ctx context.Context, w io.Writer, seed int64, o SampleOptio
 		}
 		g.words = append(g.words, sb.String())
 	}
+	return g
+}
+
+// categories are sampleCategories with their system prompts and tool
+// sets invented.
+func (g *sampleGen) categories() []sampleCategory {
 	cats := make([]sampleCategory, len(sampleCategories))
 	copy(cats, sampleCategories)
 	for i := range cats {
@@ -157,40 +196,55 @@ func WriteSampleLogs(ctx context.Context, w io.Writer, seed int64, o SampleOptio
 			c.toolsJSON, _ = json.Marshal(tools)
 		}
 	}
-	pick := func() *sampleCategory {
-		total := 0.0
-		for i := range cats {
-			if !strings.HasPrefix(cats[i].name, "rare") {
-				total += cats[i].weight
-			}
-		}
-		x := g.rng.Float64() * total
-		for i := range cats {
-			if strings.HasPrefix(cats[i].name, "rare") {
-				continue
-			}
-			if x -= cats[i].weight; x < 0 {
-				return &cats[i]
-			}
-		}
-		return &cats[0]
-	}
+	return cats
+}
 
-	// Conversation starts: Poisson, with a 3x burst for 6 s at 55% of the run.
+// pick draws a common category by weight (the rare ones come at fixed
+// points: see conversations).
+func (g *sampleGen) pick(cats []sampleCategory) *sampleCategory {
+	total := 0.0
+	for i := range cats {
+		if !strings.HasPrefix(cats[i].name, "rare") {
+			total += cats[i].weight
+		}
+	}
+	x := g.rng.Float64() * total
+	for i := range cats {
+		if strings.HasPrefix(cats[i].name, "rare") {
+			continue
+		}
+		if x -= cats[i].weight; x < 0 {
+			return &cats[i]
+		}
+	}
+	return &cats[0]
+}
+
+// burst is the span of the run when conversations start at 3x the rate.
+type burst struct{ from, to time.Duration }
+
+// sampleBurst is a 6 s burst at 55% of a run of duration d.
+func sampleBurst(d time.Duration) burst {
+	from := time.Duration(float64(d) * 0.55)
+	return burst{from, from + 6*time.Second}
+}
+
+// conversations draws the conversations' starts (Poisson at o.Rate, 3x
+// in the burst) and turns, and returns their requests in time order.
+func (g *sampleGen) conversations(o SampleOptions, cats []sampleCategory, b burst) []*sampleReq {
 	var reqs []*sampleReq
-	burstFrom, burstTo := time.Duration(float64(o.Duration)*0.55), time.Duration(float64(o.Duration)*0.55)+6*time.Second
 	conv := 0
 	var rareLeft = map[string]int{"rare-a": 3, "rare-b": 2}
 	for t := time.Duration(0); t < o.Duration; {
 		rate := o.Rate
-		if t >= burstFrom && t < burstTo {
+		if t >= b.from && t < b.to {
 			rate *= 3
 		}
 		t += time.Duration(g.rng.ExpFloat64() / rate * float64(time.Second))
 		if t >= o.Duration {
 			break
 		}
-		c := pick()
+		c := g.pick(cats)
 		// The rare categories appear at fixed points of the run.
 		for i := range cats {
 			if n := rareLeft[cats[i].name]; n > 0 && t >= time.Duration(float64(o.Duration)*float64(conv%7+1)/9) && g.rng.IntN(40) == 0 {
@@ -200,116 +254,122 @@ func WriteSampleLogs(ctx context.Context, w io.Writer, seed int64, o SampleOptio
 			}
 		}
 		conv++
-		turns := 1 + g.rng.IntN(c.turnsMax)
-		var history []sampleMsg
-		if c.system != "" {
-			history = append(history, sampleMsg{Role: "system", Content: c.system})
-		}
-		at := t
-		for k := 0; k < turns && at < o.Duration; k++ {
-			var content any = g.text(g.between(c.userWords))
-			if g.rng.IntN(10) == 0 { // array content parts
-				content = []map[string]string{{"type": "text", "text": g.text(g.between(c.userWords))}, {"type": "text", "text": g.text(5)}}
-			}
-			history = append(history, sampleMsg{Role: "user", Content: content})
-			r := &sampleReq{t: at, conv: conv, cat: c, msgs: append([]sampleMsg(nil), history...), stream: g.rng.Float64() < 0.6, outWords: g.between(c.outWords), turn: k}
-			reqs = append(reqs, r)
-			history = append(history, sampleMsg{Role: "assistant", Content: g.text(r.outWords)})
-			at += 2*time.Second + time.Duration(g.rng.Float64()*8*float64(time.Second))
-		}
+		reqs = g.turns(reqs, o.Duration, t, conv, c)
 	}
 	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].t < reqs[j].t })
+	return reqs
+}
 
-	counts := map[string]int{}
-	count := func(s string) int {
-		if n, ok := counts[s]; ok {
-			return n
+// turns appends the requests of conversation conv of category c, started
+// at t: each turn resends the history with a new user message.
+func (g *sampleGen) turns(reqs []*sampleReq, end, t time.Duration, conv int, c *sampleCategory) []*sampleReq {
+	turns := 1 + g.rng.IntN(c.turnsMax)
+	var history []sampleMsg
+	if c.system != "" {
+		history = append(history, sampleMsg{Role: "system", Content: c.system})
+	}
+	at := t
+	for k := 0; k < turns && at < end; k++ {
+		var content any = g.text(g.between(c.userWords))
+		if g.rng.IntN(10) == 0 { // array content parts
+			content = []map[string]string{{"type": "text", "text": g.text(g.between(c.userWords))}, {"type": "text", "text": g.text(5)}}
 		}
-		n := len(enc.encode(nil, s))
-		if len(counts) < 1<<16 {
-			counts[s] = n
-		}
+		history = append(history, sampleMsg{Role: "user", Content: content})
+		r := &sampleReq{t: at, conv: conv, cat: c, msgs: append([]sampleMsg(nil), history...), stream: g.rng.Float64() < 0.6, outWords: g.between(c.outWords), turn: k}
+		reqs = append(reqs, r)
+		history = append(history, sampleMsg{Role: "assistant", Content: g.text(r.outWords)})
+		at += 2*time.Second + time.Duration(g.rng.Float64()*8*float64(time.Second))
+	}
+	return reqs
+}
+
+// tokenCounter counts tokens as capture's tokenizer does, remembering
+// the texts that repeat (system prompts, tool sets, roles).
+type tokenCounter struct {
+	enc    *fastBPE
+	counts map[string]int
+}
+
+func (c *tokenCounter) count(s string) int {
+	if n, ok := c.counts[s]; ok {
 		return n
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	for i, r := range reqs {
-		if i%256 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
+	n := len(c.enc.encode(nil, s))
+	if len(c.counts) < 1<<16 {
+		c.counts[s] = n
+	}
+	return n
+}
+
+// prompt is r's prompt tokens exactly as capture counts them (see
+// chatPrompt).
+func (c *tokenCounter) prompt(r *sampleReq) int {
+	pt := 3
+	if len(r.cat.toolsJSON) > 0 {
+		pt += c.count(string(r.cat.toolsJSON))
+	}
+	for _, m := range r.msgs {
+		pt += 3 + c.count(m.Role)
+		switch content := m.Content.(type) {
+		case string:
+			pt += c.count(content)
+		case []map[string]string:
+			var parts []string
+			for _, p := range content {
+				parts = append(parts, p["text"])
 			}
-		}
-		// Prompt tokens exactly as capture counts them (see chatPrompt).
-		pt := 3
-		if len(r.cat.toolsJSON) > 0 {
-			pt += count(string(r.cat.toolsJSON))
-		}
-		for _, m := range r.msgs {
-			pt += 3 + count(m.Role)
-			switch c := m.Content.(type) {
-			case string:
-				pt += count(c)
-			case []map[string]string:
-				var parts []string
-				for _, p := range c {
-					parts = append(parts, p["text"])
-				}
-				pt += count(strings.Join(parts, "\n"))
-			}
-		}
-		out := g.text(r.outWords)
-		ot := count(out)
-		inflight := 1.0
-		if r.t >= burstFrom && r.t < burstTo+3*time.Second {
-			inflight = 4
-		}
-		ttft := (40 + float64(pt)*0.08*inflight + g.rng.Float64()*20) // ms
-		lat := ttft + float64(ot)*(18+4*inflight) + g.rng.Float64()*10
-		req := map[string]any{"model": o.Model, "messages": r.msgs, "max_tokens": 1024, "stream": r.stream}
-		if len(r.cat.toolsJSON) > 0 {
-			req["tools"] = r.cat.toolsJSON
-		}
-		if r.stream {
-			req["stream_options"] = map[string]any{"include_usage": true}
-		}
-		line := map[string]any{
-			"time":       o.Start.Add(r.t).UTC().Format(time.RFC3339Nano),
-			"request_id": fmt.Sprintf("req-%d-%08x", i, g.rng.Uint32()),
-			"request":    req,
-		}
-		if g.rng.IntN(70) == 0 {
-			status := []int{429, 500, 503}[g.rng.IntN(3)]
-			line["status"] = status
-			line["latency_ms"] = round3(5 + g.rng.Float64()*30)
-			line["response"] = map[string]any{"error": map[string]any{"message": g.text(6), "type": "server_error"}}
-		} else {
-			cached := 0
-			if r.turn > 0 {
-				cached = (pt / 2) / 16 * 16
-			}
-			line["status"] = 200
-			line["latency_ms"] = round3(lat)
-			if r.stream {
-				line["ttft_ms"] = round3(ttft)
-			}
-			line["response"] = map[string]any{
-				"id": fmt.Sprintf("chatcmpl-%08x", g.rng.Uint32()), "object": "chat.completion", "model": o.Model,
-				"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": out}, "finish_reason": "stop"}},
-				"usage":   map[string]any{"prompt_tokens": pt, "completion_tokens": ot, "total_tokens": pt + ot, "prompt_tokens_details": map[string]any{"cached_tokens": cached}},
-			}
-		}
-		b, err := json.Marshal(line)
-		if err != nil {
-			return fmt.Errorf("sample logs: %w", err)
-		}
-		bw.Write(b)
-		if err := bw.WriteByte('\n'); err != nil {
-			return fmt.Errorf("sample logs: %w", err)
+			pt += c.count(strings.Join(parts, "\n"))
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("sample logs: %w", err)
+	return pt
+}
+
+// logLine is the gateway's log line of request i (r, with pt prompt
+// tokens): its answer's made-up timing, slower in and just after the
+// burst, or one of a few errors.
+func (g *sampleGen) logLine(o SampleOptions, i int, r *sampleReq, pt int, c *tokenCounter, b burst) map[string]any {
+	out := g.text(r.outWords)
+	ot := c.count(out)
+	inflight := 1.0
+	if r.t >= b.from && r.t < b.to+3*time.Second {
+		inflight = 4
 	}
-	return nil
+	ttft := (40 + float64(pt)*0.08*inflight + g.rng.Float64()*20) // ms
+	lat := ttft + float64(ot)*(18+4*inflight) + g.rng.Float64()*10
+	req := map[string]any{"model": o.Model, "messages": r.msgs, "max_tokens": 1024, "stream": r.stream}
+	if len(r.cat.toolsJSON) > 0 {
+		req["tools"] = r.cat.toolsJSON
+	}
+	if r.stream {
+		req["stream_options"] = map[string]any{"include_usage": true}
+	}
+	line := map[string]any{
+		"time":       o.Start.Add(r.t).UTC().Format(time.RFC3339Nano),
+		"request_id": fmt.Sprintf("req-%d-%08x", i, g.rng.Uint32()),
+		"request":    req,
+	}
+	if g.rng.IntN(70) == 0 {
+		status := []int{429, 500, 503}[g.rng.IntN(3)]
+		line["status"] = status
+		line["latency_ms"] = round3(5 + g.rng.Float64()*30)
+		line["response"] = map[string]any{"error": map[string]any{"message": g.text(6), "type": "server_error"}}
+		return line
+	}
+	cached := 0
+	if r.turn > 0 {
+		cached = (pt / 2) / 16 * 16
+	}
+	line["status"] = 200
+	line["latency_ms"] = round3(lat)
+	if r.stream {
+		line["ttft_ms"] = round3(ttft)
+	}
+	line["response"] = map[string]any{
+		"id": fmt.Sprintf("chatcmpl-%08x", g.rng.Uint32()), "object": "chat.completion", "model": o.Model,
+		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": out}, "finish_reason": "stop"}},
+		"usage":   map[string]any{"prompt_tokens": pt, "completion_tokens": ot, "total_tokens": pt + ot, "prompt_tokens_details": map[string]any{"cached_tokens": cached}},
+	}
+	return line
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -44,7 +44,7 @@ func newSpool(o Options) *spool {
 	// A killed capture's runs are removed first, whether or not this one
 	// spills (they are locked while in use: internal/tempfile).
 	tempfile.Sweep(filepath.Join(cmp.Or(o.TempDir, os.TempDir()), spoolPattern))
-	return &spool{budget: o.sortMemory(), tmpRoot: o.TempDir}
+	return &spool{budget: o.SortMemoryBytes, tmpRoot: o.TempDir}
 }
 
 // spoolPattern names a capture's temporary directory of spilled runs.

@@ -231,10 +231,7 @@ func (r *runner) traceClass(rec *traces.Record) string {
 	if rec.Class != "" || len(r.o.Background) == 0 {
 		return rec.Class
 	}
-	if r.o.TraceClass != "" {
-		return r.o.TraceClass
-	}
-	return DefaultTraceClass
+	return r.o.TraceClass
 }
 
 // withClasses gives trace records without a class the trace class (when

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/tcptest"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -349,51 +350,37 @@ func BenchmarkRequestCost(b *testing.B) {
 	tok := `data: {"id":"cmpl-x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null}]}` + "\n\n"
 	body := strings.Repeat(tok, 4) + `data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":4}}` + "\n\ndata: [DONE]\n\n"
 	resp := []byte(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
+	addr := tcptest.Serve(b, func(c net.Conn) {
+		buf := make([]byte, 64<<10)
+		have := 0
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(buf[have:])
 			if err != nil {
 				return
 			}
-			go func(c net.Conn) {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				have := 0
-				for {
-					n, err := c.Read(buf[have:])
-					if err != nil {
-						return
-					}
-					have += n
-					// Each request is a head and a Content-Length body.
-					for {
-						i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
-						if i < 0 {
-							break
-						}
-						cl := 0
-						if j := bytes.Index(buf[:i], []byte("Content-Length: ")); j >= 0 {
-							fmt.Sscanf(string(buf[j+16:i]), "%d", &cl)
-						}
-						end := i + 4 + cl
-						if end > have {
-							break
-						}
-						c.Write(resp)
-						have = copy(buf, buf[end:have])
-					}
+			have += n
+			// Each request is a head and a Content-Length body.
+			for {
+				i := bytes.Index(buf[:have], []byte("\r\n\r\n"))
+				if i < 0 {
+					break
 				}
-			}(c)
+				cl := 0
+				if j := bytes.Index(buf[:i], []byte("Content-Length: ")); j >= 0 {
+					fmt.Sscanf(string(buf[j+16:i]), "%d", &cl)
+				}
+				end := i + 4 + cl
+				if end > have {
+					break
+				}
+				c.Write(resp)
+				have = copy(buf, buf[end:have])
+			}
 		}
-	}()
+	})
 	recs := testTrace(b.N, 50*time.Microsecond, 8, 4)
 	o := DefaultOptions()
-	o.URL, o.Model, o.NoPreflight = "http://"+ln.Addr().String(), "m", true
+	o.URL, o.Model, o.NoPreflight = "http://"+addr, "m", true
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ReportAllocs()

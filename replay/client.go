@@ -38,12 +38,18 @@ func (r *runner) begin(it *item) *traces.Record {
 
 // beginInto makes rec the result row of it, outcome columns cleared.
 func (r *runner) beginInto(rec *traces.Record, it *item) {
+	r.beginRow(rec, it)
+	rec.RequestID = requestID(r.o.Run, rec.Seq)
+}
+
+// beginRow is beginInto without the request id, which allocates: the
+// event loop's collector sets it (collect.go).
+func (r *runner) beginRow(rec *traces.Record, it *item) {
 	*rec = *it.rec
 	rec.ClearOutcome()
 	rec.ChunkNs, rec.ChunkTokens = nil, nil
 	rec.Run = r.o.Run
 	rec.ScheduledNs = int64(it.sched)
-	rec.RequestID = requestID(r.o.Run, rec.Seq)
 }
 
 // complete records a finished request and, in closed-session mode, queues
@@ -226,7 +232,7 @@ func (r *runner) headers() http.Header {
 func (r *runner) finished(rec *traces.Record) {
 	r.live.record(rec)
 	r.mu.Lock()
-	r.done = append(r.done, *rec)
+	r.done.add(rec)
 	r.sum.add(rec)
 	r.mu.Unlock()
 }

@@ -59,10 +59,7 @@ type ClockOffset struct {
 // (nil when not measured).
 func (r *runner) probeClock(ctx context.Context) *ClockOffset {
 	n := r.o.ClockProbes
-	if n == 0 {
-		n = DefaultClockProbes
-	}
-	if n < 0 || r.base == "" {
+	if n <= 0 || r.base == "" {
 		return nil
 	}
 	c := *r.client

@@ -1,11 +1,11 @@
 package replay
 
 import (
-	"container/heap"
 	"fmt"
 	"io"
 	"runtime"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -36,38 +36,17 @@ type sessionBuf struct {
 	skipped  map[int64]bool   // seqs of its calls outside the selection, read so far
 	left     int32            // selected calls still to read
 	complete bool
-	queued   bool // in the incomplete heap
+	queued   bool // in the heap of sessions being read
 }
 
-// incomplete orders the sessions being read by their first selected call:
-// no call is released before a session whose first call comes earlier is
-// complete (its first call may be due first).
-type incomplete []*sessionBuf
+// firstCallFirst orders the sessions being read by their first selected
+// call: no call is released before a session whose first call comes
+// earlier is complete (its first call may be due first).
+func firstCallFirst(a, b **sessionBuf) bool { return before((*a).recs[0], (*b).recs[0]) }
 
-func (h incomplete) Len() int           { return len(h) }
-func (h incomplete) Less(i, j int) bool { return before(h[i].recs[0], h[j].recs[0]) }
-func (h incomplete) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *incomplete) Push(x any)        { *h = append(*h, x.(*sessionBuf)) }
-func (h *incomplete) Pop() any {
-	old := *h
-	s := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return s
-}
-
-// readyCalls are calls scheduled from the trace's clock, in arrival order.
-type readyCalls []*traces.Record
-
-func (h readyCalls) Len() int           { return len(h) }
-func (h readyCalls) Less(i, j int) bool { return before(h[i], h[j]) }
-func (h readyCalls) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *readyCalls) Push(x any)        { *h = append(*h, x.(*traces.Record)) }
-func (h *readyCalls) Pop() any {
-	old := *h
-	s := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return s
-}
+// recBefore orders the calls scheduled from the trace's clock, in the
+// heap of those ready to go: by before.
+func recBefore(a, b **traces.Record) bool { return before(*a, *b) }
 
 // before is the trace's order: arrival, then seq.
 func before(a, b *traces.Record) bool {
@@ -88,8 +67,8 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 	r.graph = g
 	r.ctxOf = map[*traces.Record]*heldCtx{}
 	pending := map[int64]*sessionBuf{}
-	var waiting incomplete
-	var ready readyCalls
+	var waiting []*sessionBuf  // being read, a min-heap by firstCallFirst
+	var ready []*traces.Record // a min-heap by recBefore
 	buf := make([]traces.Record, 256)
 	var rows []traces.Record
 	eof := false
@@ -105,21 +84,21 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 		static, followUps := g.addStreamed(sb)
 		r.sched.outstanding.Add(int64(followUps))
 		for _, rec := range static {
-			heap.Push(&ready, rec)
+			minheap.Push(&ready, rec, recBefore)
 		}
 	}
 	// releasable says the earliest ready call can go: no session still
 	// being read starts before it.
 	releasable := func() bool {
 		for len(waiting) > 0 && waiting[0].complete {
-			heap.Pop(&waiting)
+			minheap.Pop(&waiting, firstCallFirst)
 		}
 		return len(ready) > 0 && (len(waiting) == 0 || before(ready[0], waiting[0].recs[0]))
 	}
 	f = func() (*item, error) {
 		for {
 			if releasable() {
-				rec := heap.Pop(&ready).(*traces.Record)
+				rec := minheap.Pop(&ready, recBefore)
 				return &item{rec: rec, sched: o.at(rec)}, nil
 			}
 			if eof && len(rows) == 0 {
@@ -172,7 +151,7 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 			c := rec.Clone()
 			if rec.Session == 0 || want == 0 {
 				g.noteProblems(sessionless(&c))
-				heap.Push(&ready, &c)
+				minheap.Push(&ready, &c, recBefore)
 				continue
 			}
 			sb := pending[rec.Session]
@@ -183,7 +162,7 @@ func (r *runner) closedFeed(p *Plan) (f feed, close func(), err error) {
 			sb.recs = append(sb.recs, &c)
 			if !sb.queued {
 				sb.queued = true
-				heap.Push(&waiting, sb)
+				minheap.Push(&waiting, sb, firstCallFirst)
 			}
 			if sb.left--; sb.left <= 0 {
 				complete(sb)

@@ -41,8 +41,7 @@ func TestClosedFeedHoldsSessionsUnderWay(t *testing.T) {
 	for i := range recs {
 		sel = append(sel, &recs[i])
 	}
-	o2 := o.WithDefaults()
-	want, err := buildGraph(sel, recs, &o2, traces.Meta{})
+	want, err := buildGraph(sel, recs, &o, traces.Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +53,7 @@ func TestClosedFeedHoldsSessionsUnderWay(t *testing.T) {
 		slices.Sort(wantDeps[rec.Seq])
 	}
 
-	r := &runner{o: o.WithDefaults(), sched: newScheduler(true, 0)}
+	r := &runner{o: o, sched: newScheduler(true, 0)}
 	next, closeFeed, err := r.openFeed(p)
 	if err != nil {
 		t.Fatal(err)

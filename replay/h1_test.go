@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/tcptest"
 	"github.com/tokentrace/tokentrace/replay/internal/h1"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -21,35 +22,21 @@ import (
 // it closes it without a word (a keep-alive timeout on the server side).
 func rawServer(t *testing.T, closeAfter int, resp func(i int) string) (url string, conns *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	conns = new(atomic.Int64)
 	var reqs atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
+	addr := tcptest.Serve(t, func(c net.Conn) {
+		conns.Add(1)
+		br := bufio.NewReader(c)
+		for n := 0; n < closeAfter; n++ {
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			conns.Add(1)
-			go func(c net.Conn) {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for n := 0; n < closeAfter; n++ {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					io.WriteString(c, resp(int(reqs.Add(1)-1)))
-				}
-			}(c)
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, resp(int(reqs.Add(1)-1)))
 		}
-	}()
-	return "http://" + ln.Addr().String(), conns
+	})
+	return "http://" + addr, conns
 }
 
 const sseBody = "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"
@@ -155,21 +142,10 @@ func TestH1StaleWithoutPause(t *testing.T) {
 // TestH1CancelInterrupts checks that cancelling the context of a request
 // waiting on a silent server ends it at once as cancelled, not as a timeout.
 func TestH1CancelInterrupts(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // read nothing, answer nothing
-		}
-	}()
-	tr := h1Transport(t, "http://"+ln.Addr().String())
+	addr := tcptest.Serve(t, func(c net.Conn) {
+		io.Copy(io.Discard, c) // answer nothing
+	})
+	tr := h1Transport(t, "http://"+addr)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	rec := traces.NewRecord()
@@ -269,41 +245,27 @@ func TestLoopMatchesReaderPath(t *testing.T) {
 		sse(fmt.Sprintf(usage, 0) + "data: [DONE]\n\n"),
 		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + oneByteChunks(tok+fmt.Sprintf(usage, 1)+"data: [DONE]\n\n") + "0\r\n\r\n",
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	addr := tcptest.Serve(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func(c net.Conn) {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					id := req.Header.Get("X-Request-Id")
-					var seq int
-					fmt.Sscanf(id[strings.LastIndexByte(id, '-')+1:], "%d", &seq)
-					s := shapes[seq%len(shapes)]
-					io.WriteString(c, s)
-					if strings.Contains(s, "Connection: close") {
-						return
-					}
-				}
-			}(c)
+			io.Copy(io.Discard, req.Body)
+			id := req.Header.Get("X-Request-Id")
+			var seq int
+			fmt.Sscanf(id[strings.LastIndexByte(id, '-')+1:], "%d", &seq)
+			s := shapes[seq%len(shapes)]
+			io.WriteString(c, s)
+			if strings.Contains(s, "Connection: close") {
+				return
+			}
 		}
-	}()
+	})
 	run := func(maxConc int) map[int64]traces.Record {
 		o := DefaultOptions()
-		o.URL, o.Model, o.MaxConcurrency, o.NoPreflight = "http://"+ln.Addr().String(), "m", maxConc, true
+		o.URL, o.Model, o.MaxConcurrency, o.NoPreflight = "http://"+addr, "m", maxConc, true
 		res := mustRun(t, testTrace(3*len(shapes), time.Millisecond, 3, 2), traces.NewMeta("t"), o)
 		m := map[int64]traces.Record{}
 		for _, r := range res.Records {

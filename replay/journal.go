@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
+	"time"
 
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -71,7 +74,7 @@ type journal struct {
 func openJournal(path string, m traces.Meta) (*journal, error) {
 	f, err := createJournal(path)
 	if err != nil {
-		return nil, fmt.Errorf("replay: create journal: %w", err)
+		return nil, fserr.Wrap("replay: create journal", path, err)
 	}
 	j := &journal{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10)}
 	if m.SchemaVersion == "" {
@@ -149,7 +152,7 @@ func (j *journal) close() error {
 // first failed write stops sending at once: a run that goes on would hold
 // requests nothing on disk keeps if the process died.
 func (r *runner) journalLoop(j *journal) error {
-	t := tickerOr(r.o.JournalSync, DefaultJournalSync)
+	t := time.NewTicker(r.o.JournalSync)
 	defer t.Stop()
 	var werr error
 	// With RecordsInJournal the journal is where records live: a batch
@@ -159,34 +162,48 @@ func (r *runner) journalLoop(j *journal) error {
 	// rows whose seq Result.Records holds.
 	flush := func() {
 		r.mu.Lock()
-		batch := r.done[r.journaled:len(r.done):len(r.done)]
-		r.journaled = len(r.done)
 		drop := r.o.RecordsInJournal && werr == nil
+		var batch [][]traces.Record
 		if drop {
-			r.done, r.journaled = nil, 0
+			batch, r.journaled = r.done.take(), 0
+		} else {
+			batch, r.journaled = r.done.since(r.journaled), r.done.n
 		}
 		r.mu.Unlock()
-		if len(batch) == 0 || werr != nil {
+		if count(batch) == 0 || werr != nil {
 			return
 		}
-		if r.o.RecordsInJournal {
-			r.withClasses(batch)
+		for _, c := range batch {
+			if r.o.RecordsInJournal {
+				r.withClasses(c)
+			}
+			if werr = j.write(c); werr != nil {
+				break
+			}
+			// A chunk at a time (about 70 µs): the dispatcher may be
+			// waiting for this P (collectPiece).
+			runtime.Gosched()
 		}
-		werr = j.write(batch)
 		if werr == nil {
 			werr = j.sync()
 		}
-		if werr != nil {
+		if werr == nil {
 			if drop {
 				r.mu.Lock()
-				r.done = append(batch, r.done...)
-				r.journaled = len(r.done)
+				r.done.reuse(batch)
 				r.mu.Unlock()
 			}
-			r.stopSend()
-			if r.o.Log != nil {
-				fmt.Fprintf(r.o.Log, "replay: journal write failed (%v): sending stopped, in-flight requests get the drain time\n", werr)
-			}
+			return
+		}
+		if drop {
+			r.mu.Lock()
+			r.done.putBack(batch)
+			r.journaled = r.done.n
+			r.mu.Unlock()
+		}
+		r.stopSend()
+		if r.o.Log != nil {
+			fmt.Fprintf(r.o.Log, "replay: journal write failed (%v): sending stopped, in-flight requests get the drain time\n", werr)
 		}
 	}
 	for {

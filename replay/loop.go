@@ -56,21 +56,38 @@ type loopClock struct {
 
 // sleepUntil reads what arrived since the last send, then waits for
 // responses (reading each as it comes) until lazyRead before the
-// deadline, and sleeps the rest as runClock does.
+// deadline, and sleeps the rest as runClock does. A long wait is loose
+// until hold before the deadline (thread_linux.go).
 func (c loopClock) sleepUntil(deadline, spin, hold time.Duration) {
 	c.l.Wait(0, true)
-	for c.l.Inflight() > 0 {
-		rem := deadline - c.now() - spin - lazyRead
-		if rem <= 0 {
-			break
-		}
-		c.l.Wait(rem, deadline-c.now() <= hold)
+	if c.th.beforeWait(deadline, hold) {
+		c.read(deadline-hold, false)
+		sleepUntil(c.t0, deadline-hold, 0, 0)
+		c.th.tighten()
 	}
-	c.runClock.sleepUntil(deadline, spin, hold)
+	hold = c.th.keep(hold)
+	c.read(deadline-spin-lazyRead, deadline-c.now() <= hold)
+	sleepUntil(c.t0, deadline, spin, hold)
 }
 
-// idle reads responses while the dispatcher waits for the next batch.
-func (c loopClock) idle() { c.l.Wait(time.Millisecond, false) }
+// read reads responses as they come until the run offset until or until
+// none is in flight; keepP as for h1.Loop.Wait.
+func (c loopClock) read(until time.Duration, keepP bool) {
+	for c.l.Inflight() > 0 {
+		rem := until - c.now()
+		if rem <= 0 {
+			return
+		}
+		c.l.Wait(rem, keepP)
+	}
+}
+
+// idle reads responses while the dispatcher waits for the next batch,
+// loose.
+func (c loopClock) idle() {
+	c.th.loosen()
+	c.l.Wait(time.Millisecond, false)
+}
 
 // drainLoop reads the responses still in flight once sending is over,
 // until they are done or abandoned (r.reqCtx), then closes the loop.
@@ -88,9 +105,10 @@ func (r *runner) drainLoop() {
 	}
 }
 
-// loopReq is a request sent through the event loop, recycled through
-// runner.loopFree (the loop's thread alone uses both). Its result row is
-// built in place and copied once, into the run's results.
+// loopReq is a request sent through the event loop. Its result row is
+// built in place, on the loop's thread, and copied once, by the collector
+// (collect.go), into the run's rows; then it comes back to the loop's
+// thread (runner.loopBack, then runner.loopFree) for another request.
 type loopReq struct {
 	h1.LoopJob
 	r       *runner
@@ -104,27 +122,38 @@ type loopReq struct {
 	errBody []byte // the start of a non-200 body
 	lastAt  int64
 	req     []byte
+	// The chunk columns' room, kept from one request to the next: the
+	// collector copies them into the row.
+	ns   []int64
+	toks []int32
+	next *loopReq // in runner.loopFree, finishedQ or loopBack
 }
 
 // sendLoop sends it through the event loop; false, having sent nothing,
-// when the loop is off, the body is large or no connection is idle.
+// when the loop is off, the body is large or no connection could be
+// started.
 func (r *runner) sendLoop(it *item) bool {
 	if r.loop == nil || len(it.body) > fastBodyMax {
 		return false
 	}
-	var q *loopReq
-	if n := len(r.loopFree); n > 0 {
-		q, r.loopFree = r.loopFree[n-1], r.loopFree[:n-1]
+	if r.loopFree == nil {
+		r.loopFree = r.loopBack.takeAll() // what the collector recorded
+	}
+	q := r.loopFree
+	if q != nil {
+		r.loopFree, q.next = q.next, nil
 	} else {
 		q = &loopReq{r: r}
 	}
 	q.it = it
 	q.req = r.renderRequest(q.req[:0], r.tr.h1, it)
-	r.beginInto(&q.rec, it)
-	// Room for every chunk asked for, carved from a shared slab: no
+	r.beginRow(&q.rec, it)
+	// Room for every chunk asked for, kept from the request before: no
 	// allocation per chunk, nor per request.
-	n := min(max(int(it.rec.OutputTokens), 1), 4096) + 1
-	q.rec.ChunkNs, q.rec.ChunkTokens = r.slab.int64s(n), r.slab.int32s(n)
+	if n := min(max(int(it.rec.OutputTokens), 1), 4096) + 1; cap(q.ns) < n {
+		q.ns, q.toks = make([]int64, 0, n), make([]int32, 0, n)
+	}
+	q.rec.ChunkNs, q.rec.ChunkTokens = q.ns[:0], q.toks[:0]
 	q.st.start(&q.rec, nil)
 	q.sp = sseSplitter{carry: q.sp.carry[:0], max: 16 << 20}
 	q.status, q.head, q.stopped, q.errBody, q.lastAt = 0, false, false, q.errBody[:0], 0
@@ -132,8 +161,8 @@ func (r *runner) sendLoop(it *item) bool {
 	r.live.inflight.Add(1)
 	if !r.loop.Send(&q.LoopJob) {
 		r.live.inflight.Add(-1)
-		q.it = nil
-		r.loopFree = append(r.loopFree, q)
+		q.it, q.rec = nil, traces.Record{}
+		q.next, r.loopFree = r.loopFree, q
 		return false
 	}
 	return true
@@ -201,23 +230,22 @@ func (q *loopReq) Done(err error) {
 		q.st.end()
 		decodeSide(rec) // replica.go
 	}
+	if cap(rec.ChunkNs) > cap(q.ns) {
+		q.ns = rec.ChunkNs[:0] // a stream longer than asked for
+	}
+	if cap(rec.ChunkTokens) > cap(q.toks) {
+		q.toks = rec.ChunkTokens[:0]
+	}
 	if len(rec.ChunkNs) == 0 {
 		rec.ChunkNs, rec.ChunkTokens = nil, nil // as appending to nil leaves them
 	}
 	r.live.inflight.Add(-1)
-	r.complete(q.it, rec)
-	r.wg.Done()
-	q.it = nil
-	q.rec = traces.Record{}
-	if cap(q.req) > 2*fastBodyMax {
-		q.req = nil
-	}
-	r.loopFree = append(r.loopFree, q)
+	r.finishedQ.push(q) // the collector records it (collect.go)
 }
 
 // slab hands out chunk-time slices from large shared arrays, so a result
 // row's columns cost no allocation of their own. The arrays are never
-// reused: rows keep what they were given.
+// reused: rows keep what they were given. The collector alone uses it.
 type slab struct {
 	i64 []int64
 	i32 []int32
@@ -225,26 +253,21 @@ type slab struct {
 
 const slabLen = 16 << 10
 
-func (s *slab) int64s(n int) []int64 {
-	if n > len(s.i64) {
-		if n > slabLen/8 {
-			return make([]int64, 0, n)
-		}
-		s.i64 = make([]int64, slabLen)
-	}
-	b := s.i64[:0:n]
-	s.i64 = s.i64[n:]
-	return b
-}
+func (s *slab) int64s(n int) []int64 { return carve(&s.i64, n) }
 
-func (s *slab) int32s(n int) []int32 {
-	if n > len(s.i32) {
+func (s *slab) int32s(n int) []int32 { return carve(&s.i32, n) }
+
+// carve cuts an empty slice of capacity n from the front of *pool,
+// refilling the pool with a new slab when n does not fit; an n past an
+// eighth of a slab gets an allocation of its own.
+func carve[T any](pool *[]T, n int) []T {
+	if n > len(*pool) {
 		if n > slabLen/8 {
-			return make([]int32, 0, n)
+			return make([]T, 0, n)
 		}
-		s.i32 = make([]int32, slabLen)
+		*pool = make([]T, slabLen)
 	}
-	b := s.i32[:0:n]
-	s.i32 = s.i32[n:]
+	b := (*pool)[:0:n]
+	*pool = (*pool)[n:]
 	return b
 }

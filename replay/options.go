@@ -60,13 +60,12 @@ const (
 	SessionsClosed = "closed"
 )
 
-// Options configure a replay. A zero field takes its default through
-// WithDefaults (DefaultOptions is the zero Options with its defaults), which
-// callers apply before they set what they mean; Validate checks the options
-// as given, so a zero field that has a default is an error there.
+// Options configure a replay. Start from DefaultOptions, which holds every
+// default, and set what you mean: a zero field is a value of its own, never
+// its default, and Validate refuses one that cannot be used.
 type Options struct {
 	// URL is the server's base URL (http://host:port, optionally ending in
-	// /v1). Required.
+	// /v1). Required. Defaults to "".
 	URL string
 	// Model is sent as "model" on every request; "" uses each record's model,
 	// and when that is empty too, the first model of /v1/models. Defaults to "".
@@ -160,15 +159,15 @@ type Options struct {
 	StartAt time.Time
 	// ClockProbes bounds the GET requests that bracket the target's clock
 	// offset from its HTTP Date header while the run waits for StartAt
-	// (at most one a second, none after StartAt − 50 ms; see clock.go).
-	// Defaults to 0: DefaultClockProbes; negative: none.
+	// (at most one a second, none after StartAt − 50 ms; see clock.go); 0
+	// sends none. Defaults to DefaultClockProbes.
 	ClockProbes int
 	// Timeout bounds one request from send to its last byte. Defaults to
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Drain is how long in-flight requests may finish after sending stops
-	// early (ctx cancelled or Duration reached). Defaults to DefaultDrain;
-	// 0, set after WithDefaults, abandons them at once.
+	// early (ctx cancelled or Duration reached); 0 abandons them at once.
+	// Defaults to DefaultDrain.
 	Drain time.Duration
 	// NoVLLMExtensions leaves out ignore_eos and min_tokens, for servers that
 	// reject them. Defaults to false.
@@ -177,7 +176,7 @@ type Options struct {
 	// (stream_options.continuous_usage_stats), which gives exact tokens per
 	// chunk. Defaults to false.
 	ContinuousUsage bool
-	// Headers are added to every request.
+	// Headers are added to every request. Defaults to nil (none).
 	Headers http.Header
 	// APIKey is sent as a bearer token. It never reaches a file, a log line
 	// or an error message. Defaults to "".
@@ -200,8 +199,8 @@ type Options struct {
 	// Journal is the JSONL journal path that receives each finished request
 	// while the run goes ("" = no journal). Defaults to "".
 	Journal string
-	// JournalSync is how often the journal is flushed and fsync'd. Defaults
-	// to DefaultJournalSync.
+	// JournalSync is how often the journal is flushed and fsync'd (> 0).
+	// Defaults to DefaultJournalSync.
 	JournalSync time.Duration
 	// NoRealtime keeps the dispatcher thread out of the real-time class.
 	// By default it asks for SCHED_FIFO (priority 1) where the process may
@@ -221,7 +220,8 @@ type Options struct {
 	// Log receives one-line notices that cannot wait for the end of the run
 	// (a failed journal write). Defaults to nil (none).
 	Log io.Writer
-	// ProgressPeriod is the progress refresh period. Defaults to one second.
+	// ProgressPeriod is the progress refresh period (> 0). Defaults to
+	// DefaultProgressPeriod (one second).
 	ProgressPeriod time.Duration
 	// ProgressLines writes each progress report as a plain line (for logs
 	// and pipes) instead of rewriting one terminal line. Defaults to false.
@@ -245,7 +245,8 @@ type Options struct {
 	// Defaults to none.
 	Background []Background
 	// TraceClass is the class given to trace records without one when
-	// Background is set. Defaults to DefaultTraceClass ("interactive").
+	// Background is set ("" leaves them without). Defaults to
+	// DefaultTraceClass ("interactive").
 	TraceClass string
 	// ModelMap maps a record's model to the served model (--model-map);
 	// records whose model is not in it use Model. Defaults to nil.
@@ -259,12 +260,14 @@ type Options struct {
 	// the *_info series of /metrics) and stores the answers in the results
 	// metadata (server.*). Defaults to false (the CLI turns it on).
 	DescribeServer bool
-	// SimSpec is the built-in simulator's configuration as a target spec
+	// SimTarget is the built-in simulator's configuration as a target spec
 	// ("sim:max-num-seqs=32", FormatSimTarget), stored in the results
 	// metadata as MetaSim: the URL of an in-process simulator says nothing
-	// of it.
-	// Target.Apply sets it. Defaults to "" (not the simulator).
-	SimSpec string
+	// of it. Target.Apply sets it. Defaults to "" (not the simulator).
+	SimTarget string
+	// Terms say the options that the results' metadata names (a caller's
+	// flags); nil says them by the libraries' names. Defaults to nil.
+	Terms traces.Terms
 }
 
 // DefaultSessionHeader is the header name the CLI's --session-affinity
@@ -273,64 +276,51 @@ const DefaultSessionHeader = traces.SessionHeader
 
 var headerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 
-// DefaultOptions returns the defaults (the zero Options WithDefaults); set
-// URL before use.
-func DefaultOptions() Options { return Options{}.WithDefaults() }
-
-// WithDefaults returns o with every zero field that has a default set to
-// that default (each field's doc says it); the fields the caller set stay.
-// It is the one place replay's defaults live: the CLI, validate and sweep
-// all start from it.
-func (o Options) WithDefaults() Options {
-	if o.API == "" {
-		o.API = DefaultAPI
+// DefaultOptions returns every option's default, the values the field
+// docs name; set URL before use. It is the one place replay's defaults
+// live: the CLI, validate and sweep all start from it.
+func DefaultOptions() Options {
+	return Options{
+		API:            DefaultAPI,
+		Run:            DefaultRunLabel,
+		Speed:          DefaultSpeed,
+		Sessions:       DefaultSessions,
+		ShardIndex:     0,
+		ShardCount:     1,
+		ClockProbes:    DefaultClockProbes,
+		Timeout:        DefaultTimeout,
+		Drain:          DefaultDrain,
+		BlockSize:      DefaultBlockSize,
+		TokenIDMin:     DefaultTokenIDMin,
+		TokenIDMax:     DefaultTokenIDMax,
+		Spin:           DefaultSpin,
+		JournalSync:    DefaultJournalSync,
+		ProgressPeriod: DefaultProgressPeriod,
+		TraceClass:     DefaultTraceClass,
 	}
-	if o.Run == "" {
-		o.Run = DefaultRunLabel
-	}
-	if o.Speed == 0 {
-		o.Speed = DefaultSpeed
-	}
-	if o.Sessions == "" {
-		o.Sessions = DefaultSessions
-	}
-	if o.ShardCount == 0 {
-		o.ShardCount = 1
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.Drain == 0 {
-		o.Drain = DefaultDrain
-	}
-	if o.BlockSize == 0 {
-		o.BlockSize = DefaultBlockSize
-	}
-	if o.TokenIDMin == 0 && o.TokenIDMax == 0 {
-		o.TokenIDMin, o.TokenIDMax = DefaultTokenIDMin, DefaultTokenIDMax
-	}
-	if o.Spin == 0 {
-		o.Spin = DefaultSpin
-	}
-	if o.JournalSync == 0 {
-		o.JournalSync = DefaultJournalSync
-	}
-	if o.ProgressPeriod == 0 {
-		o.ProgressPeriod = DefaultProgressPeriod
-	}
-	return o
 }
 
 // DefaultMaxFailed is the share of failed requests above which the replay
 // command calls the run invalid (exit 3): it measured errors, not latency.
 const DefaultMaxFailed = 0.5
 
-// Validate checks the options as given; each problem is a
-// *traces.OptionError naming the option (Options.Speed), all of them joined.
-func (o *Options) Validate() error {
+// Validate checks the options as given (a zero is a value like any other,
+// never the default); each problem is a *traces.OptionError naming the
+// option (Options.Speed), all of them joined.
+func (o *Options) Validate() error { return o.validate(true) }
+
+// ValidateWithoutURL is Validate for a caller that starts the target
+// later (sweep, validate): every option but the URL, which may be "".
+func (o *Options) ValidateWithoutURL() error { return o.validate(false) }
+
+// validate is Validate, with the URL required or not (Scan plans before
+// the target is known).
+func (o *Options) validate(needURL bool) error {
 	var errs []error
 	if o.URL == "" {
-		errs = append(errs, optionErr("Options.URL", "required"))
+		if needURL {
+			errs = append(errs, optionErr("Options.URL", "required"))
+		}
 	} else if !strings.HasPrefix(o.URL, "http://") && !strings.HasPrefix(o.URL, "https://") {
 		errs = append(errs, optionErr("Options.URL", "want http:// or https://"))
 	}
@@ -364,6 +354,9 @@ func (o *Options) Validate() error {
 	if o.ShardCount < 1 || o.ShardIndex < 0 || o.ShardIndex >= o.ShardCount {
 		errs = append(errs, optionErr("Options.ShardIndex, Options.ShardCount", "want i/n with 0 <= i < n, got %d/%d", o.ShardIndex, o.ShardCount))
 	}
+	if o.ClockProbes < 0 {
+		errs = append(errs, optionErr("Options.ClockProbes", "must be >= 0 (0 sends none), got %d", o.ClockProbes))
+	}
 	if o.Timeout <= 0 {
 		errs = append(errs, optionErr("Options.Timeout", "must be > 0"))
 	}
@@ -375,6 +368,15 @@ func (o *Options) Validate() error {
 	}
 	if o.TokenIDMin < 0 || o.TokenIDMax <= o.TokenIDMin {
 		errs = append(errs, optionErr("Options.TokenIDMin, Options.TokenIDMax", "want 0 <= min < max"))
+	}
+	if o.Spin < 0 {
+		errs = append(errs, optionErr("Options.Spin", "must be >= 0"))
+	}
+	if o.JournalSync <= 0 {
+		errs = append(errs, optionErr("Options.JournalSync", "must be > 0"))
+	}
+	if o.ProgressPeriod <= 0 {
+		errs = append(errs, optionErr("Options.ProgressPeriod", "must be > 0"))
 	}
 	errs = append(errs, validateBackground(o.Background)...)
 	if o.Run == "" || strings.ContainsAny(o.Run, " \t\r\n") {

@@ -1,46 +1,49 @@
 package replay
 
 import (
-	"reflect"
+	"errors"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
-// WithDefaults is the one place replay's defaults live: DefaultOptions is
-// the zero Options with them (and valid once URL is set), and a field the
-// caller set keeps its value while the zero ones take their defaults.
-func TestWithDefaults(t *testing.T) {
+// DefaultOptions is the one place replay's defaults live, valid once URL
+// is set; a zero a caller sets stays a zero: Validate refuses the zeros
+// replay cannot use, naming the option, and keeps those that mean
+// something (no drain, no clock probes, no cap).
+func TestDefaultOptionsAndZeros(t *testing.T) {
 	d := DefaultOptions()
-	if !reflect.DeepEqual(d, Options{}.WithDefaults()) {
-		t.Errorf("DefaultOptions() = %+v, want Options{}.WithDefaults() = %+v", d, Options{}.WithDefaults())
-	}
 	d.URL = "http://127.0.0.1:1"
 	if err := d.Validate(); err != nil {
-		t.Errorf("the defaults with a URL: %v", err)
+		t.Fatalf("the defaults with a URL: %v", err)
 	}
-	dv := reflect.ValueOf(d)
-	for i := range dv.NumField() {
-		f := dv.Type().Field(i)
-		if dv.Field(i).IsZero() || f.Name == "URL" {
-			continue // no default to fill
+	for option, zero := range map[string]func(*Options){
+		"Options.Speed":                          func(o *Options) { o.Speed = 0 },
+		"Options.Timeout":                        func(o *Options) { o.Timeout = 0 },
+		"Options.BlockSize":                      func(o *Options) { o.BlockSize = 0 },
+		"Options.JournalSync":                    func(o *Options) { o.JournalSync = 0 },
+		"Options.Run":                            func(o *Options) { o.Run = "" },
+		"Options.API":                            func(o *Options) { o.API = "" },
+		"Options.Sessions":                       func(o *Options) { o.Sessions = "" },
+		"Options.ShardIndex, Options.ShardCount": func(o *Options) { o.ShardCount = 0 },
+	} {
+		o := d
+		zero(&o)
+		var oe *traces.OptionError
+		if err := o.Validate(); !errors.As(err, &oe) || oe.Option != option {
+			t.Errorf("%s = 0: error %v, want an option error naming it", option, err)
 		}
-		var o Options
-		set := reflect.ValueOf(&o).Elem().Field(i)
-		switch set.Kind() {
-		case reflect.String:
-			set.SetString("set-by-caller")
-		case reflect.Int, reflect.Int64:
-			set.SetInt(3)
-		case reflect.Float64:
-			set.SetFloat(3)
-		default:
-			t.Fatalf("field %s (%s): teach this test its kind", f.Name, set.Kind())
-		}
-		got := reflect.ValueOf(o.WithDefaults()).Field(i)
-		if !got.Equal(set) {
-			t.Errorf("WithDefaults changed %s from %v to %v", f.Name, set, got)
-		}
-		if z := reflect.ValueOf(Options{}.WithDefaults()).Field(i); !z.Equal(dv.Field(i)) {
-			t.Errorf("a zero %s became %v, want its default %v", f.Name, z, dv.Field(i))
+	}
+	for name, zero := range map[string]func(*Options){
+		"Drain":          func(o *Options) { o.Drain = 0 },
+		"ClockProbes":    func(o *Options) { o.ClockProbes = 0 },
+		"MaxConcurrency": func(o *Options) { o.MaxConcurrency = 0 },
+		"TraceClass":     func(o *Options) { o.TraceClass = "" },
+	} {
+		o := d
+		zero(&o)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%s = 0 means something: %v", name, err)
 		}
 	}
 }

@@ -54,7 +54,7 @@ const (
 	MetaLatenessP99     = "replay.lateness_p99_ns"
 	MetaSessions        = "replay.sessions"
 	// MetaSim is the built-in simulator's configuration as a target spec
-	// (Options.SimSpec), so the run can be repeated with replay --target.
+	// (Options.SimTarget), so the run can be repeated with replay --target.
 	MetaSim = "replay.sim"
 )
 
@@ -73,7 +73,7 @@ type item struct {
 	body  []byte
 	path  string
 	model string
-	// Context growth (context.go): prev is the context this turn extends
+	// Context growth (turncontext.go): prev is the context this turn extends
 	// (taken when its body is built), grow this turn's own context while a
 	// follow-up will extend it.
 	prev, grow *turnCtx
@@ -112,25 +112,31 @@ type runner struct {
 
 	graph *graph // closed sessions: who waits for whom (sessions.go)
 
-	textRatio textRatio // chat context growth (context.go)
+	textRatio textRatio // chat context growth (turncontext.go)
 	// ctxOf holds finished calls' contexts for the follow-ups that
-	// continue them (context.go).
+	// continue them (turncontext.go).
 	ctxMu sync.Mutex
 	ctxOf map[*traces.Record]*heldCtx
 
 	fast sync.Pool // *fastReq (client.go)
 
 	// The event loop (loop.go), when the run uses it; the dispatcher's
-	// thread alone touches these.
+	// thread alone touches loop and loopFree.
 	loop     *h1.Loop
-	loopFree []*loopReq
-	slab     slab
+	loopFree *loopReq // linked through next
+	th       *dispatchThread
+	// The loop's finished requests go to the collector (collect.go) on
+	// finishedQ and come back on loopBack; slab holds the chunk columns
+	// of the rows it makes.
+	finishedQ, loopBack reqStack
+	collStop, collDone  chan struct{}
+	slab                slab
 
 	mu        sync.Mutex
-	done      []traces.Record
+	done      rows // finished result rows (collect.go)
 	journaled int
 	jstop     chan struct{}
-	sum       *summarizer // of every finished record (stats.go)
+	sum       *summarizer // of every finished record (summary.go)
 	feedErr   error       // the trace could not be read on
 
 	defaultModel string
@@ -197,7 +203,7 @@ func (p *Plan) check(o *Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if od := o.WithDefaults(); selectionOf(&od) != p.sel {
+	if selectionOf(o) != p.sel {
 		return errors.New("replay: the options select other records than Scan planned for (window, shard, duration, speed, sessions, API and warm-up must be the same)")
 	}
 	if o.RecordsInJournal && o.Journal == "" {
@@ -257,7 +263,7 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 	if p.needChat && !o.NoCalibrate {
 		r.chat = r.calibrate(ctx)
 	} else if p.needChat {
-		r.chat = chatCalibration{perWord: 1, source: "none (--no-calibrate)"}
+		r.chat = chatCalibration{perWord: 1, source: traces.Textf("none (%s)", traces.OptionRef("Options.NoCalibrate")).Say(o.Terms)}
 	}
 	if o.Journal != "" {
 		var err error
@@ -280,6 +286,7 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 		return err
 	}
 	r.live.total = int64(p.Selected)
+	r.live.keepLate = o.Progress != nil
 	r.startPrepare(ctx, next)
 
 	// The replayer's own CPU: the real-time class for the dispatcher where
@@ -390,19 +397,23 @@ func (r *runner) send() time.Duration {
 		r.pdone = make(chan struct{})
 		go r.progressLoop(r.pdone)
 	}
-	// The dispatcher gets an OS thread of its own, tuned for waking on time;
-	// it is never unlocked, so the tuned thread ends with the goroutine.
+	if r.loop != nil {
+		r.startCollector() // collect.go
+	}
+	// The dispatcher gets an OS thread of its own, tuned for waking on time
+	// (thread_linux.go); the thread it is locked to when it ends ends with
+	// it.
 	ddone, loopDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		runtime.LockOSThread()
-		tuneDispatcherThread(!r.o.NoRealtime)
-		var clock waitClock = runClock{r.t0}
+		r.th, _ = startDispatchThread(r.t0, !r.o.NoRealtime)
+		var clock waitClock = runClock{r.t0, r.th}
 		if r.loop != nil {
 			r.loop.Start(r.t0)
-			lc := loopClock{runClock{r.t0}, r.loop}
+			lc := loopClock{runClock{r.t0, r.th}, r.loop}
 			clock, r.sched.idle = lc, lc.idle
 		}
+		r.sched.th = r.th
 		r.sched.start(r.sendCtx, r.ready, clock)
 		r.dispatch()
 		close(ddone)
@@ -423,7 +434,9 @@ func (r *runner) send() time.Duration {
 		}
 	}
 	<-loopDone // the event loop closed
-	return time.Since(r.t0)
+	end := time.Since(r.t0)
+	r.stopCollector()
+	return end
 }
 
 // finish stops what still runs beside the run (background loads,
@@ -445,8 +458,7 @@ func (r *runner) finish(ctx context.Context, p *Plan, meta traces.Meta, end time
 	r.stopPrep()
 	<-r.prepDone
 	r.mu.Lock()
-	out := r.done
-	r.done = nil
+	out := r.done.flat()
 	sum := r.sum
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
@@ -683,9 +695,7 @@ func (r *runner) prepare(ctx context.Context, next feed, ready chan<- []*item, p
 		if len(b) == 0 {
 			return
 		}
-		select {
-		case ready <- b:
-		case <-ctx.Done():
+		if !handOff(ctx, ready, b) {
 			return
 		}
 		if sent >= 0 {
@@ -695,6 +705,35 @@ func (r *runner) prepare(ctx context.Context, next feed, ready chan<- []*item, p
 		}
 	}
 }
+
+// handOff puts b in ready, false when ctx ends first. It never blocks on
+// the channel: a goroutine blocked sending is woken by the receive and
+// queued on the receiver's P, the dispatcher's, which the dispatcher
+// yields only to itself (thread_linux.go). While ready is full it polls,
+// from 1 ms apart up to prepPollMax (a batch lasts 25 ms at 10k req/s).
+func handOff(ctx context.Context, ready chan<- []*item, b []*item) bool {
+	wait := time.Millisecond
+	for {
+		select {
+		case ready <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		default:
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		wait = min(2*wait, prepPollMax)
+	}
+}
+
+// prepPollMax bounds the wait of a full hand-off (handOff).
+const prepPollMax = 50 * time.Millisecond
 
 // feedFailed stops the run when the trace cannot be read on: what was
 // sent is kept, Run reports the error.
@@ -835,6 +874,7 @@ func (r *runner) dispatch() {
 		if r.sendCtx.Err() == nil && (r.sendLoop(pick) || r.startFast(pick)) {
 			continue
 		}
+		r.th.loosen() // it wakes a worker and waits for it
 		select {
 		case r.work <- pick:
 		default:
@@ -873,9 +913,11 @@ func (r *runner) worker(it *item) {
 const spareConns = 32
 
 // extraProcs is how many Ps TuneProcess adds to GOMAXPROCS per concurrent
-// run: the dispatcher sleeps in nanosleep system calls and must find a free
-// P the moment it wakes, without taking one from the workers.
-const extraProcs = 1
+// run: one the dispatcher keeps (thread_linux.go), and one more, so that
+// what it wakes (the dialer, the goroutine that prepares requests) and
+// what runs beside it (the collector, the journal) find an idle P rather
+// than queue on the dispatcher's.
+const extraProcs = 2
 
 // TuneProcess prepares the process for runs replays at once: GOMAXPROCS
 // gets extraProcs more Ps per run, and the garbage collector runs rarely

@@ -526,7 +526,6 @@ func selectedSeqs(t *testing.T, recs []traces.Record, o Options) []int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o = o.WithDefaults()
 	next := sliceFeed(nil)
 	if !p.InMemory {
 		f, closeFeed, err := p.streamFeed(&o)

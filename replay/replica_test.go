@@ -143,7 +143,9 @@ func TestBuiltinFleetNamesReplicas(t *testing.T) {
 	if err := sim.ApplyConfig(&so, "prefill-replicas=2,decode-replicas=2,router=least-outstanding"); err != nil {
 		t.Fatal(err)
 	}
-	tg, err := StartTarget(ctx, TargetOptions{Sim: &so})
+	to := DefaultTargetOptions()
+	to.Sim = &so
+	tg, err := StartTarget(ctx, to)
 	if err != nil {
 		t.Fatal(err)
 	}

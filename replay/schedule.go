@@ -36,13 +36,22 @@ type waitClock interface {
 	sleepUntil(deadline, spin, hold time.Duration)
 }
 
-// runClock is a run's clock, started at t0, with the precise wait.
-type runClock struct{ t0 time.Time }
+// runClock is a run's clock, started at t0, with the precise wait. th is
+// the dispatcher's thread (thread_linux.go), which a long wait loosens;
+// nil in tests.
+type runClock struct {
+	t0 time.Time
+	th *dispatchThread
+}
 
 func (c runClock) now() time.Duration { return time.Since(c.t0) }
 
 func (c runClock) sleepUntil(deadline, spin, hold time.Duration) {
-	sleepUntil(c.t0, deadline, spin, hold)
+	if c.th.beforeWait(deadline, hold) {
+		sleepUntil(c.t0, deadline-hold, 0, 0)
+		c.th.tighten()
+	}
+	sleepUntil(c.t0, deadline, spin, c.th.keep(hold))
 }
 
 // scheduler decides which item the dispatcher sends next and waits for its
@@ -64,6 +73,9 @@ type scheduler struct {
 	// idle, when set, is called while the scheduler waits for a batch in
 	// open mode: the event loop reads responses meanwhile.
 	idle func()
+	// th is the dispatcher's thread, loosened before the scheduler blocks
+	// (nil in tests).
+	th *dispatchThread
 
 	batch      []*item // the rest of the current batch
 	static     *item   // the next static item, taken from batch
@@ -118,6 +130,7 @@ func (s *scheduler) next() *item {
 				if s.staticDone && s.outstanding.Load() == 0 && s.queued() == 0 {
 					return nil
 				}
+				s.th.loosen()
 				select {
 				case <-s.notify:
 				case <-s.stop.Done():
@@ -155,16 +168,9 @@ func (s *scheduler) next() *item {
 // mode it does not wait for a batch while follow-ups are queued, and a
 // pushed follow-up ends its wait.
 func (s *scheduler) receive() bool {
+	// Receiving a batch may wake the goroutine that prepares them.
+	defer s.th.wokeSomeone()
 	for !s.closed {
-		if s.idle == nil {
-			select {
-			case b, ok := <-s.batches:
-				s.batch = b
-				return ok
-			case <-s.stop.Done():
-				return false
-			}
-		}
 		select {
 		case b, ok := <-s.batches:
 			s.batch = b
@@ -172,7 +178,18 @@ func (s *scheduler) receive() bool {
 		case <-s.stop.Done():
 			return false
 		default:
+		}
+		if s.idle != nil {
 			s.idle()
+			continue
+		}
+		s.th.loosen()
+		select {
+		case b, ok := <-s.batches:
+			s.batch = b
+			return ok
+		case <-s.stop.Done():
+			return false
 		}
 	}
 	select {
@@ -181,6 +198,7 @@ func (s *scheduler) receive() bool {
 	default:
 		// prep lagging or done: fall through to the heap
 		if s.queued() == 0 {
+			s.th.loosen()
 			select {
 			case b, ok := <-s.batches:
 				s.staticDone, s.batch = !ok, b

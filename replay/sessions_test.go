@@ -378,7 +378,7 @@ func TestResultsFileKeepsRecordedThinkTime(t *testing.T) {
 	}
 	// Through a results file, as the CLI writes and reads it.
 	path := t.TempDir() + "/rec.jsonl"
-	if _, err := rec.Write(context.Background(), path, traces.CreateOptions{}); err != nil {
+	if _, err := rec.Write(context.Background(), path, traces.DefaultCreateOptions()); err != nil {
 		t.Fatal(err)
 	}
 	rd, err := traces.Open(path)

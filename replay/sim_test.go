@@ -22,7 +22,7 @@ func mooncakeSlice(t *testing.T, n int) ([]traces.Record, traces.Meta) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("shared trace %s not present: %v", path, err)
 	}
-	recs, meta, _, err := formats.ImportAll(context.Background(), "mooncake", path, traces.OpenOptions{})
+	recs, meta, _, err := formats.ImportAll(context.Background(), "mooncake", path, traces.DefaultOpenOptions())
 	if err != nil {
 		t.Fatalf("import %s: %v", path, err)
 	}

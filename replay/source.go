@@ -101,10 +101,12 @@ func (o *Options) at(rec *traces.Record) time.Duration {
 // ErrNothingToSend that says which option left nothing. Memory stays
 // bounded, except that a trace out of arrival order, and closed sessions
 // with Options.StrictSessions, are read into memory (Plan.InMemory);
-// closed sessions otherwise keep a count per session. o's zero fields take
-// their defaults (WithDefaults).
+// closed sessions otherwise keep a count per session. o is validated as
+// Validate does, its URL aside (the target may start later).
 func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
-	o = o.WithDefaults()
+	if err := o.validate(false); err != nil {
+		return nil, err
+	}
 	p := &Plan{src: src, sel: selectionOf(&o), maxSeq: -1}
 	rd, err := src()
 	if err != nil {

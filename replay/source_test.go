@@ -63,7 +63,7 @@ func TestRecordsInJournalSameResults(t *testing.T) {
 	}
 	for _, name := range []string{"res.parquet", "res.jsonl"} {
 		out := filepath.Join(dir, name)
-		n, err := st.Write(context.Background(), out, traces.CreateOptions{})
+		n, err := st.Write(context.Background(), out, traces.DefaultCreateOptions())
 		if err != nil || n != 400 {
 			t.Fatalf("Write %s = %d, %v; want 400 records", name, n, err)
 		}
@@ -102,7 +102,7 @@ func TestRecordsInJournalFailedWrite(t *testing.T) {
 		t.Errorf("Result.Journal %q, want the renamed journal %q", res.Journal, je.Path)
 	}
 	out := filepath.Join(dir, "res.parquet")
-	n, err := res.Write(context.Background(), out, traces.CreateOptions{})
+	n, err := res.Write(context.Background(), out, traces.DefaultCreateOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ type chunk struct {
 	// text is the raw (still JSON-escaped) "text" or delta "content" of the
 	// last choice that carried one, and ids the raw "token_ids" array of
 	// vLLM's return_token_ids; both alias the payload (valid until the next
-	// read). Context growth keeps them (context.go).
+	// read). Context growth keeps them (turncontext.go).
 	text, ids []byte
 	// usage fields; -1 when absent.
 	promptTokens, completionTokens, cachedTokens int64

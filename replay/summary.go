@@ -1,9 +1,13 @@
 package replay
 
 import (
+	"fmt"
+	"io"
 	"maps"
 	"math"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -180,4 +184,174 @@ func (d *durations) percentile(p float64) time.Duration {
 		}
 	}
 	return d.max
+}
+
+// Summary is the end-of-run summary. Latency percentiles are over
+// successful requests; lateness is over every sent request.
+type Summary struct {
+	Sent, OK, Failed, NotSent int
+	// FailedBy counts failures per status.
+	FailedBy map[string]int
+	// FailureReasons counts failures per reason ("http_error: HTTP 404 ...",
+	// the error text cut to 100 bytes); TopFailureReasons orders them.
+	FailureReasons map[string]int
+	Duration       time.Duration
+	// Lateness (sent − scheduled) percentiles and maximum.
+	LatenessP50, LatenessP99, LatenessMax time.Duration
+	// StartError is the lateness of the first request due (the first
+	// dispatch minus the instant it was due: with Options.StartAt, StartAt
+	// plus its offset); valid when a request was sent.
+	StartError       time.Duration
+	firstSent        bool
+	TTFTP50, TTFTP99 time.Duration
+	TPOTP50, TPOTP99 time.Duration
+	E2EP50, E2EP99   time.Duration
+	// OutputTokens is the sum of received output tokens.
+	OutputTokens int64
+	// TimingMatched is how many successful requests carried server timings;
+	// TimingUnmatched how many did not.
+	TimingMatched, TimingUnmatched int
+	// Sessions counts the closed-session follow-ups (zero when open loop).
+	Sessions SessionStats
+	// Realtime is "" when the dispatcher ran in the real-time class, else
+	// why it did not.
+	Realtime string
+	// CPUQuota is the replayer's cgroup CPU quota ("none (cgroup v2)",
+	// "1.00 CPU (cgroup v1)", "" when unknown); ThrottledTime and
+	// ThrottledPeriods say how long and in how many periods the cgroup
+	// was throttled during the run.
+	CPUQuota         string
+	ThrottledTime    time.Duration
+	ThrottledPeriods int64
+	// ReplicaHeader is Options.ReplicaHeader; ReplicaNamed and
+	// ReplicaMissing count the responses that carried it and those that
+	// did not (every response when no header was asked for).
+	ReplicaHeader                string
+	ReplicaNamed, ReplicaMissing int
+	// Approx is set when the percentiles come from a histogram with a
+	// relative error of at most 0.5 %: past 64 Ki requests, so a long run's
+	// memory stays flat.
+	Approx bool
+}
+
+// Summarize computes a Summary over replayed records.
+func Summarize(recs []traces.Record, d time.Duration) Summary {
+	sum := newSummarizer()
+	for i := range recs {
+		sum.add(&recs[i])
+	}
+	return sum.summary(d)
+}
+
+// percentile is the p-th percentile of sorted x with linear interpolation
+// (0 for an empty slice).
+func percentile(x []time.Duration, p float64) time.Duration {
+	if len(x) == 0 {
+		return 0
+	}
+	pos := p / 100 * float64(len(x)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	if lo == hi {
+		return x[lo]
+	}
+	f := pos - float64(lo)
+	return time.Duration(float64(x[lo])*(1-f) + float64(x[hi])*f)
+}
+
+// FormatDuration says a duration as the summary and the progress line do:
+// seconds or milliseconds to two decimals, else whole microseconds.
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+	}
+}
+
+// WriteText prints the summary block.
+func (s *Summary) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "requests   %d sent, %d ok, %d failed", s.Sent, s.OK, s.Failed)
+	if s.NotSent > 0 {
+		fmt.Fprintf(w, ", %d not sent", s.NotSent)
+	}
+	fmt.Fprintln(w)
+	if s.Failed > 0 {
+		fmt.Fprint(w, "failures  ")
+		for _, st := range traces.Statuses {
+			if n := s.FailedBy[st]; n > 0 {
+				fmt.Fprintf(w, " %s=%d", st, n)
+			}
+		}
+		fmt.Fprintln(w)
+		for _, r := range s.TopFailureReasons(3) {
+			fmt.Fprintf(w, "  %6d × %s\n", s.FailureReasons[r], r)
+		}
+	}
+	if ss := s.Sessions; ss.FollowUps > 0 || ss.SessionsOpenLoop > 0 || ss.SessionsCut > 0 {
+		fmt.Fprintf(w, "sessions   %d follow-ups sent after their dependencies (think time recorded %d, estimated %d, capped %d)", ss.FollowUps, ss.ThinkRecorded, ss.ThinkEstimated, ss.ThinkCapped)
+		clause(w, ss.ThinkFromResults, "; %d think times from the results file's last_token_ns (no finish_ns; its run clock is in its metadata)")
+		if ss.TopLevelChained+ss.TopLevelOverlapped > 0 {
+			fmt.Fprintf(w, "; %d top-level calls chained to the previous one", ss.TopLevelChained)
+			clause(w, ss.TopLevelOverlapped, " (%d sent at their recorded times: they overlapped it in production)")
+		}
+		clause(w, ss.SessionsCut, "; %d sessions cut short when sending stopped")
+		clause(w, ss.SessionsOpenLoop, "; %d sessions replayed open loop (%s)", strings.Join(ss.Problems, "; "))
+		fmt.Fprintln(w)
+		if ss.ContextGrown+ss.ContextFresh+ss.ContextLost > 0 {
+			fmt.Fprintf(w, "context    %d turns grown from the prompt and output of the call they continue", ss.ContextGrown)
+			clause(w, ss.ContextOutputGuessed, " (%d without the output's token ids: its place held by ids of the run's own)")
+			clause(w, ss.ContextFresh, "; %d fresh because the trace's input was shorter than the context")
+			clause(w, ss.ContextLost, "; %d fresh because the call they continue failed")
+			fmt.Fprintln(w)
+		}
+	}
+	fmt.Fprintf(w, "duration   %s, %.0f output tok/s\n", FormatDuration(s.Duration), float64(s.OutputTokens)/max(s.Duration.Seconds(), 1e-9))
+	fmt.Fprintf(w, "lateness   p50 %s  p99 %s  max %s\n", FormatDuration(s.LatenessP50), FormatDuration(s.LatenessP99), FormatDuration(s.LatenessMax))
+	fmt.Fprintf(w, "TTFT       p50 %s  p99 %s\n", FormatDuration(s.TTFTP50), FormatDuration(s.TTFTP99))
+	fmt.Fprintf(w, "TPOT       p50 %s  p99 %s\n", FormatDuration(s.TPOTP50), FormatDuration(s.TPOTP99))
+	fmt.Fprintf(w, "E2E        p50 %s  p99 %s\n", FormatDuration(s.E2EP50), FormatDuration(s.E2EP99))
+	if s.Approx {
+		fmt.Fprintln(w, "           (percentiles from a histogram, within 0.5 %; analyze the results for exact ones)")
+	}
+	if s.ThrottledTime > 0 {
+		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
+			FormatDuration(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
+	}
+	if s.ReplicaHeader != "" {
+		fmt.Fprintf(w, "replicas   %d responses named their replica in %s, %d did not\n", s.ReplicaNamed, s.ReplicaHeader, s.ReplicaMissing)
+	}
+	if s.TimingMatched == 0 && s.TimingUnmatched > 0 {
+		// Not a fault: most servers send no per-request timings by default.
+		fmt.Fprintln(w, "server timings  none (no per-request metrics or spans from the server; analyze estimates queue, prefill and decode)")
+	} else {
+		fmt.Fprintf(w, "server timings  %d matched, %d unmatched\n", s.TimingMatched, s.TimingUnmatched)
+	}
+}
+
+// TopFailureReasons returns up to n failure reasons, most frequent first.
+func (s *Summary) TopFailureReasons(n int) []string {
+	rs := make([]string, 0, len(s.FailureReasons))
+	for r := range s.FailureReasons {
+		rs = append(rs, r)
+	}
+	sort.Slice(rs, func(i, j int) bool {
+		if a, b := s.FailureReasons[rs[i]], s.FailureReasons[rs[j]]; a != b {
+			return a > b
+		}
+		return rs[i] < rs[j]
+	})
+	return rs[:min(n, len(rs))]
+}
+
+// FailedShare is the share of sent requests that failed (0 when none was
+// sent).
+func (s *Summary) FailedShare() float64 {
+	if s.Sent == 0 {
+		return 0
+	}
+	return float64(s.Failed) / float64(s.Sent)
 }

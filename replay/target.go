@@ -12,39 +12,79 @@ import (
 )
 
 // TargetOptions say what a replay runs against and what runs beside it.
+// Start from DefaultTargetOptions: a field's zero is a value of its own,
+// never its default.
 type TargetOptions struct {
-	// URL is the server; "" (the default) starts the built-in simulator in
-	// process, configured by Sim.
+	// URL is the server; "" starts the built-in simulator in process,
+	// configured by Sim. Defaults to "".
 	URL string
-	// Sim configures the built-in simulator (default sim.DefaultOptions();
-	// ParseTarget gives it from a target spec):
-	// one engine, or a fleet of them behind a router (Sim.Fleet), whose
-	// /metrics ScrapeBuiltin scrapes per replica (its series carry pod and
-	// role labels).
+	// Sim configures the built-in simulator when URL is "" (ParseTarget
+	// gives it from a target spec; nil there is refused): one engine, or a
+	// fleet of them behind a router (Sim.Fleet), whose /metrics
+	// ScrapeBuiltin scrapes per replica (its series carry pod and role
+	// labels). Defaults to sim.DefaultOptions().
 	Sim *sim.Options
 	// LongestRequest (input + output tokens) raises the simulator's context
-	// length so it takes the trace's longest request (default 0: as set).
+	// length so it takes the trace's longest request; 0 leaves it as set.
+	// Defaults to 0.
 	LongestRequest int
 	// MetricsURL is a Prometheus /metrics endpoint scraped every
-	// MetricsInterval (default scrape.DefaultInterval) during the run
-	// (default "": none, or the built-in simulator's with ScrapeBuiltin).
-	MetricsURL      string
+	// MetricsInterval during the run ("": none, or the built-in
+	// simulator's with ScrapeBuiltin). Defaults to "".
+	MetricsURL string
+	// MetricsInterval is the scrape interval (> 0). Defaults to
+	// scrape.DefaultInterval.
 	MetricsInterval time.Duration
-	ScrapeBuiltin   bool
+	// ScrapeBuiltin scrapes the built-in simulator's /metrics when
+	// MetricsURL is "". Defaults to false.
+	ScrapeBuiltin bool
 	// MetricsInstanceLabel and MetricsRoleLabel are the labels that tell
 	// a fleet's replicas apart on the scraped series and hold their roles
-	// (default "": scrape.DefaultInstanceLabel and scrape.DefaultRoleLabel,
-	// the built-in fleet's pod and role).
+	// ("": scrape.DefaultInstanceLabel and scrape.DefaultRoleLabel, the
+	// built-in fleet's pod and role, where the series carry them). Default
+	// to "".
 	MetricsInstanceLabel, MetricsRoleLabel string
 	// MetricsInstanceLabelOption and MetricsRoleLabelOption are what the
-	// scraper's warnings call those two (default: the scraper's own option
-	// names, scrape.Scraper.InstanceLabelOption).
+	// scraper's warnings call those two ("": the scraper's own option
+	// names, scrape.Scraper.InstanceLabelOption). Default to "".
 	MetricsInstanceLabelOption, MetricsRoleLabelOption string
 	// OTLPListen runs an OTLP/HTTP receiver there for the server's spans
-	// (default "": none); the built-in simulator exports to it. OTLPGrace
-	// (default otlp.DefaultGrace) is how long Finish waits for late spans.
+	// ("": none); the built-in simulator exports to it. Defaults to "".
 	OTLPListen string
-	OTLPGrace  time.Duration
+	// OTLPGrace is how long Finish waits for late spans (>= 0). Defaults
+	// to otlp.DefaultGrace.
+	OTLPGrace time.Duration
+	// Receiver tunes the OTLP receiver. Defaults to
+	// otlp.DefaultReceiverOptions().
+	Receiver otlp.ReceiverOptions
+}
+
+// DefaultTargetOptions returns every TargetOptions default: the built-in
+// simulator with its defaults, nothing beside it.
+func DefaultTargetOptions() TargetOptions {
+	so := sim.DefaultOptions()
+	return TargetOptions{
+		Sim:             &so,
+		MetricsInterval: scrape.DefaultInterval,
+		OTLPGrace:       otlp.DefaultGrace,
+		Receiver:        otlp.DefaultReceiverOptions(),
+	}
+}
+
+// Validate reports the options StartTarget cannot use as given, each a
+// *traces.OptionError naming the option.
+func (o *TargetOptions) Validate() error {
+	switch {
+	case o.URL == "" && o.Sim == nil:
+		return optionErr("TargetOptions.Sim", "nil: the built-in simulator (URL \"\") needs its configuration")
+	case o.LongestRequest < 0:
+		return optionErr("TargetOptions.LongestRequest", "must be >= 0, got %d", o.LongestRequest)
+	case o.MetricsInterval <= 0:
+		return optionErr("TargetOptions.MetricsInterval", "must be > 0, got %v", o.MetricsInterval)
+	case o.OTLPGrace < 0:
+		return optionErr("TargetOptions.OTLPGrace", "must be >= 0, got %v", o.OTLPGrace)
+	}
+	return o.Receiver.Validate()
 }
 
 // Target is a replay's server and its companions (the in-process
@@ -76,18 +116,16 @@ type Target struct {
 
 // StartTarget starts what o asks for. Errors name the option.
 func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
-	if o.MetricsInterval == 0 {
-		o.MetricsInterval = scrape.DefaultInterval
-	}
-	if o.MetricsInterval < 0 {
-		return nil, optionErr("TargetOptions.MetricsInterval", "must be > 0, got %v", o.MetricsInterval)
-	}
-	if o.OTLPGrace == 0 {
-		o.OTLPGrace = otlp.DefaultGrace
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	t := &Target{URL: o.URL, MetricsURL: o.MetricsURL, o: o}
 	if o.OTLPListen != "" {
-		t.rcv = otlp.NewReceiver(otlp.ReceiverOptions{})
+		rcv, err := otlp.NewReceiver(o.Receiver)
+		if err != nil {
+			return nil, err
+		}
+		t.rcv = rcv
 		rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		t.stopRcv = cancel
 		addr, err := t.rcv.Start(rctx, o.OTLPListen)
@@ -98,10 +136,7 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 		t.OTLPAddr = addr
 	}
 	if o.URL == "" {
-		so := sim.DefaultOptions()
-		if o.Sim != nil {
-			so = *o.Sim
-		}
+		so := *o.Sim
 		// The configuration as asked for: a rerun sizes the context for
 		// its trace again.
 		t.simSpec = FormatSimTarget(so)
@@ -125,10 +160,10 @@ func StartTarget(ctx context.Context, o TargetOptions) (*Target, error) {
 // Apply points o at the target: its URL, the simulator's model when
 // o.Model is empty (a trace's production model names are not served by the
 // simulator; o.ModelMap still wins) and its configuration for the results
-// (Options.SimSpec), traceparent headers when spans are received, and an
+// (Options.SimTarget), traceparent headers when spans are received, and an
 // OnStart hook that starts the scraper on the run's clock.
 func (t *Target) Apply(o *Options) {
-	o.URL, o.SimSpec = t.URL, t.simSpec
+	o.URL, o.SimTarget = t.URL, t.simSpec
 	if t.Builtin && o.Model == "" {
 		o.Model = t.Model
 	}

@@ -18,7 +18,10 @@ func TestTargetWiresCompanions(t *testing.T) {
 	ctx := context.Background()
 	so := sim.DefaultOptions()
 	so.PerRequestMetrics = false // server timings must come from the spans
-	tgt, err := StartTarget(ctx, TargetOptions{Sim: &so, ScrapeBuiltin: true, MetricsInterval: 20 * time.Millisecond, OTLPListen: "127.0.0.1:0", OTLPGrace: 5 * time.Second})
+	to := DefaultTargetOptions()
+	to.Sim, to.ScrapeBuiltin, to.MetricsInterval = &so, true, 20*time.Millisecond
+	to.OTLPListen, to.OTLPGrace = "127.0.0.1:0", 5*time.Second
+	tgt, err := StartTarget(ctx, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +67,9 @@ func replayOnFleet(t *testing.T, config string, recs []traces.Record) (*Target, 
 	if err := sim.ApplyConfig(&so, config); err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := StartTarget(ctx, TargetOptions{Sim: &so, ScrapeBuiltin: true, MetricsInterval: 20 * time.Millisecond})
+	to := DefaultTargetOptions()
+	to.Sim, to.ScrapeBuiltin, to.MetricsInterval = &so, true, 20*time.Millisecond
+	tgt, err := StartTarget(ctx, to)
 	if err != nil {
 		t.Fatal(err)
 	}

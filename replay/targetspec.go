@@ -27,9 +27,9 @@ func BuiltinSim() sim.Options {
 	return o
 }
 
-// ParseTarget parses a target spec (see above): a URL gives
-// TargetOptions.URL, "sim" base and "sim:KEYS" base with the keys applied
-// (TargetOptions.Sim). base is what "sim" means: BuiltinSim, or a caller's
+// ParseTarget parses a target spec (see above) into DefaultTargetOptions:
+// a URL gives TargetOptions.URL (and no Sim), "sim" base and "sim:KEYS"
+// base with the keys applied (TargetOptions.Sim). base is what "sim" means: BuiltinSim, or a caller's
 // own simulator options that the keys override. An error names the spec
 // and, for a bad key, the key, with the keys there are and the one a
 // misspelt key was likely meant to be.
@@ -43,12 +43,16 @@ func ParseTarget(spec string, base sim.Options) (TargetOptions, error) {
 		if err := sim.ApplyConfig(&o, strings.TrimPrefix(strings.TrimPrefix(s, "sim"), ":")); err != nil {
 			return TargetOptions{}, optionErr("target", "%w", err)
 		}
-		return TargetOptions{Sim: &o}, nil
+		to := DefaultTargetOptions()
+		to.Sim = &o
+		return to, nil
 	case strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://"):
 		if u, err := url.Parse(s); err != nil || u.Host == "" {
 			return TargetOptions{}, optionErr("target", "%q is not a server's URL (want http://HOST:PORT)", redactSpec(s))
 		}
-		return TargetOptions{URL: s}, nil
+		to := DefaultTargetOptions()
+		to.URL, to.Sim = s, nil // a server, not the simulator
+		return to, nil
 	}
 	return TargetOptions{}, optionErr("target", "%q is neither a URL (http://…) nor sim[:KEY=VALUE,...]%s", redactSpec(s), targetHint(s))
 }

@@ -41,7 +41,7 @@ func TestParseTarget(t *testing.T) {
 		{why: "a bad value names its key and the form it wants", spec: "sim:max-num-seqs=lots",
 			err: []string{"max-num-seqs: want a whole number"}},
 		{why: "a step budget below a token per running sequence is refused, naming the key", spec: "sim:max-num-batched-tokens=1",
-			err: []string{`"max-num-batched-tokens=1"`, "MaxNumBatchedTokens: 1 is below max-num-seqs 256"}},
+			err: []string{`"max-num-batched-tokens=1"`, "MaxNumBatchedTokens: 1 is below Options.MaxNumSeqs 256"}},
 		{why: "a KV cache that cannot hold one request of the context length is refused", spec: "sim:num-gpu-blocks=1",
 			err: []string{`"num-gpu-blocks=1"`, "larger than the KV cache (1 blocks of 16 = 16 tokens)"}},
 		{why: "a fleet key without replicas says what it needs", spec: "sim:router=prefix-aware",
@@ -129,10 +129,10 @@ func TestFormatSimTargetRoundTrip(t *testing.T) {
 	}
 }
 
-// TestTargetRecordsSimSpec: a run against the built-in simulator records
+// TestTargetRecordsSimTarget: a run against the built-in simulator records
 // its configuration as a spec (not the context length the trace needed),
 // and a run against a URL records none.
-func TestTargetRecordsSimSpec(t *testing.T) {
+func TestTargetRecordsSimTarget(t *testing.T) {
 	ctx := context.Background()
 	to, err := ParseTarget("sim:max-num-seqs=32,preset=tiny", BuiltinSim())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/internal/suggest"
 	"github.com/tokentrace/tokentrace/sim/engine"
 )
@@ -190,6 +191,9 @@ func configPairs(o *Options, s string) ([][2]string, error) {
 		if !ok || k == "" || v == "" {
 			return nil, fmt.Errorf("simulator configuration %q: %q is not key=value (keys: %s)", s, part, strings.Join(ConfigKeys(), ", "))
 		}
+		if piece, spaced := spacedValue(k, v); spaced {
+			return nil, fmt.Errorf("simulator configuration %q: %q has a space where a comma goes: keys are separated by commas, no spaces (write %q)", s, piece, commaSeparated(s))
+		}
 		if given[k] {
 			return nil, fmt.Errorf("simulator configuration %q: %s is given twice", s, k)
 		}
@@ -204,7 +208,7 @@ func configPairs(o *Options, s string) ([][2]string, error) {
 	if file != "" {
 		fromFile, err := ReadConfigFile(file)
 		if err != nil {
-			return nil, fmt.Errorf("simulator configuration %q: %w", s, err)
+			return nil, err // it names the file (and its line), the configuration's one key
 		}
 		for _, kv := range fromFile {
 			if !given[kv[0]] {
@@ -219,6 +223,31 @@ func configPairs(o *Options, s string) ([][2]string, error) {
 		return cmpBool(b[0] == "preset", a[0] == "preset")
 	})
 	return pairs, nil
+}
+
+// spacedValue reports a value that holds a space, as when pairs are
+// separated by spaces instead of commas ("replicas=4 router=prefix-aware"
+// reads as replicas "4 router=prefix-aware"), with the piece after the
+// space. A file's name may hold spaces: config's value is spaced only
+// when another pair follows the space.
+func spacedValue(k, v string) (string, bool) {
+	fs := strings.Fields(v)
+	if len(fs) < 2 {
+		return "", false
+	}
+	if k == "config" && !strings.Contains(strings.Join(fs[1:], " "), "=") {
+		return "", false
+	}
+	return k + "=" + v, true
+}
+
+// commaSeparated is s with its pairs separated by commas alone.
+func commaSeparated(s string) string {
+	var parts []string
+	for _, part := range strings.Split(s, ",") {
+		parts = append(parts, strings.Fields(part)...)
+	}
+	return strings.Join(parts, ",")
 }
 
 func cmpBool(a, b bool) int {
@@ -239,7 +268,7 @@ func cmpBool(a, b bool) int {
 func ReadConfigFile(name string) ([][2]string, error) {
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("read configuration file: %w", err)
+		return nil, fserr.Wrap("read configuration file", name, err)
 	}
 	var pairs [][2]string
 	seen := map[string]int{}

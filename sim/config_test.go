@@ -3,6 +3,7 @@ package sim
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,97 @@ func TestFormatBandwidth(t *testing.T) {
 	}
 	if got := FormatBandwidth(25e9); got != "25GB/s" {
 		t.Errorf("FormatBandwidth(25e9) = %q, want 25GB/s", got)
+	}
+}
+
+// keyValues sets every configuration key to a value other than its
+// default, with the keys it needs beside it (a router needs replicas, a
+// KV-transfer key a disaggregated fleet).
+var keyValues = []struct{ key, value, with string }{
+	{"preset", "tiny", ""},
+	{"max-num-seqs", "32", ""},
+	{"max-num-batched-tokens", "1024", ""},
+	{"num-gpu-blocks", "30000", ""},
+	{"block-size", "32", ""},
+	{"max-model-len", "4096", ""},
+	{"max-queued-requests", "100", ""},
+	{"stream-interval", "4", ""},
+	{"step-fixed", "7ms", ""},
+	{"prefill-per-token", "30us", ""},
+	{"decode-per-seq", "50us", ""},
+	{"attn-per-context-token", "60ns", ""},
+	{"prefix-caching", "false", ""},
+	{"policy", "priority", ""},
+	{"replicas", "3", ""},
+	{"router", "prefix-aware", "replicas=2"},
+	{"prefill-replicas", "2", "decode-replicas=3"},
+	{"decode-replicas", "4", "prefill-replicas=1"},
+	{"kv-transfer-latency", "2ms", "prefill-replicas=1,decode-replicas=1"},
+	{"kv-transfer-per-token", "5us", "prefill-replicas=1,decode-replicas=1"},
+	{"kv-transfer-bytes-per-token", "65536", "prefill-replicas=1,decode-replicas=1"},
+	{"kv-transfer-bandwidth", "25GB/s", "prefill-replicas=1,decode-replicas=1"},
+}
+
+// TestEveryKeyRoundTrips: for every key ApplyConfig takes, alone and
+// scoped to a replica and to a pool where it can be, FormatConfig says
+// the value as given (a configuration file by the keys it holds), and
+// ApplyConfig of what FormatConfig says gives the same options and
+// replicas back (ApplyConfig∘FormatConfig is the identity on what the
+// keys set).
+func TestEveryKeyRoundTrips(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "twin.conf")
+	if err := os.WriteFile(file, []byte("# fitted\nstep-fixed=7ms\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{"config": true}
+	// spec → what FormatConfig must say of its last key.
+	says := map[string]string{"config=" + file: "step-fixed=7ms"}
+	specs := []string{"config=" + file}
+	for _, kv := range keyValues {
+		covered[kv.key] = true
+		spec := kv.key + "=" + kv.value
+		if kv.with != "" {
+			spec = kv.with + "," + spec
+		}
+		specs = append(specs, spec)
+		if !fleetWide[kv.key] && configKeys[kv.key].set != nil || kv.key == "preset" {
+			specs = append(specs, "replicas=2,replica-1."+kv.key+"="+kv.value,
+				"prefill-replicas=1,decode-replicas=2,decode."+kv.key+"="+kv.value)
+		}
+	}
+	for _, k := range ConfigKeys() {
+		if !covered[k] {
+			t.Errorf("key %s has no value in keyValues: add one so that its round trip is checked", k)
+		}
+	}
+	for _, spec := range specs {
+		o := DefaultOptions()
+		if err := ApplyConfig(&o, spec); err != nil {
+			t.Fatalf("ApplyConfig(%q): %v", spec, err)
+		}
+		got := FormatConfig(o)
+		last, ok := says[spec]
+		if !ok {
+			last = spec[strings.LastIndex(spec, ",")+1:]
+		}
+		if !strings.Contains(","+got+",", ","+last+",") {
+			t.Errorf("FormatConfig after %q = %q: no %q", spec, got, last)
+		}
+		back := DefaultOptions()
+		if err := ApplyConfig(&back, got); err != nil {
+			t.Fatalf("ApplyConfig(FormatConfig) = ApplyConfig(%q): %v", got, err)
+		}
+		if a, b := configOf(&o), configOf(&back); !equalMaps(a, b) {
+			t.Errorf("%q → %q does not give the options back:\n%v\n%v", spec, got, a, b)
+		}
+		sa, errA := o.ReplicaSpecs()
+		sb, errB := back.ReplicaSpecs()
+		if errA != nil || errB != nil || !reflect.DeepEqual(sa, sb) {
+			t.Errorf("%q → %q: replicas differ (%v, %v)", spec, got, errA, errB)
+		}
+		if again := FormatConfig(back); again != got {
+			t.Errorf("FormatConfig is not stable: %q, then %q", got, again)
+		}
 	}
 }
 

@@ -133,3 +133,48 @@ func FuzzApplyConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestOverridePrecedence: a replica's options are the fleet's, then its
+// pool's overrides, then its own, in the order given within each; a
+// scoped preset comes first within its scope (as in ApplyConfig) and never
+// changes the fleet-wide block size or context length.
+func TestOverridePrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		why, spec string
+		// replica → max-num-seqs and step-fixed
+		seqs  map[string]int
+		fixed map[string]time.Duration
+	}{
+		{"A replica's own key wins over its pool's, whatever their order in the string.",
+			"prefill-replicas=1,decode-replicas=2,decode-1.max-num-seqs=4,decode.max-num-seqs=8",
+			map[string]int{"prefill-0": 256, "decode-0": 8, "decode-1": 4}, nil},
+		{"A pool's key leaves the other pool alone.",
+			"prefill-replicas=2,decode-replicas=1,prefill.step-fixed=9ms",
+			map[string]int{"prefill-0": 256, "decode-0": 256}, map[string]time.Duration{"prefill-0": 9 * time.Millisecond, "prefill-1": 9 * time.Millisecond, "decode-0": 6 * time.Millisecond}},
+		{"A scoped preset applies before the scope's other keys, which override it.",
+			"replicas=2,replica-1.max-num-seqs=3,replica-1.preset=tiny",
+			map[string]int{"replica-0": 256, "replica-1": 3}, map[string]time.Duration{"replica-0": 6 * time.Millisecond, "replica-1": time.Millisecond}},
+		{"A pool's preset and a replica's key: the replica keeps the preset's other values.",
+			"prefill-replicas=1,decode-replicas=2,decode.preset=tiny,decode-0.step-fixed=3ms",
+			map[string]int{"prefill-0": 256, "decode-0": 16, "decode-1": 16}, map[string]time.Duration{"decode-0": 3 * time.Millisecond, "decode-1": time.Millisecond}},
+	} {
+		t.Run(tc.why, func(t *testing.T) {
+			o := config(t, tc.spec)
+			specs, err := o.ReplicaSpecs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sp := range specs {
+				if want, ok := tc.seqs[sp.Name]; ok && sp.Options.MaxNumSeqs != want {
+					t.Errorf("%s: max-num-seqs %d, want %d", sp.Name, sp.Options.MaxNumSeqs, want)
+				}
+				if want, ok := tc.fixed[sp.Name]; ok && sp.Options.StepFixed != want {
+					t.Errorf("%s: step-fixed %v, want %v", sp.Name, sp.Options.StepFixed, want)
+				}
+				if sp.Options.BlockSize != o.BlockSize || sp.Options.MaxModelLen != o.MaxModelLen {
+					t.Errorf("%s: block size %d and context %d, want the fleet's %d and %d", sp.Name, sp.Options.BlockSize, sp.Options.MaxModelLen, o.BlockSize, o.MaxModelLen)
+				}
+			}
+		})
+	}
+}

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"container/heap"
 	"math"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/minheap"
 )
 
 // link is the fabric KV pulls share: each pull waits a fixed latency, then
@@ -16,14 +17,14 @@ type link struct {
 	// together, both in tokens per ns (+Inf = no limit).
 	solo, shared float64
 	now          int64
-	starting     xferHeap // in their latency, by the time they start moving
-	moving       []*xfer  // moving, in the order they started
-	seq          int64    // orders pulls that start moving together
-	done         []any    // scratch of advance
-	keep         []*xfer  // scratch of advance
-	maxMoving    int      // most pulls moving at once
-	inflight     int      // pulls not yet arrived
-	totalTokens  float64  // tokens moved
+	starting     []*xfer // in their latency, a min-heap by readyFirst
+	moving       []*xfer // moving, in the order they started
+	seq          int64   // orders pulls that start moving together
+	done         []any   // scratch of advance
+	keep         []*xfer // scratch of advance
+	maxMoving    int     // most pulls moving at once
+	inflight     int     // pulls not yet arrived
+	totalTokens  float64 // tokens moved
 }
 
 type xfer struct {
@@ -58,7 +59,7 @@ func (l *link) start(now int64, tokens int, tag any) {
 	l.seq++
 	l.inflight++
 	l.totalTokens += float64(tokens)
-	heap.Push(&l.starting, &xfer{left: float64(tokens), ready: now + l.latency, seq: l.seq, tag: tag})
+	minheap.Push(&l.starting, &xfer{left: float64(tokens), ready: now + l.latency, seq: l.seq, tag: tag}, readyFirst)
 }
 
 // next is the time of the link's next event (a pull starting to move or
@@ -124,24 +125,14 @@ func (l *link) advance(t int64) []any {
 		l.keep = l.moving[:0]
 		l.moving = keep
 		for len(l.starting) > 0 && l.starting[0].ready <= l.now {
-			l.moving = append(l.moving, heap.Pop(&l.starting).(*xfer))
+			l.moving = append(l.moving, minheap.Pop(&l.starting, readyFirst))
 		}
 		l.maxMoving = max(l.maxMoving, len(l.moving))
 	}
 }
 
-type xferHeap []*xfer
-
-func (h xferHeap) Len() int { return len(h) }
-func (h xferHeap) Less(i, j int) bool {
-	return h[i].ready < h[j].ready || h[i].ready == h[j].ready && h[i].seq < h[j].seq
-}
-func (h xferHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *xferHeap) Push(x any)   { *h = append(*h, x.(*xfer)) }
-func (h *xferHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return x
+// readyFirst orders the pulls in their latency: by the time they start
+// moving, then the order they were started in.
+func readyFirst(a, b **xfer) bool {
+	return (*a).ready < (*b).ready || (*a).ready == (*b).ready && (*a).seq < (*b).seq
 }

@@ -7,8 +7,9 @@ import "github.com/tokentrace/tokentrace/sim/engine"
 const DefaultListen = "127.0.0.1:0"
 
 // Options configures the simulator: the engine's options (every replica's,
-// before Fleet.Overrides), where Start serves, and a fleet. The zero value
-// is not useful: start from DefaultOptions.
+// before Fleet.Overrides), where Start serves, and a fleet. Start from
+// DefaultOptions: a field's zero is a value of its own, never its default
+// (a preset is a named set of values applied onto them, ApplyPreset).
 type Options struct {
 	engine.Options
 	// Listen is the TCP address Start serves on. Defaults to
@@ -16,8 +17,8 @@ type Options struct {
 	Listen string
 	// Fleet, when it has replicas, makes these options a fleet: replicas
 	// (each configured by these options and Fleet.Overrides) behind a
-	// router. Defaults to no fleet, with the fleet defaults
-	// (DefaultRouter, DefaultKVTransfer*) filled in.
+	// router. Defaults to no replicas, with DefaultRouter and the
+	// DefaultKVTransfer* values.
 	Fleet Fleet
 	// ConfigFile is the configuration file ApplyConfig read the keys of
 	// (config=FILE); informational once applied: a command running a

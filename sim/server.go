@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/closeonce"
 	"github.com/tokentrace/tokentrace/sim/engine"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -40,11 +42,10 @@ type Server struct {
 	seq    int64
 	ids    atomic.Uint64
 
-	mux       *http.ServeMux
-	httpSrv   *http.Server
-	stop      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	mux     *http.ServeMux
+	httpSrv *http.Server
+	stop    chan struct{}
+	closer  closeonce.Closer
 }
 
 // served is what the router did with one request.
@@ -97,13 +98,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if s.link != nil {
 		go s.link.run()
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.Close()
-		case <-s.stop:
-		}
-	}()
+	s.closer.Watch(ctx, s.stopAndWrite)
 	return s, nil
 }
 
@@ -414,30 +409,27 @@ func (s *Server) Truth() []traces.Record {
 
 // Close stops the endpoint and every replica and writes o.TruthOut. It is
 // idempotent and returns the same error every time.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.stop)
-		if s.httpSrv != nil {
-			s.httpSrv.Close()
+func (s *Server) Close() error { return s.closer.Close(s.stopAndWrite) }
+
+// stopAndWrite stops the endpoint and the replicas and writes o.TruthOut
+// (once: on Close, or when Start's ctx ends).
+func (s *Server) stopAndWrite() error {
+	close(s.stop)
+	if s.httpSrv != nil {
+		s.httpSrv.Close()
+	}
+	err := s.shutdown()
+	if s.o.TruthOut != "" {
+		m := engine.TruthMeta(s.o.Options)
+		if !s.l.plain {
+			m.Set("sim.fleet", strings.Join(s.Replicas(), ","))
+			m.Set("sim.router", s.o.Fleet.Router)
 		}
-		err := s.shutdown()
-		if s.o.TruthOut != "" {
-			m := traces.NewMeta("sim")
-			m.Tokenizer = "sim-builtin"
-			m.BlockSize = s.o.BlockSize
-			m.Set("sim.preset", s.o.Preset)
-			m.Set("sim.model", s.o.Model)
-			if !s.l.plain {
-				m.Set("sim.fleet", strings.Join(s.Replicas(), ","))
-				m.Set("sim.router", s.o.Fleet.Router)
-			}
-			if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
-				err = errors.Join(err, fmt.Errorf("fleet: write truth %s: %w", s.o.TruthOut, werr))
-			}
+		if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
+			err = errors.Join(err, fmt.Errorf("fleet: write truth %s: %w", s.o.TruthOut, werr))
 		}
-		s.closeErr = err
-	})
-	return s.closeErr
+	}
+	return err
 }
 
 func (s *Server) shutdown() error {
@@ -453,12 +445,9 @@ func (s *Server) shutdown() error {
 
 // strHash is FNV-1a.
 func strHash(v string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(v); i++ {
-		h ^= uint64(v[i])
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	io.WriteString(h, v)
+	return h.Sum64()
 }
 
 // rtLink runs the KV link in real time for the decode replicas

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/sim/engine"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -116,7 +117,7 @@ type offline struct {
 	base engine.Options
 	reps []*offReplica
 	link *link
-	busy repHeap
+	busy []*offReplica // a min-heap by stepEndsFirst
 	// dirty are replicas whose state changed and that may need a step.
 	dirty []*offReplica
 	now   int64
@@ -201,7 +202,7 @@ func (f *offline) run(ctx context.Context, next func() (Request, error, bool)) e
 		}
 		f.now = t
 		for len(f.busy) > 0 && f.busy[0].end == t {
-			r := f.busy.pop()
+			r := minheap.Pop(&f.busy, stepEndsFirst)
 			r.busy = false
 			r.rp.Commit()
 			f.markDirty(r)
@@ -229,7 +230,7 @@ func (f *offline) run(ctx context.Context, next func() (Request, error, bool)) e
 			}
 			if end, ok := r.rp.Plan(t); ok {
 				r.busy, r.end = true, end
-				f.busy.push(r)
+				minheap.Push(&f.busy, r, stepEndsFirst)
 			}
 		}
 		f.dirty = f.dirty[:0]
@@ -338,47 +339,8 @@ func (f *offline) out(t traces.Record) {
 	f.emitted++
 }
 
-// repHeap orders busy replicas by the end of their step, then index.
-type repHeap []*offReplica
-
-func (h repHeap) less(i, j int) bool {
-	return h[i].end < h[j].end || h[i].end == h[j].end && h[i].idx < h[j].idx
-}
-
-func (h *repHeap) push(r *offReplica) {
-	*h = append(*h, r)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !s.less(i, p) {
-			break
-		}
-		s[i], s[p] = s[p], s[i]
-		i = p
-	}
-}
-
-func (h *repHeap) pop() *offReplica {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s[n] = nil
-	s = s[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
-		}
-		if c+1 < n && s.less(c+1, c) {
-			c++
-		}
-		if !s.less(c, i) {
-			break
-		}
-		s[i], s[c] = s[c], s[i]
-		i = c
-	}
-	*h = s
-	return top
+// stepEndsFirst orders the busy replicas, a min-heap (minheap): by the
+// end of their step, then index.
+func stepEndsFirst(a, b **offReplica) bool {
+	return (*a).end < (*b).end || (*a).end == (*b).end && (*a).idx < (*b).idx
 }

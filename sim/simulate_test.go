@@ -399,3 +399,38 @@ func TestPrefixIndexEvicts(t *testing.T) {
 		t.Errorf("%d entries, want 3 (11, 13, 14)", x.ents.Len())
 	}
 }
+
+// TestMemoryFollowsInFlight: Simulate holds the requests in flight, not
+// the stream: requests far apart are held one at a time, a burst as many
+// as it has.
+func TestMemoryFollowsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		why      string
+		gap      time.Duration
+		n, burst int
+		want     int
+	}{
+		{"2000 requests a second apart: one at a time.", time.Second, 2000, 1, 1},
+		{"Bursts of 25 a minute apart: 25 at most.", time.Minute, 200, 25, 25},
+	} {
+		var reqs []Request
+		for i := range tc.n {
+			at := int64(i/tc.burst) * int64(tc.gap)
+			reqs = append(reqs, Request{ArrivalNs: at, Prompt: tokens(uint64(i), 64), MaxTokens: 4, IgnoreEOS: true})
+		}
+		_, res := simulate(t, config(t, "replicas=2,router=least-outstanding"), reqs)
+		if res.MaxInFlight != tc.want {
+			t.Errorf("%s held %d at most, want %d", tc.why, res.MaxInFlight, tc.want)
+		}
+	}
+}
+
+// TestSimulateCancels: a cancelled context stops the run with its error.
+func TestSimulateCancels(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Simulate(ctx, config(t, "replicas=2"), seqOf(sharedPrefixes(8, 10, 2, 32, 100)), func(traces.Record) error { return nil })
+	if err != context.Canceled {
+		t.Errorf("Simulate after cancel: %v, want context.Canceled", err)
+	}
+}

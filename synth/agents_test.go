@@ -134,13 +134,13 @@ func agents(sessions int, seed uint64) ([]traces.Record, traces.Meta) {
 // themselves, every check within its noise floor: bench/synth-fidelity.sh.)
 func TestAgenticSessionsMatch(t *testing.T) {
 	real, meta := agents(60, 1)
-	m, err := Fit(context.Background(), real, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), real, fitMeta(meta))
 	if err != nil {
 		t.Fatal(err)
 	}
 	within, passed := 0, 0
 	for seed := range uint64(5) {
-		rep := Check(real, gen(t, m, GenOptions{Seed: seed + 1}), DefaultThresholds())
+		rep := Check(real, gen(t, m, genSeed(seed+1)), DefaultThresholds())
 		if rep.SessionGaps == "" {
 			t.Errorf("seed %d: the real sessions all start at 0, but the check compared the merged arrivals' gaps", seed+1)
 		}
@@ -199,7 +199,7 @@ func TestSessionStartsPerBin(t *testing.T) {
 	for i := range recs {
 		recs[i].Seq = int64(i)
 	}
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: traces.NewMeta("test")})
+	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestSessionStartsPerBin(t *testing.T) {
 	}
 	half := int64(200) * int64(150*time.Millisecond)
 	late := 0
-	syn := gen(t, m, GenOptions{Seed: 2})
+	syn := gen(t, m, genSeed(2))
 	for _, r := range syn {
 		if r.Turn == 1 && r.ArrivalNs >= half+int64(m.BinNs) {
 			late++
@@ -242,7 +242,7 @@ func TestTurnsCensoredByTheEnd(t *testing.T) {
 	for i := range recs {
 		recs[i].Seq = int64(i)
 	}
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: traces.NewMeta("test")})
+	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
 	if err != nil {
 		t.Fatal(err)
 	}

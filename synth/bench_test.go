@@ -34,7 +34,7 @@ func BenchmarkFit(b *testing.B) {
 	recs, meta := loadPublic(b, publicTraces[0])
 	b.Run("slice/azure-conv", func(b *testing.B) {
 		benchFit(b, int64(len(recs)), func() error {
-			_, err := Fit(context.Background(), recs, FitOptions{Meta: meta})
+			_, err := Fit(context.Background(), recs, fitMeta(meta))
 			return err
 		})
 	})
@@ -46,16 +46,16 @@ func BenchmarkFit(b *testing.B) {
 	b.Run("stream/azure-conv", stream(writeTrace(b, "azure-conv.parquet", recs, meta), int64(len(recs))))
 	// 1 M records drawn from the trace's model (rate ×100 for 30 min),
 	// written to Parquet as they are generated.
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), recs, fitMeta(meta))
 	if err != nil {
 		b.Fatal(err)
 	}
 	path := filepath.Join(b.TempDir(), "generated-1m.parquet")
-	w, err := traces.Create(path, m.GenMeta(GenOptions{}))
+	w, err := traces.Create(path, m.GenMeta(DefaultGenOptions()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, err := m.Generate(context.Background(), GenOptions{Seed: 1, RateScale: 100, Duration: 30 * time.Minute}, w)
+	n, err := m.Generate(context.Background(), with(genSeed(1), func(o *GenOptions) { o.RateScale = 100; o.Duration = 30 * time.Minute }), w)
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}
@@ -111,7 +111,7 @@ func benchFit(b *testing.B, records int64, fit func() error) {
 // counting writer (no encoding): the generator's own speed on one core.
 func benchGenerate(b *testing.B, p publicTrace, dur time.Duration) {
 	recs, meta := loadPublic(b, p)
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), recs, fitMeta(meta))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func benchGenerate(b *testing.B, p publicTrace, dur time.Duration) {
 	cpu0 := cpuSeconds()
 	for b.Loop() {
 		var w countWriter
-		n, err := m.Generate(context.Background(), GenOptions{Seed: 1, Duration: dur}, &w)
+		n, err := m.Generate(context.Background(), with(genSeed(1), func(o *GenOptions) { o.Duration = dur }), &w)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -145,6 +145,6 @@ func fitPath(path string) error {
 		return err
 	}
 	defer r.Close()
-	_, err = FitReader(context.Background(), r, FitOptions{})
+	_, err = FitReader(context.Background(), r, DefaultFitOptions())
 	return err
 }

@@ -28,8 +28,9 @@ const (
 	DefaultTurnsError      = 0.10
 )
 
-// Thresholds are the pass/fail limits of Check. A zero field means the
-// default; a negative one disables that check.
+// Thresholds are the pass/fail limits of Check. Start from
+// DefaultThresholds: a zero field is a limit of zero, never its default;
+// a negative one disables that check.
 type Thresholds struct {
 	// KSLengths bounds ks.input_tokens and ks.output_tokens. Defaults to 0.03.
 	KSLengths float64 `json:"ks_lengths"`
@@ -66,8 +67,7 @@ type Thresholds struct {
 	// passes every check: each check's noise floor is the difference such
 	// traces exceed with probability (1 − Confidence) / the number of
 	// checks made. A check fails only beyond both its threshold and its
-	// floor. Defaults to DefaultConfidence (0.95); a value outside (0, 1)
-	// means the default.
+	// floor. Defaults to DefaultConfidence (0.95).
 	Confidence float64 `json:"confidence"`
 }
 
@@ -81,28 +81,32 @@ func DefaultThresholds() Thresholds {
 	}
 }
 
-func (t Thresholds) withDefaults() Thresholds {
-	d := DefaultThresholds()
-	f := func(v *float64, def float64) {
-		if *v == 0 {
-			*v = def
+// Validate reports the first threshold that cannot be used as given (a
+// zero is a threshold of zero, never the default), naming it in a
+// *traces.OptionError: a NaN bound, or a confidence outside (0, 1).
+func (t Thresholds) Validate() error {
+	for _, b := range []struct {
+		name string
+		v    float64
+	}{{"KSLengths", t.KSLengths}, {"KSGaps", t.KSGaps}, {"RateError", t.RateError}, {"Dispersion", t.Dispersion},
+		{"CV", t.CV}, {"CategoryShare", t.CategoryShare}, {"PrefixReuse", t.PrefixReuse}, {"Sessions", t.Sessions},
+		{"Turns", t.Turns}, {"ContextGrowth", t.ContextGrowth}, {"KSThink", t.KSThink}} {
+		if math.IsNaN(b.v) {
+			return traces.OptionErrorf("synth", "Thresholds."+b.name, "NaN: want a bound, or a negative number to turn the check off")
 		}
 	}
-	f(&t.KSLengths, d.KSLengths)
-	f(&t.KSGaps, d.KSGaps)
-	f(&t.RateError, d.RateError)
-	f(&t.Dispersion, d.Dispersion)
-	f(&t.CV, d.CV)
-	f(&t.CategoryShare, d.CategoryShare)
-	f(&t.PrefixReuse, d.PrefixReuse)
-	f(&t.Sessions, d.Sessions)
-	f(&t.Turns, d.Turns)
-	f(&t.ContextGrowth, d.ContextGrowth)
-	f(&t.KSThink, d.KSThink)
 	if !(t.Confidence > 0 && t.Confidence < 1) {
-		t.Confidence = d.Confidence
+		return traces.OptionErrorf("synth", "Thresholds.Confidence", "want 0 < c < 1, got %g", t.Confidence)
 	}
-	return t
+	return nil
+}
+
+// mustValid panics with th's option error: Check and CheckSeq return no
+// error, and thresholds a caller did not validate are its bug.
+func mustValid(th Thresholds) {
+	if err := th.Validate(); err != nil {
+		panic(err)
+	}
 }
 
 // DispersionWindows are the windows of the index of dispersion.
@@ -521,8 +525,10 @@ func relErr(synth, real float64) float64 {
 }
 
 // Check compares a synthetic trace with a real one (see Report for the
-// figures and Thresholds for pass/fail).
+// figures and Thresholds for pass/fail). th must pass Thresholds.Validate,
+// as DefaultThresholds does: Check panics with the option error otherwise.
 func Check(real, synth []traces.Record, th Thresholds) Report {
+	mustValid(th)
 	return compare(statsOf(real), statsOf(synth), th)
 }
 
@@ -532,11 +538,11 @@ func Check(real, synth []traces.Record, th Thresholds) Report {
 // request (lengths, arrival) and the distinct prefix blocks, categories
 // and sessions, not the rows.
 func CheckSeq(real, synth iter.Seq[*traces.Record], th Thresholds) Report {
+	mustValid(th)
 	return compare(statsOfSeq(real), statsOfSeq(synth), th)
 }
 
 func compare(rs, ss traceStats, th Thresholds) Report {
-	th = th.withDefaults()
 	rep := Report{Real: rs.sum, Synth: ss.sum, Dispersion: map[string]float64{}}
 	rep.KS.InputTokens = ks(rs.input, ss.input)
 	rep.KS.OutputTokens = ks(rs.output, ss.output)
@@ -636,7 +642,8 @@ func (rep *Report) evaluate(specs []checkSpec, confidence float64) {
 			c.Pass = c.Value <= c.Limit
 		}
 		if !c.Pass {
-			c.Affects, c.Fix = rep.advice(c.Name, "")
+			affects, fix := rep.advice(c.Name, "", "")
+			c.Affects, c.Fix = affects.String(), fix.String()
 		}
 		rep.Checks = append(rep.Checks, c)
 	}

@@ -1,10 +1,13 @@
 package synth
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Sources of a synthetic trace (its Meta.Source) that Advise knows.
@@ -16,11 +19,14 @@ const (
 // Advise fills each failed check's Affects and Fix for a synthetic trace
 // made by source (its Meta.Source: SourceGen, SourceMatrix, or anything
 // else for a trace of unknown making), with the commands naming the real
-// trace realFile ("" = REAL). Check advises as for an unknown source.
-func (r *Report) Advise(source, realFile string) {
+// trace realFile ("" = REAL), the options and commands they name said in
+// terms (nil: the libraries' names). Check advises as for an unknown
+// source.
+func (r *Report) Advise(source, realFile string, terms traces.Terms) {
 	for i := range r.Checks {
 		if c := &r.Checks[i]; !c.Pass {
-			c.Affects, c.Fix = r.advice(c.Name, source)
+			affects, fix := r.advice(c.Name, source, realFile)
+			c.Affects, c.Fix = affects.Say(terms), fix.Say(terms)
 			if realFile != "" {
 				c.Fix = strings.ReplaceAll(c.Fix, " REAL", " "+quoteArg(realFile))
 			}
@@ -42,111 +48,141 @@ func quoteArg(s string) string {
 // synthetic trace can get wrong because of it, and what to change in the
 // synthetic trace (an option or a command; REAL stands for the real
 // trace).
-func (r *Report) advice(name, source string) (affects, fix string) {
-	fitGen := "generate from a model fitted on the real trace (tokentrace synth fit --out model.json REAL, then synth gen … model.json)"
-	lengths := func(real, syn float64, what, option string) string {
-		scale := r.lengthScale(real, syn, what, option)
+func (r *Report) advice(name, source, realFile string) (affects, fix traces.Text) {
+	a, f := r.adviceWords(name, source, realFile)
+	return traces.Textf(a.format, a.args...), traces.Textf(f.format, f.args...)
+}
+
+// words are a sentence as a format and its arguments (options and
+// commands among them) for traces.Textf.
+type words struct {
+	format string
+	args   []any
+}
+
+// add is w followed by format with its arguments.
+func (w words) add(format string, args ...any) words {
+	return words{w.format + format, append(w.args[:len(w.args):len(w.args)], args...)}
+}
+
+// wordsf is format with its arguments.
+func wordsf(format string, args ...any) words { return words{format, args} }
+
+// adviceWords are advice's sentences, before they are said.
+func (r *Report) adviceWords(name, source, realFile string) (affects, fix words) {
+	real := cmp.Or(realFile, "REAL")
+	fitGen := wordsf("generate from a model fitted on the real trace (%s, then synth gen … model.json)", traces.NewCommand("synth", "fit").With(traces.CommandOut, "model.json").WithArgs(real))
+	lengths := func(real, syn float64, what string, option traces.OptionRef) words {
+		scale, ok := r.lengthScale(real, syn, what, option)
 		switch {
-		case source == SourceGen && scale != "":
-			return strings.TrimPrefix(scale, "; ")
+		case source == SourceGen && ok:
+			return scale
 		case source == SourceGen:
-			return fmt.Sprintf("the model's length histograms hold at least %d values per bin, which smooths a short trace: fit on a longer window of the real trace (or with a smaller FitOptions.MinBinCount)", DefaultMinBinCount)
+			return wordsf("the model's length histograms hold at least %d values per bin, which smooths a short trace: fit on a longer window of the real trace (or with a smaller %s)", DefaultMinBinCount, traces.OptionRef("FitOptions.MinBinCount"))
 		case source == SourceMatrix:
-			return "a fixed-length matrix cannot match a spread of lengths: " + fitGen
+			return wordsf("a fixed-length matrix cannot match a spread of lengths: ").add(fitGen.format, fitGen.args...)
 		}
-		return fitGen + "; a fixed-length matrix cannot match a spread of lengths" + scale
+		w := fitGen.add("; a fixed-length matrix cannot match a spread of lengths")
+		if ok {
+			w = w.add("; ").add(scale.format, scale.args...)
+		}
+		return w
 	}
 	switch name {
 	case "ks.input_tokens":
-		affects = "prefill time and TTFT, KV-cache use and how prompts share a batch: conclusions about prefill speed, max-num-batched-tokens, chunked prefill and KV-cache size"
+		affects = wordsf("prefill time and TTFT, KV-cache use and how prompts share a batch: conclusions about prefill speed, max-num-batched-tokens, chunked prefill and KV-cache size")
 		fix = lengths(r.Real.MeanInput, r.Synth.MeanInput, "prompts", "GenOptions.InputLengthScale")
 	case "ks.output_tokens":
-		affects = "decode time, TPOT and E2E, and how long a request holds its batch slot and KV cache: conclusions about decode speed and max-num-seqs"
+		affects = wordsf("decode time, TPOT and E2E, and how long a request holds its batch slot and KV cache: conclusions about decode speed and max-num-seqs")
 		fix = lengths(r.Real.MeanOutput, r.Synth.MeanOutput, "outputs", "GenOptions.OutputLengthScale")
 	case "ks.interarrival", "cv", "dispersion.1s", "dispersion.10s", "dispersion.60s":
-		affects = fmt.Sprintf("queueing under bursts and so the tail (p99 TTFT): conclusions about max-num-seqs, queue limits and how many replicas a load needs (inter-arrival CV %.2f real, %.2f synthetic)", r.Real.CV, r.Synth.CV)
-		fix = "fit with narrower rate bins so that shorter bursts survive (FitOptions.Bin 1s), and keep GenOptions.Gaps empirical (the default)"
+		affects = wordsf("queueing under bursts and so the tail (p99 TTFT): conclusions about max-num-seqs, queue limits and how many replicas a load needs (inter-arrival CV %.2f real, %.2f synthetic)", r.Real.CV, r.Synth.CV)
+		fix = wordsf("fit with narrower rate bins so that shorter bursts survive (%s 1s), and keep %s empirical (the default)", traces.OptionRef("FitOptions.Bin"), traces.OptionRef("GenOptions.Gaps"))
 		switch {
 		case r.SessionGaps != "":
-			affects = "when a session's turns are sent in an open-loop replay, so how its requests overlap: conclusions about queueing and the tail"
-			fix = "the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: " + fitGen
+			affects = wordsf("when a session's turns are sent in an open-loop replay, so how its requests overlap: conclusions about queueing and the tail")
+			fix = wordsf("the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: ").add(fitGen.format, fitGen.args...)
 			if source == SourceGen {
-				fix = "the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: fit the model on REAL itself"
+				fix = wordsf("the gaps between a session's turns come from the model's sessions.inter_turn_gap_s: fit the model on REAL itself")
 			}
 		case source == SourceMatrix:
-			fix = "a matrix's Poisson rows are never bursty: " + fitGen
+			fix = wordsf("a matrix's Poisson rows are never bursty: ").add(fitGen.format, fitGen.args...)
 		}
 	case "rate_error":
-		affects = "the load, and with it every latency percentile: capacity conclusions (how much traffic before the SLO breaks)"
-		fix = fmt.Sprintf("match the real rate (%.3g req/s, synthetic %.3g)", r.Real.RatePerS, r.Synth.RatePerS)
+		affects = wordsf("the load, and with it every latency percentile: capacity conclusions (how much traffic before the SLO breaks)")
+		fix = wordsf("match the real rate (%.3g req/s, synthetic %.3g)", r.Real.RatePerS, r.Synth.RatePerS)
 		switch {
 		case r.Synth.RatePerS <= 0:
 		case source == SourceMatrix:
-			fix += fmt.Sprintf(": multiply the rows' RATErps by %.3g, or %s, which follows the real rate over time", r.Real.RatePerS/r.Synth.RatePerS, fitGen)
+			fix = fix.add(": multiply the rows' RATErps by %.3g, or ", r.Real.RatePerS/r.Synth.RatePerS).add(fitGen.format, fitGen.args...).add(", which follows the real rate over time")
 		default:
-			fix += fmt.Sprintf(": multiply GenOptions.RateScale by %.3g, or cover the same span with GenOptions.Duration", r.Real.RatePerS/r.Synth.RatePerS)
+			fix = fix.add(": multiply %s by %.3g, or cover the same span with %s", traces.OptionRef("GenOptions.RateScale"), r.Real.RatePerS/r.Synth.RatePerS, traces.OptionRef("GenOptions.Duration"))
 		}
 	case "category_share_max_diff":
-		affects = "which shared prefixes recur, so prefix-cache hits and the length mix: conclusions about prefix caching and routing"
-		fix = fmt.Sprintf("the shares differ most at %q", r.CategoryShareMaxDiffName)
+		affects = wordsf("which shared prefixes recur, so prefix-cache hits and the length mix: conclusions about prefix caching and routing")
+		fix = wordsf("the shares differ most at %q", r.CategoryShareMaxDiffName)
 		if mix, ok := r.RealMix(); ok && source != SourceMatrix {
-			fix += "; generate with the real shares of requests: GenOptions.Mix " + mix
+			fix = fix.add("; generate with the real shares of requests: %s %s", traces.OptionRef("GenOptions.Mix"), mix)
 		} else {
-			fix += "; " + fitGen
+			fix = fix.add("; ").add(fitGen.format, fitGen.args...)
 		}
 	case "prefix_reuse":
-		affects = fmt.Sprintf("prefix-cache hits, so the prefill work and TTFT: conclusions about prefix caching, KV-cache size and cache-aware routing (real reuse %.0f%%, synthetic %.0f%%)", 100*r.Real.PrefixReuse, 100*r.Synth.PrefixReuse)
-		fix = fitGen + " (it keeps the categories and block reuse)"
+		affects = wordsf("prefix-cache hits, so the prefill work and TTFT: conclusions about prefix caching, KV-cache size and cache-aware routing (real reuse %.0f%%, synthetic %.0f%%)", 100*r.Real.PrefixReuse, 100*r.Synth.PrefixReuse)
+		fix = fitGen.add(" (it keeps the categories and block reuse)")
 		if source == SourceGen {
-			fix = "the model reuses blocks as it measured them on the window it was fitted on: fit it on this real trace (or a longer window of it); GenOptions.Mix shifts the category shares"
+			fix = wordsf("the model reuses blocks as it measured them on the window it was fitted on: fit it on this real trace (or a longer window of it); %s shifts the category shares", traces.OptionRef("GenOptions.Mix"))
 		}
 		if r.Real.PrefixReuse >= 0.01 && source != SourceGen {
-			fix += fmt.Sprintf("; in synth matrix, give the rows a warm shared prefix of about %.0f%% of IN (IN/OUT+PREFIXw@RATErps)", 100*r.Real.PrefixReuse)
+			fix = fix.add("; in synth matrix, give the rows a warm shared prefix of about %.0f%% of IN (IN/OUT+PREFIXw@RATErps)", 100*r.Real.PrefixReuse)
 		}
 	case "sessions", "turns":
-		affects = fmt.Sprintf("conversations: how follow-ups resend their context (cache hits across turns, growing prompts) and, with replay --sessions closed, when they are sent (%d sessions of %.1f turns real, %d of %.1f synthetic)", r.Real.Sessions, r.Real.TurnsPerSess, r.Synth.Sessions, r.Synth.TurnsPerSess)
-		fix = fitGen + "; a model fitted on a trace with sessions keeps its follow-up turns"
+		affects = wordsf("conversations: how follow-ups resend their context (cache hits across turns, growing prompts) and, in a replay with %s closed, when they are sent (%d sessions of %.1f turns real, %d of %.1f synthetic)",
+			replaySessions, r.Real.Sessions, r.Real.TurnsPerSess, r.Synth.Sessions, r.Synth.TurnsPerSess)
+		fix = fitGen.add("; a model fitted on a trace with sessions keeps its follow-up turns")
 		if source == SourceGen {
 			// The user already fitted and generated: the model's sessions
 			// were fitted on another trace or window than REAL.
-			fix = "the model's sessions differ from REAL's beyond chance: fit the model on REAL itself (not another window or trace), or generate REAL's span (GenOptions.Duration)"
+			fix = wordsf("the model's sessions differ from REAL's beyond chance: fit the model on REAL itself (not another window or trace), or generate REAL's span (%s)", traces.OptionRef("GenOptions.Duration"))
 		}
 	case "prefix_reuse_by_turn", "prefix_reuse_by_category":
-		affects = "which requests hit the prefix cache: a conversation's later turns and each category's system prompt; conclusions about prefix caching and cache-aware routing"
-		fix = fitGen + " (it keeps each category's prefix and how follow-ups resend their context)"
+		affects = wordsf("which requests hit the prefix cache: a conversation's later turns and each category's system prompt; conclusions about prefix caching and cache-aware routing")
+		fix = fitGen.add(" (it keeps each category's prefix and how follow-ups resend their context)")
 		if source == SourceGen {
-			fix = "fit the model on REAL itself with this version (model version 3 keeps how follow-ups resend their context)"
+			fix = wordsf("fit the model on REAL itself with this version (model version 3 keeps how follow-ups resend their context)")
 		}
 	case "context_growth":
-		affects = "how prompts grow over a conversation: long-context prefill and KV-cache pressure late in sessions"
-		fix = fitGen + "; GenOptions.MaxContextTokens caps follow-up prompts (default: the longest fitted prompt)"
+		affects = wordsf("how prompts grow over a conversation: long-context prefill and KV-cache pressure late in sessions")
+		fix = fitGen.add("; %s caps follow-up prompts (default: the longest fitted prompt)", traces.OptionRef("GenOptions.MaxContextTokens"))
 		if source == SourceGen {
-			fix = "the model's follow-ups grow as on the trace it was fitted on: fit it on REAL itself (not another window or trace); GenOptions.MaxContextTokens caps follow-up prompts (default: the longest fitted prompt)"
+			fix = wordsf("the model's follow-ups grow as on the trace it was fitted on: fit it on REAL itself (not another window or trace); %s caps follow-up prompts (default: the longest fitted prompt)", traces.OptionRef("GenOptions.MaxContextTokens"))
 		}
 	case "ks.think":
-		affects = "when follow-ups are sent in a closed-loop replay (replay --sessions closed), so the load a slower server sees"
-		fix = "fit on a trace whose rows carry think_ns or finish_ns (otherwise think times are estimated from arrival gaps, which include production's service time)"
+		affects = wordsf("when follow-ups are sent in a closed-loop replay (a replay with %s closed), so the load a slower server sees", replaySessions)
+		fix = wordsf("fit on a trace whose rows carry think_ns or finish_ns (otherwise think times are estimated from arrival gaps, which include production's service time)")
 	}
 	// A generated trace whose prompts are scaled away from the real ones
 	// misses on what prompt lengths carry (how many blocks repeat, how
 	// prompts grow) because of the scale, not the fit the user already
 	// made: say so rather than send them back to fit.
 	if source == SourceGen && (strings.HasPrefix(name, "prefix_reuse") || name == "context_growth") {
-		if scale := r.lengthScale(r.Real.MeanInput, r.Synth.MeanInput, "prompts", "GenOptions.InputLengthScale"); scale != "" {
-			fix = strings.TrimPrefix(scale, "; ") + "; the prompts' lengths set how many of their blocks repeat and how they grow, so bring them back first (ks.input_tokens)"
+		if scale, ok := r.lengthScale(r.Real.MeanInput, r.Synth.MeanInput, "prompts", "GenOptions.InputLengthScale"); ok {
+			fix = scale.add("; the prompts' lengths set how many of their blocks repeat and how they grow, so bring them back first (ks.input_tokens)")
 		}
 	}
 	return affects, fix
 }
 
+// replaySessions is replay's option that sends follow-ups closed loop.
+const replaySessions = traces.OptionRef("replay.Options.Sessions")
+
 // lengthScale suggests option (GenOptions.InputLengthScale or
 // OutputLengthScale, which scale the one dimension alone) when the means
 // are more than 10 % apart.
-func (r *Report) lengthScale(real, syn float64, what, option string) string {
+func (r *Report) lengthScale(real, syn float64, what string, option traces.OptionRef) (words, bool) {
 	if syn <= 0 || math.Abs(real/syn-1) <= 0.10 {
-		return ""
+		return words{}, false
 	}
-	return fmt.Sprintf("; the synthetic %s are %.2f× the real ones on average: multiplying %s by %.3g brings the mean back (it scales the %s alone)", what, syn/real, option, real/syn, what)
+	return wordsf("the synthetic %s are %.2f× the real ones on average: multiplying %s by %.3g brings the mean back (it scales the %s alone)", what, syn/real, option, real/syn, what), true
 }
 
 // RealMix is the real category shares as GenOptions.Mix takes them

@@ -36,7 +36,7 @@ func TestCheckShortTraceSkipsWindowsAndAdvises(t *testing.T) {
 		syn[i].InputTokens *= 2
 	}
 	rep := Check(real, syn, DefaultThresholds())
-	rep.Advise(SourceGen, "real.parquet")
+	rep.Advise(SourceGen, "real.parquet", nil)
 	checks := map[string]CheckResult{}
 	for _, c := range rep.Checks {
 		checks[c.Name] = c
@@ -96,7 +96,7 @@ func TestCheckAdviceBySource(t *testing.T) {
 	}
 	fix := func(source, name string) string {
 		rep := Check(real, syn, DefaultThresholds())
-		rep.Advise(source, "prod trace.parquet")
+		rep.Advise(source, "prod trace.parquet", nil)
 		for _, c := range rep.Checks {
 			if c.Name == name {
 				return c.Fix
@@ -105,7 +105,7 @@ func TestCheckAdviceBySource(t *testing.T) {
 		t.Fatalf("no %s check", name)
 		return ""
 	}
-	if f := fix(SourceMatrix, "ks.input_tokens"); !strings.Contains(f, "fixed-length matrix") || !strings.Contains(f, "synth fit --out model.json 'prod trace.parquet'") {
+	if f := fix(SourceMatrix, "ks.input_tokens"); !strings.Contains(f, "fixed-length matrix") || !strings.Contains(f, "synth fit Command.Out=model.json prod trace.parquet") {
 		t.Errorf("matrix, lengths: %q", f)
 	}
 	if f := fix(SourceMatrix, "rate_error"); !strings.Contains(f, "RATErps") {
@@ -148,24 +148,26 @@ func TestCheckSeqIsCheck(t *testing.T) {
 // other making has none.
 func TestGenOptionsOfRoundTrip(t *testing.T) {
 	real, meta := chats(120, 5, 0)
-	m, err := Fit(context.Background(), real, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), real, fitMeta(meta))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := GenOptions{Seed: 9, Duration: 90 * time.Second, RateScale: 1.5, InputLengthScale: 0.8, OutputLengthScale: 1.25,
-		Mix: map[string]float64{"support": 0.5}, Gaps: GapsFitted, MaxContextTokens: 4000}
+	o := with(DefaultGenOptions(), func(o *GenOptions) {
+		o.Seed, o.Duration, o.RateScale, o.InputLengthScale, o.OutputLengthScale = 9, 90*time.Second, 1.5, 0.8, 1.25
+		o.Mix, o.Gaps, o.MaxContextTokens = map[string]float64{"support": 0.5}, GapsFitted, 4000
+	})
 	got, ok, err := GenOptionsOf(m.GenMeta(o))
 	if err != nil || !ok {
 		t.Fatalf("GenOptionsOf: ok %v, err %v", ok, err)
 	}
-	if want := o.withDefaults(m); !reflect.DeepEqual(got.withDefaults(m), want) {
-		t.Errorf("read back %+v, want %+v", got, want)
+	if !reflect.DeepEqual(got, o) {
+		t.Errorf("read back %+v, want %+v", got, o)
 	}
 	syn := gen(t, m, o)
 	if same, err := m.Regenerates(context.Background(), got, syn); err != nil || !same {
 		t.Errorf("the options read back do not regenerate the trace: %v %v", same, err)
 	}
-	if same, _ := m.Regenerates(context.Background(), GenOptions{Seed: 10}, syn); same {
+	if same, _ := m.Regenerates(context.Background(), genSeed(10), syn); same {
 		t.Error("another seed regenerates the same trace")
 	}
 	if _, ok, _ := GenOptionsOf(traces.NewMeta("capture:openai-jsonl")); ok {
@@ -181,16 +183,23 @@ func TestCheckAdviceScaledPrompts(t *testing.T) {
 	var r Report
 	r.Real.MeanInput, r.Synth.MeanInput = 1000, 1600
 	for _, name := range []string{"prefix_reuse", "prefix_reuse_by_turn", "prefix_reuse_by_category", "context_growth"} {
-		_, fix := r.advice(name, SourceGen)
+		fix := r.adviceFix(name, SourceGen)
 		if !strings.Contains(fix, "GenOptions.InputLengthScale by 0.625") || strings.Contains(fix, "synth fit") {
 			t.Errorf("%s, prompts 1.6×: %q", name, fix)
 		}
-		if _, fix := r.advice(name, SourceMatrix); strings.Contains(fix, "InputLengthScale") {
+		if fix := r.adviceFix(name, SourceMatrix); strings.Contains(fix, "InputLengthScale") {
 			t.Errorf("%s, a matrix is told to scale a generation option: %q", name, fix)
 		}
 	}
 	r.Synth.MeanInput = 1020
-	if _, fix := r.advice("context_growth", SourceGen); strings.Contains(fix, "InputLengthScale") || strings.Contains(fix, "synth fit") {
+	if fix := r.adviceFix("context_growth", SourceGen); strings.Contains(fix, "InputLengthScale") || strings.Contains(fix, "synth fit") {
 		t.Errorf("context_growth, prompts right: %q", fix)
 	}
+}
+
+// adviceFix is the fix advice says for a failed check, by the libraries'
+// names.
+func (r *Report) adviceFix(name, source string) string {
+	_, fix := r.advice(name, source, "")
+	return fix.String()
 }

@@ -59,7 +59,9 @@ func (m *Model) FindFixes(ctx context.Context, real []traces.Record, opts GenOpt
 	if err := opts.Validate(); err != nil {
 		return opts, nil, Report{}, err
 	}
-	opts = opts.withDefaults(m)
+	if err := th.Validate(); err != nil {
+		return opts, nil, Report{}, err
+	}
 	rep, err := m.checkGen(ctx, real, opts, th)
 	if err != nil {
 		return opts, nil, rep, err
@@ -202,6 +204,9 @@ func GenOptionsOf(meta traces.Meta) (opts GenOptions, ok bool, err error) {
 	if meta.Source != SourceGen || meta.Get("synth.seed") == "" {
 		return opts, false, nil
 	}
+	// What the metadata leaves out is the default (GenMeta records a
+	// scale only when it is not 1, the context cap only when set).
+	opts = DefaultGenOptions()
 	num := func(key string, set func(string) error) {
 		if v := meta.Get(key); v != "" && err == nil {
 			if e := set(v); e != nil {
@@ -224,7 +229,9 @@ func GenOptionsOf(meta traces.Meta) (opts GenOptions, ok bool, err error) {
 	num("synth.output_length_scale", float(&opts.OutputLengthScale))
 	num("synth.max_context_tokens", func(v string) (e error) { opts.MaxContextTokens, e = strconv.Atoi(v); return e })
 	num("synth.mix", func(v string) (e error) { opts.Mix, e = ParseMix(v); return e })
-	opts.Gaps = meta.Get("synth.gaps")
+	if g := meta.Get("synth.gaps"); g != "" {
+		opts.Gaps = g
+	}
 	if err == nil {
 		err = opts.Validate()
 	}

@@ -35,8 +35,8 @@ func TestSessionlessOutputsPinned(t *testing.T) {
 	digest := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	got := map[string]string{
 		"nosessions.model.json": model.String(),
-		"nosessions.gen.sha256": digest(genBytes(t, fitModel(t, recs), GenOptions{Seed: 3})) + "\n",
-		"v1.gen.sha256":         digest(genBytes(t, v1, GenOptions{Seed: 3})) + "\n",
+		"nosessions.gen.sha256": digest(genBytes(t, fitModel(t, recs), genSeed(3))) + "\n",
+		"v1.gen.sha256":         digest(genBytes(t, v1, genSeed(3))) + "\n",
 	}
 	for name, data := range got {
 		golden.Check(t, filepath.Join("testdata", name), []byte(data))

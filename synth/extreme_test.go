@@ -24,8 +24,8 @@ func TestFitArrivalNear2To63IsAnError(t *testing.T) {
 	}
 	recs[19].ArrivalNs = 1<<63 - 1000
 	for name, fit := range map[string]func() (*Model, error){
-		"FitSeq": func() (*Model, error) { return FitSeq(context.Background(), traces.Values(recs), FitOptions{}) },
-		"Fit":    func() (*Model, error) { return Fit(context.Background(), recs, FitOptions{}) },
+		"FitSeq": func() (*Model, error) { return FitSeq(context.Background(), traces.Values(recs), DefaultFitOptions()) },
+		"Fit":    func() (*Model, error) { return Fit(context.Background(), recs, DefaultFitOptions()) },
 	} {
 		_, err := fit()
 		if err == nil || !strings.Contains(err.Error(), "record seq 19: out of range: arrival_ns") {
@@ -67,7 +67,7 @@ func TestCenturySpanStaysBounded(t *testing.T) {
 	if !slices.ContainsFunc(m.FittedOn.Approximations, func(s string) bool { return strings.Contains(s, "arrival-rate bin is") }) {
 		t.Errorf("approximations %q do not say the bin was widened", m.FittedOn.Approximations)
 	}
-	syn := gen(t, m, GenOptions{Seed: 1})
+	syn := gen(t, m, genSeed(1))
 	for _, r := range syn {
 		if err := r.Validate(); err != nil {
 			t.Fatalf("generated row seq %d: %v", r.Seq, err)

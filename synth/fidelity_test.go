@@ -26,7 +26,7 @@ var publicTraces = []publicTrace{
 func loadPublic(t testing.TB, p publicTrace) ([]traces.Record, traces.Meta) {
 	t.Helper()
 	path := testtraces.Path(t, p.path)
-	recs, meta, _, err := formats.ImportAll(context.Background(), p.format, path, traces.OpenOptions{})
+	recs, meta, _, err := formats.ImportAll(context.Background(), p.format, path, traces.DefaultOpenOptions())
 	if err != nil {
 		t.Fatalf("import %s: %v", path, err)
 	}
@@ -44,7 +44,7 @@ func (w *memWriter) Close() error { return nil }
 
 func fitGen(t testing.TB, recs []traces.Record, meta traces.Meta, gen GenOptions) (*Model, []traces.Record) {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), recs, fitMeta(meta))
 	if err != nil {
 		t.Fatalf("Fit: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestFidelityPublicTraces(t *testing.T) {
 	for _, p := range publicTraces {
 		t.Run(p.name, func(t *testing.T) {
 			recs, meta := loadPublic(t, p)
-			_, syn := fitGen(t, recs, meta, GenOptions{Seed: 7})
+			_, syn := fitGen(t, recs, meta, genSeed(7))
 			rep := Check(recs, syn, DefaultThresholds())
 			for _, c := range rep.Checks {
 				t.Logf("self-fit %s %s = %.4f (limit %.4f)", p.name, c.Name, c.Value, c.Threshold)
@@ -103,7 +103,7 @@ func TestHeldOutPublicTraces(t *testing.T) {
 			recs, meta := loadPublic(t, p)
 			first, second := splitHalves(recs)
 			span := second[len(second)-1].ArrivalNs + 1
-			_, syn := fitGen(t, first, meta, GenOptions{Seed: 7, Duration: time.Duration(span)})
+			_, syn := fitGen(t, first, meta, with(genSeed(7), func(o *GenOptions) { o.Duration = time.Duration(span) }))
 			rep := Check(second, syn, DefaultThresholds())
 			for _, c := range rep.Checks {
 				t.Logf("held-out %s %s = %.4f (limit %.4f, pass %v)", p.name, c.Name, c.Value, c.Threshold, c.Pass)

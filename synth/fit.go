@@ -32,7 +32,8 @@ const (
 	DefaultReorderWindow      = 1 << 16
 )
 
-// FitOptions tunes Fit. The zero value means "all defaults".
+// FitOptions tunes Fit. Start from DefaultFitOptions: a field's zero is a
+// value of its own, never its default.
 type FitOptions struct {
 	// Bin is the width of the arrival-rate bins: the time resolution at
 	// which the rate over time (diurnal shape, bursts) is kept. On a
@@ -54,7 +55,7 @@ type FitOptions struct {
 	// ClusterGap: arrivals of a bin closer than this form one cluster (a
 	// batch sent at once); the gap model keeps cluster sizes and the gaps
 	// inside and between clusters apart. 0 clusters only same-instant
-	// arrivals. Defaults to DefaultClusterGap (10ms).
+	// arrivals. Defaults to DefaultClusterGap (150ms).
 	ClusterGap time.Duration `json:"cluster_gap_ns"`
 	// GapLevels is the number of load levels (bin-count quantiles) with
 	// their own gap distribution. Defaults to DefaultGapLevels (8).
@@ -78,73 +79,59 @@ type FitOptions struct {
 	// ReorderWindow is how many records FitSeq and FitReader hold to put a
 	// trace that is not quite in (arrival_ns, seq) order back in order; a
 	// record further out of place is an error (Fit sorts and takes any
-	// order). Negative holds none. Not part of the model. Defaults to
+	// order). 0 holds none. Not part of the model. Defaults to
 	// DefaultReorderWindow (65,536).
 	ReorderWindow int `json:"-"`
 	// TempDir is where the fit's logs (each class's session starts and
 	// per-row lengths, a few bytes a record) spill past 1 MiB each, removed
-	// when the fit ends. Defaults to os.TempDir().
+	// when the fit ends; "" is os.TempDir(). Defaults to "".
 	TempDir string `json:"-"`
 
-	// Meta is the fitted trace's metadata (source, block size, tokenizer).
-	// Defaults to a zero Meta.
+	// Meta is the fitted trace's metadata (source, block size, tokenizer);
+	// FitReader takes the reader's when it is zero. Defaults to a zero
+	// Meta.
 	Meta traces.Meta `json:"-"`
 	// File names the fitted file in the model's fitted_on. Defaults to "".
 	File string `json:"-"`
 }
 
-func (o FitOptions) withDefaults() FitOptions {
-	if o.Bin == 0 {
-		o.Bin = DefaultBin
+// DefaultFitOptions returns every FitOptions default, the values the
+// field docs name: a fit starts from them and changes what it means.
+func DefaultFitOptions() FitOptions {
+	return FitOptions{
+		Bin:                DefaultBin,
+		LengthBins:         DefaultLengthBins,
+		JointBins:          DefaultJointBins,
+		OutputBins:         DefaultOutputBins,
+		GapBins:            DefaultGapBins,
+		ClusterGap:         DefaultClusterGap,
+		GapLevels:          DefaultGapLevels,
+		MinBinCount:        DefaultMinBinCount,
+		MinCategoryRecords: DefaultMinCategoryRecords,
+		Quantum:            0,
+		Seed:               DefaultFitSeed,
+		ReorderWindow:      DefaultReorderWindow,
+		TempDir:            "",
 	}
-	if o.LengthBins == 0 {
-		o.LengthBins = DefaultLengthBins
-	}
-	if o.JointBins == 0 {
-		o.JointBins = DefaultJointBins
-	}
-	if o.OutputBins == 0 {
-		o.OutputBins = DefaultOutputBins
-	}
-	if o.GapBins == 0 {
-		o.GapBins = DefaultGapBins
-	}
-	if o.ClusterGap == 0 {
-		o.ClusterGap = DefaultClusterGap
-	} else if o.ClusterGap < 0 {
-		o.ClusterGap = 0
-	}
-	if o.GapLevels == 0 {
-		o.GapLevels = DefaultGapLevels
-	}
-	if o.MinBinCount == 0 {
-		o.MinBinCount = DefaultMinBinCount
-	}
-	if o.MinCategoryRecords == 0 {
-		o.MinCategoryRecords = DefaultMinCategoryRecords
-	}
-	if o.Seed == 0 {
-		o.Seed = DefaultFitSeed
-	}
-	if o.ReorderWindow == 0 {
-		o.ReorderWindow = DefaultReorderWindow
-	} else if o.ReorderWindow < 0 {
-		o.ReorderWindow = 0
-	}
-	return o
 }
 
-// Validate reports the first bad option, naming its flag.
+// Validate reports the first option that cannot be used as given (a zero
+// is a value like any other, never the default), naming it in a
+// *traces.OptionError.
 func (o FitOptions) Validate() error {
 	switch {
-	case o.Bin < 0:
+	case o.Bin <= 0:
 		return traces.OptionErrorf("synth", "Options.Bin", "must be > 0, got %v", o.Bin)
-	case o.LengthBins < 0 || o.JointBins < 0 || o.OutputBins < 0 || o.GapBins < 0 || o.GapLevels < 0:
+	case o.LengthBins <= 0 || o.JointBins <= 0 || o.OutputBins <= 0 || o.GapBins <= 0 || o.GapLevels <= 0:
 		return traces.OptionErrorf("synth", "Options.LengthBins, Options.JointBins, Options.OutputBins, Options.GapBins, Options.GapLevels", "must be > 0")
-	case o.MinBinCount < 0:
+	case o.ClusterGap < 0:
+		return traces.OptionErrorf("synth", "Options.ClusterGap", "must be >= 0 (0 clusters only same-instant arrivals), got %v", o.ClusterGap)
+	case o.MinBinCount <= 0:
 		return traces.OptionErrorf("synth", "Options.MinBinCount", "must be > 0, got %d", o.MinBinCount)
-	case o.MinCategoryRecords < 0:
+	case o.MinCategoryRecords <= 0:
 		return traces.OptionErrorf("synth", "Options.MinCategoryRecords", "must be > 0, got %d", o.MinCategoryRecords)
+	case o.ReorderWindow < 0:
+		return traces.OptionErrorf("synth", "FitOptions.ReorderWindow", "must be >= 0 (0 holds none), got %d", o.ReorderWindow)
 	}
 	return nil
 }
@@ -152,6 +139,9 @@ func (o FitOptions) Validate() error {
 // FitReader fits the records of r as they stream (see FitSeq); opts.Meta
 // defaults to r.Meta().
 func FitReader(ctx context.Context, r traces.Reader, opts FitOptions) (*Model, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	if opts.Meta.SchemaVersion == "" && opts.Meta.Source == "" {
 		opts.Meta = r.Meta()
 	}
@@ -159,7 +149,7 @@ func FitReader(ctx context.Context, r traces.Reader, opts FitOptions) (*Model, e
 	// every row through it was a sixth of a fit's time); should it break
 	// the promise, the error says so.
 	if traces.IsSorted(r) {
-		opts.ReorderWindow = -1
+		opts.ReorderWindow = 0
 	}
 	// Decoding runs a few batches ahead on another core.
 	return FitSeq(ctx, traces.AllAhead(r), opts)
@@ -178,7 +168,6 @@ func FitSeq(ctx context.Context, seq iter.Seq2[traces.Record, error], opts FitOp
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
 	f := newFitter(opts, defaultFitLimits)
 	m, err := fitSeq(ctx, f, seq)
 	if cerr := f.close(); err == nil && cerr != nil {
@@ -219,7 +208,7 @@ func Fit(ctx context.Context, recs []traces.Record, opts FitOptions) (*Model, er
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	f := newFitter(opts.withDefaults(), defaultFitLimits)
+	f := newFitter(opts, defaultFitLimits)
 	m, err := fitSorted(ctx, f, recs)
 	if cerr := f.close(); err == nil && cerr != nil {
 		return nil, fmt.Errorf("fit: %w", cerr)

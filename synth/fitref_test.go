@@ -28,7 +28,6 @@ func refFit(ctx context.Context, recs []traces.Record, opts FitOptions) (*Model,
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
 	if len(recs) == 0 {
 		return nil, errors.New("fit: the trace has no records")
 	}

@@ -61,7 +61,7 @@ func streamFit(t testing.TB, seq func(func(traces.Record, error) bool), opts Fit
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	f := newFitter(opts.withDefaults(), lim)
+	f := newFitter(opts, lim)
 	defer f.close()
 	return fitSeq(context.Background(), f, seq)
 }
@@ -134,7 +134,7 @@ func quantized() []traces.Record {
 // on recs.
 func generated(t testing.TB, recs []traces.Record, meta traces.Meta, o GenOptions) []traces.Record {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), recs, fitMeta(meta))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 		name string
 		why  string
 		recs func(t *testing.T) ([]traces.Record, traces.Meta)
-		opts FitOptions
+		opts func(*FitOptions) // changes of the defaults, if any
 		lim  fitLimits
 	}
 	cases := []tc{
@@ -165,10 +165,10 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 			recs: func(*testing.T) ([]traces.Record, traces.Meta) { return synthetic(5000, 3), traces.NewMeta("test") }},
 		{name: "synthetic-min-category-1", why: "no pooling: every category is its own group",
 			recs: func(*testing.T) ([]traces.Record, traces.Meta) { return synthetic(3000, 4), traces.NewMeta("test") },
-			opts: FitOptions{MinCategoryRecords: 1, LengthBins: 40, JointBins: 3}},
+			opts: func(o *FitOptions) { o.MinCategoryRecords = 1; o.LengthBins = 40; o.JointBins = 3 }},
 		{name: "synthetic-options", why: "no quantum, no clustering, one gap level, coarse bins",
 			recs: func(*testing.T) ([]traces.Record, traces.Meta) { return synthetic(3000, 5), traces.NewMeta("test") },
-			opts: FitOptions{Quantum: -1, ClusterGap: -1, GapLevels: 1, Bin: time.Minute}},
+			opts: func(o *FitOptions) { o.Quantum = -1; o.ClusterGap = 0; o.GapLevels = 1; o.Bin = time.Minute }},
 		{name: "quantized", why: "the grid is detected and arrivals are spread over their cell with the seeded generator",
 			recs: func(*testing.T) ([]traces.Record, traces.Meta) { return quantized(), traces.NewMeta("test") }},
 		{name: "one-record", why: "a single record fits",
@@ -183,7 +183,7 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 			}},
 		{name: "generated-synthetic", why: "200k rows drawn from a model of the synthetic trace, at limits that keep everything exact",
 			recs: func(t *testing.T) ([]traces.Record, traces.Meta) {
-				return generated(t, synthetic(5000, 7), traces.NewMeta("test"), GenOptions{Seed: 3, RateScale: 40, Duration: 20 * time.Minute}), traces.NewMeta("test")
+				return generated(t, synthetic(5000, 7), traces.NewMeta("test"), with(genSeed(3), func(o *GenOptions) { o.RateScale = 40; o.Duration = 20 * time.Minute })), traces.NewMeta("test")
 			}, lim: bigLimits},
 	}
 	cases = append(cases, tc{name: "conversations", why: "sessions whose follow-ups resend their context, with prefix blocks: the reuse model is fitted on first turns and single-shot rows",
@@ -202,7 +202,7 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 	cases = append(cases, tc{name: "generated-mooncake", why: "100k rows with prefix-block chains drawn from a model of the Mooncake trace",
 		recs: func(t *testing.T) ([]traces.Record, traces.Meta) {
 			recs, meta := loadPublic(t, publicTraces[2])
-			return generated(t, recs, meta, GenOptions{Seed: 5, RateScale: 8, Duration: 20 * time.Minute}), meta
+			return generated(t, recs, meta, with(genSeed(5), func(o *GenOptions) { o.RateScale = 8; o.Duration = 20 * time.Minute })), meta
 		}, lim: bigLimits})
 
 	for _, c := range cases {
@@ -212,8 +212,10 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 			if lim == (fitLimits{}) {
 				lim = defaultFitLimits
 			}
-			opts := c.opts
-			opts.Meta = meta
+			opts := fitMeta(meta)
+			if c.opts != nil {
+				c.opts(&opts)
+			}
 			ref, err := refFit(context.Background(), recs, opts)
 			if err != nil {
 				t.Fatalf("refFit: %v", err)
@@ -222,7 +224,7 @@ func TestFitStreamMatchesInMemory(t *testing.T) {
 
 			got := map[string]*Model{}
 			sortedFit := func(recs []traces.Record) (*Model, error) {
-				f := newFitter(opts.withDefaults(), lim)
+				f := newFitter(opts, lim)
 				defer f.close()
 				return fitSorted(context.Background(), f, recs)
 			}
@@ -303,15 +305,15 @@ func TestFitSeqOrder(t *testing.T) {
 		window  int
 		wantErr string
 	}{
-		{"sorted-no-window", "a sorted trace needs no window", recs, -1, ""},
-		{"late-within-window", "600 places late fits in the default window", late, 0, ""},
+		{"sorted-no-window", "a sorted trace needs no window", recs, 0, ""},
+		{"late-within-window", "600 places late fits in the default window", late, DefaultReorderWindow, ""},
 		{"late-beyond-window", "600 places late does not fit in 100", late, 100, "record seq 900"},
-		{"late-no-window", "with no window any late record is an error", late, -1, "FitOptions.ReorderWindow"},
+		{"late-no-window", "with no window any late record is an error", late, 0, "FitOptions.ReorderWindow"},
 	}
 	want := modelJSON(t, fitModel(t, recs))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := FitSeq(context.Background(), traces.Values(c.recs), FitOptions{Meta: traces.NewMeta("test"), ReorderWindow: c.window})
+			m, err := FitSeq(context.Background(), traces.Values(c.recs), with(fitMeta(traces.NewMeta("test")), func(o *FitOptions) { o.ReorderWindow = c.window }))
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("%s: err = %v, want one containing %q", c.why, err, c.wantErr)
@@ -343,10 +345,10 @@ func TestFitSeqErrors(t *testing.T) {
 		opts      FitOptions
 		wantErr   string
 	}{
-		{"empty", "an empty stream has nothing to fit", traces.Values(nil), FitOptions{}, "no records"},
-		{"negative", "a negative token count is named by seq", traces.Values(bad), FitOptions{}, "record seq 3"},
-		{"read-error", "a read error is wrapped", readErr, FitOptions{}, "read trace: file already closed"},
-		{"bad-option", "options are validated first", traces.Values(bad), FitOptions{Bin: -1}, "Options.Bin"},
+		{"empty", "an empty stream has nothing to fit", traces.Values(nil), DefaultFitOptions(), "no records"},
+		{"negative", "a negative token count is named by seq", traces.Values(bad), DefaultFitOptions(), "record seq 3"},
+		{"read-error", "a read error is wrapped", readErr, DefaultFitOptions(), "read trace: file already closed"},
+		{"bad-option", "options are validated first", traces.Values(bad), with(DefaultFitOptions(), func(o *FitOptions) { o.Bin = -1 }), "Options.Bin"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -516,7 +518,7 @@ func TestVarintLogSpills(t *testing.T) {
 	recs := synthetic(3000, 9)
 	lim := defaultFitLimits
 	lim.logMem = 16
-	m, err := streamFit(t, traces.Values(recs), FitOptions{Meta: traces.NewMeta("test"), TempDir: dir}, lim)
+	m, err := streamFit(t, traces.Values(recs), with(fitMeta(traces.NewMeta("test")), func(o *FitOptions) { o.TempDir = dir }), lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +529,7 @@ func TestVarintLogSpills(t *testing.T) {
 		t.Errorf("%d files left after the fit", len(files))
 	}
 	// An unusable TempDir is an error naming the option.
-	_, err = streamFit(t, traces.Values(recs), FitOptions{TempDir: filepath.Join(dir, "missing")}, lim)
+	_, err = streamFit(t, traces.Values(recs), with(DefaultFitOptions(), func(o *FitOptions) { o.TempDir = filepath.Join(dir, "missing") }), lim)
 	if err == nil || !strings.Contains(err.Error(), "FitOptions.TempDir") {
 		t.Errorf("fit with a missing TempDir: err = %v, want one naming FitOptions.TempDir", err)
 	}
@@ -555,7 +557,7 @@ func TestFitLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			lim := defaultFitLimits
 			c.lim(&lim)
-			opts := FitOptions{Meta: meta}
+			opts := fitMeta(meta)
 			m, err := streamFit(t, traces.Values(c.recs), opts, lim)
 			if err != nil {
 				t.Fatalf("%s: %v", c.why, err)
@@ -580,11 +582,11 @@ func TestFitLimits(t *testing.T) {
 // r-th value truncated to the reported bits, so its range reaches within a
 // relative 2^-bits of the exact histogram's bin of the same rank.
 func TestFitTruncatedWithinTolerance(t *testing.T) {
-	recs := generated(t, synthetic(5000, 11), traces.NewMeta("test"), GenOptions{Seed: 2, RateScale: 10, Duration: 20 * time.Minute})
-	opts := FitOptions{Meta: traces.NewMeta("test")}
+	recs := generated(t, synthetic(5000, 11), traces.NewMeta("test"), with(genSeed(2), func(o *GenOptions) { o.RateScale = 10; o.Duration = 20 * time.Minute }))
+	opts := fitMeta(traces.NewMeta("test"))
 	lim := defaultFitLimits
 	lim.values, lim.lengths = 300, 300
-	f := newFitter(opts.withDefaults(), lim)
+	f := newFitter(opts, lim)
 	defer f.close()
 	m, err := fitSeq(context.Background(), f, traces.Values(recs))
 	if err != nil {

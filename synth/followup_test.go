@@ -54,7 +54,7 @@ func TestFitFollowUps(t *testing.T) {
 		{"an explicit think_ns wins over finish_ns", true, true, ThinkFromRecorded, 0.5},
 	}
 	for _, c := range cases {
-		m, err := Fit(context.Background(), threeTurns(10, c.finish, c.think), FitOptions{Meta: traces.NewMeta("test")})
+		m, err := Fit(context.Background(), threeTurns(10, c.finish, c.think), fitMeta(traces.NewMeta("test")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,9 +145,9 @@ func firstTurnDraw(t *testing.T, m *Model) *Model {
 func TestGenerateFollowUpsGrowContext(t *testing.T) {
 	real := agentic(1500, 1)
 	m := fitModel(t, real)
-	syn := gen(t, m, GenOptions{Seed: 5})
-	rep := Check(real, syn, Thresholds{})
-	old := Check(real, gen(t, firstTurnDraw(t, m), GenOptions{Seed: 5}), Thresholds{})
+	syn := gen(t, m, genSeed(5))
+	rep := Check(real, syn, DefaultThresholds())
+	old := Check(real, gen(t, firstTurnDraw(t, m), genSeed(5)), DefaultThresholds())
 	for _, r := range []*Report{&rep, &old} {
 		var b strings.Builder
 		r.WriteText(&b)
@@ -242,7 +242,7 @@ func TestMaxContextTokens(t *testing.T) {
 		{"an explicit cap cuts longer contexts to it", 4000, 4000},
 	} {
 		var top int32
-		for _, r := range gen(t, m, GenOptions{Seed: 1, MaxContextTokens: c.max}) {
+		for _, r := range gen(t, m, with(genSeed(1), func(o *GenOptions) { o.MaxContextTokens = c.max })) {
 			top = max(top, r.InputTokens)
 		}
 		if top != c.want {
@@ -268,13 +268,13 @@ func TestFollowUpsPublicTraces(t *testing.T) {
 	for _, p := range publicTraces {
 		t.Run(p.name, func(t *testing.T) {
 			recs, meta := loadPublic(t, p)
-			m, syn := fitGen(t, recs, meta, GenOptions{Seed: 7})
+			m, syn := fitGen(t, recs, meta, genSeed(7))
 			if m.Version < 2 {
 				t.Skipf("%s has no follow-up turns (its importer gives no sessions): nothing to compare", p.name)
 			}
 			rep := Check(recs, syn, DefaultThresholds())
 			var oldSyn memWriter
-			if _, err := firstTurnDraw(t, m).Generate(context.Background(), GenOptions{Seed: 7}, &oldSyn); err != nil {
+			if _, err := firstTurnDraw(t, m).Generate(context.Background(), genSeed(7), &oldSyn); err != nil {
 				t.Fatal(err)
 			}
 			old := Check(recs, oldSyn.recs, DefaultThresholds())
@@ -315,7 +315,7 @@ func TestSessionCategoryDraw(t *testing.T) {
 	for i := range recs {
 		recs[i].Seq = int64(i)
 	}
-	syn := gen(t, fitModel(t, recs), GenOptions{Seed: 2})
+	syn := gen(t, fitModel(t, recs), genSeed(2))
 	rows := map[int64]int{}
 	for _, r := range syn {
 		rows[r.Session]++
@@ -358,8 +358,8 @@ func TestTurnsPerCategory(t *testing.T) {
 	for i := range recs {
 		recs[i].Seq = int64(i)
 	}
-	syn := gen(t, fitModel(t, recs), GenOptions{Seed: 3})
-	rep := Check(recs, syn, Thresholds{})
+	syn := gen(t, fitModel(t, recs), genSeed(3))
+	rep := Check(recs, syn, DefaultThresholds())
 	if rep.CategoryShareMaxDiff > 0.03 {
 		t.Errorf("category shares real %v synthetic %v: largest difference %.3f, want ≤ 0.03", rep.Real.CategoryShares, rep.Synth.CategoryShares, rep.CategoryShareMaxDiff)
 	}

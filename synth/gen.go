@@ -30,13 +30,14 @@ const (
 // GapsModes lists the valid GenOptions.Gaps values.
 var GapsModes = []string{GapsEmpirical, GapsFitted}
 
-// GenOptions tunes Generate. The zero value means "all defaults".
+// GenOptions tunes Generate. Start from DefaultGenOptions: a field's zero
+// is a value of its own, never its default.
 type GenOptions struct {
 	// Seed seeds the generator: the same model, seed and options give the
 	// same records. Defaults to DefaultSeed (1).
 	Seed uint64
-	// Duration of the generated trace. Beyond the model's span the fitted
-	// rate profile repeats. Defaults to the model's span (0).
+	// Duration of the generated trace; 0 is the model's span. Beyond the
+	// model's span the fitted rate profile repeats. Defaults to 0.
 	Duration time.Duration
 	// RateScale multiplies the arrival rate in every bin; lengths are
 	// unchanged. Defaults to DefaultRateScale (1).
@@ -47,16 +48,18 @@ type GenOptions struct {
 	LengthScale float64
 	// InputLengthScale multiplies input and prefix lengths alone (on top
 	// of LengthScale): a follow-up's new tokens and the maximum context
-	// too, so prompts scale and outputs do not. Defaults to 1.
+	// too, so prompts scale and outputs do not. Defaults to
+	// DefaultLengthScale (1).
 	InputLengthScale float64
 	// OutputLengthScale multiplies output lengths alone (on top of
 	// LengthScale): a follow-up resends the previous output at its
-	// unscaled length, so prompts do not change with it. Defaults to 1.
+	// unscaled length, so prompts do not change with it. Defaults to
+	// DefaultLengthScale (1).
 	OutputLengthScale float64
 	// Mix overrides category shares in every class: category → share
 	// ("none" is the empty category, "tail" the pooled small categories).
-	// Unlisted categories share the rest in their fitted proportions.
-	// Defaults to the fitted mix (nil).
+	// Unlisted categories share the rest in their fitted proportions; nil
+	// is the fitted mix. Defaults to nil.
 	Mix map[string]float64
 	// Gaps picks the within-bin gap distribution: GapsEmpirical (the
 	// histogram) or GapsFitted (the best parametric fit). Defaults to
@@ -64,53 +67,57 @@ type GenOptions struct {
 	Gaps string
 	// MaxContextTokens caps a follow-up turn's input (the previous turn's
 	// input + output + new tokens, version-2 models); a longer context is
-	// cut to it, as a client trims its history. Defaults to the longest
-	// input of the class's fitted histograms, times LengthScale (0).
+	// cut to it, as a client trims its history; 0 is the longest input of
+	// the class's fitted histograms, times LengthScale. Defaults to 0.
 	MaxContextTokens int
 }
 
-func (o GenOptions) withDefaults(m *Model) GenOptions {
-	if o.Seed == 0 {
-		o.Seed = DefaultSeed
+// DefaultGenOptions returns every GenOptions default, the values the
+// field docs name: a generation starts from them and changes what it
+// means.
+func DefaultGenOptions() GenOptions {
+	return GenOptions{
+		Seed:              DefaultSeed,
+		Duration:          0,
+		RateScale:         DefaultRateScale,
+		LengthScale:       DefaultLengthScale,
+		InputLengthScale:  DefaultLengthScale,
+		OutputLengthScale: DefaultLengthScale,
+		Mix:               nil,
+		Gaps:              DefaultGaps,
+		MaxContextTokens:  0,
 	}
-	if o.Duration == 0 {
-		// Arrivals stay within what a trace holds (traces.MaxTimeNs).
-		o.Duration = time.Duration(min(m.SpanNs, traces.MaxTimeNs))
-	}
-	if o.RateScale == 0 {
-		o.RateScale = DefaultRateScale
-	}
-	if o.LengthScale == 0 {
-		o.LengthScale = DefaultLengthScale
-	}
-	if o.InputLengthScale == 0 {
-		o.InputLengthScale = DefaultLengthScale
-	}
-	if o.OutputLengthScale == 0 {
-		o.OutputLengthScale = DefaultLengthScale
-	}
-	if o.Gaps == "" {
-		o.Gaps = DefaultGaps
-	}
-	return o
 }
 
-// Validate reports the first bad option, naming its flag.
+// span is how long the generated trace lasts: Duration, or for 0 the
+// model's span (arrivals stay within what a trace holds,
+// traces.MaxTimeNs).
+func (o *GenOptions) span(m *Model) time.Duration {
+	if o.Duration != 0 {
+		return o.Duration
+	}
+	return time.Duration(min(m.SpanNs, traces.MaxTimeNs))
+}
+
+// Validate reports the first option that cannot be used as given (a zero
+// is a value like any other, never the default), naming it in a
+// *traces.OptionError.
 func (o GenOptions) Validate() error {
+	positive := func(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
 	switch {
 	case o.Duration < 0 || o.Duration > traces.MaxTimeNs:
 		return traces.OptionErrorf("synth", "Options.Duration", "must be > 0 and at most about 146 years (traces.MaxTimeNs), got %v", o.Duration)
-	case o.RateScale < 0 || math.IsNaN(o.RateScale) || math.IsInf(o.RateScale, 0):
+	case !positive(o.RateScale):
 		return traces.OptionErrorf("synth", "Options.RateScale", "must be > 0, got %g", o.RateScale)
-	case o.LengthScale < 0 || math.IsNaN(o.LengthScale) || math.IsInf(o.LengthScale, 0):
+	case !positive(o.LengthScale):
 		return traces.OptionErrorf("synth", "Options.LengthScale", "must be > 0, got %g", o.LengthScale)
-	case o.InputLengthScale < 0 || math.IsNaN(o.InputLengthScale) || math.IsInf(o.InputLengthScale, 0):
+	case !positive(o.InputLengthScale):
 		return traces.OptionErrorf("synth", "Options.InputLengthScale", "must be > 0, got %g", o.InputLengthScale)
-	case o.OutputLengthScale < 0 || math.IsNaN(o.OutputLengthScale) || math.IsInf(o.OutputLengthScale, 0):
+	case !positive(o.OutputLengthScale):
 		return traces.OptionErrorf("synth", "Options.OutputLengthScale", "must be > 0, got %g", o.OutputLengthScale)
 	case o.MaxContextTokens < 0:
 		return traces.OptionErrorf("synth", "Options.MaxContextTokens", "must be >= 0, got %d", o.MaxContextTokens)
-	case o.Gaps != "" && !slices.Contains(GapsModes, o.Gaps):
+	case !slices.Contains(GapsModes, o.Gaps):
 		return traces.OptionErrorf("synth", "Options.Gaps", "must be one of %s, got %q", strings.Join(GapsModes, ", "), o.Gaps)
 	}
 	sum := 0.0
@@ -156,12 +163,11 @@ func ParseMix(s string) (map[string]float64, error) {
 
 // GenMeta is the metadata Generate's output should carry.
 func (m *Model) GenMeta(o GenOptions) traces.Meta {
-	o = o.withDefaults(m)
 	meta := traces.NewMeta("synth:gen")
 	meta.BlockSize = m.BlockSize
 	meta.Tokenizer = m.Tokenizer
 	meta.Set("synth.seed", strconv.FormatUint(o.Seed, 10))
-	meta.Set("synth.duration_ns", strconv.FormatInt(int64(o.Duration), 10))
+	meta.Set("synth.duration_ns", strconv.FormatInt(int64(o.span(m)), 10))
 	meta.Set("synth.rate_scale", strconv.FormatFloat(o.RateScale, 'g', -1, 64))
 	meta.Set("synth.length_scale", strconv.FormatFloat(o.LengthScale, 'g', -1, 64))
 	if o.InputLengthScale != 1 {
@@ -341,7 +347,6 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 	if err := opts.Validate(); err != nil {
 		return 0, err
 	}
-	opts = opts.withDefaults(m)
 	if err := m.Validate(); err != nil {
 		return 0, err
 	}
@@ -354,7 +359,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 	for _, gc := range classes {
 		gc.setGapSampler(opts, st.rng)
 	}
-	dur := int64(opts.Duration)
+	dur := int64(opts.span(m))
 	for b := int64(0); b*m.BinNs < dur; b++ {
 		if err := ctx.Err(); err != nil {
 			return st.seq, err

@@ -25,7 +25,8 @@ const (
 	MatrixArrivalUniform = "uniform"
 )
 
-// MatrixOptions tunes Matrix.
+// MatrixOptions tunes Matrix. Start from DefaultMatrixOptions: a field's
+// zero is a value of its own, never its default.
 type MatrixOptions struct {
 	// Rows is the comma-separated list of rows (see ParseRows for the
 	// syntax). Defaults to DefaultMatrixRows.
@@ -41,7 +42,7 @@ type MatrixOptions struct {
 	RowGap time.Duration
 	// Arrival is MatrixArrivalPoisson (exponential gaps, as `vllm bench
 	// serve --request-rate`) or MatrixArrivalUniform (evenly spaced).
-	// Defaults to poisson.
+	// Defaults to MatrixArrivalPoisson.
 	Arrival string
 	// Seed seeds Poisson arrivals. Defaults to DefaultMatrixSeed (1).
 	Seed uint64
@@ -148,41 +149,35 @@ func parseRow(spec string) (Row, error) {
 	return r, nil
 }
 
-func (o MatrixOptions) withDefaults() MatrixOptions {
-	if o.Rows == "" {
-		o.Rows = DefaultMatrixRows
+// DefaultMatrixOptions returns every MatrixOptions default: the classic
+// matrix.
+func DefaultMatrixOptions() MatrixOptions {
+	return MatrixOptions{
+		Rows:        DefaultMatrixRows,
+		RowDuration: DefaultRowDuration,
+		SatRequests: DefaultSatRequests,
+		RowGap:      DefaultRowGap,
+		Arrival:     MatrixArrivalPoisson,
+		Seed:        DefaultMatrixSeed,
+		Model:       "",
 	}
-	if o.RowDuration == 0 {
-		o.RowDuration = DefaultRowDuration
-	}
-	if o.SatRequests == 0 {
-		o.SatRequests = DefaultSatRequests
-	}
-	if o.RowGap == 0 {
-		o.RowGap = DefaultRowGap
-	}
-	if o.Arrival == "" {
-		o.Arrival = MatrixArrivalPoisson
-	}
-	if o.Seed == 0 {
-		o.Seed = DefaultMatrixSeed
-	}
-	return o
 }
 
-// Validate reports the first bad option, naming its flag.
+// Validate reports the first option that cannot be used as given (a zero
+// is a value like any other, never the default), naming it in a
+// *traces.OptionError.
 func (o MatrixOptions) Validate() error {
 	switch {
-	case o.RowDuration < 0:
+	case o.RowDuration <= 0:
 		return traces.OptionErrorf("synth", "Options.RowDuration", "must be > 0, got %v", o.RowDuration)
-	case o.SatRequests < 0:
+	case o.SatRequests <= 0:
 		return traces.OptionErrorf("synth", "Options.SatRequests", "must be > 0, got %d", o.SatRequests)
 	case o.RowGap < 0:
 		return traces.OptionErrorf("synth", "Options.RowGap", "must be >= 0, got %v", o.RowGap)
-	case o.Arrival != "" && o.Arrival != MatrixArrivalPoisson && o.Arrival != MatrixArrivalUniform:
+	case o.Arrival != MatrixArrivalPoisson && o.Arrival != MatrixArrivalUniform:
 		return traces.OptionErrorf("synth", "Options.Arrival", "must be %s or %s, got %q", MatrixArrivalPoisson, MatrixArrivalUniform, o.Arrival)
 	}
-	_, err := ParseRows(o.withDefaults().Rows)
+	_, err := ParseRows(o.Rows)
 	return err
 }
 
@@ -196,7 +191,6 @@ func Matrix(o MatrixOptions) ([]traces.Record, traces.Meta, error) {
 	if err := o.Validate(); err != nil {
 		return nil, traces.Meta{}, err
 	}
-	o = o.withDefaults()
 	rows, err := ParseRows(o.Rows)
 	if err != nil {
 		return nil, traces.Meta{}, err

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tokentrace/tokentrace/internal/atomicfile"
-	"github.com/tokentrace/tokentrace/traces"
 	"io"
 	"math"
 	"os"
+
+	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/internal/fserr"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // ModelFormat is the "format" field of every model file.
@@ -440,7 +442,7 @@ func ReadModelFile(name string) (*Model, error) {
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, fmt.Errorf("open model: %w", err)
+			return nil, fserr.Wrap("open model", name, err)
 		}
 		defer f.Close()
 		r = f

@@ -198,7 +198,7 @@ func TestResamplePassesAtConfidence(t *testing.T) {
 // every check in at least 4 of 5.
 func TestConversationReuseMatches(t *testing.T) {
 	real, meta := chats(300, 2, 5)
-	m, err := Fit(context.Background(), real, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), real, fitMeta(meta))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestConversationReuseMatches(t *testing.T) {
 	}
 	within, passed := 0, 0
 	for seed := range uint64(5) {
-		syn := gen(t, m, GenOptions{Seed: seed + 1})
+		syn := gen(t, m, genSeed(seed+1))
 		rep := Check(real, syn, DefaultThresholds())
 		d := math.Abs(rep.Real.PrefixReuse - rep.Synth.PrefixReuse)
 		t.Logf("seed %d: reuse real %.3f synthetic %.3f, pass %v", seed+1, rep.Real.PrefixReuse, rep.Synth.PrefixReuse, rep.Pass)
@@ -234,11 +234,11 @@ func TestConversationReuseMatches(t *testing.T) {
 // changes its own dimension, and none makes another check fail.
 func TestFixesComposeOnMisScaledWorkload(t *testing.T) {
 	real, meta := chats(300, 3, 5)
-	m, err := Fit(context.Background(), real, FitOptions{Meta: meta})
+	m, err := Fit(context.Background(), real, fitMeta(meta))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := GenOptions{Seed: 4, InputLengthScale: 1.6, OutputLengthScale: 0.5}
+	bad := with(genSeed(4), func(o *GenOptions) { o.InputLengthScale = 1.6; o.OutputLengthScale = 0.5 })
 	if rep := Check(real, gen(t, m, bad), DefaultThresholds()); rep.Pass {
 		t.Fatal("the mis-scaled workload passes the check: the test shows nothing")
 	}

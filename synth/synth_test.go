@@ -64,7 +64,7 @@ func synthetic(n int, seed uint64) []traces.Record {
 
 func fitModel(t testing.TB, recs []traces.Record) *Model {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, FitOptions{Meta: traces.NewMeta("test")})
+	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
 	if err != nil {
 		t.Fatalf("Fit: %v", err)
 	}
@@ -99,9 +99,9 @@ func genBytes(t testing.TB, m *Model, o GenOptions) []byte {
 func TestGenerateDeterministic(t *testing.T) {
 	m := fitModel(t, synthetic(5000, 1))
 	for _, o := range []GenOptions{
-		{Seed: 3},
-		{Seed: 3, RateScale: 1.5, LengthScale: 0.5, Mix: map[string]float64{"sys-a": 0.5}},
-		{Seed: 3, Gaps: GapsFitted, Duration: 3 * time.Minute},
+		genSeed(3),
+		with(genSeed(3), func(o *GenOptions) { o.RateScale, o.LengthScale, o.Mix = 1.5, 0.5, map[string]float64{"sys-a": 0.5} }),
+		with(genSeed(3), func(o *GenOptions) { o.Gaps, o.Duration = GapsFitted, 3*time.Minute }),
 	} {
 		a, b := genBytes(t, m, o), genBytes(t, m, o)
 		if !bytes.Equal(a, b) {
@@ -138,7 +138,7 @@ func TestModelRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadModel(WriteTo(m)): %v", err)
 	}
-	o := GenOptions{Seed: 9}
+	o := genSeed(9)
 	if !bytes.Equal(genBytes(t, m, o), genBytes(t, m2, o)) {
 		t.Error("a reloaded model generates different bytes")
 	}
@@ -231,7 +231,7 @@ func FuzzLoadModel(f *testing.F) {
 		if total > 1e4 || total*turns*blocks > 1e5 || len(m.Classes[0].Arrival.CountsPerBin) > 1e5 {
 			return
 		}
-		o := GenOptions{Seed: 1, Duration: time.Duration(min(m.SpanNs, int64(time.Minute)))}
+		o := with(genSeed(1), func(o *GenOptions) { o.Duration = time.Duration(min(m.SpanNs, int64(time.Minute))) })
 		if m.BinNs < int64(time.Millisecond) {
 			o.Duration = time.Duration(min(int64(o.Duration), 1000*m.BinNs))
 		}
@@ -250,8 +250,8 @@ func TestRateScaleDoublesRateKeepsLengths(t *testing.T) {
 		recs[i].Session, recs[i].Turn = 0, 0
 	}
 	m := fitModel(t, recs)
-	base := gen(t, m, GenOptions{Seed: 1})
-	double := gen(t, m, GenOptions{Seed: 1, RateScale: 2})
+	base := gen(t, m, genSeed(1))
+	double := gen(t, m, with(genSeed(1), func(o *GenOptions) { o.RateScale = 2 }))
 	ratio := float64(len(double)) / float64(len(base))
 	if math.Abs(ratio-2) > 0.02 {
 		t.Errorf("rate-scale 2: %d records vs %d, ratio %.3f, want 2 ± 0.02", len(double), len(base), ratio)
@@ -275,8 +275,8 @@ func TestRateScaleDoublesRateKeepsLengths(t *testing.T) {
 
 func TestLengthScale(t *testing.T) {
 	m := fitModel(t, synthetic(5000, 6))
-	a := gen(t, m, GenOptions{Seed: 2})
-	b := gen(t, m, GenOptions{Seed: 2, LengthScale: 2})
+	a := gen(t, m, genSeed(2))
+	b := gen(t, m, with(genSeed(2), func(o *GenOptions) { o.LengthScale = 2 }))
 	ma, mb := statsOf(a).sum, statsOf(b).sum
 	if r := mb.MeanInput / ma.MeanInput; math.Abs(r-2) > 0.1 {
 		t.Errorf("length-scale 2: mean input %.1f vs %.1f (ratio %.2f), want 2", mb.MeanInput, ma.MeanInput, r)
@@ -291,7 +291,7 @@ func TestLengthScale(t *testing.T) {
 
 func TestMix(t *testing.T) {
 	m := fitModel(t, synthetic(8000, 7))
-	out := gen(t, m, GenOptions{Seed: 2, Mix: map[string]float64{"sys-a": 0.6, "none": 0.1}})
+	out := gen(t, m, with(genSeed(2), func(o *GenOptions) { o.Mix = map[string]float64{"sys-a": 0.6, "none": 0.1} }))
 	shares := statsOf(out).shares
 	for _, c := range []struct {
 		cat  string
@@ -302,7 +302,7 @@ func TestMix(t *testing.T) {
 		}
 	}
 	for _, bad := range []map[string]float64{{"nope": 0.5}, {"sys-a": 0.8, "sys-b": 0.5}, {"sys-a": -1}} {
-		if _, err := m.Generate(context.Background(), GenOptions{Mix: bad}, &memWriter{}); err == nil {
+		if _, err := m.Generate(context.Background(), with(DefaultGenOptions(), func(o *GenOptions) { o.Mix = bad }), &memWriter{}); err == nil {
 			t.Errorf("Generate with --mix %v = nil error, want one", bad)
 		}
 	}
@@ -331,7 +331,7 @@ func TestParseMix(t *testing.T) {
 func TestGenerateStructure(t *testing.T) {
 	recs := synthetic(6000, 8)
 	m := fitModel(t, recs)
-	out := gen(t, m, GenOptions{Seed: 5})
+	out := gen(t, m, genSeed(5))
 	classes := map[string]int{}
 	seenSess := map[int64]int32{}
 	var maxSess int64
@@ -377,8 +377,8 @@ func TestGenerateStructure(t *testing.T) {
 func TestDurationRepeatsProfile(t *testing.T) {
 	m := fitModel(t, synthetic(4000, 9))
 	span := time.Duration(m.SpanNs)
-	out := gen(t, m, GenOptions{Seed: 1, Duration: 2 * span})
-	one := gen(t, m, GenOptions{Seed: 1})
+	out := gen(t, m, with(genSeed(1), func(o *GenOptions) { o.Duration = 2 * span }))
+	one := gen(t, m, genSeed(1))
 	if r := float64(len(out)) / float64(len(one)); math.Abs(r-2) > 0.05 {
 		t.Errorf("twice the span gave %d records vs %d (ratio %.3f), want about 2", len(out), len(one), r)
 	}
@@ -388,20 +388,20 @@ func TestDurationRepeatsProfile(t *testing.T) {
 }
 
 func TestFitErrors(t *testing.T) {
-	if _, err := Fit(context.Background(), nil, FitOptions{}); err == nil {
+	if _, err := Fit(context.Background(), nil, DefaultFitOptions()); err == nil {
 		t.Error("Fit(no records) = nil error")
 	}
 	bad := synthetic(10, 1)
 	bad[3].InputTokens = -1
-	if _, err := Fit(context.Background(), bad, FitOptions{}); err == nil {
+	if _, err := Fit(context.Background(), bad, DefaultFitOptions()); err == nil {
 		t.Error("Fit(negative tokens) = nil error")
 	}
-	if _, err := Fit(context.Background(), synthetic(10, 1), FitOptions{Bin: -time.Second}); err == nil || !strings.Contains(err.Error(), "Options.Bin") {
+	if _, err := Fit(context.Background(), synthetic(10, 1), with(DefaultFitOptions(), func(o *FitOptions) { o.Bin = -time.Second })); err == nil || !strings.Contains(err.Error(), "Options.Bin") {
 		t.Errorf("Fit(bin -1s) = %v, want an error naming Options.Bin", err)
 	}
 	// A single record fits and generates.
 	m := fitModel(t, synthetic(1, 1))
-	if out := gen(t, m, GenOptions{Seed: 1}); len(out) > 3 {
+	if out := gen(t, m, genSeed(1)); len(out) > 3 {
 		t.Errorf("one-record model generated %d records", len(out))
 	}
 }
@@ -423,7 +423,7 @@ func TestQuantumDetected(t *testing.T) {
 	if m.QuantumNs != 3e9 {
 		t.Fatalf("quantum = %d, want 3e9", m.QuantumNs)
 	}
-	for _, r := range gen(t, m, GenOptions{Seed: 1}) {
+	for _, r := range gen(t, m, genSeed(1)) {
 		if r.ArrivalNs%3e9 != 0 {
 			t.Fatalf("generated arrival %d is off the 3 s grid", r.ArrivalNs)
 		}
@@ -441,7 +441,7 @@ func TestGapFits(t *testing.T) {
 		x = append(x, rng.ExpFloat64()*2)
 	}
 	slices.Sort(x)
-	g := fitGaps(x, FitOptions{}.withDefaults())
+	g := fitGaps(x, DefaultFitOptions())
 	if len(g.Fits) != 3 {
 		t.Fatalf("fits = %+v, want exponential, gamma and weibull", g.Fits)
 	}
@@ -463,7 +463,7 @@ func TestGapFits(t *testing.T) {
 		x = append(x, rng.ExpFloat64()+rng.ExpFloat64()+rng.ExpFloat64())
 	}
 	slices.Sort(x)
-	g = fitGaps(x, FitOptions{}.withDefaults())
+	g = fitGaps(x, DefaultFitOptions())
 	if g.Best != "gamma" {
 		t.Errorf("best fit of gamma(3) data = %s, want gamma (%+v)", g.Best, g.Fits)
 	}
@@ -555,7 +555,7 @@ func TestCheckIdentical(t *testing.T) {
 }
 
 func TestMatrix(t *testing.T) {
-	recs, meta, err := Matrix(MatrixOptions{})
+	recs, meta, err := Matrix(DefaultMatrixOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,8 +601,8 @@ func TestMatrix(t *testing.T) {
 	if w := byClass["4096/256+2048w@1rps"]; len(w) == 0 || w[0].Category == "" || w[0].PrefixTokens != 2048 {
 		t.Errorf("warm-prefix row lacks its shared category")
 	}
-	a, _, _ := Matrix(MatrixOptions{Seed: 2})
-	b, _, _ := Matrix(MatrixOptions{Seed: 2})
+	a, _, _ := Matrix(with(DefaultMatrixOptions(), func(o *MatrixOptions) { o.Seed = 2 }))
+	b, _, _ := Matrix(with(DefaultMatrixOptions(), func(o *MatrixOptions) { o.Seed = 2 }))
 	if len(a) != len(b) || a[len(a)-1].ArrivalNs != b[len(b)-1].ArrivalNs {
 		t.Error("Matrix is not deterministic")
 	}

@@ -38,7 +38,7 @@ func requireShared(tb testing.TB) {
 
 // parquetSize writes recs as Parquet in memory and returns the byte count.
 func parquetSize(tb testing.TB, m traces.Meta, recs []traces.Record) int {
-	return len(encodeAll(tb, traces.FormatParquet, m, traces.CreateOptions{}, recs))
+	return len(encodeAll(tb, traces.FormatParquet, m, traces.DefaultCreateOptions(), recs))
 }
 
 // compactness imports one shared trace and returns its source size, rows and
@@ -50,7 +50,7 @@ func compactness(tb testing.TB, format, rel string) (src int64, rows, pq int, ok
 		tb.Logf("skip %s: %v", rel, err)
 		return 0, 0, 0, false
 	}
-	recs, m, _, err := formats.ImportAll(context.Background(), format, path, traces.OpenOptions{})
+	recs, m, _, err := formats.ImportAll(context.Background(), format, path, traces.DefaultOpenOptions())
 	if err != nil {
 		tb.Logf("skip %s: import: %v", rel, err)
 		return 0, 0, 0, false
@@ -106,7 +106,7 @@ func benchRecords(n int, outcome bool) []traces.Record {
 // the shared traces are absent.
 func azureRecords(b *testing.B) []traces.Record {
 	path := filepath.Join(sharedDir, "azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
-	recs, _, _, err := formats.ImportAll(context.Background(), "azure", path, traces.OpenOptions{})
+	recs, _, _, err := formats.ImportAll(context.Background(), "azure", path, traces.DefaultOpenOptions())
 	if err != nil || len(recs) == 0 {
 		return benchRecords(20000, false)
 	}
@@ -114,7 +114,7 @@ func azureRecords(b *testing.B) []traces.Record {
 }
 
 func benchRead(b *testing.B, f traces.Format, recs []traces.Record) {
-	data := encodeAll(b, f, traces.NewMeta("bench"), traces.CreateOptions{}, recs)
+	data := encodeAll(b, f, traces.NewMeta("bench"), traces.DefaultCreateOptions(), recs)
 	var src io.Reader
 	path := ""
 	if f == traces.FormatParquet {
@@ -131,7 +131,7 @@ func benchRead(b *testing.B, f traces.Format, recs []traces.Record) {
 			r, err = traces.Open(path)
 		} else {
 			src = bytes.NewReader(data)
-			r, err = traces.NewReader(src, "bench", traces.OpenOptions{})
+			r, err = traces.NewReader(src, "bench", traces.DefaultOpenOptions())
 		}
 		if err != nil {
 			b.Fatal(err)
@@ -158,7 +158,7 @@ func benchRead(b *testing.B, f traces.Format, recs []traces.Record) {
 
 func benchWrite(b *testing.B, f traces.Format, recs []traces.Record) {
 	for b.Loop() {
-		w, err := traces.NewWriter(io.Discard, f, traces.NewMeta("bench"), traces.CreateOptions{})
+		w, err := traces.NewWriter(io.Discard, f, traces.NewMeta("bench"), traces.DefaultCreateOptions())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/tokentrace/tokentrace/internal/intern"
 	"github.com/tokentrace/tokentrace/internal/lines"
@@ -138,7 +139,8 @@ func (r *textReader) row(line int64, rec *Record, err error) bool {
 	return false
 }
 
-// OpenOptions tunes Open.
+// OpenOptions tunes OpenWith. Start from DefaultOpenOptions: every
+// field's zero is a value of its own, never its default.
 type OpenOptions struct {
 	// Strict fails on the first bad row (any Problem, a row out of
 	// arrival order included) instead of skipping and counting it.
@@ -150,7 +152,8 @@ type OpenOptions struct {
 	// the damage is a *DamagedError naming the file and the rows before
 	// it. Defaults to false.
 	Salvage bool
-	// Stdin is what the name "-" reads. Defaults to os.Stdin.
+	// Stdin is what the name "-" reads (nil: "-" cannot be read).
+	// Defaults to os.Stdin.
 	Stdin io.Reader
 	// MaxLineBytes bounds one line of a text input (a JSON-lines row, a
 	// CSV record, an importer's line or JSON document): a longer one is
@@ -170,12 +173,21 @@ type OpenOptions struct {
 // is under 1 MiB).
 const DefaultMaxLineBytes = 64 << 20
 
-// LineLimit is MaxLineBytes, or its default when unset.
-func (o OpenOptions) LineLimit() int {
-	if o.MaxLineBytes > 0 {
-		return o.MaxLineBytes
+// DefaultOpenOptions returns every OpenOptions default: bad rows skipped
+// and counted, a damaged file an error, "-" read from os.Stdin, lines up
+// to DefaultMaxLineBytes.
+func DefaultOpenOptions() OpenOptions {
+	return OpenOptions{Strict: false, Salvage: false, Stdin: os.Stdin, MaxLineBytes: DefaultMaxLineBytes, AllowDeferred: false}
+}
+
+// Validate refuses options no reader can use: a line limit that is not
+// positive (every line would be too long). A nil Stdin is refused only
+// when "-" is opened.
+func (o OpenOptions) Validate() error {
+	if o.MaxLineBytes <= 0 {
+		return OptionErrorf("", "OpenOptions.MaxLineBytes", "%d: must be positive", o.MaxLineBytes)
 	}
-	return DefaultMaxLineBytes
+	return nil
 }
 
 // TooLong is the problem of a line over the limit, as every reader and
@@ -184,21 +196,29 @@ func TooLong(err *lines.TooLongError) *RowProblem {
 	return &RowProblem{Problem: ProblemTooLong, Detail: err.Error()}
 }
 
-// CreateOptions tunes Create.
+// CreateOptions tunes CreateWith and NewWriter. Start from
+// DefaultCreateOptions: every field's zero is a value of its own, never
+// its default.
 type CreateOptions struct {
-	// RowGroupRows bounds the rows per Parquet row group. Defaults to
-	// DefaultRowGroupRows.
+	// RowGroupRows bounds the rows per Parquet row group (at least 1).
+	// Defaults to DefaultRowGroupRows.
 	RowGroupRows int
-	// Stdout is what the name "-" writes (JSON lines); it is not closed.
-	// Defaults to os.Stdout.
+	// Stdout is what the name "-" writes (JSON lines); it is not closed
+	// (nil: "-" cannot be written). Defaults to os.Stdout.
 	Stdout io.Writer
 	// SortMemoryBytes bounds the records a Parquet writer holds to sort them
-	// by arrival; beyond it sorted runs are spilled to TempDir and merged on
-	// Close. Defaults to DefaultSortMemoryBytes.
+	// by arrival (at least 1); beyond it sorted runs are spilled to TempDir
+	// and merged on Close. Defaults to DefaultSortMemoryBytes.
 	SortMemoryBytes int64
 	// TempDir is where a Parquet writer spills sorted runs (in a directory
-	// of its own, removed on Close and Abort). Defaults to os.TempDir().
+	// of its own, removed on Close and Abort); "" is os.TempDir().
+	// Defaults to "".
 	TempDir string
+}
+
+// DefaultCreateOptions returns every CreateOptions default.
+func DefaultCreateOptions() CreateOptions {
+	return CreateOptions{RowGroupRows: DefaultRowGroupRows, Stdout: os.Stdout, SortMemoryBytes: DefaultSortMemoryBytes, TempDir: ""}
 }
 
 // DefaultSortMemoryBytes is the default CreateOptions.SortMemoryBytes:

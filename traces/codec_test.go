@@ -270,8 +270,8 @@ func TestStreams(t *testing.T) {
 	want := randRecords(5, 100, true)
 	for _, f := range traces.Formats {
 		t.Run(string(f), func(t *testing.T) {
-			data := encodeAll(t, f, traces.NewMeta("stream"), traces.CreateOptions{}, want)
-			r, err := traces.NewReader(io.NopCloser(bytes.NewReader(data)), "-", traces.OpenOptions{})
+			data := encodeAll(t, f, traces.NewMeta("stream"), traces.DefaultCreateOptions(), want)
+			r, err := traces.NewReader(io.NopCloser(bytes.NewReader(data)), "-", traces.DefaultOpenOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -442,7 +442,7 @@ this is not json
 		t.Run(tc.name, func(t *testing.T) {
 			name := filepath.Join(t.TempDir(), tc.file)
 			os.WriteFile(name, []byte(tc.body), 0o644)
-			r, err := traces.OpenWith(name, traces.OpenOptions{})
+			r, err := traces.OpenWith(name, traces.DefaultOpenOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -459,7 +459,7 @@ this is not json
 			if !errors.As(st.FirstSkip, &re) || re.Line != tc.firstLine || re.File != name {
 				t.Errorf("FirstSkip = %v, want line %d of %s", st.FirstSkip, tc.firstLine, name)
 			}
-			r, err = traces.OpenWith(name, traces.OpenOptions{Strict: true})
+			r, err = traces.OpenWith(name, with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Strict = true }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -489,7 +489,7 @@ func TestMalformedParquetRows(t *testing.T) {
 		t.Errorf("non-strict: %d rows, %v, stats %+v; want 9 rows, 1 skipped", len(got), err, r.Stats())
 	}
 	r.Close()
-	r, _ = traces.OpenWith(name, traces.OpenOptions{Strict: true})
+	r, _ = traces.OpenWith(name, with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Strict = true }))
 	_, err = traces.ReadFrom(r)
 	r.Close()
 	var re *traces.RowError
@@ -664,7 +664,7 @@ func TestParquetSpillMatchesInMemory(t *testing.T) {
 			if len(n) != len(shuffled) && tc.budget != 1 {
 				t.Fatalf("test input has %d records", len(n))
 			}
-			writeParquet(t, spilled, n, traces.CreateOptions{SortMemoryBytes: tc.budget, TempDir: tmp, RowGroupRows: 4096})
+			writeParquet(t, spilled, n, with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = tc.budget; o.TempDir = tmp; o.RowGroupRows = 4096 }))
 			assertEmptyDir(t, tmp, "after Close")
 			if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
 				t.Errorf("left beside the output: %v", left)
@@ -689,7 +689,7 @@ func TestParquetSpillCleanup(t *testing.T) {
 	recs := spillRecords(5000)
 	tmp, dir := t.TempDir(), t.TempDir()
 	out := filepath.Join(dir, "t.parquet")
-	w, err := traces.CreateWith(out, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: tmp})
+	w, err := traces.CreateWith(out, traces.NewMeta("test"), with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = 64 << 10; o.TempDir = tmp }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -703,7 +703,7 @@ func TestParquetSpillCleanup(t *testing.T) {
 	assertEmptyDir(t, tmp, "after Abort")
 	assertEmptyDir(t, dir, "after Abort (output)")
 
-	w, err = traces.CreateWith(out, traces.NewMeta("test"), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: filepath.Join(tmp, "missing")})
+	w, err = traces.CreateWith(out, traces.NewMeta("test"), with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = 64 << 10; o.TempDir = filepath.Join(tmp, "missing") }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -721,7 +721,7 @@ func TestParquetSpillCleanup(t *testing.T) {
 // inMemory is recs as the writer sorts them in memory: a plain io.Writer
 // (nothing to write directly) and a budget larger than them.
 func inMemory(t *testing.T, recs []traces.Record) []traces.Record {
-	return viaStream(t, recs, traces.CreateOptions{SortMemoryBytes: 1 << 40})
+	return viaStream(t, recs, with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = 1 << 40 }))
 }
 
 // viaStream writes recs through a Parquet writer over a plain io.Writer
@@ -739,7 +739,7 @@ func viaStream(t *testing.T, recs []traces.Record, o traces.CreateOptions) []tra
 // spilled runs from the start: the rows equal the in-memory sort's.
 func TestParquetSpillToStream(t *testing.T) {
 	recs := spillRecords(5000)
-	got := viaStream(t, recs, traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: t.TempDir()})
+	got := viaStream(t, recs, with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = 64 << 10; o.TempDir = t.TempDir() }))
 	if want := inMemory(t, recs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("spilled and in-memory sorts differ (%d and %d rows)", len(got), len(want))
 	}
@@ -755,9 +755,9 @@ func TestParquetWriterDoesNotKeepCallerMemory(t *testing.T) {
 		order []traces.Record
 		o     traces.CreateOptions
 	}{
-		{"in order, written directly", want, traces.CreateOptions{}},
-		{"reversed, sorted in memory", reversed(want), traces.CreateOptions{}},
-		{"reversed, spilled", reversed(want), traces.CreateOptions{SortMemoryBytes: 64 << 10, TempDir: t.TempDir()}},
+		{"in order, written directly", want, traces.DefaultCreateOptions()},
+		{"reversed, sorted in memory", reversed(want), traces.DefaultCreateOptions()},
+		{"reversed, spilled", reversed(want), with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = 64 << 10; o.TempDir = t.TempDir() })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := filepath.Join(t.TempDir(), "t.parquet")
@@ -809,4 +809,10 @@ func reversed(recs []traces.Record) []traces.Record {
 	out := slices.Clone(recs)
 	slices.Reverse(out)
 	return out
+}
+
+// with is o changed by set: tests build options from their constructor.
+func with[T any](o T, set func(*T)) T {
+	set(&o)
+	return o
 }

@@ -159,7 +159,7 @@ func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions
 		}
 	}
 	r.order.off = !checksOrder(r.meta)
-	r.filter = lines.NewFilter(br, o.LineLimit())
+	r.filter = lines.NewFilter(br, o.MaxLineBytes)
 	r.src = &eofTracker{r: r.filter}
 	r.cr = csv.NewReader(r.src)
 	r.cr.FieldsPerRecord = -1

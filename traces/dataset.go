@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/fserr"
 )
 
 // A dataset is a trace stored as several time-ordered part files: a
@@ -30,7 +32,7 @@ func DatasetParts(name string) ([]string, error) {
 	case err == nil && fi.IsDir():
 		es, err := os.ReadDir(name)
 		if err != nil {
-			return nil, fmt.Errorf("open dataset: %w", err)
+			return nil, fserr.Wrap("open dataset", name, err)
 		}
 		var parts []string
 		for _, e := range es {

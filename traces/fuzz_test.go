@@ -26,8 +26,8 @@ func FuzzRoundTrip(f *testing.F) {
 			r.Run, r.Status, r.Error, r.RequestID = label, label, label, label
 		}
 		for _, format := range traces.Formats {
-			data := encodeAll(t, format, traces.NewMeta(label), traces.CreateOptions{}, recs)
-			r, err := traces.NewReader(bytes.NewReader(data), "fuzz", traces.OpenOptions{})
+			data := encodeAll(t, format, traces.NewMeta(label), traces.DefaultCreateOptions(), recs)
+			r, err := traces.NewReader(bytes.NewReader(data), "fuzz", traces.DefaultOpenOptions())
 			if err != nil {
 				t.Fatalf("%s: open: %v", format, err)
 			}
@@ -58,7 +58,7 @@ func FuzzRoundTrip(f *testing.F) {
 func FuzzOpen(f *testing.F) {
 	recs := randRecords(11, 5, true)
 	for _, format := range traces.Formats {
-		data := encodeAll(f, format, traces.NewMeta("seed"), traces.CreateOptions{}, recs)
+		data := encodeAll(f, format, traces.NewMeta("seed"), traces.DefaultCreateOptions(), recs)
 		f.Add(data)
 		f.Add(data[:len(data)/2])
 	}
@@ -67,7 +67,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte("PAR1\x00\x00\x00\x00PAR1"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, strict := range []bool{false, true} {
-			r, err := traces.NewReader(bytes.NewReader(data), "fuzz", traces.OpenOptions{Strict: strict})
+			r, err := traces.NewReader(bytes.NewReader(data), "fuzz", with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Strict = strict }))
 			if err != nil {
 				continue
 			}

@@ -183,7 +183,7 @@ func TestAllEarlyStop(t *testing.T) {
 // "-" reads and writes the injected stdio, not the process's.
 func TestInjectedStdio(t *testing.T) {
 	var out bytes.Buffer
-	w, err := traces.CreateWith("-", traces.NewMeta("test"), traces.CreateOptions{Stdout: &out})
+	w, err := traces.CreateWith("-", traces.NewMeta("test"), with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.Stdout = &out }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestInjectedStdio(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := traces.OpenWith("-", traces.OpenOptions{Stdin: strings.NewReader(out.String())})
+	r, err := traces.OpenWith("-", with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Stdin = strings.NewReader(out.String()) }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,6 +131,9 @@ type jsonlReader struct {
 // NewJSONLReader reads JSON lines from r; name is used in error messages.
 // Close closes r if it is an io.Closer.
 func NewJSONLReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	var closer io.Closer
 	if c, ok := r.(io.Closer); ok {
 		closer = c
@@ -143,7 +146,7 @@ func NewJSONLReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 }
 
 func newJSONLReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, zst bool) (*jsonlReader, error) {
-	jr := &jsonlReader{textReader: textReader{name: displayName(name), closer: closer, strict: o.Strict}, lr: lines.NewReader(br, o.LineLimit())}
+	jr := &jsonlReader{textReader: textReader{name: displayName(name), closer: closer, strict: o.Strict}, lr: lines.NewReader(br, o.MaxLineBytes)}
 	jr.meta.SchemaVersion = SchemaVersion
 	line, err := jr.lr.Next()
 	if errors.As(err, &jr.long) {

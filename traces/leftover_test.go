@@ -32,7 +32,7 @@ func TestSortRemovesKilledSortsRuns(t *testing.T) {
 		os.Chtimes(d, old, old)
 	}
 	out := filepath.Join(t.TempDir(), "t.parquet")
-	w, err := traces.CreateWith(out, traces.NewMeta("t"), traces.CreateOptions{SortMemoryBytes: 1, TempDir: tmp})
+	w, err := traces.CreateWith(out, traces.NewMeta("t"), with(traces.DefaultCreateOptions(), func(o *traces.CreateOptions) { o.SortMemoryBytes = 1; o.TempDir = tmp }))
 	if err != nil {
 		t.Fatal(err)
 	}

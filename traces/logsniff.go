@@ -27,11 +27,16 @@ type LogsError struct {
 	Shape string
 }
 
-func (e *LogsError) Error() string {
-	return fmt.Sprintf("this looks like %s, not a trace: run `tokentrace capture --out trace.parquet %s` first", e.Shape, e.File)
+func (e *LogsError) Error() string { return e.hint().String() }
+
+// hint says what to run instead, the capture command structured (Text).
+func (e *LogsError) hint() Text {
+	capture := NewCommand("capture").With(CommandOut, "trace.parquet").WithArgs(e.File)
+	return Textf("this looks like %s, not a trace: run `%s` first", e.Shape, capture)
 }
 
-func (e *LogsError) Unwrap() error { return ErrLogs }
+// Unwrap is ErrLogs and the hint, which a caller says in its own terms.
+func (e *LogsError) Unwrap() []error { return []error{ErrLogs, e.hint()} }
 
 // logShapeOf recognises the first lines of serving logs, or returns "".
 // The rules are capture's (internal/logshape), told only what proves logs;

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/internal/fserr"
 )
 
 // Format names a codec.
@@ -70,7 +71,7 @@ func displayName(name string) string {
 
 // Open opens a trace or results file for reading; "-" is stdin. The codec
 // is chosen by content, whatever the name says.
-func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
+func Open(name string) (Reader, error) { return OpenWith(name, DefaultOpenOptions()) }
 
 // OpenWith is Open with options. A directory or a glob pattern opens a
 // dataset: its part files read one after the other in name order (see
@@ -86,6 +87,9 @@ func Open(name string) (Reader, error) { return OpenWith(name, OpenOptions{}) }
 // an error. A damaged file is an error unless o.Salvage; a file with rows
 // but no valid record is an error (ErrNoValidRows).
 func OpenWith(name string, o OpenOptions) (Reader, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("open trace %s: %w", displayName(name), err)
+	}
 	r, err := openWith(name, o)
 	if err != nil {
 		return nil, err
@@ -99,10 +103,10 @@ func OpenWith(name string, o OpenOptions) (Reader, error) {
 
 func openWith(name string, o OpenOptions) (Reader, error) {
 	if name == "-" {
-		var in io.Reader = os.Stdin
-		if o.Stdin != nil {
-			in = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
+		if o.Stdin == nil {
+			return nil, OptionErrorf("", "OpenOptions.Stdin", "nil: nothing to read %q from", name)
 		}
+		in := struct{ io.Reader }{o.Stdin} // stdin is not ours to close
 		r, err := NewReader(in, "-", o)
 		if err != nil {
 			return nil, fmt.Errorf("open trace stdin: %w", err)
@@ -116,7 +120,7 @@ func openWith(name string, o OpenOptions) (Reader, error) {
 	}
 	f, err := os.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
+		return nil, fserr.Wrap("open trace", name, err)
 	}
 	var magic [4]byte
 	n, _ := io.ReadFull(f, magic[:])
@@ -144,11 +148,21 @@ func openWith(name string, o OpenOptions) (Reader, error) {
 	return r, nil
 }
 
+// publicTraceErr is ErrUnknownFormat for a public trace of import format
+// f, with the import command that converts it.
+func publicTraceErr(f string) error {
+	imp := NewCommand("import").With(CommandFormat, f)
+	return fmt.Errorf("%w: %w", ErrUnknownFormat, Textf("this looks like a public %s trace, not a tokentrace trace: convert it with %s", f, imp))
+}
+
 // NewReader sniffs the codec of r's content and returns a Reader over it;
 // name is used in error messages ("-" reads as "stdin"). Parquet content is
 // spooled to a temporary file (removed on Close). Close closes r if it is an
 // io.Closer.
 func NewReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	var closer io.Closer
 	if c, ok := r.(io.Closer); ok && r != os.Stdin {
 		closer = c
@@ -211,14 +225,14 @@ func sniffText(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, z
 			return nil, &LogsError{File: displayName(name), Shape: shape}
 		}
 		if f := importFormatOf(trimmed); f != "" {
-			return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+			return nil, publicTraceErr(f)
 		}
 		return newJSONLReader(br, closer, name, o, zst)
 	case bytes.HasPrefix(trimmed, []byte(csvMetaPrefix)) || looksLikeCSVHeader(trimmed):
 		return newCSVReader(br, closer, name, o, zst)
 	}
 	if f := importFormatOf(trimmed); f != "" {
-		return nil, fmt.Errorf("%w: this looks like a public %s trace, not a tokentrace trace: convert it with tokentrace import --format %s", ErrUnknownFormat, f, f)
+		return nil, publicTraceErr(f)
 	}
 	if shape := logShapeOf(trimmed); shape != "" {
 		return nil, &LogsError{File: displayName(name), Shape: shape}
@@ -284,7 +298,9 @@ func (m multiCloser) Close() error {
 
 // Create creates the named file for writing with the codec chosen by its
 // extension (see FormatOf); "-" is stdout (JSONL).
-func Create(name string, m Meta) (Writer, error) { return CreateWith(name, m, CreateOptions{}) }
+func Create(name string, m Meta) (Writer, error) {
+	return CreateWith(name, m, DefaultCreateOptions())
+}
 
 // CreateWith is Create with options.
 func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
@@ -297,16 +313,15 @@ func CreateWith(name string, m Meta, o CreateOptions) (Writer, error) {
 	}
 	var f io.WriteCloser
 	if name == "-" {
-		out := o.Stdout
-		if out == nil {
-			out = os.Stdout
+		if o.Stdout == nil {
+			return nil, fmt.Errorf("create trace: %w", OptionErrorf("", "CreateOptions.Stdout", "nil: nothing to write %q to", name))
 		}
-		f = nopCloser{out}
+		f = nopCloser{o.Stdout}
 	} else {
 		// The final name only ever holds a complete file: a failed write
 		// (a full disk) or a crash leaves it untouched.
 		if f, err = atomicfile.Create(name); err != nil {
-			return nil, fmt.Errorf("create trace: %w", err)
+			return nil, fserr.Wrap("create trace", name, err)
 		}
 	}
 	w, err := NewWriter(f, format, m, o)
@@ -358,11 +373,11 @@ func Abort(w Writer) {
 }
 
 func (o *CreateOptions) validate() error {
-	if o.RowGroupRows < 0 {
-		return fmt.Errorf("row group rows %d: must be positive", o.RowGroupRows)
+	if o.RowGroupRows <= 0 {
+		return OptionErrorf("", "CreateOptions.RowGroupRows", "%d: must be positive", o.RowGroupRows)
 	}
-	if o.SortMemoryBytes < 0 {
-		return OptionErrorf("", "CreateOptions.SortMemoryBytes", "%d: must be positive (0 = the default)", o.SortMemoryBytes)
+	if o.SortMemoryBytes <= 0 {
+		return OptionErrorf("", "CreateOptions.SortMemoryBytes", "%d: must be positive", o.SortMemoryBytes)
 	}
 	return nil
 }

@@ -45,3 +45,11 @@ func (e *OptionError) Unwrap() error { return e.Err }
 type OptionRef string
 
 func (r OptionRef) Error() string { return string(r) }
+
+// Say says r in terms (nil: its name).
+func (r OptionRef) Say(terms Terms) string {
+	if terms == nil {
+		return string(r)
+	}
+	return terms.Option(r)
+}

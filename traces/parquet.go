@@ -68,12 +68,6 @@ type parquetWriter struct {
 }
 
 func newParquetWriter(w io.Writer, m Meta, o CreateOptions) (*parquetWriter, error) {
-	if o.RowGroupRows == 0 {
-		o.RowGroupRows = DefaultRowGroupRows
-	}
-	if o.SortMemoryBytes == 0 {
-		o.SortMemoryBytes = DefaultSortMemoryBytes
-	}
 	// Runs of a sort that was killed are removed, whether or not this
 	// writer spills (they are locked while in use: internal/tempfile).
 	tempfile.Sweep(filepath.Join(cmp.Or(o.TempDir, os.TempDir()), SortDirPattern))
@@ -452,7 +446,9 @@ func openRun(name string) (Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := newParquetFileReader(f, name, OpenOptions{Strict: true}, true)
+	o := DefaultOpenOptions()
+	o.Strict = true // a run is our own output: a bad row in it is a bug
+	r, err := newParquetFileReader(f, name, o, true)
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -19,7 +19,7 @@ import (
 func writeRowGroups(t *testing.T, name string, rows int, recs []Record) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
-	w, err := CreateWith(path, NewMeta("test"), CreateOptions{RowGroupRows: rows})
+	w, err := CreateWith(path, NewMeta("test"), with(DefaultCreateOptions(), func(o *CreateOptions) { o.RowGroupRows = rows }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestIsSorted(t *testing.T) {
 // arbitrary bytes only return errors.
 func FuzzParquetCheck(f *testing.F) {
 	var buf bytes.Buffer
-	w, _ := NewWriter(&buf, FormatParquet, NewMeta("seed"), CreateOptions{})
+	w, _ := NewWriter(&buf, FormatParquet, NewMeta("seed"), DefaultCreateOptions())
 	r := NewRecord()
 	r.Model, r.PrefixBlocks = "m", []int64{1, 2}
 	w.Write([]Record{r, r})

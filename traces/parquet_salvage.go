@@ -25,7 +25,7 @@ import (
 // schema, column types, encodings and codec of every column.
 var parquetTemplate = sync.OnceValues(func() (*format.FileMetaData, error) {
 	var buf bytes.Buffer
-	o := CreateOptions{RowGroupRows: DefaultRowGroupRows}
+	o := DefaultCreateOptions()
 	if err := writeParquetRows(&buf, []Record{NewRecord()}, parquetOutputOptions(Meta{SchemaVersion: SchemaVersion}, o)...); err != nil {
 		return nil, err
 	}

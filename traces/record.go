@@ -224,46 +224,29 @@ func (r *Record) OK() bool { return r.Status == StatusOK }
 // summary, inspect and analyze agree. Each returns ok=false when the metric is
 // undefined for the row.
 
-// Lateness is sent − scheduled: how late the client was.
-func (r *Record) Lateness() (time.Duration, bool) {
-	if r.SentNs < 0 || r.ScheduledNs < 0 {
+// between is to − from, defined when both times were reported.
+func between(from, to int64) (time.Duration, bool) {
+	if from < 0 || to < 0 {
 		return 0, false
 	}
-	return time.Duration(r.SentNs - r.ScheduledNs), true
+	return time.Duration(to - from), true
 }
 
+// Lateness is sent − scheduled: how late the client was.
+func (r *Record) Lateness() (time.Duration, bool) { return between(r.ScheduledNs, r.SentNs) }
+
 // TTFT is first token − sent.
-func (r *Record) TTFT() (time.Duration, bool) {
-	if r.FirstTokenNs < 0 || r.SentNs < 0 {
-		return 0, false
-	}
-	return time.Duration(r.FirstTokenNs - r.SentNs), true
-}
+func (r *Record) TTFT() (time.Duration, bool) { return between(r.SentNs, r.FirstTokenNs) }
 
 // TTFTScheduled is first token − scheduled: TTFT including client lateness,
 // the coordinated-omission-safe view.
-func (r *Record) TTFTScheduled() (time.Duration, bool) {
-	if r.FirstTokenNs < 0 || r.ScheduledNs < 0 {
-		return 0, false
-	}
-	return time.Duration(r.FirstTokenNs - r.ScheduledNs), true
-}
+func (r *Record) TTFTScheduled() (time.Duration, bool) { return between(r.ScheduledNs, r.FirstTokenNs) }
 
 // E2E is last token − sent.
-func (r *Record) E2E() (time.Duration, bool) {
-	if r.LastTokenNs < 0 || r.SentNs < 0 {
-		return 0, false
-	}
-	return time.Duration(r.LastTokenNs - r.SentNs), true
-}
+func (r *Record) E2E() (time.Duration, bool) { return between(r.SentNs, r.LastTokenNs) }
 
 // E2EScheduled is last token − scheduled.
-func (r *Record) E2EScheduled() (time.Duration, bool) {
-	if r.LastTokenNs < 0 || r.ScheduledNs < 0 {
-		return 0, false
-	}
-	return time.Duration(r.LastTokenNs - r.ScheduledNs), true
-}
+func (r *Record) E2EScheduled() (time.Duration, bool) { return between(r.ScheduledNs, r.LastTokenNs) }
 
 // ReceivedOutputTokens is the output length the request produced: the
 // server's usage when reported, else the sum of chunk token counts, else the

@@ -27,7 +27,7 @@ func FuzzValidate(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, rows []byte) {
-		r, err := traces.NewJSONLReader(bytes.NewReader(rows), "fuzz", traces.OpenOptions{})
+		r, err := traces.NewJSONLReader(bytes.NewReader(rows), "fuzz", traces.DefaultOpenOptions())
 		if err != nil {
 			return // a metadata line that does not parse
 		}
@@ -65,8 +65,8 @@ func FuzzValidate(f *testing.F) {
 		}
 		// What one codec keeps, every codec keeps, with no problem.
 		for _, format := range []traces.Format{traces.FormatJSONL, traces.FormatCSV, traces.FormatParquet} {
-			data := encodeAll(t, format, traces.NewMeta("fuzz"), traces.CreateOptions{}, recs)
-			back, err := traces.NewReader(bytes.NewReader(data), "fuzz", traces.OpenOptions{})
+			data := encodeAll(t, format, traces.NewMeta("fuzz"), traces.DefaultCreateOptions(), recs)
+			back, err := traces.NewReader(bytes.NewReader(data), "fuzz", traces.DefaultOpenOptions())
 			if err != nil {
 				t.Fatalf("%s: open: %v", format, err)
 			}

@@ -107,7 +107,7 @@ func TestBadRowsEveryCodec(t *testing.T) {
 				t.Errorf("%s, %s: notes %q do not name %s:%d and %q", c.why, codec, note, name, line, c.want)
 			}
 			// Strict: the same row is the error.
-			r, err = traces.OpenWith(name, traces.OpenOptions{Strict: true})
+			r, err = traces.OpenWith(name, with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Strict = true }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,12 +145,12 @@ func TestBadRowsParquet(t *testing.T) {
 		if err := traces.WriteAll(name, traces.NewMeta("t"), recs); err != nil {
 			t.Fatal(err)
 		}
-		got, st, err := readStats(name, traces.OpenOptions{})
+		got, st, err := readStats(name, traces.DefaultOpenOptions())
 		var re *traces.RowError
 		if err != nil || len(got) != 3 || st.Bad[c.want].Rows != 1 || !errors.As(st.Bad[c.want].First, &re) || re.Line != c.row {
 			t.Errorf("%s: %d rows, err %v, first %v; want 3 rows, the bad one at row %d", c.why, len(got), err, st.Bad[c.want].First, c.row)
 		}
-		if _, _, err := readStats(name, traces.OpenOptions{Strict: true}); traces.ProblemOf(err) != c.want {
+		if _, _, err := readStats(name, with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Strict = true })); traces.ProblemOf(err) != c.want {
 			t.Errorf("%s, strict: %v, want %s", c.why, err, c.want)
 		}
 	}
@@ -174,12 +174,12 @@ func TestDamageIsAChoice(t *testing.T) {
 	if err := os.WriteFile(name, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	recs, _, err := readStats(name, traces.OpenOptions{})
+	recs, _, err := readStats(name, traces.DefaultOpenOptions())
 	var de *traces.DamagedError
 	if !errors.As(err, &de) || de.Rows != 2 || de.File != name || !errors.Is(err, traces.ErrTruncated) || len(recs) != 2 {
 		t.Errorf("without Salvage: %d rows, %v; want a DamagedError after 2 rows", len(recs), err)
 	}
-	recs, st, err := readStats(name, traces.OpenOptions{Salvage: true})
+	recs, st, err := readStats(name, with(traces.DefaultOpenOptions(), func(o *traces.OpenOptions) { o.Salvage = true }))
 	if err != nil || len(recs) != 2 || !st.Truncated {
 		t.Errorf("with Salvage: %d rows, %v, truncated %v; want 2 rows, no error, truncated", len(recs), err, st.Truncated)
 	}
@@ -193,13 +193,13 @@ func TestDamageIsAChoice(t *testing.T) {
 func TestNoValidRowIsAnError(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "x.jsonl")
 	os.WriteFile(name, []byte("{\"seq\":-1}\n{\"seq\":-2}\n"), 0o644)
-	_, _, err := readStats(name, traces.OpenOptions{})
+	_, _, err := readStats(name, traces.DefaultOpenOptions())
 	if !errors.Is(err, traces.ErrNoValidRows) || !strings.Contains(err.Error(), "none of its 2 rows") || !strings.Contains(err.Error(), name+":1: negative: seq -1") {
 		t.Errorf("got %v, want ErrNoValidRows naming the first row", err)
 	}
 	empty := filepath.Join(t.TempDir(), "empty.jsonl")
 	os.WriteFile(empty, nil, 0o644)
-	if recs, _, err := readStats(empty, traces.OpenOptions{}); err != nil || len(recs) != 0 {
+	if recs, _, err := readStats(empty, traces.DefaultOpenOptions()); err != nil || len(recs) != 0 {
 		t.Errorf("an empty file: %d rows, %v; want an empty trace", len(recs), err)
 	}
 }
@@ -218,14 +218,14 @@ func TestLogsAreNotATrace(t *testing.T) {
 		os.WriteFile(name, []byte(c.content+"\n"), 0o644)
 		_, err := traces.Open(name)
 		var le *traces.LogsError
-		if !errors.As(err, &le) || !strings.Contains(le.Shape, c.shape) || !strings.Contains(err.Error(), "tokentrace capture --out trace.parquet "+name) {
+		if !errors.As(err, &le) || !strings.Contains(le.Shape, c.shape) || !strings.Contains(err.Error(), "capture Command.Out=trace.parquet "+name) {
 			t.Errorf("%s: %v; want a LogsError pointing at capture", c.shape, err)
 		}
 	}
 	// A trace is never taken for logs.
 	name := filepath.Join(t.TempDir(), "t.jsonl")
 	os.WriteFile(name, []byte(`{"seq":0,"arrival_ns":0,"input_tokens":1,"output_tokens":1,"model":"messages"}`+"\n"), 0o644)
-	if _, _, err := readStats(name, traces.OpenOptions{}); err != nil {
+	if _, _, err := readStats(name, traces.DefaultOpenOptions()); err != nil {
 		t.Errorf("a trace row: %v", err)
 	}
 }
@@ -261,7 +261,7 @@ func TestLongLineIsABadRow(t *testing.T) {
 		if strings.HasSuffix(name, ".csv") {
 			line = 8
 		}
-		r, err := traces.NewReader(in(), name, traces.OpenOptions{})
+		r, err := traces.NewReader(in(), name, traces.DefaultOpenOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,9 @@ func TestLongLineIsABadRow(t *testing.T) {
 		if err != nil || len(recs) != 9 || b.Rows != 1 || !strings.Contains(fmt.Sprint(b.First), fmt.Sprintf("%s:%d: too long: line of", name, line)) {
 			t.Errorf("%s: %d rows, %v; too long %d (first %v); want 9 rows and line %d too long", name, len(recs), err, b.Rows, b.First, line)
 		}
-		r, err = traces.NewReader(in(), name, traces.OpenOptions{Strict: true})
+		strict := traces.DefaultOpenOptions()
+		strict.Strict = true
+		r, err = traces.NewReader(in(), name, strict)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,10 +283,17 @@ func TestLongLineIsABadRow(t *testing.T) {
 			t.Errorf("%s strict: got %v, want line %d too long", name, err, line)
 		}
 	}
-	// The limit is an option.
-	r, _ := traces.NewReader(bytes.NewReader(js.Bytes()), "t.jsonl", traces.OpenOptions{MaxLineBytes: 40})
+	// The limit is an option; a limit no line fits under is refused.
+	o := traces.DefaultOpenOptions()
+	o.MaxLineBytes = 40
+	r, _ := traces.NewReader(bytes.NewReader(js.Bytes()), "t.jsonl", o)
 	if recs, _ := traces.ReadFrom(r); len(recs) != 0 || r.Stats().Bad[traces.ProblemTooLong].Rows != 6 {
 		t.Errorf("a 40-byte limit kept %d rows and found %d too long; want 0 and 6", len(recs), r.Stats().Bad[traces.ProblemTooLong].Rows)
+	}
+	o.MaxLineBytes = 0
+	var oe *traces.OptionError
+	if _, err := traces.NewReader(bytes.NewReader(js.Bytes()), "t.jsonl", o); !errors.As(err, &oe) || !strings.Contains(err.Error(), "MaxLineBytes") {
+		t.Errorf("MaxLineBytes 0: got %v, want an option error naming OpenOptions.MaxLineBytes", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go"
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
+	"github.com/tokentrace/tokentrace/internal/fserr"
 )
 
 // MetricsSample is one point of the server metrics time series that replay
@@ -331,7 +332,7 @@ func ReadSamples(name string) ([]MetricsSample, Meta, error) {
 	if name != "-" {
 		var err error
 		if f, err = os.Open(name); err != nil {
-			return nil, Meta{}, fmt.Errorf("read metrics: %w", err)
+			return nil, Meta{}, fserr.Wrap("read metrics", name, err)
 		}
 		defer f.Close()
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Explain modes (Options.Explain): how validate explains a conclusion that
@@ -20,6 +22,13 @@ const (
 	// ExplainAblation runs the ablation whatever the targets are (replays
 	// of URL targets take the workloads' duration each).
 	ExplainAblation = "ablation"
+)
+
+// The options the result's notes name.
+const (
+	optExplain           traces.OptionRef = "Options.Explain"
+	optCombinationBudget traces.OptionRef = "Options.CombinationBudget"
+	optMinEffect         traces.OptionRef = "Options.MinEffect"
 )
 
 // ExplainModes lists the valid Options.Explain values.
@@ -148,7 +157,7 @@ func (r *Result) ablate(ctx context.Context, real, syn Workload) error {
 	}
 	switch {
 	case o.Explain == ExplainNone:
-		a.Status, a.Note = AblationOff, "no ablation (Options.Explain none, --explain none): the reasons are a prior from what the change acts through, not a proof"
+		a.Status, a.Note = AblationOff, traces.Textf("no ablation (%s %s): the reasons are a prior from what the change acts through, not a proof", optExplain, ExplainNone).Say(o.Terms)
 		return nil
 	case o.Explain == ExplainAuto && !allOffline:
 		a.Status, a.Note = AblationSkipped, r.ablationCost(real, syn, targets)
@@ -298,9 +307,9 @@ func (r *Result) ablationCost(real, syn Workload, targets []Target) string {
 	}
 	note := fmt.Sprintf("ablation not run: the targets are replayed in real time, so it would take %d more runs (%d counterfactual workloads on %s), about %s of replay", runs, props, targetNames(targets), fmtSeconds(secs))
 	if b := o.CombinationBudget; b > 0 {
-		note += fmt.Sprintf(", and up to %d more (Options.CombinationBudget) where no single property restores a conclusion", b)
+		note += traces.Textf(", and up to %d more (%s) where no single property restores a conclusion", b, optCombinationBudget).Say(o.Terms)
 	}
-	return note + "; run it with Options.Explain ablation (--explain ablation)"
+	return note + traces.Textf("; run it with %s %s", optExplain, ExplainAblation).Say(o.Terms)
 }
 
 // spanS is a loaded workload's span in seconds.

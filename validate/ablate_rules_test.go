@@ -8,7 +8,7 @@ import (
 
 // conclusion is a judged conclusion of metric on target b against a.
 func conclusion(metric string, real, syn Effect) Conclusion {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	return Conclusion{Metric: metric, Target: "b", Baseline: "a", Real: real, Synthetic: syn, Verdict: verdict(real, syn, &o)}
 }
 
@@ -17,7 +17,7 @@ func conclusion(metric string, real, syn Effect) Conclusion {
 // real decision, reached from the synthetic effect beyond its own
 // interval; for a size that was off, a verdict of holds).
 func TestGapClosedAndRestores(t *testing.T) {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	// Synthetic sees nothing, real a 40 % slow-down.
 	c := conclusion("ttft_p50", eff(0.40, 0.30, 0.50), eff(0.00, -0.05, 0.05))
 	if c.Verdict != VerdictNotSignificantSynthetic {
@@ -73,7 +73,7 @@ func TestGapClosedAndRestores(t *testing.T) {
 // conclusion, beyond the real effect's own interval, shows the real
 // property necessary.
 func TestNecessaryMirrors(t *testing.T) {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	c := conclusion("ttft_p50", eff(0.40, 0.30, 0.50), eff(0.00, -0.05, 0.05))
 	m := c.mirrored()
 	if m.Real != c.Synthetic || m.Synthetic != c.Real || m.Verdict != c.Verdict {

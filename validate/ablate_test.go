@@ -90,7 +90,7 @@ func transplantOf(res *Result, prop string) *Transplant {
 func TestAblationNamesPrefixReuse(t *testing.T) {
 	real := workload("real", 300, 6, true, 1)
 	syn := fixedLengths("synthetic", 300, 6, 1786, 128, 2)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false")})
+	res := validateLogged(t, real, syn, targeted(t, "a=sim", "b=sim:prefix-caching=false"))
 	v := verdicts(res)
 	if v["ttft_p50"] != VerdictNotSignificantSynthetic {
 		t.Fatalf("ttft_p50 verdict %q, want %q (the setup no longer breaks the conclusion)", v["ttft_p50"], VerdictNotSignificantSynthetic)
@@ -136,7 +136,7 @@ func TestAblationNamesPrefixReuse(t *testing.T) {
 func TestAblationNamesBurstiness(t *testing.T) {
 	real := bursty("real", 288, 4, 48, 1)
 	syn := workload("synthetic", 288, 4, false, 1)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim:max-num-seqs=256", "b=sim:max-num-seqs=32")})
+	res := validateLogged(t, real, syn, targeted(t, "a=sim:max-num-seqs=256", "b=sim:max-num-seqs=32"))
 	if v := verdicts(res); v["ttft_p99"] != VerdictNotSignificantSynthetic {
 		t.Fatalf("ttft_p99 verdict %q, want %q", v["ttft_p99"], VerdictNotSignificantSynthetic)
 	}
@@ -175,7 +175,7 @@ func TestAblationCannotBuildAPropertyContinues(t *testing.T) {
 		}
 	}
 	syn := workload("synthetic", 240, 4, false, 2)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim:max-num-seqs=256", "b=sim:max-num-seqs=32")})
+	res := validateLogged(t, real, syn, targeted(t, "a=sim:max-num-seqs=256", "b=sim:max-num-seqs=32"))
 	if res.Ablation == nil || res.Ablation.Status != AblationRan {
 		t.Fatalf("ablation %+v, want it run", res.Ablation)
 	}
@@ -197,7 +197,7 @@ func TestAblationCannotBuildAPropertyContinues(t *testing.T) {
 // named.
 func TestAblationNotRunWhenConclusionsHold(t *testing.T) {
 	real, syn := workload("real", 300, 3, false, 1), workload("synthetic", 300, 3, false, 2)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:decode-per-seq=20us,step-fixed=3ms")})
+	res := validateLogged(t, real, syn, targeted(t, "a=sim", "b=sim:decode-per-seq=20us,step-fixed=3ms"))
 	if !res.Holds() {
 		t.Fatalf("verdicts %v, want every conclusion to hold", verdicts(res))
 	}
@@ -219,7 +219,7 @@ func TestNoReasonInventedWhenLengthsDifferButHold(t *testing.T) {
 		r := &syn.Records[i]
 		r.InputTokens, r.OutputTokens = r.InputTokens*3/2, r.OutputTokens/2
 	}
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:step-fixed=3ms,prefill-per-token=20us,decode-per-seq=22us,attn-per-context-token=22ns")})
+	res := validateLogged(t, real, syn, targeted(t, "a=sim", "b=sim:step-fixed=3ms,prefill-per-token=20us,decode-per-seq=22us,attn-per-context-token=22ns"))
 	if sev, _ := res.difference(PropPromptLengths); sev < 1 {
 		t.Fatalf("prompt length severity %.2f: the workloads should differ in lengths", sev)
 	}
@@ -245,7 +245,7 @@ func TestHeadlineDecisionCarriesOver(t *testing.T) {
 		}
 	}
 	syn := workload("synthetic", 250, 4, true, 2)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false")})
+	res := validateLogged(t, real, syn, targeted(t, "a=sim", "b=sim:prefix-caching=false"))
 	off := 0
 	for _, c := range res.Conclusions {
 		if !carriesOver(c) {
@@ -293,18 +293,18 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 			t.Cleanup(func() { srv.Close() })
 			specs = append(specs, name+"="+srv.URL)
 		}
-		o := Options{Targets: targets(t, specs...), Explain: explain, CombinationBudget: budget}
+		o := with(targeted(t, specs...), func(o *Options) { o.Explain = explain; o.CombinationBudget = budget })
 		o.Replay.Model = sim.DefaultModel
 		o.Replay.NoPreflight = true
 		return validateLogged(t, real, syn, o)
 	}
-	res := run("", 0)
+	res := run(ExplainAuto, DefaultCombinationBudget)
 	if len(res.broken()) == 0 {
 		t.Fatal("every conclusion holds; the test needs one that does not")
 	}
 	a := res.Ablation
 	if a == nil || a.Status != AblationSkipped || a.Runs != 0 || !strings.Contains(a.Note, "would take 6 more runs") ||
-		!strings.Contains(a.Note, "up to 24 more (Options.CombinationBudget)") || !strings.Contains(a.Note, "--explain ablation") {
+		!strings.Contains(a.Note, "up to 24 more (Options.CombinationBudget)") || !strings.Contains(a.Note, "run it with Options.Explain ablation") {
 		t.Fatalf("ablation %+v, want it skipped, saying it would take 6 more runs (and up to 24 for combinations) and how to ask", a)
 	}
 	if len(res.Reasons) == 0 || res.Reasons[0].Evidence == EvidenceAblation {
@@ -312,7 +312,7 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 	}
 	// Asked, without the combination search (replays take their time):
 	// exactly the 6 single transplants' runs.
-	res = run(ExplainAblation, -1)
+	res = run(ExplainAblation, 0)
 	if a := res.Ablation; a == nil || a.Status != AblationRan || a.Runs != 6 || a.Seconds <= 0 {
 		t.Errorf("asked: ablation %+v, want 6 replays run and their time", a)
 	}
@@ -323,7 +323,7 @@ func TestAblationOnReplayedTargetsOnlyWhenAsked(t *testing.T) {
 func TestPriorFromTheConfigurationChange(t *testing.T) {
 	real := workload("real", 300, 6, true, 1)
 	syn := fixedLengths("synthetic", 300, 6, 1786, 128, 2)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false"), Explain: ExplainNone})
+	res := validateLogged(t, real, syn, with(targeted(t, "a=sim", "b=sim:prefix-caching=false"), func(o *Options) { o.Explain = ExplainNone }))
 	if res.Ablation == nil || res.Ablation.Status != AblationOff || res.Ablation.Runs != 0 {
 		t.Errorf("ablation %+v, want off", res.Ablation)
 	}

@@ -110,7 +110,9 @@ type cellAcc struct {
 }
 
 func newCellAcc(o *Options, expected int) (*cellAcc, error) {
-	an, err := analyze.New(analyze.Options{SLO: o.SLO, ExactRows: attributionRows})
+	ao := analyze.DefaultOptions()
+	ao.SLO, ao.ExactRows = o.SLO, attributionRows
+	an, err := analyze.New(ao)
 	if err != nil {
 		return nil, fmt.Errorf("analyze: %w", err)
 	}

@@ -113,7 +113,7 @@ func (ab *ablator) combine(ctx context.Context, singles []Transplant, broken []C
 		return nil, nil
 	}
 	o := &ab.r.opts
-	s := &search{ab: ab, c: &Combination{Budget: max(o.CombinationBudget, 0)}, open: open, targets: ab.r.targetsOf(open)}
+	s := &search{ab: ab, c: &Combination{Budget: o.CombinationBudget}, open: open, targets: ab.r.targetsOf(open)}
 	for _, c := range open {
 		s.c.Conclusions = append(s.c.Conclusions, c.name())
 	}

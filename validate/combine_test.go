@@ -38,7 +38,7 @@ func kvBound(name string, n int, rate float64, in int32, seed uint64) Workload {
 func twoProperties() (real, syn Workload, o Options) {
 	real = kvBound("real", 300, 10, 2000, 1)
 	syn = kvBound("synthetic", 300, 0.5, 200, 2)
-	o = Options{Metrics: mustMetrics("ttft_p50,ttft_p99")}
+	o = with(DefaultOptions(), func(o *Options) { o.Metrics = mustMetrics("ttft_p50,ttft_p99") })
 	return real, syn, o
 }
 
@@ -122,7 +122,7 @@ func TestCombinationBudgetRunsOut(t *testing.T) {
 		t.Errorf("headline %q does not say what the complement it ran found", res.Conclusion)
 	}
 	// Off: nothing runs, and it says so.
-	o.CombinationBudget = -1
+	o.CombinationBudget = 0
 	res = validateLogged(t, real, syn, o)
 	if c := res.Ablation.Combination; c == nil || c.Runs != 0 || c.Budget != 0 || len(c.Left) != 3 || res.Ablation.Runs != 4 {
 		t.Errorf("search off: combination %+v, ablation runs %d; want none run, 3 left, the 4 single runs", c, res.Ablation.Runs)
@@ -136,7 +136,7 @@ func TestCombinationBudgetRunsOut(t *testing.T) {
 func TestNoCombinationWhenASinglePropertyRestores(t *testing.T) {
 	real := workload("real", 300, 6, true, 1)
 	syn := fixedLengths("synthetic", 300, 6, 1786, 128, 2)
-	res := validateLogged(t, real, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false"), Metrics: mustMetrics("ttft_p50")})
+	res := validateLogged(t, real, syn, with(targeted(t, "a=sim", "b=sim:prefix-caching=false"), func(o *Options) { o.Metrics = mustMetrics("ttft_p50") }))
 	if res.Ablation.Combination != nil {
 		t.Errorf("combination %+v, want none: prefix reuse restores the one conclusion", res.Ablation.Combination)
 	}

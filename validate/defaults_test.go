@@ -7,12 +7,12 @@ import (
 	"github.com/tokentrace/tokentrace/replay"
 )
 
-// Every replay default reaches the replays validate runs: from a zero
-// Options, each run's replay options are replay.DefaultOptions() but for
+// Every replay default reaches the replays validate runs: from
+// DefaultOptions, each run's replay options are replay.DefaultOptions() but for
 // what the run sets itself (its name and speed), so a default given on
 // replay's side only, or on validate's only, fails here.
 func TestReplayDefaultsReachRuns(t *testing.T) {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	got := o.runOptions("real-a")
 	want := replay.DefaultOptions()
 	want.Run, want.Speed = "real-a", o.Speed
@@ -24,7 +24,8 @@ func TestReplayDefaultsReachRuns(t *testing.T) {
 		}
 	}
 	// What the caller sets stays.
-	o = Options{Replay: replay.Options{Timeout: 7, Model: "m"}}.WithDefaults()
+	o = DefaultOptions()
+	o.Replay.Timeout, o.Replay.Model = 7, "m"
 	if r := o.runOptions("x"); r.Timeout != 7 || r.Model != "m" || r.Drain != replay.DefaultDrain {
 		t.Errorf("caller's Timeout and Model with defaults: got Timeout %v, Model %q, Drain %v", r.Timeout, r.Model, r.Drain)
 	}

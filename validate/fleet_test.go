@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,10 +18,11 @@ import (
 func TestFleetTargetsSimulateOffline(t *testing.T) {
 	w := loaded(t, workload("real", 200, 8, true, 3))
 	ts := targets(t, "rr=sim:replicas=4,router=round-robin", "pd=sim:prefill-replicas=1,decode-replicas=2,router=prefix-aware")
-	o := &Options{Targets: ts, Speed: 1, Replay: replay.DefaultOptions()}
+	o := DefaultOptions()
+	o.Targets = ts
 	for _, tg := range ts {
 		bySeq := map[int64]traces.Record{}
-		_, err := simulate(context.Background(), w, tg, o, "real-"+tg.Name, func(r *traces.Record) { bySeq[r.Seq] = *r })
+		_, err := simulate(context.Background(), w, tg, &o, "real-"+tg.Name, func(r *traces.Record) { bySeq[r.Seq] = *r })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,8 +82,8 @@ func conversations(name string, n, uses int, rate float64, shared bool, seed uin
 func TestRoutingConclusionNeedsPrefixReuse(t *testing.T) {
 	real := conversations("real", 800, 4, 16, true, 1)
 	syn := conversations("synthetic", 800, 4, 16, false, 2)
-	res, err := Run(context.Background(), real, syn, Options{Targets: targets(t,
-		"rr=sim:replicas=4,router=round-robin", "pa=sim:replicas=4,router=prefix-aware")})
+	res, err := Run(context.Background(), real, syn, targeted(t,
+		"rr=sim:replicas=4,router=round-robin", "pa=sim:replicas=4,router=prefix-aware"))
 	if err != nil {
 		t.Fatal(err)
 	}

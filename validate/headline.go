@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // The headline: the decision first (which conclusions keep their direction
@@ -277,7 +279,7 @@ func (r *Result) combinationSentence(lead bool) string {
 	case len(found) > 0:
 		s += ": " + strings.Join(found, "; ")
 	case c.Budget == 0:
-		s += "; the search for a combination is off (Options.CombinationBudget negative)"
+		s += traces.Textf("; the search for a combination is off (%s 0)", optCombinationBudget).Say(r.opts.Terms)
 	case len(c.Left) == 0:
 		s += fmt.Sprintf(": no complement shows a %s property necessary and no pair restores them (%d extra runs): it lies in more properties together, or in one not transplanted", real, c.Runs)
 		if cf := c.nearest(); cf != nil {
@@ -285,7 +287,7 @@ func (r *Result) combinationSentence(lead bool) string {
 		}
 	}
 	if len(c.Left) > 0 && c.Budget > 0 {
-		s += fmt.Sprintf("; the search ran out of its budget of %d extra runs (Options.CombinationBudget) with %d counterfactual workloads left", c.Budget, len(c.Left))
+		s += traces.Textf("; the search ran out of its budget of %d extra runs (%s) with %d counterfactual workloads left", c.Budget, optCombinationBudget, len(c.Left)).Say(r.opts.Terms)
 	}
 	return s + "."
 }

@@ -11,7 +11,7 @@ import (
 // judged is a result holding the conclusions cs as Run leaves them once
 // judged (targets a, the baseline, and the targets cs name).
 func judged(cs ...Conclusion) *Result {
-	r := &Result{Baseline: "a", Workloads: [2]string{"real", "synthetic"}, Speed: 1, Confidence: 0.95, MinEffect: DefaultMinEffect, opts: Options{}.WithDefaults()}
+	r := &Result{Baseline: "a", Workloads: [2]string{"real", "synthetic"}, Speed: 1, Confidence: 0.95, MinEffect: DefaultMinEffect, opts: DefaultOptions()}
 	seen := map[string]bool{"a": true}
 	r.Targets = []TargetInfo{{Name: "a", Config: "sim"}}
 	for i := range cs {
@@ -228,7 +228,7 @@ func TestHeadlineCombination(t *testing.T) {
 		}, []string{"the search ran out of its budget of 2 extra runs (Options.CombinationBudget) with 2 counterfactual workloads left"}, []string{"it lies in"}},
 		{"the search is off", func(r *Result) *Combination {
 			return &Combination{Conclusions: []string{"ttft_p50 of b", "ttft_p99 of b"}, Left: []string{"complement: arrivals"}}
-		}, []string{"the search for a combination is off (Options.CombinationBudget negative)"}, []string{"ran out"}},
+		}, []string{"the search for a combination is off (Options.CombinationBudget 0)"}, []string{"ran out"}},
 		{"nothing found: the nearest miss", func(r *Result) *Combination {
 			return &Combination{Conclusions: []string{"ttft_p50 of b", "ttft_p99 of b"}, Budget: 24, Runs: 6, Tried: []Counterfactual{
 				{Kind: CounterfactualComplement, Properties: []string{PropArrivals}, GapClosed: 1.18},

@@ -9,7 +9,7 @@ import (
 // eff is an effect with its interval, significant as finish would judge it
 // under the default options (2 % minimum effect).
 func eff(change, lo, hi float64) Effect {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	e := Effect{Change: change, CILow: lo, CIHigh: hi}
 	excludes0 := lo > 0 || hi < 0
 	e.Significant = excludes0 && math.Abs(change) >= o.MinEffect
@@ -20,7 +20,7 @@ func eff(change, lo, hi float64) Effect {
 // The verdict rules, one case per branch and at the edges of the
 // magnitude tolerance (±50 % of the real effect by default).
 func TestVerdictRules(t *testing.T) {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	ns := eff(0.01, -0.02, 0.04)
 	for _, tc := range []struct {
 		name      string
@@ -57,7 +57,7 @@ func TestVerdictRules(t *testing.T) {
 // interval that excludes 0 is significant only from the minimum effect
 // on, and under it is marked as below the minimum, not as noise.
 func TestFinishSignificance(t *testing.T) {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	spread := func(center, half float64) []float64 {
 		var ds []float64
 		for i := range 1001 {
@@ -128,7 +128,7 @@ func sampleOf(ttft []float64) sample {
 // requests, so that a uniform slow-down has a tight interval however
 // spread the requests are, and no change at all an interval of exactly 0.
 func TestEffectBootstrap(t *testing.T) {
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	base := make([]float64, 400)
 	for i := range base {
 		base[i] = 10 + float64(i%97) // widely spread

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/synth"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // NextStep is a change to the synthetic workload that the reasons support:
@@ -96,7 +97,7 @@ func (st *NextStep) fitGenStep(cb *commander, keeps string) {
 		st.Change = fmt.Sprintf("a model fitted on the %s trace keeps %s too: the workload the step above generates (%s) carries it", cb.realName(), keeps, out)
 		return
 	}
-	cmds, out := cb.fitGen()
+	cmds, out := cb.fitGen("")
 	st.Change = fmt.Sprintf("fit a model on the %s trace, which keeps %s, generate from it and validate that workload", cb.realName(), keeps)
 	st.Commands = append(cmds, cb.validate(out)...)
 }
@@ -117,13 +118,13 @@ func (r *Result) prefixStep(st *NextStep, cb *commander) {
 			st.Change += fmt.Sprintf("take the workload the step above generates from a model fitted on the %s trace (%s), which keeps its prefix categories and block reuse", cb.realName(), done)
 			return
 		}
-		alt, altOut := cb.fitGen()
+		alt, altOut := cb.fitGen("")
 		st.Commands = append(st.Commands, alt...)
 		st.Commands = append(st.Commands, cb.validate(altOut)...)
 		st.Change += fmt.Sprintf("fit a model on the %s trace, which keeps its prefix categories and block reuse, and validate a workload generated from it", cb.realName())
 	case source == sourceGen && f.CategoryShareMaxDiff > synth.DefaultShareDiff:
 		if mix, ok := f.RealMix(); ok {
-			cmds, out := cb.gen("mix", map[string]string{"mix": mix})
+			cmds, out := cb.gen("mix", map[traces.OptionRef]string{genMix: mix})
 			st.Commands = append(cmds, cb.validate(out)...)
 			st.Change = fmt.Sprintf("the category shares differ by up to %.0f points (%s): generate with the %s shares and validate that workload",
 				100*f.CategoryShareMaxDiff, f.CategoryShareMaxDiffName, cb.realName())
@@ -139,19 +140,19 @@ func (r *Result) prefixStep(st *NextStep, cb *commander) {
 
 func (r *Result) lengthStep(st *NextStep, cb *commander) {
 	f := r.Fidelity
-	what, rm, sm, key, alone := "prompt", f.Real.MeanInput, f.Synth.MeanInput, "input", "prompts and their prefixes alone"
+	what, rm, sm, key, alone, option := "prompt", f.Real.MeanInput, f.Synth.MeanInput, "input", "prompts and their prefixes alone", genInputScale
 	if st.Property == PropOutputLengths {
-		what, rm, sm, key, alone = "output", f.Real.MeanOutput, f.Synth.MeanOutput, "output", "outputs alone"
+		what, rm, sm, key, alone, option = "output", f.Real.MeanOutput, f.Synth.MeanOutput, "output", "outputs alone", genOutputScale
 	}
 	switch source := cb.syn.Meta.Source; {
 	case source == sourceGen && sm > 0 && math.Abs(rm/sm-1) > 0.10:
 		scale := metaFloat(cb.syn, "synth."+key+"_length_scale", 1) * rm / sm
-		cmds, out := cb.gen(key+"s", map[string]string{key + "-length-scale": strconv.FormatFloat(scale, 'g', 3, 64)})
+		cmds, out := cb.gen(key+"s", map[traces.OptionRef]string{option: strconv.FormatFloat(scale, 'g', 3, 64)})
 		st.Commands = append(cmds, cb.validate(out)...)
 		st.Change = fmt.Sprintf("the synthetic %s lengths are %.2f× the %s ones on average: generate with them scaled by %.3g (%s) and validate that workload",
 			what, sm/rm, cb.realName(), scale, alone)
 	case source == sourceGen:
-		cmds, out := cb.fitGen("--min-bin-count", "1")
+		cmds, out := cb.fitGen("min-bin-count", traces.CommandOption{Option: "FitOptions.MinBinCount", Value: "1"})
 		st.Commands = append(cmds, cb.validate(out)...)
 		st.Change = fmt.Sprintf("the fitted %s lengths are near the %s ones on average (%.0f against %.0f tokens) but spread differently: a model's %s histograms hold at least %d values per bin, which smooths a short trace's tails; fit with bins of one value, generate and validate that workload",
 			what, cb.realName(), sm, rm, key, synth.DefaultMinBinCount)
@@ -168,11 +169,11 @@ func (r *Result) arrivalStep(st *NextStep, cb *commander) {
 	switch source := cb.syn.Meta.Source; {
 	case source == sourceGen && rateOff:
 		scale := metaFloat(cb.syn, "synth.rate_scale", 1) * f.Real.RatePerS / f.Synth.RatePerS
-		cmds, out := cb.gen("rate", map[string]string{"rate-scale": strconv.FormatFloat(scale, 'g', 3, 64)})
+		cmds, out := cb.gen("rate", map[traces.OptionRef]string{genRateScale: strconv.FormatFloat(scale, 'g', 3, 64)})
 		st.Commands = append(cmds, cb.validate(out)...)
 		st.Change = fmt.Sprintf("the synthetic rate is %.2f req/s against the %s %.2f: generate with the arrivals scaled by %.3g and validate that workload", f.Synth.RatePerS, cb.realName(), f.Real.RatePerS, scale)
 	case source == sourceGen:
-		cmds, out := cb.fitGen("--bin", "1s")
+		cmds, out := cb.fitGen("bin", traces.CommandOption{Option: "FitOptions.Bin", Value: "1s"})
 		st.Commands = append(cmds, cb.validate(out)...)
 		st.Change = fmt.Sprintf("the synthetic arrivals are %s bursty than the %s ones (inter-arrival CV %.2f against %.2f): fit with rate bins of 1 s instead of %v, so that shorter bursts survive, generate and validate that workload",
 			moreOrLess(f.Synth.CV, f.Real.CV), cb.realName(), f.Synth.CV, f.Real.CV, synth.DefaultBin)
@@ -219,10 +220,10 @@ func metaFloat(w Workload, key string, def float64) float64 {
 }
 
 // commander builds the command lines of the next steps: the one place
-// that turns what to do into tokentrace commands and their flags. Its
-// commands name the files validate was given and write new files beside
-// the synthetic one, never over an input or a file an earlier command
-// writes.
+// that turns what to do into tokentrace commands (traces.Command, said in
+// Options.Terms: the CLI's flags). Its commands name the files validate
+// was given and write new files beside the synthetic one, never over an
+// input or a file an earlier command writes.
 type commander struct {
 	r         *Result
 	real, syn Workload
@@ -231,9 +232,21 @@ type commander struct {
 	dir       string
 	used      map[string]bool
 	// fits are the models printed fits write, gens the workloads printed
-	// fits and gens write, by the fit's flags.
+	// fits and gens write, by the fit's options.
 	fits, gens map[string]string
 }
+
+// synth gen's options the next steps set.
+const (
+	genSeed        traces.OptionRef = "GenOptions.Seed"
+	genDuration    traces.OptionRef = "GenOptions.Duration"
+	genRateScale   traces.OptionRef = "GenOptions.RateScale"
+	genLengthScale traces.OptionRef = "GenOptions.LengthScale"
+	genInputScale  traces.OptionRef = "GenOptions.InputLengthScale"
+	genOutputScale traces.OptionRef = "GenOptions.OutputLengthScale"
+	genMix         traces.OptionRef = "GenOptions.Mix"
+	genGaps        traces.OptionRef = "GenOptions.Gaps"
+)
 
 func newCommander(r *Result, real, syn Workload) *commander {
 	cb := &commander{r: r, real: real, syn: syn, realFile: real.File, synFile: syn.File, used: map[string]bool{}, fits: map[string]string{}, gens: map[string]string{}}
@@ -250,6 +263,9 @@ func newCommander(r *Result, real, syn Workload) *commander {
 }
 
 func (cb *commander) realName() string { return cb.real.Name }
+
+// say is c in the validation's terms.
+func (cb *commander) say(c traces.Command) string { return c.Say(cb.r.opts.Terms) }
 
 // file is a new file beside the synthetic workload: STEM.EXT, else
 // STEM-2.EXT, and so on.
@@ -282,47 +298,47 @@ func (cb *commander) userModel() string {
 	return ""
 }
 
-// fit is the synth fit of the real trace with flags (pairs of flag and
-// value) and the model file it writes; a fit printed before with the same
-// flags is not printed again (its model is used).
-func (cb *commander) fit(flags ...string) (cmds []string, model string) {
-	key := strings.Join(flags, " ")
+// fit is the synth fit of the real trace with opts (tag names them in the
+// model's file name: "min-bin-count" and its value) and the model file it
+// writes; a fit printed before with the same options is not printed again
+// (its model is used).
+func (cb *commander) fit(tag string, opts ...traces.CommandOption) (cmds []string, model string) {
+	c := traces.NewCommand("synth", "fit")
+	c.Options = opts
+	key := c.String()
 	if m, ok := cb.fits[key]; ok {
 		return nil, m
 	}
-	tag := ""
-	for i := 1; i < len(flags); i += 2 {
-		tag += "-" + strings.TrimPrefix(flags[i-1], "--") + flags[i]
+	suffix := ""
+	if tag != "" {
+		suffix = "-" + tag + opts[0].Value
 	}
-	model = cb.file(stem(cb.realFile)+"-model"+tag, ".json")
+	model = cb.file(stem(cb.realFile)+"-model"+suffix, ".json")
 	cb.fits[key] = model
-	cmd := "tokentrace synth fit"
-	for _, f := range flags {
-		cmd += " " + quoteArg(f)
-	}
-	return []string{cmd + " --out " + quoteArg(model) + " " + quoteArg(cb.realFile)}, model
+	return []string{cb.say(c.With(traces.CommandOut, model).WithArgs(cb.realFile))}, model
 }
 
-// fitGen fits a model on the real trace with flags and generates from it
-// as the synthetic workload was generated.
-func (cb *commander) fitGen(flags ...string) (cmds []string, out string) {
-	cmds, model := cb.fit(flags...)
-	tag := "fit"
-	if len(flags) > 0 {
-		tag = strings.TrimPrefix(flags[0], "--")
+// fitGen fits a model on the real trace with opts (tag names them in the
+// files' names, "" for none) and generates from it as the synthetic
+// workload was generated.
+func (cb *commander) fitGen(tag string, opts ...traces.CommandOption) (cmds []string, out string) {
+	cmds, model := cb.fit(tag, opts...)
+	genTag := "fit"
+	if tag != "" {
+		genTag = tag
 	}
-	cmd, out := cb.genFrom(model, tag, nil)
-	cb.gens[strings.Join(flags, " ")] = out
+	cmd, out := cb.genFrom(model, genTag, nil)
+	cb.gens[tag] = out
 	return append(cmds, cmd), out
 }
 
 // gen generates from the synthetic workload's own model (the one validate
 // was given, else one fitted on the real trace) with the options in set
-// changed (flag name → value).
-func (cb *commander) gen(tag string, set map[string]string) (cmds []string, out string) {
+// changed.
+func (cb *commander) gen(tag string, set map[traces.OptionRef]string) (cmds []string, out string) {
 	model := cb.userModel()
 	if model == "" {
-		cmds, model = cb.fit()
+		cmds, model = cb.fit("")
 	}
 	cmd, out := cb.genFrom(model, tag, set)
 	return append(cmds, cmd), out
@@ -331,31 +347,31 @@ func (cb *commander) gen(tag string, set map[string]string) (cmds []string, out 
 // genFrom is the synth gen command that generates from model with the
 // synthetic workload's generation options (seed, duration, scales, mix,
 // gaps, from its metadata) and set over them, and the file it writes.
-func (cb *commander) genFrom(model, tag string, set map[string]string) (cmd, out string) {
+func (cb *commander) genFrom(model, tag string, set map[traces.OptionRef]string) (cmd, out string) {
 	m := cb.syn.Meta
-	opts := map[string]string{"seed": "1"}
+	opts := map[traces.OptionRef]string{genSeed: "1"}
 	if m.Source == sourceGen {
-		opts["seed"] = m.Get("synth.seed")
+		opts[genSeed] = m.Get("synth.seed")
 		if d, err := strconv.ParseInt(m.Get("synth.duration_ns"), 10, 64); err == nil && d > 0 {
-			opts["duration"] = time.Duration(d).String()
+			opts[genDuration] = time.Duration(d).String()
 		}
-		for key, flag := range map[string]string{"synth.rate_scale": "rate-scale", "synth.length_scale": "length-scale",
-			"synth.input_length_scale": "input-length-scale", "synth.output_length_scale": "output-length-scale", "synth.mix": "mix", "synth.gaps": "gaps"} {
-			opts[flag] = m.Get(key)
+		for key, option := range map[string]traces.OptionRef{"synth.rate_scale": genRateScale, "synth.length_scale": genLengthScale,
+			"synth.input_length_scale": genInputScale, "synth.output_length_scale": genOutputScale, "synth.mix": genMix, "synth.gaps": genGaps} {
+			opts[option] = m.Get(key)
 		}
 	}
 	for k, v := range set {
 		opts[k] = v
 	}
-	defaults := map[string]string{"rate-scale": "1", "length-scale": "1", "input-length-scale": "1", "output-length-scale": "1", "gaps": synth.GapsEmpirical, "mix": ""}
-	cmd = "tokentrace synth gen"
-	for _, flag := range []string{"seed", "duration", "rate-scale", "length-scale", "input-length-scale", "output-length-scale", "mix", "gaps"} {
-		if v := opts[flag]; v != "" && v != defaults[flag] {
-			cmd += " --" + flag + " " + quoteArg(v)
+	defaults := map[traces.OptionRef]string{genRateScale: "1", genLengthScale: "1", genInputScale: "1", genOutputScale: "1", genGaps: synth.GapsEmpirical, genMix: ""}
+	c := traces.NewCommand("synth", "gen")
+	for _, option := range []traces.OptionRef{genSeed, genDuration, genRateScale, genLengthScale, genInputScale, genOutputScale, genMix, genGaps} {
+		if v := opts[option]; v != "" && v != defaults[option] {
+			c = c.With(option, v)
 		}
 	}
 	out = cb.file(stem(cb.synFile)+"-"+tag, ".parquet")
-	return cmd + " --out " + quoteArg(out) + " " + quoteArg(model), out
+	return cb.say(c.With(traces.CommandOut, out).WithArgs(model)), out
 }
 
 // matrix rebuilds the synth matrix command of the synthetic workload
@@ -387,10 +403,10 @@ func (cb *commander) matrix(share, rateScale float64, tag string) (cmd, out stri
 		}
 		specs = append(specs, spec)
 	}
-	cmd = "tokentrace synth matrix --rows " + quoteArg(strings.Join(specs, ","))
-	flag := func(key, name string, def string, format func(string) string) {
+	c := traces.NewCommand("synth", "matrix").With("MatrixOptions.Rows", strings.Join(specs, ","))
+	option := func(key string, name traces.OptionRef, def string, format func(string) string) {
 		if v := m.Get(key); v != "" && v != def {
-			cmd += " --" + name + " " + quoteArg(format(v))
+			c = c.With(name, format(v))
 		}
 	}
 	dur := func(v string) string {
@@ -401,13 +417,13 @@ func (cb *commander) matrix(share, rateScale float64, tag string) (cmd, out stri
 		return time.Duration(n).String()
 	}
 	same := func(v string) string { return v }
-	flag("synth.row_duration_ns", "row-duration", strconv.FormatInt(int64(synth.DefaultRowDuration), 10), dur)
-	flag("synth.sat_requests", "sat-requests", strconv.Itoa(synth.DefaultSatRequests), same)
-	flag("synth.row_gap_ns", "row-gap", strconv.FormatInt(int64(synth.DefaultRowGap), 10), dur)
-	flag("synth.arrival", "arrival", synth.MatrixArrivalPoisson, same)
-	flag("synth.seed", "seed", strconv.Itoa(synth.DefaultMatrixSeed), same)
+	option("synth.row_duration_ns", "MatrixOptions.RowDuration", strconv.FormatInt(int64(synth.DefaultRowDuration), 10), dur)
+	option("synth.sat_requests", "MatrixOptions.SatRequests", strconv.Itoa(synth.DefaultSatRequests), same)
+	option("synth.row_gap_ns", "MatrixOptions.RowGap", strconv.FormatInt(int64(synth.DefaultRowGap), 10), dur)
+	option("synth.arrival", "MatrixOptions.Arrival", synth.MatrixArrivalPoisson, same)
+	option("synth.seed", "MatrixOptions.Seed", strconv.Itoa(synth.DefaultMatrixSeed), same)
 	out = cb.file(stem(cb.synFile)+"-"+tag, ".parquet")
-	return cmd + " --out " + quoteArg(out), out, true
+	return cb.say(c.With(traces.CommandOut, out)), out, true
 }
 
 // validate is the validate command that judges a new synthetic workload
@@ -417,18 +433,19 @@ func (cb *commander) matrix(share, rateScale float64, tag string) (cmd, out stri
 // then there is none.
 func (cb *commander) validate(synFile string) []string {
 	o := &cb.r.opts
-	cmd := "tokentrace validate"
+	c := traces.NewCommand("validate")
 	for _, t := range o.Targets {
 		if t.URL != "" {
 			return nil
 		}
-		cmd += " --target " + quoteArg(t.Name+"="+t.Config)
+		c = c.With("Options.Targets", t.Name+"="+t.Config)
 	}
-	def := Options{SLO: o.SLO}.WithDefaults()
+	def := DefaultOptions()
+	def.Metrics = DefaultMetricsFor(o.SLO)
 	if names, defNames := metricNames(o.Metrics), metricNames(def.Metrics); names != defNames {
-		cmd += " --metrics " + quoteArg(names)
+		c = c.With("Options.Metrics", names)
 	}
-	opt := func(flag string, v, d any) {
+	option := func(name traces.OptionRef, v, d any) {
 		if v == d {
 			return
 		}
@@ -436,24 +453,26 @@ func (cb *commander) validate(synFile string) []string {
 		if f, ok := v.(float64); ok {
 			s = strconv.FormatFloat(f, 'g', 6, 64)
 		}
-		cmd += " --" + flag + " " + quoteArg(s)
+		c = c.With(name, s)
 	}
 	if !o.SLO.IsZero() {
-		cmd += " --slo " + quoteArg(o.SLO.String())
+		c = c.With("Options.SLO", o.SLO.String())
 	}
-	opt("speed", o.Speed, def.Speed)
-	opt("repeat", o.Repeat, def.Repeat)
+	option("Options.Speed", o.Speed, def.Speed)
+	option("Options.Repeat", o.Repeat, def.Repeat)
 	if o.Realtime {
-		cmd += " --realtime"
+		c = c.With("Options.Realtime", "")
 	}
-	opt("resamples", o.Resamples, def.Resamples)
-	opt("confidence", o.Confidence, def.Confidence)
-	opt("seed", o.Seed, def.Seed)
-	opt("min-effect-pct", 100*o.MinEffect, 100*def.MinEffect)
-	opt("magnitude-tolerance", o.MagnitudeTolerance, def.MagnitudeTolerance)
-	opt("explain", o.Explain, def.Explain)
-	opt("combination-budget", max(o.CombinationBudget, 0), def.CombinationBudget)
-	return []string{cmd + " " + quoteArg(cb.realFile) + " " + quoteArg(synFile)}
+	option("Options.Resamples", o.Resamples, def.Resamples)
+	option("Options.Confidence", o.Confidence, def.Confidence)
+	option("Options.Seed", o.Seed, def.Seed)
+	if o.MinEffect != def.MinEffect {
+		c = c.With("Options.MinEffect", strconv.FormatFloat(o.MinEffect, 'g', -1, 64)) // a fraction, as the option takes it
+	}
+	option("Options.MagnitudeTolerance", o.MagnitudeTolerance, def.MagnitudeTolerance)
+	option("Options.Explain", o.Explain, def.Explain)
+	option("Options.CombinationBudget", o.CombinationBudget, def.CombinationBudget)
+	return []string{cb.say(c.WithArgs(cb.realFile, synFile))}
 }
 
 func metricNames(ms []Metric) string {
@@ -462,14 +481,4 @@ func metricNames(ms []Metric) string {
 		n = append(n, m.Name)
 	}
 	return strings.Join(n, ",")
-}
-
-// quoteArg quotes a shell argument that needs it.
-func quoteArg(s string) string {
-	if s != "" && strings.IndexFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./=:@,+", c))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

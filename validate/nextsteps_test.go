@@ -16,7 +16,7 @@ import (
 // category shares.
 func stepsResult(t *testing.T, o Options) *Result {
 	t.Helper()
-	o = o.WithDefaults()
+	o.Terms = flagTerms{}
 	if len(o.Targets) == 0 {
 		o.Targets = targets(t, "rr=sim:replicas=4,router=round-robin", "pa=sim:replicas=4,router=prefix-aware")
 	}
@@ -74,7 +74,7 @@ func TestNextStepsRunAsPrinted(t *testing.T) {
 	for how, syn := range synthetics() {
 		for _, prop := range Properties {
 			t.Run(how+"/"+prop, func(t *testing.T) {
-				r := stepsResult(t, Options{})
+				r := stepsResult(t, DefaultOptions())
 				st := r.stepFor(prop, newCommander(r, real, syn))
 				if st.Change == "" {
 					t.Fatal("no change said")
@@ -161,7 +161,7 @@ func TestNextStepsBySource(t *testing.T) {
 		{"other tool", PropOutputLengths, []string{"tokentrace synth fit --out demo/trace-model.json demo/trace.parquet", "tokentrace synth gen --seed 1 --out demo/bench-fit.parquet demo/trace-model.json"}, "mean 170 tokens"},
 	} {
 		t.Run(tc.how+"/"+tc.prop, func(t *testing.T) {
-			r := stepsResult(t, Options{})
+			r := stepsResult(t, DefaultOptions())
 			st := r.stepFor(tc.prop, newCommander(r, real, syns[tc.how]))
 			if !strings.Contains(st.Change, tc.change) {
 				t.Errorf("change %q lacks %q", st.Change, tc.change)
@@ -184,7 +184,7 @@ func TestNextStepsBySource(t *testing.T) {
 
 // Bursts in a trace from synth gen: a fit with shorter rate bins.
 func TestNextStepForBursts(t *testing.T) {
-	r := stepsResult(t, Options{})
+	r := stepsResult(t, DefaultOptions())
 	r.Fidelity.Synth.RatePerS = 8.2
 	st := r.stepFor(PropArrivals, newCommander(r, Workload{Name: "real", File: "t.parquet"}, synthetics()["gen trace"]))
 	if len(st.Commands) != 3 || st.Commands[0] != "tokentrace synth fit --bin 1s --out demo/t-model-bin1s.json t.parquet" ||
@@ -199,7 +199,7 @@ func TestNextStepForBursts(t *testing.T) {
 // A model fitted once serves every step: its fit is printed once, and a
 // step the same workload carries says so instead of printing it again.
 func TestNextStepsShareTheirFit(t *testing.T) {
-	r := stepsResult(t, Options{})
+	r := stepsResult(t, DefaultOptions())
 	r.Reasons = []Reason{
 		{Property: PropPromptLengths + " and " + PropArrivals, Properties: []string{PropPromptLengths, PropArrivals}, Evidence: EvidenceAblation, Proven: true},
 	}
@@ -223,7 +223,7 @@ func TestNextStepsShareTheirFit(t *testing.T) {
 // New files never land on an input: a synthetic workload that an earlier
 // next step wrote gets the next name.
 func TestNextStepFilesAreNew(t *testing.T) {
-	r := stepsResult(t, Options{})
+	r := stepsResult(t, DefaultOptions())
 	syn := synthetics()["gen trace"]
 	syn.File = "demo/synth-rate.parquet"
 	real := Workload{Name: "real", File: "demo/trace-model.json"} // a real trace named like a model
@@ -249,8 +249,20 @@ func TestNextStepFilesAreNew(t *testing.T) {
 // there is none.
 func TestRevalidateCarriesOptions(t *testing.T) {
 	slo, _ := traces.ParseSLO("ttft=500ms")
-	o := Options{Metrics: mustMetrics("ttft_p99,goodput"), SLO: slo, Speed: 2, MinEffect: 0.05, MagnitudeTolerance: 0.3,
-		Confidence: 0.9, Resamples: 500, Seed: 3, Explain: ExplainAblation, CombinationBudget: -1, Realtime: true, Repeat: 2}
+	o := with(DefaultOptions(), func(o *Options) {
+		o.Metrics = mustMetrics("ttft_p99,goodput")
+		o.SLO = slo
+		o.Speed = 2
+		o.MinEffect = 0.05
+		o.MagnitudeTolerance = 0.3
+		o.Confidence = 0.9
+		o.Resamples = 500
+		o.Seed = 3
+		o.Explain = ExplainAblation
+		o.CombinationBudget = 0
+		o.Realtime = true
+		o.Repeat = 2
+	})
 	r := stepsResult(t, o)
 	cmd := newCommander(r, Workload{File: "t.parquet"}, Workload{File: "s.parquet"}).validate("s2.parquet")
 	want := "tokentrace validate --target rr=sim:replicas=4,router=round-robin --target pa=sim:replicas=4,router=prefix-aware " +
@@ -259,11 +271,11 @@ func TestRevalidateCarriesOptions(t *testing.T) {
 	if len(cmd) != 1 || cmd[0] != want {
 		t.Errorf("got  %q\nwant %q", cmd, want)
 	}
-	r = stepsResult(t, Options{})
+	r = stepsResult(t, DefaultOptions())
 	if cmd := newCommander(r, Workload{File: "t.parquet"}, Workload{File: "s.parquet"}).validate("s2.parquet"); len(cmd) != 1 || strings.Contains(cmd[0], "--metrics") || strings.Contains(cmd[0], "--seed") {
 		t.Errorf("defaults: %q, want no option flags", cmd)
 	}
-	r = stepsResult(t, Options{Targets: targets(t, "a=sim", "b=http://127.0.0.1:1")})
+	r = stepsResult(t, targeted(t, "a=sim", "b=http://127.0.0.1:1"))
 	if cmd := newCommander(r, Workload{File: "t.parquet"}, Workload{File: "s.parquet"}).validate("s2.parquet"); cmd != nil {
 		t.Errorf("a URL target: %q, want no validate command", cmd)
 	}
@@ -278,11 +290,11 @@ func TestQuoteArg(t *testing.T) {
 		"":                   "''",
 		"c1=0.5,c2=0.5":      "c1=0.5,c2=0.5",
 	} {
-		if got := quoteArg(in); got != want {
-			t.Errorf("quoteArg(%q) = %s, want %s", in, got, want)
+		if got := flagTerms.Command(flagTerms{}, traces.NewCommand("x").WithArgs(in)); got != "tokentrace x "+want {
+			t.Errorf("%q said as %s, want %s", in, got, want)
 		}
 	}
-	r := stepsResult(t, Options{})
+	r := stepsResult(t, DefaultOptions())
 	st := r.stepFor(PropArrivals, newCommander(r, Workload{Name: "real", File: "my data/trace.parquet"}, synthetics()["other tool"]))
 	if !strings.HasSuffix(st.Commands[0], "'my data/trace.parquet'") {
 		t.Errorf("%q does not quote the file", st.Commands[0])
@@ -292,7 +304,7 @@ func TestQuoteArg(t *testing.T) {
 // The matrix is rebuilt from its metadata: rows (a warm prefix kept where
 // the rows keep their prefixes), options that are not their defaults.
 func TestMatrixRebuilt(t *testing.T) {
-	r := stepsResult(t, Options{})
+	r := stepsResult(t, DefaultOptions())
 	cb := newCommander(r, Workload{File: "t.parquet"}, synthetics()["matrix"])
 	cmd, out, ok := cb.matrix(-1, 1.5, "rate")
 	if !ok || cmd != "tokentrace synth matrix --rows 1024/128@6rps,2048/256+512w@3rps --row-duration 30s --out demo/matrix-rate.parquet" || out != "demo/matrix-rate.parquet" {
@@ -322,7 +334,7 @@ func TestNextStepsFromReasons(t *testing.T) {
 		{"no step from a difference", []Reason{{Property: PropPrefixReuse, Evidence: EvidenceDifference}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := stepsResult(t, Options{})
+			r := stepsResult(t, DefaultOptions())
 			r.Reasons = tc.reasons
 			var got []string
 			for _, st := range r.nextSteps(real, syn) {
@@ -336,7 +348,7 @@ func TestNextStepsFromReasons(t *testing.T) {
 			}
 		})
 	}
-	r := stepsResult(t, Options{})
+	r := stepsResult(t, DefaultOptions())
 	r.Fidelity = nil
 	r.Reasons = []Reason{{Property: PropArrivals, Evidence: EvidenceAblation, Proven: true}}
 	if st := r.nextSteps(real, syn); st != nil {

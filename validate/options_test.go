@@ -11,19 +11,28 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
-// Every option that cannot run is refused, naming it; the zero Options
-// gets every default, the combination budget's included.
+// Every option that cannot run is refused, naming it, a zero included;
+// DefaultOptions holds every default, and a zero with a meaning of its
+// own (no combination search, no minimum effect) is a value.
 func TestOptionsValidate(t *testing.T) {
-	d := Options{}.WithDefaults()
+	d := DefaultOptions()
 	if d.CombinationBudget != DefaultCombinationBudget || d.MinEffect != DefaultMinEffect || d.Explain != ExplainAuto || len(d.Metrics) != 6 {
 		t.Errorf("defaults %+v", d)
 	}
-	if o := (Options{CombinationBudget: -1}).WithDefaults(); o.CombinationBudget != -1 {
-		t.Errorf("a negative budget (no search) became %d", o.CombinationBudget)
-	}
 	slo, _ := traces.ParseSLO("ttft=1s")
-	if o := (Options{SLO: slo}).WithDefaults(); o.Metrics[len(o.Metrics)-1].Kind != kindGoodput {
-		t.Errorf("an SLO adds goodput to the default metrics: %+v", o.Metrics)
+	if ms := DefaultMetricsFor(slo); ms[len(ms)-1].Kind != kindGoodput {
+		t.Errorf("an SLO adds goodput to the default metrics: %+v", ms)
+	}
+	for name, set := range map[string]func(o *Options){
+		"no combination search": func(o *Options) { o.CombinationBudget = 0 },
+		"no minimum effect":     func(o *Options) { o.MinEffect = 0 },
+		"no magnitude slack":    func(o *Options) { o.MagnitudeTolerance = 0 },
+	} {
+		o := targeted(t, "a=sim", "b=sim:max-num-seqs=8")
+		set(&o)
+		if err := o.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -32,6 +41,11 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"one target", func(o *Options) { o.Targets = o.Targets[:1] }, "Options.Targets"},
 		{"a negative speed", func(o *Options) { o.Speed = -1 }, "Options.Speed"},
+		{"a zero speed", func(o *Options) { o.Speed = 0 }, "Options.Speed"},
+		{"no repeat", func(o *Options) { o.Repeat = 0 }, "Options.Repeat"},
+		{"no metrics", func(o *Options) { o.Metrics = nil }, "Options.Metrics"},
+		{"no way to explain", func(o *Options) { o.Explain = "" }, "Options.Explain"},
+		{"a negative budget", func(o *Options) { o.CombinationBudget = -1 }, "Options.CombinationBudget"},
 		{"too many repeats", func(o *Options) { o.Repeat = 101 }, "Options.Repeat"},
 		{"too few resamples", func(o *Options) { o.Resamples = 99 }, "Options.Resamples"},
 		{"a confidence of 1", func(o *Options) { o.Confidence = 1 }, "Options.Confidence"},
@@ -40,7 +54,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"goodput without an SLO", func(o *Options) { o.Metrics = mustMetrics("goodput") }, "Options.Metrics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{Targets: targets(t, "a=sim", "b=sim:max-num-seqs=8")}.WithDefaults()
+			o := targeted(t, "a=sim", "b=sim:max-num-seqs=8")
 			tc.set(&o)
 			err := o.Validate()
 			var oe *traces.OptionError
@@ -49,7 +63,7 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
-	o := Options{Targets: targets(t, "a=sim", "b=sim")}.WithDefaults()
+	o := targeted(t, "a=sim", "b=sim")
 	o.Targets[1].Sim = nil
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "want a URL or a simulator configuration") {
 		t.Errorf("a target with neither a URL nor a simulator: %v", err)
@@ -172,7 +186,7 @@ func TestJSONCarriesTheJudgement(t *testing.T) {
 func TestAblationCostCountsTheBudget(t *testing.T) {
 	real, syn := workloads(20, 10)
 	real, syn = loaded(t, real), loaded(t, syn)
-	r := &Result{opts: Options{Targets: targets(t, "a=http://127.0.0.1:1", "b=http://127.0.0.1:2")}.WithDefaults()}
+	r := &Result{opts: targeted(t, "a=http://127.0.0.1:1", "b=http://127.0.0.1:2")}
 	note := r.ablationCost(real, syn, r.opts.Targets)
 	if !strings.Contains(note, "and up to 24 more (Options.CombinationBudget) where no single property restores a conclusion") {
 		t.Errorf("note %q", note)

@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/tokentrace/tokentrace/internal/chart"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // WriteJSON writes the result as indented JSON.
@@ -198,9 +199,9 @@ func (r *Result) restoredCounts(decisions, sizes []string) string {
 func (r *Result) writeCombination(p func(string, ...any), c *Combination) {
 	real, syn := r.Workloads[0], r.Workloads[1]
 	p("")
-	budget := fmt.Sprintf("%d extra runs of a budget of %d, Options.CombinationBudget", c.Runs, c.Budget)
+	budget := traces.Textf("%d extra runs of a budget of %d, %s", c.Runs, c.Budget, optCombinationBudget).Say(r.opts.Terms)
 	if c.Budget == 0 {
-		budget = "none searched: Options.CombinationBudget is negative"
+		budget = traces.Textf("none searched: %s is 0", optCombinationBudget).Say(r.opts.Terms)
 	}
 	p("No single property restores %s; combinations (%s):", strings.Join(c.Conclusions, ", "), budget)
 	of := len(c.Conclusions)
@@ -353,8 +354,8 @@ func (r *Result) legend() []string {
 		out = append(out, fmt.Sprintf("  ns: not significant: the %.0f%% interval includes 0; counted as no effect", 100*r.Confidence))
 	}
 	if small {
-		out = append(out, fmt.Sprintf("  ns (<%s%%): the interval excludes 0 but the change is under the minimum effect (Options.MinEffect, %s%%); counted as no effect",
-			strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64), strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64)))
+		out = append(out, traces.Textf("  ns (<%s%%): the interval excludes 0 but the change is under the minimum effect (%s, %s%%); counted as no effect",
+			strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64), optMinEffect, strconv.FormatFloat(100*r.MinEffect, 'g', 3, 64)).Say(r.opts.Terms))
 	}
 	return out
 }

@@ -49,8 +49,8 @@ import (
 
 // Defaults shared by the CLI flags and Options.
 const (
-	// DefaultMetrics are judged when Options.Metrics is empty ("goodput"
-	// is added when an SLO is set).
+	// DefaultMetrics are the metrics judged by default (DefaultMetricsFor
+	// adds goodput when an SLO is set).
 	DefaultMetrics = "ttft_p50,ttft_p99,tpot_p50,tpot_p99,e2e_p50,e2e_p99"
 	// DefaultResamples is the number of bootstrap resamples.
 	DefaultResamples = 1000
@@ -91,13 +91,15 @@ type Workload struct {
 	reqs []request // what validate keeps, in arrival order (load)
 }
 
-// Options configure a validation.
+// Options configure a validation. Start from DefaultOptions: a field's
+// zero is a value of its own, never its default.
 type Options struct {
 	// Targets are the configurations; the first is the baseline every other
-	// one is compared with. At least two, with distinct names.
+	// one is compared with. At least two, with distinct names. Defaults to
+	// none.
 	Targets []Target
-	// Metrics are judged (ParseMetrics). Defaults to DefaultMetrics, plus
-	// goodput when SLO is set.
+	// Metrics are judged (ParseMetrics; at least one). Defaults to
+	// DefaultMetrics (DefaultMetricsFor adds goodput for an SLO).
 	Metrics []Metric
 	// SLO defines goodput. Defaults to none.
 	SLO traces.SLO
@@ -115,17 +117,21 @@ type Options struct {
 	// targets with Realtime): model, API, timeouts, headers. URL, Speed,
 	// Run and Journal are set per run. Defaults to replay.DefaultOptions().
 	Replay replay.Options
-	// Resamples, Confidence and Seed drive the bootstrap. Default to
-	// DefaultResamples (1000), DefaultConfidence (0.95), DefaultSeed (1).
-	Resamples  int
+	// Resamples is the number of bootstrap resamples (at least 100).
+	// Defaults to DefaultResamples (1000).
+	Resamples int
+	// Confidence is the level of the bootstrap intervals (0 < c < 1).
+	// Defaults to DefaultConfidence (0.95).
 	Confidence float64
-	Seed       uint64
-	// MinEffect is the relative difference under which an effect is none.
-	// Defaults to DefaultMinEffect (2 %).
+	// Seed seeds the bootstrap. Defaults to DefaultSeed (1).
+	Seed uint64
+	// MinEffect is the relative difference under which an effect is none
+	// (0: any difference is one). Defaults to DefaultMinEffect (2 %).
 	MinEffect float64
 	// MagnitudeTolerance: same-direction effects whose intervals do not
 	// overlap still agree when |synthetic − real| ≤ MagnitudeTolerance ·
-	// |real|. Defaults to DefaultMagnitudeTolerance (0.5).
+	// |real| (0: only overlapping intervals agree). Defaults to
+	// DefaultMagnitudeTolerance (0.5).
 	MagnitudeTolerance float64
 	// MaxLateness is the replay validity gate: a replayed run whose
 	// lateness p99 is above it gets a warning. Defaults to
@@ -140,62 +146,55 @@ type Options struct {
 	// the ablation may take to search what restores the conclusions no
 	// single transplant restores: the complements first (the real workload
 	// with one property of the synthetic one: is the real property
-	// necessary?), then pairs of the properties that came nearest.
-	// Defaults to DefaultCombinationBudget (24); negative: no search.
+	// necessary?), then pairs of the properties that came nearest; 0: no
+	// search. Defaults to DefaultCombinationBudget (24).
 	CombinationBudget int
 	// OutDir receives every run's results (WORKLOAD-TARGET[-rN].parquet);
-	// "" (the default) keeps them in memory only.
+	// "" keeps them in memory only. Defaults to "".
 	OutDir string
-	// Log receives one line per run (default nil: quiet).
+	// Log receives one line per run (nil: quiet). Defaults to nil.
 	Log io.Writer
+	// Terms say the options and commands that the result's notes and next
+	// steps name (a caller's flags and command lines); nil says them by
+	// the libraries' names (traces.LibraryTerms). Defaults to nil.
+	Terms traces.Terms
 }
 
-// WithDefaults returns o with every zero field that has a default set to
-// that default (each field's doc says it), Replay's through
-// replay.Options.WithDefaults.
-func (o Options) WithDefaults() Options {
-	if len(o.Metrics) == 0 {
-		spec := DefaultMetrics
-		if !o.SLO.IsZero() {
-			spec += "," + kindGoodput
-		}
-		o.Metrics, _ = ParseMetrics(spec)
+// DefaultOptions returns every option's default, the values the field docs
+// name; set Targets before use.
+func DefaultOptions() Options {
+	return Options{
+		Metrics:            DefaultMetricsFor(traces.SLO{}),
+		Speed:              1,
+		Repeat:             1,
+		Replay:             replay.DefaultOptions(),
+		Resamples:          DefaultResamples,
+		Confidence:         DefaultConfidence,
+		Seed:               DefaultSeed,
+		MinEffect:          DefaultMinEffect,
+		MagnitudeTolerance: DefaultMagnitudeTolerance,
+		MaxLateness:        replay.DefaultMaxLateness,
+		Explain:            ExplainAuto,
+		CombinationBudget:  DefaultCombinationBudget,
 	}
-	if o.Speed == 0 {
-		o.Speed = 1
-	}
-	if o.Repeat == 0 {
-		o.Repeat = 1
-	}
-	o.Replay = o.Replay.WithDefaults()
-	if o.Resamples == 0 {
-		o.Resamples = DefaultResamples
-	}
-	if o.Confidence == 0 {
-		o.Confidence = DefaultConfidence
-	}
-	if o.Seed == 0 {
-		o.Seed = DefaultSeed
-	}
-	if o.MinEffect == 0 {
-		o.MinEffect = DefaultMinEffect
-	}
-	if o.MagnitudeTolerance == 0 {
-		o.MagnitudeTolerance = DefaultMagnitudeTolerance
-	}
-	if o.MaxLateness == 0 {
-		o.MaxLateness = replay.DefaultMaxLateness
-	}
-	if o.Explain == "" {
-		o.Explain = ExplainAuto
-	}
-	if o.CombinationBudget == 0 {
-		o.CombinationBudget = DefaultCombinationBudget
-	}
-	return o
 }
 
-// Validate reports the first option that cannot run, naming it.
+// DefaultMetricsFor are the metrics judged by default under slo:
+// DefaultMetrics, and goodput when slo is set.
+func DefaultMetricsFor(slo traces.SLO) []Metric {
+	spec := DefaultMetrics
+	if !slo.IsZero() {
+		spec += "," + kindGoodput
+	}
+	ms, err := ParseMetrics(spec)
+	if err != nil {
+		panic(err) // DefaultMetrics parses
+	}
+	return ms
+}
+
+// Validate reports the first option that cannot run as given (a zero is a
+// value like any other, never the default), naming it.
 func (o *Options) Validate() error {
 	if len(o.Targets) < 2 {
 		return traces.OptionErrorf("validate", "Options.Targets", "want at least two configurations to compare, got %d", len(o.Targets))
@@ -209,6 +208,9 @@ func (o *Options) Validate() error {
 		if (t.URL == "") == (t.Sim == nil) {
 			return fmt.Errorf("validate: target %s: want a URL or a simulator configuration, not both or neither", t.Name)
 		}
+	}
+	if len(o.Metrics) == 0 {
+		return traces.OptionErrorf("validate", "Options.Metrics", "want at least one metric (e.g. %s)", DefaultMetrics)
 	}
 	for _, m := range o.Metrics {
 		if m.Kind == kindGoodput && o.SLO.IsZero() {
@@ -226,10 +228,14 @@ func (o *Options) Validate() error {
 		return traces.OptionErrorf("validate", "Options.Confidence", "want 0 < c < 1, got %g", o.Confidence)
 	case o.MinEffect < 0 || o.MagnitudeTolerance < 0:
 		return traces.OptionErrorf("validate", "Options.MinEffect, Options.MagnitudeTolerance", "want >= 0")
-	case o.Explain != "" && !slices.Contains(ExplainModes, o.Explain):
+	case o.MaxLateness < 0:
+		return traces.OptionErrorf("validate", "Options.MaxLateness", "want >= 0, got %v", o.MaxLateness)
+	case !slices.Contains(ExplainModes, o.Explain):
 		return traces.OptionErrorf("validate", "Options.Explain", "want one of %s, got %q", strings.Join(ExplainModes, ", "), o.Explain)
+	case o.CombinationBudget < 0:
+		return traces.OptionErrorf("validate", "Options.CombinationBudget", "want >= 0 (0: no search), got %d", o.CombinationBudget)
 	}
-	return nil
+	return o.Replay.ValidateWithoutURL()
 }
 
 // Run validates the synthetic workload's conclusions against the real
@@ -237,7 +243,6 @@ func (o *Options) Validate() error {
 // later stops the validation with an error that names it (and the results
 // already written to OutDir, if any, stay).
 func Run(ctx context.Context, real, synthetic Workload, o Options) (*Result, error) {
-	o = o.WithDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package validate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -50,7 +51,7 @@ func workloads(n int, rate float64) (real, syn Workload) {
 func runLogged(t *testing.T, n int, rate float64, specs ...string) *Result {
 	t.Helper()
 	real, syn := workloads(n, rate)
-	res, err := Run(context.Background(), real, syn, Options{Targets: targets(t, specs...)})
+	res, err := Run(context.Background(), real, syn, targeted(t, specs...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestDeterministic(t *testing.T) {
 	real, syn := workloads(200, 8)
 	var out [2]string
 	for i := range out {
-		o := Options{Targets: targets(t, "a=sim", "b=sim:max-num-seqs=8")}
+		o := targeted(t, "a=sim", "b=sim:max-num-seqs=8")
 		res, err := Run(context.Background(), real, syn, o)
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +189,7 @@ func TestBadInput(t *testing.T) {
 		{"goodput without an SLO", []string{"a=sim", "b=sim"}, "goodput", "goodput needs Options.SLO"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{Targets: targets(t, tc.targets...)}
+			o := targeted(t, tc.targets...)
 			if tc.metrics != "" {
 				o.Metrics, _ = ParseMetrics(tc.metrics)
 			}
@@ -220,8 +221,9 @@ func TestParseTarget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseTarget(tc.in, sim.DefaultOptions())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("ParseTarget(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+			var oe *traces.OptionError
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &oe) || oe.Option != "Options.Targets" {
+				t.Fatalf("ParseTarget(%q) = %v, want an option error on Options.Targets containing %q", tc.in, err, tc.want)
 			}
 		})
 	}
@@ -316,10 +318,7 @@ func TestReplayedTargets(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var log bytes.Buffer
-	o := Options{
-		Targets:  targets(t, "a="+srv.URL, "b=sim:max-num-seqs=4"),
-		Realtime: true, OutDir: dir, Log: &log,
-	}
+	o := with(targeted(t, "a="+srv.URL, "b=sim:max-num-seqs=4"), func(o *Options) { o.Realtime = true; o.OutDir = dir; o.Log = &log })
 	o.Replay.Model = so.Model
 	o.Replay.NoPreflight = true
 	res, err := Run(context.Background(), real, syn, o)
@@ -352,7 +351,7 @@ func TestSimTargetTakesLongestRequest(t *testing.T) {
 	w.Records[1].InputTokens, w.Records[1].OutputTokens = 9000, 8
 	w = loaded(t, w)
 	tg := targets(t, "a=sim")[0]
-	o := Options{}.WithDefaults()
+	o := DefaultOptions()
 	o.Replay.NoPreflight = true
 	var recs []traces.Record
 	if _, err := simulate(context.Background(), w, tg, &o, "offline", func(r *traces.Record) { recs = append(recs, *r) }); err != nil {
@@ -388,7 +387,7 @@ func TestWorkloadFromSourceIsWorkloadInMemory(t *testing.T) {
 	}
 	var out [2]string
 	for k, w := range []Workload{real, {Name: "real", Source: func() (traces.Reader, error) { return traces.Open(file) }}} {
-		res, err := Run(context.Background(), w, syn, Options{Targets: targets(t, "a=sim", "b=sim:prefix-caching=false"), Explain: ExplainNone})
+		res, err := Run(context.Background(), w, syn, with(targeted(t, "a=sim", "b=sim:prefix-caching=false"), func(o *Options) { o.Explain = ExplainNone }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +404,7 @@ func TestWorkloadFromSourceIsWorkloadInMemory(t *testing.T) {
 // the target's queue, and the simulation holds the queue in memory.
 func TestOverloadedTargetWarns(t *testing.T) {
 	real, syn := workload("real", 1500, 3000, false, 1), workload("synthetic", 1500, 3, false, 2)
-	res, err := Run(context.Background(), real, syn, Options{Targets: targets(t, "a=sim", "b=sim:max-num-seqs=8"), Explain: ExplainNone})
+	res, err := Run(context.Background(), real, syn, with(targeted(t, "a=sim", "b=sim:max-num-seqs=8"), func(o *Options) { o.Explain = ExplainNone }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,13 +12,14 @@ package main
 
 import (
 	"bufio"
-	"container/heap"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/minheap"
 )
 
 type call struct {
@@ -37,25 +38,16 @@ type session struct {
 	left int     // calls not yet written
 }
 
-type callHeap []*call
-
-func (h callHeap) Len() int { return len(h) }
-func (h callHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// callFirst orders the calls by their time, then session and index.
+func callFirst(a, b **call) bool {
+	x, y := *a, *b
+	if x.at != y.at {
+		return x.at < y.at
 	}
-	if h[i].sess.id != h[j].sess.id {
-		return h[i].sess.id < h[j].sess.id
+	if x.sess.id != y.sess.id {
+		return x.sess.id < y.sess.id
 	}
-	return h[i].idx < h[j].idx
-}
-func (h callHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *callHeap) Push(x any)   { *h = append(*h, x.(*call)) }
-func (h *callHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+	return x.idx < y.idx
 }
 
 func main() {
@@ -68,7 +60,7 @@ func main() {
 	rng := rand.New(rand.NewPCG(*seed, 11))
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	defer w.Flush()
-	var h callHeap
+	var h []*call // a min-heap by callFirst
 	var seq int64
 	var line []byte
 	emit := func(c *call) {
@@ -116,7 +108,7 @@ func main() {
 		at := int64(start * 1e9)
 		// Everything before this session's start is final: write it.
 		for len(h) > 0 && h[0].at < at {
-			emit(heap.Pop(&h).(*call))
+			emit(minheap.Pop(&h, callFirst))
 		}
 		s := &session{id: id}
 		var cs []*call
@@ -152,11 +144,11 @@ func main() {
 		s.seqs = make([]int64, len(cs))
 		s.left = len(cs)
 		for _, c := range cs {
-			heap.Push(&h, c)
+			minheap.Push(&h, c, callFirst)
 		}
 	}
 	for len(h) > 0 {
-		emit(heap.Pop(&h).(*call))
+		emit(minheap.Pop(&h, callFirst))
 	}
 	fmt.Fprintf(os.Stderr, "agentic: %d sessions, %d calls\n", *n, seq)
 }

@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/tokentrace/tokentrace/replay"
 )
 
 func main() {
@@ -103,18 +105,6 @@ func main() {
 	if *sleep {
 		name = "floor-wake"
 	}
-	fmt.Printf("%-10s p50 %s  p99 %s  max %s\n", name, fmtDur(q(0.5)), fmtDur(q(0.99)), fmtDur(late[len(late)-1]))
+	fmt.Printf("%-10s p50 %s  p99 %s  max %s\n", name, replay.FormatDuration(q(0.5)), replay.FormatDuration(q(0.99)), replay.FormatDuration(late[len(late)-1]))
 	fmt.Fprintf(os.Stderr, "clockfloor: %d deadlines at %.0f/s over %v, %s, %.1f µs of CPU per deadline\n", n, *rate, *duration, class, float64(cpu)/1e3/float64(n))
-}
-
-// fmtDur formats as the replay's summary does.
-func fmtDur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2fs", d.Seconds())
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/1e6)
-	default:
-		return fmt.Sprintf("%.0fµs", float64(d)/1e3)
-	}
 }

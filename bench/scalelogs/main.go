@@ -12,13 +12,14 @@ package main
 
 import (
 	"bufio"
-	"container/heap"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/minheap"
 )
 
 type conv struct {
@@ -31,19 +32,9 @@ type conv struct {
 	history []byte // the messages so far, as JSON array elements
 }
 
-type convHeap []*conv
-
-func (h convHeap) Len() int { return len(h) }
-func (h convHeap) Less(i, j int) bool {
-	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].id < h[j].id
-}
-func (h convHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *convHeap) Push(x any)   { *h = append(*h, x.(*conv)) }
-func (h *convHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return c
+// convFirst orders the conversations by their next turn's time, then id.
+func convFirst(a, b **conv) bool {
+	return (*a).at < (*b).at || (*a).at == (*b).at && (*a).id < (*b).id
 }
 
 var syllables = []string{"ka", "lo", "mi", "ru", "sen", "ta", "vo", "zel", "pri", "dun", "ha", "qe", "nor", "bi", "fle", "gu"}
@@ -77,7 +68,7 @@ func main() {
 	start := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	defer w.Flush()
-	h := &convHeap{}
+	var h []*conv // a min-heap by convFirst
 	// New conversations arrive as a Poisson process; with about 2.5 turns
 	// each, the request rate is about rate.
 	newRate := *rate / 2.5
@@ -85,13 +76,13 @@ func main() {
 	ids := 0
 	var line []byte
 	for written := int64(0); written < *n; written++ {
-		for h.Len() == 0 || next <= (*h)[0].at {
+		for len(h) == 0 || next <= h[0].at {
 			ids++
 			c := &conv{at: next, id: ids, cat: rng.IntN(len(systems)), turns: 1 + rng.IntN(4), session: rng.IntN(2) == 0}
-			heap.Push(h, c)
+			minheap.Push(&h, c, convFirst)
 			next += int64(rng.ExpFloat64() / newRate * 1e9)
 		}
-		c := (*h)[0]
+		c := h[0]
 		// The user's turn.
 		if len(c.history) > 0 {
 			c.history = append(c.history, ',')
@@ -150,10 +141,10 @@ func main() {
 		}
 		c.turn++
 		if c.turn >= c.turns {
-			heap.Pop(h)
+			minheap.Pop(&h, convFirst)
 			continue
 		}
 		c.at += int64((2 + rng.Float64()*20) * 1e9)
-		heap.Fix(h, 0)
+		minheap.Down(h, 0, convFirst)
 	}
 }

@@ -5,6 +5,14 @@
 // sysmon, in a system call), grouped by cause, with the stop-the-world
 // phases that overlapped them.
 //
+// First it prints the dispatcher's scheduling delay: the time it was
+// runnable and waited for a P (what `go tool trace -pprof=sched` charges
+// to its stacks), in all and per 4 s of the traced span, by what made it
+// runnable (preempted by the runtime, its own yield, woken from a wait,
+// back from a system call without a P), and how many times it came back
+// on another OS thread than the one it left; from its first event until
+// sending is over (it waits for the last responses).
+//
 //	go run ./bench/stalls run.trace
 //	go run ./bench/stalls -min 0.5ms -top 10 run.trace
 //
@@ -30,6 +38,7 @@ var header = regexp.MustCompile(`^M=(-?\d+) P=(-?\d+) G=(-?\d+) (\w+) Time=(\d+)
 
 type event struct {
 	t     int64
+	m     string // the OS thread that emitted it
 	g     string // the goroutine running when it was emitted
 	kind  string
 	rest  string
@@ -58,7 +67,93 @@ func main() {
 		fmt.Fprintln(os.Stderr, "stalls: no goroutine runs replay's dispatch loop in", flag.Arg(0))
 		os.Exit(1)
 	}
+	schedDelay(evs, d)
 	report(evs, d, *minGap, *top)
+}
+
+// schedDelay prints the dispatcher goroutine d's time runnable, by what
+// made it runnable, and its thread changes.
+func schedDelay(evs []event, d string) {
+	mark := "GoID=" + d + " "
+	type agg struct {
+		n          int
+		sum, worst int64
+	}
+	by := map[string]*agg{}
+	var keys []string
+	var from, first, last, total int64
+	why, lastM := "", ""
+	moves := 0
+	for _, e := range evs {
+		if e.kind != "StateTransition" || !strings.HasPrefix(e.rest, mark) {
+			continue
+		}
+		if first == 0 {
+			first = e.t
+		}
+		last = e.t
+		if draining(e.stack) {
+			break // sending is over: the rest is waiting for responses
+		}
+		fromTo, reason, _ := strings.Cut(strings.TrimPrefix(e.rest, mark), " Reason=")
+		was, to, _ := strings.Cut(fromTo, "->")
+		switch {
+		case to == "Runnable":
+			from = e.t
+			switch r := strings.Trim(reason, `"`); {
+			case was == "Running" && r == "runtime.Gosched":
+				why = "its own yield (runtime.Gosched)"
+			case was == "Running":
+				why = "preempted (" + r + ")"
+			case was == "Syscall":
+				why = "back from a system call without a P"
+			default:
+				why = "woken from a wait"
+			}
+		case to == "Running" && from != 0:
+			a := by[why]
+			if a == nil {
+				a = &agg{}
+				by[why] = a
+				keys = append(keys, why)
+			}
+			a.n++
+			a.sum += e.t - from
+			a.worst = max(a.worst, e.t-from)
+			total += e.t - from
+			from = 0
+		}
+		if to == "Running" || to == "Syscall" {
+			if lastM != "" && e.m != lastM {
+				moves++
+			}
+			lastM = e.m
+		}
+	}
+	span := float64(last-first) / 1e9
+	per4 := 0.0
+	if span > 0 {
+		per4 = float64(total) / 1e6 * 4 / span
+	}
+	fmt.Printf("dispatcher goroutine %s: scheduling delay %.2f ms over %.2f s of sending (%.2f ms per 4 s); on another thread %d times\n", d, float64(total)/1e6, span, per4, moves)
+	sort.Slice(keys, func(i, j int) bool { return by[keys[i]].sum > by[keys[j]].sum })
+	fmt.Printf("%6s %10s %10s  %s\n", "count", "max_ms", "total_ms", "made runnable by")
+	for _, k := range keys {
+		a := by[k]
+		fmt.Printf("%6d %10.3f %10.2f  %s\n", a.n, float64(a.worst)/1e6, float64(a.sum)/1e6, k)
+	}
+	fmt.Println()
+}
+
+// draining tells whether stack is the dispatcher's after sending, waiting
+// for the responses in flight.
+func draining(stack []string) bool {
+	for _, f := range stack {
+		if strings.Contains(f, "drainLoop") {
+			return true
+		}
+	}
+	return false
 }
 
 func parse(path string) ([]event, error) {
@@ -78,7 +173,7 @@ func parse(path string) ([]event, error) {
 		line := sc.Text()
 		if m := header.FindStringSubmatch(line); m != nil {
 			t, _ := strconv.ParseInt(m[5], 10, 64)
-			evs = append(evs, event{t: t, g: m[3], kind: m[4], rest: strings.TrimSpace(m[6])})
+			evs = append(evs, event{t: t, m: m[1], g: m[3], kind: m[4], rest: strings.TrimSpace(m[6])})
 			continue
 		}
 		// Stack frames: "\tfunc @ 0x..." then "\t\tfile:line".

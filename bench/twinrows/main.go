@@ -40,7 +40,7 @@ func run(n int, rate float64, config, out string) error {
 		return err
 	}
 	batch := make([]traces.Record, 0, 4096)
-	_, err = twin.Predict(context.Background(), o, trace(n, rate), twin.PredictOptions{Run: "measured"}, func(r traces.Record) error {
+	_, err = twin.Predict(context.Background(), o, trace(n, rate), measuredRun(), func(r traces.Record) error {
 		batch = append(batch, r.Clone())
 		if len(batch) == cap(batch) {
 			_, err := w.Write(batch)
@@ -79,4 +79,12 @@ func trace(n int, rate float64) iter.Seq2[traces.Record, error] {
 			}
 		}
 	}
+}
+
+// measuredRun are the prediction's options with its rows labelled as a
+// measured run's.
+func measuredRun() twin.PredictOptions {
+	po := twin.DefaultPredictOptions()
+	po.Run = "measured"
+	return po
 }

@@ -9,6 +9,9 @@
 // began instead gave negative lateness when vegeta's first hit was late
 // and the pacer caught up.
 //
+// Its second line counts the sends late by more than -over and the
+// episodes they formed, as bench/episodes does for tokentrace's results.
+//
 //	vegeta encode -to json results.bin | vegetalate -rate 1000
 package main
 
@@ -21,10 +24,14 @@ import (
 	"os"
 	"sort"
 	"time"
+
+	"github.com/tokentrace/tokentrace/bench/internal/episode"
 )
 
 func main() {
 	rate := flag.Float64("rate", 0, "constant attack rate (requests/s)")
+	over := flag.Duration("over", 500*time.Microsecond, "a send later than this is late (the episodes line)")
+	gap := flag.Duration("gap", 5*time.Millisecond, "late sends scheduled closer than this share an episode")
 	flag.Parse()
 	if *rate <= 0 {
 		log.Fatal("vegetalate: -rate is required")
@@ -56,10 +63,13 @@ func main() {
 		}
 	}
 	late := make([]time.Duration, len(ts))
+	sends := make([]episode.Send, len(ts))
 	for i, t := range ts {
 		late[i] = t.Sub(began.Add(due(i)))
+		sends[i] = episode.Send{Scheduled: due(i), Late: late[i]}
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	p := func(q float64) time.Duration { return late[int(q*float64(len(late)-1))] }
 	fmt.Printf("requests %d codes %v\nlateness p50 %v p99 %v max %v\n", len(ts), codes, p(0.5), p(0.99), late[len(late)-1])
+	fmt.Println(episode.Find(sends, *over, *gap))
 }

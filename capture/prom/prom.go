@@ -18,7 +18,6 @@
 package prom
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,41 +61,52 @@ const (
 	PrefillRole = fleetseries.PrefillRole
 )
 
-// Options say which Prometheus to ask and for what.
+// Options say which Prometheus to ask and for what. Start from
+// DefaultOptions: a field's zero is a value of its own, never its default.
 type Options struct {
 	// URL is the Prometheus base URL (http://prometheus:9090). Required;
-	// credentials in it are refused (use the *File options).
+	// credentials in it are refused (use the *File options). Defaults to
+	// "".
 	URL string
-	// Start is the wall time of the trace's arrival offset 0; Duration is
-	// the window length. Required.
-	Start    time.Time
+	// Start is the wall time of the trace's arrival offset 0. Required.
+	// Defaults to the zero time.
+	Start time.Time
+	// Duration is the window length. Required. Defaults to 0.
 	Duration time.Duration
-	// Step is the resolution of the series (default DefaultStep); rates and
-	// means are taken over one step.
+	// Step is the resolution of the series (whole seconds); rates and
+	// means are taken over one step. Defaults to DefaultStep.
 	Step time.Duration
 	// Selector holds extra label matchers for every series, e.g.
-	// `job="vllm",model_name="llama"` (default "": all series).
+	// `job="vllm",model_name="llama"` ("": all series). Defaults to "".
 	Selector string
-	// InstanceLabel is the label that tells the servers apart (default
-	// DefaultInstanceLabel, "instance"). Replicas scraped through one
-	// endpoint (tokentrace sim's fleet) or known by their pod name are
-	// told apart by another, e.g. "pod".
+	// InstanceLabel is the label that tells the servers apart. Replicas
+	// scraped through one endpoint (tokentrace sim's fleet) or known by
+	// their pod name are told apart by another, e.g. "pod". Defaults to
+	// DefaultInstanceLabel ("instance").
 	InstanceLabel string
 	// RoleLabel is the label holding each server's role in a fleet, e.g.
 	// "role", or llm-d's pod label llm-d.ai/role where the scrape
 	// configuration copies it onto the series (as "llm_d_ai_role", say);
-	// default "": no roles. A role label that no series carries is an
-	// error (ErrLabel) listing the labels the series have.
+	// "": no roles. A role label that no series carries is an error
+	// (ErrLabel) listing the labels the series have. Defaults to "".
 	RoleLabel string
 	// BearerTokenFile and BasicAuthFile ("user:password") hold credentials;
-	// their contents never appear in errors or logs (default: none).
+	// their contents never appear in errors or logs. Default to "" (none).
 	BearerTokenFile, BasicAuthFile string
-	// Timeout bounds each query (default DefaultTimeout); a failed query is
-	// retried Retries times (default DefaultRetries) with a short backoff.
+	// Timeout bounds each query (> 0). Defaults to DefaultTimeout.
 	Timeout time.Duration
+	// Retries is how many times a failed query is retried, with a short
+	// backoff (0: never). Defaults to DefaultRetries.
 	Retries int
-	// Client is the HTTP client (default http.DefaultClient's transport).
+	// Client is the HTTP client (nil: http.DefaultClient's transport).
+	// Defaults to nil.
 	Client *http.Client
+}
+
+// DefaultOptions returns every option's default, the values the field docs
+// name; set URL, Start and Duration before use.
+func DefaultOptions() Options {
+	return Options{Step: DefaultStep, InstanceLabel: DefaultInstanceLabel, Timeout: DefaultTimeout, Retries: DefaultRetries}
 }
 
 // Result is the fetched series.
@@ -233,21 +243,6 @@ func sglangGauge(name, sel string) string {
 	return name + "{" + sel + "}"
 }
 
-func (o *Options) defaults() {
-	if o.Step == 0 {
-		o.Step = DefaultStep
-	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.Retries == 0 {
-		o.Retries = DefaultRetries
-	}
-	if o.InstanceLabel == "" {
-		o.InstanceLabel = DefaultInstanceLabel
-	}
-}
-
 // labelName is Prometheus' label name syntax.
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
@@ -270,11 +265,15 @@ func (o *Options) Validate() error {
 		return optionErr("Options.Step", "want whole seconds ≥ 1s, got %v", o.Step)
 	case o.Duration/o.Step > 11000:
 		return optionErr("Options.Step", "%v over %v is more than Prometheus' 11,000 points per series; use a larger step", o.Step, o.Duration)
-	case o.InstanceLabel != "" && !labelName.MatchString(o.InstanceLabel):
+	case o.Timeout <= 0:
+		return optionErr("Options.Timeout", "want > 0, got %v", o.Timeout)
+	case o.Retries < 0:
+		return optionErr("Options.Retries", "want >= 0, got %d", o.Retries)
+	case !labelName.MatchString(o.InstanceLabel):
 		return optionErr("Options.InstanceLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.InstanceLabel)
 	case o.RoleLabel != "" && !labelName.MatchString(o.RoleLabel):
 		return optionErr("Options.RoleLabel", "%q is not a Prometheus label name (letters, digits and _; a Kubernetes pod label such as llm-d.ai/role reaches the series only as the name the scrape configuration gives it)", o.RoleLabel)
-	case o.RoleLabel != "" && o.RoleLabel == cmp.Or(o.InstanceLabel, DefaultInstanceLabel):
+	case o.RoleLabel != "" && o.RoleLabel == o.InstanceLabel:
 		return optionErr("Options.RoleLabel", "%q is also %w: one label cannot name both a replica and its pool", o.RoleLabel, traces.OptionRef("Options.InstanceLabel"))
 	}
 	return nil
@@ -349,7 +348,6 @@ func (o *Options) transport() (http.RoundTripper, error) {
 // the result holds the pooled rows (Instance "") and then each instance's
 // rows; missing metrics, gaps and resets are counted on the pooled series.
 func Fetch(ctx context.Context, o Options) (*Result, error) {
-	o.defaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -361,117 +359,160 @@ func Fetch(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prom: %s: %w", redactURL(o.URL), err)
 	}
-	papi := v1.NewAPI(client)
 	n := int(o.Duration/o.Step) + 1
-	res := &Result{Steps: n}
-	newRows := func(instance string) []traces.MetricsSample {
-		rows := make([]traces.MetricsSample, n)
-		for i := range rows {
-			s := traces.NewMetricsSample(int64(i) * int64(o.Step))
-			if i > 0 {
-				s.IntervalNs = int64(o.Step)
-			}
-			s.Instance = instance
-			rows[i] = s
-		}
-		return rows
-	}
-	r := v1.Range{Start: o.Start, End: o.Start.Add(time.Duration(n-1) * o.Step), Step: o.Step}
-	if err := o.instances(ctx, papi, r, res); err != nil {
+	f := &fetch{o: &o, papi: v1.NewAPI(client), n: n, res: &Result{Steps: n},
+		r: v1.Range{Start: o.Start, End: o.Start.Add(time.Duration(n-1) * o.Step), Step: o.Step}}
+	if err := o.instances(ctx, f.papi, f.r, f.res); err != nil {
 		return nil, err
 	}
-	rows := map[string][]traces.MetricsSample{"": newRows("")}
-	perInstance := len(res.Instances) > 1
-	if perInstance {
-		for _, in := range res.Instances {
-			rows[in] = newRows(in)
-			for i := range rows[in] {
-				rows[in][i].Role = res.Roles[in]
-			}
-		}
-	}
-	// Under disaggregation a request finishes on a prefill replica, then
-	// on the decode replica that answers it: the pooled per-request counts
-	// leave the prefill pool's out, so each request counts once.
-	var outOfPool func(model.Metric) bool
-	if o.RoleLabel != "" && fleetseries.Disaggregated(res.Roles) {
-		outOfPool = func(m model.Metric) bool {
-			return !fleetseries.CountsInPool(string(m[model.LabelName(o.RoleLabel)]), true)
-		}
-	}
+	f.perInstance = len(f.res.Instances) > 1
+	rows := f.newRows()
+	f.setOutOfPool()
 	required := 0
 	for _, c := range columns() {
 		if !c.optional {
 			required++
 		}
-		var vals map[string][]float64 // by instance ("" pooled), per step; NaN = no data
-		var err error
-		if c.gauge != nil {
-			vals, err = o.gaugeValues(ctx, papi, c.agg, c.gauge, perInstance, r, n, res)
-		} else {
-			var idx int
-			skip := outOfPool
-			if !c.perRequest || c.den != nil {
-				skip = nil // a sum over every replica (a mean's numerator: the time on both pools)
-			}
-			vals, idx, err = o.counterValues(ctx, papi, c.num, skip, r, n, res)
-			if err == nil && vals != nil && c.den != nil {
-				var den map[string][]float64
-				skip = outOfPool
-				if !c.perRequest {
-					skip = nil
-				}
-				if den, _, err = o.counterValues(ctx, papi, c.den[idx:idx+1], skip, r, n, res); err == nil {
-					for k, v := range vals {
-						divide(v, den[k], c.perRequest)
-					}
-				}
-			}
-		}
+		vals, err := f.values(ctx, c)
 		if err != nil {
 			return nil, err
 		}
 		if vals[""] == nil {
 			if c.optional {
-				res.NotExported = append(res.NotExported, c.name)
+				f.res.NotExported = append(f.res.NotExported, c.name)
 			} else {
-				res.Missing = append(res.Missing, c.name)
+				f.res.Missing = append(f.res.Missing, c.name)
 			}
 			continue
 		}
-		for key, rs := range rows {
-			for i, v := range vals[key] {
-				switch {
-				case math.IsNaN(v):
-					if key == "" && !c.optional && (i > 0 || c.gauge != nil) { // a counter has no increase at the first step
-						res.Gaps++
-					}
-				case math.IsInf(v, 0):
-					// a ratio over zero events stays NotReported
-				default:
-					if c.scale != 0 {
-						v *= c.scale
-					}
-					c.set(&rs[i], v)
+		f.fill(rows, c, vals)
+	}
+	if len(f.res.Missing) == required {
+		return nil, f.noSeries()
+	}
+	f.res.Samples = rows[""]
+	if f.perInstance {
+		for _, in := range f.res.Instances {
+			f.res.Samples = append(f.res.Samples, rows[in]...)
+		}
+	}
+	return f.res, nil
+}
+
+// fetch is one Fetch: the window's range of n steps and what it has
+// found so far.
+type fetch struct {
+	o           *Options
+	papi        v1.API
+	r           v1.Range
+	n           int
+	res         *Result
+	perInstance bool
+	// outOfPool, under disaggregation, tells the series that the pooled
+	// per-request counts leave out (nil: none).
+	outOfPool func(model.Metric) bool
+}
+
+// newRows are the window's empty rows: the pooled series (key "") and,
+// with several instances, each instance's with its role.
+func (f *fetch) newRows() map[string][]traces.MetricsSample {
+	series := func(instance string) []traces.MetricsSample {
+		rows := make([]traces.MetricsSample, f.n)
+		for i := range rows {
+			s := traces.NewMetricsSample(int64(i) * int64(f.o.Step))
+			if i > 0 {
+				s.IntervalNs = int64(f.o.Step)
+			}
+			s.Instance = instance
+			if instance != "" {
+				s.Role = f.res.Roles[instance]
+			}
+			rows[i] = s
+		}
+		return rows
+	}
+	rows := map[string][]traces.MetricsSample{"": series("")}
+	if f.perInstance {
+		for _, in := range f.res.Instances {
+			rows[in] = series(in)
+		}
+	}
+	return rows
+}
+
+// setOutOfPool: under disaggregation a request finishes on a prefill
+// replica, then on the decode replica that answers it: the pooled
+// per-request counts leave the prefill pool's out, so each request counts
+// once.
+func (f *fetch) setOutOfPool() {
+	if f.o.RoleLabel != "" && fleetseries.Disaggregated(f.res.Roles) {
+		role := model.LabelName(f.o.RoleLabel)
+		f.outOfPool = func(m model.Metric) bool {
+			return !fleetseries.CountsInPool(string(m[role]), true)
+		}
+	}
+}
+
+// values are column c's values by instance ("" pooled), per step (NaN =
+// no data): a gauge's, a counter's increase, or a ratio of two counters'
+// increases (the numerator summed over every replica: a mean's time is
+// spent on both pools).
+func (f *fetch) values(ctx context.Context, c column) (map[string][]float64, error) {
+	if c.gauge != nil {
+		return f.o.gaugeValues(ctx, f.papi, c.agg, c.gauge, f.perInstance, f.r, f.n, f.res)
+	}
+	skip := f.outOfPool
+	if !c.perRequest || c.den != nil {
+		skip = nil
+	}
+	vals, idx, err := f.o.counterValues(ctx, f.papi, c.num, skip, f.r, f.n, f.res)
+	if err != nil || vals == nil || c.den == nil {
+		return vals, err
+	}
+	skip = f.outOfPool
+	if !c.perRequest {
+		skip = nil
+	}
+	den, _, err := f.o.counterValues(ctx, f.papi, c.den[idx:idx+1], skip, f.r, f.n, f.res)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range vals {
+		divide(v, den[k], c.perRequest)
+	}
+	return vals, nil
+}
+
+// fill sets column c of rows from vals, counting the pooled series' gaps.
+func (f *fetch) fill(rows map[string][]traces.MetricsSample, c column, vals map[string][]float64) {
+	for key, rs := range rows {
+		for i, v := range vals[key] {
+			switch {
+			case math.IsNaN(v):
+				if key == "" && !c.optional && (i > 0 || c.gauge != nil) { // a counter has no increase at the first step
+					f.res.Gaps++
 				}
+			case math.IsInf(v, 0):
+				// a ratio over zero events stays NotReported
+			default:
+				if c.scale != 0 {
+					v *= c.scale
+				}
+				c.set(&rs[i], v)
 			}
 		}
 	}
-	if len(res.Missing) == required {
-		sel := "no selector"
-		if o.Selector != "" {
-			sel = "selector " + o.Selector
-		}
-		return nil, fmt.Errorf("prom: %w at %s for %s–%s (%s): the window is outside Prometheus' retention, or the selector or job matches no vLLM or SGLang server",
-			ErrNoSeries, redactURL(o.URL), r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), sel)
+}
+
+// noSeries is the ErrNoSeries of a window where no required column has
+// a series.
+func (f *fetch) noSeries() error {
+	sel := "no selector"
+	if f.o.Selector != "" {
+		sel = "selector " + f.o.Selector
 	}
-	res.Samples = rows[""]
-	if perInstance {
-		for _, in := range res.Instances {
-			res.Samples = append(res.Samples, rows[in]...)
-		}
-	}
-	return res, nil
+	return fmt.Errorf("prom: %w at %s for %s–%s (%s): the window is outside Prometheus' retention, or the selector or job matches no vLLM or SGLang server",
+		ErrNoSeries, redactURL(f.o.URL), f.r.Start.UTC().Format(time.RFC3339), f.r.End.UTC().Format(time.RFC3339), sel)
 }
 
 // instances fills res.Instances (and res.Roles with a role label) from

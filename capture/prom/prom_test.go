@@ -69,7 +69,7 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 	const n = 60
 	load(t, srv.URL, n, 4*time.Second)
 	time.Sleep(5 * time.Second) // the last scrapes after the load, past the window
-	res, err := Fetch(ctx, Options{URL: promURL, Start: start, Duration: 8 * time.Second, Step: time.Second})
+	res, err := Fetch(ctx, with(DefaultOptions(), func(o *Options) { o.URL = promURL; o.Start = start; o.Duration = 8 * time.Second; o.Step = time.Second }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,12 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 
 	// With one metric absent, the rest still comes back and the absent
 	// one is named, its column not reported (never zero).
-	part, err := Fetch(ctx, Options{URL: partialURL, Start: start, Duration: 8 * time.Second, Step: time.Second})
+	part, err := Fetch(ctx, with(DefaultOptions(), func(o *Options) {
+		o.URL = partialURL
+		o.Start = start
+		o.Duration = 8 * time.Second
+		o.Step = time.Second
+	}))
 	if err != nil {
 		t.Fatalf("partial series: %v", err)
 	}
@@ -129,13 +134,31 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 		want []string
 	}{
 		{"a window outside the retention (before this Prometheus existed) names the window and the likely reasons",
-			Options{URL: promURL, Start: start.Add(-2 * time.Hour), Duration: time.Minute, Step: time.Second},
+			with(DefaultOptions(), func(o *Options) {
+				o.URL = promURL
+				o.Start = start.Add(-2 * time.Hour)
+				o.Duration = time.Minute
+				o.Step = time.Second
+			}),
 			[]string{"no vLLM or SGLang series", start.Add(-2 * time.Hour).UTC().Format(time.RFC3339), "retention"}},
 		{"a selector that matches nothing is named",
-			Options{URL: promURL, Start: start, Duration: 8 * time.Second, Step: time.Second, Selector: `job="nope"`},
+			with(DefaultOptions(), func(o *Options) {
+				o.URL = promURL
+				o.Start = start
+				o.Duration = 8 * time.Second
+				o.Step = time.Second
+				o.Selector = `job="nope"`
+			}),
 			[]string{"no vLLM or SGLang series", `job="nope"`}},
 		{"a URL that is not a Prometheus (the simulator) names the server and the query",
-			Options{URL: srv.URL, Start: start, Duration: 8 * time.Second, Step: time.Second, Retries: 1, Timeout: time.Second},
+			with(DefaultOptions(), func(o *Options) {
+				o.URL = srv.URL
+				o.Start = start
+				o.Duration = 8 * time.Second
+				o.Step = time.Second
+				o.Retries = 1
+				o.Timeout = time.Second
+			}),
 			[]string{strings.TrimPrefix(srv.URL, "http://"), "query", "not as Prometheus' HTTP API"}},
 	} {
 		_, err := Fetch(ctx, c.o)
@@ -153,7 +176,14 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 
 	// A Prometheus that went away: the error names it and what failed.
 	promtest.Stop(partialURL)
-	if _, err := Fetch(ctx, Options{URL: partialURL, Start: start, Duration: 8 * time.Second, Step: time.Second, Retries: 1, Timeout: time.Second}); err == nil ||
+	if _, err := Fetch(ctx, with(DefaultOptions(), func(o *Options) {
+		o.URL = partialURL
+		o.Start = start
+		o.Duration = 8 * time.Second
+		o.Step = time.Second
+		o.Retries = 1
+		o.Timeout = time.Second
+	})); err == nil ||
 		!strings.Contains(err.Error(), strings.TrimPrefix(partialURL, "http://")) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("stopped Prometheus: error %v, want one naming %s and the refused connection", err, partialURL)
 	} else {
@@ -164,7 +194,14 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 	// appears in it.
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("s3cret-token\n"), 0o600)
-	_, err = Fetch(ctx, Options{URL: "http://127.0.0.1:1", Start: start, Duration: time.Minute, BearerTokenFile: tok, Retries: 1, Timeout: time.Second})
+	_, err = Fetch(ctx, with(DefaultOptions(), func(o *Options) {
+		o.URL = "http://127.0.0.1:1"
+		o.Start = start
+		o.Duration = time.Minute
+		o.BearerTokenFile = tok
+		o.Retries = 1
+		o.Timeout = time.Second
+	}))
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("stopped Prometheus: error %v", err)
 	}
@@ -172,7 +209,12 @@ func TestFetchFromRealPrometheus(t *testing.T) {
 
 // TestValidate names the option at fault, in a *traces.OptionError.
 func TestValidate(t *testing.T) {
-	ok := Options{URL: "http://p:9090", Start: time.Unix(1, 0), Duration: time.Minute, Step: time.Second}
+	ok := with(DefaultOptions(), func(o *Options) {
+		o.URL = "http://p:9090"
+		o.Start = time.Unix(1, 0)
+		o.Duration = time.Minute
+		o.Step = time.Second
+	})
 	for _, c := range []struct {
 		why    string
 		edit   func(o *Options)
@@ -186,6 +228,8 @@ func TestValidate(t *testing.T) {
 		{"too many points are refused", func(o *Options) { o.Duration = 24 * time.Hour }, "Options.Step", "11,000 points"},
 		{"a role label that is a Kubernetes pod label, not a series label, is refused", func(o *Options) { o.RoleLabel = "llm-d.ai/role" }, "Options.RoleLabel", `Options.RoleLabel: "llm-d.ai/role" is not a Prometheus label name`},
 		{"one label cannot name both a replica and its pool", func(o *Options) { o.InstanceLabel, o.RoleLabel = "pod", "pod" }, "Options.RoleLabel", "also Options.InstanceLabel"},
+		{"a zero timeout is a timeout, not the default", func(o *Options) { o.Timeout = 0 }, "Options.Timeout", "want > 0"},
+		{"an empty instance label is no label", func(o *Options) { o.InstanceLabel = "" }, "Options.InstanceLabel", "not a Prometheus label name"},
 	} {
 		o := ok
 		c.edit(&o)
@@ -260,7 +304,7 @@ func TestFetchSGLangNames(t *testing.T) {
 	promtest.WaitScrapes(t, promURL, 3)
 	start := time.Now().Truncate(time.Second)
 	time.Sleep(6 * time.Second)
-	res, err := Fetch(ctx, Options{URL: promURL, Start: start, Duration: 4 * time.Second, Step: time.Second})
+	res, err := Fetch(ctx, with(DefaultOptions(), func(o *Options) { o.URL = promURL; o.Start = start; o.Duration = 4 * time.Second; o.Step = time.Second }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +400,14 @@ func TestFetchFleetRoles(t *testing.T) {
 	const n = 40
 	load(t, srv.URL, n, 3*time.Second)
 	time.Sleep(5 * time.Second)
-	o := Options{URL: promURL, Start: start, Duration: 8 * time.Second, Step: time.Second, InstanceLabel: "pod", RoleLabel: "role"}
+	o := with(DefaultOptions(), func(o *Options) {
+		o.URL = promURL
+		o.Start = start
+		o.Duration = 8 * time.Second
+		o.Step = time.Second
+		o.InstanceLabel = "pod"
+		o.RoleLabel = "role"
+	})
 	res, err := Fetch(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +474,7 @@ func TestFetchFleetRoles(t *testing.T) {
 			func(o *Options) { o.InstanceLabel, o.RoleLabel = "kubernetes_pod_name", "" },
 			[]string{`instance label "kubernetes_pod_name"`, "is on none", "pod=decode-0"}},
 		{"an instance label under which one instance has two roles does not tell the replicas apart",
-			func(o *Options) { o.InstanceLabel = "" },
+			func(o *Options) { o.InstanceLabel = DefaultInstanceLabel },
 			[]string{`instance label "instance"`, "does not tell the replicas apart", `has "decode" and "prefill"`, "pod=decode-0"}},
 	} {
 		bad := o
@@ -466,4 +517,10 @@ func TestDividePerRequest(t *testing.T) {
 			}
 		}
 	}
+}
+
+// with is o changed by set: tests build options from DefaultOptions.
+func with[T any](o T, set func(*T)) T {
+	set(&o)
+	return o
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,7 +96,7 @@ a function of uncached prompt tokens). For the tail (--tail, on
 tail happened, the load around it, and a diagnosis in words.`
 
 func analyzeCommand() *cli.Command {
-	f := &analyzeFlags{o: analyze.DefaultOptions(), format: "text"}
+	f := &analyzeFlags{o: analyzeOptions(), format: "text"}
 	vd := analyze.DefaultVLLMOptions()
 	var capFlags capacityFlagValues
 	flags := append(f.common(),
@@ -106,11 +107,11 @@ func analyzeCommand() *cli.Command {
 		&cli.StringFlag{Name: "html", Usage: "write a self-contained HTML report with charts to this `FILE`", Destination: &f.html},
 		&cli.StringFlag{Name: "vllm-json", Usage: "write the JSON of vllm bench serve --save-result to this `FILE`", Destination: &f.vllmJSON},
 		&cli.StringFlag{Name: "percentile-metrics", Usage: "--format vllm / --vllm-json: metrics (" + strings.Join(analyze.VLLMMetrics, ",") + ")", Value: strings.Join(vd.PercentileMetrics, ","), Destination: &f.percentileMetrics},
-		&cli.StringFlag{Name: "metric-percentiles", Usage: "--format vllm / --vllm-json: percentiles, e.g. 50,90,99", Value: "99", Destination: &f.metricPercentiles},
-		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Destination: &f.maxConc},
+		&cli.StringFlag{Name: "metric-percentiles", Usage: "--format vllm / --vllm-json: percentiles, e.g. 50,90,99", Value: percentList(vd.MetricPercentiles), Destination: &f.metricPercentiles},
+		&cli.IntFlag{Name: "max-concurrency", Usage: "--format vllm: print this as the maximum request concurrency (0 = from the results' metadata, else omitted)", Value: vd.MaxConcurrency, Destination: &f.maxConc},
 		&cli.IntFlag{Name: "kv-blocks", Usage: "capacity in prefix blocks (the results' block size) of the LRU cache that gives the prefix-cache hit rate the trace implies, beside the server's (0 = unbounded)", Destination: &f.o.KVBlocks},
 		&cli.DurationFlag{Name: "session-idle", Usage: "a session ends this long after its last send or token (its makespan is then final)", Value: analyze.DefaultSessionIdle, Destination: &f.o.SessionIdle},
-		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Destination: &f.requestRate},
+		&cli.Float64Flag{Name: "request-rate", Usage: "--format vllm: print this as the configured request rate (0 = from the metadata, else omitted)", Value: vd.RequestRate, Destination: &f.requestRate},
 	)
 	flags = append(flags, capacityFlags(&capFlags)...) // runflags.go
 	return &cli.Command{
@@ -127,9 +128,6 @@ func analyzeCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := zeroTyped(c, "exact-rows"); err != nil {
-				return err
-			}
 			o, err := f.options()
 			if err != nil {
 				return err
@@ -140,7 +138,8 @@ func analyzeCommand() *cli.Command {
 			if !slices.Contains(analyzeFormats, f.format) {
 				return usageErrorf("--format %q: want one of %s", f.format, strings.Join(analyzeFormats, ", "))
 			}
-			vo := analyze.VLLMOptions{MaxConcurrency: f.maxConc, RequestRate: f.requestRate, Date: time.Now().UTC().Format("20060102-150405")}
+			vo := analyze.DefaultVLLMOptions()
+			vo.MaxConcurrency, vo.RequestRate, vo.Date = f.maxConc, f.requestRate, time.Now().UTC().Format("20060102-150405")
 			if vo.PercentileMetrics, err = analyze.ParseVLLMMetrics(f.percentileMetrics); err != nil {
 				return usageErrorf("--percentile-metrics: %w", err)
 			}
@@ -198,6 +197,15 @@ func analyzeCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// percentList is ps as --metric-percentiles takes them: "50,90,99".
+func percentList(ps []float64) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.FormatFloat(p, 'g', -1, 64)
+	}
+	return strings.Join(s, ",")
 }
 
 // analyzeError turns "nothing to analyze" into a plain failure with the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -12,17 +13,18 @@ import (
 
 // analyzeCompareCommand is analyze compare: two runs metric by metric.
 func analyzeCompareCommand() *cli.Command {
-	f := &analyzeFlags{o: analyze.DefaultOptions()}
+	f := &analyzeFlags{o: analyzeOptions()}
+	cd := analyze.DefaultCompareOptions()
 	flags := append(f.common(),
-		&cli.Uint64Flag{Name: "seed", Usage: "bootstrap seed", Value: analyze.DefaultSeed, Destination: &f.seed},
-		&cli.IntFlag{Name: "resamples", Usage: "bootstrap resamples", Value: analyze.DefaultResamples, Destination: &f.resamples},
-		&cli.Float64Flag{Name: "confidence", Usage: "confidence level of the intervals", Value: analyze.DefaultConfidence, Destination: &f.confidence},
-		&cli.IntFlag{Name: "max-sample", Usage: "values per side kept for the bootstrap (evenly spaced order statistics)", Value: analyze.DefaultMaxBootstrapSample, Destination: &f.compareMaxSample},
-		&cli.Float64Flag{Name: "threshold-pct", Usage: "relative change (%) under which metrics without an interval are unchanged", Value: 100 * analyze.DefaultRelativeThreshold, Destination: &f.compareThresholdPct},
-		&cli.StringFlag{Name: "mode", Usage: "change: B against the baseline A (better/worse); fidelity: does B (a synthetic run) reproduce A (the real one) (same/differs)", Value: analyze.ModeChange, Destination: &f.compareMode},
-		&cli.Float64Flag{Name: "practical-pct", Usage: "--mode fidelity: relative difference (%) under which a metric is the same even when its interval excludes zero", Value: 100 * analyze.DefaultPracticalDiff, Destination: &f.practicalPct},
-		&cli.Float64Flag{Name: "min-change-ms", Usage: "latency differences under this many ms count as no change (noise)", Value: analyze.DefaultMinChangeMs, Destination: &f.minChangeMs},
-		&cli.DurationFlag{Name: "max-lateness", Usage: "warn about a run whose client lateness p99 exceeds this: it did not keep its recorded timing (replay's --max-lateness)", Value: analyze.DefaultMaxLateness, Destination: &f.maxLateness},
+		&cli.Uint64Flag{Name: "seed", Usage: "bootstrap seed", Value: cd.Seed, Destination: &f.seed},
+		&cli.IntFlag{Name: "resamples", Usage: "bootstrap resamples", Value: cd.Resamples, Destination: &f.resamples},
+		&cli.Float64Flag{Name: "confidence", Usage: "confidence level of the intervals", Value: cd.Confidence, Destination: &f.confidence},
+		&cli.IntFlag{Name: "max-sample", Usage: "values per side kept for the bootstrap (evenly spaced order statistics)", Value: cd.MaxSample, Destination: &f.compareMaxSample},
+		&cli.Float64Flag{Name: "threshold-pct", Usage: "relative change (%) under which metrics without an interval are unchanged", Value: 100 * cd.Threshold, Destination: &f.compareThresholdPct},
+		&cli.StringFlag{Name: "mode", Usage: "change: B against the baseline A (better/worse); fidelity: does B (a synthetic run) reproduce A (the real one) (same/differs)", Value: cd.Mode, Destination: &f.compareMode},
+		&cli.Float64Flag{Name: "practical-pct", Usage: "--mode fidelity: relative difference (%) under which a metric is the same even when its interval excludes zero", Value: 100 * cd.PracticalDiff, Destination: &f.practicalPct},
+		&cli.Float64Flag{Name: "min-change-ms", Usage: "latency differences under this many ms count as no change (noise)", Value: cd.MinChangeMs, Destination: &f.minChangeMs},
+		&cli.DurationFlag{Name: "max-lateness", Usage: "warn about a run whose client lateness p99 exceeds this: it did not keep its recorded timing (replay's --max-lateness)", Value: cd.MaxLateness, Destination: &f.maxLateness},
 		&cli.StringFlag{Name: "label-a", Usage: "name of the first run (default: its file name)", Destination: &f.labelA},
 		&cli.StringFlag{Name: "label-b", Usage: "name of the second run (default: its file name)", Destination: &f.labelB},
 		&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML comparison with charts to this `FILE`", Destination: &f.html},
@@ -75,14 +77,18 @@ run's validity, not the workload.`,
 			if f.practicalPct <= 0 || f.minChangeMs < 0 {
 				return usageErrorf("--practical-pct and --min-change-ms: want positive values")
 			}
-			co := analyze.CompareOptions{Seed: f.seed, Resamples: f.resamples, Confidence: f.confidence, MaxSample: f.compareMaxSample,
-				Threshold: f.compareThresholdPct / 100, LabelA: f.labelA, LabelB: f.labelB,
-				Mode: f.compareMode, PracticalDiff: f.practicalPct / 100, MinChangeMs: f.minChangeMs, MaxLateness: f.maxLateness}
-			if co.LabelA == "" {
-				co.LabelA = names[0]
+			if f.compareThresholdPct < 0 {
+				return usageErrorf("--threshold-pct %v: want a percentage >= 0", f.compareThresholdPct)
 			}
-			if co.LabelB == "" {
-				co.LabelB = names[1]
+			co := analyze.DefaultCompareOptions()
+			co.Terms = cliTerms{}
+			co.Seed, co.Resamples, co.Confidence, co.MaxSample = f.seed, f.resamples, f.confidence, f.compareMaxSample
+			co.Threshold, co.Mode, co.PracticalDiff = f.compareThresholdPct/100, f.compareMode, f.practicalPct/100
+			co.MinChangeMs, co.MaxLateness = f.minChangeMs, f.maxLateness
+			// The runs are named by their files unless labelled.
+			co.LabelA, co.LabelB = cmp.Or(f.labelA, names[0]), cmp.Or(f.labelB, names[1])
+			if err := co.Validate(); err != nil {
+				return usageError(fmt.Errorf("analyze compare: %w", err), nil)
 			}
 			cmp, err := analyze.CompareFiles(c.Context, strings.Split(names[0], ","), strings.Split(names[1], ","), o, co)
 			if err != nil {

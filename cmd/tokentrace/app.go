@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -104,7 +105,7 @@ Flags go before arguments.`,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
-			return usageErrorf("%w (see --help)", err)
+			return usageErrorf("%w", err)
 		},
 		Flags:   profileFlags,
 		Before:  startProfiles,
@@ -115,6 +116,7 @@ Flags go before arguments.`,
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
 	for _, c := range app.Commands {
 		quietUsageErrors(c, "")
+		layoutHelp(c, "")
 	}
 	return app
 }
@@ -125,7 +127,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	app := newApp(stdin, stdout, stderr)
 	args = helpArgs(app, args)
 	if msg := unknownCommand(app, args); msg != "" {
-		fmt.Fprintf(stderr, "tokentrace: %s\n", msg)
+		fmt.Fprint(stderr, redact.URLs(errorText(commandPath(app, args), errors.New(msg), exitUsage)))
 		return exitUsage
 	}
 	ctx = context.WithValue(ctx, ctxKey{}, streams{in: newCtxStdin(ctx, stdin), out: stdout, err: stderr})
@@ -141,31 +143,63 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "tokentrace: %s\n", redact.URLs(flagged(err, nil).Error()))
+	// A URL's credentials or query (a token) an error names never reach
+	// the terminal or a log of it.
+	fmt.Fprint(stderr, redact.URLs(errorText(commandPath(app, args), flagged(err, nil), code)))
 	return code
 }
 
-// zeroTyped refuses an explicit 0 for flags whose library option takes
-// zero as "the default" (options structs fill zero fields with their
-// defaults): a 0 typed on the command line would otherwise run silently
-// with the default.
-func zeroTyped(c *cli.Context, flags ...string) error {
-	for _, f := range flags {
-		if !c.IsSet(f) {
-			continue
-		}
-		switch v := c.Value(f).(type) {
-		case int:
-			if v == 0 {
-				return usageErrorf("--%s: 0 is not a value here (leave the flag out for its default)", f)
-			}
-		case float64:
-			if v == 0 {
-				return usageErrorf("--%s: must be > 0, got 0", f)
-			}
+// commandPath is the command the arguments run ("replay", "synth fit"; ""
+// for none, or one that does not exist), said as typed at the prompt.
+func commandPath(app *cli.App, args []string) string {
+	i := firstWord(args)
+	if i < 0 {
+		return ""
+	}
+	cmd := findCommand(app.Commands, args[i])
+	if cmd == nil {
+		return ""
+	}
+	if len(cmd.Subcommands) > 0 && i+1 < len(args) {
+		if sub := findCommand(cmd.Subcommands, args[i+1]); sub != nil {
+			return cmd.Name + " " + sub.Name
 		}
 	}
-	return nil
+	return cmd.Name
+}
+
+// requiredFlags is urfave/cli's message for required flags left out,
+// which names them without their dashes or the command.
+var requiredFlags = regexp.MustCompile(`^Required flags? "(.*)" not set$`)
+
+// errorText is the one form every error of the CLI is printed in, whoever
+// made it (a command, a library, urfave/cli): "tokentrace COMMAND: what
+// failed", the command said once (an error that already starts with it is
+// not prefixed again), and after a usage error (exit 2) a line saying
+// where the usage is.
+func errorText(path string, err error, code int) string {
+	msg := err.Error()
+	if m := requiredFlags.FindStringSubmatch(msg); m != nil {
+		names := strings.Split(m[1], ", ")
+		for i, n := range names {
+			names[i] = "--" + n
+		}
+		if len(names) == 1 {
+			msg = names[0] + " is required"
+		} else {
+			msg = strings.Join(names, " and ") + " are required"
+		}
+	}
+	head := "tokentrace"
+	if path != "" {
+		head += " " + path
+		msg = strings.TrimPrefix(msg, path+": ")
+	}
+	text := head + ": " + msg + "\n"
+	if code == exitUsage {
+		text += "run '" + head + " --help' for usage\n"
+	}
+	return text
 }
 
 // args checks the positional arguments: between min and max of them
@@ -175,17 +209,17 @@ func args(c *cli.Context, min, max int, what string) ([]string, error) {
 	a := c.Args().Slice()
 	for _, s := range a {
 		if strings.HasPrefix(s, "-") && s != "-" {
-			return nil, usageErrorf("%s: flag %s after an argument: put flags before arguments", c.Command.Name, s)
+			return nil, usageErrorf("flag %s after an argument: put flags before arguments", s)
 		}
 	}
 	if len(a) < min || (max >= 0 && len(a) > max) {
 		switch {
 		case min == max:
-			return nil, usageErrorf("%s: want %d argument(s) (%s), got %d", c.Command.Name, min, what, len(a))
+			return nil, usageErrorf("want %d argument(s) (%s), got %d", min, what, len(a))
 		case max < 0:
-			return nil, usageErrorf("%s: want at least %d argument(s) (%s), got %d", c.Command.Name, min, what, len(a))
+			return nil, usageErrorf("want at least %d argument(s) (%s), got %d", min, what, len(a))
 		default:
-			return nil, usageErrorf("%s: want %d to %d argument(s) (%s), got %d", c.Command.Name, min, max, what, len(a))
+			return nil, usageErrorf("want %d to %d argument(s) (%s), got %d", min, max, what, len(a))
 		}
 	}
 	return a, nil

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"iter"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/internal/golden"
 	"github.com/tokentrace/tokentrace/traces"
+	"github.com/urfave/cli/v2"
 )
 
 // runCLI runs one tokentrace command line in-process: args are the words
@@ -74,7 +78,7 @@ func TestProfileFlags(t *testing.T) {
 
 // TestUsageErrorsAreShortAndSuggest checks that a mistyped command or flag
 // gives exit 2 and one short line naming it, with the nearest known name,
-// instead of a screen of help.
+// and the line saying where the usage is, instead of a screen of help.
 func TestUsageErrorsAreShortAndSuggest(t *testing.T) {
 	for _, c := range []struct {
 		why  string
@@ -84,11 +88,11 @@ func TestUsageErrorsAreShortAndSuggest(t *testing.T) {
 		{"a mistyped command suggests the command", []string{"analize"}, `unknown command "analize"; did you mean "analyze"?`},
 		{"a mistyped flag suggests the flag", []string{"analyze", "--slow", "x"}, "analyze: unknown flag --slow; did you mean --slo?"},
 		{"a subcommand's flag names the full command", []string{"synth", "fit", "--outt", "x", "y"}, "synth fit: unknown flag --outt; did you mean --out?"},
-		{"an unrelated flag gets no suggestion", []string{"inspect", "--zzzzzzzz", "x"}, "inspect: unknown flag --zzzzzzzz (see"},
+		{"an unrelated flag gets no suggestion", []string{"inspect", "--zzzzzzzz", "x"}, "inspect: unknown flag --zzzzzzzz\n"},
 	} {
 		code, _, se := runCLI(nil, c.args...)
-		if code != exitUsage || !strings.Contains(se, c.want) || strings.Count(se, "\n") > 1 {
-			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line containing %q", c.why, code, se, c.want)
+		if code != exitUsage || !strings.Contains(se, c.want) || strings.Count(se, "\n") > 2 {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line containing %q (and the hint line)", c.why, code, se, c.want)
 		}
 	}
 	if code, so, se := runCLI(nil, "--version"); code != 0 || !strings.HasPrefix(so, "tokentrace ") || !strings.Contains(so, "(commit ") {
@@ -108,23 +112,121 @@ func TestHelpGolden(t *testing.T) {
 	golden.Check(t, filepath.Join("testdata", "golden", "help.txt"), []byte(got))
 }
 
-// TestZeroTypedRefused: options whose library zero means "the default"
-// refuse a 0 typed on the command line, naming the flag, before any input
-// is read (the file named does not exist), instead of running silently
-// with the default.
+// TestZeroTypedRefused: a 0 typed for any numeric flag of any command
+// reaches the library as 0, never silently its default: where the library
+// cannot use it, its option error is said as that flag (a usage error,
+// before any input is read), and where 0 has a meaning of its own the run
+// goes on to its input. Each command runs with a context already
+// cancelled and inputs that do not exist, so a run that accepts the 0
+// stops at once; the lists below keep the check from passing vacuously.
 func TestZeroTypedRefused(t *testing.T) {
-	for _, c := range []struct {
-		why  string
-		args []string
-		want string
-	}{
-		{"analyze --exact-rows 0 would have analyzed with the 4 Mi-row budget", []string{"analyze", "--exact-rows", "0", "missing.parquet"}, "--exact-rows: 0 is not a value here"},
-		{"synth gen --rate-scale 0 would have generated at the fitted rate", []string{"synth", "gen", "--rate-scale", "0", "missing.json"}, "--rate-scale: must be > 0, got 0"},
-		{"synth fit --reorder-window 0 would have held 64 Ki records", []string{"synth", "fit", "--reorder-window", "0", "missing.parquet"}, "--reorder-window: 0 is not a value here"},
-	} {
-		code, _, stderr := runCLI(nil, c.args...)
-		if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "missing") {
-			t.Errorf("%s: exit %d, stderr %q; want exit 2 saying %q", c.why, code, stderr, c.want)
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.parquet")
+	// A twin file without keys: the built-in simulator.
+	twinFile := filepath.Join(dir, "twin.conf")
+	if err := os.WriteFile(twinFile, []byte("# no keys\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The arguments that make each command reach its library call.
+	base := map[string][]string{
+		"demo":            {"--out", filepath.Join(dir, "demo")},
+		"capture":         {"--out", filepath.Join(dir, "c.parquet"), missing},
+		"compose":         {"--out", filepath.Join(dir, "p.parquet"), missing},
+		"import":          {"--format", "mooncake", "--out", filepath.Join(dir, "i.parquet"), missing},
+		"export":          {"--format", "mooncake", "--out", filepath.Join(dir, "e.jsonl"), missing},
+		"inspect":         {missing},
+		"synth fit":       {"--out", filepath.Join(dir, "m.json"), missing},
+		"synth gen":       {"--out", filepath.Join(dir, "g.parquet"), missing},
+		"synth matrix":    {"--out", filepath.Join(dir, "x.parquet")},
+		"synth check":     {missing, missing},
+		"sim":             {},
+		"sim fit":         {"--out", filepath.Join(dir, "t.conf"), missing},
+		"sim check":       {"--twin", twinFile, missing},
+		"replay":          {"--out", filepath.Join(dir, "r.parquet"), missing},
+		"postmortem":      {"--prometheus", "http://127.0.0.1:1", missing},
+		"sweep":           {"--slo", "ttft=1s", "--out-dir", filepath.Join(dir, "s"), missing},
+		"validate":        {"--target", "a=sim", "--target", "b=sim", missing, missing},
+		"analyze":         {missing},
+		"analyze compare": {missing, missing},
+	}
+	refused, accepted := map[string]bool{}, map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for path, cmd := range appCommands(newApp(nil, io.Discard, io.Discard)) {
+		args, ok := base[path]
+		if !ok {
+			if numericFlags(cmd) != nil {
+				t.Errorf("%s: teach this test the arguments of the command", path)
+			}
+			continue
+		}
+		for _, name := range numericFlags(cmd) {
+			line := append(append(strings.Fields(path), "--"+name, "0"), args...)
+			var out, errb bytes.Buffer
+			code := Main(ctx, append([]string{"tokentrace"}, line...), strings.NewReader(""), &out, &errb)
+			stderr := errb.String()
+			key := path + " --" + name
+			if code == exitOK || strings.Contains(stderr, missing) || strings.Contains(stderr, "context canceled") {
+				accepted[key] = true
+				continue
+			}
+			refused[key] = true
+			// sim's fleet flags become configuration keys (fleetConfig),
+			// which its errors name as keys: the flag without its dashes.
+			named := strings.Contains(stderr, "--"+name) || path == "sim" && strings.Contains(stderr, name)
+			if code != exitUsage || !named || strings.Contains(stderr, "Options.") {
+				t.Errorf("%s 0: exit %d, stderr %q; want a usage error that names --%s (the library's option error said as the flag)", key, code, stderr, name)
+			}
 		}
 	}
+	for _, key := range []string{"analyze --exact-rows", "synth gen --rate-scale", "synth gen --length-scale", "synth gen --input-length-scale",
+		"synth gen --output-length-scale", "synth fit --bin", "synth fit --min-bin-count", "synth matrix --sat-requests", "synth matrix --row-duration",
+		"replay --speed", "replay --timeout", "replay --block-size", "validate --speed", "validate --repeat", "validate --resamples",
+		"validate --confidence", "validate --timeout", "capture --min-category-size", "capture --max-kanon-entries", "sim --max-num-seqs",
+		"analyze compare --max-sample", "sweep --timeout", "sweep --sim-max-num-seqs", "sim check --tolerance"} {
+		if !refused[key] {
+			t.Errorf("%s 0 was not refused: the library cannot use it", key)
+		}
+	}
+	for _, key := range []string{"synth fit --reorder-window", "synth fit --cluster-gap", "validate --min-effect-pct", "validate --magnitude-tolerance",
+		"validate --combination-budget", "replay --clock-probes", "replay --drain", "replay --max-concurrency", "analyze --kv-blocks", "export --block-size",
+		"sim fit --seed", "sim fit --sim-rows", "sim fit --chunk-jitter"} {
+		if !accepted[key] {
+			t.Errorf("%s 0 was refused: its 0 means something", key)
+		}
+	}
+	t.Logf("%d typed zeros refused, %d accepted: %v", len(refused), len(accepted), slices.Sorted(maps.Keys(accepted)))
+}
+
+// appCommands yields every command that runs (subcommands included) by
+// its path ("synth gen").
+func appCommands(app *cli.App) iter.Seq2[string, *cli.Command] {
+	return func(yield func(string, *cli.Command) bool) {
+		var walk func(prefix string, cmds []*cli.Command) bool
+		walk = func(prefix string, cmds []*cli.Command) bool {
+			for _, c := range cmds {
+				path := strings.TrimSpace(prefix + " " + c.Name)
+				if c.Action != nil && !yield(path, c) {
+					return false
+				}
+				if !walk(path, c.Subcommands) {
+					return false
+				}
+			}
+			return true
+		}
+		walk("", app.Commands)
+	}
+}
+
+// numericFlags are cmd's flags that take a number.
+func numericFlags(cmd *cli.Command) []string {
+	var names []string
+	for _, f := range cmd.Flags {
+		switch f.(type) {
+		case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag, *cli.Float64Flag, *cli.DurationFlag:
+			names = append(names, f.Names()[0])
+		}
+	}
+	return names
 }

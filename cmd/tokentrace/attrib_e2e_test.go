@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -580,13 +581,7 @@ func TestITLPerTokenAgainstSimTruth(t *testing.T) {
 		t.Run(fmt.Sprintf("stream-interval-%d", n), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			so := sim.DefaultOptions()
-			so.StreamInterval = n
-			srv, err := sim.Start(ctx, so)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
+			srv := startSimServer(t, "stream-interval="+strconv.Itoa(n), nil)
 			// One request in flight at a time: 33 output tokens take about
 			// 0.2 s on the default step model; arrivals 300 ms apart.
 			var recs []traces.Record

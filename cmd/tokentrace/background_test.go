@@ -16,15 +16,7 @@ import (
 func replayWithBackground(t *testing.T, recs []traces.Record, bg []replay.Background) (*analyze.Report, []traces.Record) {
 	t.Helper()
 	ctx := context.Background()
-	so := sim.DefaultOptions()
-	if err := sim.ApplyPreset(&so, "tiny"); err != nil {
-		t.Fatal(err)
-	}
-	so.PerRequestMetrics = true
-	srv, err := sim.Start(ctx, so)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := startSimServer(t, "preset=tiny", func(so *sim.Options) { so.PerRequestMetrics = true })
 	defer srv.Close()
 	o := replay.DefaultOptions()
 	o.URL = srv.URL

@@ -3,13 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime/debug"
 	"slices"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/tokentrace/tokentrace/capture"
 	"github.com/tokentrace/tokentrace/traces"
@@ -83,80 +80,69 @@ func captureCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := fieldFlags(&o, fields.Value()); err != nil {
+			f := captureArgs{out: out, keyFile: keyFile, newKeyFile: newKeyFile, fields: fields.Value(), sortMiB: sortMiB, memLimitMiB: memLimitMiB, part: part}
+			if err := f.apply(&o, names); err != nil {
 				return err
 			}
-			if sortMiB < 1 {
-				return usageErrorf("--sort-memory-mib %d: want at least 1", sortMiB)
-			}
-			o.SortMemoryBytes = int64(sortMiB) << 20
-			if memLimitMiB < 0 {
-				return usageErrorf("--memory-limit-mib %d: want 0 (none) or more", memLimitMiB)
-			}
-			if memLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
-				// What capture holds is bounded (spool, sessions window,
-				// k counts); without a limit the collector lets garbage
-				// double it before it runs.
-				debug.SetMemoryLimit(int64(memLimitMiB) << 20)
-			}
-			if keyFile != "" && newKeyFile != "" {
-				return usageErrorf("--key-file and --new-key-file: give one")
-			}
-			if part >= 0 && keyFile == "" && newKeyFile == "" {
-				return usageErrorf("--part needs --key-file: every part must be captured with the same key")
-			}
-			o.PartIndex = max(part, 0)
-			if err := o.Validate(); err != nil {
-				return usageErrorf("capture: %w", captureFlagError(err))
-			}
-			if o.Key, err = captureKey(keyFile, newKeyFile); err != nil {
-				return err
-			}
-			if out != "-" {
-				// Before hours of reading logs, not after.
-				if _, err := traces.FormatOf(out); err != nil {
-					return usageErrorf("capture: --out %s: %w", out, err)
-				}
-			}
-			o.Part = part >= 0
-			s := stdio(c)
-			if i := slices.Index(names, "-"); i >= 0 && slices.Contains(names[i+1:], "-") {
-				return usageErrorf("capture: stdin (-) given more than once")
-			}
-			create := func(m traces.Meta) (traces.Writer, error) {
-				if out == "-" {
-					return traces.NewJSONLWriter(nopWriteCloser{s.out}, m)
-				}
-				return traces.CreateWith(out, m, traces.CreateOptions{SortMemoryBytes: o.SortMemoryBytes, TempDir: o.TempDir})
-			}
-			o.Progress = func(p capture.Progress) {
-				if p.Phase == "writing" {
-					fmt.Fprintf(s.err, "capture: %s writing %d of %d records\n", p.Elapsed.Round(time.Second), p.Written, p.Requests)
-					return
-				}
-				fmt.Fprintf(s.err, "capture: %s read %d lines, %d requests\n", p.Elapsed.Round(time.Second), p.Lines, p.Requests)
-			}
-			command := captureCommandLine(c)
-			if len(o.Key) == 0 {
-				fmt.Fprintln(s.err, "capture: no --key-file: categories and blocks use a one-off key, not comparable with other captures")
-			}
-			stats, err := capture.Run(c.Context, o, names, s.in, command, create)
-			if err != nil {
-				// No summary of a capture that wrote nothing; the lines it
-				// skipped may explain the error.
-				printCaptureProblems(s.err, stats)
-			} else {
-				printCaptureStats(s.err, stats)
-			}
-			if o.Part {
-				fmt.Fprintf(s.err, "capture: part %d: k-anonymity and sessions deferred: run 'tokentrace compose' over all the parts\n", o.PartIndex)
-			}
-			if errors.Is(err, capture.ErrNoRequests) {
-				return fmt.Errorf("%w; %s", err, noRequestsHint(names))
-			}
-			return err
+			return runCapture(c, o, f.out, names)
 		},
 	}
+}
+
+// captureArgs are capture's flags that do not map one to one onto an
+// option.
+type captureArgs struct {
+	out, keyFile, newKeyFile string
+	fields                   []string
+	sortMiB, memLimitMiB     int
+	part                     int
+}
+
+// apply checks the flags and sets what they say in o (the key read or
+// made, the memory budgets, the part), then validates o: a usage error
+// names the flag.
+func (f captureArgs) apply(o *capture.Options, names []string) error {
+	if err := fieldFlags(o, f.fields); err != nil {
+		return err
+	}
+	if f.sortMiB < 1 {
+		return usageErrorf("--sort-memory-mib %d: want at least 1", f.sortMiB)
+	}
+	o.SortMemoryBytes = int64(f.sortMiB) << 20
+	if f.memLimitMiB < 0 {
+		return usageErrorf("--memory-limit-mib %d: want 0 (none) or more", f.memLimitMiB)
+	}
+	if f.memLimitMiB > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// What capture holds is bounded (spool, sessions window,
+		// k counts); without a limit the collector lets garbage
+		// double it before it runs.
+		debug.SetMemoryLimit(int64(f.memLimitMiB) << 20)
+	}
+	if f.keyFile != "" && f.newKeyFile != "" {
+		return usageErrorf("--key-file and --new-key-file: give one")
+	}
+	if f.part >= 0 && f.keyFile == "" && f.newKeyFile == "" {
+		return usageErrorf("--part needs --key-file: every part must be captured with the same key")
+	}
+	o.PartIndex = max(f.part, 0)
+	if err := o.Validate(); err != nil {
+		return usageError(fmt.Errorf("capture: %w", err), captureFlags)
+	}
+	var err error
+	if o.Key, err = captureKey(f.keyFile, f.newKeyFile); err != nil {
+		return err
+	}
+	if f.out != "-" {
+		// Before hours of reading logs, not after.
+		if _, err := traces.FormatOf(f.out); err != nil {
+			return usageErrorf("capture: --out %s: %w", f.out, err)
+		}
+	}
+	o.Part = f.part >= 0
+	if i := slices.Index(names, "-"); i >= 0 && slices.Contains(names[i+1:], "-") {
+		return usageErrorf("capture: stdin (-) given more than once")
+	}
+	return nil
 }
 
 // defaultCaptureMemLimitMiB is capture's soft memory limit: its bounded
@@ -164,53 +150,16 @@ func captureCommand() *cli.Command {
 // 1,000 req/s, 2 Mi k counts) stays well under it.
 const defaultCaptureMemLimitMiB = 448
 
-// noRequestsHint points at the likely mistake behind an empty capture: a
-// tokentrace trace given as logs, else the wrong --format.
-func noRequestsHint(names []string) string {
-	for _, n := range names {
-		if n == "-" {
-			continue
-		}
-		if r, err := traces.Open(n); err == nil {
-			// Logs can sniff as JSON lines; a trace's first rows read clean.
-			n8, _ := r.Read(make([]traces.Record, 8))
-			isTrace := n8 > 0 && r.Stats().Skipped == 0
-			r.Close()
-			if isTrace {
-				return fmt.Sprintf("%s is already a tokentrace trace: give it to replay, analyze, synth or export, not capture", n)
-			}
-		}
-	}
-	return "check --format (one of " + strings.Join(capture.Formats, ", ") + ")"
-}
-
-// captureFlags maps capture.Options fields to the flags that set them.
+// captureFlags are the capture and compose commands' flags whose option
+// (capture's, by the name its errors give) is not their kebab-cased name.
 var captureFlags = map[string]string{
-	"Format": "format", "Tokenizer": "tokenizer", "MinCategorySize": "min-category-size",
-	"BlockSize": "block-size", "Sessions": "sessions", "MaxLineBytes": "max-line-bytes",
-	"Key": "key-file", "Fields": "field", "Workers": "workers", "Year": "year",
-	"SortMemoryBytes": "sort-memory-mib", "TempDir": "temp-dir", "SessionIdle": "session-idle", "MaxKAnonEntries": "max-kanon-entries", "PartIndex": "part",
+	"Options.Key":             "--key-file",
+	"Options.Fields":          "--field",
+	"Options.SortMemoryBytes": "--sort-memory-mib",
+	"Options.MaxKAnonEntries": "--max-kanon-entries",
+	"Options.PartIndex":       "--part",
 }
 
-// captureFlagError restates an invalid option as its flag.
-func captureFlagError(err error) error {
-	var oe *capture.OptionError
-	if !errors.As(err, &oe) || captureFlags[oe.Option] == "" {
-		return err
-	}
-	if oe.Value == "" {
-		return fmt.Errorf("--%s: %s", captureFlags[oe.Option], oe.Want)
-	}
-	return fmt.Errorf("--%s %s: %s", captureFlags[oe.Option], oe.Value, oe.Want)
-}
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
-
-// captureCommandLine rebuilds the command line for the metadata: flag names
-// and values (file paths, numbers) and the log names; no secrets exist on it
-// (keys are only read from files).
 // fieldFlags maps --field NAME=path remappings into o.Fields.
 func fieldFlags(o *capture.Options, fields []string) error {
 	for _, f := range fields {
@@ -244,53 +193,4 @@ func captureKey(keyFile, newKeyFile string) ([]byte, error) {
 		return key, err
 	}
 	return nil, nil
-}
-
-func captureCommandLine(c *cli.Context) string {
-	parts := []string{"tokentrace", "capture"}
-	for name := range setFlags(c) {
-		switch name {
-		case "field":
-			for _, v := range c.StringSlice(name) {
-				parts = append(parts, "--field", v)
-			}
-		case "keep-start", "keep-hashes", "strict":
-			parts = append(parts, "--"+name)
-		default:
-			parts = append(parts, "--"+name, recordedValue(c, name))
-		}
-	}
-	parts = append(parts, recordedArgs(c.Args().Slice())...)
-	return strings.Join(parts, " ")
-}
-
-// printCaptureProblems prints the lines capture skipped, by kind.
-func printCaptureProblems(w io.Writer, s capture.Stats) {
-	for _, p := range s.Problems {
-		fmt.Fprintf(w, "capture: skipped %d line(s): %s; first at %s:%d\n", p.Count, p.Kind, p.First.File, p.First.Line)
-	}
-}
-
-func printCaptureStats(w io.Writer, s capture.Stats) {
-	fmt.Fprintf(w, "capture: %d requests from %d lines (%d inputs, %.1f MB); %d categories kept, %d dropped (k rule); %d sessions\n",
-		s.Requests, s.Lines, s.Inputs, float64(s.Bytes)/1e6, s.Categories, s.CategoriesDropped, s.Sessions)
-	var srcs []string
-	for src, n := range s.TokensFrom {
-		srcs = append(srcs, fmt.Sprintf("%s %d", src, n))
-	}
-	if len(srcs) > 0 {
-		sort.Strings(srcs)
-		fmt.Fprintf(w, "capture: input tokens from %s\n", strings.Join(srcs, ", "))
-	}
-	printCaptureProblems(w, s)
-	if s.ParentLinks > 0 || s.ParentsDropped > 0 {
-		fmt.Fprintf(w, "capture: %d calls linked to the call that spawned them (parent_seq); %d logged parents not found among the captured calls of their session (dropped: a span of another kind, a call not captured, or another session)\n", s.ParentLinks, s.ParentsDropped)
-	}
-	if s.KAnonForgotten > 0 {
-		fmt.Fprintf(w, "capture: k rule forgot %d categories and blocks seen once (--max-kanon-entries reached): any of them seen again counted anew\n", s.KAnonForgotten)
-	}
-	for _, ov := range s.Overlaps {
-		fmt.Fprintf(w, "capture: %s and %s overlap in time by %v: their requests are merged by arrival (a request logged in both counts twice)\n",
-			ov.A, ov.B, time.Duration(ov.Ns).Round(time.Millisecond))
-	}
 }

@@ -11,7 +11,7 @@ import (
 
 func composeCommand() *cli.Command {
 	var (
-		o   capture.ComposeOptions
+		o   = capture.DefaultComposeOptions()
 		out string
 		rf  readFlags
 	)
@@ -52,7 +52,7 @@ first); a part out of arrival order is an error.`,
 				fmt.Fprintf(stdio(c).err, "tokentrace compose: warning: %s\n", n)
 			}
 			if err != nil {
-				return captureFlagError(err)
+				return flagged(err, captureFlags)
 			}
 			fmt.Fprintf(stdio(c).err, "compose: %d requests from %d parts; k %d: %d categories kept, %d dropped; %d prefix blocks kept, %d dropped; %d sessions (idle %v)\n",
 				st.Requests, st.Parts, st.K, st.Categories, st.CategoriesDropped, st.BlocksKept, st.BlocksDropped, st.Sessions, st.SessionIdle)

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/capture"
+	"github.com/tokentrace/tokentrace/internal/fserr"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/synth"
 	"github.com/tokentrace/tokentrace/traces"
 	"github.com/urfave/cli/v2"
 )
 
-// DemoOptions are the demo's knobs; the defaults run in about a minute on
-// two cores.
+// DemoOptions are the demo's knobs; the defaults (DefaultDemoOptions) run
+// in about a minute on two cores.
 type DemoOptions struct {
 	// Out is the directory the demo writes into. Defaults to DefaultDemoOut.
 	Out string
@@ -43,8 +44,13 @@ const (
 	demoRate = 3.0
 )
 
+// DefaultDemoOptions returns every DemoOptions default.
+func DefaultDemoOptions() DemoOptions {
+	return DemoOptions{Out: DefaultDemoOut, Seed: 1, Duration: DefaultDemoDuration, Speed: DefaultDemoSpeed}
+}
+
 func demoCommand() *cli.Command {
-	o := DemoOptions{Out: DefaultDemoOut, Seed: 1, Duration: DefaultDemoDuration, Speed: DefaultDemoSpeed}
+	o := DefaultDemoOptions()
 	return &cli.Command{
 		Name:  "demo",
 		Usage: "run the whole pipeline on made-up logs against the built-in simulator",
@@ -89,7 +95,7 @@ Example:
 func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	start := time.Now()
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return fmt.Errorf("demo: create %s: %w", o.Out, err)
+		return fserr.Wrap("create", o.Out, err)
 	}
 	d := &demo{o: o, out: out, start: start}
 	d.cmds = demoCommands{o: o, path: d.path}
@@ -130,14 +136,17 @@ func runDemo(ctx context.Context, o DemoOptions, out io.Writer) error {
 	step(2, []string{cmds.capture()}, "captured %d requests, %d prefix categories, %d sessions, no text → %s", len(real), len(cats)-boolInt(cats[""]), len(sessions)-boolInt(sessions[0]), path("trace.parquet"))
 
 	// 3. Synth fit + gen.
-	model, err := synth.Fit(ctx, real, synth.FitOptions{Meta: capRes.Meta})
+	fo := synth.DefaultFitOptions()
+	fo.Meta = capRes.Meta
+	model, err := synth.Fit(ctx, real, fo)
 	if err != nil {
 		return fmt.Errorf("demo: synth fit: %w", err)
 	}
 	if err := synth.WriteModelFile(path("model.json"), model); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	gopts := synth.GenOptions{Seed: uint64(o.Seed), Duration: o.Duration}
+	gopts := synth.DefaultGenOptions()
+	gopts.Seed, gopts.Duration = uint64(o.Seed), o.Duration
 	w, err := traces.Create(path("synth.parquet"), model.GenMeta(gopts))
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -236,7 +245,9 @@ func (d *demo) replay(ctx context.Context, r demoReplay, wait <-chan struct{}, p
 	}
 	// Scrape the simulator's /metrics during the run, as `replay` does,
 	// so the report can show the server's waiting queue.
-	tgt, err := replay.StartTarget(ctx, replay.TargetOptions{Sim: &so, ScrapeBuiltin: true})
+	to := replay.DefaultTargetOptions()
+	to.Sim, to.ScrapeBuiltin = &so, true
+	tgt, err := replay.StartTarget(ctx, to)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}

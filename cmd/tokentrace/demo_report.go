@@ -26,7 +26,7 @@ const demoAnalyzeFlags = "--slo ttft=500ms,tpot=50ms --tail-metric ttft"
 // demoReport analyzes both replays, writes the reports and prints the
 // real run's report and the synthetic-vs-real verdict.
 func demoReport(ctx context.Context, out io.Writer, path func(string) string, step func(int, string, ...any)) error {
-	ao := analyze.DefaultOptions()
+	ao := analyzeOptions()
 	ao.SLO = traces.SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}
 	ao.KeepRequests = true
 	ao.TailMetric = analyze.MetricTTFT // the demo's problem is p99 TTFT
@@ -41,7 +41,13 @@ func demoReport(ctx context.Context, out io.Writer, path func(string) string, st
 		return fmt.Errorf("demo: analyze: %w", err)
 	}
 	// Does the synthetic workload reach the real traffic's conclusion?
-	cmp := analyze.Compare(realRep, synRep, analyze.CompareOptions{LabelA: "real", LabelB: "synthetic", Mode: analyze.ModeFidelity})
+	co := analyze.DefaultCompareOptions()
+	co.Terms = cliTerms{}
+	co.LabelA, co.LabelB, co.Mode = "real", "synthetic", analyze.ModeFidelity
+	cmp, err := analyze.Compare(realRep, synRep, co)
+	if err != nil {
+		return fmt.Errorf("demo: compare: %w", err)
+	}
 	if err := atomicfile.WriteFile(path("report.html"), realRep.WriteHTML); err != nil {
 		return err
 	}

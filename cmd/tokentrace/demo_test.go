@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -125,8 +126,8 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 		t.Errorf("the logs command writes other logs (%d bytes, the demo's %d)", len(b), len(a))
 	}
 	for _, f := range []string{"trace.parquet", "synth.parquet"} {
-		a, am := readAll(t, ref(f))
-		b, bm := readAll(t, now(f))
+		a, am := testtraces.ReadAll(t, ref(f))
+		b, bm := testtraces.ReadAll(t, now(f))
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: the printed commands write other records than the demo (%d, the demo %d)", f, len(b), len(a))
 		}
@@ -136,8 +137,8 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"real.results.parquet", "synth.results.parquet"} {
-		a, am := readAll(t, ref(f))
-		b, bm := readAll(t, now(f))
+		a, am := testtraces.ReadAll(t, ref(f))
+		b, bm := testtraces.ReadAll(t, now(f))
 		if len(a) != len(b) || len(b) == 0 {
 			t.Errorf("%s: %d results, the demo %d", f, len(b), len(a))
 		}
@@ -247,13 +248,4 @@ func TestShellWord(t *testing.T) {
 	if shellWord("tokentrace-demo/trace.parquet") != "tokentrace-demo/trace.parquet" {
 		t.Error("a plain path is quoted")
 	}
-}
-
-func readAll(t *testing.T, name string) ([]traces.Record, traces.Meta) {
-	t.Helper()
-	recs, m, err := traces.ReadAll(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recs, m
 }

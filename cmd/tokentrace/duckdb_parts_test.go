@@ -54,13 +54,15 @@ func TestDuckDBReadsCaptureParts(t *testing.T) {
 		}
 		return rows, in
 	}
-	rows, in := sums(parts, traces.OpenOptions{AllowDeferred: true})
+	deferred := traces.DefaultOpenOptions()
+	deferred.AllowDeferred = true
+	rows, in := sums(parts, deferred)
 	composed := filepath.Join(dir, "trace.parquet")
 	var so2, se bytes.Buffer
 	if code := Main(context.Background(), []string{"tokentrace", "compose", "--out", composed, parts}, nil, &so2, &se); code != 0 {
 		t.Fatalf("compose: exit %d\n%s", code, se.String())
 	}
-	crows, cin := sums(composed, traces.OpenOptions{})
+	crows, cin := sums(composed, traces.DefaultOpenOptions())
 
 	var duck struct {
 		Requests    int64 `json:"requests"`

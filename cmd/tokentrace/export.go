@@ -14,7 +14,7 @@ func exportCommand() *cli.Command {
 		format string
 		out    string
 		rf     readFlags
-		eo     formats.ExportOptions
+		eo     = formats.DefaultExportOptions()
 	)
 	return &cli.Command{
 		Name:  "export",
@@ -45,7 +45,7 @@ trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "format", Usage: "export format: " + strings.Join(formats.ExportFormats, ", "), Destination: &format},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "output file (- = stdout)", Destination: &out},
-			&cli.IntFlag{Name: "block-size", Usage: "tokens per hash_ids entry (0 = the trace's block size, else the format's: 512, vllm 16, weka 64)", Destination: &eo.BlockSize},
+			&cli.IntFlag{Name: "block-size", Value: eo.BlockSize, Usage: "tokens per hash_ids entry (0 = the trace's block size, else the format's: 512, vllm 16, weka 64)", Destination: &eo.BlockSize},
 			&cli.BoolFlag{Name: "ok-only", Usage: "drop rows with a failed outcome (e.g. BurstGPT failures with 0 output tokens)", Destination: &eo.OKOnly},
 		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
@@ -57,14 +57,14 @@ trace in memory until the end. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				return err
 			}
 			if err := eo.Validate(); err != nil {
-				return usageErrorf("export: --block-size: %w", err)
+				return usageError(fmt.Errorf("export: %w", err), nil)
 			}
 			if err := exportCheckOut(format, out); err != nil {
 				return err
 			}
 			s := stdio(c)
 			name := names[0]
-			eo.Lost = func(l string) { fmt.Fprintf(s.err, "note: %s\n", l) }
+			eo.Lost = func(l traces.Text) { fmt.Fprintf(s.err, "note: %s\n", l.Say(cliTerms{})) }
 			r, err := newTraceIn(c, &rf, "export", "exported in file order").open(name)
 			if err != nil {
 				return withCode(exitFailure, err)
@@ -115,7 +115,7 @@ func exportCheckOut(format, out string) error {
 func exportFormatDocs() [][2]string {
 	var d [][2]string
 	for _, f := range formats.ExportFormatList() {
-		d = append(d, [2]string{f.Name, f.Doc})
+		d = append(d, [2]string{f.Name, f.Doc.Say(cliTerms{})})
 	}
 	return d
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -21,16 +20,7 @@ import (
 // (complete, one row per request) and that no journal is left behind.
 func TestFaultReplayServers(t *testing.T) {
 	simWith := func(set func(*sim.Options)) func(t *testing.T) string {
-		return func(t *testing.T) string {
-			so := sim.DefaultOptions()
-			set(&so)
-			s, err := sim.Start(context.Background(), so)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s.URL
-		}
+		return func(t *testing.T) string { return startSimServer(t, "", set).URL }
 	}
 	// stream serves every completion with fn, after the server's
 	// self-description probes are refused.

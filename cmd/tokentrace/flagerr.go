@@ -1,9 +1,9 @@
 package main
 
 import (
-	"iter"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tokentrace/tokentrace/traces"
@@ -12,15 +12,17 @@ import (
 // Libraries name their options, never flags: an error about an option is a
 // *traces.OptionError ("replay: Options.Speed: must be > 0"), and advice
 // that names an option wraps it as a traces.OptionRef ("set %w to one it
-// serves" with OptionRef("Options.Model")). flagged finds both in the
-// error's tree and says each with its flag ("--speed: must be > 0", "set
-// --model to one it serves"): an option error's own text becomes its flag
-// and its Err's text, an OptionRef's text (the option's name, nothing else)
-// becomes the flag. No message is parsed for option names: an option a
-// library writes into its text by hand stays as written (a test keeps
-// libraries from doing so). The error flagged returns still unwraps to the
-// library's, so errors.Is and errors.As see the whole chain
-// (ErrNothingToSend, ErrTruncated, a *fs.PathError).
+// serves" with OptionRef("Options.Model")). flagged says the error again
+// from its tree, each node from its structure: an option error as its
+// flag and its Err said again ("--speed: must be > 0"), an option
+// reference as its flag ("set --model to one it serves"), a wrapper's text
+// with each child's text (as written, or quoted with %q) replaced by that
+// child said again, and an errors.Join by its children said again. No
+// message is parsed for option names: an option a library writes into its
+// text by hand stays as written (a test keeps libraries from doing so).
+// The error flagged returns still unwraps to the library's, so errors.Is
+// and errors.As see the whole chain (ErrNothingToSend, ErrTruncated, a
+// *fs.PathError).
 //
 // flagOf maps an option to its flag: the command's own table first
 // (replayFlags, promFlags: options said as a flag of another name), then
@@ -38,99 +40,82 @@ type flagError struct {
 func (e *flagError) Error() string { return e.msg }
 func (e *flagError) Unwrap() error { return e.err }
 
-// flagged returns err with every option error and option reference in it
-// that flags (option name → flag), optionFlags or the options' kebab-cased
-// names map to a flag said as that flag; nil stays nil, and an error
-// without any stays as it is.
+// flagged returns err said with every option error and option reference
+// in its tree that flags (option name → flag), optionFlags or the options'
+// kebab-cased names map to a flag said as that flag; nil stays nil, and
+// an error without any stays as it is.
 func flagged(err error, flags map[string]string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
-	for e := range optionErrors(err) {
-		switch e := e.(type) {
-		case *traces.OptionError:
-			if f := flagOf(e.Option, flags); f != "" {
-				msg = strings.Replace(msg, e.Error(), f+": "+e.Err.Error(), 1)
-			}
-		case traces.OptionRef:
-			if f := flagOf(string(e), flags); f != "" {
-				msg = replaceName(msg, string(e), f)
-			}
-		}
-	}
-	if msg == err.Error() {
+	msg, changed := sayError(err, flags)
+	if !changed {
 		return err
 	}
 	return &flagError{msg: msg, err: err}
 }
 
-// optionErrors yields every *traces.OptionError and traces.OptionRef in
-// err's tree (through Unwrap() error and Unwrap() []error, the way
-// errors.As searches), outer before inner: an option error's text holds
-// its cause's as the library wrote it, so the cause is said after it.
-func optionErrors(err error) iter.Seq[error] {
-	return func(yield func(error) bool) {
-		var walk func(error) bool
-		walk = func(err error) bool {
-			for err != nil {
-				switch err.(type) {
-				case *traces.OptionError, traces.OptionRef:
-					if !yield(err) {
-						return false
-					}
-				}
-				switch u := err.(type) {
-				case interface{ Unwrap() []error }:
-					for _, e := range u.Unwrap() {
-						if !walk(e) {
-							return false
-						}
-					}
-					return true
-				case interface{ Unwrap() error }:
-					err = u.Unwrap()
-				default:
-					return true
-				}
+// sayError is err's message said from its tree, and whether it differs
+// from err.Error().
+func sayError(err error, flags map[string]string) (string, bool) {
+	switch e := err.(type) {
+	case *traces.OptionError:
+		cause, changed := sayError(e.Err, flags)
+		if f := flagOf(e.Option, flags); f != "" {
+			return f + ": " + cause, true
+		}
+		if !changed {
+			return e.Error(), false
+		}
+		if e.Pkg == "" {
+			return e.Option + ": " + cause, true
+		}
+		return e.Pkg + ": " + e.Option + ": " + cause, true
+	case traces.OptionRef:
+		if f := flagOf(string(e), flags); f != "" {
+			return f, true
+		}
+		return string(e), false
+	case traces.Text:
+		said := e.Say(cliTerms{flags})
+		return said, said != e.Error()
+	case *flagError:
+		return e.msg, false // said already
+	}
+	msg := err.Error()
+	var children []error
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		children = u.Unwrap()
+	case interface{ Unwrap() error }:
+		children = []error{u.Unwrap()}
+	}
+	changed, at := false, 0
+	for _, c := range children {
+		if c == nil {
+			continue
+		}
+		said, ok := sayError(c, flags)
+		if !ok {
+			continue
+		}
+		// The child's text where the wrapper wrote it, after the
+		// children before it: as it is, or quoted (%q).
+		for _, form := range [][2]string{{c.Error(), said}, {strconv.Quote(c.Error()), strconv.Quote(said)}} {
+			if i := strings.Index(msg[at:], form[0]); i >= 0 {
+				msg = msg[:at+i] + form[1] + msg[at+i+len(form[0]):]
+				at += i + len(form[1])
+				changed = true
+				break
 			}
-			return true
 		}
-		walk(err)
 	}
-}
-
-// replaceName replaces every whole occurrence of the option name in msg
-// by flag: not one inside a longer name (Options.Model in
-// Options.ModelMap, Options.Fleet in Options.Fleet.Router, Options.TempDir
-// in FitOptions.TempDir).
-func replaceName(msg, name, flag string) string {
-	var b strings.Builder
-	for {
-		i := strings.Index(msg, name)
-		if i < 0 {
-			b.WriteString(msg)
-			return b.String()
-		}
-		j := i + len(name)
-		longer := j < len(msg) && (isNameByte(msg[j]) || msg[j] == '.' && j+1 < len(msg) && 'A' <= msg[j+1] && msg[j+1] <= 'Z')
-		whole := (i == 0 || !isNameByte(msg[i-1])) && !longer
-		b.WriteString(msg[:i])
-		if whole {
-			b.WriteString(flag)
-		} else {
-			b.WriteString(name)
-		}
-		msg = msg[j:]
-	}
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	return msg, changed
 }
 
 // flagOf is the flag that sets option: flags' entry, else optionFlags',
-// else for a field of an options struct ("Options.RateScale") its
+// else for a field of an options struct ("Options.RateScale",
+// "CompareOptions.MaxSample", synth's "Thresholds.Confidence") its
 // kebab-cased name ("--rate-scale"); for fields that must agree
 // ("Options.ModelBytes, Options.Bandwidth") each one's flag, once
 // ("--model-bytes, --bandwidth"). "" when none knows it: the library's name
@@ -138,6 +123,11 @@ func isNameByte(c byte) bool {
 func flagOf(option string, flags map[string]string) string {
 	if f, ok := flags[option]; ok {
 		return f
+	}
+	// Another package's option ("replay.Options.Sessions"), as a text
+	// names it: its command's flag.
+	if pkg, rest, ok := strings.Cut(option, "."); ok && pkg != "" && pkg[0] >= 'a' && pkg[0] <= 'z' && !strings.Contains(option, ", ") {
+		return flagOf(rest, commandFlags[pkg])
 	}
 	if f, ok := optionFlags[option]; ok {
 		return f
@@ -155,8 +145,8 @@ func flagOf(option string, flags map[string]string) string {
 		}
 		return strings.Join(fs, ", ")
 	}
-	name, ok := strings.CutPrefix(option, "Options.")
-	if !ok || name == "" || strings.ContainsAny(name, ", .") {
+	typ, name, ok := strings.Cut(option, ".")
+	if !ok || !(strings.HasSuffix(typ, "Options") || typ == "Thresholds") || name == "" || strings.ContainsAny(name, ", .") {
 		return ""
 	}
 	return "--" + kebab(name)
@@ -180,9 +170,13 @@ var optionFlags = map[string]string{
 	"Options.Fleet.KVTransferBytesPerToken": "--kv-transfer-bytes-per-token",
 	"Options.Fleet.Overrides":               "--replica-config",
 	"OpenOptions.Salvage":                   "--salvage",
+	"Command.Out":                           "--out",
+	"Command.Format":                        "--format",
+	"Command.JSON":                          "--json",
 	"FitOptions.ReorderWindow":              "--reorder-window",
 	"FitOptions.TempDir":                    "--temp-dir",
 	"CreateOptions.TempDir":                 "--temp-dir",
+	"CheckOptions.WhatIfs":                  "--what-if",
 }
 
 // kebab turns RateScale into rate-scale and OTLPTracesEndpoint into

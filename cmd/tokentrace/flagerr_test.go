@@ -135,7 +135,7 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 		why    string
 		args   []string
 		code   int
-		want   string // the stderr line, after "tokentrace: "
+		want   string // the stderr line, after "tokentrace COMMAND: "
 		option string // the option errors.As finds ("": none)
 		is     error  // a sentinel or OptionRef errors.Is finds (nil: none)
 	}{
@@ -183,7 +183,8 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 			`synth matrix: --rows: "256@1rps": no IN/OUT`, "Options.Rows", nil},
 	} {
 		code, _, se := runCLI(nil, c.args...)
-		if code != c.code || !strings.HasPrefix(se, "tokentrace: "+c.want) || strings.Contains(se, "Options.") {
+		path := commandPath(newApp(nil, nil, nil), append([]string{"tokentrace"}, c.args...))
+		if code != c.code || !strings.HasPrefix(se, "tokentrace "+path+": "+strings.TrimPrefix(c.want, path+": ")) || strings.Contains(se, "Options.") {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q, no \"Options.\"", c.why, code, se, c.code, c.want)
 		}
 		err := runErr(c.args...)
@@ -191,7 +192,7 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 			t.Errorf("%s: no error", c.why)
 			continue
 		}
-		if got := "tokentrace: " + flagged(err, nil).Error() + "\n"; got != se {
+		if got := errorText(path, flagged(err, nil), code); got != se {
 			t.Errorf("%s: Main printed %q, the error says %q", c.why, se, got)
 		}
 		var oe *traces.OptionError
@@ -200,6 +201,45 @@ func TestLibraryOptionErrorsNameFlags(t *testing.T) {
 		}
 		if c.is != nil && !errors.Is(err, c.is) {
 			t.Errorf("%s: %v is not %v", c.why, err, c.is)
+		}
+	}
+}
+
+// quoted is a wrapper that writes its cause's text quoted (%q), as a
+// library wrapper may, and keeps it as its cause.
+type quoted struct{ err error }
+
+func (q quoted) Error() string { return fmt.Sprintf("bad spec %q", q.err.Error()) }
+func (q quoted) Unwrap() error { return q.err }
+
+// flagged says an error again from its tree, not by replacing text in the
+// whole message: an option error quoted by its wrapper, one inside an
+// errors.Join inside fmt.Errorf, a reference in advice and an option error
+// whose flag is unknown all come out right, and each result still unwraps
+// to the library's error.
+func TestFlaggedSaysTheTree(t *testing.T) {
+	by := traces.OptionErrorf("analyze", "Options.By", "%q: want one of class, model", "user")
+	speed := traces.OptionErrorf("replay", "Options.Speed", "must be > 0, got %d", 0)
+	model := traces.OptionErrorf("replay", "Options.Model", "set %w to one it serves", traces.OptionRef("Options.ModelMap"))
+	unknown := traces.OptionErrorf("x", "Thing", "no flag sets it")
+	for _, c := range []struct {
+		why  string
+		err  error
+		want string
+	}{
+		{"quoted by its wrapper (its quotes escaped)", fmt.Errorf("run: %w", quoted{by}), `run: bad spec "--by: \"user\": want one of class, model"`},
+		{"in a join inside fmt.Errorf", fmt.Errorf("options: %w", errors.Join(by, model)), "options: --by: \"user\": want one of class, model\n--model: set --model-map to one it serves"},
+		{"a join of a known and an unknown option", errors.Join(unknown, speed), "x: Thing: no flag sets it\n--speed: must be > 0, got 0"},
+		{"the same text twice, each said once", fmt.Errorf("%w; again %w", speed, speed), "--speed: must be > 0, got 0; again --speed: must be > 0, got 0"},
+		{"no option at all", fmt.Errorf("read: %w", os.ErrNotExist), "read: file does not exist"},
+	} {
+		got := flagged(c.err, nil)
+		if got.Error() != c.want {
+			t.Errorf("%s: %q, want %q", c.why, got, c.want)
+		}
+		var oe *traces.OptionError
+		if strings.Contains(c.want, "--") && !errors.As(got, &oe) {
+			t.Errorf("%s: the flagged error lost the option error", c.why)
 		}
 	}
 }

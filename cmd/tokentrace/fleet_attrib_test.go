@@ -447,15 +447,7 @@ func TestCacheUnawareRouting(t *testing.T) {
 // response headers; replay --replica-header and --prefill-replica-header
 // keep them in the results, and analyze shows the per-replica table.
 func TestReplayNamesFleetReplicas(t *testing.T) {
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, "prefill-replicas=2,decode-replicas=3,router=round-robin"); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sim.Start(context.Background(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startSimServer(t, "prefill-replicas=2,decode-replicas=3,router=round-robin", nil)
 	dir := t.TempDir()
 	var recs []traces.Record
 	for i := range 30 {
@@ -465,7 +457,7 @@ func TestReplayNamesFleetReplicas(t *testing.T) {
 	}
 	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
 	out := dir + "/results.jsonl"
-	runMain(t, "replay", "--url", srv.URL, "--model", so.Model, "--quiet", "--no-preflight", "--max-lateness", "10s",
+	runMain(t, "replay", "--url", srv.URL, "--model", sim.DefaultModel, "--quiet", "--no-preflight", "--max-lateness", "10s",
 		"--replica-header", traces.ReplicaHeader, "--prefill-replica-header", traces.PrefillReplicaHeader, "--out", out, trace)
 	res, _, err := traces.ReadAll(out)
 	if err != nil {

@@ -87,7 +87,7 @@ N rows" on stderr. Exit codes: 0 ok, 1 failure, 2 usage.`,
 				fmt.Fprintf(s.err, "tokentrace import: warning: %s\n", note)
 			}
 			for _, note := range formats.ImportNotes(r) {
-				fmt.Fprintf(s.err, "note: %s\n", note)
+				fmt.Fprintf(s.err, "note: %s\n", note.Say(cliTerms{}))
 			}
 			return nil
 		},
@@ -111,7 +111,7 @@ func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, for
 		err error
 	)
 	if out == "-" {
-		w, err = traces.NewWriter(importStdout{stdio(c).out}, traces.FormatJSONL, m, traces.CreateOptions{})
+		w, err = traces.NewWriter(importStdout{stdio(c).out}, traces.FormatJSONL, m, traces.DefaultCreateOptions())
 	} else {
 		w, err = traces.CreateWith(out, m, co)
 	}

@@ -193,7 +193,7 @@ func TestImportExportCLI(t *testing.T) {
 func TestImportExportHelp(t *testing.T) {
 	for _, cmd := range []string{"import", "export"} {
 		code, stdout, _ := runCLI(nil, cmd, "--help")
-		if code != 0 || !strings.Contains(stdout, "Examples:") || !strings.Contains(stdout, "tokentrace "+cmd+" --format") {
+		if code != 0 || !strings.Contains(stdout, "EXAMPLES:") || !strings.Contains(stdout, "tokentrace "+cmd+" --format") {
 			t.Errorf("%s --help: exit %d, output lacks an example:\n%s", cmd, code, stdout)
 		}
 	}

@@ -64,7 +64,7 @@ file prints the summary of the rows before the damage and exits 1 (0 with
 			fail := func(err error) {
 				failed = append(failed, err)
 				if len(names) > 1 {
-					fmt.Fprintf(std.err, "tokentrace: inspect: %v\n", err)
+					fmt.Fprintf(std.err, "tokentrace inspect: %v\n", err)
 				}
 			}
 			for i, name := range names {
@@ -169,11 +169,7 @@ func writeSummaryText(w io.Writer, name string, s *traces.Summary) {
 		p("server", "%s", l)
 	}
 	if o := s.Outcome; o != nil {
-		var st []string
-		for _, k := range slices.Sorted(maps.Keys(o.ByStatus)) {
-			st = append(st, fmt.Sprintf("%s %d", k, o.ByStatus[k]))
-		}
-		p("outcome", "%d requests: ok %d, failed %d (%s)", o.Requests, o.OK, o.Failed, strings.Join(st, ", "))
+		p("outcome", "%s", outcomeLine(o))
 		lat := func(l traces.Latency) string {
 			if l.N == 0 {
 				return "n 0"
@@ -239,4 +235,20 @@ func plural(n int64, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// outcomeLine is the outcome of a results file: its requests, ok and
+// failed, and the failures by kind (ok is said once, not again among them).
+func outcomeLine(o *traces.OutcomeSummary) string {
+	var st []string
+	for _, k := range slices.Sorted(maps.Keys(o.ByStatus)) {
+		if k != traces.StatusOK {
+			st = append(st, fmt.Sprintf("%s %d", k, o.ByStatus[k]))
+		}
+	}
+	line := fmt.Sprintf("%d requests: ok %d, failed %d", o.Requests, o.OK, o.Failed)
+	if len(st) > 0 {
+		line += " (" + strings.Join(st, ", ") + ")"
+	}
+	return line
 }

@@ -45,7 +45,7 @@ func TestInspectText(t *testing.T) {
 		"rows           4", "duration       4.000 s", "rate           0.750 req/s",
 		"input_tokens   p50 250", "sum 1000", "categories     2: (none) 50.0% (2), sys 50.0% (2)",
 		"sessions       1", "models         1: llama 100.0% (4)", "block_size 512",
-		"outcome        2 requests: ok 1, failed 1 (ok 1, timeout 1)", "ttft_ms        n 1  p50 50.00",
+		"outcome        2 requests: ok 1, failed 1 (timeout 1)", "ttft_ms        n 1  p50 50.00",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -145,7 +145,7 @@ func TestInspectHelpHasExample(t *testing.T) {
 // TestInspectAzure: the shared Azure code trace imports to 8,819 rows.
 func TestInspectAzure(t *testing.T) {
 	src := testtraces.Path(t, "azure_llm_2023/AzureLLMInferenceTrace_code.csv")
-	recs, m, _, err := formats.ImportAll(context.Background(), "azure", src, traces.OpenOptions{})
+	recs, m, _, err := formats.ImportAll(context.Background(), "azure", src, traces.DefaultOpenOptions())
 	if err != nil {
 		t.Skipf("azure importer not available: %v", err)
 	}

@@ -59,14 +59,13 @@ trace (TRACE.twin.conf), checked against the incident itself, and asked.`
 
 func postmortemCommand() *cli.Command {
 	var (
-		o                   prom.Options
+		o                   = prom.DefaultOptions()
 		start, slo, html    string
 		metricsOut, tailMet string
 		tail, jsonOut       string
 		whatIf              headerFlag
 		rf                  readFlags
 	)
-	o.Step, o.Timeout, o.Retries, o.InstanceLabel = prom.DefaultStep, prom.DefaultTimeout, prom.DefaultRetries, prom.DefaultInstanceLabel
 	return &cli.Command{
 		Name:        "postmortem",
 		Usage:       "explain a production tail from a captured trace and the server's Prometheus history",
@@ -98,83 +97,123 @@ func postmortemCommand() *cli.Command {
 			if err := checkWhatIfs(whatIf.v); err != nil {
 				return err
 			}
-			in := newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order")
-			r, err := in.open(a[0])
+			pm := postmortemArgs{trace: a[0], start: start, slo: slo, html: html, metricsOut: metricsOut,
+				tailMetric: tailMet, tail: tail, jsonOut: jsonOut, rf: &rf,
+				in: newTraceIn(c, &rf, "postmortem", "kept: the analysis does not depend on order")}
+			if err := pm.window(&o); err != nil {
+				return err
+			}
+			samples, err := pm.fetchSeries(c, o)
 			if err != nil {
 				return err
 			}
-			meta, last, err := lastArrival(r, a[0])
-			if err != nil {
+			if err := pm.report(c); err != nil {
 				return err
-			}
-			if start == "" {
-				if meta.Get("capture.start_precision") != "exact" {
-					return usageErrorf("--start: %s does not record its exact start (capture with --keep-start, or give --start)", a[0])
-				}
-				start = meta.Get("capture.start")
-			}
-			if o.Start, err = time.Parse(time.RFC3339Nano, start); err != nil {
-				return usageErrorf("--start %q: want RFC 3339, e.g. 2026-11-22T03:00:00Z", start)
-			}
-			// The window covers every arrival plus a minute for the last
-			// requests to finish.
-			o.Duration = time.Duration(last) + time.Minute
-			if end := time.Now(); o.Start.Add(o.Duration).After(end) && end.After(o.Start) {
-				o.Duration = max(end.Sub(o.Start).Truncate(o.Step), o.Step) // no history after now
-			}
-			if err := o.Validate(); err != nil {
-				return usageError(err, promFlags)
-			}
-			res, err := prom.Fetch(c.Context, o)
-			if errors.Is(err, prom.ErrLabel) {
-				return usageError(err, promFlags)
-			}
-			if err != nil {
-				return err
-			}
-			s := stdio(c)
-			fetchLine(s.err, &o, res)
-			if metricsOut == "" {
-				metricsOut = traces.SamplesPathFor(a[0])
-			}
-			if err := storeSeries(&o, res, metricsOut); err != nil {
-				return err
-			}
-			ao := analyze.DefaultOptions()
-			ao.TailMetric, ao.Read = tailMet, rf.options(c)
-			if ao.TailPercentile, err = analyze.ParsePercentile(tail); err != nil {
-				return usageErrorf("--tail: %w", err)
-			}
-			if ao.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %w", err)
-			}
-			rep, err := analyze.AnalyzeFiles(c.Context, []string{a[0]}, ao)
-			if err != nil {
-				return analyzeError(err)
-			}
-			if metricsOut != traces.SamplesPathFor(a[0]) {
-				fmt.Fprintf(s.err, "postmortem: the series are in %s; analyze reads them only from %s\n", metricsOut, traces.SamplesPathFor(a[0]))
-			}
-			if err := rep.WriteText(s.out); err != nil {
-				return fmt.Errorf("write report: %w", err)
-			}
-			if jsonOut != "" {
-				if err := atomicfile.WriteFile(jsonOut, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
-					return err
-				}
-			}
-			if html != "" {
-				if err := atomicfile.WriteFile(html, func(w io.Writer) error { return rep.WriteHTML(w) }); err != nil {
-					return err
-				}
-				fmt.Fprintf(s.err, "wrote %s\n", html)
 			}
 			if len(whatIf.v) > 0 {
-				return postmortemWhatIf(c, in, a[0], res.Samples, whatIf.v, twinPathFor(a[0]), s.out)
+				return postmortemWhatIf(c, pm.in, a[0], samples, whatIf.v, twinPathFor(a[0]), stdio(c).out)
 			}
 			return nil
 		},
 	}
+}
+
+// postmortemArgs are postmortem's trace and the flags that are not
+// Prometheus options.
+type postmortemArgs struct {
+	trace, start, slo, html, metricsOut string
+	tailMetric, tail, jsonOut           string
+	rf                                  *readFlags
+	in                                  *traceIn
+}
+
+// window sets o's window from the trace: from its recorded start (or
+// --start) over every arrival, plus a minute for the last requests to
+// finish, and no later than now.
+func (pm *postmortemArgs) window(o *prom.Options) error {
+	r, err := pm.in.open(pm.trace)
+	if err != nil {
+		return err
+	}
+	meta, last, err := lastArrival(r, pm.trace)
+	if err != nil {
+		return err
+	}
+	start := pm.start
+	if start == "" {
+		if meta.Get("capture.start_precision") != "exact" {
+			return usageErrorf("--start: %s does not record its exact start (capture with --keep-start, or give --start)", pm.trace)
+		}
+		start = meta.Get("capture.start")
+	}
+	if o.Start, err = time.Parse(time.RFC3339Nano, start); err != nil {
+		return usageErrorf("--start %q: want RFC 3339, e.g. 2026-11-22T03:00:00Z", start)
+	}
+	o.Duration = time.Duration(last) + time.Minute
+	if end := time.Now(); o.Start.Add(o.Duration).After(end) && end.After(o.Start) {
+		o.Duration = max(end.Sub(o.Start).Truncate(o.Step), o.Step) // no history after now
+	}
+	if err := o.Validate(); err != nil {
+		return usageError(err, promFlags)
+	}
+	return nil
+}
+
+// fetchSeries reads the window's series from Prometheus, stores them at
+// --metrics-out (beside the trace by default) and returns them.
+func (pm *postmortemArgs) fetchSeries(c *cli.Context, o prom.Options) ([]traces.MetricsSample, error) {
+	res, err := prom.Fetch(c.Context, o)
+	if errors.Is(err, prom.ErrLabel) {
+		return nil, usageError(err, promFlags)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fetchLine(stdio(c).err, &o, res)
+	if pm.metricsOut == "" {
+		pm.metricsOut = traces.SamplesPathFor(pm.trace)
+	}
+	if err := storeSeries(&o, res, pm.metricsOut); err != nil {
+		return nil, err
+	}
+	return res.Samples, nil
+}
+
+// report analyzes the trace with the series beside it and writes the
+// report: text on stdout, JSON and HTML where asked.
+func (pm *postmortemArgs) report(c *cli.Context) error {
+	var err error
+	ao := analyzeOptions()
+	ao.TailMetric, ao.Read = pm.tailMetric, pm.rf.options(c)
+	if ao.TailPercentile, err = analyze.ParsePercentile(pm.tail); err != nil {
+		return usageErrorf("--tail: %w", err)
+	}
+	if ao.SLO, err = traces.ParseSLO(pm.slo); err != nil {
+		return usageErrorf("--slo: %w", err)
+	}
+	rep, err := analyze.AnalyzeFiles(c.Context, []string{pm.trace}, ao)
+	if err != nil {
+		return analyzeError(err)
+	}
+	s := stdio(c)
+	if pm.metricsOut != traces.SamplesPathFor(pm.trace) {
+		fmt.Fprintf(s.err, "postmortem: the series are in %s; analyze reads them only from %s\n", pm.metricsOut, traces.SamplesPathFor(pm.trace))
+	}
+	if err := rep.WriteText(s.out); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if pm.jsonOut != "" {
+		if err := atomicfile.WriteFile(pm.jsonOut, func(w io.Writer) error { return rep.WriteJSON(w) }); err != nil {
+			return err
+		}
+	}
+	if pm.html != "" {
+		if err := atomicfile.WriteFile(pm.html, func(w io.Writer) error { return rep.WriteHTML(w) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.err, "wrote %s\n", pm.html)
+	}
+	return nil
 }
 
 // storeSeries writes the series read from Prometheus to path, with where

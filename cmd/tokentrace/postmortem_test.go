@@ -34,13 +34,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 		t.Skip("starts Prometheus and replays in real time (~20 s)")
 	}
 	ctx := context.Background()
-	so := sim.DefaultOptions()
-	so.MaxNumSeqs = 4 // a burst of 40 queues
-	srv, err := sim.Start(ctx, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startSimServer(t, "max-num-seqs=4", nil) // a burst of 40 queues
 	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
 	// A second Prometheus without the KV-cache gauge and the queue-time
 	// histogram, as if the server did not export them.
@@ -56,7 +50,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 		recs[i] = r
 	}
 	ro := replay.DefaultOptions()
-	ro.URL, ro.Model = srv.URL, so.Model
+	ro.URL, ro.Model = srv.URL, sim.DefaultModel
 	start := time.Now()
 	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
 	if err != nil {
@@ -408,22 +402,13 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 		t.Skip("starts Prometheus and a fleet, replays in real time (~20 s)")
 	}
 	ctx := context.Background()
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, pdincident.Fleet); err != nil {
-		t.Fatal(err)
-	}
-	so.PerRequestMetrics = true
-	srv, err := sim.Start(ctx, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startSimServer(t, pdincident.Fleet, func(so *sim.Options) { so.PerRequestMetrics = true })
 	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
 	promtest.WaitScrapes(t, promURL, 3) // the load starts inside scraped history
 
 	ro := replay.DefaultOptions()
 	ro.NoPreflight = true
-	ro.Model = so.Model
+	ro.Model = sim.DefaultModel
 	pl, err := pdincident.Play(ctx, srv.URL, pdincident.Records(33), traces.NewMeta("incident"), ro)
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,9 @@ func postmortemWhatIf(c *cli.Context, in *traceIn, trace string, samples []trace
 		return err
 	}
 	inputs := []twin.Input{{Name: trace, Rows: readRows(in, trace), Samples: samples}}
-	fit, err := twin.Fit(c.Context, inputs, twin.FitOptions{Prompt: prompt})
+	fo := twin.DefaultFitOptions()
+	fo.Prompt, fo.Terms = prompt, cliTerms{}
+	fit, err := twin.Fit(c.Context, inputs, fo)
 	if err != nil {
 		return err
 	}
@@ -55,7 +57,9 @@ func postmortemWhatIf(c *cli.Context, in *traceIn, trace string, samples []trace
 	if err := sim.ApplyConfig(&o, "config="+out); err != nil {
 		return err
 	}
-	chk, err := twin.Check(c.Context, o, inputs, twin.CheckOptions{Prompt: prompt, WhatIfs: specs})
+	co := twin.DefaultCheckOptions()
+	co.Prompt, co.WhatIfs = prompt, specs
+	chk, err := twin.Check(c.Context, o, inputs, co)
 	if err != nil {
 		return err
 	}

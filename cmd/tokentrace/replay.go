@@ -79,6 +79,7 @@ type replayArgs struct {
 // newReplayArgs are the flags' defaults.
 func newReplayArgs() *replayArgs {
 	o := replay.DefaultOptions()
+	o.Terms = cliTerms{replayFlags}
 	return &replayArgs{
 		o: o, api: o.API, out: "results.parquet", shard: "0/1",
 		maxLateness: replay.DefaultMaxLateness, maxFailed: replay.DefaultMaxFailed,
@@ -134,7 +135,7 @@ func (a *replayArgs) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "strict-sessions", Usage: "--sessions closed: a session whose dependencies cannot be replayed (cycle, missing call, another session's call) is an error instead of being sent open loop", Destination: &a.o.StrictSessions},
 		&cli.StringFlag{Name: "shard", Value: a.shard, Usage: "replay shard i of n (i/n)", Destination: &a.shard},
 		&cli.StringFlag{Name: "start-at", Usage: "start the clock at this RFC3339 wall time (shards start together)", Destination: &a.startAt},
-		&cli.IntFlag{Name: "clock-probes", Usage: "with --start-at: GET requests (at most one a second before it) that bracket the target's clock offset from its Date header, recorded in the results (0 = 12, -1 = none)", Destination: &a.o.ClockProbes},
+		&cli.IntFlag{Name: "clock-probes", Value: a.o.ClockProbes, Usage: "with --start-at: GET requests (at most one a second before it) that bracket the target's clock offset from its Date header, recorded in the results (0 = none)", Destination: &a.o.ClockProbes},
 		&cli.DurationFlag{Name: "timeout", Value: a.o.Timeout, Usage: "per-request timeout", Destination: &a.o.Timeout},
 		&cli.DurationFlag{Name: "drain", Value: a.o.Drain, Usage: "after Ctrl-C or --duration, wait this long for in-flight requests", Destination: &a.o.Drain},
 		&cli.DurationFlag{Name: "max-lateness", Value: a.maxLateness, Usage: "exit 3 when lateness p99 exceeds this", Destination: &a.maxLateness},

@@ -96,7 +96,9 @@ func (a *replayArgs) target() (replay.TargetOptions, error) {
 	case given && a.o.URL != "":
 		return replay.TargetOptions{}, usageErrorf("--url %s and --target %s both name the target: give one (--target takes a URL too)", replay.RedactURL(a.o.URL), replay.RedactURL(spec))
 	case a.o.URL != "":
-		return replay.TargetOptions{URL: a.o.URL}, nil
+		to := replay.DefaultTargetOptions()
+		to.URL, to.Sim = a.o.URL, nil // a server, not the simulator
+		return to, nil
 	case !given:
 		spec = "sim"
 	}
@@ -182,7 +184,7 @@ func (a *replayArgs) startTarget(ctx context.Context, to replay.TargetOptions, o
 		fmt.Fprintf(s.err, "tokentrace replay: OTLP/HTTP receiver at http://%s%s\n", tgt.OTLPAddr, otlp.TracesPath)
 	}
 	if tgt.Builtin {
-		fmt.Fprintf(s.err, "tokentrace replay: replaying against the built-in simulator (%s) at %s (model %s)\n", o.SimSpec, tgt.URL, o.Model)
+		fmt.Fprintf(s.err, "tokentrace replay: replaying against the built-in simulator (%s) at %s (model %s)\n", o.SimTarget, tgt.URL, o.Model)
 	}
 	metricsOut = a.metricsOut
 	if tgt.MetricsURL != "" && metricsOut == "" {

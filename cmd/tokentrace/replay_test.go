@@ -175,12 +175,7 @@ func TestReplaySIGKILLKeepsJournal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a child process")
 	}
-	so := sim.DefaultOptions()
-	srv, err := sim.Start(context.Background(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startSimServer(t, "", nil)
 	simStart := time.Now() // >= the sim's own clock zero
 	dir := t.TempDir()
 	recs := make([]traces.Record, 3000) // 6 s of trace

@@ -22,7 +22,12 @@ import (
 // reads traces.
 type readFlags struct{ o traces.OpenOptions }
 
-func (f *readFlags) flags() []cli.Flag { return readFlagsInto(&f.o) }
+// flags binds the flags to the options, starting from their defaults
+// (traces.DefaultOpenOptions), as every command's flags do.
+func (f *readFlags) flags() []cli.Flag {
+	f.o = traces.DefaultOpenOptions()
+	return readFlagsInto(&f.o)
+}
 
 // readFlagsInto are the flags, setting o (for a command whose library
 // options hold the traces.OpenOptions).
@@ -103,7 +108,7 @@ func (t *traceIn) note(name string, st traces.ReadStats) {
 func (t *traceIn) open(name string) (traces.Reader, error) {
 	r, err := traces.OpenWith(name, t.o)
 	if err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
+		return nil, err // it names the trace ("open trace NAME: ...")
 	}
 	return &noting{Reader: r, in: t, name: name}, nil
 }

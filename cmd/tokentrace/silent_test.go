@@ -27,8 +27,10 @@ func TestWrongInputIsAnError(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"capture given a tokentrace trace instead of logs says so",
-			[]string{"capture", "--out", out, parquetTrace}, []string{"no requests captured", "already a tokentrace trace"}},
+		{"capture given a Parquet tokentrace trace instead of logs says so (its bytes are not counted as bad lines)",
+			[]string{"capture", "--out", out, parquetTrace}, []string{"trace.parquet: a Parquet file, not serving logs; it is already a tokentrace trace: use it as it is"}},
+		{"capture given a JSON lines tokentrace trace instead of logs says so",
+			[]string{"capture", "--out", out, trace}, []string{"no requests captured", "already a tokentrace trace"}},
 		{"capture of gateway logs with the wrong --format points at --format",
 			[]string{"capture", "--format", "vllm-log", "--out", out, logs}, []string{"no requests captured", `format "vllm-log"`, "check --format"}},
 		{"import of an Azure CSV as mooncake points at --format",
@@ -46,6 +48,9 @@ func TestWrongInputIsAnError(t *testing.T) {
 			if !strings.Contains(se, w) {
 				t.Errorf("%s: stderr %q lacks %q", c.why, se, w)
 			}
+		}
+		if strings.Contains(se, "not_utf8") {
+			t.Errorf("%s: stderr %q counts a binary file's bytes as bad lines", c.why, se)
 		}
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%s: wrote %s anyway (%v)", c.why, out, err)

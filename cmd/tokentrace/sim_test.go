@@ -19,23 +19,9 @@ import (
 // writes --truth-out.
 func TestSimCommand(t *testing.T) {
 	truth := filepath.Join(t.TempDir(), "truth.jsonl")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() {
-		// per-request metrics are on by default; the model is named after the preset
-		code <- Main(ctx, []string{"tokentrace", "sim", "--preset", "tiny", "--virtual", "--max-num-seqs", "4",
-			"--truth-out", truth}, strings.NewReader(""), pw, &stderr)
-		pw.Close()
-	}()
-	url, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
-	}
-	url = strings.TrimSpace(url)
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"model":"sim-tiny","prompt":"hi","max_tokens":3,"ignore_eos":true}`))
+	// per-request metrics are on by default; the model is named after the preset
+	run := runSimCommand(t, "--preset", "tiny", "--virtual", "--max-num-seqs", "4", "--truth-out", truth)
+	resp, err := http.Post(run.URL+"/v1/completions", "application/json", strings.NewReader(`{"model":"sim-tiny","prompt":"hi","max_tokens":3,"ignore_eos":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +30,8 @@ func TestSimCommand(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"metrics":{`) {
 		t.Fatalf("status %d body %s", resp.StatusCode, body)
 	}
-	cancel()
-	select {
-	case c := <-code:
-		if c != 0 {
-			t.Fatalf("exit %d, stderr %s", c, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("sim did not stop on cancel")
+	if c := run.stop(t); c != 0 {
+		t.Fatalf("exit %d, stderr %s", c, run.stderr.String())
 	}
 	recs, _, err := traces.ReadAll(truth)
 	if err != nil || len(recs) != 1 || recs[0].OutputTokens != 3 {
@@ -82,24 +62,11 @@ func TestSimCommandUsage(t *testing.T) {
 // replica, and the truth has the replica of every request.
 func TestSimFleetCommand(t *testing.T) {
 	truth := filepath.Join(t.TempDir(), "truth.jsonl")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	code := make(chan int, 1)
-	go func() {
-		code <- Main(ctx, []string{"tokentrace", "sim", "--preset", "tiny", "--replicas", "2", "--router", "least-outstanding",
-			"--replica-config", "replica-1.step-fixed=2ms", "--truth-out", truth}, strings.NewReader(""), pw, &stderr)
-		pw.Close()
-	}()
-	url, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
-	}
-	url = strings.TrimSpace(url)
+	run := runSimCommand(t, "--preset", "tiny", "--replicas", "2", "--router", "least-outstanding",
+		"--replica-config", "replica-1.step-fixed=2ms", "--truth-out", truth)
 	var served []string
 	for range 2 {
-		resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"ignore_eos":true}`))
+		resp, err := http.Post(run.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":3,"ignore_eos":true}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,12 +74,11 @@ func TestSimFleetCommand(t *testing.T) {
 		resp.Body.Close()
 		served = append(served, resp.Header.Get("X-Sim-Replica"))
 	}
-	cancel()
-	if c := <-code; c != 0 {
-		t.Fatalf("exit %d, stderr %s", c, stderr.String())
+	if c := run.stop(t); c != 0 {
+		t.Fatalf("exit %d, stderr %s", c, run.stderr.String())
 	}
-	if served[0] != "replica-0" || served[1] != "replica-1" || !strings.Contains(stderr.String(), "on 2 replicas (replica-0, replica-1), router least-outstanding") {
-		t.Errorf("served by %v; stderr %s", served, stderr.String())
+	if served[0] != "replica-0" || served[1] != "replica-1" || !strings.Contains(run.stderr.String(), "on 2 replicas (replica-0, replica-1), router least-outstanding") {
+		t.Errorf("served by %v; stderr %s", served, run.stderr.String())
 	}
 	recs, _, err := traces.ReadAll(truth)
 	if err != nil || len(recs) != 2 || recs[0].Replica != "replica-0" || recs[1].Replica != "replica-1" {
@@ -140,32 +106,57 @@ func TestSimFleetFlagErrors(t *testing.T) {
 	}
 }
 
-// startSimCommand runs `tokentrace sim ARGS` until the test ends and
-// returns its URL.
-func startSimCommand(t *testing.T, args ...string) string {
+// simRun is `tokentrace sim` running beside a test.
+type simRun struct {
+	URL    string
+	stderr *syncBuf
+	cancel context.CancelFunc
+	code   chan int
+}
+
+// runSimCommand runs `tokentrace sim ARGS` and returns once it printed
+// its URL.
+func runSimCommand(t *testing.T, args ...string) *simRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	var stderr syncBuf
-	code := make(chan int, 1)
+	run := &simRun{stderr: &syncBuf{}, cancel: cancel, code: make(chan int, 1)}
 	go func() {
-		code <- Main(ctx, append([]string{"tokentrace", "sim", "--virtual"}, args...), strings.NewReader(""), pw, &stderr)
+		run.code <- Main(ctx, append([]string{"tokentrace", "sim"}, args...), strings.NewReader(""), pw, run.stderr)
 		pw.Close()
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-code:
-		case <-time.After(10 * time.Second):
-			t.Error("sim did not stop on cancel")
-		}
-	})
 	url, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
-		t.Fatalf("reading URL: %v (stderr %s)", err, stderr.String())
+		cancel()
+		t.Fatalf("reading URL: %v (stderr %s)", err, run.stderr.String())
 	}
 	go io.Copy(io.Discard, pr)
-	return strings.TrimSpace(url)
+	run.URL = strings.TrimSpace(url)
+	return run
+}
+
+// stop cancels the command's context and returns its exit code (-1, and
+// the test fails, when it does not stop within 10 s).
+func (run *simRun) stop(t *testing.T) int {
+	t.Helper()
+	run.cancel()
+	select {
+	case c := <-run.code:
+		run.code <- c // a second stop gets the same code
+		return c
+	case <-time.After(10 * time.Second):
+		t.Error("sim did not stop on cancel")
+		return -1
+	}
+}
+
+// startSimCommand runs `tokentrace sim --virtual ARGS` until the test ends
+// and returns its URL.
+func startSimCommand(t *testing.T, args ...string) string {
+	t.Helper()
+	run := runSimCommand(t, append([]string{"--virtual"}, args...)...)
+	t.Cleanup(func() { run.stop(t) })
+	return run.URL
 }
 
 // A standalone simulator serves a trace's production model names as the

@@ -65,8 +65,8 @@ worth as much as the check above it.`
 func simFitCommand() *cli.Command {
 	var out, prior string
 	var rf readFlags
-	o := twin.FitOptions{Seed: twin.DefaultSeed, ChunkJitter: twin.DefaultChunkJitter, SimRows: twin.DefaultSimRows}
-	var seed int64 = twin.DefaultSeed
+	o := twin.DefaultFitOptions()
+	o.Terms = cliTerms{}
 	return &cli.Command{
 		Name:        "fit",
 		Usage:       "fit the simulator to measured runs of your server and write it as a twin",
@@ -75,7 +75,7 @@ func simFitCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "write the twin (a simulator configuration file) here (required)", Destination: &out},
 			&cli.StringFlag{Name: "prior", Usage: "simulator configuration whose values the parameters the data cannot identify keep, e.g. preset=phi4-mini-l4", Destination: &prior},
-			&cli.Int64Flag{Name: "seed", Value: seed, Usage: "seed of the sampled steps", Destination: &seed},
+			&cli.Uint64Flag{Name: "seed", Value: o.Seed, Usage: "seed of the sampled steps", Destination: &o.Seed},
 			&cli.DurationFlag{Name: "chunk-jitter", Value: o.ChunkJitter, Usage: "widest spread at the client of the chunks of one engine step", Destination: &o.ChunkJitter},
 			&cli.IntFlag{Name: "sim-rows", Value: o.SimRows, Usage: "rows of each input simulated to confirm the limits and report residuals (-1 = none)", Destination: &o.SimRows},
 		}, rf.flags()...),
@@ -87,15 +87,13 @@ func simFitCommand() *cli.Command {
 			if out == "" {
 				return usageErrorf("sim fit: --out is required (where to write the twin)")
 			}
-			if seed <= 0 {
-				return usageErrorf("--seed: want a positive number, got %d", seed)
-			}
-			o.Seed = uint64(seed)
-			p := sim.DefaultOptions()
-			if err := sim.ApplyConfig(&p, prior); err != nil {
+			if err := sim.ApplyConfig(&o.Prior, prior); err != nil {
 				return usageErrorf("--prior: %w", err)
 			}
-			o.Prior = &p
+			// The options are checked before any input is read.
+			if err := o.Validate(); err != nil {
+				return usageError(err, nil)
+			}
 			in := newTraceIn(c, &rf, "sim fit", "kept: the fit orders rows by send time")
 			inputs, err := twinInputs(in, names, true)
 			if err != nil {
@@ -123,7 +121,7 @@ func simFitCommand() *cli.Command {
 
 func simCheckCommand() *cli.Command {
 	var file, out string
-	var tolerance float64
+	co := twin.DefaultCheckOptions()
 	var whatIf headerFlag
 	var rf readFlags
 	return &cli.Command{
@@ -134,7 +132,7 @@ func simCheckCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "twin", Usage: "the twin (sim fit's file; or any simulator configuration file) (required)", Destination: &file},
 			&cli.StringFlag{Name: "out", Usage: "also write the predicted rows (results) here", Destination: &out},
-			&cli.Float64Flag{Name: "tolerance", Value: twin.DefaultTolerance, Usage: "largest relative error of p50 and p90 (p99: twice it)", Destination: &tolerance},
+			&cli.Float64Flag{Name: "tolerance", Value: co.Tolerance, Usage: "largest relative error of p50 and p90 (p99: twice it)", Destination: &co.Tolerance},
 			&cli.GenericFlag{Name: "what-if", Value: &whatIf, Usage: "also predict the runs with these simulator keys over the twin, e.g. replicas=3 or max-num-seqs=64 (repeatable)"},
 		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
@@ -145,8 +143,10 @@ func simCheckCommand() *cli.Command {
 			if file == "" {
 				return usageErrorf("sim check: --twin is required")
 			}
-			if tolerance <= 0 || tolerance >= 10 {
-				return usageErrorf("--tolerance: want a fraction such as 0.1, got %g", tolerance)
+			co.WhatIfs = whatIf.v
+			// The options are checked before any input is read.
+			if err := co.Validate(); err != nil {
+				return usageError(err, nil)
 			}
 			o := replay.BuiltinSim()
 			if err := sim.ApplyConfig(&o, "config="+file); err != nil {
@@ -157,7 +157,6 @@ func simCheckCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			co := twin.CheckOptions{Tolerance: tolerance, WhatIfs: whatIf.v}
 			for _, w := range whatIf.v {
 				x := o
 				if err := sim.ApplyConfig(&x, w); err != nil {

@@ -22,7 +22,7 @@ func measuredRun(t *testing.T, path, hidden string, recs []traces.Record) string
 		t.Fatal(err)
 	}
 	var rows []traces.Record
-	if _, err := twin.Predict(context.Background(), o, traces.Values(recs), twin.PredictOptions{Run: "measured"}, func(r traces.Record) error {
+	if _, err := twin.Predict(context.Background(), o, traces.Values(recs), measuredPredict(), func(r traces.Record) error {
 		rows = append(rows, r)
 		return nil
 	}); err != nil {
@@ -67,6 +67,15 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 	if err := sim.ApplyConfig(&o, "config="+conf+",replicas=4,router=prefix-aware"); err != nil || o.MaxNumSeqs != 8 || o.Fleet.Replicas != 4 {
 		t.Fatalf("the twin as a fleet: %v (max-num-seqs %d, replicas %d)", err, o.MaxNumSeqs, o.Fleet.Replicas)
 	}
+	// The twin's file and its trust lines name the check as its command
+	// line (the library's traces.Command said with sim check's flags).
+	if body, err := os.ReadFile(conf); err != nil || !strings.Contains(string(body), "\n# tokentrace sim check --twin FILE RESULTS (against a run it was not fitted on).\n") {
+		t.Errorf("the twin file's header does not say how to check it: %v\n%s", err, body)
+	}
+	untested := "twin " + conf + " was never checked against a measured run (tokentrace sim check --twin " + shellWord(conf) + " RESULTS): its answers are untested"
+	if got := twin.TrustLines(&o, cliTerms{}); len(got) != 1 || got[0] != untested {
+		t.Errorf("trust lines of an unchecked twin: %q, want %q", got, untested)
+	}
 
 	stdout, _ = runMain(t, "sim", "check", "--twin", conf, "--out", filepath.Join(dir, "pred.jsonl"), high)
 	if !strings.Contains(stdout, "verdict: the twin holds") {
@@ -108,4 +117,12 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 			t.Errorf("%v: exit %d, %s", args, code, stderr)
 		}
 	}
+}
+
+// measuredPredict are the prediction's options with its rows labelled as a
+// measured run's.
+func measuredPredict() twin.PredictOptions {
+	po := twin.DefaultPredictOptions()
+	po.Run = "measured"
+	return po
 }

@@ -25,5 +25,7 @@ func (f *sortFlags) options() (traces.CreateOptions, error) {
 	if f.mib < 1 {
 		return traces.CreateOptions{}, usageErrorf("--sort-memory-mib %d: want at least 1", f.mib)
 	}
-	return traces.CreateOptions{SortMemoryBytes: int64(f.mib) << 20, TempDir: f.dir}, nil
+	o := traces.DefaultCreateOptions()
+	o.SortMemoryBytes, o.TempDir = int64(f.mib)<<20, f.dir
+	return o, nil
 }

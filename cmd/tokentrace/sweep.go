@@ -38,11 +38,15 @@ type sweepSimFlags struct {
 	stepFixed, prefill, decode, attn time.Duration
 	perRequestMetrics                bool
 	config                           string
+	// set are the flags given: the others keep the preset's values.
+	set map[string]bool
 }
 
 func sweepCommand() *cli.Command {
-	a := &sweepArgs{o: replay.DefaultOptions(), speeds: sweep.DefaultSpeeds, pct: "99", outDir: sweep.DefaultOutDir, ext: sweep.DefaultExt,
-		searchRange: fmt.Sprintf("%g,%g", sweep.DefaultSearchLow, sweep.DefaultSearchHigh), repeat: 1, tol: sweep.DefaultSearchTolerance}
+	d := sweep.DefaultOptions()
+	d.Replay.Terms = cliTerms{replayFlags}
+	a := &sweepArgs{o: d.Replay, speeds: sweep.DefaultSpeeds, pct: fmt.Sprintf("%g", d.Percentile), outDir: sweep.DefaultOutDir, ext: d.Ext,
+		searchRange: fmt.Sprintf("%g,%g", d.Low, d.High), repeat: d.Repeat, tol: d.Tolerance}
 	return &cli.Command{
 		Name:        "sweep",
 		Usage:       "find how much faster than recorded a trace can run before the SLOs break",
@@ -55,6 +59,10 @@ func sweepCommand() *cli.Command {
 				return err
 			}
 			a.trace, a.targetSet = pos[0], c.IsSet("target")
+			a.sim.set = map[string]bool{}
+			for name := range setFlags(c) {
+				a.sim.set[name] = true
+			}
 			return runSweep(c.Context, a, stdio(c))
 		},
 	}
@@ -93,10 +101,10 @@ func (f *sweepSimFlags) flags() []cli.Flag {
 		&cli.IntFlag{Name: "sim-max-num-seqs", Destination: &f.maxSeqs, Usage: "built-in simulator: max running sequences", DefaultText: "preset's"},
 		&cli.IntFlag{Name: "sim-max-num-batched-tokens", Destination: &f.maxBatched, Usage: "built-in simulator: token budget per step", DefaultText: "preset's"},
 		&cli.IntFlag{Name: "sim-num-gpu-blocks", Destination: &f.blocks, Usage: "built-in simulator: KV cache blocks", DefaultText: "preset's"},
-		&cli.DurationFlag{Name: "sim-step-fixed", Value: -1, Destination: &f.stepFixed, Usage: "built-in simulator: fixed cost per step", DefaultText: "preset's"},
-		&cli.DurationFlag{Name: "sim-prefill-per-token", Value: -1, Destination: &f.prefill, Usage: "built-in simulator: cost per prefill token", DefaultText: "preset's"},
-		&cli.DurationFlag{Name: "sim-decode-per-seq", Value: -1, Destination: &f.decode, Usage: "built-in simulator: cost per decoding sequence", DefaultText: "preset's"},
-		&cli.DurationFlag{Name: "sim-attn-per-context-token", Value: -1, Destination: &f.attn, Usage: "built-in simulator: cost per context token read", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-step-fixed", Destination: &f.stepFixed, Usage: "built-in simulator: fixed cost per step", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-prefill-per-token", Destination: &f.prefill, Usage: "built-in simulator: cost per prefill token", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-decode-per-seq", Destination: &f.decode, Usage: "built-in simulator: cost per decoding sequence", DefaultText: "preset's"},
+		&cli.DurationFlag{Name: "sim-attn-per-context-token", Destination: &f.attn, Usage: "built-in simulator: cost per context token read", DefaultText: "preset's"},
 		&cli.BoolFlag{Name: "sim-per-request-metrics", Value: true, Destination: &f.perRequestMetrics, Usage: "built-in simulator: return vLLM's per-request metrics"},
 		&cli.StringFlag{Name: "sim-config", Destination: &f.config, Usage: "built-in simulator: configuration keys applied last, KEY=VALUE,... (the same as --target sim:KEY=VALUE,...)"},
 	}

@@ -63,7 +63,7 @@ func runSweep(ctx context.Context, a *sweepArgs, s streams) error {
 // printTrust prints, beside a verdict on a fitted twin, how far the twin
 // was found to hold (its last check).
 func printTrust(w io.Writer, o *sim.Options) {
-	for _, l := range twin.TrustLines(o) {
+	for _, l := range twin.TrustLines(o, cliTerms{}) {
 		fmt.Fprintln(w, l)
 	}
 }
@@ -71,7 +71,8 @@ func printTrust(w io.Writer, o *sim.Options) {
 // options maps the flags to sweep's options. Bad values fail here, before
 // the trace is read, as usage errors naming the flag.
 func (a *sweepArgs) options() (sweep.Options, error) {
-	cfg := sweep.Options{OutDir: a.outDir, Ext: a.ext, Search: a.search, Tolerance: a.tol, Repeat: a.repeat, Measure: measureStep}
+	cfg := sweep.DefaultOptions()
+	cfg.OutDir, cfg.Ext, cfg.Search, cfg.Tolerance, cfg.Repeat, cfg.Measure = a.outDir, a.ext, a.search, a.tol, a.repeat, measureStep
 	var err error
 	if a.repeat < 1 || a.repeat > 100 {
 		return cfg, usageErrorf("--repeat: want 1 to 100 runs per speed, got %d", a.repeat)
@@ -86,7 +87,7 @@ func (a *sweepArgs) options() (sweep.Options, error) {
 		return cfg, usageErrorf("--slo-percentile: %w", err)
 	}
 	if cfg.Speeds, err = sweep.ParseSpeeds(a.speeds); err != nil {
-		return cfg, usageErrorf("--%w", err)
+		return cfg, usageError(err, sweepFlags)
 	}
 	if a.search {
 		if cfg.Low, cfg.High, err = searchFlags(a.searchRange, a.tol); err != nil {
@@ -106,6 +107,9 @@ func (a *sweepArgs) options() (sweep.Options, error) {
 		return cfg, err
 	}
 	cfg.Replay = o
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError(err, sweepFlags)
+	}
 	return cfg, nil
 }
 
@@ -150,30 +154,39 @@ func serverOptions(o *replay.Options) error {
 
 // options is the simulator the --sim-* flags configure, --sim-config's
 // keys applied last.
+// sweepSimOptionFlags are sweep's --sim-* flags by the simulator's options.
+var sweepSimOptionFlags = map[string]string{
+	"Options.MaxNumSeqs": "--sim-max-num-seqs", "Options.MaxNumBatchedTokens": "--sim-max-num-batched-tokens",
+	"Options.NumGPUBlocks": "--sim-num-gpu-blocks", "Options.StepFixed": "--sim-step-fixed",
+	"Options.PrefillPerToken": "--sim-prefill-per-token", "Options.DecodePerSeq": "--sim-decode-per-seq",
+	"Options.AttnPerContextToken": "--sim-attn-per-context-token",
+}
+
 func (f *sweepSimFlags) options() (sim.Options, error) {
 	o := sim.DefaultOptions()
 	if err := sim.ApplyPreset(&o, f.preset); err != nil {
 		return o, usageErrorf("--sim-preset: %w", err)
 	}
 	o.PerRequestMetrics = f.perRequestMetrics
-	for _, x := range []struct {
+	// A flag given, 0 included, overrides the preset's value.
+	for name, x := range map[string]struct {
 		v   int
 		dst *int
-	}{{f.maxSeqs, &o.MaxNumSeqs}, {f.maxBatched, &o.MaxNumBatchedTokens}, {f.blocks, &o.NumGPUBlocks}} {
-		if x.v != 0 {
+	}{"sim-max-num-seqs": {f.maxSeqs, &o.MaxNumSeqs}, "sim-max-num-batched-tokens": {f.maxBatched, &o.MaxNumBatchedTokens}, "sim-num-gpu-blocks": {f.blocks, &o.NumGPUBlocks}} {
+		if f.set[name] {
 			*x.dst = x.v
 		}
 	}
-	for _, x := range []struct {
+	for name, x := range map[string]struct {
 		v   time.Duration
 		dst *time.Duration
-	}{{f.stepFixed, &o.StepFixed}, {f.prefill, &o.PrefillPerToken}, {f.decode, &o.DecodePerSeq}, {f.attn, &o.AttnPerContextToken}} {
-		if x.v >= 0 {
+	}{"sim-step-fixed": {f.stepFixed, &o.StepFixed}, "sim-prefill-per-token": {f.prefill, &o.PrefillPerToken}, "sim-decode-per-seq": {f.decode, &o.DecodePerSeq}, "sim-attn-per-context-token": {f.attn, &o.AttnPerContextToken}} {
+		if f.set[name] {
 			*x.dst = x.v
 		}
 	}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("sim: %w", err)
+		return o, usageError(fmt.Errorf("sim: %w", err), sweepSimOptionFlags)
 	}
 	if err := sim.ApplyConfig(&o, f.config); err != nil {
 		return o, usageErrorf("--sim-config: %w", err)
@@ -184,7 +197,7 @@ func (f *sweepSimFlags) options() (sim.Options, error) {
 // measureStep is sweep.Options.Measure: a step's throughput and latency
 // percentiles as analyze computes them.
 func measureStep(ctx context.Context, recs []traces.Record, slo traces.SLO) (sweep.Measures, error) {
-	ao := analyze.DefaultOptions()
+	ao := analyzeOptions()
 	ao.SLO = slo
 	rep, err := analyze.Analyze(ctx, recs, ao)
 	if err != nil {

@@ -17,10 +17,13 @@ func synthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "synth",
 		Usage: "fit a workload model, generate synthetic traces, build the benchmark matrix, check fidelity",
-		UsageText: `tokentrace synth fit --out model.json trace.parquet
-tokentrace synth gen --seed 1 --duration 1h --rate-scale 2 --out synth.parquet model.json
-tokentrace synth matrix --out matrix.parquet
-tokentrace synth check --json trace.parquet synth.parquet`,
+		UsageText: `tokentrace synth COMMAND [flags] ARGS...
+
+Examples:
+  tokentrace synth fit --out model.json trace.parquet
+  tokentrace synth gen --seed 1 --duration 1h --rate-scale 2 --out synth.parquet model.json
+  tokentrace synth matrix --out matrix.parquet
+  tokentrace synth check --json trace.parquet synth.parquet`,
 		Description: `synth fits a content-free model of a trace (lengths, their joint shape,
 categories, prefix reuse, sessions, the arrival rate over time and the gaps
 within it), generates synthetic traces from it (same schema, byte-identical
@@ -36,11 +39,7 @@ func synthOut(c *cli.Context, out string, m traces.Meta) (traces.Writer, error) 
 	if out == "-" {
 		return traces.NewJSONLWriter(synthStdout{stdio(c).out}, m)
 	}
-	w, err := traces.Create(out, m)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", out, err)
-	}
-	return w, nil
+	return traces.Create(out, m) // its error names the file
 }
 
 type synthStdout struct{ io.Writer }
@@ -63,7 +62,7 @@ func synthCommandLine(c *cli.Context, sub string) string {
 
 func synthFitCommand() *cli.Command {
 	var (
-		o   synth.FitOptions
+		o   = synth.DefaultFitOptions()
 		out = "-"
 		rf  readFlags
 	)
@@ -86,21 +85,18 @@ Example:
   tokentrace synth fit --out model.json trace.parquet`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Value: out, Usage: "model file (- = stdout)", Destination: &out},
-			&cli.DurationFlag{Name: "bin", Value: synth.DefaultBin, Usage: "width of the arrival-rate bins", Destination: &o.Bin},
-			&cli.DurationFlag{Name: "cluster-gap", Value: synth.DefaultClusterGap, Usage: "arrivals closer than this form one cluster", Destination: &o.ClusterGap},
-			&cli.IntFlag{Name: "length-bins", Value: synth.DefaultLengthBins, Usage: "max bins of each input/prefix length histogram", Destination: &o.LengthBins},
-			&cli.IntFlag{Name: "joint-bins", Value: synth.DefaultJointBins, Usage: "input ranges the output length is conditioned on", Destination: &o.JointBins},
-			&cli.IntFlag{Name: "min-bin-count", Value: synth.DefaultMinBinCount, Usage: "fewest values per histogram bin", Destination: &o.MinBinCount},
-			&cli.IntFlag{Name: "min-category-records", Value: synth.DefaultMinCategoryRecords, Usage: "smaller categories are pooled", Destination: &o.MinCategoryRecords},
-			&cli.DurationFlag{Name: "quantum", Usage: "arrival-time grid of a coarsened trace (0 = detect, negative = none)", Destination: &o.Quantum},
-			&cli.IntFlag{Name: "reorder-window", Value: synth.DefaultReorderWindow, Usage: "records held to restore arrival order (negative = none)", Destination: &o.ReorderWindow},
+			&cli.DurationFlag{Name: "bin", Value: o.Bin, Usage: "width of the arrival-rate bins", Destination: &o.Bin},
+			&cli.DurationFlag{Name: "cluster-gap", Value: o.ClusterGap, Usage: "arrivals closer than this form one cluster (0 = only same-instant arrivals)", Destination: &o.ClusterGap},
+			&cli.IntFlag{Name: "length-bins", Value: o.LengthBins, Usage: "max bins of each input/prefix length histogram", Destination: &o.LengthBins},
+			&cli.IntFlag{Name: "joint-bins", Value: o.JointBins, Usage: "input ranges the output length is conditioned on", Destination: &o.JointBins},
+			&cli.IntFlag{Name: "min-bin-count", Value: o.MinBinCount, Usage: "fewest values per histogram bin", Destination: &o.MinBinCount},
+			&cli.IntFlag{Name: "min-category-records", Value: o.MinCategoryRecords, Usage: "smaller categories are pooled", Destination: &o.MinCategoryRecords},
+			&cli.DurationFlag{Name: "quantum", Value: o.Quantum, Usage: "arrival-time grid of a coarsened trace (0 = detect, negative = none)", Destination: &o.Quantum},
+			&cli.IntFlag{Name: "reorder-window", Value: o.ReorderWindow, Usage: "records held to restore arrival order (0 = none)", Destination: &o.ReorderWindow},
 		}, rf.flags()...),
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "TRACE")
 			if err != nil {
-				return err
-			}
-			if err := zeroTyped(c, "reorder-window"); err != nil {
 				return err
 			}
 			if err := o.Validate(); err != nil {
@@ -133,10 +129,9 @@ Example:
 
 func synthGenCommand() *cli.Command {
 	var (
-		o        synth.GenOptions
-		out      = "-"
-		mix      string
-		duration time.Duration
+		o   = synth.DefaultGenOptions()
+		out = "-"
+		mix string
 	)
 	return &cli.Command{
 		Name:      "gen",
@@ -157,23 +152,19 @@ Example:
   tokentrace synth gen --seed 7 --duration 30m --rate-scale 2 --out synth.parquet model.json`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Value: out, Usage: "output trace (.parquet, .jsonl, .jsonl.zst, .csv; - = JSON lines on stdout)", Destination: &out},
-			&cli.Uint64Flag{Name: "seed", Value: synth.DefaultSeed, Usage: "random seed", Destination: &o.Seed},
-			&cli.DurationFlag{Name: "duration", Usage: "trace duration (0 = the fitted span)", Destination: &duration},
-			&cli.Float64Flag{Name: "rate-scale", Value: synth.DefaultRateScale, Usage: "multiply the arrival rate", Destination: &o.RateScale},
-			&cli.Float64Flag{Name: "length-scale", Value: synth.DefaultLengthScale, Usage: "multiply input, output and prefix lengths", Destination: &o.LengthScale},
-			&cli.Float64Flag{Name: "input-length-scale", Value: synth.DefaultLengthScale, Usage: "multiply input and prefix lengths alone (on top of --length-scale)", Destination: &o.InputLengthScale},
-			&cli.Float64Flag{Name: "output-length-scale", Value: synth.DefaultLengthScale, Usage: "multiply output lengths alone (on top of --length-scale; follow-ups resend the unscaled output, so prompts do not change)", Destination: &o.OutputLengthScale},
+			&cli.Uint64Flag{Name: "seed", Value: o.Seed, Usage: "random seed", Destination: &o.Seed},
+			&cli.DurationFlag{Name: "duration", Value: o.Duration, Usage: "trace duration (0 = the fitted span)", Destination: &o.Duration},
+			&cli.Float64Flag{Name: "rate-scale", Value: o.RateScale, Usage: "multiply the arrival rate", Destination: &o.RateScale},
+			&cli.Float64Flag{Name: "length-scale", Value: o.LengthScale, Usage: "multiply input, output and prefix lengths", Destination: &o.LengthScale},
+			&cli.Float64Flag{Name: "input-length-scale", Value: o.InputLengthScale, Usage: "multiply input and prefix lengths alone (on top of --length-scale)", Destination: &o.InputLengthScale},
+			&cli.Float64Flag{Name: "output-length-scale", Value: o.OutputLengthScale, Usage: "multiply output lengths alone (on top of --length-scale; follow-ups resend the unscaled output, so prompts do not change)", Destination: &o.OutputLengthScale},
 			&cli.StringFlag{Name: "mix", Usage: "category shares, e.g. sys-a=0.5,none=0.2", Destination: &mix},
-			&cli.StringFlag{Name: "gaps", Value: synth.DefaultGaps, Usage: "within-bin gaps: " + strings.Join(synth.GapsModes, " or "), Destination: &o.Gaps},
-			&cli.IntFlag{Name: "max-context-tokens", Usage: "cap of a follow-up turn's input (0 = the longest fitted input)", Destination: &o.MaxContextTokens},
+			&cli.StringFlag{Name: "gaps", Value: o.Gaps, Usage: "within-bin gaps: " + strings.Join(synth.GapsModes, " or "), Destination: &o.Gaps},
+			&cli.IntFlag{Name: "max-context-tokens", Value: o.MaxContextTokens, Usage: "cap of a follow-up turn's input (0 = the longest fitted input)", Destination: &o.MaxContextTokens},
 		},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, 1, 1, "MODEL")
 			if err != nil {
-				return err
-			}
-			o.Duration = duration
-			if err := zeroTyped(c, "rate-scale", "length-scale", "input-length-scale", "output-length-scale"); err != nil {
 				return err
 			}
 			if o.Mix, err = synth.ParseMix(mix); err != nil {
@@ -216,8 +207,7 @@ Example:
 }
 
 func synthMatrixCommand() *cli.Command {
-	o := synth.MatrixOptions{Rows: synth.DefaultMatrixRows, RowDuration: synth.DefaultRowDuration,
-		SatRequests: synth.DefaultSatRequests, RowGap: synth.DefaultRowGap, Arrival: synth.MatrixArrivalPoisson, Seed: synth.DefaultMatrixSeed}
+	o := synth.DefaultMatrixOptions()
 	out := "-"
 	return &cli.Command{
 		Name:      "matrix",

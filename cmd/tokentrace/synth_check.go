@@ -15,6 +15,13 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// synthCheckFlags are synth check's flags for synth.Thresholds.
+var synthCheckFlags = map[string]string{
+	"Thresholds.KSLengths": "--max-ks-lengths", "Thresholds.KSGaps": "--max-ks-gaps", "Thresholds.RateError": "--max-rate-error",
+	"Thresholds.Dispersion": "--max-dispersion-error", "Thresholds.CV": "--max-cv-error", "Thresholds.CategoryShare": "--max-share-diff",
+	"Thresholds.PrefixReuse": "--max-prefix-reuse-diff", "Thresholds.ContextGrowth": "--max-context-growth", "Thresholds.KSThink": "--max-ks-think",
+}
+
 func synthCheckCommand() *cli.Command {
 	th := synth.DefaultThresholds()
 	var (
@@ -73,6 +80,9 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if err := th.Validate(); err != nil {
+				return usageError(fmt.Errorf("synth check: %w", err), synthCheckFlags)
+			}
 			in := newTraceIn(c, &rf, "synth check", "synth check sorts the trace by arrival")
 			real, _, err := in.read(a[0])
 			if err != nil {
@@ -83,7 +93,7 @@ Examples:
 				return fmt.Errorf("synth check: %w", err)
 			}
 			rep := synth.Check(real, syn, th)
-			rep.Advise(synMeta.Source, a[0])
+			rep.Advise(synMeta.Source, a[0], cliTerms{})
 			switch {
 			case rep.Pass:
 			case model != "":

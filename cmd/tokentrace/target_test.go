@@ -76,13 +76,7 @@ func TestReplayTarget(t *testing.T) {
 		})
 	}
 	// A URL spec is a server: here a standalone simulator.
-	so := sim.DefaultOptions()
-	so.AnyModel = true
-	srv, err := sim.Start(t.Context(), so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := startSimServer(t, "", func(so *sim.Options) { so.AnyModel = true })
 	out := filepath.Join(dir, "url.jsonl")
 	runMain(t, "replay", "-q", "--max-lateness", "10s", "--target", srv.URL, "--out", out, trace)
 	recs, m, err := traces.ReadAll(out)

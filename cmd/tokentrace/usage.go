@@ -31,14 +31,14 @@ func quietUsageErrors(c *cli.Command, parent string) {
 			if near := suggest.Nearest(name, names); near != "" {
 				hint = fmt.Sprintf("; did you mean --%s?", near)
 			}
-			return usageErrorf("%s: unknown flag --%s%s (see tokentrace %s --help)", path, name, hint, path)
+			return usageErrorf("%s: unknown flag --%s%s", path, name, hint)
 		}
 		if m := invalidValue.FindStringSubmatch(msg); m != nil {
 			if f := findFlag(cmd.Flags, m[2]); f != nil {
-				return usageErrorf("%s: --%s %q: want %s (see tokentrace %s --help)", path, m[2], m[1], expectedForm(f), path)
+				return usageErrorf("%s: --%s %q: want %s", path, m[2], m[1], expectedForm(f))
 			}
 		}
-		return usageErrorf("%s: %w (see tokentrace %s --help)", path, err, path)
+		return usageErrorf("%s: %w", path, err)
 	}
 	for _, sub := range c.Subcommands {
 		quietUsageErrors(sub, path)
@@ -113,7 +113,7 @@ func unknownCommand(app *cli.App, args []string) string {
 		if near := suggest.Nearest(a, names); near != "" {
 			msg += fmt.Sprintf("; did you mean %q?", near)
 		}
-		return msg + " (see tokentrace --help)"
+		return msg
 	}
 	if len(cmd.Subcommands) == 0 || i+1 >= len(args) || strings.HasPrefix(args[i+1], "-") {
 		return ""
@@ -141,7 +141,7 @@ func unknownCommand(app *cli.App, args []string) string {
 	} else {
 		msg += fmt.Sprintf("; %s's commands are %s", cmd.Name, strings.Join(names, ", "))
 	}
-	return msg + fmt.Sprintf(" (see tokentrace %s --help)", cmd.Name)
+	return msg
 }
 
 // invalidValue is urfave/cli's message for a flag value that does not

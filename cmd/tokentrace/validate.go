@@ -6,6 +6,7 @@ package main
 // package validate.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,18 +60,15 @@ Simulator targets run offline in virtual time (deterministic, fast) unless
 --realtime. Every workload is held in memory.`
 
 func validateCommand() *cli.Command {
-	o := validate.Options{Replay: replay.DefaultOptions()}
+	o := validate.DefaultOptions()
+	o.Terms, o.Replay.Terms = cliTerms{validateFlags}, cliTerms{replayFlags}
 	var (
 		targets, modelMap                 headerFlag
 		metrics, slo, htmlOut, apiKeyFile string
 		asJSON, quiet, failIfBroken       bool
-		seed                              uint64 = validate.DefaultSeed
-		minEffectPct                             = 100 * validate.DefaultMinEffect
+		minEffectPct                      = 100 * o.MinEffect
 		rf                                readFlags
-		budget                            = validate.DefaultCombinationBudget
 	)
-	o.Speed, o.Repeat = 1, 1
-	o.Resamples, o.Confidence, o.MagnitudeTolerance = validate.DefaultResamples, validate.DefaultConfidence, validate.DefaultMagnitudeTolerance
 	return &cli.Command{
 		Name:        "validate",
 		Usage:       "check whether a synthetic benchmark's conclusions hold on real traffic",
@@ -83,13 +81,13 @@ func validateCommand() *cli.Command {
 			&cli.Float64Flag{Name: "speed", Value: o.Speed, Usage: "scale both workloads' arrival rate (2 = twice as fast)", Destination: &o.Speed},
 			&cli.IntFlag{Name: "repeat", Value: o.Repeat, Usage: "runs per workload and target, pooled in the intervals (offline simulations run once)", Destination: &o.Repeat},
 			&cli.BoolFlag{Name: "realtime", Usage: "replay simulator targets in real time through the HTTP client instead of simulating offline", Destination: &o.Realtime},
-			&cli.Uint64Flag{Name: "seed", Value: seed, Usage: "seed of the bootstrap and of a SYNTHETIC model's generation", Destination: &seed},
+			&cli.Uint64Flag{Name: "seed", Value: o.Seed, Usage: "seed of the bootstrap and of a SYNTHETIC model's generation", Destination: &o.Seed},
 			&cli.IntFlag{Name: "resamples", Value: o.Resamples, Usage: "bootstrap resamples", Destination: &o.Resamples},
 			&cli.Float64Flag{Name: "confidence", Value: o.Confidence, Usage: "confidence level of the intervals", Destination: &o.Confidence},
 			&cli.Float64Flag{Name: "min-effect-pct", Value: minEffectPct, Usage: "a relative change under this many percent is no effect", Destination: &minEffectPct},
 			&cli.Float64Flag{Name: "magnitude-tolerance", Value: o.MagnitudeTolerance, Usage: "same-direction effects agree when |synthetic − real| ≤ this × |real| (or their intervals overlap)", Destination: &o.MagnitudeTolerance},
-			&cli.StringFlag{Name: "explain", Value: validate.ExplainAuto, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
-			&cli.IntFlag{Name: "combination-budget", Value: budget, Usage: "most extra runs the ablation may take, where no single property restores a conclusion, to run the real workload with one synthetic property at a time and pairs of the nearest properties (0 = none)", Destination: &budget},
+			&cli.StringFlag{Name: "explain", Value: o.Explain, Usage: "how to explain a conclusion that does not hold: none (a prior from what the change acts through), ablation (rerun the synthetic workload with one real property at a time, even on URL targets), auto (ablation when every target simulates offline)", Destination: &o.Explain},
+			&cli.IntFlag{Name: "combination-budget", Value: o.CombinationBudget, Usage: "most extra runs the ablation may take, where no single property restores a conclusion, to run the real workload with one synthetic property at a time and pairs of the nearest properties (0 = none)", Destination: &o.CombinationBudget},
 			&cli.StringFlag{Name: "out-dir", Usage: "write every run's results as OUT-DIR/WORKLOAD-TARGET.parquet (default: none)", Destination: &o.OutDir},
 			&cli.StringFlag{Name: "html", Usage: "write an HTML report with a side-by-side chart per metric to `FILE`", Destination: &htmlOut},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON", Destination: &asJSON},
@@ -105,68 +103,97 @@ func validateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			for _, t := range targets.v {
-				tg, err := validate.ParseTarget(t, replay.BuiltinSim())
-				if err != nil {
-					return usageErrorf("--target %w", err)
-				}
-				o.Targets = append(o.Targets, tg)
-			}
-			if len(o.Targets) < 2 {
-				return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
-			}
-			if o.SLO, err = traces.ParseSLO(slo); err != nil {
-				return usageErrorf("--slo: %w", err)
-			}
-			if metrics != "" {
-				if o.Metrics, err = validate.ParseMetrics(metrics); err != nil {
-					return usageErrorf("--metrics: %w", err)
-				}
-			}
-			if err := zeroTyped(c, "min-effect-pct", "magnitude-tolerance"); err != nil {
+			f := validateArgs{targets: targets.v, modelMap: modelMap.v, metrics: metrics, slo: slo, apiKeyFile: apiKeyFile, minEffectPct: minEffectPct}
+			if err := f.apply(&o); err != nil {
 				return err
-			}
-			o.Seed, o.MinEffect, o.CombinationBudget = seed, minEffectPct/100, budget
-			if budget <= 0 {
-				o.CombinationBudget = -1 // none: the library's zero is its default
-			}
-			if o.Replay.ModelMap, err = replay.ParseModelMap(modelMap.v); err != nil {
-				return usageError(err, replayFlags)
-			}
-			if apiKeyFile != "" {
-				if o.Replay.APIKey, err = readAPIKey(apiKeyFile); err != nil {
-					return err
-				}
-			}
-			if err := o.Validate(); err != nil {
-				return usageError(err, nil)
 			}
 			s := stdio(c)
 			if !quiet {
 				o.Log = s.err
 			}
-			in := newTraceIn(c, &rf, "validate", "validate sorts the trace by arrival")
-			src, err := in.source(a[0])
+			res, err := runValidation(c, o, &rf, a[0], a[1], o.Seed)
 			if err != nil {
 				return err
-			}
-			real := validate.Workload{Name: "real", Source: src, File: a[0]}
-			syn, err := readSynthetic(c, in, a[1], real, seed)
-			if err != nil {
-				return err
-			}
-			// Replays need the real-time tuning (fewer collections, more
-			// Ps); offline simulations need the memory it would cost.
-			if slices.ContainsFunc(o.Targets, func(t validate.Target) bool { return t.URL != "" || o.Realtime }) {
-				defer replay.TuneProcess(1)()
-			}
-			res, err := validate.Run(c.Context, real, syn, o)
-			if err != nil {
-				return flagged(err, validateFlags)
 			}
 			return writeValidation(s, res, o.Targets, htmlOut, asJSON, failIfBroken)
 		},
 	}
+}
+
+// validateArgs are validate's flags that do not map one to one onto an
+// option.
+type validateArgs struct {
+	targets, modelMap        []string
+	metrics, slo, apiKeyFile string
+	minEffectPct             float64
+}
+
+// apply parses the flags into o (targets, SLOs, metrics, the model map,
+// the API key) and validates o before any input is read: a usage error
+// names the flag.
+func (f validateArgs) apply(o *validate.Options) error {
+	for _, t := range f.targets {
+		tg, err := validate.ParseTarget(t, replay.BuiltinSim())
+		if err != nil {
+			if te := (*validate.TargetError)(nil); errors.As(err, &te) {
+				return usageErrorf("--target %s: %w", te.Target, te.Err)
+			}
+			return usageError(err, validateFlags)
+		}
+		o.Targets = append(o.Targets, tg)
+	}
+	if len(o.Targets) < 2 {
+		return usageErrorf("--target: give at least two (the first is the baseline), e.g. --target a=sim --target b=sim:max-num-seqs=64")
+	}
+	var err error
+	if o.SLO, err = traces.ParseSLO(f.slo); err != nil {
+		return usageErrorf("--slo: %w", err)
+	}
+	o.Metrics = validate.DefaultMetricsFor(o.SLO)
+	if f.metrics != "" {
+		if o.Metrics, err = validate.ParseMetrics(f.metrics); err != nil {
+			return usageErrorf("--metrics: %w", err)
+		}
+	}
+	o.MinEffect = f.minEffectPct / 100
+	if o.Replay.ModelMap, err = replay.ParseModelMap(f.modelMap); err != nil {
+		return usageError(err, replayFlags)
+	}
+	if f.apiKeyFile != "" {
+		if o.Replay.APIKey, err = readAPIKey(f.apiKeyFile); err != nil {
+			return err
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return usageError(err, validateFlags)
+	}
+	return nil
+}
+
+// runValidation reads the real workload (a trace) and the synthetic one
+// (a trace, or a model generated with seed) and runs them on every
+// target.
+func runValidation(c *cli.Context, o validate.Options, rf *readFlags, realFile, synFile string, seed uint64) (*validate.Result, error) {
+	in := newTraceIn(c, rf, "validate", "validate sorts the trace by arrival")
+	src, err := in.source(realFile)
+	if err != nil {
+		return nil, err
+	}
+	real := validate.Workload{Name: "real", Source: src, File: realFile}
+	syn, err := readSynthetic(c, in, synFile, real, seed)
+	if err != nil {
+		return nil, err
+	}
+	// Replays need the real-time tuning (fewer collections, more
+	// Ps); offline simulations need the memory it would cost.
+	if slices.ContainsFunc(o.Targets, func(t validate.Target) bool { return t.URL != "" || o.Realtime }) {
+		defer replay.TuneProcess(1)()
+	}
+	res, err := validate.Run(c.Context, real, syn, o)
+	if err != nil {
+		return nil, flagged(err, validateFlags)
+	}
+	return res, nil
 }
 
 // writeValidation writes the result: the HTML page when asked, the text
@@ -201,7 +228,9 @@ func writeValidation(s streams, res *validate.Result, targets []validate.Target,
 func readSynthetic(c *cli.Context, in *traceIn, name string, real validate.Workload, seed uint64) (validate.Workload, error) {
 	if strings.HasSuffix(strings.ToLower(name), ".json") {
 		if m, err := synth.ReadModelFile(name); err == nil {
-			w, err := validate.Generate(c.Context, "synthetic", m, real, synth.GenOptions{Seed: seed})
+			gen := synth.DefaultGenOptions()
+			gen.Seed = seed
+			w, err := validate.Generate(c.Context, "synthetic", m, real, gen)
 			w.File = name
 			return w, err
 		}

@@ -20,7 +20,7 @@ import (
 // replay them (the demo's real-time steps).
 func demoWorkloads(t *testing.T) {
 	t.Helper()
-	o := DemoOptions{Out: DefaultDemoOut, Seed: 1, Duration: DefaultDemoDuration, Speed: DefaultDemoSpeed}
+	o := DefaultDemoOptions()
 	cmds := demoCommands{o: o, path: func(name string) string { return filepath.Join(o.Out, name) }}
 	so := capture.DefaultSampleOptions()
 	so.Duration, so.Rate = o.Duration, demoRate
@@ -191,6 +191,9 @@ func runNextSteps(t *testing.T, out string, inputs ...string) {
 		t.Fatalf("no next-step command in:\n%s", out)
 	}
 	for _, c := range cmds {
+		if strings.Contains(c, "Options.") || strings.Contains(c, "Command.") {
+			t.Errorf("%s names a library option: every option of a printed command is its flag", c)
+		}
 		words := shellSplit(t, c)
 		for i, w := range words {
 			if w != "--out" || i+1 == len(words) {

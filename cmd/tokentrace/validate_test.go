@@ -80,7 +80,7 @@ func TestValidateCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := synth.Fit(t.Context(), recs, synth.FitOptions{})
+	m, err := synth.Fit(t.Context(), recs, synth.DefaultFitOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +108,9 @@ func TestValidateUsageErrors(t *testing.T) {
 		{"goodput without an SLO", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "goodput"}, "goodput needs --slo"},
 		{"an unknown metric", []string{"--target", "a=sim", "--target", "b=sim", "--metrics", "itl_p99"}, "--metrics"},
 		{"an unknown way to explain", []string{"--target", "a=sim", "--target", "b=sim", "--explain", "why"}, `--explain: want one of auto, none, ablation, got "why"`},
-		{"a minimum effect of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--min-effect-pct", "0"}, "--min-effect-pct: must be > 0, got 0"},
-		{"a magnitude tolerance of 0 typed", []string{"--target", "a=sim", "--target", "b=sim", "--magnitude-tolerance", "0"}, "--magnitude-tolerance: must be > 0, got 0"},
+		{"a negative minimum effect", []string{"--target", "a=sim", "--target", "b=sim", "--min-effect-pct", "-1"}, "--min-effect-pct, --magnitude-tolerance: want >= 0"},
+		{"a negative magnitude tolerance", []string{"--target", "a=sim", "--target", "b=sim", "--magnitude-tolerance", "-0.5"}, "--min-effect-pct, --magnitude-tolerance: want >= 0"},
+		{"a negative combination budget", []string{"--target", "a=sim", "--target", "b=sim", "--combination-budget", "-1"}, "--combination-budget: want >= 0 (0: no search), got -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(nil, append(append([]string{"validate"}, tc.args...), real, syn)...)

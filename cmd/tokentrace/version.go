@@ -82,7 +82,7 @@ func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "version",
 		Usage:     "print the tokentrace version, its commit and the trace schema version",
-		UsageText: "tokentrace version    (also: tokentrace --version, tokentrace -v)",
+		UsageText: "tokentrace version    (also: tokentrace --version, tokentrace -v)\n\nExample:\n  tokentrace version",
 		Action: func(c *cli.Context) error {
 			fmt.Fprintln(stdio(c).out, versionLine())
 			return nil

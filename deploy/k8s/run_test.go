@@ -236,12 +236,21 @@ func TestRunScriptOrder(t *testing.T) {
 
 	// What was applied: the image build.sh printed, set through
 	// kustomize's images:, on every Job, and the settings given.
-	if errs := check(r.applied); len(errs) > 0 {
-		t.Errorf("the applied tree does not validate: %v", errs)
+	if s := appliedSettings(t, r); s["TARGET_URL"] != "http://vllm.bench:8000" || s["MODEL"] != "llama-test" {
+		t.Errorf("settings %v, want --target-url and --model", s)
 	}
 	image, err := kustomizedImage(r.applied)
 	if err != nil || image != "registry.example.com/tokentrace:v9.9.9-test" {
 		t.Errorf("applied image %q (%v), want build.sh's registry.example.com/tokentrace:v9.9.9-test", image, err)
+	}
+}
+
+// appliedSettings checks that the tree run.sh applied validates and
+// returns its settings ConfigMap's data.
+func appliedSettings(t *testing.T, r runResult) map[string]string {
+	t.Helper()
+	if errs := check(r.applied); len(errs) > 0 {
+		t.Errorf("the applied tree does not validate: %v", errs)
 	}
 	objs, err := render(r.applied)
 	if err != nil {
@@ -250,11 +259,11 @@ func TestRunScriptOrder(t *testing.T) {
 	for _, b := range objs {
 		var cm corev1.ConfigMap
 		if yaml.Unmarshal(b, &cm) == nil && cm.Kind == "ConfigMap" {
-			if cm.Data["TARGET_URL"] != "http://vllm.bench:8000" || cm.Data["MODEL"] != "llama-test" {
-				t.Errorf("settings %v, want --target-url and --model", cm.Data)
-			}
+			return cm.Data
 		}
 	}
+	t.Fatal("no settings ConfigMap applied")
+	return nil
 }
 
 // A Job that fails stops the run there, naming it and its logs; the steps
@@ -353,31 +362,13 @@ func TestRunScriptRidesOutABriefPullFailure(t *testing.T) {
 // secret and points the replay pods at it, and the key itself appears in
 // no kubectl argument and no message.
 func TestRunScriptAPIKey(t *testing.T) {
-	settings := func(t *testing.T, r runResult) map[string]string {
-		t.Helper()
-		if errs := check(r.applied); len(errs) > 0 {
-			t.Errorf("the applied tree does not validate: %v", errs)
-		}
-		objs, err := render(r.applied)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range objs {
-			var cm corev1.ConfigMap
-			if yaml.Unmarshal(b, &cm) == nil && cm.Kind == "ConfigMap" {
-				return cm.Data
-			}
-		}
-		t.Fatal("no settings ConfigMap applied")
-		return nil
-	}
 	trace := inputs(t, 1, ".parquet")
 
 	r := runScript(t, []string{"FAKE_KUBECTL_SECRETS="}, trace...)
 	if r.err != nil {
 		t.Fatalf("run.sh without an API key: %v\n%s", r.err, r.stderr)
 	}
-	if got, ok := settings(t, r)["API_KEY_PATH"]; !ok || got != "" {
+	if got, ok := appliedSettings(t, r)["API_KEY_PATH"]; !ok || got != "" {
 		t.Errorf("without a key: API_KEY_PATH %q (set %v), want empty", got, ok)
 	}
 	if r.index("create secret") >= 0 || !strings.Contains(r.stderr, "no Authorization header") {
@@ -395,7 +386,7 @@ func TestRunScriptAPIKey(t *testing.T) {
 	if r.index("create secret generic tokentrace-api-key", "--from-file=key="+key) < 0 || r.index("apply -f -") < 0 {
 		t.Errorf("with --api-key-file: want the secret created from the file and applied; calls:\n%s", strings.Join(r.calls, "\n"))
 	}
-	if got := settings(t, r)["API_KEY_PATH"]; got != "/secrets/api/key" {
+	if got := appliedSettings(t, r)["API_KEY_PATH"]; got != "/secrets/api/key" {
 		t.Errorf("with a key: API_KEY_PATH %q, want /secrets/api/key", got)
 	}
 	if strings.Contains(strings.Join(r.calls, "\n")+r.stderr, "very-secret") {
@@ -406,7 +397,7 @@ func TestRunScriptAPIKey(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("run.sh with an existing secret: %v\n%s", r.err, r.stderr)
 	}
-	if got := settings(t, r)["API_KEY_PATH"]; got != "/secrets/api/key" || r.index("create secret") >= 0 {
+	if got := appliedSettings(t, r)["API_KEY_PATH"]; got != "/secrets/api/key" || r.index("create secret") >= 0 {
 		t.Errorf("with an existing secret: API_KEY_PATH %q, want /secrets/api/key, and no secret created", got)
 	}
 }

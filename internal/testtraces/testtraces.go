@@ -82,3 +82,14 @@ func Constant(n int, rate float64, in, out int32) []traces.Record {
 	}
 	return recs
 }
+
+// ReadAll reads the trace or results file name whole, failing the test
+// when it cannot.
+func ReadAll(tb testing.TB, name string) ([]traces.Record, traces.Meta) {
+	tb.Helper()
+	recs, m, err := traces.ReadAll(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return recs, m
+}

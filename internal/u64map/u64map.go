@@ -69,22 +69,8 @@ func (m *Map) Get(key uint64) (int32, bool) {
 
 // Put sets key's value.
 func (m *Map) Put(key uint64, val int32) {
-	if 2*(m.n+1) > len(m.slots) {
-		m.resize(max(8, 2*len(m.slots)))
-	}
-	mask := len(m.slots) - 1
-	for i := m.home(key); ; i = (i + 1) & mask {
-		s := &m.slots[i]
-		if !s.used {
-			*s = slot{key: key, val: val, used: true}
-			m.n++
-			return
-		}
-		if s.key == key {
-			s.val = val
-			return
-		}
-	}
+	v, _ := m.Upsert(key)
+	*v = val
 }
 
 // Upsert makes sure key is there (with value 0 when it was not) and

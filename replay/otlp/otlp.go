@@ -119,14 +119,32 @@ type Stats struct {
 	Dropped int64
 }
 
-// ReceiverOptions tune an Receiver.
+// ReceiverOptions tune a Receiver. Start from DefaultReceiverOptions: a
+// field's zero is a value of its own, never its default.
 type ReceiverOptions struct {
-	// MaxBody bounds one request body after decompression. Defaults to
-	// DefaultOTLPMaxBody.
+	// MaxBody bounds one request body after decompression (> 0). Defaults
+	// to DefaultOTLPMaxBody.
 	MaxBody int64
-	// MaxSpans bounds the llm_request spans kept. Defaults to
+	// MaxSpans bounds the llm_request spans kept (> 0). Defaults to
 	// DefaultOTLPMaxSpans.
 	MaxSpans int
+}
+
+// DefaultReceiverOptions returns every ReceiverOptions default.
+func DefaultReceiverOptions() ReceiverOptions {
+	return ReceiverOptions{MaxBody: DefaultOTLPMaxBody, MaxSpans: DefaultOTLPMaxSpans}
+}
+
+// Validate reports the first option a Receiver cannot use, naming it in a
+// *traces.OptionError.
+func (o ReceiverOptions) Validate() error {
+	switch {
+	case o.MaxBody <= 0:
+		return traces.OptionErrorf("otlp", "ReceiverOptions.MaxBody", "must be > 0, got %d", o.MaxBody)
+	case o.MaxSpans <= 0:
+		return traces.OptionErrorf("otlp", "ReceiverOptions.MaxSpans", "must be > 0, got %d", o.MaxSpans)
+	}
+	return nil
 }
 
 // Receiver is an OTLP/HTTP traces receiver (protobuf and JSON, optional
@@ -149,13 +167,10 @@ type Receiver struct {
 }
 
 // NewReceiver returns a receiver; serve it with Start or mount it as an
-// http.Handler.
-func NewReceiver(o ReceiverOptions) *Receiver {
-	if o.MaxBody <= 0 {
-		o.MaxBody = DefaultOTLPMaxBody
-	}
-	if o.MaxSpans <= 0 {
-		o.MaxSpans = DefaultOTLPMaxSpans
+// http.Handler. An error is o's (Validate).
+func NewReceiver(o ReceiverOptions) (*Receiver, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	return &Receiver{
 		maxBody:  o.MaxBody,
@@ -165,7 +180,7 @@ func NewReceiver(o ReceiverOptions) *Receiver {
 		seen:     map[string]struct{}{},
 		expected: map[string]struct{}{},
 		changed:  make(chan struct{}),
-	}
+	}, nil
 }
 
 // Start listens on addr ("127.0.0.1:4318"; port 0 picks one) and serves
@@ -435,42 +450,56 @@ func otlpRequestIDKeys(id string) []string {
 	return keys
 }
 
+// spanLatencies are the gen_ai.latency.* attributes (float seconds) and
+// the fields they fill; spanCounts the gen_ai.usage.* counts.
+var (
+	spanLatencies = []struct {
+		attr  string
+		field func(*SpanTimings) *int64
+	}{
+		{OTLPAttrTimeInQueue, func(s *SpanTimings) *int64 { return &s.QueueNs }},
+		{OTLPAttrTimeInPrefill, func(s *SpanTimings) *int64 { return &s.PrefillNs }},
+		{OTLPAttrTimeInDecode, func(s *SpanTimings) *int64 { return &s.DecodeNs }},
+		{OTLPAttrTimeInInference, func(s *SpanTimings) *int64 { return &s.InferenceNs }},
+		{OTLPAttrTimeToFirstToken, func(s *SpanTimings) *int64 { return &s.TTFTNs }},
+		{OTLPAttrE2E, func(s *SpanTimings) *int64 { return &s.E2ENs }},
+	}
+	spanCounts = []struct {
+		attr  string
+		field func(*SpanTimings) *int32
+	}{
+		{OTLPAttrPromptTokens, func(s *SpanTimings) *int32 { return &s.PromptTokens }},
+		{OTLPAttrCompletionTokens, func(s *SpanTimings) *int32 { return &s.CompletionTokens }},
+	}
+)
+
 func spanTimingsOf(sp *tracepb.Span, fromJSON bool) SpanTimings {
 	s := SpanTimings{
-		StartUnixNano:    otlpClampNano(sp.GetStartTimeUnixNano()),
-		EndUnixNano:      otlpClampNano(sp.GetEndTimeUnixNano()),
-		QueueNs:          traces.NotReported,
-		PrefillNs:        traces.NotReported,
-		DecodeNs:         traces.NotReported,
-		InferenceNs:      traces.NotReported,
-		TTFTNs:           traces.NotReported,
-		E2ENs:            traces.NotReported,
-		PromptTokens:     traces.NotReported,
-		CompletionTokens: traces.NotReported,
+		StartUnixNano: otlpClampNano(sp.GetStartTimeUnixNano()),
+		EndUnixNano:   otlpClampNano(sp.GetEndTimeUnixNano()),
+	}
+	for _, a := range spanLatencies {
+		*a.field(&s) = traces.NotReported
+	}
+	for _, a := range spanCounts {
+		*a.field(&s) = traces.NotReported
 	}
 	copy(s.TraceID[:], otlpID(sp.GetTraceId(), 16, fromJSON))
 	copy(s.SpanID[:], otlpID(sp.GetSpanId(), 8, fromJSON))
 	for _, kv := range sp.GetAttributes() {
-		v := kv.GetValue()
-		switch kv.GetKey() {
-		case OTLPAttrRequestID:
+		key, v := kv.GetKey(), kv.GetValue()
+		if key == OTLPAttrRequestID {
 			s.RequestID = otlpString(v)
-		case OTLPAttrTimeInQueue:
-			s.QueueNs = otlpSeconds(v)
-		case OTLPAttrTimeInPrefill:
-			s.PrefillNs = otlpSeconds(v)
-		case OTLPAttrTimeInDecode:
-			s.DecodeNs = otlpSeconds(v)
-		case OTLPAttrTimeInInference:
-			s.InferenceNs = otlpSeconds(v)
-		case OTLPAttrTimeToFirstToken:
-			s.TTFTNs = otlpSeconds(v)
-		case OTLPAttrE2E:
-			s.E2ENs = otlpSeconds(v)
-		case OTLPAttrPromptTokens:
-			s.PromptTokens = otlpCount(v)
-		case OTLPAttrCompletionTokens:
-			s.CompletionTokens = otlpCount(v)
+		}
+		for _, a := range spanLatencies {
+			if a.attr == key {
+				*a.field(&s) = otlpSeconds(v)
+			}
+		}
+		for _, a := range spanCounts {
+			if a.attr == key {
+				*a.field(&s) = otlpCount(v)
+			}
 		}
 	}
 	return s

@@ -37,11 +37,26 @@ func otlpTestSpan(id string, i int) LLMRequestSpan {
 	}
 }
 
+// mustReceiver is a receiver with DefaultReceiverOptions changed by set
+// (nil: the defaults); an error fails the test.
+func mustReceiver(t testing.TB, set func(*ReceiverOptions)) *Receiver {
+	t.Helper()
+	o := DefaultReceiverOptions()
+	if set != nil {
+		set(&o)
+	}
+	r, err := NewReceiver(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func startTestReceiver(t *testing.T) (*Receiver, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	r := NewReceiver(ReceiverOptions{})
+	r := mustReceiver(t, nil)
 	addr, err := r.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("Start = %v", err)
@@ -112,7 +127,7 @@ func TestOTLPJSONFixture(t *testing.T) {
 	}
 	for _, gz := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
-			r := NewReceiver(ReceiverOptions{})
+			r := mustReceiver(t, nil)
 			b := body
 			if gz {
 				b = gzipBytes(t, body)
@@ -170,7 +185,7 @@ func postOTLP(r *Receiver, contentType string, gz bool, body []byte) *httptest.R
 // Garbage bodies are answered 400 and counted; good exports around them
 // are still joined, and nothing fails.
 func TestOTLPGarbage(t *testing.T) {
-	r := NewReceiver(ReceiverOptions{MaxBody: 1 << 20})
+	r := mustReceiver(t, func(o *ReceiverOptions) { o.MaxBody = 1 << 20 })
 	good, err := proto.Marshal(LLMRequestTraces([]LLMRequestSpan{otlpTestSpan("chatcmpl-g-1", 1)}))
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +307,7 @@ func TestOTLPOutOfOrderDuplicatesUnknownLate(t *testing.T) {
 // Start serves until its context ends.
 func TestOTLPStartStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := NewReceiver(ReceiverOptions{})
+	r := mustReceiver(t, nil)
 	addr, err := r.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +383,7 @@ func FuzzOTLPReceiver(f *testing.F) {
 	f.Add(fixture, true)
 	f.Add([]byte("garbage"), false)
 	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
-		r := NewReceiver(ReceiverOptions{MaxBody: 1 << 20})
+		r := mustReceiver(t, func(o *ReceiverOptions) { o.MaxBody = 1 << 20 })
 		ct := "application/x-protobuf"
 		if asJSON {
 			ct = "application/json"
@@ -386,7 +401,7 @@ func FuzzOTLPReceiver(f *testing.F) {
 // JoinRecords fills what is not reported, keeps what the response said
 // unless told otherwise, and counts ok requests without a span.
 func TestOTLPJoinRecords(t *testing.T) {
-	r := NewReceiver(ReceiverOptions{})
+	r := mustReceiver(t, nil)
 	a, b := otlpTestSpan("chatcmpl-j-1", 1), otlpTestSpan("cmpl-j-2-0", 2)
 	r.Ingest(LLMRequestTraces([]LLMRequestSpan{a, b}), false)
 	rec := func(id, status string) traces.Record {
@@ -442,7 +457,7 @@ func BenchmarkOTLPReceive(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		r := NewReceiver(ReceiverOptions{})
+		r := mustReceiver(b, nil)
 		if rec := postOTLP(r, "application/x-protobuf", false, body); rec.Code != http.StatusOK {
 			b.Fatal(rec.Code)
 		}
@@ -452,7 +467,7 @@ func BenchmarkOTLPReceive(b *testing.B) {
 
 // Past MaxSpans, new spans are dropped and counted.
 func TestOTLPMaxSpans(t *testing.T) {
-	r := NewReceiver(ReceiverOptions{MaxSpans: 2})
+	r := mustReceiver(t, func(o *ReceiverOptions) { o.MaxSpans = 2 })
 	r.Ingest(LLMRequestTraces([]LLMRequestSpan{otlpTestSpan("a", 1), otlpTestSpan("b", 2), otlpTestSpan("c", 3), otlpTestSpan("a", 1)}), false)
 	st := r.Stats()
 	if st.Spans != 2 || st.Dropped != 1 || st.Duplicates != 1 || st.Received != 4 {
@@ -467,7 +482,7 @@ func TestOTLPMaxSpans(t *testing.T) {
 // the decode-side queue, and the prefill side's queue and prefill stay
 // unreported; DecodeSide does the same to a metrics object's timings.
 func TestOTLPJoinDecodeSide(t *testing.T) {
-	r := NewReceiver(ReceiverOptions{})
+	r := mustReceiver(t, nil)
 	a := otlpTestSpan("chatcmpl-d-1", 1)
 	r.Ingest(LLMRequestTraces([]LLMRequestSpan{a}), false)
 	x := traces.NewRecord()

@@ -17,7 +17,10 @@ import (
 // times within 1 ms.
 func TestOTLPJoinEqualsSimTruth(t *testing.T) {
 	ctx := context.Background()
-	rcv := otlp.NewReceiver(otlp.ReceiverOptions{})
+	rcv, err := otlp.NewReceiver(otlp.DefaultReceiverOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr, err := rcv.Start(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
-	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -19,11 +18,10 @@ import (
 // minute) and when it ends; a search's total is its bisection bound.
 func TestProgressLines(t *testing.T) {
 	var log bytes.Buffer
-	cfg := Options{
-		Replay: replay.DefaultOptions(), Sim: kneeSim(32, 10*time.Millisecond),
-		SLO: traces.SLO{TTFT: 5 * time.Second}, Percentile: 99,
-		Speeds: []float64{0.5, 1, 2}, Repeat: 2, Log: &log,
-	}
+	cfg := DefaultOptions()
+	cfg.Sim = kneeSim(32, 10*time.Millisecond)
+	cfg.SLO, cfg.Percentile = traces.SLO{TTFT: 5 * time.Second}, 99
+	cfg.Speeds, cfg.Repeat, cfg.Log = []float64{0.5, 1, 2}, 2, &log
 	if _, err := Run(context.Background(), testtraces.Constant(10, 100, 8, 2), traces.NewMeta("test"), cfg); err != nil {
 		t.Fatal(err)
 	}

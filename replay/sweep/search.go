@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/internal/commalist"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // Defaults of a speed search.
@@ -23,7 +23,7 @@ const (
 )
 
 // ParseSpeeds parses "0.5,1,1.5,2,3" (positive, finite; sorted and
-// deduplicated). Errors name the input as "speeds".
+// deduplicated). An error is a *traces.OptionError naming Options.Speeds.
 func ParseSpeeds(s string) ([]float64, error) {
 	var out []float64
 	err := commalist.Each(s, func(p string) error {
@@ -33,7 +33,7 @@ func ParseSpeeds(s string) ([]float64, error) {
 		}
 		v, err := strconv.ParseFloat(p, 64)
 		if err != nil || !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("speeds: %q: want positive numbers such as 0.5,1,2", p)
+			return traces.OptionErrorf("sweep", "Options.Speeds", "%q: want positive numbers such as 0.5,1,2", p)
 		}
 		out = append(out, v)
 		return nil
@@ -42,7 +42,7 @@ func ParseSpeeds(s string) ([]float64, error) {
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, errors.New("speeds: want at least one speed, e.g. 0.5,1,2")
+		return nil, traces.OptionErrorf("sweep", "Options.Speeds", "want at least one speed, e.g. 0.5,1,2")
 	}
 	sort.Float64s(out)
 	k := 0

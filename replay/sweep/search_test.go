@@ -5,8 +5,9 @@ import (
 	"errors"
 	"math"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 func TestParseSpeeds(t *testing.T) {
@@ -15,8 +16,9 @@ func TestParseSpeeds(t *testing.T) {
 		t.Errorf("got %v, %v", got, err)
 	}
 	for _, bad := range []string{"0", "1,-2", "abc", "", ",", "NaN", "Inf"} {
-		if _, err := ParseSpeeds(bad); err == nil || !strings.HasPrefix(err.Error(), "speeds: ") {
-			t.Errorf("ParseSpeeds(%q): %v, want an error naming the speeds", bad, err)
+		var oe *traces.OptionError
+		if _, err := ParseSpeeds(bad); !errors.As(err, &oe) || oe.Option != "Options.Speeds" {
+			t.Errorf("ParseSpeeds(%q): %v, want an option error naming Options.Speeds", bad, err)
 		}
 	}
 }

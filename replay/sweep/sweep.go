@@ -34,37 +34,68 @@ const (
 	DefaultExt        = ".parquet"
 )
 
-// Options configure one sweep.
+// Options configure one sweep. Start from DefaultOptions: a field's zero
+// is a value of its own, never its default.
 type Options struct {
 	// Replay is the base replay options; Speed, Run and Journal are set per
-	// step. URL "" starts a fresh simulator (Sim) for every step.
+	// step. URL "" starts a fresh simulator (Sim) for every step. Defaults
+	// to replay.DefaultOptions().
 	Replay replay.Options
 	// Sim configures the built-in simulator when Replay.URL is "" (one
-	// engine or a fleet, see package sim).
+	// engine or a fleet, see package sim). Defaults to
+	// sim.DefaultOptions().
 	Sim sim.Options
-	// SLO are the bounds every step is judged against, at Percentile
-	// (default DefaultPercentile). Required.
-	SLO        traces.SLO
+	// SLO are the bounds every step is judged against. Required. Defaults
+	// to none.
+	SLO traces.SLO
+	// Percentile is where the SLO is judged (0 < p < 100). Defaults to
+	// DefaultPercentile.
 	Percentile float64
-	// Speeds are evaluated in order unless Search is set; Search bisects
-	// [Low, High] (defaults DefaultSearchLow, DefaultSearchHigh) down to
-	// Tolerance (default DefaultSearchTolerance).
-	Speeds               []float64
-	Search               bool
+	// Speeds are evaluated in order unless Search is set. Defaults to
+	// DefaultSpeeds.
+	Speeds []float64
+	// Search bisects [Low, High] down to Tolerance instead of running
+	// Speeds. Defaults to false.
+	Search bool
+	// Low, High and Tolerance bound the search. Default to
+	// DefaultSearchLow, DefaultSearchHigh and DefaultSearchTolerance.
 	Low, High, Tolerance float64
-	// Repeat replays every speed this many times (default 0 or 1: once). A
-	// speed meets the SLOs only if every run does; its step reports the
-	// worst run.
+	// Repeat replays every speed this many times (1 to 100). A speed meets
+	// the SLOs only if every run does; its step reports the worst run.
+	// Defaults to 1.
 	Repeat int
-	// OutDir receives one results file per step (speed-<s><Ext>); "" (the
-	// default) writes none. Ext defaults to DefaultExt.
-	OutDir, Ext string
-	// Log receives one line per step (default nil: quiet).
+	// OutDir receives one results file per step (speed-<s><Ext>); ""
+	// writes none. Defaults to "".
+	OutDir string
+	// Ext is the results files' extension, which names their codec.
+	// Defaults to DefaultExt.
+	Ext string
+	// Log receives one line per step (nil: quiet). Defaults to nil.
 	Log io.Writer
 	// Measure fills a step's throughput and latency percentiles from its
-	// results (default nil: those fields stay zero; the verdict does not
-	// need them).
+	// results (nil: those fields stay zero; the verdict does not need
+	// them). Defaults to nil.
 	Measure func(ctx context.Context, recs []traces.Record, slo traces.SLO) (Measures, error)
+}
+
+// DefaultOptions returns every option's default, the values the field docs
+// name; set SLO before use.
+func DefaultOptions() Options {
+	speeds, err := ParseSpeeds(DefaultSpeeds)
+	if err != nil {
+		panic(err) // DefaultSpeeds parses
+	}
+	return Options{
+		Replay:     replay.DefaultOptions(),
+		Sim:        sim.DefaultOptions(),
+		Percentile: DefaultPercentile,
+		Speeds:     speeds,
+		Low:        DefaultSearchLow,
+		High:       DefaultSearchHigh,
+		Tolerance:  DefaultSearchTolerance,
+		Repeat:     1,
+		Ext:        DefaultExt,
+	}
 }
 
 // Measures are the throughput and latency figures of one step.
@@ -117,14 +148,16 @@ type Result struct {
 	opts Options
 }
 
-// Validate reports the first option that cannot run, naming the field.
+// Validate reports the first option that cannot run as given (a zero is
+// a value like any other, never the default), naming it in a
+// *traces.OptionError.
 func (o *Options) Validate() error {
 	switch {
 	case o.SLO.IsZero():
 		return traces.OptionErrorf("sweep", "Options.SLO", "required (e.g. ttft=1s)")
 	case !(o.Percentile > 0 && o.Percentile < 100):
 		return traces.OptionErrorf("sweep", "Options.Percentile", "want 0 < p < 100, got %g", o.Percentile)
-	case o.Repeat < 0 || o.Repeat > 100:
+	case o.Repeat < 1 || o.Repeat > 100:
 		return traces.OptionErrorf("sweep", "Options.Repeat", "want 1 to 100 runs per speed, got %d", o.Repeat)
 	case o.Search && (!(o.Low > 0) || !(o.High > o.Low) || math.IsInf(o.High, 0)):
 		return traces.OptionErrorf("sweep", "Options.Low, Options.High", "want 0 < Low < High, got %g, %g", o.Low, o.High)
@@ -132,6 +165,15 @@ func (o *Options) Validate() error {
 		return traces.OptionErrorf("sweep", "Options.Tolerance", "want 0 < tol < 1, got %g", o.Tolerance)
 	case !o.Search && len(o.Speeds) == 0:
 		return traces.OptionErrorf("sweep", "Options.Speeds", "want at least one speed")
+	}
+	if _, err := traces.FormatOf("speed-1" + o.Ext); o.OutDir != "" && err != nil {
+		return traces.OptionErrorf("sweep", "Options.Ext", "%q: %w", o.Ext, err)
+	}
+	if err := o.Replay.ValidateWithoutURL(); err != nil {
+		return err
+	}
+	if o.Replay.URL == "" {
+		return o.Sim.Validate()
 	}
 	return nil
 }
@@ -154,12 +196,6 @@ func traceRate(recs []traces.Record) float64 {
 // Run sweeps recs. Every step replays the whole trace, so the records are
 // held in memory for the sweep's duration.
 func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, opts Options) (*Result, error) {
-	if opts.Percentile == 0 {
-		opts.Percentile = DefaultPercentile
-	}
-	if opts.Ext == "" {
-		opts.Ext = DefaultExt
-	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -190,7 +226,7 @@ func Run(ctx context.Context, recs []traces.Record, meta traces.Meta, opts Optio
 		counter := fmt.Sprintf("[%d/%s]", point, total)
 		start := time.Now()
 		var runs []*Step
-		for rep := 0; rep < max(opts.Repeat, 1); rep++ {
+		for rep := 0; rep < opts.Repeat; rep++ {
 			if opts.Log != nil {
 				run := ""
 				if opts.Repeat > 1 {
@@ -291,7 +327,7 @@ func runOne(ctx context.Context, opts Options, recs []traces.Record, meta traces
 	}
 	o.Journal = ""
 	if o.URL == "" {
-		o.SimSpec = replay.FormatSimTarget(opts.Sim) // as configured, before the trace sizes it
+		o.SimTarget = replay.FormatSimTarget(opts.Sim) // as configured, before the trace sizes it
 		so := opts.Sim.AdmitLongest(sim.LongestRequest(recs))
 		srv, err := sim.Start(ctx, so)
 		if err != nil {

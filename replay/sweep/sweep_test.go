@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
-	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -52,12 +51,11 @@ func TestSweepSearchFindsKnee(t *testing.T) {
 	capacity := float64(seqs) / (out * step.Seconds()) // 200 req/s
 	want := capacity / base                            // knee at 2×
 	recs := testtraces.Constant(500, base, 8, out)
-	cfg := Options{
-		Replay: replay.DefaultOptions(), Sim: kneeSim(seqs, step),
-		SLO: traces.SLO{TTFT: 250 * time.Millisecond}, Percentile: 99,
-		Search: true, Low: 1.5, High: 3, Tolerance: 0.05,
-		OutDir: t.TempDir(), Ext: ".jsonl",
-	}
+	cfg := DefaultOptions()
+	cfg.Sim = kneeSim(seqs, step)
+	cfg.SLO, cfg.Percentile = traces.SLO{TTFT: 250 * time.Millisecond}, 99
+	cfg.Search, cfg.Low, cfg.High, cfg.Tolerance = true, 1.5, 3, 0.05
+	cfg.OutDir, cfg.Ext = t.TempDir(), ".jsonl"
 	if testing.Verbose() {
 		cfg.Log = os.Stderr
 	}

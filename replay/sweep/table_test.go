@@ -13,7 +13,9 @@ import (
 // (a second header line, aligned with its column), so "ttft p99 4210.0"
 // reads as milliseconds and "offered 40.00" as requests per second.
 func TestTableHeaderUnits(t *testing.T) {
-	res := &Result{opts: Options{SLO: traces.SLO{TTFT: time.Second, TPOT: 50 * time.Millisecond}, Percentile: 99}, Knee: 1,
+	opts := DefaultOptions()
+	opts.SLO, opts.Percentile = traces.SLO{TTFT: time.Second, TPOT: 50 * time.Millisecond}, 99
+	res := &Result{opts: opts, Knee: 1,
 		Steps: []Step{{Speed: 1, OfferedRPS: 40, RPS: 39.5, OutTokPerS: 5000, TTFTP50Ms: 80, TTFTP99Ms: 900, TPOTP50Ms: 20, TPOTP99Ms: 40,
 			AtPct: map[string]float64{"ttft": 900, "tpot": 40}, OK: true, GoodRatio: 0.99}}}
 	var b bytes.Buffer

@@ -681,21 +681,18 @@ func (c *call) totals() (prompt, out, cached int) {
 	return
 }
 
-// stream writes the SSE response as the engine publishes tokens.
+// stream writes the SSE response as the engine publishes tokens: at each
+// wake-up the tokens published since the last, then a fault's effect,
+// and once every prompt ended the usage and [DONE].
 func (c *call) stream(ctx context.Context, w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	if fl != nil {
-		fl.Flush()
-	}
-	sent := make([]int, len(c.reqs))
-	closed := make([]bool, len(c.reqs))
-	roleSent, stalled := false, false
+	st := &sseStream{w: w, sent: make([]int, len(c.reqs)), closed: make([]bool, len(c.reqs)), buf: make([]byte, 0, 512)}
+	st.fl, _ = w.(http.Flusher)
+	st.flush()
 	notify := c.reqs[0].notify
-	buf := make([]byte, 0, 512)
 	defer c.ackAll()
 	for {
 		select {
@@ -706,100 +703,146 @@ func (c *call) stream(ctx context.Context, w http.ResponseWriter) {
 		case <-c.s.stop:
 			return
 		}
-		allDone := true
-		for i, r := range c.reqs {
-			n, done := r.published()
-			if !done {
-				allDone = false
-			}
-			if closed[i] || (n <= sent[i] && !done) {
-				continue
-			}
-			if done && r.fin.aborted {
-				closed[i] = true
-				continue
-			}
-			if c.g.api == traces.APIChat && !roleSent {
-				buf = append(buf, "data: "...)
-				buf = append(buf, c.prefix...)
-				buf = append(buf, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
-				if c.g.continuous {
-					buf = append(buf, `,"usage":`...)
-					buf = c.appendUsage(buf, r.promptLen, 0, 0, false)
-				}
-				buf = append(buf, "}\n\n"...)
-				roleSent = true
-			}
-			buf = c.appendContentChunk(buf, i, r, sent[i], n, finishReason(r, done))
-			sent[i] = n
-			closed[i] = done
-		}
-		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
+		allDone := c.appendPublished(st)
+		if len(st.buf) > 0 {
+			if _, err := w.Write(st.buf); err != nil {
 				c.abortAll(traces.StatusDisconnect)
 				return
 			}
-			buf = buf[:0]
-			if fl != nil {
-				fl.Flush()
-			}
+			st.buf = st.buf[:0]
+			st.flush()
 		}
 		for i, r := range c.reqs {
-			if n, _ := r.published(); n == sent[i] {
+			if n, _ := r.published(); n == st.sent[i] {
 				c.s.ack(r)
 			}
 		}
-		r0 := c.reqs[0]
-		switch c.fault {
-		case faultStall:
-			if !stalled && sent[0] > 0 && !allDone {
-				stalled = true
-				t := time.NewTimer(c.s.o.StallDuration)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					c.abortAll(traces.StatusDisconnect)
-					return
-				}
-			}
-		case faultDisconnect, faultStreamError:
-			if !allDone && sent[0] >= max(1, r0.maxOut/2) {
-				if c.fault == faultDisconnect {
-					c.abortAll(traces.StatusDisconnect)
-					panic(http.ErrAbortHandler)
-				}
-				c.abortAll(traces.StatusStreamError)
-				buf = append(buf, "data: "...)
-				buf = c.s.appendErrorBody(buf, &apiError{status: 500, typ: "InternalServerError",
-					msg: "Engine error mid-stream (injected by tokentrace sim)."})
-				buf = append(buf, "\n\ndata: [DONE]\n\n"...)
-				w.Write(buf)
-				return
-			}
+		if c.injectFault(ctx, st, allDone) {
+			return
 		}
-		if !allDone {
+		if allDone {
+			c.appendEnd(st)
+			w.Write(st.buf)
+			st.flush()
+			return
+		}
+	}
+}
+
+// sseStream is a stream's state: the output tokens sent of each prompt,
+// the prompts whose last chunk went, whether the chat role chunk and a
+// stall happened, and the events not yet written.
+type sseStream struct {
+	w                 http.ResponseWriter
+	fl                http.Flusher
+	sent              []int
+	closed            []bool
+	roleSent, stalled bool
+	buf               []byte
+}
+
+func (st *sseStream) flush() {
+	if st.fl != nil {
+		st.fl.Flush()
+	}
+}
+
+// appendPublished appends a chunk for each prompt with tokens published
+// since the last (the chat API's role chunk first) and reports whether
+// every prompt ended.
+func (c *call) appendPublished(st *sseStream) (allDone bool) {
+	allDone = true
+	for i, r := range c.reqs {
+		n, done := r.published()
+		if !done {
+			allDone = false
+		}
+		if st.closed[i] || (n <= st.sent[i] && !done) {
 			continue
 		}
-		if c.g.usage {
-			prompt, out, cached := c.totals()
-			buf = append(buf, "data: "...)
-			buf = append(buf, c.prefix...)
-			buf = append(buf, `],"usage":`...)
-			buf = c.appendUsage(buf, prompt, out, cached, false)
-			if c.s.o.PerRequestMetrics && len(c.reqs) == 1 {
-				buf = append(buf, `,"metrics":`...)
-				buf = appendMetrics(buf, &c.reqs[0].fin, true)
-			}
-			buf = append(buf, "}\n\n"...)
+		if done && r.fin.aborted {
+			st.closed[i] = true
+			continue
 		}
-		buf = append(buf, "data: [DONE]\n\n"...)
-		w.Write(buf)
-		if fl != nil {
-			fl.Flush()
+		if c.g.api == traces.APIChat && !st.roleSent {
+			st.buf = c.appendRoleChunk(st.buf, r)
+			st.roleSent = true
 		}
-		return
+		st.buf = c.appendContentChunk(st.buf, i, r, st.sent[i], n, finishReason(r, done))
+		st.sent[i] = n
+		st.closed[i] = done
 	}
+	return allDone
+}
+
+// appendRoleChunk appends the chat API's first event: the assistant role
+// with empty content.
+func (c *call) appendRoleChunk(dst []byte, r *request) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, c.prefix...)
+	dst = append(dst, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+	if c.g.continuous {
+		dst = append(dst, `,"usage":`...)
+		dst = c.appendUsage(dst, r.promptLen, 0, 0, false)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// injectFault applies the call's fault once its moment came: a stall
+// pauses after the first token; a disconnect cuts the connection, and a
+// stream error ends the stream with an error event, after half the
+// tokens. It reports whether the stream is over.
+func (c *call) injectFault(ctx context.Context, st *sseStream, allDone bool) bool {
+	switch c.fault {
+	case faultStall:
+		if st.stalled || st.sent[0] == 0 || allDone {
+			return false
+		}
+		st.stalled = true
+		t := time.NewTimer(c.s.o.StallDuration)
+		select {
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			t.Stop()
+			c.abortAll(traces.StatusDisconnect)
+			return true
+		}
+	case faultDisconnect, faultStreamError:
+		if allDone || st.sent[0] < max(1, c.reqs[0].maxOut/2) {
+			return false
+		}
+		if c.fault == faultDisconnect {
+			c.abortAll(traces.StatusDisconnect)
+			panic(http.ErrAbortHandler)
+		}
+		c.abortAll(traces.StatusStreamError)
+		st.buf = append(st.buf, "data: "...)
+		st.buf = c.s.appendErrorBody(st.buf, &apiError{status: 500, typ: "InternalServerError",
+			msg: "Engine error mid-stream (injected by tokentrace sim)."})
+		st.buf = append(st.buf, "\n\ndata: [DONE]\n\n"...)
+		st.w.Write(st.buf)
+		return true
+	}
+	return false
+}
+
+// appendEnd appends a finished stream's last events: the usage (with the
+// per-request metrics of a single prompt) when asked for, then [DONE].
+func (c *call) appendEnd(st *sseStream) {
+	if c.g.usage {
+		prompt, out, cached := c.totals()
+		st.buf = append(st.buf, "data: "...)
+		st.buf = append(st.buf, c.prefix...)
+		st.buf = append(st.buf, `],"usage":`...)
+		st.buf = c.appendUsage(st.buf, prompt, out, cached, false)
+		if c.s.o.PerRequestMetrics && len(c.reqs) == 1 {
+			st.buf = append(st.buf, `,"metrics":`...)
+			st.buf = appendMetrics(st.buf, &c.reqs[0].fin, true)
+		}
+		st.buf = append(st.buf, "}\n\n"...)
+	}
+	st.buf = append(st.buf, "data: [DONE]\n\n"...)
 }
 
 func (c *call) abortAll(status string) {

@@ -238,36 +238,32 @@ func (e *engine) blocksFor(n int) int { return (n + e.o.BlockSize - 1) / e.o.Blo
 func (e *engine) plan(now int64) (time.Duration, bool) {
 	e.sched = e.sched[:0]
 	e.prefillTokens, e.decodeSeqs, e.ctxTokens = 0, 0, 0
-	budget := e.o.MaxNumBatchedTokens
-	preempted := false
+	budget, preempted := e.scheduleRunning(e.o.MaxNumBatchedTokens)
+	if !preempted {
+		e.admitWaiting(now, budget)
+	}
+	if len(e.sched) == 0 {
+		return 0, false
+	}
+	return e.stepTime(), true
+}
 
-	// Running requests first, in order.
+// scheduleRunning schedules the running requests first, in order, each
+// as many tokens as it has left within the budget; a request whose next
+// blocks do not fit preempts others (see makeRoom). It returns the budget
+// left and whether the step preempted.
+func (e *engine) scheduleRunning(budget int) (int, bool) {
+	preempted := false
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		r := e.running[i]
 		n := min(r.total()-r.numComputed, budget)
 		need := e.blocksFor(r.numComputed+n) - len(r.blocks)
-		for need > 0 && !e.kv.canAllocate(nil, need) {
-			// Preempt (recompute) the lowest-priority running request.
-			v := len(e.running) - 1
-			if e.o.Policy == "priority" {
-				for j := i; j < len(e.running); j++ {
-					if less(e.running[v], e.running[j]) {
-						v = j
-					}
-				}
-			}
-			victim := e.running[v]
-			e.preempt(victim)
-			e.running = append(e.running[:v], e.running[v+1:]...)
+		if need > 0 && !e.kv.canAllocate(nil, need) {
 			preempted = true
-			if victim == r {
-				r = nil
-				break
+			if !e.makeRoom(i, r, need) {
+				i-- // the slot now holds the next request (or the loop ends)
+				continue
 			}
-		}
-		if r == nil {
-			i-- // the slot now holds the next request (or the loop ends)
-			continue
 		}
 		if need > 0 {
 			r.blocks = e.kv.allocate(r.blocks, need)
@@ -275,73 +271,136 @@ func (e *engine) plan(now int64) (time.Duration, bool) {
 		e.sched = append(e.sched, schedItem{r, n})
 		budget -= n
 	}
+	return budget, preempted
+}
 
-	// Then waiting requests, unless this step preempted.
-	for !preempted && len(e.waiting) > 0 && budget > 0 && len(e.running) < e.o.MaxNumSeqs {
+// makeRoom preempts (recompute) running requests, from position i on,
+// until need blocks fit for the running request r there: the last one
+// under FCFS, the lowest-priority one under the priority policy. It
+// returns false when r itself was preempted.
+func (e *engine) makeRoom(i int, r *request, need int) bool {
+	for !e.kv.canAllocate(nil, need) {
+		v := len(e.running) - 1
+		if e.o.Policy == "priority" {
+			for j := i; j < len(e.running); j++ {
+				if less(e.running[v], e.running[j]) {
+					v = j
+				}
+			}
+		}
+		victim := e.running[v]
+		e.preempt(victim)
+		e.running = append(e.running[:v], e.running[v+1:]...)
+		if victim == r {
+			return false
+		}
+	}
+	return true
+}
+
+// admitWaiting admits waiting requests in queue order while the budget,
+// MaxNumSeqs and the KV cache allow: a remote request whose KV has not
+// been pulled starts its pull (admitRemote) and leaves the queue until
+// it lands.
+func (e *engine) admitWaiting(now int64, budget int) {
+	for len(e.waiting) > 0 && budget > 0 && len(e.running) < e.o.MaxNumSeqs {
 		r := e.waiting[0]
-		total := r.total()
 		if r.remote && r.kvAt < 0 {
 			if !e.admitRemote(r, now) {
-				break
+				return
 			}
 			continue
 		}
+		var n int
+		var ok bool
 		if r.kvAt >= 0 && len(r.blocks) > 0 {
-			// A remote request whose KV landed: its blocks are held, one
-			// prompt token is left to compute.
-			n := min(total-r.numComputed, budget)
-			need := e.blocksFor(r.numComputed+n) - len(r.blocks)
-			if need > 0 && !e.kv.canAllocate(nil, need) {
-				break
-			}
-			if need > 0 {
-				r.blocks = e.kv.allocate(r.blocks, need)
-			}
-			if r.firstSched < 0 {
-				r.firstSched = now
-			}
-			e.waiting[0] = nil
-			e.waiting = e.waiting[1:]
-			r.running = true
-			e.running = append(e.running, r)
-			e.sched = append(e.sched, schedItem{r, n})
-			budget -= n
-			continue
+			n, ok = e.admitLanded(r, budget)
+		} else {
+			n, ok = e.admitLocal(r, budget)
 		}
-		hit := e.hitBuf[:0]
-		if !e.o.DisablePrefixCaching {
-			maxHit := min(len(r.hashes), (total-1)/e.o.BlockSize)
-			hit = e.kv.lookup(r.hashes[:maxHit], hit)
-			e.hitBuf = hit
+		if !ok {
+			return
 		}
-		computed := len(hit) * e.o.BlockSize
-		n := min(total-computed, budget)
-		need := e.blocksFor(computed+n) - len(hit)
-		if !e.kv.canAllocate(hit, need) {
-			break
-		}
-		if !e.o.DisablePrefixCaching {
-			e.st.prefixQuery(total, computed)
-		}
-		e.kv.touch(hit)
-		r.blocks = append(r.blocks[:0], hit...)
-		r.blocks = e.kv.allocate(r.blocks, need)
-		r.numComputed = computed
-		r.hashed = len(hit)
 		if r.firstSched < 0 {
 			r.firstSched = now
-			r.cached = computed
 		}
-		e.waiting[0] = nil
-		e.waiting = e.waiting[1:]
-		r.running = true
-		e.running = append(e.running, r)
-		e.sched = append(e.sched, schedItem{r, n})
+		e.startRunning(r, n)
 		budget -= n
 	}
-	if len(e.sched) == 0 {
+}
+
+// admitLanded schedules a remote request whose KV landed: its blocks are
+// held, one prompt token is left to compute. It returns the tokens
+// scheduled, or false when a further block does not fit.
+func (e *engine) admitLanded(r *request, budget int) (int, bool) {
+	n := min(r.total()-r.numComputed, budget)
+	need := e.blocksFor(r.numComputed+n) - len(r.blocks)
+	if need > 0 && !e.kv.canAllocate(nil, need) {
 		return 0, false
 	}
+	if need > 0 {
+		r.blocks = e.kv.allocate(r.blocks, need)
+	}
+	return n, true
+}
+
+// admitLocal admits a request that computes its own prompt: its cached
+// prefix (never the block of its last token) is taken from the prefix
+// cache, and blocks for the tokens this step computes are allocated. It
+// returns the tokens scheduled, or false when the blocks do not fit.
+func (e *engine) admitLocal(r *request, budget int) (int, bool) {
+	total := r.total()
+	hit := e.cachedPrefix(r)
+	computed := len(hit) * e.o.BlockSize
+	n := min(total-computed, budget)
+	need := e.blocksFor(computed+n) - len(hit)
+	if !e.kv.canAllocate(hit, need) {
+		return 0, false
+	}
+	e.takeBlocks(r, hit, need)
+	r.numComputed = computed
+	r.hashed = len(hit)
+	if r.firstSched < 0 {
+		r.cached = computed
+	}
+	return n, true
+}
+
+// cachedPrefix is the blocks of r's longest cached prefix, short of the
+// block that holds its last token (which is always computed).
+func (e *engine) cachedPrefix(r *request) []int32 {
+	hit := e.hitBuf[:0]
+	if !e.o.DisablePrefixCaching {
+		hit = e.kv.lookup(r.hashes[:min(len(r.hashes), (r.total()-1)/e.o.BlockSize)], hit)
+		e.hitBuf = hit
+	}
+	return hit
+}
+
+// takeBlocks gives r the cached blocks hit and need fresh ones (the
+// caller checked they fit), counting the prefix-cache query.
+func (e *engine) takeBlocks(r *request, hit []int32, need int) {
+	if !e.o.DisablePrefixCaching {
+		e.st.prefixQuery(r.total(), len(hit)*e.o.BlockSize)
+	}
+	e.kv.touch(hit)
+	r.blocks = append(r.blocks[:0], hit...)
+	r.blocks = e.kv.allocate(r.blocks, need)
+}
+
+// startRunning moves r from the head of the waiting queue to the batch,
+// with n tokens in this step.
+func (e *engine) startRunning(r *request, n int) {
+	e.waiting[0] = nil
+	e.waiting = e.waiting[1:]
+	r.running = true
+	e.running = append(e.running, r)
+	e.sched = append(e.sched, schedItem{r, n})
+}
+
+// stepTime counts the planned step's prefill tokens, decoding sequences
+// and context tokens and returns its modelled duration.
+func (e *engine) stepTime() time.Duration {
 	for _, it := range e.sched {
 		if it.n == 1 && it.r.numOut > 0 && it.r.numComputed == it.r.total()-1 {
 			e.decodeSeqs++
@@ -350,11 +409,10 @@ func (e *engine) plan(now int64) (time.Duration, bool) {
 		}
 		e.ctxTokens += it.r.numComputed + it.n
 	}
-	d := e.o.StepFixed +
+	return e.o.StepFixed +
 		time.Duration(e.prefillTokens)*e.o.PrefillPerToken +
 		time.Duration(e.decodeSeqs)*e.o.DecodePerSeq +
 		time.Duration(e.ctxTokens)*e.o.AttnPerContextToken
-	return d, true
 }
 
 // admitRemote admits the remote request r at the head of the waiting
@@ -364,22 +422,13 @@ func (e *engine) plan(now int64) (time.Duration, bool) {
 // token. It returns false when the blocks do not fit (r keeps its place).
 func (e *engine) admitRemote(r *request, now int64) bool {
 	total := r.total()
-	hit := e.hitBuf[:0]
-	if !e.o.DisablePrefixCaching {
-		hit = e.kv.lookup(r.hashes[:min(len(r.hashes), (total-1)/e.o.BlockSize)], hit)
-		e.hitBuf = hit
-	}
+	hit := e.cachedPrefix(r)
 	computed := len(hit) * e.o.BlockSize
 	need := e.blocksFor(total) - len(hit)
 	if !e.kv.canAllocate(hit, need) {
 		return false
 	}
-	if !e.o.DisablePrefixCaching {
-		e.st.prefixQuery(total, computed)
-	}
-	e.kv.touch(hit)
-	r.blocks = append(r.blocks[:0], hit...)
-	r.blocks = e.kv.allocate(r.blocks, need)
+	e.takeBlocks(r, hit, need)
 	r.numComputed, r.hashed, r.cached, r.admitted = computed, len(hit), computed, now
 	e.waiting[0] = nil
 	e.waiting = e.waiting[1:]

@@ -30,9 +30,12 @@ func simulate(t *testing.T, o Options, reqs []Arrival) *Result {
 		if r.Status != traces.StatusOK {
 			t.Fatalf("request %d: status %q (%s)", i, r.Status, r.Error)
 		}
-		// The three phases tile arrival → last token.
+		// The three phases tile arrival → first token → last token.
+		if got, want := r.ServerQueueNs+r.ServerPrefillNs, r.FirstTokenNs-r.ArrivalNs; got != want {
+			t.Fatalf("request %d: queue+prefill = %d, want TTFT %d", i, got, want)
+		}
 		if got, want := r.ServerQueueNs+r.ServerPrefillNs+r.ServerDecodeNs, r.LastTokenNs-r.ArrivalNs; got != want {
-			t.Fatalf("request %d: queue+prefill+decode = %d, want last−arrival %d", i, got, want)
+			t.Fatalf("request %d: queue+prefill+decode = %d, want E2E %d", i, got, want)
 		}
 	}
 	return res

@@ -65,8 +65,9 @@ const (
 	DefaultVocabSize        = 128256
 )
 
-// Options configures one engine. The zero value is not useful: start from
-// DefaultOptions.
+// Options configures one engine. Start from DefaultOptions: a field's zero
+// is a value of its own, never its default (a preset is a named set of
+// values applied onto them, ApplyPreset).
 type Options struct {
 	// Model is the served model name; requests naming another model get
 	// vLLM's 404 unless AnyModel is set. Defaults to DefaultModel
@@ -312,27 +313,28 @@ func ApplyPreset(o *Options, name string) error {
 	return fmt.Errorf("preset %q isn't one of [%s]", name, strings.Join(PresetNames(), ", "))
 }
 
-// Validate checks o and names the offending flag.
+// Validate checks o as given; each problem is a *traces.OptionError naming
+// the option, all of them joined.
 func (o *Options) Validate() error {
 	var errs []error
 	pos := func(name string, v int) {
 		if v <= 0 {
-			errs = append(errs, fmt.Errorf("--%s must be positive, got %d", name, v))
+			errs = append(errs, traces.OptionErrorf("sim", "Options."+name, "must be positive, got %d", v))
 		}
 	}
-	pos("max-num-seqs", o.MaxNumSeqs)
-	pos("max-num-batched-tokens", o.MaxNumBatchedTokens)
-	pos("num-gpu-blocks", o.NumGPUBlocks)
-	pos("block-size", o.BlockSize)
-	pos("max-model-len", o.MaxModelLen)
-	pos("stream-interval", o.StreamInterval)
-	pos("mean-output-tokens", o.MeanOutputTokens)
+	pos("MaxNumSeqs", o.MaxNumSeqs)
+	pos("MaxNumBatchedTokens", o.MaxNumBatchedTokens)
+	pos("NumGPUBlocks", o.NumGPUBlocks)
+	pos("BlockSize", o.BlockSize)
+	pos("MaxModelLen", o.MaxModelLen)
+	pos("StreamInterval", o.StreamInterval)
+	pos("MeanOutputTokens", o.MeanOutputTokens)
 	if o.MaxNumBatchedTokens > 0 && o.MaxNumSeqs > 0 && o.MaxNumBatchedTokens < o.MaxNumSeqs {
 		// vLLM refuses it too (SchedulerConfig): a step's budget must
 		// hold a token of every running sequence, and prompts would
 		// prefill a few tokens a step, for minutes.
-		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxNumBatchedTokens", "%d is below max-num-seqs %d: a step's token budget must hold a token of every running sequence (vLLM refuses it too)",
-			o.MaxNumBatchedTokens, o.MaxNumSeqs))
+		errs = append(errs, &traces.OptionError{Pkg: "sim", Option: "Options.MaxNumBatchedTokens", Err: traces.Textf("%d is below %s %d: a step's token budget must hold a token of every running sequence (vLLM refuses it too)",
+			o.MaxNumBatchedTokens, traces.OptionRef("Options.MaxNumSeqs"), o.MaxNumSeqs)})
 	}
 	if o.MaxQueuedRequests < 0 {
 		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxQueuedRequests", "must not be negative, got %d", o.MaxQueuedRequests))
@@ -347,18 +349,18 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"step-fixed", o.StepFixed}, {"prefill-per-token", o.PrefillPerToken}, {"decode-per-seq", o.DecodePerSeq},
-		{"attn-per-context-token", o.AttnPerContextToken}, {"stall-duration", o.StallDuration}} {
+	}{{"StepFixed", o.StepFixed}, {"PrefillPerToken", o.PrefillPerToken}, {"DecodePerSeq", o.DecodePerSeq},
+		{"AttnPerContextToken", o.AttnPerContextToken}, {"StallDuration", o.StallDuration}} {
 		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("--%s must not be negative, got %v", d.name, d.v))
+			errs = append(errs, traces.OptionErrorf("sim", "Options."+d.name, "must not be negative, got %v", d.v))
 		}
 	}
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"fail-rate", o.FailRate}, {"disconnect-rate", o.DisconnectRate}, {"stream-error-rate", o.StreamErrorRate}, {"stall-rate", o.StallRate}} {
-		if r.v < 0 || r.v > 1 {
-			errs = append(errs, fmt.Errorf("--%s must be within [0,1], got %g", r.name, r.v))
+	}{{"FailRate", o.FailRate}, {"DisconnectRate", o.DisconnectRate}, {"StreamErrorRate", o.StreamErrorRate}, {"StallRate", o.StallRate}} {
+		if !(r.v >= 0 && r.v <= 1) {
+			errs = append(errs, traces.OptionErrorf("sim", "Options."+r.name, "must be within [0,1], got %g", r.v))
 		}
 	}
 	if o.OTLPTracesEndpoint != "" {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/closeonce"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -43,8 +44,7 @@ type Server struct {
 
 	otlp *otlpExporter
 
-	closeOnce sync.Once
-	closeErr  error
+	closer closeonce.Closer
 }
 
 // NewServer validates o and runs the engine until Close or until ctx is
@@ -56,13 +56,7 @@ func NewServer(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	go s.loop()
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.Close()
-		case <-s.stop:
-		}
-	}()
+	s.closer.Watch(ctx, s.stopAndWrite)
 	return s, nil
 }
 
@@ -135,27 +129,33 @@ func (s *Server) Meter() Meter { return Meter{s.st} }
 
 // Close stops the engine and writes TruthOut. It is idempotent and
 // returns the same error every time.
-func (s *Server) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.stop)
-		<-s.loopDone
-		if s.otlp != nil {
-			s.otlp.close()
+func (s *Server) Close() error { return s.closer.Close(s.stopAndWrite) }
+
+// stopAndWrite stops the engine and writes TruthOut (once: on Close, or
+// when NewServer's ctx ends).
+func (s *Server) stopAndWrite() error {
+	close(s.stop)
+	<-s.loopDone
+	if s.otlp != nil {
+		s.otlp.close()
+	}
+	if s.o.TruthOut != "" {
+		if err := traces.WriteAll(s.o.TruthOut, TruthMeta(s.o), s.Truth()); err != nil {
+			return fmt.Errorf("sim: write truth %s: %w", s.o.TruthOut, err)
 		}
-		var err error
-		if s.o.TruthOut != "" {
-			m := traces.NewMeta("sim")
-			m.Tokenizer = "sim-builtin"
-			m.BlockSize = s.o.BlockSize
-			m.Set("sim.preset", s.o.Preset)
-			m.Set("sim.model", s.o.Model)
-			if werr := traces.WriteAll(s.o.TruthOut, m, s.Truth()); werr != nil {
-				err = fmt.Errorf("sim: write truth %s: %w", s.o.TruthOut, werr)
-			}
-		}
-		s.closeErr = err
-	})
-	return s.closeErr
+	}
+	return nil
+}
+
+// TruthMeta is the metadata of a truth file (Options.TruthOut) of an
+// engine configured by o.
+func TruthMeta(o Options) traces.Meta {
+	m := traces.NewMeta("sim")
+	m.Tokenizer = "sim-builtin"
+	m.BlockSize = o.BlockSize
+	m.Set("sim.preset", o.Preset)
+	m.Set("sim.model", o.Model)
+	return m
 }
 
 // Truth returns one row per finished (or refused) request as the engine saw

@@ -39,7 +39,7 @@ var errStop = errors.New("stop")
 // replay's results (in the order requests finish).
 func measuredStream(o sim.Options, trace iter.Seq2[traces.Record, error]) iter.Seq2[traces.Record, error] {
 	return func(yield func(traces.Record, error) bool) {
-		_, err := Predict(context.Background(), o, trace, PredictOptions{Run: "measured"}, func(r traces.Record) error {
+		_, err := Predict(context.Background(), o, trace, predictRun("measured"), func(r traces.Record) error {
 			if !yield(r, nil) {
 				return errStop
 			}
@@ -86,7 +86,7 @@ func BenchmarkFitRows(b *testing.B) {
 		simCPU := cpu() - c0
 		runtime.GC()
 		c1, w1 := cpu(), time.Now()
-		res, err := Fit(context.Background(), []Input{{Name: "bench", Rows: measuredStream(o, benchTrace(n, 40))}}, FitOptions{})
+		res, err := Fit(context.Background(), []Input{{Name: "bench", Rows: measuredStream(o, benchTrace(n, 40))}}, DefaultFitOptions())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -114,11 +114,11 @@ func BenchmarkCheckRows(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		c0 := cpu()
-		if _, err := Predict(context.Background(), o, traces.Values(rows), PredictOptions{}, func(traces.Record) error { return nil }); err != nil {
+		if _, err := Predict(context.Background(), o, traces.Values(rows), DefaultPredictOptions(), func(traces.Record) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 		c1 := cpu()
-		if _, err := Check(context.Background(), o, []Input{{Name: "bench", Rows: traces.Values(rows)}}, CheckOptions{}); err != nil {
+		if _, err := Check(context.Background(), o, []Input{{Name: "bench", Rows: traces.Values(rows)}}, DefaultCheckOptions()); err != nil {
 			b.Fatal(err)
 		}
 		c2 := cpu()

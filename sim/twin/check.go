@@ -21,23 +21,56 @@ const DefaultTolerance = 0.10
 // twin cannot be asked to be closer to one run than another run is.
 const SpreadFactor = 1.5
 
-// CheckOptions configure Check.
+// CheckOptions configure Check. Start from DefaultCheckOptions: a zero
+// field is a value like any other, which Validate refuses where Check
+// cannot use it.
 type CheckOptions struct {
 	// Tolerance bounds the relative error of p50 and p90 (p99: twice it),
 	// unless the measured runs of one trace disagree more (SpreadFactor ×
-	// their spread). Defaults to DefaultTolerance.
+	// their spread): a fraction, above 0 and below 10. Defaults to
+	// DefaultTolerance.
 	Tolerance float64
 	// Prompt builds the simulated requests' prompts. Defaults to
 	// DefaultPrompt.
 	Prompt PromptFunc
 	// Predicted, when set, receives every predicted row (results rows).
+	// Defaults to nil.
 	Predicted func(traces.Record) error
 	// ReorderWindow: see PredictOptions. Defaults to DefaultReorderWindow.
 	ReorderWindow int64
 	// WhatIfs are changes to ask the twin about (configuration keys
 	// applied over it: "replicas=3", "max-num-seqs=64"): each input's
 	// requests are simulated on each too, beside the twin's prediction.
+	// Defaults to nil.
 	WhatIfs []string
+}
+
+// DefaultCheckOptions returns every CheckOptions default.
+func DefaultCheckOptions() CheckOptions {
+	return CheckOptions{
+		Tolerance:     DefaultTolerance,
+		Prompt:        DefaultPrompt,
+		Predicted:     nil,
+		ReorderWindow: DefaultReorderWindow,
+		WhatIfs:       nil,
+	}
+}
+
+// Validate reports the first option Check cannot use, naming it in a
+// *traces.OptionError (the what-ifs are checked against the twin, by
+// Check).
+func (co CheckOptions) Validate() error {
+	if !(co.Tolerance > 0 && co.Tolerance < 10) {
+		return traces.OptionErrorf("twin", "CheckOptions.Tolerance", "want a fraction such as 0.1, got %g", co.Tolerance)
+	}
+	return co.predictOptions().Validate()
+}
+
+// predictOptions are the options of Check's predictions.
+func (co CheckOptions) predictOptions() PredictOptions {
+	po := DefaultPredictOptions()
+	po.Prompt, po.ReorderWindow = co.Prompt, co.ReorderWindow
+	return po
 }
 
 // CheckResult compares a twin's predictions with measured runs.
@@ -91,8 +124,8 @@ type CheckRow struct {
 // Inputs that replayed the same trace (the same requests: seq, arrival,
 // lengths) are one trace whose runs' spread widens the bound.
 func Check(ctx context.Context, o sim.Options, inputs []Input, co CheckOptions) (*CheckResult, error) {
-	if co.Tolerance <= 0 {
-		co.Tolerance = DefaultTolerance
+	if err := co.Validate(); err != nil {
+		return nil, err
 	}
 	res := &CheckResult{Pass: true, Tolerance: co.Tolerance}
 	whatIfs, err := whatIfOptions(o, co.WhatIfs)
@@ -121,7 +154,7 @@ func Check(ctx context.Context, o sim.Options, inputs []Input, co CheckOptions) 
 				}
 			}
 		}
-		_, err := Predict(ctx, o, rows, PredictOptions{Prompt: co.Prompt, Run: "twin", ReorderWindow: co.ReorderWindow}, func(t traces.Record) error {
+		_, err := Predict(ctx, o, rows, co.predictOptions(), func(t traces.Record) error {
 			r.pred.add(&t)
 			if co.Predicted != nil {
 				return co.Predicted(t)
@@ -135,7 +168,7 @@ func Check(ctx context.Context, o sim.Options, inputs []Input, co CheckOptions) 
 		r.rep.finish()
 		for i, wo := range whatIfs {
 			var l latencies
-			if _, err := Predict(ctx, wo, in.Rows, PredictOptions{Prompt: co.Prompt, Run: "twin", ReorderWindow: co.ReorderWindow}, func(t traces.Record) error {
+			if _, err := Predict(ctx, wo, in.Rows, co.predictOptions(), func(t traces.Record) error {
 				l.add(&t)
 				return nil
 			}); err != nil {
@@ -204,7 +237,7 @@ func whatIfOptions(o sim.Options, specs []string) ([]sim.Options, error) {
 		w := o
 		w.Fleet.Overrides = slices.Clone(o.Fleet.Overrides)
 		if err := sim.ApplyConfig(&w, spec); err != nil {
-			return nil, traces.OptionErrorf("twin", "WhatIfs", "%q: %w", spec, err)
+			return nil, traces.OptionErrorf("twin", "CheckOptions.WhatIfs", "%q: %w", spec, err)
 		}
 		out = append(out, w)
 	}

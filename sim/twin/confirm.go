@@ -72,7 +72,7 @@ func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred
 		if len(w) == 0 {
 			continue
 		}
-		_, err = Predict(ctx, o, traces.Values(w), PredictOptions{Prompt: f.o.Prompt, ReorderWindow: f.o.ReorderWindow}, func(t traces.Record) error {
+		_, err = Predict(ctx, o, traces.Values(w), f.o.predictOptions(), func(t traces.Record) error {
 			pred.add(&t)
 			return nil
 		})

@@ -99,7 +99,7 @@ type limitEvidence struct {
 
 // estimate fits every pool and builds the twin's options and report.
 func (f *fitter) estimate() (*Result, error) {
-	prior := *f.o.Prior
+	prior := f.o.Prior
 	res := &Result{Options: prior}
 	res.Report.Inputs = f.inputs
 	pools := f.pools()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/atomicfile"
 	"github.com/tokentrace/tokentrace/sim"
+	"github.com/tokentrace/tokentrace/traces"
 )
 
 // checkMarker begins a twin file's last check (RecordCheck), which runs to
@@ -46,7 +47,7 @@ func (r *Result) WriteFile(name string) error {
 		fmt.Fprintln(w, "# tokentrace twin: the simulator fitted to a measured server (tokentrace sim fit).")
 		fmt.Fprintln(w, "# A target everywhere: sim:config=FILE; keys after it apply on top, e.g.")
 		fmt.Fprintln(w, "# sim:config=FILE,replicas=4,router=prefix-aware. Trust it as far as a check says:")
-		fmt.Fprintln(w, "# tokentrace sim check --twin FILE RESULTS (against a run it was not fitted on).")
+		fmt.Fprintln(w, traces.Textf("# %s (against a run it was not fitted on).", checkCommand("FILE")).Say(r.terms))
 		for _, l := range r.Lines() {
 			fmt.Fprintln(w, l)
 		}
@@ -158,10 +159,21 @@ func LastCheck(name string) ([]string, error) {
 	return out, nil
 }
 
+// CheckTwin is the twin a check runs, as its command names it: the file
+// whose configuration gives Check its simulator options.
+const CheckTwin traces.OptionRef = "twin"
+
+// checkCommand is the command that checks the twin in file against a
+// measured run's results.
+func checkCommand(file string) traces.Command {
+	return traces.NewCommand("sim", "check").With(CheckTwin, file).WithArgs("RESULTS")
+}
+
 // TrustLines say how far the twin a simulator's options read from a file
 // (sim.Options.ConfigFile) was found to hold: its last check, or that it
-// has none. nil for options not read from a file.
-func TrustLines(o *sim.Options) []string {
+// has none, naming the command that checks it in terms (nil:
+// traces.LibraryTerms). nil for options not read from a file.
+func TrustLines(o *sim.Options, terms traces.Terms) []string {
 	if o == nil || o.ConfigFile == "" {
 		return nil
 	}
@@ -170,7 +182,7 @@ func TrustLines(o *sim.Options) []string {
 	case err != nil:
 		return []string{fmt.Sprintf("twin %s: %v", o.ConfigFile, err)}
 	case lines == nil:
-		return []string{fmt.Sprintf("twin %s was never checked against a measured run (tokentrace sim check --twin %s RESULTS): its answers are untested", o.ConfigFile, o.ConfigFile)}
+		return []string{traces.Textf("twin %s was never checked against a measured run (%s): its answers are untested", o.ConfigFile, checkCommand(o.ConfigFile)).Say(terms)}
 	}
 	return append([]string{"twin " + o.ConfigFile + ":"}, lines...)
 }

@@ -29,17 +29,18 @@ type Input struct {
 	Samples []traces.MetricsSample
 }
 
-// FitOptions configure Fit.
+// FitOptions configure Fit. Start from DefaultFitOptions: a zero field is
+// a value like any other, which Validate refuses where Fit cannot use it.
 type FitOptions struct {
 	// Prior is the simulator a parameter keeps when the data cannot
 	// identify it, and the fleet's shape when the rows do not name one.
 	// Defaults to sim.DefaultOptions().
-	Prior *sim.Options
+	Prior sim.Options
 	// Seed chooses the sampled steps. Defaults to DefaultSeed.
 	Seed uint64
 	// ChunkJitter is the widest spread at the client of the chunks one
-	// engine step published (network and client delays). Defaults to
-	// DefaultChunkJitter (300µs).
+	// engine step published (network and client delays); 0: a step's
+	// chunks arrive at one instant. Defaults to DefaultChunkJitter (300µs).
 	ChunkJitter time.Duration
 	// SampleSteps bounds the observed steps each replica keeps for the
 	// regression (a uniform sample, drawn from Seed). Defaults to
@@ -47,40 +48,60 @@ type FitOptions struct {
 	SampleSteps int
 	// SimRows is how many rows of each input (its first) are kept to
 	// confirm the limits by simulating them, and to report the fit's
-	// residuals per metric. Defaults to DefaultSimRows; negative: none.
+	// residuals per metric; 0 or negative: none. Defaults to
+	// DefaultSimRows.
 	SimRows int
 	// Prompt builds the simulated requests' prompts. Defaults to
 	// DefaultPrompt.
 	Prompt PromptFunc
-	// ReorderWindow is how far out of send order rows may come (ns).
-	// Defaults to DefaultReorderWindow.
+	// ReorderWindow is how far out of send order rows may come (ns); 0:
+	// rows come in send order. Defaults to DefaultReorderWindow.
 	ReorderWindow int64
+	// Terms say the command the twin's file names (how to check it: a
+	// caller's command line); nil says it by the libraries' names
+	// (traces.LibraryTerms). Defaults to nil.
+	Terms traces.Terms
 }
 
-func (o FitOptions) withDefaults() FitOptions {
-	if o.Prior == nil {
-		p := sim.DefaultOptions()
-		o.Prior = &p
+// DefaultFitOptions returns every FitOptions default.
+func DefaultFitOptions() FitOptions {
+	return FitOptions{
+		Prior:         sim.DefaultOptions(),
+		Seed:          DefaultSeed,
+		ChunkJitter:   DefaultChunkJitter,
+		SampleSteps:   DefaultSampleSteps,
+		SimRows:       DefaultSimRows,
+		Prompt:        DefaultPrompt,
+		ReorderWindow: DefaultReorderWindow,
+		Terms:         nil,
 	}
-	if o.Seed == 0 {
-		o.Seed = DefaultSeed
+}
+
+// Validate reports the first option Fit cannot use, naming it in a
+// *traces.OptionError.
+func (o FitOptions) Validate() error {
+	prior := o.Prior
+	if err := prior.Validate(); err != nil {
+		return traces.OptionErrorf("twin", "FitOptions.Prior", "%w", err)
 	}
-	if o.ChunkJitter <= 0 {
-		o.ChunkJitter = DefaultChunkJitter
+	switch {
+	case o.ChunkJitter < 0:
+		return traces.OptionErrorf("twin", "FitOptions.ChunkJitter", "must be >= 0, got %v", o.ChunkJitter)
+	case o.SampleSteps <= 0:
+		return traces.OptionErrorf("twin", "FitOptions.SampleSteps", "must be > 0, got %d", o.SampleSteps)
+	case o.Prompt == nil:
+		return traces.OptionErrorf("twin", "FitOptions.Prompt", "must be set (DefaultPrompt, or a replay's prompts)")
+	case o.ReorderWindow < 0:
+		return traces.OptionErrorf("twin", "FitOptions.ReorderWindow", "must be >= 0 (0 holds none), got %d", o.ReorderWindow)
 	}
-	if o.SampleSteps <= 0 {
-		o.SampleSteps = DefaultSampleSteps
-	}
-	if o.SimRows == 0 {
-		o.SimRows = DefaultSimRows
-	}
-	if o.Prompt == nil {
-		o.Prompt = DefaultPrompt
-	}
-	if o.ReorderWindow <= 0 {
-		o.ReorderWindow = DefaultReorderWindow
-	}
-	return o
+	return nil
+}
+
+// predictOptions are the options of the fit's simulations.
+func (o FitOptions) predictOptions() PredictOptions {
+	po := DefaultPredictOptions()
+	po.Prompt, po.ReorderWindow = o.Prompt, o.ReorderWindow
+	return po
 }
 
 // Result is a fitted twin: the simulator's options and the report of how
@@ -88,6 +109,7 @@ func (o FitOptions) withDefaults() FitOptions {
 type Result struct {
 	Options sim.Options
 	Report  Report
+	terms   traces.Terms // FitOptions.Terms
 }
 
 // Config is the twin's configuration string (sim.FormatConfig).
@@ -97,7 +119,9 @@ func (r *Result) Config() string { return sim.FormatConfig(r.Options) }
 // rows name replicas) to the measured runs. A parameter the data does not
 // identify keeps the prior's value and the report says why.
 func Fit(ctx context.Context, inputs []Input, o FitOptions) (*Result, error) {
-	o = o.withDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if len(inputs) == 0 {
 		return nil, traces.OptionErrorf("twin", "inputs", "no measured run to fit")
 	}
@@ -114,6 +138,7 @@ func Fit(ctx context.Context, inputs []Input, o FitOptions) (*Result, error) {
 	if err := f.confirm(ctx, res); err != nil {
 		return nil, err
 	}
+	res.terms = o.Terms
 	return res, nil
 }
 

@@ -45,7 +45,7 @@ func TestFitIdentifiesHiddenSimulators(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			hidden := mustConfig(t, c.hidden)
 			rows := measure(t, hidden, workload(sized(3000), c.rate, 7))
-			res, err := Fit(context.Background(), []Input{{Name: "run", Rows: traces.Values(rows)}}, FitOptions{})
+			res, err := Fit(context.Background(), []Input{{Name: "run", Rows: traces.Values(rows)}}, DefaultFitOptions())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestFitSeveralLoads(t *testing.T) {
 	hidden := mustConfig(t, "step-fixed=5ms,prefill-per-token=25us,decode-per-seq=100us,attn-per-context-token=250ns,max-num-seqs=20")
 	low := measure(t, hidden, workload(sized(1500), 3, 41))
 	high := measure(t, hidden, workload(sized(1500), 9, 42))
-	res, err := Fit(context.Background(), []Input{{Name: "low", Rows: traces.Values(low)}, {Name: "high", Rows: traces.Values(high)}}, FitOptions{})
+	res, err := Fit(context.Background(), []Input{{Name: "low", Rows: traces.Values(low)}, {Name: "high", Rows: traces.Values(high)}}, DefaultFitOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestFitSeveralLoads(t *testing.T) {
 	if strings.Contains(rep.String(), "one load level") {
 		t.Errorf("two loads reported as one:\n%s", rep.String())
 	}
-	chk, err := Check(context.Background(), o, []Input{{Name: "mid", Rows: traces.Values(measure(t, hidden, workload(sized(1500), 6, 43)))}}, CheckOptions{})
+	chk, err := Check(context.Background(), o, []Input{{Name: "mid", Rows: traces.Values(measure(t, hidden, workload(sized(1500), 6, 43)))}}, DefaultCheckOptions())
 	if err != nil || !chk.Pass {
 		t.Errorf("the twin of two loads does not hold at a third: %v", err)
 	}

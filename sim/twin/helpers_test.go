@@ -52,7 +52,7 @@ func scaled(recs []traces.Record, factor float64) []traces.Record {
 func measure(t testing.TB, hidden sim.Options, recs []traces.Record) []traces.Record {
 	t.Helper()
 	var out []traces.Record
-	_, err := Predict(context.Background(), hidden, traces.Values(recs), PredictOptions{Run: "measured"}, func(r traces.Record) error {
+	_, err := Predict(context.Background(), hidden, traces.Values(recs), predictRun("measured"), func(r traces.Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -82,4 +82,25 @@ func sized(n int) int {
 		return n / 2
 	}
 	return n
+}
+
+// predictRun is DefaultPredictOptions with its rows labelled run.
+func predictRun(run string) PredictOptions {
+	po := DefaultPredictOptions()
+	po.Run = run
+	return po
+}
+
+// checkTolerance is DefaultCheckOptions with tolerance tol.
+func checkTolerance(tol float64) CheckOptions {
+	co := DefaultCheckOptions()
+	co.Tolerance = tol
+	return co
+}
+
+// checkWhatIfs is DefaultCheckOptions asking the twin about changes.
+func checkWhatIfs(changes []string) CheckOptions {
+	co := DefaultCheckOptions()
+	co.WhatIfs = changes
+	return co
 }

@@ -98,14 +98,14 @@ func TestTwinUnderModelMismatch(t *testing.T) {
 	}{{0.004, true}, {0.04, false}} {
 		srv := lawServer{fixed: 5 * time.Millisecond, prefill: 25 * time.Microsecond, decode: 120 * time.Microsecond, attn: 150 * time.Nanosecond, gamma: c.gamma, maxSeqs: 32}
 		fitted := srv.run(base)
-		res, err := Fit(context.Background(), []Input{{Name: "fit", Rows: traces.Values(fitted)}}, FitOptions{})
+		res, err := Fit(context.Background(), []Input{{Name: "fit", Rows: traces.Values(fitted)}}, DefaultFitOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
 		var rep strings.Builder
 		res.Report.WriteText(&rep, "")
 		twice := srv.run(scaled(base, 2))
-		chk, err := Check(context.Background(), res.Options, []Input{{Name: "twice", Rows: traces.Values(twice)}}, CheckOptions{})
+		chk, err := Check(context.Background(), res.Options, []Input{{Name: "twice", Rows: traces.Values(twice)}}, DefaultCheckOptions())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestCheckWidensByRunSpread(t *testing.T) {
 	a, b := srv, srv
 	a.seed, b.seed = 1, 2
 	o := mustConfig(t, "step-fixed=5ms,prefill-per-token=25us,decode-per-seq=120us,attn-per-context-token=0s,max-num-seqs=16,prefix-caching=false")
-	chk, err := Check(context.Background(), o, []Input{{Name: "a", Rows: traces.Values(a.run(recs))}, {Name: "b", Rows: traces.Values(b.run(recs))}}, CheckOptions{Tolerance: 0.01})
+	chk, err := Check(context.Background(), o, []Input{{Name: "a", Rows: traces.Values(a.run(recs))}, {Name: "b", Rows: traces.Values(b.run(recs))}}, checkTolerance(0.01))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 package twin
 
 import (
-	"container/heap"
 	"iter"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -28,7 +28,7 @@ func sentAt(r *traces.Record) int64 {
 // cloned: the caller may keep them.
 func bySent(rows iter.Seq2[traces.Record, error], window int64, late *int64) iter.Seq2[traces.Record, error] {
 	return func(yield func(traces.Record, error) bool) {
-		var h rowHeap
+		var h []heldRow // a min-heap by heldFirst
 		var pos, latest int64
 		released := int64(-1 << 62)
 		for r, err := range rows {
@@ -41,19 +41,19 @@ func bySent(rows iter.Seq2[traces.Record, error], window int64, late *int64) ite
 				*late++
 				continue
 			}
-			heap.Push(&h, heldRow{r: r.Clone(), at: t, pos: pos})
+			minheap.Push(&h, heldRow{r: r.Clone(), at: t, pos: pos}, heldFirst)
 			pos++
 			latest = max(latest, t)
-			for h.Len() > 0 && h[0].at < latest-window {
-				x := heap.Pop(&h).(heldRow)
+			for len(h) > 0 && h[0].at < latest-window {
+				x := minheap.Pop(&h, heldFirst)
 				released = x.at
 				if !yield(x.r, nil) {
 					return
 				}
 			}
 		}
-		for h.Len() > 0 {
-			x := heap.Pop(&h).(heldRow)
+		for len(h) > 0 {
+			x := minheap.Pop(&h, heldFirst)
 			if !yield(x.r, nil) {
 				return
 			}
@@ -67,18 +67,7 @@ type heldRow struct {
 	pos int64
 }
 
-type rowHeap []heldRow
-
-func (h rowHeap) Len() int { return len(h) }
-func (h rowHeap) Less(i, j int) bool {
-	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].pos < h[j].pos
-}
-func (h rowHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *rowHeap) Push(x any)   { *h = append(*h, x.(heldRow)) }
-func (h *rowHeap) Pop() any {
-	s := *h
-	x := s[len(s)-1]
-	s[len(s)-1] = heldRow{}
-	*h = s[:len(s)-1]
-	return x
+// heldFirst orders the rows held back: by send time, then position.
+func heldFirst(a, b *heldRow) bool {
+	return a.at < b.at || a.at == b.at && a.pos < b.pos
 }

@@ -57,15 +57,34 @@ func outputTokens(r *traces.Record) int {
 	return int(r.OutputTokens)
 }
 
-// PredictOptions configure Predict.
+// PredictOptions configure Predict. Start from DefaultPredictOptions: a
+// zero field is a value like any other, which Validate refuses where
+// Predict cannot use it.
 type PredictOptions struct {
 	// Prompt builds each request's prompt. Defaults to DefaultPrompt.
 	Prompt PromptFunc
 	// Run labels the predicted rows. Defaults to "twin".
 	Run string
-	// ReorderWindow is how far out of send order the rows may come (ns).
-	// Defaults to DefaultReorderWindow.
+	// ReorderWindow is how far out of send order the rows may come (ns);
+	// 0: rows come in send order. Defaults to DefaultReorderWindow.
 	ReorderWindow int64
+}
+
+// DefaultPredictOptions returns every PredictOptions default.
+func DefaultPredictOptions() PredictOptions {
+	return PredictOptions{Prompt: DefaultPrompt, Run: "twin", ReorderWindow: DefaultReorderWindow}
+}
+
+// Validate reports the first option Predict cannot use, naming it in a
+// *traces.OptionError.
+func (po PredictOptions) Validate() error {
+	switch {
+	case po.Prompt == nil:
+		return traces.OptionErrorf("twin", "PredictOptions.Prompt", "must be set (DefaultPrompt, or a replay's prompts)")
+	case po.ReorderWindow < 0:
+		return traces.OptionErrorf("twin", "PredictOptions.ReorderWindow", "must be >= 0 (0 holds none), got %d", po.ReorderWindow)
+	}
+	return nil
 }
 
 // PredictResult is what Predict reports besides the rows.
@@ -87,14 +106,8 @@ type PredictResult struct {
 // and the source row's seq, session, turn, prefix, category and class. Rows come in the order
 // requests finish.
 func Predict(ctx context.Context, o sim.Options, rows iter.Seq2[traces.Record, error], po PredictOptions, emit func(traces.Record) error) (*PredictResult, error) {
-	if po.Prompt == nil {
-		po.Prompt = DefaultPrompt
-	}
-	if po.Run == "" {
-		po.Run = "twin"
-	}
-	if po.ReorderWindow <= 0 {
-		po.ReorderWindow = DefaultReorderWindow
+	if err := po.Validate(); err != nil {
+		return nil, err
 	}
 	o.ChunkTimes = true
 	o.TruthOut = ""

@@ -33,7 +33,7 @@ func asLogged(rows []traces.Record) []traces.Record {
 func TestFitFromLoggedLatencies(t *testing.T) {
 	hidden := mustConfig(t, "step-fixed=4ms,prefill-per-token=30us,decode-per-seq=150us,attn-per-context-token=300ns,max-num-seqs=24")
 	rows := measure(t, hidden, workload(sized(3000), 8, 9))
-	res, err := Fit(context.Background(), []Input{{Name: "log", Rows: traces.Values(asLogged(rows))}}, FitOptions{})
+	res, err := Fit(context.Background(), []Input{{Name: "log", Rows: traces.Values(asLogged(rows))}}, DefaultFitOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestFitFromLoggedLatencies(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	chk, err := Check(context.Background(), res.Options, []Input{{Name: "replay", Rows: traces.Values(rows)}}, CheckOptions{})
+	chk, err := Check(context.Background(), res.Options, []Input{{Name: "replay", Rows: traces.Values(rows)}}, DefaultCheckOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

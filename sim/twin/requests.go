@@ -1,8 +1,9 @@
 package twin
 
 import (
-	"container/heap"
 	"math"
+
+	"github.com/tokentrace/tokentrace/internal/minheap"
 )
 
 // reqRow is what the request timeline keeps of a row in flight: a
@@ -34,20 +35,9 @@ type reqEvent struct {
 	row  *reqRow
 }
 
-type reqHeap []reqEvent
-
-func (h reqHeap) Len() int { return len(h) }
-func (h reqHeap) Less(i, j int) bool {
-	return h[i].t < h[j].t || h[i].t == h[j].t && h[i].kind < h[j].kind
-}
-func (h reqHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *reqHeap) Push(x any)   { *h = append(*h, x.(reqEvent)) }
-func (h *reqHeap) Pop() any {
-	s := *h
-	x := s[len(s)-1]
-	s[len(s)-1] = reqEvent{}
-	*h = s[:len(s)-1]
-	return x
+// reqEventFirst orders the events: by time, then kind.
+func reqEventFirst(a, b *reqEvent) bool {
+	return a.t < b.t || a.t == b.t && a.kind < b.kind
 }
 
 // requests fits the step model from whole requests when their chunks are
@@ -65,7 +55,7 @@ func (h *reqHeap) Pop() any {
 // an idle server and was alone in its first step gives that step:
 // first − sent.
 type requests struct {
-	events reqHeap
+	events []reqEvent // a min-heap by reqEventFirst
 	keep   func(obs)
 	now    int64
 	// B and C now, C's slope (tokens per ns), and the integrals.
@@ -80,16 +70,16 @@ type requests struct {
 func newRequests(keep func(obs)) *requests { return &requests{keep: keep, lastFirst: -1} }
 
 func (q *requests) add(r *reqRow) {
-	heap.Push(&q.events, reqEvent{r.sent, evArrive, r})
-	heap.Push(&q.events, reqEvent{r.first, evFirst, r})
-	heap.Push(&q.events, reqEvent{r.first, evStart, r})
-	heap.Push(&q.events, reqEvent{r.last, evLast, r})
+	minheap.Push(&q.events, reqEvent{r.sent, evArrive, r}, reqEventFirst)
+	minheap.Push(&q.events, reqEvent{r.first, evFirst, r}, reqEventFirst)
+	minheap.Push(&q.events, reqEvent{r.first, evStart, r}, reqEventFirst)
+	minheap.Push(&q.events, reqEvent{r.last, evLast, r}, reqEventFirst)
 }
 
 // advance handles every event before until.
 func (q *requests) advance(until int64) {
 	for len(q.events) > 0 && q.events[0].t < until {
-		ev := heap.Pop(&q.events).(reqEvent)
+		ev := minheap.Pop(&q.events, reqEventFirst)
 		q.move(ev.t)
 		r := ev.row
 		switch ev.kind {

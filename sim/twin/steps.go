@@ -1,8 +1,9 @@
 package twin
 
 import (
-	"container/heap"
 	"math"
+
+	"github.com/tokentrace/tokentrace/internal/minheap"
 )
 
 // The features of a step (or a sum of steps): the step model's terms.
@@ -43,22 +44,10 @@ type stepEvent struct {
 	row *stepRow
 }
 
-type eventHeap []stepEvent
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	// At one time, chunks before arrivals: an engine ends its step, then
-	// admits what arrived.
-	return h[i].t < h[j].t || h[i].t == h[j].t && h[i].k > h[j].k
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(stepEvent)) }
-func (h *eventHeap) Pop() any {
-	s := *h
-	x := s[len(s)-1]
-	s[len(s)-1] = stepEvent{}
-	*h = s[:len(s)-1]
-	return x
+// stepEventFirst orders the events by time; at one time, chunks before
+// arrivals: an engine ends its step, then admits what arrived.
+func stepEventFirst(a, b *stepEvent) bool {
+	return a.t < b.t || a.t == b.t && a.k > b.k
 }
 
 // steps reconstructs one engine's steps from the chunks of the streaming
@@ -75,11 +64,11 @@ func (h *eventHeap) Pop() any {
 type steps struct {
 	// jitter is the widest spread of one step's chunks at the client.
 	jitter int64
-	events eventHeap
+	events []stepEvent // a min-heap by stepEventFirst
 	// pending are the rows that arrived and have no first token yet, by
 	// arrival (lazily cleaned).
-	pending pendHeap
-	active  int // rows arrived and not done
+	pending []*stepRow // a min-heap by sentFirst
+	active  int        // rows arrived and not done
 
 	open             []stepEvent // the cluster being gathered
 	lastT            int64
@@ -107,9 +96,9 @@ func newSteps(jitter int64, keep func(obs)) *steps {
 // add takes a row in send order.
 func (s *steps) add(r *stepRow) {
 	r.prev = -1
-	heap.Push(&s.events, stepEvent{t: r.sent, k: -1, row: r})
+	minheap.Push(&s.events, stepEvent{t: r.sent, k: -1, row: r}, stepEventFirst)
 	for i, t := range r.chunks {
-		heap.Push(&s.events, stepEvent{t: t, k: i, row: r})
+		minheap.Push(&s.events, stepEvent{t: t, k: i, row: r}, stepEventFirst)
 	}
 }
 
@@ -117,14 +106,14 @@ func (s *steps) add(r *stepRow) {
 // one (rows come in send order and chunks follow sends).
 func (s *steps) advance(until int64) {
 	for len(s.events) > 0 && s.events[0].t < until-s.jitter {
-		ev := heap.Pop(&s.events).(stepEvent)
+		ev := minheap.Pop(&s.events, stepEventFirst)
 		if len(s.open) > 0 && ev.t > s.lastT+s.jitter {
 			s.close()
 		}
 		if ev.k < 0 {
 			ev.row.idle = s.active == 0 && len(s.open) == 0 && s.lastEnd <= ev.t
 			s.active++
-			heap.Push(&s.pending, ev.row)
+			minheap.Push(&s.pending, ev.row, sentFirst)
 			continue
 		}
 		s.open = append(s.open, ev)
@@ -174,7 +163,7 @@ func (s *steps) close() {
 	}
 	batch := len(s.open)
 	for len(s.pending) > 0 && s.pending[0].first {
-		heap.Pop(&s.pending)
+		minheap.Pop(&s.pending, sentFirst)
 	}
 	if len(s.pending) > 0 && s.end >= 0 && s.pending[0].sent < s.end {
 		// A request was at the server when the step began and did not
@@ -200,16 +189,5 @@ func (s *steps) close() {
 	s.open = s.open[:0]
 }
 
-type pendHeap []*stepRow
-
-func (h pendHeap) Len() int           { return len(h) }
-func (h pendHeap) Less(i, j int) bool { return h[i].sent < h[j].sent }
-func (h pendHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *pendHeap) Push(x any)        { *h = append(*h, x.(*stepRow)) }
-func (h *pendHeap) Pop() any {
-	s := *h
-	x := s[len(s)-1]
-	s[len(s)-1] = nil
-	*h = s[:len(s)-1]
-	return x
-}
+// sentFirst orders the rows waiting for their first token by send time.
+func sentFirst(a, b **stepRow) bool { return (*a).sent < (*b).sent }

@@ -59,7 +59,7 @@ func TestWhatIfOneMoreReplica(t *testing.T) {
 	for i := range logged {
 		logged[i].Replica, logged[i].RouteReason = rows[i].Replica, rows[i].RouteReason
 	}
-	res, err := Fit(context.Background(), []Input{{Name: "incident", Rows: traces.Values(logged)}}, FitOptions{})
+	res, err := Fit(context.Background(), []Input{{Name: "incident", Rows: traces.Values(logged)}}, DefaultFitOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestWhatIfOneMoreReplica(t *testing.T) {
 	res.Report.WriteText(&rep, "")
 	t.Logf("twin %s\n%s", res.Config(), rep.String())
 	changes := []string{"replicas=3", "replicas=3,router=least-outstanding", "max-num-seqs=48"}
-	chk, err := Check(context.Background(), res.Options, []Input{{Name: "incident", Rows: traces.Values(logged)}}, CheckOptions{WhatIfs: changes})
+	chk, err := Check(context.Background(), res.Options, []Input{{Name: "incident", Rows: traces.Values(logged)}}, checkWhatIfs(changes))
 	if err != nil {
 		t.Fatal(err)
 	}

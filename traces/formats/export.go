@@ -22,29 +22,29 @@ type ExportFormat struct {
 	// Name is the format's name (export --format).
 	Name string
 	// Doc says in a sentence or two what the output holds, for --help
-	// (plain text, unwrapped).
-	Doc string
+	// (plain text, unwrapped; the options it names said by the caller).
+	Doc traces.Text
 	// New is the constructor.
 	New ExportFunc
 }
 
 // exportFormats is the registry, sorted by name.
 var exportFormats = []ExportFormat{
-	{"aiperf", "AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: each agent chain is a session (subagents run side by side), a later turn's input_length the tokens it adds (AIPerf appends turns and replies to the history), delay its think time; joins are counted as lost", NewAIPerfWriter},
-	{"aiperf-dag", "AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)", NewAIPerfDAGWriter},
-	{"azure", "Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns", NewAzureWriter},
-	{"csv", "tokentrace CSV with the Parquet column names; .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
-		return traces.NewWriter(w, traces.FormatCSV, m, traces.CreateOptions{})
+	{"aiperf", traces.Plain("AIPerf mooncake_trace JSONL {timestamp (ms), input_length, output_length, hash_ids, session_id, delay (ms)}: each agent chain is a session (subagents run side by side), a later turn's input_length the tokens it adds (AIPerf appends turns and replies to the history), delay its think time; joins are counted as lost"), NewAIPerfWriter},
+	{"aiperf-dag", traces.Plain("AIPerf dag_jsonl (--custom-dataset-type dag_jsonl): a conversation per agent chain, subagents as spawns joined at join_at, think times as delay, filler messages of the right length; arrivals are lost (delays only)"), NewAIPerfDAGWriter},
+	{"azure", traces.Plain("Azure CSV TIMESTAMP,ContextTokens,GeneratedTokens: inference-perf's trace_replay input (and TraceStorm's); arrivals to 100 ns"), NewAzureWriter},
+	{"csv", traces.Plain("tokentrace CSV with the Parquet column names; .zst compresses"), func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
+		return traces.NewWriter(w, traces.FormatCSV, m, traces.DefaultCreateOptions())
 	}},
-	{"guidellm", "GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)", NewGuideLLMWriter},
-	{"inference-perf", "inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with token usage, filler messages holding the replies a call waits for, a distinct reply each, and times laid out so that inference-perf's graph builder infers the trace's dependencies and waits", NewInferencePerfWriter},
-	{"jsonl", "tokentrace JSON lines (metadata on the first line); .zst compresses", func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
-		return traces.NewWriter(w, traces.FormatJSONL, m, traces.CreateOptions{})
+	{"guidellm", traces.Plain("GuideLLM trace JSONL {timestamp (s), input_length, output_length, hash_ids} for --data kind=trace_synthetic (or kind=mooncake with hash_id_block_size set to the block size)"), NewGuideLLMWriter},
+	{"inference-perf", traces.Plain("inference-perf OTel trace-replay documents, one per session and line (split into a file each): spans with token usage, filler messages holding the replies a call waits for, a distinct reply each, and times laid out so that inference-perf's graph builder infers the trace's dependencies and waits"), NewInferencePerfWriter},
+	{"jsonl", traces.Plain("tokentrace JSON lines (metadata on the first line); .zst compresses"), func(w io.Writer, m traces.Meta, _ ExportOptions) (traces.Writer, error) {
+		return traces.NewWriter(w, traces.FormatJSONL, m, traces.DefaultCreateOptions())
 	}},
-	{"mooncake", "JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to --block-size). Timestamps are rounded to the millisecond. hash_ids cover every 512-token block of the prompt: the trace's own prefix_blocks when their block size is 512 (re-cut when it divides 512), otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, --keep-hashes, become small integers), so exports of two traces do not share ids", NewMooncakeWriter},
-	{"sglang-agentic", "SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost", NewSGLangAgenticWriter},
-	{"vllm", "vllm bench serve --dataset-name timed_trace JSONL {timestamp (s), input_length, output_length, hash_ids of the trace's block size, else 16}", NewVLLMWriter},
-	{"weka", "kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time, tool_tokens and system_tokens (the warm prefix) and input_types; joins and session start offsets are counted as lost", NewWekaWriter},
+	{"mooncake", traces.Textf("JSON lines {\"timestamp\": ms, \"input_length\", \"output_length\", \"hash_ids\"}, the format of the Mooncake traces, read by AIPerf (--custom-dataset-type mooncake_trace), SGLang and vLLM (vllm bench serve --dataset-name timed_trace, with --timed-trace-sec-multiplier 0.001 and --timed-trace-chunk-hash-size set to %s). Timestamps are rounded to the millisecond. hash_ids cover every 512-token block of the prompt: the trace's own prefix_blocks when their block size is 512 (re-cut when it divides 512), otherwise shared ids for each category's prefix and fresh ids for the rest. Ids are renumbered 0, 1, 2, ... in order of first appearance (Mooncake's own numbering, so an imported Mooncake trace exports its ids unchanged); which requests share a block is kept, the ids themselves are not (a capture's block digests, %s, become small integers), so exports of two traces do not share ids", traces.OptionRef("ExportOptions.BlockSize"), traces.OptionRef("capture.Options.KeepHashes")), NewMooncakeWriter},
+	{"sglang-agentic", traces.Plain("SGLang bench_serving agentic trace {conversations: [[{messages, prompt_tokens, output_tokens}]]}: a conversation per agent chain, each turn's new tokens as filler; times are lost"), NewSGLangAgenticWriter},
+	{"vllm", traces.Plain("vllm bench serve --dataset-name timed_trace JSONL {timestamp (s), input_length, output_length, hash_ids of the trace's block size, else 16}"), NewVLLMWriter},
+	{"weka", traces.Plain("kv-cache-tester JSON, one conversation per line (split into a file each): subagents nested after the call that spawned them, api_time and think_time, tool_tokens and system_tokens (the warm prefix) and input_types; joins and session start offsets are counted as lost"), NewWekaWriter},
 }
 
 // ExportFormatList returns the export formats, sorted by name.
@@ -63,7 +63,8 @@ var ExportFormats = func() []string {
 // of a trace that has none (Mooncake's own 512).
 const DefaultExportBlockSize = MooncakeBlockSize
 
-// ExportOptions tunes Export.
+// ExportOptions tunes Export. Start from DefaultExportOptions: every
+// field's zero is a value of its own, never its default.
 type ExportOptions struct {
 	// BlockSize is the tokens per hash_ids entry of the mooncake format; a
 	// replayer must be told the same size (vLLM
@@ -76,14 +77,21 @@ type ExportOptions struct {
 	OKOnly bool
 	// Lost is told, once per kind at the end of an export, what the format
 	// could not hold, as a sentence with a count ("412 parent links not
-	// representable in aiperf"); nil discards it. Defaults to nil.
-	Lost func(string)
+	// representable in aiperf"), which the caller says (traces.Text.Say:
+	// it may name an option); nil discards it. Defaults to nil.
+	Lost func(traces.Text)
 }
 
-// Validate checks the options.
+// DefaultExportOptions returns every ExportOptions default.
+func DefaultExportOptions() ExportOptions {
+	return ExportOptions{BlockSize: 0, OKOnly: false, Lost: nil}
+}
+
+// Validate checks the options; an error is a *traces.OptionError naming
+// the option.
 func (o ExportOptions) Validate() error {
 	if o.BlockSize < 0 {
-		return fmt.Errorf("block size %d: must be positive", o.BlockSize)
+		return traces.OptionErrorf("formats", "ExportOptions.BlockSize", "%d: must be positive, or 0 for the trace's", o.BlockSize)
 	}
 	return nil
 }
@@ -160,7 +168,7 @@ func ExportFile(ctx context.Context, format, name string, r traces.Reader, o Exp
 		fn, _ := Exporter(format)
 		ew, err = fn(f, r.Meta(), o)
 	} else {
-		ew, err = traces.NewWriter(f, codec, r.Meta(), traces.CreateOptions{})
+		ew, err = traces.NewWriter(f, codec, r.Meta(), traces.DefaultCreateOptions())
 	}
 	if err != nil {
 		f.Abort()
@@ -302,16 +310,16 @@ func exportBlockIDs(m traces.Meta, o ExportOptions, def int, fixed bool) *moonca
 
 // losses says how the blocks were cut (the mooncake export: its readers
 // assume 512-token blocks, and the file cannot say otherwise).
-func (w *mooncakeWriter) losses() []string {
+func (w *mooncakeWriter) losses() []traces.Text {
 	return append(w.blockLosses(), w.tally.notes()...)
 }
 
-func (w *mooncakeWriter) blockLosses() []string {
+func (w *mooncakeWriter) blockLosses() []traces.Text {
 	switch {
 	case w.recut > 0:
-		return []string{fmt.Sprintf("hash_ids re-cut from the trace's %d-token blocks to %d-token blocks (the size Mooncake's readers assume: AIPerf, GuideLLM)", w.from, w.blockSize)}
+		return []traces.Text{traces.Textf("hash_ids re-cut from the trace's %d-token blocks to %d-token blocks (the size Mooncake's readers assume: AIPerf, GuideLLM)", w.from, w.blockSize)}
 	case w.from > 0 && !w.useBlocks:
-		return []string{fmt.Sprintf("the trace's %d-token blocks do not divide %d-token blocks: hash_ids come from prefix categories, shared prefixes beyond them are lost", w.from, w.blockSize)}
+		return []traces.Text{traces.Textf("the trace's %d-token blocks do not divide %d-token blocks: hash_ids come from prefix categories, shared prefixes beyond them are lost", w.from, w.blockSize)}
 	}
 	return nil
 }
@@ -430,14 +438,8 @@ func (w *mooncakeWriter) Write(recs []traces.Record) (int, error) {
 		b = strconv.AppendInt(b, int64(r.InputTokens), 10)
 		b = append(b, `, "output_length": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
-		b = append(b, `, "hash_ids": [`...)
-		for j, id := range w.hash {
-			if j > 0 {
-				b = append(b, ", "...)
-			}
-			b = strconv.AppendInt(b, id, 10)
-		}
-		b = append(b, "]}\n"...)
+		b = appendHashIDs(b, w.hash)
+		b = append(b, "}\n"...)
 		w.buf = b
 		if _, err := w.Buf.Write(b); err != nil {
 			return i, err

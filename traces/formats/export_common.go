@@ -17,7 +17,7 @@ import (
 // lossReporter is implemented by export writers that count what their
 // format cannot hold; losses is read after Close.
 type lossReporter interface {
-	losses() []string
+	losses() []traces.Text
 }
 
 // reportLosses hands w's losses to o.Lost.
@@ -154,6 +154,19 @@ func splitAgents(recs []traces.Record, separateRoots bool) (agents []exportAgent
 		agents[agentOf[i]].calls = append(agents[agentOf[i]].calls, i)
 	}
 	return agents, agentOf
+}
+
+// appendHashIDs appends a line's hash_ids field, ids as a JSON array
+// (Mooncake lines, the line formats that carry it, kv-cache-tester calls).
+func appendHashIDs(b []byte, ids []int64) []byte {
+	b = append(b, `, "hash_ids": [`...)
+	for j, id := range ids {
+		if j > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return append(b, ']')
 }
 
 // appendDecimal appends v / 10^scale as a decimal with no trailing zeros

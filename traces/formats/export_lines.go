@@ -46,7 +46,7 @@ type aiperfChain struct {
 	sent, out, done int64
 }
 
-func (w *lineWriter) losses() []string { return w.tally.notes() }
+func (w *lineWriter) losses() []traces.Text { return w.tally.notes() }
 
 func newLineWriter(w io.Writer, m traces.Meta, o ExportOptions, f lineFormat) (traces.Writer, error) {
 	if err := o.Validate(); err != nil {
@@ -151,14 +151,7 @@ func (w *lineWriter) Write(recs []traces.Record) (int, error) {
 		b = append(b, `, "output_length": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
 		if w.f.hashes {
-			b = append(b, `, "hash_ids": [`...)
-			for j, id := range w.ids.hash {
-				if j > 0 {
-					b = append(b, ", "...)
-				}
-				b = strconv.AppendInt(b, id, 10)
-			}
-			b = append(b, ']')
+			b = appendHashIDs(b, w.ids.hash)
 		}
 		b = w.structure(b, r, chain, cont)
 		b = append(b, "}\n"...)
@@ -298,7 +291,7 @@ type azureWriter struct {
 	buf   []byte
 }
 
-func (w *azureWriter) losses() []string { return w.tally.notes() }
+func (w *azureWriter) losses() []traces.Text { return w.tally.notes() }
 
 func (w *azureWriter) Write(recs []traces.Record) (int, error) {
 	for i := range recs {

@@ -251,7 +251,7 @@ func TestExportRoundTrips(t *testing.T) {
 			var buf bytes.Buffer
 			var lost []string
 			_, err := formats.Export(context.Background(), tc.format, &buf, traces.NewSliceReader(slices.Clone(recs), m),
-				formats.ExportOptions{Lost: func(s string) { lost = append(lost, s) }})
+				with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +411,7 @@ func TestExportRoundTripsUpstreamFiles(t *testing.T) {
 			recs, m, _ := importAllT(t, tc.format, publicTraces+tc.file, true)
 			var buf bytes.Buffer
 			var lost []string
-			if _, err := formats.Export(context.Background(), tc.format, &buf, traces.NewSliceReader(slices.Clone(recs), m), formats.ExportOptions{Lost: func(s string) { lost = append(lost, s) }}); err != nil {
+			if _, err := formats.Export(context.Background(), tc.format, &buf, traces.NewSliceReader(slices.Clone(recs), m), with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
 				t.Fatal(err)
 			}
 			if tc.carried.deps == "" && !strings.Contains(strings.Join(lost, "\n"), "2 dependencies (a join on another call") {

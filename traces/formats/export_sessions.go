@@ -24,7 +24,7 @@ type sessionExport struct {
 	name  string
 }
 
-func (w *sessionExport) losses() []string { return w.tally.notes() }
+func (w *sessionExport) losses() []traces.Text { return w.tally.notes() }
 
 // closeAfter writes the held trace with writeAll, then closes the sink; the
 // first error is returned.
@@ -37,8 +37,8 @@ func (w *sessionExport) closeAfter(writeAll func() error) error {
 }
 
 // lost counts n rows (or links) of what the format cannot hold.
-func (w *sessionExport) lost(n int64, what string) {
-	w.tally.add("%d "+what+" not representable in "+w.name, n)
+func (w *sessionExport) lost(n int64, what string, refs ...any) {
+	w.tally.add("%d "+what+" not representable in "+w.name, n, refs...)
 }
 
 // checkRows refuses negative counts and times, like every export.
@@ -208,14 +208,7 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 		b = append(b, `, "out": `...)
 		b = strconv.AppendInt(b, int64(r.OutputTokens), 10)
 		w.wekaHashIDs(r)
-		b = append(b, `, "hash_ids": [`...)
-		for j, id := range w.ids.hash {
-			if j > 0 {
-				b = append(b, ", "...)
-			}
-			b = strconv.AppendInt(b, id, 10)
-		}
-		b = append(b, ']')
+		b = appendHashIDs(b, w.ids.hash)
 		if r.InputKinds != "" {
 			b = append(b, `, "input_types": [`...)
 			for j, k := range strings.Split(r.InputKinds, "+") {
@@ -430,7 +423,7 @@ func (w *dagWriter) writeAll() error {
 		}
 	}
 	if rows > 0 {
-		w.lost(rows, "arrival times (AIPerf's DAG has delays only: replay the import with --sessions closed)")
+		w.lost(rows, "arrival times (AIPerf's DAG has delays only: replay the import with %s closed)", replaySessions)
 	}
 	return nil
 }

@@ -79,18 +79,23 @@ func Importer(format string) (ImportFunc, error) {
 	return nil, fmt.Errorf("%w %q: import formats are %s", traces.ErrUnknownFormat, format, strings.Join(ImportFormats, ", "))
 }
 
-// Import opens the named file ("-" = o.Stdin, else os.Stdin) and returns a
+// Import opens the named file ("-" = o.Stdin) and returns a
 // Reader of its rows decoded in the given import format (see ImportFrom).
 // Close the Reader to close the file.
 func Import(ctx context.Context, format, name string, o traces.OpenOptions) (traces.Reader, error) {
 	if _, err := Importer(format); err != nil {
 		return nil, err
 	}
-	var f io.Reader = os.Stdin
-	if o.Stdin != nil {
-		f = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("import %s: %w", format, err)
 	}
-	if name != "-" {
+	var f io.Reader
+	if name == "-" {
+		if o.Stdin == nil {
+			return nil, fmt.Errorf("import %s: %w", format, traces.OptionErrorf("", "OpenOptions.Stdin", "nil: nothing to read %q from", name))
+		}
+		f = struct{ io.Reader }{o.Stdin} // stdin is not ours to close
+	} else {
 		file, err := os.Open(name)
 		if err != nil {
 			return nil, fmt.Errorf("import %s: %w", format, err)
@@ -109,6 +114,12 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 	fn, err := Importer(format)
 	if err != nil {
 		return nil, err
+	}
+	if err := o.Validate(); err != nil {
+		if c, ok := r.(io.Closer); ok && r != io.Reader(os.Stdin) {
+			c.Close()
+		}
+		return nil, fmt.Errorf("import %s: %w", format, err)
 	}
 	var rc io.ReadCloser = io.NopCloser(r)
 	if c, ok := r.(io.ReadCloser); ok && r != io.Reader(os.Stdin) {
@@ -343,7 +354,7 @@ func newImportCSV(r io.Reader, name string, o traces.OpenOptions) (*importCSV, e
 	if !ok {
 		br = bufio.NewReaderSize(r, 64<<10)
 	}
-	lf := lines.NewFilter(br, o.LineLimit())
+	lf := lines.NewFilter(br, o.MaxLineBytes)
 	cr := csv.NewReader(lf)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -497,14 +508,14 @@ func (c *importCSV) wrap(err error) error {
 	return fmt.Errorf("read %s: %w", importDisplay(c.name), err)
 }
 
-// newLines is an importer's line reader: lines up to o.LineLimit() bytes,
+// newLines is an importer's line reader: lines up to o.MaxLineBytes bytes,
 // a longer one read to its end without being held and named a bad row.
 func newLines(r io.Reader, o traces.OpenOptions) *lines.Reader {
 	br, ok := r.(*bufio.Reader)
 	if !ok {
 		br = bufio.NewReaderSize(r, 64<<10)
 	}
-	return lines.NewReader(br, o.LineLimit())
+	return lines.NewReader(br, o.MaxLineBytes)
 }
 
 // tooLong is the bad row of a line over the limit.

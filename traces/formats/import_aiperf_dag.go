@@ -123,7 +123,7 @@ type dagDecoder struct {
 	sessions int64
 }
 
-func (d *dagDecoder) notes() []string { return d.tally.notes() }
+func (d *dagDecoder) notes() []traces.Text { return d.tally.notes() }
 
 func (d *dagDecoder) next(rec *traces.Record) error {
 	row, err := d.take()
@@ -284,7 +284,7 @@ func (d *dagDecoder) build() {
 	}
 	if calls > 0 {
 		d.tally.add("the format has no token counts: the input of all %d calls was estimated from the message text at 4 bytes per token", int64(calls))
-		d.tally.say("the format has no times: arrivals are the earliest each call could go if replies were instant (replay with --sessions closed)")
+		d.tally.sayText(traces.Textf("the format has no times: arrivals are the earliest each call could go if replies were instant (replay with %s closed)", replaySessions))
 	}
 }
 

@@ -70,7 +70,7 @@ func TestImportAIPerfDAGOrchestrator(t *testing.T) {
 	if lastA < 0 || recs[lastA].OutputTokens != 150 || recs[lastB].OutputTokens != 50 {
 		t.Errorf("round 1 does not wait for round 0's last turns (%d, %d)", lastA, lastB)
 	}
-	if notes := strings.Join(formats.ImportNotes(r), "\n"); !strings.Contains(notes, "the input of all 12 calls was estimated") {
+	if notes := strings.Join(noteStrings(r), "\n"); !strings.Contains(notes, "the input of all 12 calls was estimated") {
 		t.Errorf("notes %q do not say the inputs are estimates", notes)
 	}
 }
@@ -89,7 +89,7 @@ func TestImportAIPerfDAGBadLines(t *testing.T) {
 
 func importWithNotes(t *testing.T, format, path string) (traces.Reader, []traces.Record) {
 	t.Helper()
-	r, err := formats.Import(t.Context(), format, path, traces.OpenOptions{Strict: true})
+	r, err := formats.Import(t.Context(), format, path, openStrict(true))
 	if err != nil {
 		t.Fatal(err)
 	}

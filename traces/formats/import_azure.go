@@ -59,10 +59,10 @@ type azureDecoder struct {
 	imgs    int64
 }
 
-func (d *azureDecoder) notes() []string {
+func (d *azureDecoder) notes() []traces.Text {
 	out := d.tally.notes()
 	if d.images >= 0 {
-		out = append(out, fmt.Sprintf("NumImages dropped: %d of %d rows sent images (%d images in all); tokentrace keeps token counts only, and ContextTokens is kept as written", d.withImg, d.rows, d.imgs))
+		out = append(out, traces.Plain(fmt.Sprintf("NumImages dropped: %d of %d rows sent images (%d images in all); tokentrace keeps token counts only, and ContextTokens is kept as written", d.withImg, d.rows, d.imgs)))
 	}
 	return out
 }

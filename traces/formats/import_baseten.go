@@ -117,7 +117,7 @@ type basetenSession struct {
 	turns     int32
 }
 
-func (d *basetenDecoder) notes() []string { return d.tally.notes() }
+func (d *basetenDecoder) notes() []traces.Text { return d.tally.notes() }
 
 func (d *basetenDecoder) Close() error {
 	if d.cleanup != nil {

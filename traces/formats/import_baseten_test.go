@@ -91,7 +91,7 @@ func TestImportBaseten(t *testing.T) {
 			t.Errorf("row %d = %+v\nwant %+v", i, g, w)
 		}
 	}
-	if notes := strings.Join(formats.ImportNotes(r), "\n"); !strings.Contains(notes, "prompt (content, never kept)") || !strings.Contains(notes, "org_id") {
+	if notes := strings.Join(noteStrings(r), "\n"); !strings.Contains(notes, "prompt (content, never kept)") || !strings.Contains(notes, "org_id") {
 		t.Errorf("notes %q do not name the columns not kept", notes)
 	}
 	// Through a pipe (no random access) the file is spooled and reads the same.
@@ -100,7 +100,7 @@ func TestImportBaseten(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	piped, err := formats.ImportFrom(context.Background(), "baseten", struct{ *os.File }{f}, "-", traces.OpenOptions{Strict: true})
+	piped, err := formats.ImportFrom(context.Background(), "baseten", struct{ *os.File }{f}, "-", openStrict(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestImportBasetenRefused(t *testing.T) {
 		{"Not Parquet.", "timestamp_start_unix_ms,input_tokens\n1,2\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := formats.ImportFrom(context.Background(), "baseten", strings.NewReader(tc.content), "x.parquet", traces.OpenOptions{})
+			_, err := formats.ImportFrom(context.Background(), "baseten", strings.NewReader(tc.content), "x.parquet", traces.DefaultOpenOptions())
 			if err == nil || !strings.Contains(err.Error(), "x.parquet") {
 				t.Errorf("err = %v, want a refusal naming x.parquet", err)
 			}
@@ -132,7 +132,7 @@ func TestImportBasetenRefused(t *testing.T) {
 		Foo int64 `parquet:"foo"`
 	}{{1}})
 	w.Close()
-	if _, err := formats.ImportFrom(context.Background(), "baseten", &buf, "y.parquet", traces.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "timestamp_start_unix_ms") {
+	if _, err := formats.ImportFrom(context.Background(), "baseten", &buf, "y.parquet", traces.DefaultOpenOptions()); err == nil || !strings.Contains(err.Error(), "timestamp_start_unix_ms") {
 		t.Errorf("err = %v, want the missing column named", err)
 	}
 }

@@ -43,7 +43,7 @@ func BenchmarkImport(b *testing.B) {
 			b.ResetTimer()
 			var rows int64
 			for b.Loop() {
-				r, err := fn(bytes.NewReader(data), tc.file, traces.OpenOptions{Strict: true})
+				r, err := fn(bytes.NewReader(data), tc.file, openStrict(true))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -67,14 +67,14 @@ func BenchmarkImport(b *testing.B) {
 // BenchmarkExportMooncake measures the mooncake exporter on the
 // conversation trace.
 func BenchmarkExportMooncake(b *testing.B) {
-	recs, m, _, err := formats.ImportAll(context.Background(), "mooncake", importSharedTrace(b, "mooncake/conversation_trace.jsonl"), traces.OpenOptions{Strict: true})
+	recs, m, _, err := formats.ImportAll(context.Background(), "mooncake", importSharedTrace(b, "mooncake/conversation_trace.jsonl"), openStrict(true))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	var rows int64
 	for b.Loop() {
-		n, err := formats.Export(context.Background(), "mooncake", io.Discard, &exportSliceReader{recs: recs, meta: m}, formats.ExportOptions{})
+		n, err := formats.Export(context.Background(), "mooncake", io.Discard, &exportSliceReader{recs: recs, meta: m}, formats.DefaultExportOptions())
 		if err != nil {
 			b.Fatal(err)
 		}

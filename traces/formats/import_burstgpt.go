@@ -92,7 +92,7 @@ type burstgptDecoder struct {
 	tally                  importTally
 }
 
-func (d *burstgptDecoder) notes() []string { return d.tally.notes() }
+func (d *burstgptDecoder) notes() []traces.Text { return d.tally.notes() }
 
 func (d *burstgptDecoder) next(rec *traces.Record) error {
 	row, err := d.c.row()
@@ -154,7 +154,7 @@ func (d *burstgptDecoder) next(rec *traces.Record) error {
 	} else {
 		rec.Status = traces.StatusHTTPError
 		rec.Error = BurstGPTFailedError
-		d.tally.add("%d rows failed in the source (0 response tokens): kept as real load with status http_error and 0 output tokens (export --ok-only drops them)", 1)
+		d.tally.add("%d rows failed in the source (0 response tokens): kept as real load with status http_error and 0 output tokens (export %s drops them)", 1, traces.OptionRef("ExportOptions.OKOnly"))
 	}
 	return nil
 }

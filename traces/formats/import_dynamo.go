@@ -119,7 +119,7 @@ type dynamoDecoder struct {
 	tally  importTally
 }
 
-func (d *dynamoDecoder) notes() []string { return d.tally.notes() }
+func (d *dynamoDecoder) notes() []traces.Text { return d.tally.notes() }
 
 func (d *dynamoDecoder) next(rec *traces.Record) error {
 	row, err := d.take()

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/tokentrace/tokentrace/traces"
-	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // Dynamo's request trace, written in the order requests end, comes out in
@@ -38,7 +37,7 @@ func TestImportDynamo(t *testing.T) {
 			t.Errorf("row %d = %+v\nwant %+v", i, g, w)
 		}
 	}
-	notes := strings.Join(formats.ImportNotes(r), "\n")
+	notes := strings.Join(noteStrings(r), "\n")
 	for _, n := range []string{"1 duplicate request_end", "1 request_payload records were skipped", "1 tool and other non-request events"} {
 		if !strings.Contains(notes, n) {
 			t.Errorf("notes %q lack %q", notes, n)
@@ -84,7 +83,7 @@ func TestImportSageMaker(t *testing.T) {
 			t.Errorf("row %d = arrival %d in %d out %d api %q model %q; want %+v", i, g.ArrivalNs, g.InputTokens, g.OutputTokens, g.API, g.Model, w)
 		}
 	}
-	if notes := strings.Join(formats.ImportNotes(r), "\n"); !strings.Contains(notes, "1 captures without usage: input tokens estimated") || !strings.Contains(notes, "1 captures without usage: output length taken") {
+	if notes := strings.Join(noteStrings(r), "\n"); !strings.Contains(notes, "1 captures without usage: input tokens estimated") || !strings.Contains(notes, "1 captures without usage: output length taken") {
 		t.Errorf("notes %q do not count the estimated row", notes)
 	}
 }

@@ -31,7 +31,7 @@ func newJSONFramer(r io.Reader, o traces.OpenOptions) *jsonFramer {
 	if !ok {
 		br = bufio.NewReaderSize(r, 64<<10)
 	}
-	return &jsonFramer{br: br, max: o.LineLimit(), line: 1}
+	return &jsonFramer{br: br, max: o.MaxLineBytes, line: 1}
 }
 
 // peek skips white space and returns the next byte, or io.EOF at the end.

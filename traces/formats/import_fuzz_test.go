@@ -26,7 +26,7 @@ func fuzzImport(t *testing.T, format string, data []byte) {
 		t.Fatal(err)
 	}
 	read := func(strict bool) ([]traces.Record, traces.ReadStats, error, bool) {
-		r, err := fn(bytes.NewReader(data), "fuzz.input", traces.OpenOptions{Strict: strict})
+		r, err := fn(bytes.NewReader(data), "fuzz.input", openStrict(strict))
 		if err != nil {
 			return nil, traces.ReadStats{}, err, false
 		}
@@ -195,7 +195,7 @@ func FuzzImportBaseten(f *testing.F) {
 		f.Add(append(append([]byte{}, b[:200]...), b[len(b)-600:]...))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := formats.NewBasetenReader(bytes.NewReader(data), "fuzz.input", traces.OpenOptions{})
+		r, err := formats.NewBasetenReader(bytes.NewReader(data), "fuzz.input", traces.DefaultOpenOptions())
 		if err != nil {
 			if strings.Contains(err.Error(), fuzzSecret) {
 				t.Fatalf("error %q quotes the input", err)

@@ -79,7 +79,7 @@ type lineImportDecoder struct {
 	haveOne  bool
 }
 
-func (d *lineImportDecoder) notes() []string { return d.tally.notes() }
+func (d *lineImportDecoder) notes() []traces.Text { return d.tally.notes() }
 
 type lineImportRow struct {
 	Timestamp    *json.Number    `json:"timestamp"`

@@ -30,7 +30,7 @@ func BenchmarkImportLongLine(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := cpuTime()
 			for b.Loop() {
-				_, st, err := importLong(b, c.format, c.in(size), traces.OpenOptions{})
+				_, st, err := importLong(b, c.format, c.in(size), traces.DefaultOpenOptions())
 				if err != nil || st.Bad[traces.ProblemTooLong].Rows != 1 {
 					b.Fatalf("%d too long, %v; want the line too long", st.Bad[traces.ProblemTooLong].Rows, err)
 				}

@@ -156,14 +156,14 @@ func TestImportLongLine(t *testing.T) {
 	const size = 100_000_000
 	for _, c := range longInputs() {
 		name := c.format + " " + c.sample
-		want, _, err := importLong(t, c.format, c.alone(), traces.OpenOptions{})
+		want, _, err := importLong(t, c.format, c.alone(), traces.DefaultOpenOptions())
 		if err != nil || want == 0 {
 			t.Fatalf("%s without the long line: %d rows, %v", name, want, err)
 		}
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		got, st, err := importLong(t, c.format, c.in(size), traces.OpenOptions{})
+		got, st, err := importLong(t, c.format, c.in(size), traces.DefaultOpenOptions())
 		runtime.ReadMemStats(&after)
 		long := st.Bad[traces.ProblemTooLong]
 		if err != nil || got != want || long.Rows != 1 || !strings.Contains(fmt.Sprint(long.First), fmt.Sprintf("long:%d: too long: ", c.line)) {
@@ -175,13 +175,13 @@ func TestImportLongLine(t *testing.T) {
 		}
 		// Under a lower limit a shorter line costs no more than the limit.
 		runtime.ReadMemStats(&before)
-		_, st, _ = importLong(t, c.format, c.in(size/10), traces.OpenOptions{MaxLineBytes: 1 << 20})
+		_, st, _ = importLong(t, c.format, c.in(size/10), withLimit(traces.DefaultOpenOptions(), false))
 		runtime.ReadMemStats(&after)
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 || st.Bad[traces.ProblemTooLong].Rows != 1 {
 			t.Errorf("%s with a 10 MB line under a 1 MiB limit: %d too long, allocated %d MiB; want 1 and at most 8 MiB", name, st.Bad[traces.ProblemTooLong].Rows, alloc>>20)
 		}
 		// Strict: the long line is the error, named by its line.
-		if _, _, err := importLong(t, c.format, c.in(size/10), traces.OpenOptions{Strict: true, MaxLineBytes: 1 << 20}); traces.ProblemOf(err) != traces.ProblemTooLong ||
+		if _, _, err := importLong(t, c.format, c.in(size/10), withLimit(traces.DefaultOpenOptions(), true)); traces.ProblemOf(err) != traces.ProblemTooLong ||
 			!strings.Contains(fmt.Sprint(err), fmt.Sprintf("long:%d: ", c.line)) {
 			t.Errorf("%s --strict with a 10 MB line: %v, want line %d too long", name, err, c.line)
 		}
@@ -202,10 +202,16 @@ func TestImportOnlyALongLine(t *testing.T) {
 			in = io.MultiReader(strings.NewReader(`{"conversations":[[{"messages":[{"role":"user","content":"`),
 				&repeat{pattern: []byte("ab"), n: 4 << 20}, strings.NewReader(`"}]}]]}`+"\n"))
 		}
-		got, st, err := importLong(t, c.format, in, traces.OpenOptions{MaxLineBytes: 1 << 20})
+		got, st, err := importLong(t, c.format, in, withLimit(traces.DefaultOpenOptions(), false))
 		long := st.Bad[traces.ProblemTooLong]
 		if err != nil || got != 0 || long.Rows != 1 || !strings.Contains(fmt.Sprint(long.First), "long:1: too long: ") {
 			t.Errorf("%s, one line of 4 MiB over a 1 MiB limit: %d rows, %v, %d too long (first %v); want line 1 too long and no error", c.format, got, err, long.Rows, long.First)
 		}
 	}
+}
+
+// withLimit is the defaults with a 1 MiB line limit, strict or not.
+func withLimit(o traces.OpenOptions, strict bool) traces.OpenOptions {
+	o.MaxLineBytes, o.Strict = 1<<20, strict
+	return o
 }

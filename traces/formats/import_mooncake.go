@@ -55,7 +55,7 @@ type mooncakeDecoder struct {
 	tally importTally
 }
 
-func (d *mooncakeDecoder) notes() []string { return d.tally.notes() }
+func (d *mooncakeDecoder) notes() []traces.Text { return d.tally.notes() }
 
 // mooncakeBitsetMax bounds the ids tracked in a bitset (8 MiB at most);
 // Mooncake ids are dense small integers, other ids go to a map.

@@ -26,10 +26,10 @@ func TestImportNotes(t *testing.T) {
 		{"BurstGPT v1 (6 columns): Total tokens is named as dropped and the failed rows (0 response tokens) are counted.",
 			"burstgpt", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n3,ChatGPT,391,22,413,Conversation log\n41,GPT-4,388,0,388,API log\n",
 			[]string{"columns dropped (Total tokens is Request + Response tokens; tokentrace has no place for the others): Total tokens",
-				"1 rows failed in the source (0 response tokens): kept as real load with status http_error and 0 output tokens (export --ok-only drops them)"}},
+				"1 rows failed in the source (0 response tokens): kept as real load with status http_error and 0 output tokens (export ExportOptions.OKOnly drops them)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := formats.ImportFrom(context.Background(), tc.format, strings.NewReader(tc.content), "in", traces.OpenOptions{Strict: true})
+			r, err := formats.ImportFrom(context.Background(), tc.format, strings.NewReader(tc.content), "in", openStrict(true))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +37,7 @@ func TestImportNotes(t *testing.T) {
 			if _, err := traces.ReadFrom(r); err != nil {
 				t.Fatal(err)
 			}
-			if got := formats.ImportNotes(r); !reflect.DeepEqual(got, tc.want) {
+			if got := noteStrings(r); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("notes:\n%q\nwant\n%q", got, tc.want)
 			}
 		})

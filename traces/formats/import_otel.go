@@ -83,7 +83,7 @@ type otelDecoder struct {
 	tally    importTally
 }
 
-func (d *otelDecoder) notes() []string { return d.tally.notes() }
+func (d *otelDecoder) notes() []traces.Text { return d.tally.notes() }
 
 func (d *otelDecoder) next(rec *traces.Record) error {
 	for len(d.queue) == 0 {
@@ -139,12 +139,8 @@ func otelText(attrs map[string]json.RawMessage, key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		raw = json.RawMessage(s)
-	}
-	var msgs []chatMessage
-	if json.Unmarshal(raw, &msgs) == nil {
+	msgs, raw, ok := otelChatMessages(raw)
+	if ok {
 		var b strings.Builder
 		for _, m := range msgs {
 			t, _ := chatMessageText(m.Content)
@@ -153,6 +149,18 @@ func otelText(attrs map[string]json.RawMessage, key string) (string, bool) {
 		return b.String(), true
 	}
 	return string(raw), true // plain text
+}
+
+// otelChatMessages reads an attribute that holds chat messages, as a JSON
+// string holding them or as JSON itself; unquoted is the attribute with
+// its string's quotes taken off (its text, where it holds no messages).
+func otelChatMessages(raw json.RawMessage) (msgs []chatMessage, unquoted json.RawMessage, ok bool) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw = json.RawMessage(s)
+	}
+	ok = json.Unmarshal(raw, &msgs) == nil
+	return msgs, raw, ok
 }
 
 // otelCall is an LLM span read as a call, its times absolute.

@@ -102,7 +102,7 @@ type sagemakerDecoder struct {
 	tally  importTally
 }
 
-func (d *sagemakerDecoder) notes() []string { return d.tally.notes() }
+func (d *sagemakerDecoder) notes() []traces.Text { return d.tally.notes() }
 
 // sortRows orders the rows by arrival (capture files are not sorted) and
 // re-bases arrivals on the earliest.

@@ -183,7 +183,7 @@ type sglangAgenticDecoder struct {
 	tally    importTally
 }
 
-func (d *sglangAgenticDecoder) notes() []string { return d.tally.notes() }
+func (d *sglangAgenticDecoder) notes() []traces.Text { return d.tally.notes() }
 
 // broken ends the import with a malformed row at line: the rest of the
 // document cannot be framed or is not an agentic trace.
@@ -376,7 +376,7 @@ func (d *sglangAgenticDecoder) flatten(conv []sglangAgenticTurn, line int64) err
 	d.tally.add("%d turns had no output length (the format has none): given SGLang's own default of 220 tokens", defaulted)
 	d.tally.add("%d turns without messages were skipped (bench_serving does not send them)", skipped)
 	if len(recs) > 0 {
-		d.tally.say("the format has no arrival or think times: every call arrives at 0 and follows its previous turn at once (replay with --sessions closed)")
+		d.tally.sayText(traces.Textf("the format has no arrival or think times: every call arrives at 0 and follows its previous turn at once (replay with %s closed)", replaySessions))
 	}
 	return nil
 }

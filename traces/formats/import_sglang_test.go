@@ -154,7 +154,7 @@ func TestExportOutOfOrder(t *testing.T) {
 	recs[3], recs[4] = recs[4], recs[3]
 	var buf strings.Builder
 	var lost []string
-	n, err := formats.Export(t.Context(), "vllm", &buf, traces.NewSliceReader(recs, m), formats.ExportOptions{Lost: func(s string) { lost = append(lost, s) }})
+	n, err := formats.Export(t.Context(), "vllm", &buf, traces.NewSliceReader(recs, m), with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } }))
 	if err != nil || n != int64(len(recs)) {
 		t.Fatalf("export: %d rows, %v", n, err)
 	}

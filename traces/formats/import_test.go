@@ -28,7 +28,7 @@ func importSharedTrace(t testing.TB, rel string) string {
 
 func importAllT(t *testing.T, format, name string, strict bool) ([]traces.Record, traces.Meta, traces.ReadStats) {
 	t.Helper()
-	recs, m, st, err := formats.ImportAll(context.Background(), format, name, traces.OpenOptions{Strict: strict})
+	recs, m, st, err := formats.ImportAll(context.Background(), format, name, openStrict(strict))
 	if err != nil {
 		t.Fatalf("ImportAll(%s, %s) error: %v", format, name, err)
 	}
@@ -63,7 +63,7 @@ func importStringT(t *testing.T, format, name, content string, strict bool) ([]t
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := fn(strings.NewReader(content), name, traces.OpenOptions{Strict: strict})
+	r, err := fn(strings.NewReader(content), name, openStrict(strict))
 	if err != nil {
 		return nil, traces.ReadStats{}, err
 	}
@@ -230,7 +230,7 @@ func TestMooncakeRoundTrip(t *testing.T) {
 			ctx := context.Background()
 			first, m, _ := importAllT(t, "mooncake", path, true)
 			var buf bytes.Buffer
-			n, err := formats.Export(ctx, "mooncake", &buf, &exportSliceReader{recs: first, meta: m}, formats.ExportOptions{})
+			n, err := formats.Export(ctx, "mooncake", &buf, &exportSliceReader{recs: first, meta: m}, formats.DefaultExportOptions())
 			if err != nil || n != int64(len(first)) {
 				t.Fatalf("Export = %d, %v; want %d rows", n, err, len(first))
 			}
@@ -255,7 +255,7 @@ func TestMooncakeRoundTrip(t *testing.T) {
 }
 
 func importReadMooncake(b []byte) ([]traces.Record, error) {
-	r, err := formats.NewMooncakeReader(bytes.NewReader(b), "roundtrip.jsonl", traces.OpenOptions{Strict: true})
+	r, err := formats.NewMooncakeReader(bytes.NewReader(b), "roundtrip.jsonl", openStrict(true))
 	if err != nil {
 		return nil, err
 	}
@@ -586,22 +586,22 @@ func TestImportFiles(t *testing.T) {
 	zw.Write(raw)
 	zw.Close()
 	os.WriteFile(gz, buf.Bytes(), 0o644)
-	recs, m, _, err := formats.ImportAll(ctx, "burstgpt", gz, traces.OpenOptions{})
+	recs, m, _, err := formats.ImportAll(ctx, "burstgpt", gz, traces.DefaultOpenOptions())
 	if err != nil || len(recs) != 7 || m.Source != "burstgpt:b.csv.gz" {
 		t.Errorf("gzip import = %d rows, source %q, %v", len(recs), m.Source, err)
 	}
 
 	bad := filepath.Join(dir, "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\nnot json\n"), 0o644)
-	_, _, _, err = formats.ImportAll(ctx, "mooncake", bad, traces.OpenOptions{Strict: true})
+	_, _, _, err = formats.ImportAll(ctx, "mooncake", bad, openStrict(true))
 	if err == nil || !strings.Contains(err.Error(), bad+":2:") {
 		t.Errorf("strict import of a bad file: %v, want an error naming %s:2", err, bad)
 	}
 
-	if _, err := formats.Import(ctx, "sharegpt", bad, traces.OpenOptions{}); !errors.Is(err, traces.ErrUnknownFormat) {
+	if _, err := formats.Import(ctx, "sharegpt", bad, traces.DefaultOpenOptions()); !errors.Is(err, traces.ErrUnknownFormat) {
 		t.Errorf("Import(sharegpt) = %v, want ErrUnknownFormat", err)
 	}
-	if _, err := formats.Import(ctx, "azure", filepath.Join(dir, "missing.csv"), traces.OpenOptions{}); err == nil {
+	if _, err := formats.Import(ctx, "azure", filepath.Join(dir, "missing.csv"), traces.DefaultOpenOptions()); err == nil {
 		t.Error("Import of a missing file succeeded")
 	}
 
@@ -609,7 +609,7 @@ func TestImportFiles(t *testing.T) {
 	cancel()
 	// An importer that reads its header (or its whole input) when it is
 	// made stops there; the others at their first Read.
-	r, err := formats.Import(cctx, "burstgpt", "testdata/import/burstgpt_v3.csv", traces.OpenOptions{})
+	r, err := formats.Import(cctx, "burstgpt", "testdata/import/burstgpt_v3.csv", traces.DefaultOpenOptions())
 	if err == nil {
 		defer r.Close()
 		_, err = r.Read(make([]traces.Record, 4))
@@ -721,7 +721,7 @@ func TestExportMooncakeInventsBlocks(t *testing.T) {
 		exportRec(2_000_000_001, 1500, 7, "sys-a", 700), // 3 blocks, 1 shared
 		exportRec(3e9, 100, 7, "sys-b", 100),            // prefix shorter than a block: nothing shared
 	}
-	got := exportMooncakeLines(t, recs, traces.NewMeta("azure:x.csv"), formats.ExportOptions{})
+	got := exportMooncakeLines(t, recs, traces.NewMeta("azure:x.csv"), formats.DefaultExportOptions())
 	want := []mooncakeLine{
 		{0, 1100, 10, []int64{0, 1, 2}},
 		{1, 600, 5, []int64{0, 1}},
@@ -755,11 +755,11 @@ func TestExportMooncakeKeepsBlocks(t *testing.T) {
 	c.PrefixBlocks = []int64{-3, 1 << 40, 900} // ids outside the dense range
 	m := traces.NewMeta("capture")
 	m.BlockSize = 512
-	got := exportMooncakeLines(t, []traces.Record{a, b, c}, m, formats.ExportOptions{})
+	got := exportMooncakeLines(t, []traces.Record{a, b, c}, m, formats.DefaultExportOptions())
 	if !reflect.DeepEqual(got[0].HashIDs, []int64{0, 1, 2}) || !reflect.DeepEqual(got[1].HashIDs, []int64{0, 3}) || !reflect.DeepEqual(got[2].HashIDs, []int64{4, 5, 0}) {
 		t.Errorf("hash_ids = %v, %v, %v; want [0 1 2], [0 3], [4 5 0]", got[0].HashIDs, got[1].HashIDs, got[2].HashIDs)
 	}
-	got = exportMooncakeLines(t, []traces.Record{a, b}, m, formats.ExportOptions{BlockSize: 16})
+	got = exportMooncakeLines(t, []traces.Record{a, b}, m, with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.BlockSize = 16 }))
 	if len(got[0].HashIDs) != 94 || len(got[1].HashIDs) != 64 || got[1].HashIDs[0] != 94 {
 		t.Errorf("with block size 16: %d and %d ids starting %d; want 94 and 64 fresh ids", len(got[0].HashIDs), len(got[1].HashIDs), got[1].HashIDs[0])
 	}
@@ -768,12 +768,12 @@ func TestExportMooncakeKeepsBlocks(t *testing.T) {
 // OKOnly drops rows with a failed outcome (BurstGPT failures) and keeps
 // rows without an outcome.
 func TestExportOKOnly(t *testing.T) {
-	recs, _, _, err := formats.ImportAll(context.Background(), "burstgpt", "testdata/import/burstgpt_v3.csv", traces.OpenOptions{Strict: true})
+	recs, _, _, err := formats.ImportAll(context.Background(), "burstgpt", "testdata/import/burstgpt_v3.csv", openStrict(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs = append(recs, exportRec(200e9, 5, 5, "", 0))
-	got := exportMooncakeLines(t, recs, traces.Meta{}, formats.ExportOptions{OKOnly: true})
+	got := exportMooncakeLines(t, recs, traces.Meta{}, with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.OKOnly = true }))
 	if len(got) != 6 {
 		t.Errorf("OKOnly kept %d rows, want 6 (7 + 1 minus 2 failed)", len(got))
 	}
@@ -790,7 +790,7 @@ func TestExportOKOnly(t *testing.T) {
 func TestExportFileCodecs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	recs, m, _, err := formats.ImportAll(ctx, "burstgpt", "testdata/import/burstgpt_v3.csv", traces.OpenOptions{Strict: true})
+	recs, m, _, err := formats.ImportAll(ctx, "burstgpt", "testdata/import/burstgpt_v3.csv", openStrict(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -801,7 +801,7 @@ func TestExportFileCodecs(t *testing.T) {
 		{"csv", "out.csv.zst"},
 	} {
 		path := filepath.Join(dir, tc.name)
-		n, err := formats.ExportFile(ctx, tc.format, path, &exportSliceReader{recs: recs, meta: m}, formats.ExportOptions{})
+		n, err := formats.ExportFile(ctx, tc.format, path, &exportSliceReader{recs: recs, meta: m}, formats.DefaultExportOptions())
 		if err != nil || n != int64(len(recs)) {
 			t.Errorf("ExportFile(%s, %s) = %d, %v", tc.format, tc.name, n, err)
 			continue
@@ -818,14 +818,14 @@ func TestExportFileCodecs(t *testing.T) {
 			t.Errorf("%s: records differ after export and read back", tc.name)
 		}
 	}
-	_, err = formats.ExportFile(ctx, "jsonl", filepath.Join(dir, "x.parquet"), &exportSliceReader{recs: recs}, formats.ExportOptions{})
+	_, err = formats.ExportFile(ctx, "jsonl", filepath.Join(dir, "x.parquet"), &exportSliceReader{recs: recs}, formats.DefaultExportOptions())
 	if err == nil || !strings.Contains(err.Error(), "parquet") {
 		t.Errorf("ExportFile(jsonl, x.parquet) = %v, want an extension mismatch error", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x.parquet")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("refused export left a file behind: %v", err)
 	}
-	_, err = formats.ExportFile(ctx, "mooncake", filepath.Join(dir, "x.jsonl"), &exportSliceReader{recs: recs}, formats.ExportOptions{BlockSize: -1})
+	_, err = formats.ExportFile(ctx, "mooncake", filepath.Join(dir, "x.jsonl"), &exportSliceReader{recs: recs}, with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.BlockSize = -1 }))
 	if err == nil {
 		t.Error("ExportFile with block size -1 succeeded")
 	}

@@ -141,7 +141,7 @@ type wekaDecoder struct {
 	tally       importTally
 }
 
-func (d *wekaDecoder) notes() []string { return d.tally.notes() }
+func (d *wekaDecoder) notes() []traces.Text { return d.tally.notes() }
 
 // tokens reads the prefix's counts (0 when absent).
 func (p *wekaPrefix) tokens() (system, tool int32, err error) {

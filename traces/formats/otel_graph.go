@@ -118,12 +118,8 @@ func otelGraphMessages(raw json.RawMessage) ([]otelGraphMsg, bool) {
 	if len(raw) == 0 {
 		return nil, true
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		raw = json.RawMessage(s)
-	}
-	var msgs []chatMessage
-	if json.Unmarshal(raw, &msgs) != nil {
+	msgs, _, ok := otelChatMessages(raw)
+	if !ok {
 		return nil, false
 	}
 	out := make([]otelGraphMsg, len(msgs))
@@ -155,12 +151,8 @@ func otelGraphOutput(attrs map[string]json.RawMessage) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		raw = json.RawMessage(s)
-	}
-	var msgs []chatMessage
-	if json.Unmarshal(raw, &msgs) != nil || len(msgs) == 0 {
+	msgs, _, ok := otelChatMessages(raw)
+	if !ok || len(msgs) == 0 {
 		return "", false
 	}
 	text, ok := chatMessageText(msgs[0].Content)

@@ -88,7 +88,7 @@ func TestPeerAIPerfReadsExports(t *testing.T) {
 			var buf bytes.Buffer
 			var lost []string
 			if _, err := formats.Export(context.Background(), "aiperf", &buf, traces.NewSliceReader(slices.Clone(tc.recs), tc.m),
-				formats.ExportOptions{Lost: func(s string) { lost = append(lost, s) }}); err != nil {
+				with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
 				t.Fatal(err)
 			}
 			bs := int64(formats.DefaultExportBlockSize)
@@ -176,7 +176,7 @@ func TestPeerMooncakeReadsExportAt512(t *testing.T) {
 	var buf bytes.Buffer
 	var lost []string
 	if _, err := formats.Export(context.Background(), "mooncake", &buf, traces.NewSliceReader(slices.Clone(w291), wm),
-		formats.ExportOptions{Lost: func(s string) { lost = append(lost, s) }}); err != nil {
+		with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(strings.Join(lost, "\n"), "re-cut from the trace's 64-token blocks to 512-token blocks") {

@@ -230,7 +230,7 @@ func TestPeerInferencePerfReadsExports(t *testing.T) {
 	}{{"trace_0291", w291, wm}, {"agentic", agentic, am}, {"plain", plain, pm}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if _, err := formats.Export(context.Background(), "inference-perf", &buf, traces.NewSliceReader(slices.Clone(tc.recs), tc.m), formats.ExportOptions{}); err != nil {
+			if _, err := formats.Export(context.Background(), "inference-perf", &buf, traces.NewSliceReader(slices.Clone(tc.recs), tc.m), formats.DefaultExportOptions()); err != nil {
 				t.Fatal(err)
 			}
 			bySeq := map[int64]*traces.Record{}

@@ -84,7 +84,7 @@ func TestPeerKVCacheTesterWarmPrefixRoundTrip(t *testing.T) {
 		t.Errorf("imported row 0 %d/%d, row 1 input kinds %q", recs[0].ToolTokens, recs[0].SystemTokens, recs[1].InputKinds)
 	}
 	var buf bytes.Buffer
-	if _, err := formats.Export(context.Background(), "weka", &buf, traces.NewSliceReader(slices.Clone(recs), m), formats.ExportOptions{}); err != nil {
+	if _, err := formats.Export(context.Background(), "weka", &buf, traces.NewSliceReader(slices.Clone(recs), m), formats.DefaultExportOptions()); err != nil {
 		t.Fatal(err)
 	}
 	if got := kvctRead(t, bytes.TrimSpace(buf.Bytes())); !reflect.DeepEqual(got, want) {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,11 +31,14 @@ import (
 // the loop. Spare connections are dialed by a goroutine of the loop's own.
 type Loop struct {
 	// addrs are the host's addresses; the dialer tries them in turn, from
-	// the last that worked (as net.Dial does, one at a time).
-	addrs []syscall.Sockaddr
-	good  int
-	t0    time.Time
-	ep    int // epoll instance of every connection, idle or busy
+	// the last that worked (as net.Dial does, one at a time). own and
+	// ownGood are the same for the loop's thread (connect).
+	addrs   []syscall.Sockaddr
+	good    int
+	own     []syscall.Sockaddr
+	ownGood int
+	t0      time.Time
+	ep      int // epoll instance of every connection, idle or busy
 
 	byFD       []*lconn // by file descriptor
 	idle       []*lconn // newest last
@@ -48,10 +53,19 @@ type Loop struct {
 	idleN      atomic.Int64 // len(idle) plus fresh, for the dialer
 	fresh      freshStack   // dialed, not yet taken in by the loop thread
 	spare      atomic.Int64 // grows each time the pool runs dry (maxSpare)
-	want       chan struct{}
+	// The loop's thread wakes the dialer through a pipe that Go's network
+	// poller watches, not a channel: a goroutine woken through a channel
+	// is queued on the waker's P, which the loop's thread keeps (replay's
+	// dispatcher yields it only to itself).
+	wakeR      *os.File
+	wakeW      int
+	wantDial   atomic.Bool // a wake-up is in the pipe
 	quit       chan struct{}
 	dialerDone chan struct{}
 	closeOnce  sync.Once
+	// connects counts the connections the loop's thread started itself
+	// (the pool was dry).
+	connects int
 }
 
 type lconn struct {
@@ -60,7 +74,10 @@ type lconn struct {
 	idx  int // in Loop.idle or Loop.busy
 	used bool
 	dead bool
-	r    resp
+	// connecting: connect started it for job, whose request is written
+	// once it is up.
+	connecting bool
+	r          resp
 }
 
 // epollEvent is struct epoll_event in package syscall's layout for the
@@ -91,28 +108,39 @@ func (h *Client) NewLoop(ctx context.Context, timeout time.Duration, spare int) 
 		return nil, errors.New("h1: loop: cannot resolve " + host)
 	}
 	l := &Loop{timeout: timeout, buf: make([]byte, 64<<10), keep: slices.Clone(h.keep),
-		want: make(chan struct{}, 1), quit: make(chan struct{}), dialerDone: make(chan struct{})}
+		quit: make(chan struct{}), dialerDone: make(chan struct{})}
 	l.spare.Store(int64(max(spare, 1)))
 	l.nextExpire = math.MaxInt64
 	for _, ip := range ips {
+		// Two of each: Connect writes into them, and the dialer and the
+		// loop's thread (connect) both connect.
 		if ip4 := ip.IP.To4(); ip4 != nil {
 			a := &syscall.SockaddrInet4{Port: pn}
 			copy(a.Addr[:], ip4)
-			l.addrs = append(l.addrs, a)
+			b := *a
+			l.addrs, l.own = append(l.addrs, a), append(l.own, &b)
 		} else if ip.Zone == "" {
 			a := &syscall.SockaddrInet6{Port: pn}
 			copy(a.Addr[:], ip.IP.To16())
-			l.addrs = append(l.addrs, a)
+			b := *a
+			l.addrs, l.own = append(l.addrs, a), append(l.own, &b)
 		}
 	}
 	if len(l.addrs) == 0 {
 		return nil, errors.New("h1: loop: no usable address for " + host)
 	}
+	var p [2]int
+	if err = syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		return nil, err
+	}
+	l.wakeR, l.wakeW = os.NewFile(uintptr(p[0]), "h1-loop-wake"), p[1]
 	if l.ep, err = syscall.EpollCreate1(syscall.EPOLL_CLOEXEC); err != nil {
+		l.wakeR.Close()
+		syscall.Close(l.wakeW)
 		return nil, err
 	}
 	go l.dialer()
-	l.want <- struct{}{}
+	l.wakeDialer()
 	return l, nil
 }
 
@@ -141,11 +169,7 @@ func (l *Loop) dial() (fd int, err error) {
 // dialAddr opens a non-blocking connection with the socket options
 // net.Dial sets (no delay, keep-alive) plus receive timestamps.
 func (l *Loop) dialAddr(addr syscall.Sockaddr) (int, error) {
-	fam := syscall.AF_INET
-	if _, ok := addr.(*syscall.SockaddrInet6); ok {
-		fam = syscall.AF_INET6
-	}
-	fd, err := syscall.Socket(fam, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
+	fd, err := socketFor(addr)
 	if err != nil {
 		return -1, err
 	}
@@ -170,12 +194,77 @@ func (l *Loop) dialAddr(addr syscall.Sockaddr) (int, error) {
 		syscall.Close(fd)
 		return -1, err
 	}
-	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
-	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1)
-	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, 30)
-	syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, 30)
-	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
 	return fd, nil
+}
+
+// socketFor makes a non-blocking socket for addr with the options
+// net.Dial sets (no delay, keep-alive) plus receive timestamps.
+func socketFor(addr syscall.Sockaddr) (int, error) {
+	fam := syscall.AF_INET
+	if _, ok := addr.(*syscall.SockaddrInet6); ok {
+		fam = syscall.AF_INET6
+	}
+	fd, err := rawSocket(fam)
+	if err != nil {
+		return -1, err
+	}
+	rawSetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+	rawSetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1)
+	rawSetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, 30)
+	rawSetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, 30)
+	rawSetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
+	return fd, nil
+}
+
+// connect starts a connection for a request that found no idle one,
+// without waiting for it: the request is written once it is up (Wait).
+// nil when no address takes the attempt.
+func (l *Loop) connect() *lconn {
+	for i := range l.own {
+		k := (l.ownGood + i) % len(l.own)
+		fd, err := socketFor(l.own[k])
+		if err != nil {
+			return nil
+		}
+		if err = rawConnect(fd, l.own[k]); err != nil && err != syscall.EINPROGRESS {
+			rawClose(fd)
+			continue
+		}
+		ev := epollEvent{Events: syscall.EPOLLOUT | syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fd)}
+		if rawEpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd, &ev) != nil {
+			rawClose(fd)
+			return nil
+		}
+		l.ownGood = k
+		for len(l.byFD) <= fd {
+			l.byFD = append(l.byFD, nil)
+		}
+		c := &lconn{fd: fd, connecting: true}
+		l.byFD[fd] = c
+		l.connects++
+		return c
+	}
+	return nil
+}
+
+// connected writes the request of c, a connection connect started, now
+// that it is up, or fails it.
+func (l *Loop) connected(c *lconn) {
+	c.connecting = false
+	soErr, err := rawGetsockoptInt(c.fd, syscall.SOL_SOCKET, syscall.SO_ERROR)
+	if err == nil && soErr != 0 {
+		err = syscall.Errno(soErr)
+	}
+	if err == nil {
+		ev := epollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(c.fd)}
+		err = rawEpollCtl(l.ep, syscall.EPOLL_CTL_MOD, c.fd, &ev)
+	}
+	if err == nil {
+		err = l.write(c.fd, c.job.req, c.job.deadline)
+	}
+	if err != nil {
+		l.fail(c, err)
+	}
 }
 
 type pollFd struct {
@@ -192,12 +281,12 @@ const pollOut = 0x4
 // up until the next request.
 func (l *Loop) dialer() {
 	defer close(l.dialerDone)
+	buf := make([]byte, 64)
 	for {
-		select {
-		case <-l.want:
-		case <-l.quit:
-			return
+		if _, err := l.wakeR.Read(buf); err != nil {
+			return // Close closed the pipe
 		}
+		l.wantDial.Store(false)
 		for l.idleN.Load() < 2*l.spare.Load() {
 			fd, err := l.dial()
 			if err != nil {
@@ -211,7 +300,20 @@ func (l *Loop) dialer() {
 			}
 			l.idleN.Add(1)
 			l.fresh.push(fd)
+			// One connection at a time, then whatever waits for this P
+			// runs: woken by the pipe, the dialer may be on the P of
+			// replay's dispatcher, queued behind it (an execution trace
+			// showed it dialing 20 ms on end there).
+			runtime.Gosched()
 		}
+	}
+}
+
+// wakeDialer has the dialer dial spares, unless a wake-up is pending.
+func (l *Loop) wakeDialer() {
+	if l.wantDial.CompareAndSwap(false, true) {
+		one := [1]byte{1}
+		syscall.RawSyscall(syscall.SYS_WRITE, uintptr(l.wakeW), uintptr(unsafe.Pointer(&one[0])), 1)
 	}
 }
 
@@ -220,8 +322,8 @@ func (l *Loop) take() {
 	for fd := l.fresh.popAll(); fd != nil; fd = fd.next {
 		c := &lconn{fd: fd.fd}
 		ev := epollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(fd.fd)}
-		if err := syscall.EpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd.fd, &ev); err != nil {
-			syscall.Close(fd.fd)
+		if err := rawEpollCtl(l.ep, syscall.EPOLL_CTL_ADD, fd.fd, &ev); err != nil {
+			rawClose(fd.fd)
 			l.idleN.Add(-1)
 			continue
 		}
@@ -238,18 +340,16 @@ func (l *Loop) popIdle() *lconn {
 	if spare := l.spare.Load(); int64(len(l.idle)) <= spare {
 		l.take()
 		if int64(len(l.idle)) <= spare {
-			select {
-			case l.want <- struct{}{}:
-			default:
-			}
+			l.wakeDialer()
 		}
 	}
 	n := len(l.idle)
 	if n == 0 {
 		// Dry: a burst (after a stall, or of the trace's own) needed more
-		// connections than were kept ready, and this request goes the slow
-		// way (a worker dials). Keep more ready for the next one (not when
-		// the dialer is merely behind: at the start, or after failures).
+		// connections than were kept ready, and this request waits for a
+		// connection of its own (Send). Keep more ready for the next one
+		// (not when the dialer is merely behind: at the start, or after
+		// failures).
 		if spare := l.spare.Load(); spare < maxSpare && int64(len(l.busy)) >= spare {
 			l.spare.Store(min(2*spare, maxSpare))
 		}
@@ -261,18 +361,26 @@ func (l *Loop) popIdle() *lconn {
 	return c
 }
 
-// Send writes j's request on an idle connection and returns true; false,
-// having done nothing, when no connection is idle (the caller sends it
-// another way). Done is called later, from Wait, Expire or Abandon.
+// Send writes j's request on an idle connection, or when none is idle
+// starts a connection and writes it once the connection is up (Wait), and
+// returns true; false, having done nothing, when no connection could be
+// started (the caller sends it another way). Done is called later, from
+// Wait, Expire or Abandon.
 func (l *Loop) Send(j *LoopJob) bool {
 	for {
 		c := l.popIdle()
 		if c == nil {
-			return false
+			if c = l.connect(); c == nil {
+				return false
+			}
 		}
 		if j.attempt == 0 {
 			j.Sent = l.now()
 			j.deadline = j.Sent + int64(l.timeout)
+		}
+		if c.connecting {
+			l.busyWith(c, j)
+			return true
 		}
 		if err := l.write(c.fd, j.req, j.deadline); err != nil {
 			// The server closed it while idle (we have not read the close
@@ -280,14 +388,23 @@ func (l *Loop) Send(j *LoopJob) bool {
 			l.close(c)
 			continue
 		}
-		c.job = j
-		l.nextExpire = min(l.nextExpire, j.deadline)
-		c.r = resp{carry: c.r.carry[:0], keep: l.keep}
-		c.idx = len(l.busy)
-		l.busy = append(l.busy, c)
+		l.busyWith(c, j)
 		return true
 	}
 }
+
+// busyWith makes c carry j.
+func (l *Loop) busyWith(c *lconn, j *LoopJob) {
+	c.job = j
+	l.nextExpire = min(l.nextExpire, j.deadline)
+	c.r = resp{carry: c.r.carry[:0], keep: l.keep}
+	c.idx = len(l.busy)
+	l.busy = append(l.busy, c)
+}
+
+// Connects is how many connections the loop's thread started itself,
+// finding none idle.
+func (l *Loop) Connects() int { return l.connects }
 
 // write writes b whole, waiting for room in the socket when it is full.
 func (l *Loop) write(fd int, b []byte, deadline int64) error {
@@ -354,7 +471,11 @@ func (l *Loop) Wait(d time.Duration, keepP bool) {
 		fd := int(l.evs[i].Fd)
 		if fd < len(l.byFD) {
 			if c := l.byFD[fd]; c != nil {
-				l.read(c)
+				if c.connecting {
+					l.connected(c)
+				} else {
+					l.read(c)
+				}
 			}
 		}
 	}
@@ -491,7 +612,7 @@ func (l *Loop) close(c *lconn) {
 		l.idleN.Add(-1)
 	}
 	l.byFD[c.fd] = nil
-	syscall.Close(c.fd) // also leaves the epoll set
+	rawClose(c.fd) // also leaves the epoll set
 }
 
 // expire fails the requests past their timeout and returns the earliest
@@ -530,7 +651,9 @@ func (l *Loop) Abandon(err error) {
 func (l *Loop) Close() {
 	l.closeOnce.Do(func() {
 		close(l.quit)
+		syscall.Close(l.wakeW) // the dialer reads the end of the pipe
 		<-l.dialerDone
+		l.wakeR.Close()
 		l.Abandon(net.ErrClosed)
 		l.take()
 		for len(l.idle) > 0 {

@@ -23,3 +23,4 @@ func (l *Loop) Send(*LoopJob) bool       { return false }
 func (l *Loop) Wait(time.Duration, bool) {}
 func (l *Loop) Abandon(error)            {}
 func (l *Loop) Close()                   {}
+func (l *Loop) Connects() int            { return 0 }

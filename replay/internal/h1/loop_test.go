@@ -13,8 +13,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentrace/tokentrace/internal/tcptest"
 )
 
 // rec is a LoopHandler that keeps what it got.
@@ -162,11 +165,14 @@ func TestLoopTimestampsAreArrivalTimes(t *testing.T) {
 	}))
 	defer srv.Close()
 	l, req := newLoop(t, srv.URL, time.Minute)
+	for l.idleN.Load() == 0 { // an idle connection: Send writes at once
+		time.Sleep(time.Millisecond)
+	}
 	h := &rec{}
 	var j LoopJob
 	j.Prepare(h, req)
-	for !l.Send(&j) {
-		time.Sleep(time.Millisecond)
+	if !l.Send(&j) || l.Connects() != 0 {
+		t.Fatalf("not sent on the idle connection (%d connects)", l.Connects())
 	}
 	time.Sleep(50 * time.Millisecond) // the response arrives meanwhile
 	readAt := l.now()
@@ -185,53 +191,39 @@ func TestLoopTimestampsAreArrivalTimes(t *testing.T) {
 // handler that stops reading and a request past its timeout each end
 // their request with an error and leave nothing in flight.
 func TestLoopErrors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
+	addr := tcptest.Serve(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func(c net.Conn) {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					m, _, _ := strings.Cut(strings.TrimPrefix(line, "POST /x?m="), " ")
-					for {
-						l, err := br.ReadString('\n')
-						if err != nil || l == "\r\n" {
-							break
-						}
-					}
-					switch m {
-					case "cut":
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
-						return
-					case "junk":
-						io.WriteString(c, "SPDY/9 what\r\n\r\n")
-					case "long":
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-						for range 100 {
-							io.WriteString(c, "5\r\nabcde\r\n")
-						}
-						io.WriteString(c, "0\r\n\r\n")
-					case "hang":
-						time.Sleep(2 * time.Second)
-						return
-					}
+			m, _, _ := strings.Cut(strings.TrimPrefix(line, "POST /x?m="), " ")
+			for {
+				l, err := br.ReadString('\n')
+				if err != nil || l == "\r\n" {
+					break
 				}
-			}(c)
+			}
+			switch m {
+			case "cut":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+				return
+			case "junk":
+				io.WriteString(c, "SPDY/9 what\r\n\r\n")
+			case "long":
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+				for range 100 {
+					io.WriteString(c, "5\r\nabcde\r\n")
+				}
+				io.WriteString(c, "0\r\n\r\n")
+			case "hang":
+				time.Sleep(2 * time.Second)
+				return
+			}
 		}
-	}()
-	url := "http://" + ln.Addr().String()
+	})
+	url := "http://" + addr
 	l, _ := newLoop(t, url, 300*time.Millisecond)
 	c, _ := New(url)
 	for _, tc := range []struct {
@@ -308,13 +300,15 @@ func TestLoopSparesGrowAfterABurst(t *testing.T) {
 	for l.idleN.Load() < 4 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
+	// Until the pool is dry: then Send starts a connection of the
+	// request's own, and more spares are kept from then on.
 	var hs []*rec
-	for {
+	for l.Connects() < 2 && len(hs) < 1000 {
 		h := &rec{}
 		j := new(LoopJob)
 		j.Prepare(h, req)
 		if !l.Send(j) {
-			break
+			t.Fatalf("request %d not sent", len(hs))
 		}
 		hs = append(hs, h)
 	}
@@ -328,5 +322,39 @@ func TestLoopSparesGrowAfterABurst(t *testing.T) {
 		if h.err != nil {
 			t.Fatal(h.err)
 		}
+	}
+}
+
+// TestLoopConnectRefused: a request that finds no idle connection starts
+// its own without waiting; when the server refuses it, the request ends
+// with the refusal, and nothing is left in flight.
+func TestLoopConnectRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	l, req := newLoop(t, "http://"+addr, 5*time.Second)
+	h := &rec{}
+	var j LoopJob
+	j.Prepare(h, req)
+	if !l.Send(&j) {
+		// Refused at once, before the loop took the request: the caller's
+		// other path reports it.
+		return
+	}
+	if l.Connects() != 1 {
+		t.Fatalf("%d connects, want 1", l.Connects())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !h.done && time.Now().Before(deadline) {
+		l.Wait(10*time.Millisecond, false)
+	}
+	if !h.done || !errors.Is(h.err, syscall.ECONNREFUSED) {
+		t.Fatalf("done %v err %v, want connection refused", h.done, h.err)
+	}
+	if l.Inflight() != 0 {
+		t.Errorf("%d requests still in flight", l.Inflight())
 	}
 }
