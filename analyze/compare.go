@@ -246,7 +246,16 @@ func Compare(a, b *Report, o CompareOptions) (*Comparison, error) {
 		c.PracticalDiff = o.PracticalDiff
 	}
 	c.MetaDiffs = metaDiffs(a, b)
-	c.Warnings = append(latenessWarnings(a, b, o), simWarnings(a, b, o)...)
+	// What each run's analysis warned of (bad rows skipped and named, a
+	// damaged file read up to its damage, rows out of order), as analyze
+	// says it of one run, then the comparison's own.
+	for _, w := range append(slices.Clone(a.Warnings), b.Warnings...) {
+		if !slices.Contains(c.Warnings, w) {
+			c.Warnings = append(c.Warnings, w)
+		}
+	}
+	c.Warnings = append(c.Warnings, latenessWarnings(a, b, o)...)
+	c.Warnings = append(c.Warnings, simWarnings(a, b, o)...)
 	plain := func(name string, va, vb float64, lowerBetter bool) {
 		m := MetricChange{Name: name, A: va, B: vb, Change: vb - va, LowerIsBetter: lowerBetter}
 		if va != 0 {

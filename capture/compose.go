@@ -202,11 +202,14 @@ func partMeta() traces.OpenOptions {
 }
 
 // partsMeta checks that every part is a deferred part of one capture (one
-// key, block size, k and session idle) and returns the first's metadata.
+// key, schema, block size, k and session idle; arrivals in Unix
+// ns; each part index once) and returns the first's metadata. A refusal
+// names the part and why.
 func partsMeta(parts []string) (traces.Meta, int, time.Duration, error) {
 	var first traces.Meta
 	var k int
 	var idle time.Duration
+	index := map[int]string{} // part index → the part that has it
 	for i, p := range parts {
 		r, err := traces.OpenWith(p, partMeta())
 		if err != nil {
@@ -219,23 +222,44 @@ func partsMeta(parts []string) (traces.Meta, int, time.Duration, error) {
 		}
 		pk, err1 := strconv.Atoi(m.Get(metaPartK))
 		pidle, err2 := time.ParseDuration(m.Get(metaPartIdle))
-		if err := cmp.Or(err1, err2); err != nil {
-			return first, 0, 0, fmt.Errorf("compose: part %s: metadata %s/%s: %w", p, metaPartK, metaPartIdle, err)
+		px, err3 := strconv.Atoi(m.Get(metaPart))
+		if err := cmp.Or(err1, err2, err3); err != nil {
+			return first, 0, 0, fmt.Errorf("compose: part %s: metadata %s/%s/%s: %w", p, metaPartK, metaPartIdle, metaPart, err)
 		}
+		if a := m.Get(metaPartArrivals); a != "unix_ns" {
+			return first, 0, 0, fmt.Errorf("compose: part %s: metadata %s is %q, not unix_ns: its arrivals cannot be merged with other parts'", p, metaPartArrivals, a)
+		}
+		if other, dup := index[px]; dup {
+			// The same shard twice: its rows would be counted twice
+			// toward k and its seqs would collide.
+			return first, 0, 0, fmt.Errorf("compose: part %s and part %s are both part %d of the capture (the same part twice, or two captures of one shard)", other, p, px)
+		}
+		index[px] = p
 		if i == 0 {
 			first, k, idle = m, pk, pidle
 			continue
 		}
-		switch {
-		case m.KeyFingerprint != first.KeyFingerprint:
-			return first, 0, 0, fmt.Errorf("compose: part %s was captured with key %s, part %s with %s: digests would not match", p, m.KeyFingerprint, parts[0], first.KeyFingerprint)
-		case m.BlockSize != first.BlockSize:
-			return first, 0, 0, fmt.Errorf("compose: part %s has block size %d, part %s %d", p, m.BlockSize, parts[0], first.BlockSize)
-		case pk != k || pidle != idle:
-			return first, 0, 0, fmt.Errorf("compose: part %s has k %d and session idle %v, part %s %d and %v", p, pk, pidle, parts[0], k, idle)
+		if err := partMismatch(p, m, pk, pidle, parts[0], first, k, idle); err != nil {
+			return first, 0, 0, err
 		}
 	}
 	return first, k, idle, nil
+}
+
+// partMismatch is the error of part p (metadata m, k pk, session idle
+// pidle) that does not belong with the first part p0, or nil.
+func partMismatch(p string, m traces.Meta, pk int, pidle time.Duration, p0 string, first traces.Meta, k int, idle time.Duration) error {
+	switch {
+	case m.KeyFingerprint != first.KeyFingerprint:
+		return fmt.Errorf("compose: part %s was captured with key %s, part %s with %s: digests would not match", p, m.KeyFingerprint, p0, first.KeyFingerprint)
+	case m.SchemaVersion != first.SchemaVersion:
+		return fmt.Errorf("compose: part %s has schema %s, part %s %s: capture every part with one tokentrace", p, m.SchemaVersion, p0, first.SchemaVersion)
+	case m.BlockSize != first.BlockSize:
+		return fmt.Errorf("compose: part %s has block size %d, part %s %d", p, m.BlockSize, p0, first.BlockSize)
+	case pk != k || pidle != idle:
+		return fmt.Errorf("compose: part %s has k %d and session idle %v, part %s %d and %v", p, pk, pidle, p0, k, idle)
+	}
+	return nil
 }
 
 // mergeParts calls fn with every row of the parts in arrival order (ties
@@ -352,10 +376,15 @@ func (c *composer) count(r *traces.Record) {
 	if r.Category != "" {
 		ct := c.cats[r.Category]
 		if ct == nil {
-			ct = &category{prefixTokens: r.PrefixTokens}
+			ct = &category{}
 			c.cats[r.Category] = ct
 			c.catsN = append(c.catsN, r.Category)
 		}
+		// A part's rows hold the category's prefix cut to their own
+		// prompts: the longest is the category's (as long as a prompt
+		// that holds it all), and cutting it to each row's prompt again
+		// gives what one capture of all the logs writes.
+		ct.prefixTokens = max(ct.prefixTokens, r.PrefixTokens)
 		ct.count++
 	}
 	for _, b := range r.PrefixBlocks {
@@ -437,7 +466,7 @@ func (c *composer) rewrite(r *traces.Record) {
 				}
 				c.catLabel[r.Category] = label
 			}
-			r.Category, r.PrefixTokens = label, ct.prefixTokens
+			r.Category, r.PrefixTokens = label, min(ct.prefixTokens, r.InputTokens)
 		}
 	}
 	for i, b := range r.PrefixBlocks {

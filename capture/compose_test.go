@@ -190,7 +190,10 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 	}
 }
 
-// TestComposeRefuses is a table of inputs Compose must not take.
+// TestComposeRefuses is a table of inputs Compose must not take: parts
+// that do not belong together (other keys, schemas, block sizes, k or
+// session idle; one shard twice), tampered metadata, a
+// finished trace. Each refusal names the part and why.
 func TestComposeRefuses(t *testing.T) {
 	so := DefaultSampleOptions()
 	so.Duration, so.Rate = 10*time.Second, 2
@@ -222,7 +225,26 @@ func TestComposeRefuses(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	p0 := filepath.Join(dir, "part-00000.parquet")
+	p0, p1 := filepath.Join(dir, "part-00000.parquet"), filepath.Join(dir, "part-00001.parquet")
+	// tampered is part 1 with its metadata edited by edit.
+	tampered := func(name string, edit func(m *traces.Meta)) string {
+		r, err := traces.OpenWith(p1, func() traces.OpenOptions { o := traces.DefaultOpenOptions(); o.AllowDeferred = true; return o }())
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := traces.ReadFrom(r)
+		m := r.Meta()
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(&m)
+		out := filepath.Join(mkdir(t, filepath.Join(dir, name)), "part-1.jsonl")
+		if err := traces.WriteAll(out, m, recs); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	tests := []struct {
 		name  string
 		parts []string
@@ -232,6 +254,14 @@ func TestComposeRefuses(t *testing.T) {
 		{"a finished trace is not a part", []string{p0, whole}, DefaultComposeOptions(), "is not a capture part"},
 		{"parts captured with different keys do not compose", []string{p0, filepath.Join(other, "part-1.parquet")}, DefaultComposeOptions(), "captured with key"},
 		{"a smaller k than the parts were captured for is refused", []string{p0}, func() ComposeOptions { o := DefaultComposeOptions(); o.MinCategorySize = 2; return o }(), "MinCategorySize"},
+		{"the same part given twice", []string{p0, p1, p0}, DefaultComposeOptions(), "are both part 0 of the capture"},
+		{"two captures of one shard", []string{p0, tampered("copy", func(m *traces.Meta) { m.Set(metaPart, "0") })}, DefaultComposeOptions(), "are both part 0 of the capture"},
+		{"a part of another schema", []string{p0, tampered("schema", func(m *traces.Meta) { m.SchemaVersion = "1.7" })}, DefaultComposeOptions(), "has schema 1.7, part " + p0 + " 1.0"},
+		{"a part with another block size", []string{p0, tampered("bs", func(m *traces.Meta) { m.BlockSize *= 2 })}, DefaultComposeOptions(), "has block size"},
+		{"a part whose k was edited", []string{p0, tampered("k", func(m *traces.Meta) { m.Set(metaPartK, "1") })}, DefaultComposeOptions(), "has k 1"},
+		{"a part whose session idle was edited", []string{p0, tampered("idle", func(m *traces.Meta) { m.Set(metaPartIdle, "5m0s") })}, DefaultComposeOptions(), "session idle 5m0s"},
+		{"a part whose arrivals are not Unix ns", []string{p0, tampered("arrivals", func(m *traces.Meta) { m.Set(metaPartArrivals, "offset_ns") })}, DefaultComposeOptions(), `capture.arrivals is "offset_ns", not unix_ns`},
+		{"a part without its index", []string{p0, tampered("noindex", func(m *traces.Meta) { delete(m.Extra, metaPart) })}, DefaultComposeOptions(), "metadata capture.kanon_k/capture.session_idle/capture.part"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -90,7 +90,10 @@ func (rs *records) next(e *redacted, sid sessionID) traces.Record {
 			rs.catLabel[c] = label
 		}
 		r.Category = label
-		r.PrefixTokens = c.prefixTokens
+		// The prefix as the category's first request counted it, cut to
+		// this prompt: a prefix is part of the prompt (the server's count
+		// of a prompt can be shorter than a local count of its prefix).
+		r.PrefixTokens = min(c.prefixTokens, max(e.inTok, 0))
 	}
 	if len(e.blocks) > 0 {
 		r.PrefixBlocks = rs.blocks(e)

@@ -41,8 +41,14 @@ type spool struct {
 }
 
 func newSpool(o Options) *spool {
+	// A killed capture's runs are removed first, whether or not this one
+	// spills (they are locked while in use: internal/tempfile).
+	tempfile.Sweep(filepath.Join(cmp.Or(o.TempDir, os.TempDir()), spoolPattern))
 	return &spool{budget: o.SortMemoryBytes, tmpRoot: o.TempDir}
 }
+
+// spoolPattern names a capture's temporary directory of spilled runs.
+const spoolPattern = "tokentrace-capture-*"
 
 // redactedBytes is what a buffered request costs besides its lists.
 const redactedBytes = int64(unsafe.Sizeof(redacted{}))
@@ -74,11 +80,7 @@ func (s *spool) sortMem() {
 // tempDir returns the capture's temporary directory, made on first use.
 func (s *spool) tempDir() (string, error) {
 	if s.dir == "" {
-		// A killed capture's runs are removed first (they are locked
-		// while in use: internal/tempfile).
-		const pattern = "tokentrace-capture-*"
-		tempfile.Sweep(filepath.Join(cmp.Or(s.tmpRoot, os.TempDir()), pattern))
-		d, release, err := tempfile.MkdirTemp(s.tmpRoot, pattern)
+		d, release, err := tempfile.MkdirTemp(s.tmpRoot, spoolPattern)
 		if err != nil {
 			return "", traces.OptionErrorf("capture", "Options.TempDir", "spill sorted requests: %w", err)
 		}

@@ -80,7 +80,7 @@ func openJournal(path string, m traces.Meta) (*journal, error) {
 	if m.SchemaVersion == "" {
 		m.SchemaVersion = traces.SchemaVersion
 	}
-	hdr, err := json.Marshal(map[string]traces.Meta{"tokentrace_meta": m})
+	hdr, err := json.Marshal(map[string]traces.Meta{"tokentrace_meta": m.Redacted()})
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("replay: journal metadata: %w", err)

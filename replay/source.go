@@ -37,6 +37,12 @@ type Plan struct {
 	InMemory bool
 	// Meta is the trace's metadata.
 	Meta traces.Meta
+	// LongestWait is the longest the run waits with nothing to send: the
+	// largest gap in the schedule between a selected record and the next
+	// (or from the start to the first), at the options' speed.
+	// LongestWaitSeq is the seq of the record sent after it.
+	LongestWait    time.Duration
+	LongestWaitSeq int64
 
 	src       Source
 	sel       selection
@@ -151,7 +157,11 @@ func Scan(ctx context.Context, src Source, o Options) (*Plan, error) {
 			p.needChat = p.needChat || rec.API == traces.APIChat || (rec.API == "" && o.API == traces.APIChat)
 			p.maxSeq = max(p.maxSeq, rec.Seq)
 			p.Longest = max(p.Longest, int(rec.InputTokens)+int(rec.OutputTokens))
-			p.last = max(p.last, o.at(rec))
+			at := o.at(rec)
+			if inOrder { // else load sorts the records and finds the waits
+				p.noteWait(at, p.last, rec.Seq)
+			}
+			p.last = max(p.last, at)
 		}
 		if err == io.EOF {
 			// A damaged trace ends at its damage only when read so
@@ -209,7 +219,22 @@ func (p *Plan) load(ctx context.Context, o *Options) error {
 		return p.sorted[i].Seq < p.sorted[j].Seq
 	})
 	p.head = p.sorted[:min(len(p.head), len(p.sorted))]
+	p.LongestWait, p.LongestWaitSeq = 0, 0
+	var prev time.Duration
+	for _, r := range p.sorted {
+		at := o.at(r)
+		p.noteWait(at, prev, r.Seq)
+		prev = at
+	}
 	return nil
+}
+
+// noteWait keeps the longest wait: a record scheduled at at after one at
+// prev (0: the start).
+func (p *Plan) noteWait(at, prev time.Duration, seq int64) {
+	if w := at - prev; w > p.LongestWait {
+		p.LongestWait, p.LongestWaitSeq = w, seq
+	}
 }
 
 // feed returns the next item to schedule, in arrival order: from memory

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/tokentrace/tokentrace/internal/intern"
+	"github.com/tokentrace/tokentrace/internal/lines"
 )
 
 // Reader streams Records from a trace or results file.
@@ -117,6 +118,11 @@ func (r *textReader) Close() error {
 // read loop returns.
 func (r *textReader) row(line int64, rec *Record, err error) bool {
 	if err == nil {
+		if p := r.order.spans.check(rec.ArrivalNs); p != nil {
+			err = p
+		}
+	}
+	if err == nil {
 		if back, late := r.order.check(rec.ArrivalNs); late {
 			rerr := func() error { return &RowError{File: r.name, Line: line, Err: outOfOrder(rec.ArrivalNs, back)} }
 			if stop := r.stats.outOfOrder(rerr, r.strict); stop != nil {
@@ -149,6 +155,12 @@ type OpenOptions struct {
 	// Stdin is what the name "-" reads (nil: "-" cannot be read).
 	// Defaults to os.Stdin.
 	Stdin io.Reader
+	// MaxLineBytes bounds one line of a text input (a JSON-lines row, a
+	// CSV record, an importer's line or JSON document): a longer one is
+	// read to its end without being held and is a bad row of its own
+	// (ProblemTooLong), so one huge line costs time linear in its length
+	// and memory within the bound. Defaults to DefaultMaxLineBytes.
+	MaxLineBytes int
 	// AllowDeferred opens a capture part whose k-anonymity is deferred
 	// (Meta.KAnonDeferred) instead of failing with ErrKAnonDeferred: only
 	// the step that finishes such parts (capture.Compose) and inspection
@@ -156,10 +168,32 @@ type OpenOptions struct {
 	AllowDeferred bool
 }
 
+// DefaultMaxLineBytes is the default OpenOptions.MaxLineBytes: 64 MiB,
+// far over any real trace row (a Mooncake row of 128 k tokens' block ids
+// is under 1 MiB).
+const DefaultMaxLineBytes = 64 << 20
+
 // DefaultOpenOptions returns every OpenOptions default: bad rows skipped
-// and counted, a damaged file an error, "-" read from os.Stdin.
+// and counted, a damaged file an error, "-" read from os.Stdin, lines up
+// to DefaultMaxLineBytes.
 func DefaultOpenOptions() OpenOptions {
-	return OpenOptions{Strict: false, Salvage: false, Stdin: os.Stdin, AllowDeferred: false}
+	return OpenOptions{Strict: false, Salvage: false, Stdin: os.Stdin, MaxLineBytes: DefaultMaxLineBytes, AllowDeferred: false}
+}
+
+// Validate refuses options no reader can use: a line limit that is not
+// positive (every line would be too long). A nil Stdin is refused only
+// when "-" is opened.
+func (o OpenOptions) Validate() error {
+	if o.MaxLineBytes <= 0 {
+		return OptionErrorf("", "OpenOptions.MaxLineBytes", "%d: must be positive", o.MaxLineBytes)
+	}
+	return nil
+}
+
+// TooLong is the problem of a line over the limit, as every reader and
+// importer names it.
+func TooLong(err *lines.TooLongError) *RowProblem {
+	return &RowProblem{Problem: ProblemTooLong, Detail: err.Error()}
 }
 
 // CreateOptions tunes CreateWith and NewWriter. Start from

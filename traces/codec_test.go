@@ -60,6 +60,7 @@ func randRecord(rng *rand.Rand, seq int64, outcome bool) traces.Record {
 		r.PrefixBlocks = append(r.PrefixBlocks, rng.Int64N(1<<50))
 	}
 	r.InputTokens = rng.Int32N(1 << 20)
+	r.PrefixTokens = min(r.PrefixTokens, r.InputTokens) // a prefix is part of the prompt
 	r.OutputTokens = rng.Int32N(1 << 14)
 	r.Model, r.API, r.Class = pick(), []string{"", traces.APIChat, traces.APICompletions}[rng.IntN(3)], pick()
 	// (from seq, not rng: the other columns' draws stay as they were)

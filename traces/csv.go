@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/internal/textsink"
 )
 
@@ -34,7 +35,7 @@ type csvWriter struct {
 
 func newCSVWriter(w io.Writer, m Meta) (*csvWriter, error) {
 	cw := &csvWriter{Sink: textsink.New(w)}
-	js, err := json.Marshal(m)
+	js, err := json.Marshal(m.Redacted())
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
@@ -126,6 +127,8 @@ type csvReader struct {
 	cols    []int // column index per header field, -1 = ignored
 	ncols   int
 	lineOff int64 // lines consumed before csv.Reader started
+	filter  *lines.Filter
+	long    []*lines.TooLongError // lines over the limit, due before the pending record
 	pending []string
 	pendErr error
 	pendLn  int64
@@ -152,15 +155,23 @@ func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions
 			if m.SchemaVersion == "" {
 				m.SchemaVersion = SchemaVersion
 			}
-			r.meta = m
+			r.meta = m.Redacted()
 		}
 	}
 	r.order.off = !checksOrder(r.meta)
-	r.src = &eofTracker{r: br}
+	r.filter = lines.NewFilter(br, o.MaxLineBytes)
+	r.src = &eofTracker{r: r.filter}
 	r.cr = csv.NewReader(r.src)
 	r.cr.FieldsPerRecord = -1
 	r.cr.ReuseRecord = true
 	header, err := r.cr.Read()
+	before := int64(-1)
+	if err == nil {
+		before = r.recordLine(nil) - r.lineOff
+	}
+	if long := r.filter.Dropped(before); len(long) > 0 {
+		return nil, &RowError{File: r.name, Line: long[0].Line + r.lineOff, Err: fmt.Errorf("%w: CSV header: %v", ErrMalformed, long[0])}
+	}
 	if err != nil {
 		if err == io.EOF {
 			if r.src.err != nil {
@@ -193,15 +204,36 @@ func newCSVReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions
 	return r, nil
 }
 
-// next returns the next CSV record with its 1-based file line.
+// next returns the next CSV record with its 1-based file line. A line
+// over the limit, which the filter blanked, comes in its place in the
+// file's order, as a *RowProblem.
 func (r *csvReader) next() ([]string, int64, error) {
-	if r.pending != nil || r.pendErr != nil {
-		f, ln, err := r.pending, r.pendLn, r.pendErr
-		r.pending, r.pendErr = nil, nil
-		return f, ln, err
+	if len(r.long) > 0 {
+		l := r.long[0]
+		r.long = r.long[1:]
+		return nil, l.Line + r.lineOff, TooLong(l)
 	}
-	f, err := r.cr.Read()
-	return f, r.recordLine(err), err
+	var (
+		f   []string
+		ln  int64
+		err error
+	)
+	if r.pending != nil || r.pendErr != nil {
+		f, ln, err = r.pending, r.pendLn, r.pendErr
+		r.pending, r.pendErr = nil, nil
+	} else {
+		f, err = r.cr.Read()
+		ln = r.recordLine(err)
+	}
+	before := ln - r.lineOff
+	if err == io.EOF {
+		before = -1
+	}
+	if r.long = r.filter.Dropped(before); len(r.long) > 0 {
+		r.pending, r.pendErr, r.pendLn = append([]string(nil), f...), err, ln
+		return r.next()
+	}
+	return f, ln, err
 }
 
 // recordLine is the 1-based file line of the record csv.Reader just
@@ -253,10 +285,15 @@ func (r *csvReader) Read(recs []Record) (int, error) {
 			return n, io.EOF
 		}
 		rec := &recs[n]
-		if err == nil {
+		var long *RowProblem
+		switch {
+		case errors.As(err, &long) && long.Problem == ProblemTooLong:
+			r.row(line, nil, err)
+			continue
+		case err == nil:
 			rec.resetForDecode()
 			err = r.decode(fields, rec)
-		} else {
+		default:
 			err = unreadable("%v", unwrapParseError(err))
 		}
 		if err != nil && r.atTruncatedEnd() {

@@ -11,14 +11,12 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/intern"
 	"github.com/tokentrace/tokentrace/internal/jsonlex"
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/internal/textsink"
 )
 
 // jsonlMetaKey is the key of the metadata object on a JSONL file's first line.
 const jsonlMetaKey = "tokentrace_meta"
-
-// maxLineBytes bounds one JSONL or CSV line.
-const maxLineBytes = 64 << 20
 
 // JSONL rows are written by a hand-written, append-based encoder: one object
 // per line, keys in Columns order, and a column left out when it holds the
@@ -40,7 +38,7 @@ func NewJSONLWriter(w io.Writer, m Meta) (Writer, error) {
 		m.SchemaVersion = SchemaVersion
 	}
 	jw := &jsonlWriter{Sink: textsink.New(w)}
-	hdr, err := json.Marshal(map[string]Meta{jsonlMetaKey: m})
+	hdr, err := json.Marshal(map[string]Meta{jsonlMetaKey: m.Redacted()})
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
@@ -123,65 +121,19 @@ func (c *column) appendKey(b []byte, open int) []byte {
 	return append(b, c.jsonKey...)
 }
 
-// lineReader reads lines of any length up to maxLineBytes and tells whether
-// the last one ended without a newline.
-type lineReader struct {
-	br      *bufio.Reader
-	long    []byte
-	line    int64 // 1-based number of the line last returned
-	partial bool  // the last line returned had no trailing newline
-}
-
-// next returns the next line without its "\n" or "\r\n". err is io.EOF at
-// the end, or the underlying error (io.ErrUnexpectedEOF for a truncated zstd
-// stream).
-func (l *lineReader) next() ([]byte, error) {
-	l.long = l.long[:0]
-	for {
-		frag, err := l.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if len(l.long)+len(frag) > maxLineBytes {
-				// Not counted: the caller names the line after the last
-				// one read, as for any error that returns no line.
-				return nil, fmt.Errorf("line longer than %d bytes", maxLineBytes)
-			}
-			l.long = append(l.long, frag...)
-			continue
-		}
-		line := frag
-		if len(l.long) > 0 {
-			l.long = append(l.long, frag...)
-			line = l.long
-		}
-		if err != nil {
-			if len(line) == 0 {
-				return nil, err
-			}
-			if err != io.EOF {
-				// Data before a read error (truncated zstd): a partial line.
-				l.line++
-				l.partial = true
-				return line, err
-			}
-			l.line++
-			l.partial = true
-			return bytes.TrimSuffix(line, []byte{'\r'}), nil
-		}
-		l.line++
-		line = line[:len(line)-1]
-		return bytes.TrimSuffix(line, []byte{'\r'}), nil
-	}
-}
-
 type jsonlReader struct {
 	textReader
-	lr     lineReader
+	lr     *lines.Reader
 	peeked []byte
+	long   *lines.TooLongError // the first line, too long
 }
 
 // NewJSONLReader reads JSON lines from r; name is used in error messages.
 // Close closes r if it is an io.Closer.
 func NewJSONLReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	var closer io.Closer
 	if c, ok := r.(io.Closer); ok {
 		closer = c
@@ -194,9 +146,12 @@ func NewJSONLReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
 }
 
 func newJSONLReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptions, zst bool) (*jsonlReader, error) {
-	jr := &jsonlReader{textReader: textReader{name: displayName(name), closer: closer, strict: o.Strict}, lr: lineReader{br: br}}
+	jr := &jsonlReader{textReader: textReader{name: displayName(name), closer: closer, strict: o.Strict}, lr: lines.NewReader(br, o.MaxLineBytes)}
 	jr.meta.SchemaVersion = SchemaVersion
-	line, err := jr.lr.next()
+	line, err := jr.lr.Next()
+	if errors.As(err, &jr.long) {
+		return jr, nil // a row, not metadata: Read counts it
+	}
 	if err != nil && err != io.EOF {
 		if len(line) == 0 {
 			return nil, fmt.Errorf("read: %w", truncErr(err))
@@ -208,7 +163,7 @@ func newJSONLReader(br *bufio.Reader, closer io.Closer, name string, o OpenOptio
 		if err := json.Unmarshal(line, &hdr); err != nil {
 			return nil, &RowError{File: jr.name, Line: 1, Err: fmt.Errorf("%w: metadata line is not valid JSON", ErrMalformed)}
 		}
-		jr.meta = hdr[jsonlMetaKey]
+		jr.meta = hdr[jsonlMetaKey].Redacted()
 		if err := jr.meta.CheckVersion(); err != nil {
 			return nil, err
 		}
@@ -238,7 +193,7 @@ func (r *jsonlReader) truncated(err error) error {
 	if !errors.Is(err, ErrTruncated) {
 		err = fmt.Errorf("%w: %w", ErrTruncated, err)
 	}
-	return &RowError{File: r.name, Line: r.lr.line, Err: err}
+	return &RowError{File: r.name, Line: r.lr.Line(), Err: err}
 }
 
 func (r *jsonlReader) Read(recs []Record) (int, error) {
@@ -252,7 +207,16 @@ func (r *jsonlReader) Read(recs []Record) (int, error) {
 			if r.err != nil {
 				return n, r.err
 			}
-			line, rerr = r.lr.next()
+			if r.long != nil {
+				rerr, r.long = r.long, nil
+			} else {
+				line, rerr = r.lr.Next()
+			}
+			var long *lines.TooLongError
+			if errors.As(rerr, &long) {
+				r.row(long.Line, nil, TooLong(long))
+				continue
+			}
 			if rerr == io.EOF {
 				r.err = io.EOF
 				return n, io.EOF
@@ -261,7 +225,7 @@ func (r *jsonlReader) Read(recs []Record) (int, error) {
 				if errors.Is(rerr, io.ErrUnexpectedEOF) {
 					r.err = r.truncated(truncErr(rerr))
 				} else {
-					r.err = &RowError{File: r.name, Line: r.lr.line + 1, Err: rerr}
+					r.err = &RowError{File: r.name, Line: r.lr.Line() + 1, Err: rerr}
 				}
 				return n, r.err
 			}
@@ -280,12 +244,12 @@ func (r *jsonlReader) Read(recs []Record) (int, error) {
 		if err == errMetaLine {
 			continue
 		}
-		if err != nil && r.lr.partial && r.err == nil {
+		if err != nil && r.lr.Partial() && r.err == nil {
 			// The last line, cut short: the file was truncated.
 			r.err = r.truncated(fmt.Errorf("%w: last line is incomplete", ErrTruncated))
 			return n, r.err
 		}
-		if r.row(r.lr.line, rec, err) {
+		if r.row(r.lr.Line(), rec, err) {
 			n++
 		}
 	}
@@ -367,10 +331,15 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *intern.Strings) error {
 		}
 		return nil
 	}
+	c := &schema[col]
 	if d.Null() {
+		if c.always {
+			// seq, arrival_ns and the token counts have no "not
+			// reported": a null is not a 0.
+			return &RowProblem{Problem: ProblemUnreadable, Column: c.name, Detail: "is null (want a number)"}
+		}
 		return nil
 	}
-	c := &schema[col]
 	var err *RowProblem
 	switch c.kind {
 	case kindInt64:

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tokentrace/tokentrace/internal/redact"
 )
 
 // SchemaVersion is the version of the record schema this package writes,
@@ -94,9 +96,28 @@ func (m *Meta) CheckVersion() error {
 	return nil
 }
 
+// Redacted is m with what may be credentials taken out of its text: the
+// userinfo, query values and fragment of every URL in its command line,
+// source and free values (internal/redact). Every codec writes and reads
+// metadata through it, so a secret recorded by mistake is never stored,
+// and one an older writer stored is never shown again.
+func (m Meta) Redacted() Meta {
+	m.Source, m.Tokenizer, m.Command = redact.URLs(m.Source), redact.URLs(m.Tokenizer), redact.URLs(m.Command)
+	if len(m.Extra) > 0 {
+		extra := make(map[string]string, len(m.Extra))
+		for k, v := range m.Extra {
+			extra[k] = redact.URLs(v)
+		}
+		m.Extra = extra
+	}
+	return m
+}
+
 // KeyValues flattens m into "tokentrace."-prefixed key/value pairs, sorted by
 // key, as stored in Parquet metadata.
 func (m *Meta) KeyValues() [][2]string {
+	r := m.Redacted()
+	m = &r
 	kv := [][2]string{{"tokentrace.schema_version", m.SchemaVersion}}
 	add := func(k, v string) {
 		if v != "" {
@@ -161,5 +182,5 @@ func MetaFromKeyValues(kv [][2]string) (Meta, error) {
 			}
 		}
 	}
-	return m, nil
+	return m.Redacted(), nil
 }

@@ -87,6 +87,9 @@ func Open(name string) (Reader, error) { return OpenWith(name, DefaultOpenOption
 // an error. A damaged file is an error unless o.Salvage; a file with rows
 // but no valid record is an error (ErrNoValidRows).
 func OpenWith(name string, o OpenOptions) (Reader, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("open trace %s: %w", displayName(name), err)
+	}
 	r, err := openWith(name, o)
 	if err != nil {
 		return nil, err
@@ -157,6 +160,9 @@ func publicTraceErr(f string) error {
 // spooled to a temporary file (removed on Close). Close closes r if it is an
 // io.Closer.
 func NewReader(r io.Reader, name string, o OpenOptions) (Reader, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	var closer io.Closer
 	if c, ok := r.(io.Closer); ok && r != os.Stdin {
 		closer = c

@@ -68,6 +68,9 @@ type parquetWriter struct {
 }
 
 func newParquetWriter(w io.Writer, m Meta, o CreateOptions) (*parquetWriter, error) {
+	// Runs of a sort that was killed are removed, whether or not this
+	// writer spills (they are locked while in use: internal/tempfile).
+	tempfile.Sweep(filepath.Join(cmp.Or(o.TempDir, os.TempDir()), SortDirPattern))
 	pw := &parquetWriter{out: w, meta: m, o: o}
 	if a, ok := w.(interface{ SetAside() (string, error) }); ok {
 		pw.setAside = a.SetAside
@@ -202,8 +205,6 @@ func (w *parquetWriter) sortBuffer() {
 // spill writes the buffer, sorted, as the next run and empties it.
 func (w *parquetWriter) spill() error {
 	if w.tmpDir == "" {
-		// Runs of a sort that was killed are removed first.
-		tempfile.Sweep(filepath.Join(cmp.Or(w.o.TempDir, os.TempDir()), SortDirPattern))
 		d, release, err := tempfile.MkdirTemp(w.o.TempDir, SortDirPattern)
 		if err != nil {
 			return OptionErrorf("", "CreateOptions.TempDir", "spill sorted run: %w", err)
@@ -754,7 +755,13 @@ func (r *parquetReader) filter(recs []Record) (int, error) {
 			n++
 			continue
 		}
-		if err := rec.Validate(); err != nil {
+		err := rec.Validate()
+		if err == nil {
+			if p := r.order.spans.check(rec.ArrivalNs); p != nil {
+				err = p
+			}
+		}
+		if err != nil {
 			if err := r.stats.CountBad(&RowError{File: r.name, Line: r.row, Err: err}, r.strict); err != nil {
 				return n, err
 			}

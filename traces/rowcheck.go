@@ -45,6 +45,10 @@ const (
 	// ProblemTruncated is a file that ends in the middle of a row, block
 	// or footer (see ErrTruncated).
 	ProblemTruncated
+	// ProblemTooLong is a line (a JSON document, a CSV record) longer
+	// than OpenOptions.MaxLineBytes: read to its end without being held,
+	// and skipped like any bad row.
+	ProblemTooLong
 
 	// NumProblems bounds the Problem values (ReadStats.Bad is indexed by
 	// Problem).
@@ -59,6 +63,7 @@ var problemWords = [NumProblems]string{
 	ProblemMismatch:   "list/count mismatch",
 	ProblemOutOfOrder: "out of arrival order",
 	ProblemTruncated:  "truncated",
+	ProblemTooLong:    "too long",
 }
 
 // Key is the problem's word as a snake_case key ("out_of_arrival_order"),
@@ -79,6 +84,14 @@ func (p Problem) String() string {
 // difference of any two times fits an int64 and no later arithmetic
 // (spans, schedules, bins) can overflow.
 const MaxTimeNs = math.MaxInt64 / 2
+
+// MaxSpanNs bounds what a trace's times may span: an arrival may be at
+// most this long after (or before) the first row's, and a think time at
+// most this long: 10 years. A trace beyond it has no replay that reaches
+// its far rows in a sane time, and no workload synth can fit (its model
+// keeps think times and gaps in whole seconds of an int32, 68 years), so
+// such a row is out of range where it is read, not a failure later.
+const MaxSpanNs = 10 * 365 * 24 * int64(time.Hour)
 
 // MaxTokens bounds every token count (input, output, prefix, server usage,
 // tokens per chunk): 2^24, more than any served model's context, so that
@@ -160,10 +173,13 @@ func unreadable(format string, a ...any) *RowProblem {
 //   - every time (arrival_ns, finish_ns, think_ns, the outcome offsets and
 //     chunk_ns) is in [0, MaxTimeNs], or NotReported where allowed;
 //   - every token count is in [0, MaxTokens], or NotReported where allowed;
+//   - prefix_tokens is at most input_tokens, and think_ns at most
+//     MaxSpanNs;
 //   - chunk_tokens has one entry per chunk_ns entry, or none.
 //
 // Order between rows is not a property of one record: readers check it
-// (ProblemOutOfOrder).
+// (ProblemOutOfOrder), and that every arrival is within MaxSpanNs of the
+// first row's (ProblemOutOfRange).
 func (r *Record) Validate() error {
 	// One pass of plain comparisons for the common case, a valid row (the
 	// decoders' hot path); the first problem's words come from problem.
@@ -196,7 +212,8 @@ func inTokens(v int32, unreported bool) bool {
 func (r *Record) requestValid() bool {
 	ok := r.Seq >= 0 && inTime(r.ArrivalNs, false) && r.Turn >= 0 &&
 		inTokens(r.InputTokens, false) && inTokens(r.OutputTokens, false) && inTokens(r.PrefixTokens, false) &&
-		inTime(r.FinishNs, true) && inTime(r.ThinkNs, true) && r.ParentSeq >= NotReported
+		r.PrefixTokens <= r.InputTokens &&
+		inTime(r.FinishNs, true) && r.ThinkNs >= NotReported && r.ThinkNs <= MaxSpanNs && r.ParentSeq >= NotReported
 	for _, s := range r.AfterSeqs {
 		ok = ok && s >= 0
 	}
@@ -237,11 +254,17 @@ func (r *Record) problem() *RowProblem {
 			return p
 		}
 	}
+	if r.PrefixTokens > r.InputTokens {
+		return problemf(ProblemOutOfRange, "prefix_tokens", "%d is more than input_tokens %d (a prefix is part of the prompt)", r.PrefixTokens, r.InputTokens)
+	}
 	if p := checkTime("finish_ns", r.FinishNs, true); p != nil {
 		return p
 	}
 	if p := checkTime("think_ns", r.ThinkNs, true); p != nil {
 		return p
+	}
+	if r.ThinkNs > MaxSpanNs {
+		return problemf(ProblemOutOfRange, "think_ns", "%d (%s; at most %s)", r.ThinkNs, years(r.ThinkNs), years(MaxSpanNs))
 	}
 	if r.ParentSeq < NotReported {
 		return problemf(ProblemNegative, "parent_seq", "%d", r.ParentSeq)
@@ -368,11 +391,59 @@ func parseInt(s string, bits int) (int64, *RowProblem) {
 	return 0, numberProblem("", s)
 }
 
-// orderCheck finds rows whose arrival_ns goes back from the row before.
+// orderCheck finds rows whose arrival_ns goes back from the row before,
+// and rows too far from the first (MaxSpanNs).
 type orderCheck struct {
-	prev int64
-	seen bool
-	off  bool // the file is not in arrival order by design (see checksOrder)
+	prev  int64
+	seen  bool
+	off   bool // the file is not in arrival order by design (see checksOrder)
+	spans spanCheck
+}
+
+// spanCheck finds rows whose arrival is more than MaxSpanNs from the
+// first valid row's.
+type spanCheck struct {
+	first int64
+	seen  bool
+}
+
+// check returns the problem of a row arriving at a, or nil; the first row
+// it sees is the reference.
+func (s *spanCheck) check(a int64) *RowProblem {
+	if !s.seen {
+		s.first, s.seen = a, true
+		return nil
+	}
+	d, dir := a-s.first, "after"
+	if d < 0 {
+		d, dir = -d, "before"
+	}
+	if d <= MaxSpanNs {
+		return nil
+	}
+	return problemf(ProblemOutOfRange, "arrival_ns", "%d is %s %s the first row's (at most %s: no replay reaches it)", a, years(d), dir, years(MaxSpanNs))
+}
+
+// years says a duration in ns as whole years, or days under a year.
+func years(ns int64) string {
+	const day = 24 * int64(time.Hour)
+	if ns >= 365*day {
+		return fmt.Sprintf("%d years", ns/(365*day))
+	}
+	return fmt.Sprintf("%d days", ns/day)
+}
+
+// SpanCheck checks the arrivals of a stream of rows against its first:
+// importers apply it as readers do (see MaxSpanNs).
+type SpanCheck struct{ c spanCheck }
+
+// Check returns the problem of a row arriving at a (a *RowProblem), or
+// nil; the first row checked is the reference.
+func (s *SpanCheck) Check(a int64) error {
+	if p := s.c.check(a); p != nil {
+		return p
+	}
+	return nil
 }
 
 // check reports whether a row arriving at a comes before the row above

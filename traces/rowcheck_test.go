@@ -230,21 +230,70 @@ func TestLogsAreNotATrace(t *testing.T) {
 	}
 }
 
-// TestLongLineNamesItsLine: the line over the limit is the one named.
-func TestLongLineNamesItsLine(t *testing.T) {
-	var b bytes.Buffer
+// TestLongLineIsABadRow: a line over the limit is a bad row of its own,
+// named by its line and skipped like any other (the rows after it read);
+// with Strict it is the error. JSON lines and CSV alike.
+func TestLongLineIsABadRow(t *testing.T) {
+	var js, cs bytes.Buffer
+	cs.WriteString("seq,arrival_ns,input_tokens,output_tokens\n")
 	for i := range 6 {
-		fmt.Fprintf(&b, `{"seq":%d,"arrival_ns":%d,"input_tokens":1,"output_tokens":1}`+"\n", i, i)
+		fmt.Fprintf(&js, `{"seq":%d,"arrival_ns":%d,"input_tokens":1,"output_tokens":1}`+"\n", i, i)
+		fmt.Fprintf(&cs, "%d,%d,1,1\n", i, i)
 	}
-	long := io.MultiReader(&b, strings.NewReader(`{"model":"`), io.LimitReader(zeros{}, 65<<20), strings.NewReader("\n"))
-	r, err := traces.NewJSONLReader(long, "long.jsonl", traces.DefaultOpenOptions())
-	if err != nil {
-		t.Fatal(err)
+	after := func(format string) string {
+		var b bytes.Buffer
+		for i := 6; i < 9; i++ {
+			fmt.Fprintf(&b, format, i, i)
+		}
+		return b.String()
 	}
-	_, err = traces.ReadFrom(r)
-	var re *traces.RowError
-	if !errors.As(err, &re) || re.Line != 7 || !strings.Contains(err.Error(), "longer than") {
-		t.Errorf("got %v, want line 7 longer than the limit", err)
+	inputs := map[string]func() io.Reader{
+		"long.jsonl": func() io.Reader {
+			return io.MultiReader(bytes.NewReader(js.Bytes()), strings.NewReader(`{"model":"`), io.LimitReader(zeros{}, 65<<20),
+				strings.NewReader("\"}\n"+after(`{"seq":%d,"arrival_ns":%d,"input_tokens":1,"output_tokens":1}`+"\n")))
+		},
+		"long.csv": func() io.Reader {
+			return io.MultiReader(bytes.NewReader(cs.Bytes()), io.LimitReader(zeros{}, 65<<20), strings.NewReader(",1,1,1\n"+after("%d,%d,1,1\n")))
+		},
+	}
+	for name, in := range inputs {
+		line := int64(7)
+		if strings.HasSuffix(name, ".csv") {
+			line = 8
+		}
+		r, err := traces.NewReader(in(), name, traces.DefaultOpenOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := traces.ReadFrom(r)
+		st := r.Stats()
+		b := st.Bad[traces.ProblemTooLong]
+		if err != nil || len(recs) != 9 || b.Rows != 1 || !strings.Contains(fmt.Sprint(b.First), fmt.Sprintf("%s:%d: too long: line of", name, line)) {
+			t.Errorf("%s: %d rows, %v; too long %d (first %v); want 9 rows and line %d too long", name, len(recs), err, b.Rows, b.First, line)
+		}
+		strict := traces.DefaultOpenOptions()
+		strict.Strict = true
+		r, err = traces.NewReader(in(), name, strict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = traces.ReadFrom(r)
+		var re *traces.RowError
+		if !errors.As(err, &re) || re.Line != line || traces.ProblemOf(err) != traces.ProblemTooLong {
+			t.Errorf("%s strict: got %v, want line %d too long", name, err, line)
+		}
+	}
+	// The limit is an option; a limit no line fits under is refused.
+	o := traces.DefaultOpenOptions()
+	o.MaxLineBytes = 40
+	r, _ := traces.NewReader(bytes.NewReader(js.Bytes()), "t.jsonl", o)
+	if recs, _ := traces.ReadFrom(r); len(recs) != 0 || r.Stats().Bad[traces.ProblemTooLong].Rows != 6 {
+		t.Errorf("a 40-byte limit kept %d rows and found %d too long; want 0 and 6", len(recs), r.Stats().Bad[traces.ProblemTooLong].Rows)
+	}
+	o.MaxLineBytes = 0
+	var oe *traces.OptionError
+	if _, err := traces.NewReader(bytes.NewReader(js.Bytes()), "t.jsonl", o); !errors.As(err, &oe) || !strings.Contains(err.Error(), "MaxLineBytes") {
+		t.Errorf("MaxLineBytes 0: got %v, want an option error naming OpenOptions.MaxLineBytes", err)
 	}
 }
 

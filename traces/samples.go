@@ -223,7 +223,7 @@ func samplesWriteText(w io.Writer, format Format, m Meta, s []MetricsSample) err
 	switch format {
 	case FormatJSONL:
 		enc := json.NewEncoder(bw)
-		if err := enc.Encode(map[string]Meta{jsonlMetaKey: m}); err != nil {
+		if err := enc.Encode(map[string]Meta{jsonlMetaKey: m.Redacted()}); err != nil {
 			return err
 		}
 		for i := range s {
@@ -232,7 +232,7 @@ func samplesWriteText(w io.Writer, format Format, m Meta, s []MetricsSample) err
 			}
 		}
 	case FormatCSV:
-		meta, err := json.Marshal(m)
+		meta, err := json.Marshal(m.Redacted())
 		if err != nil {
 			return err
 		}
@@ -445,6 +445,7 @@ func samplesReadText(br *bufio.Reader, name string) ([]MetricsSample, Meta, erro
 			if verr := m.CheckVersion(); verr != nil {
 				return nil, m, verr
 			}
+			m = m.Redacted()
 		}
 		if err != nil && err != io.EOF {
 			return nil, m, err
@@ -498,7 +499,7 @@ func samplesReadJSONL(br *bufio.Reader, name string) ([]MetricsSample, Meta, err
 			if err := json.Unmarshal(b, &hdr); err != nil {
 				return nil, m, &RowError{File: name, Line: 1, Err: errors.New("metadata line is not JSON")}
 			}
-			m = hdr[jsonlMetaKey]
+			m = hdr[jsonlMetaKey].Redacted()
 			if err := m.CheckVersion(); err != nil {
 				return nil, m, err
 			}

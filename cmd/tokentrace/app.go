@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/urfave/cli/v2"
 )
 
@@ -122,13 +123,14 @@ Flags go before arguments.`,
 
 // Main runs the CLI and returns the process exit code.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stderr = redactWriter{stderr}
 	app := newApp(stdin, stdout, stderr)
 	args = helpArgs(app, args)
 	if msg := unknownCommand(app, args); msg != "" {
-		fmt.Fprint(stderr, errorText(commandPath(app, args), errors.New(msg), exitUsage))
+		fmt.Fprint(stderr, redact.URLs(errorText(commandPath(app, args), errors.New(msg), exitUsage)))
 		return exitUsage
 	}
-	ctx = context.WithValue(ctx, ctxKey{}, streams{in: stdin, out: stdout, err: stderr})
+	ctx = context.WithValue(ctx, ctxKey{}, streams{in: newCtxStdin(ctx, stdin), out: stdout, err: stderr})
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
@@ -141,7 +143,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		strings.HasPrefix(err.Error(), "Required flag") || strings.HasPrefix(err.Error(), "No help topic") || strings.HasPrefix(err.Error(), "invalid value") {
 		code = exitUsage
 	}
-	fmt.Fprint(stderr, errorText(commandPath(app, args), flagged(err, nil), code))
+	// A URL's credentials or query (a token) an error names never reach
+	// the terminal or a log of it.
+	fmt.Fprint(stderr, redact.URLs(errorText(commandPath(app, args), flagged(err, nil), code)))
 	return code
 }
 

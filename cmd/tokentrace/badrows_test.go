@@ -37,6 +37,8 @@ func badRowsTrace(t *testing.T, part bool) []string {
 		m.Set(traces.MetaKAnon, traces.KAnonDeferred)
 		m.Set("capture.kanon_k", "2")
 		m.Set("capture.session_idle", "30m0s")
+		m.Set("capture.part", "0")
+		m.Set("capture.arrivals", "unix_ns")
 	}
 	name := writeTrace(t, filepath.Join(t.TempDir(), "base.jsonl"), m, recs)
 	return strings.Split(strings.TrimSuffix(string(readFile(t, name)), "\n"), "\n")
@@ -87,28 +89,7 @@ func TestBadRowsEverywhere(t *testing.T) {
 		return p
 	}
 	good := write("good.jsonl", lines, false)
-	kinds := []struct {
-		kind    string
-		edit    func(row, prev map[string]any)
-		want    string // the problem as every command names it
-		cut     bool
-		wantRow int // the FILE:LINE named
-	}{
-		{kind: "negative", edit: func(r, _ map[string]any) { r["input_tokens"] = -5 },
-			want: "1 negative (first %s:12: negative: input_tokens -5)"},
-		{kind: "backwards", edit: func(r, p map[string]any) {
-			a, _ := p["arrival_ns"].(json.Number).Int64()
-			r["arrival_ns"] = a - 100e6
-		}, want: "1 row out of arrival order (first %s:12: out of arrival order: arrival_ns 350000000 goes back 100ms from the row before)"},
-		{kind: "huge", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("9223372036854775000") },
-			want: "1 out of range (first %s:12: out of range: arrival_ns 9223372036854775000"},
-		{kind: "non-integer", edit: func(r, _ map[string]any) { r["output_tokens"] = 1.5 },
-			want: "1 not an integer (first %s:12: not an integer: output_tokens 1.5)"},
-		{kind: "list/count mismatch", edit: func(r, _ map[string]any) {
-			r["chunk_ns"], r["chunk_tokens"] = []int{1, 2, 3}, []int{1}
-		}, want: "1 list/count mismatch (first %s:12: list/count mismatch: chunk_tokens has 1 entry for 3 chunk_ns"},
-		{kind: "truncated", cut: true, want: "is damaged (truncated): 29 complete rows before the damage, which --salvage uses (%s:31:"},
-	}
+	kinds := badRowKinds()
 	out := filepath.Join(dir, "out")
 	// Each command's arguments: its flags, then the file with the bad row.
 	commands := []struct {
@@ -124,6 +105,7 @@ func TestBadRowsEverywhere(t *testing.T) {
 			return []string{"replay", "--quiet", "--speed", "20", "--max-lateness", "10s", "--out", out + ".parquet", f}
 		}, false},
 		{"analyze", func(f string) []string { return []string{"analyze", f} }, false},
+		{"analyze compare", func(f string) []string { return []string{"analyze", "compare", "--resamples", "100", f, good} }, false},
 		{"validate", func(f string) []string {
 			return []string{"validate", "--quiet", "--resamples", "100", "--target", "a=sim", "--target", "b=sim:max-num-seqs=4", f, good}
 		}, false},
@@ -151,7 +133,7 @@ func TestBadRowsEverywhere(t *testing.T) {
 				args := c.args(file)
 				// The command's words (one or two), the flag, the rest.
 				n := 1
-				if strings.HasPrefix(c.name, "synth ") {
+				if strings.HasPrefix(c.name, "synth ") || c.name == "analyze compare" {
 					n = 2
 				}
 				args = append(append(append([]string(nil), args[:n]...), flag...), args[n:]...)
@@ -196,13 +178,62 @@ func TestBadRowsEverywhere(t *testing.T) {
 	}
 }
 
+// badRowKind is one kind of bad row of the table: how the row is edited
+// (or the file cut), the problem as every command names it, and the
+// FILE:LINE named.
+type badRowKind struct {
+	kind    string
+	edit    func(row, prev map[string]any)
+	want    string // the problem as every command names it
+	cut     bool
+	wantRow int // the FILE:LINE named
+}
+
+// badRowKinds are the kinds of bad rows every command is run on.
+func badRowKinds() []badRowKind {
+	return []badRowKind{
+		{kind: "negative", edit: func(r, _ map[string]any) { r["input_tokens"] = -5 },
+			want: "1 negative (first %s:12: negative: input_tokens -5)"},
+		{kind: "negative outcome", edit: func(r, _ map[string]any) { r["first_token_ns"] = -7 },
+			want: "1 negative (first %s:12: negative: first_token_ns -7)"},
+		{kind: "backwards", edit: func(r, p map[string]any) {
+			a, _ := p["arrival_ns"].(json.Number).Int64()
+			r["arrival_ns"] = a - 100e6
+		}, want: "1 row out of arrival order (first %s:12: out of arrival order: arrival_ns 350000000 goes back 100ms from the row before)"},
+		{kind: "huge", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("9223372036854775000") },
+			want: "1 out of range (first %s:12: out of range: arrival_ns 9223372036854775000"},
+		{kind: "non-integer", edit: func(r, _ map[string]any) { r["output_tokens"] = 1.5 },
+			want: "1 not an integer (first %s:12: not an integer: output_tokens 1.5)"},
+		{kind: "list/count mismatch", edit: func(r, _ map[string]any) {
+			r["chunk_ns"], r["chunk_tokens"] = []int{1, 2, 3}, []int{1}
+		}, want: "1 list/count mismatch (first %s:12: list/count mismatch: chunk_tokens has 1 entry for 3 chunk_ns"},
+		// Extremes that pass as numbers but break later commands are
+		// refused where the row is read.
+		{kind: "far future", edit: func(r, _ map[string]any) { r["arrival_ns"] = json.Number("4611686018427387903") },
+			want: "1 out of range (first %s:12: out of range: arrival_ns 4611686018427387903 is 146 years after the first row's (at most 10 years: no replay reaches it))"},
+		{kind: "endless think", edit: func(r, _ map[string]any) { r["think_ns"] = json.Number("4611686018427387903") },
+			want: "1 out of range (first %s:12: out of range: think_ns 4611686018427387903 (146 years; at most 10 years))"},
+		{kind: "null count", edit: func(r, _ map[string]any) { r["input_tokens"] = nil },
+			want: "1 unreadable (first %s:12: unreadable: input_tokens is null (want a number))"},
+		{kind: "prefix over prompt", edit: func(r, _ map[string]any) {
+			n, _ := r["input_tokens"].(json.Number).Int64()
+			r["prefix_tokens"] = n + 1
+		}, want: "1 out of range (first %s:12: out of range: prefix_tokens 75 is more than input_tokens 74 (a prefix is part of the prompt))"},
+		{kind: "truncated", cut: true, want: "is damaged (truncated): 29 complete rows before the damage, which --salvage uses (%s:31:"},
+	}
+}
+
 // kindWord is the word messages use for a kind of the table.
 func kindWord(kind string) string {
 	switch kind {
 	case "backwards":
 		return traces.ProblemOutOfOrder.String()
-	case "huge":
+	case "huge", "far future", "endless think", "prefix over prompt":
 		return traces.ProblemOutOfRange.String()
+	case "null count":
+		return traces.ProblemUnreadable.String()
+	case "negative outcome":
+		return traces.ProblemNegative.String()
 	case "non-integer":
 		return traces.ProblemNotInteger.String()
 	}

@@ -387,7 +387,7 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("signals a child process")
 	}
-	logs := sampleLogs(t, 120*time.Second, 0)
+	logs := spillingLogs(t)
 	tmp, dir := t.TempDir(), t.TempDir()
 	out := filepath.Join(dir, "trace.parquet")
 	cmd := exec.Command(os.Args[0])

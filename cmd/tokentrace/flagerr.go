@@ -170,6 +170,7 @@ var optionFlags = map[string]string{
 	"Options.Fleet.KVTransferBytesPerToken": "--kv-transfer-bytes-per-token",
 	"Options.Fleet.Overrides":               "--replica-config",
 	"OpenOptions.Salvage":                   "--salvage",
+	"OpenOptions.MaxLineBytes":              "--max-line-mib",
 	"Command.Out":                           "--out",
 	"Command.Format":                        "--format",
 	"Command.JSON":                          "--json",

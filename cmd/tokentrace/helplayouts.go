@@ -28,7 +28,7 @@ var helpLayouts = map[string]helpLayout{
 			{"Run control", []string{"run", "drain", "max-failed", "journal", "keep-journal", "no-realtime", "net-http"}},
 			{"Server-side measures", []string{"replica-header", "prefill-replica-header", "otlp-listen", "otlp-grace", "metrics-url", "metrics-instance-label", "metrics-role-label", "metrics-interval", "metrics-out", "sim-per-request-metrics", "no-describe-server"}},
 			{"Results metadata", []string{"label", "metadata"}},
-			{"Input and output files", []string{"sort-memory-mib", "temp-dir", "strict", "salvage"}},
+			{"Input and output files", []string{"sort-memory-mib", "temp-dir", "strict", "salvage", "max-line-mib"}},
 		},
 	},
 	"sim": {
@@ -48,7 +48,7 @@ var helpLayouts = map[string]helpLayout{
 			{"Requests", []string{"model-map", "window", "max-concurrency", "timeout"}},
 			{"Built-in simulator", []string{"sim-preset", "sim-max-num-seqs", "sim-max-num-batched-tokens", "sim-num-gpu-blocks", "sim-step-fixed", "sim-prefill-per-token", "sim-decode-per-seq", "sim-attn-per-context-token", "sim-per-request-metrics", "sim-config"}},
 			{"Output", []string{"ext", "chart", "label", "metadata"}},
-			{"Input files", []string{"strict", "salvage"}},
+			{"Input files", []string{"strict", "salvage", "max-line-mib"}},
 		},
 	},
 	"validate": {
@@ -57,7 +57,7 @@ var helpLayouts = map[string]helpLayout{
 			{"Statistics", []string{"seed", "resamples", "confidence", "min-effect-pct", "magnitude-tolerance"}},
 			{"Explaining a broken conclusion", []string{"explain", "combination-budget"}},
 			{"Runs", []string{"realtime", "model", "model-map", "api-key-file", "timeout", "out-dir", "fail-if-broken"}},
-			{"Input files", []string{"strict", "salvage"}},
+			{"Input files", []string{"strict", "salvage", "max-line-mib"}},
 		},
 	},
 	"analyze": {
@@ -66,7 +66,7 @@ var helpLayouts = map[string]helpLayout{
 			{"Attribution", []string{"ignore-server-timings", "requests-out", "class"}},
 			{"vLLM bench serve output", []string{"vllm-json", "percentile-metrics", "metric-percentiles", "max-concurrency", "request-rate"}},
 			{"Capacity and cost", []string{"kv-blocks", "session-idle", "model-bytes", "bandwidth", "cost-per-hour"}},
-			{"Input files", []string{"exact-rows", "strict", "salvage"}},
+			{"Input files", []string{"exact-rows", "strict", "salvage", "max-line-mib"}},
 		},
 	},
 	"analyze compare": {
@@ -74,7 +74,7 @@ var helpLayouts = map[string]helpLayout{
 		groups: []helpGroup{
 			{"Statistics", []string{"seed", "resamples", "confidence", "max-sample", "threshold-pct", "practical-pct", "min-change-ms", "max-lateness"}},
 			{"Attribution", []string{"ignore-server-timings", "class"}},
-			{"Input files", []string{"exact-rows", "strict", "salvage"}},
+			{"Input files", []string{"exact-rows", "strict", "salvage", "max-line-mib"}},
 		},
 	},
 	"capture": {
@@ -89,7 +89,7 @@ var helpLayouts = map[string]helpLayout{
 		top: []string{"prometheus", "start", "slo", "tail-metric", "tail", "html", "json", "what-if"},
 		groups: []helpGroup{
 			{"Prometheus", []string{"step", "selector", "instance-label", "role-label", "bearer-token-file", "basic-auth-file", "timeout", "metrics-out"}},
-			{"Input files", []string{"strict", "salvage"}},
+			{"Input files", []string{"strict", "salvage", "max-line-mib"}},
 		},
 	},
 }

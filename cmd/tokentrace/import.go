@@ -123,6 +123,9 @@ func importWrite(c *cli.Context, r traces.Reader, out string, m traces.Meta, for
 		st := r.Stats()
 		err = fmt.Errorf("no rows imported: all %d rows are malformed for --format %s (first: %v); check --format (one of %s)",
 			st.Skipped, format, st.FirstSkip, strings.Join(formats.ImportFormats, ", "))
+		if long := st.Bad[traces.ProblemTooLong].Rows; long == st.Skipped && long > 0 {
+			err = fmt.Errorf("no rows imported: all %d rows are too long (first: %v); --max-line-mib raises the limit", long, st.Bad[traces.ProblemTooLong].First)
+		}
 		if st.Skipped == 0 {
 			err = errors.New("no rows imported: the input is empty")
 		}

@@ -86,6 +86,7 @@ func newReplayArgs() *replayArgs {
 		otlpGrace: otlp.DefaultGrace, metricsInterval: scrape.DefaultInterval,
 		sessionHeader: replay.DefaultSessionHeader, contextGrowth: true, simMetrics: true,
 		sort: sortFlags{mib: traces.DefaultSortMemoryBytes >> 20},
+		read: readFlags{o: traces.DefaultOpenOptions()},
 	}
 }
 

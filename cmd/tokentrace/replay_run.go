@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/tokentrace/tokentrace/replay"
@@ -17,6 +19,9 @@ import (
 // them and says whether the run reproduced the trace. Its errors keep the
 // library's chain (errors.Is finds replay.ErrNothingToSend,
 // traces.ErrTruncated) and name flags where the library named options.
+// longWait is the wait in a replay's schedule that replay warns of.
+const longWait = time.Hour
+
 func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	o, to, err := a.options()
 	if err != nil {
@@ -35,6 +40,12 @@ func runReplay(ctx context.Context, a *replayArgs, s streams) error {
 	plan, err := replay.Scan(ctx, src, o)
 	if err != nil {
 		return flagged(err, replayFlags)
+	}
+	if plan.LongestWait >= longWait {
+		// Said before the run, not after the wait: a row far in the
+		// future would otherwise look like a replay that hangs.
+		fmt.Fprintf(s.err, "tokentrace replay: warning: the run waits %v with nothing to send before seq %d (at --speed %g); --window FROM,TO or a higher --speed shortens it\n",
+			plan.LongestWait.Round(time.Second), plan.LongestWaitSeq, o.Speed)
 	}
 	tgt, metricsOut, err := a.startTarget(ctx, to, &o, plan.Longest, s)
 	if err != nil {
@@ -194,6 +205,7 @@ func (a *replayArgs) runOptions(o *replay.Options, tgt *replay.Target, s streams
 		journal = replay.JournalPath(a.out)
 	}
 	o.Journal = journal
+	keepEarlierJournal(journal, s)
 	// Results stream to the journal and leave memory, unless spans must be
 	// joined to them at the end.
 	o.RecordsInJournal = journal != "" && tgt.OTLPAddr == ""
@@ -208,6 +220,27 @@ func (a *replayArgs) runOptions(o *replay.Options, tgt *replay.Target, s streams
 	}
 	o.Log = prefixWriter{s.err, "tokentrace "}
 	return journal
+}
+
+// keepEarlierJournal moves a journal already at path aside, under a name
+// with its time: it is what a killed (or --keep-journal) run finished, its
+// only record, and this run would truncate it.
+func keepEarlierJournal(path string, s streams) {
+	fi, err := os.Stat(path)
+	if path == "" || err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	stem := strings.TrimSuffix(path, ".jsonl") + "." + fi.ModTime().UTC().Format("20060102T150405")
+	aside := stem + ".jsonl"
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(aside); os.IsNotExist(err) {
+			break
+		}
+		aside = fmt.Sprintf("%s-%d.jsonl", stem, i)
+	}
+	if err := os.Rename(path, aside); err == nil {
+		fmt.Fprintf(s.err, "tokentrace replay: note: the journal an earlier run left at %s (a run that did not finish, or one told to keep it) is kept as %s\n", path, aside)
+	}
 }
 
 // joinTarget joins the target's OTLP spans to the results and writes the

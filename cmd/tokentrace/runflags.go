@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/tokentrace/tokentrace/analyze"
+	"github.com/tokentrace/tokentrace/internal/redact"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/traces"
 	"github.com/urfave/cli/v2"
@@ -165,6 +166,9 @@ func strconvQuote(s string) string {
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
+	if r, ok := w.(redactWriter); ok {
+		w = r.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -220,23 +224,25 @@ func recordedArgs(args []string) []string {
 }
 
 // replayCommandLine rebuilds the command line for the metadata from the
-// flags that were set, with header values and URL credentials removed.
+// flags that were set, with header values removed and every value's URLs
+// redacted (their userinfo, query values and fragments: by value, so a
+// secret in any flag, --target, --metrics-url or a --background spec
+// alike, is never recorded).
 func replayCommandLine(c *cli.Context, headers []string) string {
 	parts := []string{"tokentrace", "replay"}
+	add := func(name, v string) { parts = append(parts, "--"+name, strconvQuote(redact.URLs(v))) }
 	for name, f := range setFlags(c) {
 		switch name {
 		case "header":
 			for _, h := range headers {
 				k, _, _ := strings.Cut(h, ":")
-				parts = append(parts, "--header", strconvQuote(strings.TrimSpace(k)+": (redacted)"))
+				parts = append(parts, "--header", strconvQuote(strings.TrimSpace(k)+": "+redact.Mark))
 			}
-		case "url":
-			parts = append(parts, "--url", replay.RedactURL(c.String(name)))
 		default:
 			if gf, ok := f.(*cli.GenericFlag); ok {
 				if hf, ok := gf.Value.(*headerFlag); ok { // --background, --metadata, --model-map
 					for _, v := range hf.v {
-						parts = append(parts, "--"+name, strconvQuote(v))
+						add(name, v)
 					}
 					continue
 				}
@@ -245,11 +251,11 @@ func replayCommandLine(c *cli.Context, headers []string) string {
 				parts = append(parts, fmt.Sprintf("--%s=%v", name, c.Bool(bf.Name)))
 				continue
 			}
-			parts = append(parts, "--"+name, strconvQuote(recordedValue(c, name)))
+			add(name, recordedValue(c, name))
 		}
 	}
 	for _, a := range recordedArgs(c.Args().Slice()) {
-		parts = append(parts, strconvQuote(a))
+		parts = append(parts, strconvQuote(redact.URLs(a)))
 	}
 	return strings.Join(parts, " ")
 }

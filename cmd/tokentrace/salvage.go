@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 
 	"github.com/tokentrace/tokentrace/replay"
@@ -21,7 +22,12 @@ import (
 // reads traces.
 type readFlags struct{ o traces.OpenOptions }
 
-func (f *readFlags) flags() []cli.Flag { return readFlagsInto(&f.o) }
+// flags binds the flags to the options, starting from their defaults
+// (traces.DefaultOpenOptions), as every command's flags do.
+func (f *readFlags) flags() []cli.Flag {
+	f.o = traces.DefaultOpenOptions()
+	return readFlagsInto(&f.o)
+}
 
 // readFlagsInto are the flags, setting o (for a command whose library
 // options hold the traces.OpenOptions).
@@ -29,13 +35,34 @@ func readFlagsInto(o *traces.OpenOptions) []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "strict", Usage: "fail on the first bad row of an input (unreadable, negative, not an integer, out of range, list/count mismatch, out of arrival order) instead of skipping and counting it", Destination: &o.Strict},
 		&cli.BoolFlag{Name: "salvage", Usage: "read a damaged (truncated) input up to the damage instead of failing", Destination: &o.Salvage},
+		&cli.GenericFlag{Name: "max-line-mib", Value: mibValue{&o.MaxLineBytes}, DefaultText: fmt.Sprint(traces.DefaultMaxLineBytes >> 20),
+			Usage: "the longest line (a row, a CSV record, a JSON document) an input may have; a longer one is read past and counted as a bad row (too long)"},
 	}
+}
+
+// mibValue is a flag in MiB setting a byte count.
+type mibValue struct{ p *int }
+
+func (v mibValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 1<<20 {
+		return fmt.Errorf("want a whole number of MiB in [1, 1048576], got %q", s)
+	}
+	*v.p = n << 20
+	return nil
+}
+
+func (v mibValue) String() string {
+	if v.p == nil || *v.p == 0 {
+		return ""
+	}
+	return strconv.Itoa(*v.p >> 20)
 }
 
 // options are the traces.OpenOptions the flags ask for.
 func (f *readFlags) options(c *cli.Context) traces.OpenOptions {
-	o := traces.DefaultOpenOptions()
-	o.Strict, o.Salvage, o.Stdin = f.o.Strict, f.o.Salvage, stdio(c).in
+	o := f.o
+	o.Stdin = stdio(c).in
 	return o
 }
 

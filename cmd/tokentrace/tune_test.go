@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/replay"
@@ -27,7 +24,7 @@ const childEnv = "TOKENTRACE_TEST_MAIN"
 func TestMain(m *testing.M) {
 	if args := os.Getenv(childEnv); args != "" {
 		// As main does: Ctrl-C and SIGTERM cancel the command's context.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stop := signalContext()
 		code := Main(ctx, strings.Split(args, "\x1f"), os.Stdin, os.Stdout, os.Stderr)
 		stop()
 		os.Exit(code)

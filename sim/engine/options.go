@@ -329,6 +329,13 @@ func (o *Options) Validate() error {
 	pos("MaxModelLen", o.MaxModelLen)
 	pos("StreamInterval", o.StreamInterval)
 	pos("MeanOutputTokens", o.MeanOutputTokens)
+	if o.MaxNumBatchedTokens > 0 && o.MaxNumSeqs > 0 && o.MaxNumBatchedTokens < o.MaxNumSeqs {
+		// vLLM refuses it too (SchedulerConfig): a step's budget must
+		// hold a token of every running sequence, and prompts would
+		// prefill a few tokens a step, for minutes.
+		errs = append(errs, &traces.OptionError{Pkg: "sim", Option: "Options.MaxNumBatchedTokens", Err: traces.Textf("%d is below %s %d: a step's token budget must hold a token of every running sequence (vLLM refuses it too)",
+			o.MaxNumBatchedTokens, traces.OptionRef("Options.MaxNumSeqs"), o.MaxNumSeqs)})
+	}
 	if o.MaxQueuedRequests < 0 {
 		errs = append(errs, traces.OptionErrorf("sim", "Options.MaxQueuedRequests", "must not be negative, got %d", o.MaxQueuedRequests))
 	}

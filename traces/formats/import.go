@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -85,6 +86,9 @@ func Import(ctx context.Context, format, name string, o traces.OpenOptions) (tra
 	if _, err := Importer(format); err != nil {
 		return nil, err
 	}
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("import %s: %w", format, err)
+	}
 	var f io.Reader
 	if name == "-" {
 		if o.Stdin == nil {
@@ -111,6 +115,12 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 	if err != nil {
 		return nil, err
 	}
+	if err := o.Validate(); err != nil {
+		if c, ok := r.(io.Closer); ok && r != io.Reader(os.Stdin) {
+			c.Close()
+		}
+		return nil, fmt.Errorf("import %s: %w", format, err)
+	}
 	var rc io.ReadCloser = io.NopCloser(r)
 	if c, ok := r.(io.ReadCloser); ok && r != io.Reader(os.Stdin) {
 		rc = c
@@ -118,7 +128,7 @@ func ImportFrom(ctx context.Context, format string, r io.Reader, name string, o 
 	var in io.ReadCloser
 	if f, ok := r.(*os.File); ok && format == "baseten" {
 		in = f // Parquet needs the file itself (random access)
-	} else if in, err = importDecompress(rc); err != nil {
+	} else if in, err = importDecompress(ctxReadCloser{rc, ctx}); err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("import %s %s: %w", format, importDisplay(name), err)
 	}
@@ -159,6 +169,21 @@ func (r *importCtxReader) Read(recs []traces.Record) (int, error) {
 		return 0, err
 	}
 	return r.Reader.Read(recs)
+}
+
+// ctxReadCloser fails its reads with ctx's error once ctx is done, so an
+// importer stops within one buffer's read of a cancel, whatever it is
+// doing with the bytes (a long line, a whole-input read).
+type ctxReadCloser struct {
+	io.ReadCloser
+	ctx context.Context
+}
+
+func (r ctxReadCloser) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.ReadCloser.Read(p)
 }
 
 var (
@@ -228,6 +253,7 @@ type importReader struct {
 	strict bool
 	closer io.Closer
 	stats  traces.ReadStats
+	span   traces.SpanCheck
 	err    error // sticky
 }
 
@@ -312,19 +338,37 @@ func importRowError(name string, line int64, format string, a ...any) *traces.Ro
 type importCSV struct {
 	name string
 	cr   *csv.Reader
+	lf   *lines.Filter         // blanks lines over the limit
+	long []*lines.TooLongError // those due before the next record
 	cols map[string]int
 	hdr  []string // the header as written, for notes naming columns
 	nhdr int
 	line int64
+	// pending is a record read past lines over the limit, returned after them.
+	pending []string
+	pendLn  int64
 }
 
-func newImportCSV(r io.Reader, name string) (*importCSV, error) {
-	cr := csv.NewReader(r)
+func newImportCSV(r io.Reader, name string, o traces.OpenOptions) (*importCSV, error) {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, 64<<10)
+	}
+	lf := lines.NewFilter(br, o.MaxLineBytes)
+	cr := csv.NewReader(lf)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	cr.TrimLeadingSpace = true
-	c := &importCSV{name: name, cr: cr, cols: map[string]int{}}
+	c := &importCSV{name: name, cr: cr, lf: lf, cols: map[string]int{}}
 	hdr, err := cr.Read()
+	before := int64(-1)
+	if err == nil {
+		l, _ := cr.FieldPos(0)
+		before = int64(l)
+	}
+	if long := lf.Dropped(before); len(long) > 0 {
+		return nil, tooLong(name, long[0])
+	}
 	if err == io.EOF {
 		return nil, importRowError(name, 1, "empty file: want a CSV header")
 	}
@@ -362,18 +406,38 @@ func (c *importCSV) require(names ...string) (int, error) {
 }
 
 // row returns the next non-empty record; a record with fewer fields than
-// the header is a *RowError.
+// the header, or a line over the limit (in its place in the file), is a
+// *RowError.
 func (c *importCSV) row() ([]string, error) {
 	for {
-		rec, err := c.cr.Read()
-		if err == io.EOF {
-			return nil, io.EOF
+		if len(c.long) > 0 {
+			l := c.long[0]
+			c.long = c.long[1:]
+			c.line = l.Line
+			return nil, tooLong(c.name, l)
 		}
-		if err != nil {
-			return nil, c.wrap(err)
+		rec, ln := c.pending, c.pendLn
+		c.pending = nil
+		if rec == nil {
+			var err error
+			rec, err = c.cr.Read()
+			if err == io.EOF {
+				if c.long = c.lf.Dropped(-1); len(c.long) > 0 {
+					continue
+				}
+				return nil, io.EOF
+			}
+			if err != nil {
+				return nil, c.wrap(err)
+			}
+			l, _ := c.cr.FieldPos(0)
+			ln = int64(l)
+			if c.long = c.lf.Dropped(ln); len(c.long) > 0 {
+				c.pending, c.pendLn = append([]string(nil), rec...), ln
+				continue
+			}
 		}
-		ln, _ := c.cr.FieldPos(0)
-		c.line = int64(ln)
+		c.line = ln
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}
@@ -444,22 +508,36 @@ func (c *importCSV) wrap(err error) error {
 	return fmt.Errorf("read %s: %w", importDisplay(c.name), err)
 }
 
+// newLines is an importer's line reader: lines up to o.MaxLineBytes bytes,
+// a longer one read to its end without being held and named a bad row.
+func newLines(r io.Reader, o traces.OpenOptions) *lines.Reader {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, 64<<10)
+	}
+	return lines.NewReader(br, o.MaxLineBytes)
+}
+
+// tooLong is the bad row of a line over the limit.
+func tooLong(name string, err *lines.TooLongError) *traces.RowError {
+	return &traces.RowError{File: importDisplay(name), Line: err.Line, Err: traces.TooLong(err)}
+}
+
 // nextObjectLine returns the next non-blank line of a JSON-lines import,
-// counting lines in *line; a line that does not start an object is an
-// error naming it, the end of the input io.EOF.
-func nextObjectLine(sc *bufio.Scanner, name string, line *int64) ([]byte, error) {
+// counting lines in *line; a line that does not start an object, or is
+// over the limit, is an error naming it, the end of the input io.EOF.
+func nextObjectLine(lr *lines.Reader, name string, line *int64) ([]byte, error) {
 	for {
-		if !sc.Scan() {
-			if err := sc.Err(); err != nil {
-				if err == bufio.ErrTooLong {
-					return nil, importRowError(name, *line+1, "line longer than 64 MiB")
-				}
-				return nil, err
-			}
-			return nil, io.EOF
+		l, err := lr.Next()
+		*line = lr.Line()
+		var long *lines.TooLongError
+		if errors.As(err, &long) {
+			return nil, tooLong(name, long)
 		}
-		*line++
-		if l := bytes.TrimSpace(sc.Bytes()); len(l) > 0 {
+		if err != nil {
+			return nil, err
+		}
+		if l := bytes.TrimSpace(l); len(l) > 0 {
 			if l[0] != '{' {
 				return nil, importRowError(name, *line, "not a JSON object")
 			}
@@ -473,12 +551,11 @@ func nextObjectLine(sc *bufio.Scanner, name string, line *int64) ([]byte, error)
 // sessions): it calls parse on each object line, counting lines in *line,
 // and returns the errors of the malformed lines in order, ending with the
 // failure that ended the input where there was one.
-func readObjectLines(r io.Reader, name string, line *int64, parse func([]byte) error) []error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+func readObjectLines(r io.Reader, o traces.OpenOptions, name string, line *int64, parse func([]byte) error) []error {
+	lr := newLines(r, o)
 	var errs []error
 	for {
-		l, err := nextObjectLine(sc, name, line)
+		l, err := nextObjectLine(lr, name, line)
 		if err == io.EOF {
 			return errs
 		}

@@ -57,7 +57,7 @@ import (
 // reported before any row.
 func NewAIPerfDAGReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
 	d := &dagDecoder{name: name, byID: map[string]int{}}
-	d.errs = readObjectLines(r, name, &d.line, d.parse)
+	d.errs = readObjectLines(r, o, name, &d.line, d.parse)
 	d.build()
 	return newImportReader(r, d, traces.NewMeta(importSource("aiperf-dag", name)), o), nil
 }

@@ -29,7 +29,7 @@ import (
 // the images they carried, and any other extra column a note naming it
 // (ImportNotes).
 func NewAzureReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	c, err := newImportCSV(r, name)
+	c, err := newImportCSV(r, name, o)
 	if err != nil {
 		return nil, err
 	}

@@ -1,12 +1,12 @@
 package formats
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -57,8 +57,7 @@ const BailianBlockSize = 16
 // about 50 bytes), so that a later turn finds its parent; the traces have
 // 10–173 thousand rows.
 func NewBailianReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc := newLines(r, o)
 	m := traces.NewMeta(importSource("bailian", name))
 	m.BlockSize = BailianBlockSize
 	d := &bailianDecoder{name: name, sc: sc, chats: map[int64]bailianChat{}}
@@ -73,7 +72,7 @@ type bailianChat struct {
 
 type bailianDecoder struct {
 	name        string
-	sc          *bufio.Scanner
+	sc          *lines.Reader
 	line        int64
 	kept        int64 // rows returned so far: the next row's Seq
 	sessions    int64

@@ -49,7 +49,7 @@ const BurstGPTFailedError = "failed in the source trace (0 response tokens)"
 // column the layouts above do not name; both are import notes
 // (ImportNotes).
 func NewBurstGPTReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	c, err := newImportCSV(r, name)
+	c, err := newImportCSV(r, name, o)
 	if err != nil {
 		return nil, err
 	}

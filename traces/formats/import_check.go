@@ -2,8 +2,9 @@ package formats
 
 import "github.com/tokentrace/tokentrace/traces"
 
-// The importers' rows pass the same check as every codec's (Validate),
-// reported at the line the decoder last read. Their arrival order is not
+// The importers' rows pass the same check as every codec's (Validate, and
+// arrivals within traces.MaxSpanNs of the first row's), reported at the
+// line the decoder last read. Their arrival order is not
 // checked here: rows keep the source's order (some formats group them by
 // session), and the trace written is checked when it is read.
 
@@ -26,6 +27,9 @@ func (r *importReader) check(rec *traces.Record) error {
 		line = l.lastLine()
 	}
 	if p := rec.Validate(); p != nil {
+		return &traces.RowError{File: r.name, Line: line, Err: p}
+	}
+	if p := r.span.Check(rec.ArrivalNs); p != nil {
 		return &traces.RowError{File: r.name, Line: line, Err: p}
 	}
 	return nil

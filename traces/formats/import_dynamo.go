@@ -65,7 +65,7 @@ const DynamoTraceSchema = "dynamo.request.trace.v1"
 func NewDynamoReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
 	m := traces.NewMeta(importSource("dynamo", name))
 	d := &dynamoDecoder{name: name, meta: &m, seen: map[string]bool{}}
-	d.errs = readObjectLines(r, name, &d.line, d.parse)
+	d.errs = readObjectLines(r, o, name, &d.line, d.parse)
 	d.order()
 	return newImportReader(r, d, m, o), nil
 }

@@ -1,11 +1,11 @@
 package formats
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"io"
 
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -52,8 +52,7 @@ func NewGuideLLMReader(r io.Reader, name string, o traces.OpenOptions) (traces.R
 }
 
 func newLineImport(r io.Reader, name string, o traces.OpenOptions, format string, scale int, sessions bool, bs int) (traces.Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc := newLines(r, o)
 	m := traces.NewMeta(importSource(format, name))
 	m.BlockSize = bs
 	d := &lineImportDecoder{name: name, sc: sc, scale: scale, sessions: sessions, seen: map[string]*lineImportSession{}, rebase: format == "guidellm"}
@@ -68,7 +67,7 @@ type lineImportSession struct {
 
 type lineImportDecoder struct {
 	name     string
-	sc       *bufio.Scanner
+	sc       *lines.Reader
 	line     int64
 	scale    int
 	sessions bool

@@ -1,11 +1,11 @@
 package formats
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"strconv"
 
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -39,8 +39,7 @@ const MooncakeCategoryPrefix = "prefix-"
 // the same category exactly when they reuse the same already-seen prefix.
 // Categories are derived in one streaming pass and are not k-thresholded.
 func NewMooncakeReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc := newLines(r, o)
 	m := traces.NewMeta(importSource("mooncake", name))
 	m.BlockSize = MooncakeBlockSize
 	d := &mooncakeDecoder{name: name, sc: sc, seen: map[int64]struct{}{}}
@@ -49,7 +48,7 @@ func NewMooncakeReader(r io.Reader, name string, o traces.OpenOptions) (traces.R
 
 type mooncakeDecoder struct {
 	name  string
-	sc    *bufio.Scanner
+	sc    *lines.Reader
 	line  int64
 	seen  map[int64]struct{} // ids outside the bitset's range
 	bits  []uint64           // seen ids in [0, mooncakeBitsetMax)

@@ -56,7 +56,7 @@ const otelMaxSpans = 10000
 // end before its start, skips the whole document (a *RowError at the line
 // where it starts). Text that is not JSON ends the import.
 func NewOTelReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	d := &otelDecoder{name: name, docs: newJSONDocs(r, name)}
+	d := &otelDecoder{name: name, docs: newJSONDocs(r, name, o)}
 	return newImportReader(r, d, traces.NewMeta(importSource("inference-perf", name)), o), nil
 }
 

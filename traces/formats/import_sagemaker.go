@@ -46,7 +46,7 @@ import (
 // reported before any row, so strict mode fails without writing one.
 func NewSageMakerReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
 	d := &sagemakerDecoder{name: name}
-	d.errs = readObjectLines(r, name, &d.line, d.parse)
+	d.errs = readObjectLines(r, o, name, &d.line, d.parse)
 	d.sortRows()
 	return newImportReader(r, d, traces.NewMeta(importSource("sagemaker", name)), o), nil
 }

@@ -1,7 +1,6 @@
 package formats
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -42,8 +42,7 @@ const SGLangAgenticOutputTokens = 220
 // prompts sharing a prefix share its blocks' ids; Meta.BlockSize is
 // SGLangTokenBlockSize. The importer holds one entry per distinct block.
 func NewSGLangTokenTraceReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+	sc := newLines(r, o)
 	m := traces.NewMeta(importSource("sglang-tokens", name))
 	m.BlockSize = SGLangTokenBlockSize
 	d := &sglangTokenDecoder{name: name, sc: sc, ids: map[uint64]int64{}}
@@ -52,7 +51,7 @@ func NewSGLangTokenTraceReader(r io.Reader, name string, o traces.OpenOptions) (
 
 type sglangTokenDecoder struct {
 	name string
-	sc   *bufio.Scanner
+	sc   *lines.Reader
 	line int64
 	ids  map[uint64]int64 // chained block digest → dense id
 	buf  [8]byte
@@ -163,9 +162,7 @@ func (d *sglangTokenDecoder) next(rec *traces.Record) error {
 // whole conversation, a *RowError at the line where it starts. Text that
 // is not the document's JSON ends the import.
 func NewSGLangAgenticReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	lr := &wekaLineReader{r: r}
-	d := &sglangAgenticDecoder{name: name, lr: lr, dec: json.NewDecoder(lr)}
-	d.dec.UseNumber()
+	d := &sglangAgenticDecoder{name: name, f: newJSONFramer(r, o)}
 	m := traces.NewMeta(importSource("sglang-agentic", name))
 	return newImportReader(r, d, m, o), nil
 }
@@ -178,9 +175,8 @@ type sglangAgenticTurn struct {
 
 type sglangAgenticDecoder struct {
 	name     string
-	lr       *wekaLineReader
-	dec      *json.Decoder
-	state    int // 0 = before the document, 1 = in conversations, 2 = done
+	f        *jsonFramer // a conversation is one value: over the limit, a bad row
+	state    int         // 0 = before the document, 1 = at the first conversation, 3 = after one, 2 = done
 	queue    []traces.Record
 	kept     int64
 	sessions int64
@@ -189,62 +185,89 @@ type sglangAgenticDecoder struct {
 
 func (d *sglangAgenticDecoder) notes() []traces.Text { return d.tally.notes() }
 
-// syntax turns a decoding failure of the document into a malformed row that
-// ends the import.
-func (d *sglangAgenticDecoder) syntax(err error) error {
+// broken ends the import with a malformed row at line: the rest of the
+// document cannot be framed or is not an agentic trace.
+func (d *sglangAgenticDecoder) broken(line int64, format string, a ...any) error {
 	d.state = 2
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return importRowError(d.name, d.lr.lineAt(d.lr.pos), "the input ends inside the document")
+	return importRowError(d.name, line, format, a...)
+}
+
+// frame frames the next value for open and next; a failure ends the import.
+func (d *sglangAgenticDecoder) frame() (raw []byte, line, size int64, err error) {
+	raw, line, size, err = d.f.value()
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return nil, 0, 0, d.broken(d.f.line, "the input ends inside the document")
+	case err != nil:
+		d.state = 2
+		return nil, 0, 0, fmt.Errorf("read %s: %w", importDisplay(d.name), err)
+	case raw != nil:
+		if at, bad := syntaxLine(raw, line); bad {
+			return nil, 0, 0, d.broken(at, "not a JSON document (the rest of the input is not read)")
+		}
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return importRowError(d.name, d.lr.lineAt(se.Offset), "not a JSON document (the rest of the input is not read)")
+	return raw, line, size, nil
+}
+
+// delim expects one of want (after white space) and takes it.
+func (d *sglangAgenticDecoder) delim(want string) (byte, error) {
+	c, err := d.f.peek()
+	if err != nil {
+		return 0, d.broken(d.f.line, "the input ends inside the document")
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return importRowError(d.name, d.lr.lineAt(te.Offset), "not an agentic trace: want {\"conversations\": [[{\"messages\": [...], \"prompt_tokens\": N}, ...], ...]} (the rest of the input is not read)")
+	if !strings.ContainsRune(want, rune(c)) {
+		return 0, d.broken(d.f.line, "not a JSON document (the rest of the input is not read)")
 	}
-	return fmt.Errorf("read %s: %w", importDisplay(d.name), err)
+	d.f.take()
+	return c, nil
 }
 
 // open moves the decoder into the "conversations" array.
 func (d *sglangAgenticDecoder) open() error {
-	tok, err := d.dec.Token()
+	c, err := d.f.peek()
 	if err == io.EOF {
 		d.state = 2
 		return io.EOF
 	}
 	if err != nil {
-		return d.syntax(err)
+		return d.broken(d.f.line, "the input ends inside the document")
 	}
-	if delim, ok := tok.(json.Delim); !ok || delim != '{' {
-		d.state = 2
-		return importRowError(d.name, d.lr.lineAt(d.dec.InputOffset()), "not a JSON object")
+	if c != '{' {
+		return d.broken(d.f.line, "not a JSON object")
 	}
-	for d.dec.More() {
-		key, err := d.dec.Token()
+	d.f.take()
+	for first := true; ; first = false {
+		if c, err := d.f.peek(); err == nil && c == '}' {
+			return d.broken(d.f.line, "no \"conversations\"")
+		}
+		if !first {
+			if _, err := d.delim(","); err != nil {
+				return err
+			}
+		}
+		raw, _, _, err := d.frame()
 		if err != nil {
-			return d.syntax(err)
+			return err
+		}
+		var key string
+		if raw == nil || json.Unmarshal(raw, &key) != nil {
+			return d.broken(d.f.line, "not a JSON document (the rest of the input is not read)")
+		}
+		if _, err := d.delim(":"); err != nil {
+			return err
 		}
 		if key == "conversations" {
-			tok, err := d.dec.Token()
-			if err != nil {
-				return d.syntax(err)
+			if c, err := d.f.peek(); err != nil || c != '[' {
+				return d.broken(d.f.line, "\"conversations\" is not a list")
 			}
-			if delim, ok := tok.(json.Delim); !ok || delim != '[' {
-				d.state = 2
-				return importRowError(d.name, d.lr.lineAt(d.dec.InputOffset()), "\"conversations\" is not a list")
-			}
+			d.f.take()
 			d.state = 1
 			return nil
 		}
-		var skip json.RawMessage
-		if err := d.dec.Decode(&skip); err != nil {
-			return d.syntax(err)
+		if _, _, _, err := d.frame(); err != nil { // another key's value, unread
+			return err
 		}
 	}
-	d.state = 2
-	return importRowError(d.name, d.lr.lineAt(d.dec.InputOffset()), "no \"conversations\"")
 }
 
 func (d *sglangAgenticDecoder) next(rec *traces.Record) error {
@@ -258,22 +281,33 @@ func (d *sglangAgenticDecoder) next(rec *traces.Record) error {
 		case 2:
 			return io.EOF
 		}
-		if !d.dec.More() {
+		c, err := d.f.peek()
+		if err != nil {
+			return d.broken(d.f.line, "the input ends inside the document")
+		}
+		if c == ']' {
 			d.state = 2 // the rest of the document (metadata after the list) is not needed
 			return io.EOF
 		}
-		start := d.lr.lineAt(jsonValueStart(d.dec))
-		var conv []sglangAgenticTurn
-		if err := d.dec.Decode(&conv); err != nil {
-			if jsonStreamBroken(err) {
-				return d.syntax(err)
+		if d.state == 3 { // after a conversation: a comma before the next
+			if c != ',' {
+				return d.broken(d.f.line, "not a JSON document (the rest of the input is not read)")
 			}
-			// The decoder read the whole value before failing on its
-			// content: only this conversation is bad.
-			return importRowError(d.name, start, "a conversation is not a list of turns with chat messages and numbers")
+			d.f.take()
 		}
-		d.lr.prune(d.dec.InputOffset())
-		if err := d.flatten(conv, start); err != nil {
+		d.state = 3
+		raw, line, size, err := d.frame()
+		if err != nil {
+			return err
+		}
+		if raw == nil {
+			return tooLongValue(d.name, line, size, d.f.max)
+		}
+		var conv []sglangAgenticTurn
+		if err := json.Unmarshal(raw, &conv); err != nil {
+			return importRowError(d.name, line, "a conversation is not a list of turns with chat messages and numbers")
+		}
+		if err := d.flatten(conv, line); err != nil {
 			return err
 		}
 	}
@@ -345,42 +379,4 @@ func (d *sglangAgenticDecoder) flatten(conv []sglangAgenticTurn, line int64) err
 		d.tally.sayText(traces.Textf("the format has no arrival or think times: every call arrives at 0 and follows its previous turn at once (replay with %s closed)", replaySessions))
 	}
 	return nil
-}
-
-// jsonValueStart is the input offset where the decoder's next value starts:
-// past blanks and one separating comma.
-func jsonValueStart(dec *json.Decoder) int64 {
-	off := dec.InputOffset()
-	b, _ := io.ReadAll(io.LimitReader(dec.Buffered(), 4096))
-	comma := false
-	for _, c := range b {
-		switch {
-		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
-		case c == ',' && !comma:
-			comma = true
-		default:
-			return off
-		}
-		off++
-	}
-	return off
-}
-
-// jsonStreamBroken reports whether a json.Decoder error leaves the stream
-// unframed (bad syntax, a cut or failing input), as opposed to a value that
-// was read whole but did not fit its Go type.
-func jsonStreamBroken(err error) bool {
-	var se *json.SyntaxError
-	return errors.As(err, &se) || err == io.EOF || err == io.ErrUnexpectedEOF || !isJSONValueError(err)
-}
-
-// isJSONValueError reports whether err is one encoding/json returns for a
-// well-formed value of the wrong shape.
-func isJSONValueError(err error) bool {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return true
-	}
-	msg := err.Error()
-	return strings.HasPrefix(msg, "json: invalid ") || strings.HasPrefix(msg, "json: cannot unmarshal")
 }

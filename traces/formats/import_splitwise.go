@@ -20,7 +20,7 @@ import (
 // at 0 and Meta.Extra["arrivals"] is "none", which is still useful for
 // fitting length distributions.
 func NewSplitwiseReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	c, err := newImportCSV(r, name)
+	c, err := newImportCSV(r, name, o)
 	if err != nil {
 		return nil, err
 	}

@@ -607,13 +607,15 @@ func TestImportFiles(t *testing.T) {
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
+	// An importer that reads its header (or its whole input) when it is
+	// made stops there; the others at their first Read.
 	r, err := formats.Import(cctx, "burstgpt", "testdata/import/burstgpt_v3.csv", traces.DefaultOpenOptions())
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		defer r.Close()
+		_, err = r.Read(make([]traces.Record, 4))
 	}
-	defer r.Close()
-	if _, err := r.Read(make([]traces.Record, 4)); !errors.Is(err, context.Canceled) {
-		t.Errorf("Read after cancel = %v, want context.Canceled", err)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("import after cancel = %v, want context.Canceled", err)
 	}
 }
 

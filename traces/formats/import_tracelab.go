@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/intern"
+	"github.com/tokentrace/tokentrace/internal/lines"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -53,8 +54,7 @@ func NewTraceLabReader(r io.Reader, name string, o traces.OpenOptions) (traces.R
 	if tracelabIsCSV(br) {
 		return newTraceLabCSVReader(r, br, name, o)
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc := newLines(br, o)
 	m := traces.NewMeta(importSource("tracelab", name))
 	d := &tracelabDecoder{name: name, sc: sc, sessions: map[string]*tracelabSession{}}
 	return newImportReader(r, d, m, o), nil
@@ -67,7 +67,7 @@ type tracelabSession struct {
 
 type tracelabDecoder struct {
 	name     string
-	sc       *bufio.Scanner
+	sc       *lines.Reader
 	line     int64
 	kept     int64
 	sessions map[string]*tracelabSession

@@ -59,7 +59,7 @@ func tracelabIsCSV(br *bufio.Reader) bool {
 //
 // The importer holds one small entry per session.
 func newTraceLabCSVReader(r io.Reader, br *bufio.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	c, err := newImportCSV(br, name)
+	c, err := newImportCSV(br, name, o)
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ const wekaMaxDepth = 32
 // is a *RowError at the line where it starts and is skipped. Text that is
 // not JSON ends the stream (one malformed row): the rest cannot be framed.
 func NewWekaReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reader, error) {
-	d := &wekaDecoder{name: name, docs: newJSONDocs(r, name)}
+	d := &wekaDecoder{name: name, docs: newJSONDocs(r, name, o)}
 	m := traces.NewMeta(importSource("weka", name))
 	m.BlockSize = WekaDefaultBlockSize
 	// The block size comes from the first conversation: read it now.
@@ -80,82 +80,6 @@ func NewWekaReader(r io.Reader, name string, o traces.OpenOptions) (traces.Reade
 	d.blockSize = m.BlockSize
 	d.havePending = true
 	return newImportReader(r, d, m, o), nil
-}
-
-// wekaLineReader remembers where the newlines it hands to the JSON decoder
-// are, from the end of the last decoded document on, to name lines.
-type wekaLineReader struct {
-	r      io.Reader
-	pos    int64   // bytes handed out
-	nl     []int64 // offsets of newlines at or after the last document's end
-	before int64   // newlines before those
-}
-
-func (c *wekaLineReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	for i, b := range p[:n] {
-		if b == '\n' {
-			c.nl = append(c.nl, c.pos+int64(i))
-		}
-	}
-	c.pos += int64(n)
-	return n, err
-}
-
-// lineAt is the 1-based line of byte offset off (off ≥ the last prune).
-func (c *wekaLineReader) lineAt(off int64) int64 {
-	k := sort.Search(len(c.nl), func(i int) bool { return c.nl[i] >= off })
-	return 1 + c.before + int64(k)
-}
-
-// prune forgets the newlines before off.
-func (c *wekaLineReader) prune(off int64) {
-	k := sort.Search(len(c.nl), func(i int) bool { return c.nl[i] >= off })
-	c.before += int64(k)
-	c.nl = append(c.nl[:0], c.nl[k:]...)
-}
-
-// jsonDocs reads JSON documents written back to back (Weka's and
-// inference-perf's OTel trace files) and names the line each starts on.
-type jsonDocs struct {
-	name   string
-	lr     *wekaLineReader
-	dec    *json.Decoder
-	broken bool // the stream cannot be framed any more
-}
-
-func newJSONDocs(r io.Reader, name string) *jsonDocs {
-	lr := &wekaLineReader{r: r}
-	return &jsonDocs{name: name, lr: lr, dec: json.NewDecoder(lr)}
-}
-
-// next returns the next document and the line it starts on, or io.EOF at
-// the end. Text that is not JSON, or a document the input cuts short, is a
-// *RowError after which next returns io.EOF: the rest cannot be framed.
-func (s *jsonDocs) next() (json.RawMessage, int64, error) {
-	if s.broken {
-		return nil, 0, io.EOF
-	}
-	var raw json.RawMessage
-	err := s.dec.Decode(&raw)
-	if err == io.EOF {
-		return nil, 0, io.EOF
-	}
-	if err != nil {
-		s.broken = true
-		var se *json.SyntaxError
-		switch {
-		case errors.As(err, &se):
-			return nil, 0, importRowError(s.name, s.lr.lineAt(se.Offset), "not a JSON document (the rest of the input is not read)")
-		case err == io.ErrUnexpectedEOF:
-			return nil, 0, importRowError(s.name, s.lr.lineAt(s.lr.pos), "the input ends inside a document")
-		}
-		return nil, 0, fmt.Errorf("read %s: %w", importDisplay(s.name), err)
-	}
-	end := s.dec.InputOffset()
-	line := s.lr.lineAt(end - int64(len(raw)))
-	s.lr.prune(end)
-	return raw, line, nil
 }
 
 // popRecord moves the first record of a decoder's queue into rec and lets
