@@ -310,7 +310,7 @@ var kindText = map[string]string{
 	KindMissing:    "missing field",
 	KindBadValue:   "field has a bad value",
 	KindTruncated:  "input ends early (damaged or truncated)",
-	KindNoPrompt:   "request logged without prompt or token ids (needs --log-level DEBUG)",
+	KindNoPrompt:   "request logged without prompt or token ids (vLLM logs them at its DEBUG log level)",
 	KindUnmatched:  "output line without a request line",
 	KindBadLogLine: "request log line does not parse",
 }

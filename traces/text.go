@@ -111,9 +111,11 @@ func (t Text) Error() string { return t.String() }
 // Terms say options and commands in a caller's words: the CLI says an
 // option as its flag and a command as the command line that runs it.
 type Terms interface {
-	// Option says an option ("Options.KVBlocks": "--kv-blocks").
+	// Option says an option in the caller's terms (the CLI: the flag that
+	// sets Options.KVBlocks).
 	Option(OptionRef) string
-	// Command says a command ("tokentrace synth fit --out m.json t.parquet").
+	// Command says a command in the caller's terms (the CLI: the command
+	// line that runs it, its options as flags).
 	Command(Command) string
 }
 

@@ -273,7 +273,6 @@ func TestLibrariesNameOptionsStructurally(t *testing.T) {
 	optionName := regexp.MustCompile(`Options\.[A-Z]`)
 	flagText := regexp.MustCompile(`(^|[^\w-])(--[a-z][a-z0-9.-]*)`)
 	othersFlags := map[string]string{
-		"--log-level":                    "vLLM's: it logs prompts at DEBUG (capture's problem kinds)",
 		"--enable-prompt-tokens-details": "vLLM's: it reports cached prompt tokens (analyze's prefix cache)",
 		"--enable-per-request-metrics":   "vLLM's: it reports per-request server timings (sim/twin's fit notes)",
 		"--custom-dataset-type":          "AIPerf's: the dataset type of an export (formats)",
@@ -281,7 +280,6 @@ func TestLibrariesNameOptionsStructurally(t *testing.T) {
 		"--dataset-name":                 "vllm bench serve's (formats)",
 		"--timed-trace-sec-multiplier":   "vllm bench serve's (formats)",
 		"--timed-trace-chunk-hash-size":  "vllm bench serve's (formats)",
-		"--sharegpt-output-len":          "SGLang bench_serving's (formats)",
 		"--config.file":                  "Prometheus' (internal/promtest starts one)",
 		"--storage.tsdb.path":            "Prometheus' (internal/promtest)",
 		"--web.listen-address":           "Prometheus' (internal/promtest)",

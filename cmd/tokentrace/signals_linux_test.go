@@ -91,7 +91,7 @@ func TestImportSIGTERMStopsALongLine(t *testing.T) {
 		case err = <-done:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			t.Fatalf("import --format %s did not stop 10 s after SIGTERM", c.format)
+			t.Fatalf("import --format %s was still running 10 s after SIGTERM", c.format)
 		}
 		took, after := time.Since(at), written.Load()-sent
 		t.Logf("import --format %s: stopped %v after SIGTERM, having read %d KiB more", c.format, took.Round(time.Millisecond), after>>10)

@@ -102,8 +102,8 @@ func NewVLLMWriter(w io.Writer, m traces.Meta, o ExportOptions) (traces.Writer, 
 
 // NewGuideLLMWriter writes GuideLLM's trace input (vllm-project/guidellm
 // docs/guides/trace_replay.md @ ee7a774): JSONL {"timestamp": s,
-// "input_length", "output_length", "hash_ids"} for `--data
-// kind=trace_synthetic,path=FILE` (which reads the first three) or
+// "input_length", "output_length", "hash_ids"} for GuideLLM's data option
+// `kind=trace_synthetic,path=FILE` (which reads the first three) or
 // kind=mooncake with hash_id_block_size set to the block size (512 unless
 // the trace has one), which wants exactly ceil(input_length / block size)
 // ids: longer lists are cut (counted). GuideLLM re-bases timestamps on the

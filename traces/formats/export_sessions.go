@@ -262,7 +262,7 @@ func (w *wekaWriter) agent(b []byte, g []traces.Record, idx map[int64]int, agent
 // the previous prompt and reply (fillerText, a first turn tagged per
 // conversation); prompt_tokens keeps the whole length. output_tokens is
 // tokentrace's own key, read back by the importer: bench_serving ignores it
-// and gives every turn --sharegpt-output-len.
+// and gives every turn its ShareGPT output-length option.
 //
 // Not representable, and counted: arrival, think and finish times (it
 // replays conversations back to back), a subagent's link to its spawner,
@@ -285,7 +285,7 @@ type sglangAgenticWriter struct {
 func (w *sglangAgenticWriter) Close() error { return w.closeAfter(w.writeAll) }
 
 func (w *sglangAgenticWriter) writeAll() error {
-	if _, err := w.Buf.WriteString(`{"metadata": {"source": "tokentrace export", "output_tokens": "per turn; bench_serving uses --sharegpt-output-len instead"}, "conversations": [`); err != nil {
+	if _, err := w.Buf.WriteString(`{"metadata": {"source": "tokentrace export", "output_tokens": "per turn; bench_serving uses its ShareGPT output-length option instead"}, "conversations": [`); err != nil {
 		return err
 	}
 	conv := int64(0)
@@ -356,7 +356,7 @@ func (w *sglangAgenticWriter) writeAll() error {
 	}
 	if rows > 0 {
 		w.lost(rows, "arrival times (bench_serving replays conversations back to back, each turn after the previous reply)")
-		w.tally.say("output lengths are written per turn as output_tokens, which bench_serving ignores: it gives every turn --sharegpt-output-len")
+		w.tally.say("output lengths are written per turn as output_tokens, which bench_serving ignores: it gives every turn the length of its ShareGPT output-length option")
 	}
 	_, err := w.Buf.WriteString("\n]}\n")
 	return err

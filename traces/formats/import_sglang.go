@@ -18,7 +18,7 @@ import (
 const SGLangTokenBlockSize = 16
 
 // SGLangAgenticOutputTokens is the output length SGLang's bench_serving
-// gives every turn of an agentic trace when --sharegpt-output-len is not
+// gives every turn of an agentic trace when its ShareGPT output-length option is not
 // set (DEFAULT_AGENTIC_OUTPUT_LEN): the format has no per-turn output length.
 const SGLangAgenticOutputTokens = 220
 
