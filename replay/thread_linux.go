@@ -141,6 +141,7 @@ func (d *dispatchThread) keep(hold time.Duration) time.Duration {
 // (see above).
 func (d *dispatchThread) yield() {
 	runtime.UnlockOSThread()
+	wakeIdleP()
 	runtime.Gosched()
 	runtime.LockOSThread()
 	d.yields++
@@ -156,6 +157,14 @@ func (d *dispatchThread) yield() {
 		d.retune()
 	}
 }
+
+// wakeIdleP has the runtime wake an idle P (starting a goroutine does:
+// the runtime's wakep), so that a thread stands ready to take the
+// dispatcher off the run queue. Without it, when what runs on the
+// dispatcher's P during a yield blocks in a system call (a file write, an
+// fsync), the P stays with that call and the dispatcher waits until sysmon
+// retakes it, which a quiet sysmon does only after 10-20 ms.
+func wakeIdleP() { go func() {}() }
 
 // loosen unlocks the thread for a long wait, out of the real-time class.
 func (d *dispatchThread) loosen() {
@@ -175,6 +184,7 @@ func (d *dispatchThread) tighten() {
 	if d == nil || !d.loose {
 		return
 	}
+	wakeIdleP()
 	runtime.Gosched()
 	runtime.LockOSThread()
 	d.loose = false
