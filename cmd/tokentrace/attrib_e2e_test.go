@@ -189,7 +189,12 @@ func attribEstimate(ra analyze.RequestAttribution) [5]float64 {
 	return ec
 }
 
-func attribArgmax(c [5]float64) int {
+// components is a request's time split by component: the five of a single
+// engine, or the seven of a fleet (analyze.ComponentNames).
+type components interface{ [5]float64 | [7]float64 }
+
+// attribArgmax is the index of c's largest component (the first of equals).
+func attribArgmax[C components](c C) int {
 	best := 0
 	for i := 1; i < len(c); i++ {
 		if c[i] > c[best] {
@@ -463,14 +468,15 @@ func foldOther(c [5]float64) [5]float64 {
 	return c
 }
 
-func toShares(sum [5]float64) (s [5]float64) {
+// toShares is each component's share of sum's total (none of a zero total).
+func toShares[C components](sum C) (s C) {
 	var tot float64
-	for _, v := range sum {
-		tot += v
+	for k := 0; k < len(sum); k++ {
+		tot += sum[k]
 	}
-	for k, v := range sum {
+	for k := 0; k < len(sum); k++ {
 		if tot > 0 {
-			s[k] = v / tot
+			s[k] = sum[k] / tot
 		}
 	}
 	return s

@@ -61,6 +61,18 @@ func fleetRecord(at time.Duration, in, out int) traces.Record {
 	return r
 }
 
+// fleetBurst is n requests 25 ms apart from at, prompts of lo to
+// lo+spread-1 tokens and answers of 20–59.
+func fleetBurst(at time.Duration, n, lo, spread int) func(*rand.Rand) []traces.Record {
+	return func(rng *rand.Rand) []traces.Record {
+		var x []traces.Record
+		for i := range n {
+			x = append(x, fleetRecord(at+time.Duration(i)*25*time.Millisecond, lo+rng.IntN(spread), 20+rng.IntN(40)))
+		}
+		return x
+	}
+}
+
 // trace is sc's requests in arrival order: 30 s of background, and the
 // burst.
 func (sc fleetScenario) trace() []traces.Record {
@@ -142,27 +154,6 @@ func fleetSplit(ra analyze.RequestAttribution) [7]float64 {
 	return c
 }
 
-func argmax7(c [7]float64) int {
-	best := 0
-	for k := range c {
-		if c[k] > c[best] {
-			best = k
-		}
-	}
-	return best
-}
-
-func shares7(sum [7]float64) (s [7]float64) {
-	var tot float64
-	for _, v := range sum {
-		tot += v
-	}
-	for k, v := range sum {
-		s[k] = v / tot
-	}
-	return s
-}
-
 func fmtShares7(s [7]float64) string {
 	var parts []string
 	for k, v := range s {
@@ -179,15 +170,9 @@ func fleetScenarios() []fleetScenario {
 		name: "prefill-pool-overloaded",
 		doc: "2 prefill and 4 decode replicas at 8 req/s of short prompts; at 15 s, 40 prompts of 6–8 k tokens within a second: " +
 			"the prefill pool (~25 k prompt tokens/s each) needs 12 s of work, so the tail waits on the prefill side",
-		spec:       "prefill-replicas=2,decode-replicas=4",
-		background: 8,
-		burst: func(rng *rand.Rand) []traces.Record {
-			var x []traces.Record
-			for i := range 40 {
-				x = append(x, fleetRecord(15*time.Second+time.Duration(i)*25*time.Millisecond, 6000+rng.IntN(2000), 20+rng.IntN(40)))
-			}
-			return x
-		},
+		spec:         "prefill-replicas=2,decode-replicas=4",
+		background:   8,
+		burst:        fleetBurst(15*time.Second, 40, 6000, 2000),
 		wantDominant: "queue",
 		wantFinding:  analyze.FindingPrefillPoolSaturated,
 		check: func(t *testing.T, rep *analyze.Report) {
@@ -203,15 +188,9 @@ func fleetScenarios() []fleetScenario {
 		name: "kv-transfer-slow",
 		doc: "8 prefill and 4 decode replicas sharing a 13 GB/s link (~100 k tokens/s of 128 KiB each); at 12 s, 200 prompts of 2–4 k tokens over 5 s: " +
 			"130 k tokens/s that the prefill pool computes but the link cannot move, so the pulls queue on it",
-		spec:       "prefill-replicas=8,decode-replicas=4,kv-transfer-latency=2ms,kv-transfer-per-token=1us,kv-transfer-bandwidth=13GB/s",
-		background: 8,
-		burst: func(rng *rand.Rand) []traces.Record {
-			var x []traces.Record
-			for i := range 200 {
-				x = append(x, fleetRecord(12*time.Second+time.Duration(i)*25*time.Millisecond, 2000+rng.IntN(2000), 20+rng.IntN(40)))
-			}
-			return x
-		},
+		spec:         "prefill-replicas=8,decode-replicas=4,kv-transfer-latency=2ms,kv-transfer-per-token=1us,kv-transfer-bandwidth=13GB/s",
+		background:   8,
+		burst:        fleetBurst(12*time.Second, 200, 2000, 2000),
 		wantDominant: "kv_transfer",
 		wantFinding:  analyze.FindingKVTransferSlow,
 		check: func(t *testing.T, rep *analyze.Report) {
@@ -311,8 +290,8 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			truthShare := shares7(sumT)
-			if got := analyze.ComponentNames[argmax7(sumT)]; got != sc.wantDominant || exact.Attribution.Dominant != sc.wantDominant {
+			truthShare := toShares(sumT)
+			if got := analyze.ComponentNames[attribArgmax(sumT)]; got != sc.wantDominant || exact.Attribution.Dominant != sc.wantDominant {
 				t.Errorf("scenario design: the truth's dominant tail component is %s (report: %s), want %s", got, exact.Attribution.Dominant, sc.wantDominant)
 			}
 
@@ -341,7 +320,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 				for k := range ec {
 					sumE[k] += ec[k]
 				}
-				if argmax7(tc) == argmax7(ec) {
+				if attribArgmax(tc) == attribArgmax(ec) {
 					agree++
 				}
 				return nil
@@ -349,7 +328,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			estShare := shares7(sumE)
+			estShare := toShares(sumE)
 			worst := 0.0
 			for k := range estShare {
 				worst = max(worst, 100*math.Abs(estShare[k]-truthShare[k]))

@@ -221,13 +221,13 @@ func pdCompare(t *testing.T, rep *analyze.Report, byID map[string]*traces.Record
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.truth, s.est = shares7(sumT), shares7(sumE)
+	s.truth, s.est = toShares(sumT), toShares(sumE)
 	for k := range s.est {
 		if d := 100 * math.Abs(s.est[k]-s.truth[k]); d > s.worstPP {
 			s.worstPP, s.worst = d, analyze.ComponentNames[k]
 		}
 	}
-	s.truthDom, s.estDom = analyze.ComponentNames[argmax7(sumT)], rep.Attribution.Dominant
+	s.truthDom, s.estDom = analyze.ComponentNames[attribArgmax(sumT)], rep.Attribution.Dominant
 	s.diagnosis = strings.Join(rep.Attribution.Diagnosis, " | ")
 	s.namesKV = rep.Fleet != nil && slices.Contains(rep.Fleet.Findings, analyze.FindingKVTransferSlow)
 	s.crossDis = rep.CrossCheck != nil && rep.CrossCheck.Disagree
