@@ -2,7 +2,6 @@ package formats
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 
 	"github.com/tokentrace/tokentrace/internal/lines"
@@ -101,12 +100,8 @@ func (d *lineImportDecoder) next(rec *traces.Record) error {
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
 	var row lineImportRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("a field has the wrong type (want numbers, a string session_id and a list of integer hash_ids)")
-		}
-		return bad("not a JSON object")
+	if err := unmarshalRow(d.name, d.line, line, &row, "numbers, a string session_id and a list of integer hash_ids"); err != nil {
+		return err
 	}
 	if row.InputLength == nil {
 		if row.TextInput != nil || row.Messages != nil || row.Payload != nil {

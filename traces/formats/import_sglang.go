@@ -3,7 +3,6 @@ package formats
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -72,12 +71,8 @@ func (d *sglangTokenDecoder) next(rec *traces.Record) error {
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
 	var row sglangTokenRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("a field has the wrong type (want lists of integer token ids and numbers)")
-		}
-		return bad("not a JSON object")
+	if err := unmarshalRow(d.name, d.line, line, &row, "lists of integer token ids and numbers"); err != nil {
+		return err
 	}
 	if len(row.InputTokens) == 0 {
 		return bad("no \"input_tokens\"")

@@ -94,11 +94,8 @@ func (d *tracelabDecoder) next(rec *traces.Record) error {
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
 	var row tracelabRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		if _, ok := err.(*json.UnmarshalTypeError); ok {
-			return bad("a field has the wrong type (want a string session_id, numbers and a list of timing events)")
-		}
-		return bad("not a JSON object")
+	if err := unmarshalRow(d.name, d.line, line, &row, "a string session_id, numbers and a list of timing events"); err != nil {
+		return err
 	}
 	if row.SessionID == nil || *row.SessionID == "" {
 		return bad("no \"session_id\"")
