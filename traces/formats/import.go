@@ -547,6 +547,16 @@ func nextObjectLine(lr *lines.Reader, name string, line *int64) ([]byte, error) 
 	}
 }
 
+// nextRow reads the next row of a JSON-lines import into row: the next
+// object line (nextObjectLine), decoded (unmarshalRow).
+func nextRow(lr *lines.Reader, name string, line *int64, row any, want string) error {
+	b, err := nextObjectLine(lr, name, line)
+	if err != nil {
+		return err
+	}
+	return unmarshalRow(name, *line, b, row, want)
+}
+
 // unmarshalRow decodes the JSON object b on line into row; a failure is
 // the row's error: a field of the wrong type (want says what the format's
 // fields hold), or not a JSON object.

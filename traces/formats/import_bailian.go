@@ -100,12 +100,8 @@ func bailianID(n json.Number) (int64, bool) {
 }
 
 func (d *bailianDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
-	if err != nil {
-		return err
-	}
 	var row bailianRow
-	if err := unmarshalRow(d.name, d.line, line, &row, "numbers, a string type and a list of integer hash_ids"); err != nil {
+	if err := nextRow(d.sc, d.name, &d.line, &row, "numbers, a string type and a list of integer hash_ids"); err != nil {
 		return err
 	}
 	if row.ChatID == nil {

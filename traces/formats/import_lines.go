@@ -94,15 +94,12 @@ type lineImportRow struct {
 }
 
 func (d *lineImportDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
+	var row lineImportRow
+	err := nextRow(d.sc, d.name, &d.line, &row, "numbers, a string session_id and a list of integer hash_ids")
 	if err != nil {
 		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	var row lineImportRow
-	if err := unmarshalRow(d.name, d.line, line, &row, "numbers, a string session_id and a list of integer hash_ids"); err != nil {
-		return err
-	}
 	if row.InputLength == nil {
 		if row.TextInput != nil || row.Messages != nil || row.Payload != nil {
 			return bad("a text, messages or payload row has no input_length (its length is the server's to count)")

@@ -65,15 +65,12 @@ type sglangTokenRow struct {
 }
 
 func (d *sglangTokenDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
+	var row sglangTokenRow
+	err := nextRow(d.sc, d.name, &d.line, &row, "lists of integer token ids and numbers")
 	if err != nil {
 		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	var row sglangTokenRow
-	if err := unmarshalRow(d.name, d.line, line, &row, "lists of integer token ids and numbers"); err != nil {
-		return err
-	}
 	if len(row.InputTokens) == 0 {
 		return bad("no \"input_tokens\"")
 	}

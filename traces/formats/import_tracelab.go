@@ -88,15 +88,11 @@ type tracelabRow struct {
 }
 
 func (d *tracelabDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
-	if err != nil {
+	var row tracelabRow
+	if err := nextRow(d.sc, d.name, &d.line, &row, "a string session_id, numbers and a list of timing events"); err != nil {
 		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	var row tracelabRow
-	if err := unmarshalRow(d.name, d.line, line, &row, "a string session_id, numbers and a list of timing events"); err != nil {
-		return err
-	}
 	if row.SessionID == nil || *row.SessionID == "" {
 		return bad("no \"session_id\"")
 	}
