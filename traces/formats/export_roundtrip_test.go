@@ -125,28 +125,7 @@ type rtCall struct {
 // rtCanon groups records by session (order of first arrival; a row without
 // a session is a group of its own) in arrival order.
 func rtCanon(recs []traces.Record) [][]rtCall {
-	recs = slices.Clone(recs)
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].ArrivalNs != recs[j].ArrivalNs {
-			return recs[i].ArrivalNs < recs[j].ArrivalNs
-		}
-		return recs[i].Seq < recs[j].Seq
-	})
-	var groups [][]traces.Record
-	at := map[int64]int{}
-	for _, r := range recs {
-		if r.Session == 0 {
-			groups = append(groups, []traces.Record{r})
-			continue
-		}
-		i, ok := at[r.Session]
-		if !ok {
-			i = len(groups)
-			at[r.Session] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], r)
-	}
+	groups := formats.SessionGroups(slices.Clone(recs))
 	blockIDs := map[int64]int{}
 	var out [][]rtCall
 	for _, g := range groups {
