@@ -590,13 +590,7 @@ func TestITLPerTokenAgainstSimTruth(t *testing.T) {
 			srv := startSimServer(t, "stream-interval="+strconv.Itoa(n), nil)
 			// One request in flight at a time: 33 output tokens take about
 			// 0.2 s on the default step model; arrivals 300 ms apart.
-			var recs []traces.Record
-			for i := range 12 {
-				r := traces.NewRecord()
-				r.Seq, r.ArrivalNs = int64(i), int64(i)*int64(300*time.Millisecond)
-				r.InputTokens, r.OutputTokens = 64, 33
-				recs = append(recs, r)
-			}
+			recs := evenRecords(12, 300*time.Millisecond, 64, 33)
 			ro := replay.DefaultOptions()
 			ro.URL = srv.URL
 			ro.Run = "itl"

@@ -61,6 +61,30 @@ func fleetRecord(at time.Duration, in, out int) traces.Record {
 	return r
 }
 
+// evenRecords is n requests gap apart, numbered in order, of in prompt and
+// out output tokens each.
+func evenRecords(n int, gap time.Duration, in, out int) []traces.Record {
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		recs[i] = fleetRecord(time.Duration(i)*gap, in, out)
+		recs[i].Seq = int64(i)
+	}
+	return recs
+}
+
+// poissonRecords is d of Poisson arrivals at rate a second, numbered in
+// order, each request's prompt and output lengths drawn by size.
+func poissonRecords(rng *rand.Rand, d time.Duration, rate float64, size func(*rand.Rand) (in, out int)) []traces.Record {
+	var recs []traces.Record
+	for at := time.Duration(0); at < d; at += time.Duration(rng.ExpFloat64() / rate * 1e9) {
+		in, out := size(rng)
+		r := fleetRecord(at, in, out)
+		r.Seq = int64(len(recs))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
 // fleetBurst is n requests 25 ms apart from at, prompts of lo to
 // lo+spread-1 tokens and answers of 20–59.
 func fleetBurst(at time.Duration, n, lo, spread int) func(*rand.Rand) []traces.Record {
@@ -77,10 +101,7 @@ func fleetBurst(at time.Duration, n, lo, spread int) func(*rand.Rand) []traces.R
 // burst.
 func (sc fleetScenario) trace() []traces.Record {
 	rng := rand.New(rand.NewPCG(33, uint64(len(sc.name))))
-	var recs []traces.Record
-	for at := time.Duration(0); at < 30*time.Second; at += time.Duration(rng.ExpFloat64() / sc.background * 1e9) {
-		recs = append(recs, fleetRecord(at, 100+rng.IntN(900), 20+rng.IntN(60)))
-	}
+	recs := poissonRecords(rng, 30*time.Second, sc.background, func(rng *rand.Rand) (int, int) { return 100 + rng.IntN(900), 20 + rng.IntN(60) })
 	if sc.burst != nil {
 		recs = append(recs, sc.burst(rng)...)
 	}
@@ -437,12 +458,7 @@ func TestCacheUnawareRouting(t *testing.T) {
 func TestReplayNamesFleetReplicas(t *testing.T) {
 	srv := startSimServer(t, "prefill-replicas=2,decode-replicas=3,router=round-robin", nil)
 	dir := t.TempDir()
-	var recs []traces.Record
-	for i := range 30 {
-		r := fleetRecord(time.Duration(i)*20*time.Millisecond, 200, 4)
-		r.Seq = int64(i)
-		recs = append(recs, r)
-	}
+	recs := evenRecords(30, 20*time.Millisecond, 200, 4)
 	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
 	out := dir + "/results.jsonl"
 	runMain(t, "replay", "--url", srv.URL, "--model", sim.DefaultModel, "--quiet", "--no-preflight", "--max-lateness", "10s",

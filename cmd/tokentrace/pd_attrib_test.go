@@ -263,15 +263,9 @@ func pdWorkloads() []pdWorkload {
 			"decode replicas of 16 sequences each: the decode replicas are nearly full",
 		spec: "prefill-replicas=2,decode-replicas=2,decode.max-num-seqs=16",
 		recs: func(*testing.T) []traces.Record {
-			rng := rand.New(rand.NewPCG(45, 3))
-			var recs []traces.Record
-			for at := time.Duration(0); at < 30*time.Second; at += time.Duration(rng.ExpFloat64() / 12 * 1e9) {
-				recs = append(recs, fleetRecord(at, int(logUniform(rng, 200, 2000)), 100+rng.IntN(300)))
-			}
-			for i := range recs {
-				recs[i].Seq = int64(i)
-			}
-			return recs
+			return poissonRecords(rand.New(rand.NewPCG(45, 3)), 30*time.Second, 12, func(rng *rand.Rand) (int, int) {
+				return int(logUniform(rng, 200, 2000)), 100 + rng.IntN(300)
+			})
 		},
 	}}
 }
