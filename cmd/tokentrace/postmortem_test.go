@@ -42,13 +42,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	promtest.WaitScrapes(t, promURL, 3)
 	promtest.WaitScrapes(t, partialURL, 3)
 
-	recs := make([]traces.Record, 40)
-	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(i)*int64(50*time.Millisecond)
-		r.InputTokens, r.OutputTokens = 256, 32
-		recs[i] = r
-	}
+	recs := evenRecords(40, 50*time.Millisecond, 256, 32)
 	ro := replay.DefaultOptions()
 	ro.URL, ro.Model = srv.URL, sim.DefaultModel
 	start := time.Now()
@@ -234,6 +228,31 @@ func postmortemJSON(t *testing.T, promURL string, meta traces.Meta, recs []trace
 	return trace, se.String()
 }
 
+// reportJSON is what the tests read of a postmortem or analyze --json
+// report.
+type reportJSON struct {
+	Attribution struct {
+		Source    string             `json:"source"`
+		Dominant  string             `json:"dominant"`
+		Share     map[string]float64 `json:"share"`
+		When      analyze.TailTiming `json:"when"`
+		Diagnosis []string           `json:"diagnosis"`
+	} `json:"attribution"`
+	Instances  []analyze.InstanceLoad `json:"instances"`
+	Pools      []analyze.PoolLoad     `json:"pools"`
+	CrossCheck *analyze.CrossCheck    `json:"cross_check"`
+}
+
+// postmortemPlayed runs postmortemJSON on the gateway's log of pl, with
+// its exact start, once Prometheus has scraped past its last token.
+func postmortemPlayed(t *testing.T, promURL string, pl *pdincident.Played, args []string, rep any) (trace, stderr string) {
+	t.Helper()
+	meta := pl.Result.Meta
+	pl.StartMeta(&meta)
+	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second)))
+	return postmortemJSON(t, promURL, meta, pl.Logged, args, rep)
+}
+
 // TestPostmortemIncidentTwoInstances runs the incident scenario and the
 // postmortem against the real Prometheus, and checks the postmortem
 // against the simulators' truth: the p90 E2E tail's shares within 10
@@ -247,16 +266,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	ctx := context.Background()
 	run := runIncident(t)
-	var rep struct {
-		Attribution struct {
-			Source    string             `json:"source"`
-			Share     map[string]float64 `json:"share"`
-			When      analyze.TailTiming `json:"when"`
-			Diagnosis []string           `json:"diagnosis"`
-		} `json:"attribution"`
-		Instances  []analyze.InstanceLoad `json:"instances"`
-		CrossCheck *analyze.CrossCheck    `json:"cross_check"`
-	}
+	var rep reportJSON
 	trace, _ := postmortemJSON(t, run.promURL, run.meta, run.pooled, []string{"--tail", "p90", "--tail-metric", "e2e"}, &rep)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 	if rep.Attribution.Source != analyze.SourceEstimated {
@@ -403,8 +413,7 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := startSimServer(t, pdincident.Fleet, func(so *sim.Options) { so.PerRequestMetrics = true })
-	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
-	promtest.WaitScrapes(t, promURL, 3) // the load starts inside scraped history
+	promURL := startScraping(t, srv)
 
 	ro := replay.DefaultOptions()
 	ro.NoPreflight = true
@@ -418,19 +427,8 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 			t.Fatalf("request %s: status %s (%s)", r.RequestID, r.Status, r.Error)
 		}
 	}
-	meta := pl.Result.Meta
-	pl.StartMeta(&meta)
-	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second))) // scrapes past the last token
-	var rep struct {
-		Attribution struct {
-			Source    string             `json:"source"`
-			Share     map[string]float64 `json:"share"`
-			Diagnosis []string           `json:"diagnosis"`
-		} `json:"attribution"`
-		Pools      []analyze.PoolLoad  `json:"pools"`
-		CrossCheck *analyze.CrossCheck `json:"cross_check"`
-	}
-	trace, stderr := postmortemJSON(t, promURL, meta, pl.Logged,
+	var rep reportJSON
+	trace, stderr := postmortemPlayed(t, promURL, pl,
 		[]string{"--instance-label", "pod", "--role-label", "role", "--tail", "p90", "--tail-metric", "ttft"}, &rep)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 	if rep.Attribution.Source != analyze.SourceEstimated {

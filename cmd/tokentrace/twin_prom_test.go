@@ -31,22 +31,12 @@ func TestTwinFromProduction(t *testing.T) {
 	// Mostly waits on real time (replays, scrapes): it runs beside others.
 	t.Parallel()
 	ctx := context.Background()
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700"); err != nil {
-		t.Fatal(err)
-	}
-	so.AnyModel = true
-	srv, err := sim.Start(ctx, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
-	promtest.WaitScrapes(t, promURL, 3)
+	srv := startSimServer(t, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700", func(so *sim.Options) { so.AnyModel = true })
+	promURL := startScraping(t, srv)
 
 	recs := twinTrace(300, 9, 5)
 	ro := replay.DefaultOptions()
-	ro.URL, ro.Model = srv.URL, so.Model
+	ro.URL, ro.Model = srv.URL, sim.DefaultModel
 	start := time.Now()
 	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
 	if err != nil {
