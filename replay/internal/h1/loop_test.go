@@ -86,6 +86,14 @@ func runX(t *testing.T, l *Loop, req []byte, i int) {
 	}
 }
 
+// wantIdle fails the test if l still holds a request.
+func wantIdle(t *testing.T, l *Loop) {
+	t.Helper()
+	if l.Inflight() != 0 {
+		t.Errorf("%d requests still in flight", l.Inflight())
+	}
+}
+
 func newLoop(t *testing.T, url string, timeout time.Duration) (*Loop, []byte) {
 	t.Helper()
 	c, err := New(url)
@@ -176,9 +184,7 @@ func TestLoopResponses(t *testing.T) {
 			t.Errorf("stream: chunks sent 2 ms apart were timed %v apart in all", time.Duration(h.ats[len(h.ats)-1]-h.ats[0]))
 		}
 	}
-	if l.Inflight() != 0 {
-		t.Errorf("%d requests still in flight", l.Inflight())
-	}
+	wantIdle(t, l)
 }
 
 // TestLoopTimestampsAreArrivalTimes reads a response long after it
@@ -264,9 +270,7 @@ func TestLoopErrors(t *testing.T) {
 			t.Errorf("%s: Done got %v", tc.m, h.err)
 		}
 	}
-	if l.Inflight() != 0 {
-		t.Errorf("%d requests still in flight", l.Inflight())
-	}
+	wantIdle(t, l)
 }
 
 // TestLoopStaleConnection: a keep-alive connection the server closed
@@ -360,9 +364,7 @@ func TestLoopConnectRefused(t *testing.T) {
 	if !h.done || !errors.Is(h.err, syscall.ECONNREFUSED) {
 		t.Fatalf("done %v err %v, want connection refused", h.done, h.err)
 	}
-	if l.Inflight() != 0 {
-		t.Errorf("%d requests still in flight", l.Inflight())
-	}
+	wantIdle(t, l)
 }
 
 // TestLoopSpareTimedOutByServer: a spare connection the server closed
