@@ -42,21 +42,11 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	promtest.WaitScrapes(t, promURL, 3)
 	promtest.WaitScrapes(t, partialURL, 3)
 
-	recs := evenRecords(40, 50*time.Millisecond, 256, 32)
-	ro := replay.DefaultOptions()
-	ro.URL, ro.Model = srv.URL, sim.DefaultModel
-	start := time.Now()
-	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+	res, start := replayScraped(t, promURL, srv.URL, evenRecords(40, 50*time.Millisecond, 256, 32))
 
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "incident.jsonl")
-	m := res.Meta
-	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
-	m.Set("capture.start_precision", "exact")
+	m := keptStart(res.Meta, start)
 	writeTrace(t, trace, m, res.Records)
 	var so2, se bytes.Buffer
 	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s", "--html", filepath.Join(dir, "pm.html"), trace}, nil, &so2, &se)
@@ -226,6 +216,36 @@ func postmortemJSON(t *testing.T, promURL string, meta traces.Meta, recs []trace
 		t.Fatal(err)
 	}
 	return trace, se.String()
+}
+
+// replaySim replays recs in real time against the simulator at url.
+func replaySim(t *testing.T, url string, recs []traces.Record) *replay.Result {
+	t.Helper()
+	ro := replay.DefaultOptions()
+	ro.URL, ro.Model = url, sim.DefaultModel
+	res, err := replay.Run(context.Background(), recs, traces.NewMeta("test"), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// replayScraped is replaySim, then a wait until Prometheus at promURL has
+// scraped well past the run; start is the run's wall-clock start.
+func replayScraped(t *testing.T, promURL, url string, recs []traces.Record) (res *replay.Result, start time.Time) {
+	t.Helper()
+	start = time.Now()
+	res = replaySim(t, url, recs)
+	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+	return res, start
+}
+
+// keptStart is m with the trace's wall-clock start, start, recorded
+// exactly (as capture --keep-start does).
+func keptStart(m traces.Meta, start time.Time) traces.Meta {
+	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
+	m.Set("capture.start_precision", "exact")
+	return m
 }
 
 // reportJSON is what the tests read of a postmortem or analyze --json
