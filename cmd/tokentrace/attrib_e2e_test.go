@@ -401,7 +401,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	ao.IgnoreServerTimings = true
 	est := run.analyze(t, ao, analyze.SourceEstimated)
 	out.prefillModel = est.Attribution.Prefill
-	var sumT, sumE [5]float64
+	var tally tailTally[[5]float64]
 	var lines []string
 	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if ra.Tail != exactTail[ra.RequestID] {
@@ -410,17 +410,9 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 		if !ra.Tail {
 			return nil
 		}
-		out.tail++
 		tc := run.truthOf(t, ra.RequestID, isTTFT)
 		ec := attribEstimate(ra)
-		for k := range ec {
-			sumT[k] += tc[k]
-			sumE[k] += ec[k]
-		}
-		ok := attribArgmax(tc) == attribArgmax(ec)
-		if ok {
-			out.agree++
-		}
+		ok := tally.add(tc, ec)
 		if attribArgmax(foldOther(tc)) == attribArgmax(foldOther(ec)) {
 			out.foldedAgree++
 		}
@@ -432,6 +424,8 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	if err != nil {
 		t.Fatal(err)
 	}
+	sumT, sumE := tally.truth, tally.est
+	out.tail, out.agree = tally.n, tally.agree
 	out.truthShare, out.estShare = toShares(sumT), toShares(sumE)
 	for k := range out.truthShare {
 		out.shareErrPP = max(out.shareErrPP, math.Abs(out.truthShare[k]-out.estShare[k])*100)
@@ -480,6 +474,28 @@ func toShares[C components](sum C) (s C) {
 		}
 	}
 	return s
+}
+
+// tailTally sums tail requests' truth and estimate component by component
+// and counts those whose dominant component the estimate names.
+type tailTally[C components] struct {
+	truth, est C
+	n, agree   int
+}
+
+// add tallies one tail request, truth tc and estimate ec; it reports
+// whether the estimate's dominant component is the truth's.
+func (s *tailTally[C]) add(tc, ec C) bool {
+	s.n++
+	for k := 0; k < len(tc); k++ {
+		s.truth[k] += tc[k]
+		s.est[k] += ec[k]
+	}
+	ok := attribArgmax(tc) == attribArgmax(ec)
+	if ok {
+		s.agree++
+	}
+	return ok
 }
 
 func fmtComponents(c [5]float64) string {

@@ -327,8 +327,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 				seen[i] = asSeen(seen[i], pdDecodeSide, nil)
 			}
 			est := analyzeWith(seen, eo)
-			var sumE [7]float64
-			n, agree := 0, 0
+			var tally tailTally[[7]float64]
 			err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 				if !ra.Tail {
 					return nil
@@ -336,20 +335,14 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 				if !tail[ra.RequestID] {
 					return fmt.Errorf("request %s: in the estimated tail only", ra.RequestID)
 				}
-				n++
-				tc, ec := fleetTruth(byID[ra.RequestID]), fleetSplit(ra)
-				for k := range ec {
-					sumE[k] += ec[k]
-				}
-				if attribArgmax(tc) == attribArgmax(ec) {
-					agree++
-				}
+				tally.add(fleetTruth(byID[ra.RequestID]), fleetSplit(ra))
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			estShare := toShares(sumE)
+			n, agree := tally.n, tally.agree
+			estShare := toShares(tally.est)
 			worst := 0.0
 			for k := range estShare {
 				worst = max(worst, 100*math.Abs(estShare[k]-truthShare[k]))

@@ -350,14 +350,13 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	for _, r := range run.pooled {
 		ar.sent[r.RequestID] = r
 	}
-	var sumT, sumE [5]float64
-	tail, agree, onA := 0, 0, 0
+	var tally tailTally[[5]float64]
+	onA := 0
 	schedLo, schedHi, sentLo, sentHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if !ra.Tail {
 			return nil
 		}
-		tail++
 		if r, ok := ar.sent[ra.RequestID]; ok {
 			sc, se := float64(r.ScheduledNs)/1e9, float64(r.SentNs)/1e9
 			schedLo, schedHi = min(schedLo, sc), max(schedHi, sc)
@@ -366,21 +365,14 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 		if strings.HasPrefix(ra.RequestID, "a-") {
 			onA++
 		}
-		tc := ar.truthOf(t, ra.RequestID, false)
-		ec := attribEstimate(ra)
-		for k := range ec {
-			sumT[k] += tc[k]
-			sumE[k] += ec[k]
-		}
-		if attribArgmax(tc) == attribArgmax(ec) {
-			agree++
-		}
+		tally.add(ar.truthOf(t, ra.RequestID, false), attribEstimate(ra))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	truthShare, estShare := toShares(sumT), toShares(sumE)
+	tail, agree := tally.n, tally.agree
+	truthShare, estShare := toShares(tally.truth), toShares(tally.est)
 	errPP := 0.0
 	for k := range truthShare {
 		errPP = max(errPP, math.Abs(truthShare[k]-estShare[k])*100)
