@@ -78,14 +78,7 @@ func TestClosedFeedHoldsSessionsUnderWay(t *testing.T) {
 		}
 		return g.finished(rec, doneAt{})
 	}
-	for {
-		it, err := next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if it == nil {
-			break
-		}
+	for it := range feedItems(t, next) {
 		if last != nil && before(it.rec, last) {
 			t.Fatalf("seq %d (arrival %d) handed out after seq %d (arrival %d)", it.rec.Seq, it.rec.ArrivalNs, last.Seq, last.ArrivalNs)
 		}

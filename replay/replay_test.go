@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -540,20 +541,28 @@ func selectedSeqs(t *testing.T, recs []traces.Record, o Options) []int64 {
 		}
 	}
 	var seqs []int64
-	for {
-		it, err := next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if it == nil {
-			break
-		}
+	for it := range feedItems(t, next) {
 		seqs = append(seqs, it.rec.Seq)
 	}
 	if len(seqs) != p.Selected {
 		t.Errorf("the feed gave %d records, Scan planned %d", len(seqs), p.Selected)
 	}
 	return seqs
+}
+
+// feedItems is next's items until it ends; an error fails the test.
+func feedItems(t *testing.T, next feed) iter.Seq[*item] {
+	return func(yield func(*item) bool) {
+		for {
+			it, err := next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if it == nil || !yield(it) {
+				return
+			}
+		}
+	}
 }
 
 func appendFeed(f feed, rec *traces.Record) feed {

@@ -15,17 +15,12 @@ import (
 // model whatever the trace names, the run is scraped, and every request's
 // span is joined.
 func TestTargetWiresCompanions(t *testing.T) {
-	ctx := context.Background()
 	so := sim.DefaultOptions()
 	so.PerRequestMetrics = false // server timings must come from the spans
 	to := DefaultTargetOptions()
 	to.Sim, to.ScrapeBuiltin, to.MetricsInterval = &so, true, 20*time.Millisecond
 	to.OTLPListen, to.OTLPGrace = "127.0.0.1:0", 5*time.Second
-	tgt, err := StartTarget(ctx, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tgt.Close()
+	tgt := startTarget(t, to)
 	recs := testTrace(12, 20*time.Millisecond, 64, 4)
 	for i := range recs {
 		recs[i].Model = "prod-model-not-served"
@@ -35,14 +30,7 @@ func TestTargetWiresCompanions(t *testing.T) {
 	if !tgt.Builtin || o.Model != so.Model || !o.TraceParent {
 		t.Fatalf("Apply: builtin %v model %q traceparent %v", tgt.Builtin, o.Model, o.TraceParent)
 	}
-	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	samples, unmatched := tgt.Finish(ctx, res)
-	if res.Summary.OK != len(recs) {
-		t.Fatalf("%d of %d ok", res.Summary.OK, len(recs))
-	}
+	res, samples, unmatched := runOnTarget(t, tgt, recs)
 	if len(samples) < 2 {
 		t.Errorf("%d metrics samples scraped", len(samples))
 	}
@@ -62,29 +50,44 @@ func TestTargetWiresCompanions(t *testing.T) {
 // scraped; it fails the test unless every request was ok.
 func replayOnFleet(t *testing.T, config string, recs []traces.Record) (*Target, *Result, []traces.MetricsSample) {
 	t.Helper()
-	ctx := context.Background()
 	so := sim.DefaultOptions()
 	if err := sim.ApplyConfig(&so, config); err != nil {
 		t.Fatal(err)
 	}
 	to := DefaultTargetOptions()
 	to.Sim, to.ScrapeBuiltin, to.MetricsInterval = &so, true, 20*time.Millisecond
-	tgt, err := StartTarget(ctx, to)
+	tgt := startTarget(t, to)
+	res, samples, _ := runOnTarget(t, tgt, recs)
+	return tgt, res, samples
+}
+
+// startTarget starts a Target with to and closes it when the test ends.
+func startTarget(t *testing.T, to TargetOptions) *Target {
+	t.Helper()
+	tgt, err := StartTarget(context.Background(), to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tgt.Close)
+	return tgt
+}
+
+// runOnTarget replays recs with the options tgt applies and finishes it,
+// returning the result, the samples scraped and the requests without a
+// span; it fails the test unless every request was ok.
+func runOnTarget(t *testing.T, tgt *Target, recs []traces.Record) (*Result, []traces.MetricsSample, int) {
+	t.Helper()
 	o := DefaultOptions()
 	tgt.Apply(&o)
-	res, err := Run(ctx, recs, traces.NewMeta("test"), o)
+	res, err := Run(context.Background(), recs, traces.NewMeta("test"), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	samples, _ := tgt.Finish(ctx, res)
+	samples, unmatched := tgt.Finish(context.Background(), res)
 	if res.Summary.OK != len(recs) {
 		t.Fatalf("%d of %d ok", res.Summary.OK, len(recs))
 	}
-	return tgt, res, samples
+	return res, samples, unmatched
 }
 
 // TestTargetStartsFleet: with a fleet in Sim, the built-in target is the

@@ -363,11 +363,7 @@ func (d *jsonDecoder) field(key []byte, r *Record, in *intern.Strings) error {
 		p := c.list32p(r)
 		*p, err = decodeList(d, (*p)[:0], d.int32)
 	}
-	if err != nil {
-		err.Column = c.name
-		return err
-	}
-	return nil
+	return c.fault(err)
 }
 
 // int64 reads a whole number; its error says whether the value was a

@@ -206,11 +206,17 @@ func (c *column) setText(r *Record, s string, intern func(string) string) error 
 		p := c.list32p(r)
 		*p, err = parseList((*p)[:0], s, parseInt32)
 	}
-	if err != nil {
-		err.Column = c.name
-		return err
+	return c.fault(err)
+}
+
+// fault names c as the column at fault in err, and keeps no problem a nil
+// error (not a nil *RowProblem inside one).
+func (c *column) fault(err *RowProblem) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	err.Column = c.name
+	return err
 }
 
 // normalizeLists makes empty lists nil, so every codec reads back the same

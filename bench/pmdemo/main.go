@@ -54,35 +54,39 @@ func main() {
 }
 
 func run(ctx context.Context, urls [2]string, out string, seed uint64) error {
-	ro := replay.DefaultOptions()
-	ro.NoPreflight = true
-	pl, err := incident.Play(ctx, urls, incident.Parts(seed), traces.NewMeta("pmdemo"), ro)
+	pl, err := incident.Play(ctx, urls, incident.Parts(seed), traces.NewMeta("pmdemo"), demoOptions())
 	if err != nil {
 		return err
 	}
-	m := traces.NewMeta("pmdemo:gateway")
-	pl.StartMeta(&m)
-	if err := traces.WriteAll(out, m, pl.Pooled); err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "pmdemo: %d requests pooled into %s (start %s)\n", len(pl.Pooled), out, pl.Origin.UTC().Format(time.RFC3339))
-	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 4*time.Second)))
-	return nil
+	return keepLog(out, "pooled", pl, pl.Pooled, pl.Origin, pl.Last)
 }
 
 func runFleet(ctx context.Context, url, out string, seed uint64) error {
-	ro := replay.DefaultOptions()
-	ro.NoPreflight = true
-	pl, err := pdincident.Play(ctx, url, pdincident.Records(seed), traces.NewMeta("pmdemo"), ro)
+	pl, err := pdincident.Play(ctx, url, pdincident.Records(seed), traces.NewMeta("pmdemo"), demoOptions())
 	if err != nil {
 		return err
 	}
+	return keepLog(out, "logged", pl, pl.Logged, pl.Origin, pl.Last)
+}
+
+// demoOptions replays the incident's requests as they are, without asking
+// the servers what they serve first.
+func demoOptions() replay.Options {
+	ro := replay.DefaultOptions()
+	ro.NoPreflight = true
+	return ro
+}
+
+// keepLog writes recs, the gateway's log of an incident played from origin
+// to last, to out with its exact start (pl.StartMeta), and returns once the
+// servers have been idle for a few seconds.
+func keepLog(out, how string, pl interface{ StartMeta(*traces.Meta) }, recs []traces.Record, origin time.Time, last time.Duration) error {
 	m := traces.NewMeta("pmdemo:gateway")
 	pl.StartMeta(&m)
-	if err := traces.WriteAll(out, m, pl.Logged); err != nil {
+	if err := traces.WriteAll(out, m, recs); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "pmdemo: %d requests logged into %s (start %s)\n", len(pl.Logged), out, pl.Origin.UTC().Format(time.RFC3339))
-	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 4*time.Second)))
+	fmt.Fprintf(os.Stderr, "pmdemo: %d requests %s into %s (start %s)\n", len(recs), how, out, origin.UTC().Format(time.RFC3339))
+	time.Sleep(time.Until(origin.Add(last + 4*time.Second)))
 	return nil
 }

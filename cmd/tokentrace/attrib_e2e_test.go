@@ -189,7 +189,12 @@ func attribEstimate(ra analyze.RequestAttribution) [5]float64 {
 	return ec
 }
 
-func attribArgmax(c [5]float64) int {
+// components is a request's time split by component: the five of a single
+// engine, or the seven of a fleet (analyze.ComponentNames).
+type components interface{ [5]float64 | [7]float64 }
+
+// attribArgmax is the index of c's largest component (the first of equals).
+func attribArgmax[C components](c C) int {
 	best := 0
 	for i := 1; i < len(c); i++ {
 		if c[i] > c[best] {
@@ -396,7 +401,7 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	ao.IgnoreServerTimings = true
 	est := run.analyze(t, ao, analyze.SourceEstimated)
 	out.prefillModel = est.Attribution.Prefill
-	var sumT, sumE [5]float64
+	var tally tailTally[[5]float64]
 	var lines []string
 	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if ra.Tail != exactTail[ra.RequestID] {
@@ -405,17 +410,9 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 		if !ra.Tail {
 			return nil
 		}
-		out.tail++
 		tc := run.truthOf(t, ra.RequestID, isTTFT)
 		ec := attribEstimate(ra)
-		for k := range ec {
-			sumT[k] += tc[k]
-			sumE[k] += ec[k]
-		}
-		ok := attribArgmax(tc) == attribArgmax(ec)
-		if ok {
-			out.agree++
-		}
+		ok := tally.add(tc, ec)
 		if attribArgmax(foldOther(tc)) == attribArgmax(foldOther(ec)) {
 			out.foldedAgree++
 		}
@@ -427,6 +424,8 @@ func (run *attribRun) evaluate(t *testing.T, pct float64, metric string, verbose
 	if err != nil {
 		t.Fatal(err)
 	}
+	sumT, sumE := tally.truth, tally.est
+	out.tail, out.agree = tally.n, tally.agree
 	out.truthShare, out.estShare = toShares(sumT), toShares(sumE)
 	for k := range out.truthShare {
 		out.shareErrPP = max(out.shareErrPP, math.Abs(out.truthShare[k]-out.estShare[k])*100)
@@ -463,17 +462,40 @@ func foldOther(c [5]float64) [5]float64 {
 	return c
 }
 
-func toShares(sum [5]float64) (s [5]float64) {
+// toShares is each component's share of sum's total (none of a zero total).
+func toShares[C components](sum C) (s C) {
 	var tot float64
-	for _, v := range sum {
-		tot += v
+	for k := 0; k < len(sum); k++ {
+		tot += sum[k]
 	}
-	for k, v := range sum {
+	for k := 0; k < len(sum); k++ {
 		if tot > 0 {
-			s[k] = v / tot
+			s[k] = sum[k] / tot
 		}
 	}
 	return s
+}
+
+// tailTally sums tail requests' truth and estimate component by component
+// and counts those whose dominant component the estimate names.
+type tailTally[C components] struct {
+	truth, est C
+	n, agree   int
+}
+
+// add tallies one tail request, truth tc and estimate ec; it reports
+// whether the estimate's dominant component is the truth's.
+func (s *tailTally[C]) add(tc, ec C) bool {
+	s.n++
+	for k := 0; k < len(tc); k++ {
+		s.truth[k] += tc[k]
+		s.est[k] += ec[k]
+	}
+	ok := attribArgmax(tc) == attribArgmax(ec)
+	if ok {
+		s.agree++
+	}
+	return ok
 }
 
 func fmtComponents(c [5]float64) string {
@@ -584,13 +606,7 @@ func TestITLPerTokenAgainstSimTruth(t *testing.T) {
 			srv := startSimServer(t, "stream-interval="+strconv.Itoa(n), nil)
 			// One request in flight at a time: 33 output tokens take about
 			// 0.2 s on the default step model; arrivals 300 ms apart.
-			var recs []traces.Record
-			for i := range 12 {
-				r := traces.NewRecord()
-				r.Seq, r.ArrivalNs = int64(i), int64(i)*int64(300*time.Millisecond)
-				r.InputTokens, r.OutputTokens = 64, 33
-				recs = append(recs, r)
-			}
+			recs := evenRecords(12, 300*time.Millisecond, 64, 33)
 			ro := replay.DefaultOptions()
 			ro.URL = srv.URL
 			ro.Run = "itl"

@@ -61,14 +61,47 @@ func fleetRecord(at time.Duration, in, out int) traces.Record {
 	return r
 }
 
+// evenRecords is n requests gap apart, numbered in order, of in prompt and
+// out output tokens each.
+func evenRecords(n int, gap time.Duration, in, out int) []traces.Record {
+	recs := make([]traces.Record, n)
+	for i := range recs {
+		recs[i] = fleetRecord(time.Duration(i)*gap, in, out)
+		recs[i].Seq = int64(i)
+	}
+	return recs
+}
+
+// poissonRecords is d of Poisson arrivals at rate a second, numbered in
+// order, each request's prompt and output lengths drawn by size.
+func poissonRecords(rng *rand.Rand, d time.Duration, rate float64, size func(*rand.Rand) (in, out int)) []traces.Record {
+	var recs []traces.Record
+	for at := time.Duration(0); at < d; at += time.Duration(rng.ExpFloat64() / rate * 1e9) {
+		in, out := size(rng)
+		r := fleetRecord(at, in, out)
+		r.Seq = int64(len(recs))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// fleetBurst is n requests 25 ms apart from at, prompts of lo to
+// lo+spread-1 tokens and answers of 20–59.
+func fleetBurst(at time.Duration, n, lo, spread int) func(*rand.Rand) []traces.Record {
+	return func(rng *rand.Rand) []traces.Record {
+		var x []traces.Record
+		for i := range n {
+			x = append(x, fleetRecord(at+time.Duration(i)*25*time.Millisecond, lo+rng.IntN(spread), 20+rng.IntN(40)))
+		}
+		return x
+	}
+}
+
 // trace is sc's requests in arrival order: 30 s of background, and the
 // burst.
 func (sc fleetScenario) trace() []traces.Record {
 	rng := rand.New(rand.NewPCG(33, uint64(len(sc.name))))
-	var recs []traces.Record
-	for at := time.Duration(0); at < 30*time.Second; at += time.Duration(rng.ExpFloat64() / sc.background * 1e9) {
-		recs = append(recs, fleetRecord(at, 100+rng.IntN(900), 20+rng.IntN(60)))
-	}
+	recs := poissonRecords(rng, 30*time.Second, sc.background, func(rng *rand.Rand) (int, int) { return 100 + rng.IntN(900), 20 + rng.IntN(60) })
 	if sc.burst != nil {
 		recs = append(recs, sc.burst(rng)...)
 	}
@@ -142,27 +175,6 @@ func fleetSplit(ra analyze.RequestAttribution) [7]float64 {
 	return c
 }
 
-func argmax7(c [7]float64) int {
-	best := 0
-	for k := range c {
-		if c[k] > c[best] {
-			best = k
-		}
-	}
-	return best
-}
-
-func shares7(sum [7]float64) (s [7]float64) {
-	var tot float64
-	for _, v := range sum {
-		tot += v
-	}
-	for k, v := range sum {
-		s[k] = v / tot
-	}
-	return s
-}
-
 func fmtShares7(s [7]float64) string {
 	var parts []string
 	for k, v := range s {
@@ -179,15 +191,9 @@ func fleetScenarios() []fleetScenario {
 		name: "prefill-pool-overloaded",
 		doc: "2 prefill and 4 decode replicas at 8 req/s of short prompts; at 15 s, 40 prompts of 6–8 k tokens within a second: " +
 			"the prefill pool (~25 k prompt tokens/s each) needs 12 s of work, so the tail waits on the prefill side",
-		spec:       "prefill-replicas=2,decode-replicas=4",
-		background: 8,
-		burst: func(rng *rand.Rand) []traces.Record {
-			var x []traces.Record
-			for i := range 40 {
-				x = append(x, fleetRecord(15*time.Second+time.Duration(i)*25*time.Millisecond, 6000+rng.IntN(2000), 20+rng.IntN(40)))
-			}
-			return x
-		},
+		spec:         "prefill-replicas=2,decode-replicas=4",
+		background:   8,
+		burst:        fleetBurst(15*time.Second, 40, 6000, 2000),
 		wantDominant: "queue",
 		wantFinding:  analyze.FindingPrefillPoolSaturated,
 		check: func(t *testing.T, rep *analyze.Report) {
@@ -203,15 +209,9 @@ func fleetScenarios() []fleetScenario {
 		name: "kv-transfer-slow",
 		doc: "8 prefill and 4 decode replicas sharing a 13 GB/s link (~100 k tokens/s of 128 KiB each); at 12 s, 200 prompts of 2–4 k tokens over 5 s: " +
 			"130 k tokens/s that the prefill pool computes but the link cannot move, so the pulls queue on it",
-		spec:       "prefill-replicas=8,decode-replicas=4,kv-transfer-latency=2ms,kv-transfer-per-token=1us,kv-transfer-bandwidth=13GB/s",
-		background: 8,
-		burst: func(rng *rand.Rand) []traces.Record {
-			var x []traces.Record
-			for i := range 200 {
-				x = append(x, fleetRecord(12*time.Second+time.Duration(i)*25*time.Millisecond, 2000+rng.IntN(2000), 20+rng.IntN(40)))
-			}
-			return x
-		},
+		spec:         "prefill-replicas=8,decode-replicas=4,kv-transfer-latency=2ms,kv-transfer-per-token=1us,kv-transfer-bandwidth=13GB/s",
+		background:   8,
+		burst:        fleetBurst(12*time.Second, 200, 2000, 2000),
 		wantDominant: "kv_transfer",
 		wantFinding:  analyze.FindingKVTransferSlow,
 		check: func(t *testing.T, rep *analyze.Report) {
@@ -311,8 +311,8 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			truthShare := shares7(sumT)
-			if got := analyze.ComponentNames[argmax7(sumT)]; got != sc.wantDominant || exact.Attribution.Dominant != sc.wantDominant {
+			truthShare := toShares(sumT)
+			if got := analyze.ComponentNames[attribArgmax(sumT)]; got != sc.wantDominant || exact.Attribution.Dominant != sc.wantDominant {
 				t.Errorf("scenario design: the truth's dominant tail component is %s (report: %s), want %s", got, exact.Attribution.Dominant, sc.wantDominant)
 			}
 
@@ -327,8 +327,7 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 				seen[i] = asSeen(seen[i], pdDecodeSide, nil)
 			}
 			est := analyzeWith(seen, eo)
-			var sumE [7]float64
-			n, agree := 0, 0
+			var tally tailTally[[7]float64]
 			err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 				if !ra.Tail {
 					return nil
@@ -336,20 +335,14 @@ func TestFleetAttributionAgainstTruth(t *testing.T) {
 				if !tail[ra.RequestID] {
 					return fmt.Errorf("request %s: in the estimated tail only", ra.RequestID)
 				}
-				n++
-				tc, ec := fleetTruth(byID[ra.RequestID]), fleetSplit(ra)
-				for k := range ec {
-					sumE[k] += ec[k]
-				}
-				if argmax7(tc) == argmax7(ec) {
-					agree++
-				}
+				tally.add(fleetTruth(byID[ra.RequestID]), fleetSplit(ra))
 				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			estShare := shares7(sumE)
+			n, agree := tally.n, tally.agree
+			estShare := toShares(tally.est)
 			worst := 0.0
 			for k := range estShare {
 				worst = max(worst, 100*math.Abs(estShare[k]-truthShare[k]))
@@ -458,12 +451,7 @@ func TestCacheUnawareRouting(t *testing.T) {
 func TestReplayNamesFleetReplicas(t *testing.T) {
 	srv := startSimServer(t, "prefill-replicas=2,decode-replicas=3,router=round-robin", nil)
 	dir := t.TempDir()
-	var recs []traces.Record
-	for i := range 30 {
-		r := fleetRecord(time.Duration(i)*20*time.Millisecond, 200, 4)
-		r.Seq = int64(i)
-		recs = append(recs, r)
-	}
+	recs := evenRecords(30, 20*time.Millisecond, 200, 4)
 	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
 	out := dir + "/results.jsonl"
 	runMain(t, "replay", "--url", srv.URL, "--model", sim.DefaultModel, "--quiet", "--no-preflight", "--max-lateness", "10s",

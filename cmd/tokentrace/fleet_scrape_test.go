@@ -58,18 +58,10 @@ func TestReplayScrapesFleetPools(t *testing.T) {
 		t.Errorf("finished per row %v: want %d pooled (each request once) and %d on prefill-0", finished, n, n)
 	}
 
-	type report struct {
-		Attribution struct {
-			Source    string   `json:"source"`
-			Diagnosis []string `json:"diagnosis"`
-		} `json:"attribution"`
-		Pools      []analyze.PoolLoad  `json:"pools"`
-		CrossCheck *analyze.CrossCheck `json:"cross_check"`
-	}
-	analyzeJSON := func(results string) report {
+	analyzeJSON := func(results string) reportJSON {
 		t.Helper()
 		stdout, _ := runMain(t, "analyze", "--tail", "p90", "--tail-metric", "ttft", "--json", results)
-		var rep report
+		var rep reportJSON
 		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatal(err)
 		}

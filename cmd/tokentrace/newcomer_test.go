@@ -21,13 +21,9 @@ import (
 // production logs does.
 func writeModelTrace(t *testing.T, n int, model string) string {
 	t.Helper()
-	recs := make([]traces.Record, n)
+	recs := evenRecords(n, 2*time.Millisecond, 16, 2)
 	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(i)*2e6
-		r.InputTokens, r.OutputTokens = 16, 2
-		r.Model = model
-		recs[i] = r
+		recs[i].Model = model
 	}
 	return writeTrace(t, filepath.Join(t.TempDir(), "trace.jsonl"), traces.NewMeta("test"), recs)
 }
@@ -240,13 +236,7 @@ func TestMooncakeExportIDs(t *testing.T) {
 // a --window start say so and give the trace's time.
 func TestAnalyzeSaysWhatIsMissing(t *testing.T) {
 	dir := t.TempDir()
-	recs := make([]traces.Record, 60)
-	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(i)*20e6
-		r.InputTokens, r.OutputTokens = 64, 4
-		recs[i] = r
-	}
+	recs := evenRecords(60, 20*time.Millisecond, 64, 4)
 	trace := writeTrace(t, filepath.Join(dir, "trace.jsonl"), traces.NewMeta("test"), recs)
 
 	url := startSimCommand(t)

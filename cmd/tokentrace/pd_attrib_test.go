@@ -199,7 +199,7 @@ type pdShares struct {
 
 func pdCompare(t *testing.T, rep *analyze.Report, byID map[string]*traces.Record) pdShares {
 	t.Helper()
-	var sumT, sumE [7]float64
+	var tally tailTally[[7]float64]
 	var s pdShares
 	err := eachRequest(rep, func(ra analyze.RequestAttribution) error {
 		if !ra.Tail {
@@ -209,25 +209,22 @@ func pdCompare(t *testing.T, rep *analyze.Report, byID map[string]*traces.Record
 		if tr == nil {
 			return fmt.Errorf("request %s: no truth", ra.RequestID)
 		}
-		s.n++
-		tc, ec := pdTTFTTruth(tr), fleetSplit(ra)
+		ec := fleetSplit(ra)
 		ec[componentIdx("decode")] = 0
-		for k := range ec {
-			sumT[k] += tc[k]
-			sumE[k] += ec[k]
-		}
+		tally.add(pdTTFTTruth(tr), ec)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.truth, s.est = shares7(sumT), shares7(sumE)
+	s.n = tally.n
+	s.truth, s.est = toShares(tally.truth), toShares(tally.est)
 	for k := range s.est {
 		if d := 100 * math.Abs(s.est[k]-s.truth[k]); d > s.worstPP {
 			s.worstPP, s.worst = d, analyze.ComponentNames[k]
 		}
 	}
-	s.truthDom, s.estDom = analyze.ComponentNames[argmax7(sumT)], rep.Attribution.Dominant
+	s.truthDom, s.estDom = analyze.ComponentNames[attribArgmax(tally.truth)], rep.Attribution.Dominant
 	s.diagnosis = strings.Join(rep.Attribution.Diagnosis, " | ")
 	s.namesKV = rep.Fleet != nil && slices.Contains(rep.Fleet.Findings, analyze.FindingKVTransferSlow)
 	s.crossDis = rep.CrossCheck != nil && rep.CrossCheck.Disagree
@@ -263,15 +260,9 @@ func pdWorkloads() []pdWorkload {
 			"decode replicas of 16 sequences each: the decode replicas are nearly full",
 		spec: "prefill-replicas=2,decode-replicas=2,decode.max-num-seqs=16",
 		recs: func(*testing.T) []traces.Record {
-			rng := rand.New(rand.NewPCG(45, 3))
-			var recs []traces.Record
-			for at := time.Duration(0); at < 30*time.Second; at += time.Duration(rng.ExpFloat64() / 12 * 1e9) {
-				recs = append(recs, fleetRecord(at, int(logUniform(rng, 200, 2000)), 100+rng.IntN(300)))
-			}
-			for i := range recs {
-				recs[i].Seq = int64(i)
-			}
-			return recs
+			return poissonRecords(rand.New(rand.NewPCG(45, 3)), 30*time.Second, 12, func(rng *rand.Rand) (int, int) {
+				return int(logUniform(rng, 200, 2000)), 100 + rng.IntN(300)
+			})
 		},
 	}}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/analyze"
 	"github.com/tokentrace/tokentrace/bench/pmdemo/pdincident"
-	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
@@ -25,15 +24,9 @@ const oneAnswerFleet = "prefill-replicas=1,decode-replicas=2,decode.max-num-seqs
 // oneAnswerTrace is 12 s of Poisson arrivals at 24 req/s, prompts of
 // 200–1,500 tokens (log-uniform), answers of 32–95 tokens.
 func oneAnswerTrace() []traces.Record {
-	rng := rand.New(rand.NewPCG(45, 11))
-	var recs []traces.Record
-	for at := time.Duration(0); at < 12*time.Second; at += time.Duration(rng.ExpFloat64() / 24 * 1e9) {
-		recs = append(recs, fleetRecord(at, int(logUniform(rng, 200, 1500)), 32+rng.IntN(64)))
-	}
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
-	return recs
+	return poissonRecords(rand.New(rand.NewPCG(45, 11)), 12*time.Second, 24, func(rng *rand.Rand) (int, int) {
+		return int(logUniform(rng, 200, 1500)), 32 + rng.IntN(64)
+	})
 }
 
 // TestOneAnswerPerFleet: one fleet and one workload, explained three
@@ -79,20 +72,10 @@ func TestOneAnswerPerFleet(t *testing.T) {
 	t.Logf("validate (offline, exact): %s %.0f%%", cell.TailCause, 100*cell.TailShare)
 
 	// The fleet in real time, scraped by Prometheus.
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, oneAnswerFleet); err != nil {
-		t.Fatal(err)
-	}
-	so.PerRequestMetrics = true
-	srv, err := sim.Start(ctx, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
-	promtest.WaitScrapes(t, promURL, 3)
+	srv := startSimServer(t, oneAnswerFleet, func(so *sim.Options) { so.PerRequestMetrics = true })
+	promURL := startScraping(t, srv)
 	ro := replay.DefaultOptions()
-	ro.NoPreflight, ro.Model = true, so.Model
+	ro.NoPreflight, ro.Model = true, sim.DefaultModel
 	ro.ReplicaHeader, ro.PrefillReplicaHeader = traces.ReplicaHeader, traces.PrefillReplicaHeader
 	pl, err := pdincident.Play(ctx, srv.URL, recs, traces.NewMeta("one-answer"), ro)
 	if err != nil {
@@ -113,17 +96,8 @@ func TestOneAnswerPerFleet(t *testing.T) {
 	t.Logf("analyze: %s %.0f%%: %s", rep.Attribution.Dominant, 100*rep.Attribution.Share.Array()[componentIdx(rep.Attribution.Dominant)], strings.Join(rep.Attribution.Diagnosis, " | "))
 
 	// postmortem of the gateway's log with the fleet's history.
-	meta := pl.Result.Meta
-	pl.StartMeta(&meta)
-	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second))) // scrapes past the last token
-	var pm struct {
-		Attribution struct {
-			Dominant  string             `json:"dominant"`
-			Share     map[string]float64 `json:"share"`
-			Diagnosis []string           `json:"diagnosis"`
-		} `json:"attribution"`
-	}
-	postmortemJSON(t, promURL, meta, pl.Logged, []string{"--instance-label", "pod", "--role-label", "role", "--tail", "p99", "--tail-metric", "e2e"}, &pm)
+	var pm reportJSON
+	postmortemPlayed(t, promURL, pl, []string{"--instance-label", "pod", "--role-label", "role", "--tail", "p99", "--tail-metric", "e2e"}, &pm)
 	t.Logf("postmortem: %s %.0f%%", pm.Attribution.Dominant, 100*pm.Attribution.Share[pm.Attribution.Dominant])
 
 	if rep.Attribution.Dominant != cell.TailCause || pm.Attribution.Dominant != cell.TailCause {

@@ -42,27 +42,11 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	promtest.WaitScrapes(t, promURL, 3)
 	promtest.WaitScrapes(t, partialURL, 3)
 
-	recs := make([]traces.Record, 40)
-	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(i)*int64(50*time.Millisecond)
-		r.InputTokens, r.OutputTokens = 256, 32
-		recs[i] = r
-	}
-	ro := replay.DefaultOptions()
-	ro.URL, ro.Model = srv.URL, sim.DefaultModel
-	start := time.Now()
-	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+	res, start := replayScraped(t, promURL, srv.URL, evenRecords(40, 50*time.Millisecond, 256, 32))
 
 	dir := t.TempDir()
 	trace := filepath.Join(dir, "incident.jsonl")
-	m := res.Meta
-	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
-	m.Set("capture.start_precision", "exact")
+	m := keptStart(res.Meta, start)
 	writeTrace(t, trace, m, res.Records)
 	var so2, se bytes.Buffer
 	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s", "--html", filepath.Join(dir, "pm.html"), trace}, nil, &so2, &se)
@@ -234,6 +218,61 @@ func postmortemJSON(t *testing.T, promURL string, meta traces.Meta, recs []trace
 	return trace, se.String()
 }
 
+// replaySim replays recs in real time against the simulator at url.
+func replaySim(t *testing.T, url string, recs []traces.Record) *replay.Result {
+	t.Helper()
+	ro := replay.DefaultOptions()
+	ro.URL, ro.Model = url, sim.DefaultModel
+	res, err := replay.Run(context.Background(), recs, traces.NewMeta("test"), ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// replayScraped is replaySim, then a wait until Prometheus at promURL has
+// scraped well past the run; start is the run's wall-clock start.
+func replayScraped(t *testing.T, promURL, url string, recs []traces.Record) (res *replay.Result, start time.Time) {
+	t.Helper()
+	start = time.Now()
+	res = replaySim(t, url, recs)
+	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+	return res, start
+}
+
+// keptStart is m with the trace's wall-clock start, start, recorded
+// exactly (as capture --keep-start does).
+func keptStart(m traces.Meta, start time.Time) traces.Meta {
+	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
+	m.Set("capture.start_precision", "exact")
+	return m
+}
+
+// reportJSON is what the tests read of a postmortem or analyze --json
+// report.
+type reportJSON struct {
+	Attribution struct {
+		Source    string             `json:"source"`
+		Dominant  string             `json:"dominant"`
+		Share     map[string]float64 `json:"share"`
+		When      analyze.TailTiming `json:"when"`
+		Diagnosis []string           `json:"diagnosis"`
+	} `json:"attribution"`
+	Instances  []analyze.InstanceLoad `json:"instances"`
+	Pools      []analyze.PoolLoad     `json:"pools"`
+	CrossCheck *analyze.CrossCheck    `json:"cross_check"`
+}
+
+// postmortemPlayed runs postmortemJSON on the gateway's log of pl, with
+// its exact start, once Prometheus has scraped past its last token.
+func postmortemPlayed(t *testing.T, promURL string, pl *pdincident.Played, args []string, rep any) (trace, stderr string) {
+	t.Helper()
+	meta := pl.Result.Meta
+	pl.StartMeta(&meta)
+	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second)))
+	return postmortemJSON(t, promURL, meta, pl.Logged, args, rep)
+}
+
 // TestPostmortemIncidentTwoInstances runs the incident scenario and the
 // postmortem against the real Prometheus, and checks the postmortem
 // against the simulators' truth: the p90 E2E tail's shares within 10
@@ -247,16 +286,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	}
 	ctx := context.Background()
 	run := runIncident(t)
-	var rep struct {
-		Attribution struct {
-			Source    string             `json:"source"`
-			Share     map[string]float64 `json:"share"`
-			When      analyze.TailTiming `json:"when"`
-			Diagnosis []string           `json:"diagnosis"`
-		} `json:"attribution"`
-		Instances  []analyze.InstanceLoad `json:"instances"`
-		CrossCheck *analyze.CrossCheck    `json:"cross_check"`
-	}
+	var rep reportJSON
 	trace, _ := postmortemJSON(t, run.promURL, run.meta, run.pooled, []string{"--tail", "p90", "--tail-metric", "e2e"}, &rep)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 	if rep.Attribution.Source != analyze.SourceEstimated {
@@ -320,14 +350,13 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	for _, r := range run.pooled {
 		ar.sent[r.RequestID] = r
 	}
-	var sumT, sumE [5]float64
-	tail, agree, onA := 0, 0, 0
+	var tally tailTally[[5]float64]
+	onA := 0
 	schedLo, schedHi, sentLo, sentHi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	err = eachRequest(est, func(ra analyze.RequestAttribution) error {
 		if !ra.Tail {
 			return nil
 		}
-		tail++
 		if r, ok := ar.sent[ra.RequestID]; ok {
 			sc, se := float64(r.ScheduledNs)/1e9, float64(r.SentNs)/1e9
 			schedLo, schedHi = min(schedLo, sc), max(schedHi, sc)
@@ -336,21 +365,14 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 		if strings.HasPrefix(ra.RequestID, "a-") {
 			onA++
 		}
-		tc := ar.truthOf(t, ra.RequestID, false)
-		ec := attribEstimate(ra)
-		for k := range ec {
-			sumT[k] += tc[k]
-			sumE[k] += ec[k]
-		}
-		if attribArgmax(tc) == attribArgmax(ec) {
-			agree++
-		}
+		tally.add(ar.truthOf(t, ra.RequestID, false), attribEstimate(ra))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	truthShare, estShare := toShares(sumT), toShares(sumE)
+	tail, agree := tally.n, tally.agree
+	truthShare, estShare := toShares(tally.truth), toShares(tally.est)
 	errPP := 0.0
 	for k := range truthShare {
 		errPP = max(errPP, math.Abs(truthShare[k]-estShare[k])*100)
@@ -403,8 +425,7 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := startSimServer(t, pdincident.Fleet, func(so *sim.Options) { so.PerRequestMetrics = true })
-	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
-	promtest.WaitScrapes(t, promURL, 3) // the load starts inside scraped history
+	promURL := startScraping(t, srv)
 
 	ro := replay.DefaultOptions()
 	ro.NoPreflight = true
@@ -418,19 +439,8 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 			t.Fatalf("request %s: status %s (%s)", r.RequestID, r.Status, r.Error)
 		}
 	}
-	meta := pl.Result.Meta
-	pl.StartMeta(&meta)
-	time.Sleep(time.Until(pl.Origin.Add(pl.Last + 3*time.Second))) // scrapes past the last token
-	var rep struct {
-		Attribution struct {
-			Source    string             `json:"source"`
-			Share     map[string]float64 `json:"share"`
-			Diagnosis []string           `json:"diagnosis"`
-		} `json:"attribution"`
-		Pools      []analyze.PoolLoad  `json:"pools"`
-		CrossCheck *analyze.CrossCheck `json:"cross_check"`
-	}
-	trace, stderr := postmortemJSON(t, promURL, meta, pl.Logged,
+	var rep reportJSON
+	trace, stderr := postmortemPlayed(t, promURL, pl,
 		[]string{"--instance-label", "pod", "--role-label", "role", "--tail", "p90", "--tail-metric", "ttft"}, &rep)
 	diag := strings.Join(rep.Attribution.Diagnosis, "\n")
 	if rep.Attribution.Source != analyze.SourceEstimated {

@@ -131,13 +131,7 @@ func pipeBuffered(t *testing.T, w *os.File) int {
 // waits, writing what finished.
 func TestReplayWarnsOfALongWait(t *testing.T) {
 	t.Parallel()
-	recs := make([]traces.Record, 3)
-	for i := range recs {
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(i)*1e6
-		r.InputTokens, r.OutputTokens = 32, 2
-		recs[i] = r
-	}
+	recs := evenRecords(3, time.Millisecond, 32, 2)
 	recs[2].ArrivalNs = int64(2 * time.Hour)
 	dir := t.TempDir()
 	trace, out := filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "r.jsonl")

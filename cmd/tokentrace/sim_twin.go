@@ -94,14 +94,11 @@ func simFitCommand() *cli.Command {
 			if err := o.Validate(); err != nil {
 				return usageError(err, nil)
 			}
-			in := newTraceIn(c, &rf, "sim fit", "kept: the fit orders rows by send time")
-			inputs, err := twinInputs(in, names, true)
+			inputs, prompt, err := twinRuns(c, &rf, "sim fit", "kept: the fit orders rows by send time", names, true)
 			if err != nil {
 				return err
 			}
-			if o.Prompt, err = twinPrompt(in, names[0]); err != nil {
-				return err
-			}
+			o.Prompt = prompt
 			res, err := twin.Fit(c.Context, inputs, o)
 			if err != nil {
 				return err
@@ -152,20 +149,17 @@ func simCheckCommand() *cli.Command {
 			if err := sim.ApplyConfig(&o, "config="+file); err != nil {
 				return usageErrorf("--twin: %w", err)
 			}
-			in := newTraceIn(c, &rf, "sim check", "kept: the check orders rows by send time")
-			inputs, err := twinInputs(in, names, false)
-			if err != nil {
-				return err
-			}
 			for _, w := range whatIf.v {
 				x := o
 				if err := sim.ApplyConfig(&x, w); err != nil {
 					return usageErrorf("--what-if: %w", err)
 				}
 			}
-			if co.Prompt, err = twinPrompt(in, names[0]); err != nil {
+			inputs, prompt, err := twinRuns(c, &rf, "sim check", "kept: the check orders rows by send time", names, false)
+			if err != nil {
 				return err
 			}
+			co.Prompt = prompt
 			res, err := runCheck(c, o, inputs, co, out)
 			if err != nil {
 				return err
@@ -217,6 +211,19 @@ func runCheck(c *cli.Context, o sim.Options, inputs []twin.Input, co twin.CheckO
 		return nil, err
 	}
 	return res, w.Close()
+}
+
+// twinRuns reads the measured runs names for cmd (sim fit or sim check):
+// their rows, with each run's metrics series when samples is set, and the
+// prompts the first run's rows were sent with.
+func twinRuns(c *cli.Context, rf *readFlags, cmd, order string, names []string, samples bool) ([]twin.Input, twin.PromptFunc, error) {
+	in := newTraceIn(c, rf, cmd, order)
+	inputs, err := twinInputs(in, names, samples)
+	if err != nil {
+		return nil, nil, err
+	}
+	prompt, err := twinPrompt(in, names[0])
+	return inputs, prompt, err
 }
 
 // twinInputs are the named results files as inputs read on demand, with

@@ -18,12 +18,7 @@ import (
 // fires), arranged so that it happens on every machine, loaded or not.
 func TestSimulatorFallsBehind(t *testing.T) {
 	dir := t.TempDir()
-	var recs []traces.Record
-	for i := range 40 {
-		r := fleetRecord(time.Duration(i)*5*time.Millisecond, 64, 100)
-		r.Seq = int64(i)
-		recs = append(recs, r)
-	}
+	recs := evenRecords(40, 5*time.Millisecond, 64, 100)
 	trace := writeTrace(t, dir+"/trace.jsonl", traces.NewMeta("test"), recs)
 	slow := dir + "/slow.parquet"
 	stdout, _ := runMain(t, "replay", "--target", "sim:step-fixed=20us,prefill-per-token=0s,decode-per-seq=0s,attn-per-context-token=0s",

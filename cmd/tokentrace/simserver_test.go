@@ -1,8 +1,10 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/tokentrace/tokentrace/internal/promtest"
 	"github.com/tokentrace/tokentrace/sim"
 )
 
@@ -24,4 +26,13 @@ func startSimServer(t testing.TB, config string, set func(*sim.Options)) *sim.Se
 	}
 	t.Cleanup(func() { srv.Close() })
 	return srv
+}
+
+// startScraping starts a Prometheus that scrapes srv and waits for its
+// first scrapes, so that a load started next lies inside scraped history.
+func startScraping(t *testing.T, srv *sim.Server) string {
+	t.Helper()
+	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
+	promtest.WaitScrapes(t, promURL, 3)
+	return promURL
 }

@@ -155,37 +155,6 @@ func TestSynthCLI(t *testing.T) {
 	}
 }
 
-// shellWords splits a command line the way a POSIX shell splits one that
-// holds plain words and single-quoted ones (what shellWord writes).
-func shellWords(t *testing.T, line string) []string {
-	t.Helper()
-	var words []string
-	var cur strings.Builder
-	in, started := false, false
-	for _, r := range line {
-		switch {
-		case r == '\'':
-			in, started = !in, true
-		case r == ' ' && !in:
-			if started {
-				words = append(words, cur.String())
-				cur.Reset()
-				started = false
-			}
-		default:
-			cur.WriteRune(r)
-			started = true
-		}
-	}
-	if in {
-		t.Fatalf("unterminated quote in %q", line)
-	}
-	if started {
-		words = append(words, cur.String())
-	}
-	return words
-}
-
 // synth check --model tries the fixes of a deliberately mis-scaled
 // workload (prompts 1.6×, outputs 0.5×) by generating and checking, and
 // prints those that helped as commands; run as printed, they write a new
@@ -207,7 +176,7 @@ func TestSynthCheckPrintsVerifiedFixes(t *testing.T) {
 	var cmds [][]string
 	for _, line := range strings.Split(out, "\n") {
 		if c, ok := strings.CutPrefix(line, "  $ tokentrace "); ok {
-			cmds = append(cmds, shellWords(t, c))
+			cmds = append(cmds, shellSplit(t, c))
 		}
 	}
 	if len(cmds) != 2 || cmds[0][1] != "gen" || cmds[1][1] != "check" {

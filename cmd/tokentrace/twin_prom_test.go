@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/tokentrace/tokentrace/internal/promtest"
-	"github.com/tokentrace/tokentrace/replay"
 	"github.com/tokentrace/tokentrace/sim"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -30,29 +26,11 @@ func TestTwinFromProduction(t *testing.T) {
 	}
 	// Mostly waits on real time (replays, scrapes): it runs beside others.
 	t.Parallel()
-	ctx := context.Background()
-	so := sim.DefaultOptions()
-	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700"); err != nil {
-		t.Fatal(err)
-	}
-	so.AnyModel = true
-	srv, err := sim.Start(ctx, so)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
-	promtest.WaitScrapes(t, promURL, 3)
+	srv := startSimServer(t, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700", func(so *sim.Options) { so.AnyModel = true })
+	promURL := startScraping(t, srv)
 
 	recs := twinTrace(300, 9, 5)
-	ro := replay.DefaultOptions()
-	ro.URL, ro.Model = srv.URL, so.Model
-	start := time.Now()
-	res, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	promtest.WaitScrapes(t, promURL, int(time.Since(start)/time.Second)+6)
+	res, start := replayScraped(t, promURL, srv.URL, recs)
 	dir := t.TempDir()
 	results := writeTrace(t, filepath.Join(dir, "replay.parquet"), res.Meta, res.Records)
 
@@ -64,10 +42,7 @@ func TestTwinFromProduction(t *testing.T) {
 		l.ScheduledNs, l.SentNs, l.FirstTokenNs, l.LastTokenNs = r.SentNs, r.SentNs, r.FirstTokenNs, r.LastTokenNs
 		logged[i] = l
 	}
-	m := res.Meta
-	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
-	m.Set("capture.start_precision", "exact")
-	trace := writeTrace(t, filepath.Join(dir, "incident.parquet"), m, logged)
+	trace := writeTrace(t, filepath.Join(dir, "incident.parquet"), keptStart(res.Meta, start), logged)
 	pm, _ := runMain(t, "postmortem", "--prometheus", promURL, "--step", "1s", "--what-if", "max-num-seqs=24", trace)
 	if !strings.Contains(pm, "What if: the incident's requests on a twin") || !strings.Contains(pm, "what if max-num-seqs=24") {
 		t.Errorf("postmortem --what-if does not answer:\n%s", pm)
@@ -96,10 +71,7 @@ func TestTwinFromProduction(t *testing.T) {
 	// (after the postmortem's window). On a busy machine a real-time
 	// server's steps run late by what the machine lets them, which a
 	// twin cannot predict; the check's bound widens to 1.5× the spread.
-	again, err := replay.Run(ctx, recs, traces.NewMeta("test"), ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := replaySim(t, srv.URL, recs)
 	results2 := writeTrace(t, filepath.Join(dir, "replay2.parquet"), again.Meta, again.Records)
 	_, out, stderr := runCLI(nil, "sim", "check", "--twin", conf, results, results2)
 	t.Logf("sim check:\n%s%s", out, stderr)

@@ -59,11 +59,18 @@ func (b *exportBuffer) Write(recs []traces.Record) (int, error) {
 	return len(recs), nil
 }
 
-// groups returns the rows grouped by session (a row without a session is a
-// group of its own), each group in (arrival, seq) order, groups in the
-// order of their first row.
+// groups returns the rows grouped by session (sessionGroups) and lets go
+// of them.
 func (b *exportBuffer) groups() [][]traces.Record {
-	recs := b.recs
+	out := sessionGroups(b.recs)
+	b.recs = nil
+	return out
+}
+
+// sessionGroups sorts recs in (arrival, seq) order and groups them by
+// session (a row without a session is a group of its own), groups in the
+// order of their first row.
+func sessionGroups(recs []traces.Record) [][]traces.Record {
 	sort.SliceStable(recs, func(i, j int) bool {
 		if recs[i].ArrivalNs != recs[j].ArrivalNs {
 			return recs[i].ArrivalNs < recs[j].ArrivalNs
@@ -85,7 +92,6 @@ func (b *exportBuffer) groups() [][]traces.Record {
 		}
 		out[i] = append(out[i], r)
 	}
-	b.recs = nil
 	return out
 }
 

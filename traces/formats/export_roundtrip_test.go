@@ -52,6 +52,35 @@ func roundTripAgentic() ([]traces.Record, traces.Meta) {
 	return recs, traces.NewMeta("test:agentic")
 }
 
+// exportT exports a copy of recs with m as format and returns the file and
+// the export's loss notes.
+func exportT(t *testing.T, format string, recs []traces.Record, m traces.Meta) (*bytes.Buffer, []string) {
+	t.Helper()
+	var buf bytes.Buffer
+	var lost []string
+	if _, err := formats.Export(context.Background(), format, &buf, traces.NewSliceReader(slices.Clone(recs), m),
+		with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
+		t.Fatal(err)
+	}
+	return &buf, lost
+}
+
+// peerTrace is one trace a peer tool's reader is tried on.
+type peerTrace struct {
+	name string
+	recs []traces.Record
+	m    traces.Meta
+}
+
+// peerTraces are the agentic fixture (kv-cache-tester's trace_0291), the
+// test's own agentic trace and the plain one.
+func peerTraces(t *testing.T) []peerTrace {
+	w291, wm, _ := importAllT(t, "weka", publicTraces+"weka_trace_0291.json", true)
+	agentic, am := roundTripAgentic()
+	plain, pm := roundTripPlain()
+	return []peerTrace{{"trace_0291", w291, wm}, {"agentic", agentic, am}, {"plain", plain, pm}}
+}
+
 // roundTripPlain is a plain trace: independent requests at nanosecond
 // arrivals with prefix blocks of 16 tokens (shared prefixes included).
 func roundTripPlain() ([]traces.Record, traces.Meta) {
@@ -96,28 +125,7 @@ type rtCall struct {
 // rtCanon groups records by session (order of first arrival; a row without
 // a session is a group of its own) in arrival order.
 func rtCanon(recs []traces.Record) [][]rtCall {
-	recs = slices.Clone(recs)
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].ArrivalNs != recs[j].ArrivalNs {
-			return recs[i].ArrivalNs < recs[j].ArrivalNs
-		}
-		return recs[i].Seq < recs[j].Seq
-	})
-	var groups [][]traces.Record
-	at := map[int64]int{}
-	for _, r := range recs {
-		if r.Session == 0 {
-			groups = append(groups, []traces.Record{r})
-			continue
-		}
-		i, ok := at[r.Session]
-		if !ok {
-			i = len(groups)
-			at[r.Session] = i
-			groups = append(groups, nil)
-		}
-		groups[i] = append(groups[i], r)
-	}
+	groups := formats.SessionGroups(slices.Clone(recs))
 	blockIDs := map[int64]int{}
 	var out [][]rtCall
 	for _, g := range groups {
@@ -248,13 +256,7 @@ func TestExportRoundTrips(t *testing.T) {
 			if tc.agentic {
 				recs, m = agentic, am
 			}
-			var buf bytes.Buffer
-			var lost []string
-			_, err := formats.Export(context.Background(), tc.format, &buf, traces.NewSliceReader(slices.Clone(recs), m),
-				with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } }))
-			if err != nil {
-				t.Fatal(err)
-			}
+			buf, lost := exportT(t, tc.format, recs, m)
 			in := tc.format
 			if in == "mooncake" {
 				in = "mooncake"
@@ -409,11 +411,7 @@ func TestExportRoundTripsUpstreamFiles(t *testing.T) {
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			recs, m, _ := importAllT(t, tc.format, publicTraces+tc.file, true)
-			var buf bytes.Buffer
-			var lost []string
-			if _, err := formats.Export(context.Background(), tc.format, &buf, traces.NewSliceReader(slices.Clone(recs), m), with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
-				t.Fatal(err)
-			}
+			buf, lost := exportT(t, tc.format, recs, m)
 			if tc.carried.deps == "" && !strings.Contains(strings.Join(lost, "\n"), "2 dependencies (a join on another call") {
 				t.Errorf("the lost joins are not said: %q", lost)
 			}

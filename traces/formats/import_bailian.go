@@ -100,16 +100,9 @@ func bailianID(n json.Number) (int64, bool) {
 }
 
 func (d *bailianDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
-	if err != nil {
-		return err
-	}
 	var row bailianRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		if _, ok := err.(*json.UnmarshalTypeError); ok {
-			return importRowError(d.name, d.line, "a field has the wrong type (want numbers, a string type and a list of integer hash_ids)")
-		}
-		return importRowError(d.name, d.line, "not a JSON object")
+	if err := nextRow(d.sc, d.name, &d.line, &row, "numbers, a string type and a list of integer hash_ids"); err != nil {
+		return err
 	}
 	if row.ChatID == nil {
 		return importRowError(d.name, d.line, "no \"chat_id\"")

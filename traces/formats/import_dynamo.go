@@ -2,7 +2,6 @@ package formats
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"math"
 	"sort"
@@ -141,12 +140,8 @@ func dynamoMs(n *json.Number) (int64, bool, error) {
 func (d *dynamoDecoder) parse(line []byte) error {
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
 	var rec dynamoRecord
-	if err := json.Unmarshal(line, &rec); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("a field has the wrong type (want a Dynamo request trace record)")
-		}
-		return bad("not a JSON object")
+	if err := unmarshalRow(d.name, d.line, line, &rec, "a Dynamo request trace record"); err != nil {
+		return err
 	}
 	if rec.Schema == "" && rec.Event != nil {
 		rec = *rec.Event

@@ -95,19 +95,12 @@ type lineImportRow struct {
 }
 
 func (d *lineImportDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
+	var row lineImportRow
+	err := nextRow(d.sc, d.name, &d.line, &row, "numbers, a string session_id and a list of integer hash_ids")
 	if err != nil {
 		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	var row lineImportRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("a field has the wrong type (want numbers, a string session_id and a list of integer hash_ids)")
-		}
-		return bad("not a JSON object")
-	}
 	if row.InputLength == nil {
 		if row.TextInput != nil || row.Messages != nil || row.Payload != nil {
 			return bad("a text, messages or payload row has no input_length (its length is the server's to count)")
@@ -189,4 +182,29 @@ func (d *lineImportDecoder) next(rec *traces.Record) error {
 	s.last, s.arrival = d.kept, rec.ArrivalNs
 	d.kept++
 	return nil
+}
+
+// nextRow reads the next row of a JSON-lines import into row: the next
+// object line (nextObjectLine), decoded (unmarshalRow).
+func nextRow(lr *lines.Reader, name string, line *int64, row any, want string) error {
+	b, err := nextObjectLine(lr, name, line)
+	if err != nil {
+		return err
+	}
+	return unmarshalRow(name, *line, b, row, want)
+}
+
+// unmarshalRow decodes the JSON object b on line into row; a failure is
+// the row's error: a field of the wrong type (want says what the format's
+// fields hold), or not a JSON object.
+func unmarshalRow(name string, line int64, b []byte, row any, want string) error {
+	err := json.Unmarshal(b, row)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return importRowError(name, line, "a field has the wrong type (want %s)", want)
+	}
+	return importRowError(name, line, "not a JSON object")
 }

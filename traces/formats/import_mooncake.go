@@ -98,11 +98,8 @@ func (d *mooncakeDecoder) next(rec *traces.Record) error {
 	var row mooncakeFields
 	if !mooncakeFast(line, &row) {
 		var slow mooncakeRow
-		if err := json.Unmarshal(line, &slow); err != nil {
-			if _, ok := err.(*json.UnmarshalTypeError); ok {
-				return importRowError(d.name, d.line, "a field has the wrong type (want numbers and a list of integer hash_ids)")
-			}
-			return importRowError(d.name, d.line, "not a JSON object")
+		if err := unmarshalRow(d.name, d.line, line, &slow, "numbers and a list of integer hash_ids"); err != nil {
+			return err
 		}
 		row = slow.fields()
 	}

@@ -3,7 +3,6 @@ package formats
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -66,19 +65,12 @@ type sglangTokenRow struct {
 }
 
 func (d *sglangTokenDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
+	var row sglangTokenRow
+	err := nextRow(d.sc, d.name, &d.line, &row, "lists of integer token ids and numbers")
 	if err != nil {
 		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	var row sglangTokenRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return bad("a field has the wrong type (want lists of integer token ids and numbers)")
-		}
-		return bad("not a JSON object")
-	}
 	if len(row.InputTokens) == 0 {
 		return bad("no \"input_tokens\"")
 	}

@@ -88,18 +88,11 @@ type tracelabRow struct {
 }
 
 func (d *tracelabDecoder) next(rec *traces.Record) error {
-	line, err := nextObjectLine(d.sc, d.name, &d.line)
-	if err != nil {
+	var row tracelabRow
+	if err := nextRow(d.sc, d.name, &d.line, &row, "a string session_id, numbers and a list of timing events"); err != nil {
 		return err
 	}
 	bad := func(format string, a ...any) error { return importRowError(d.name, d.line, format, a...) }
-	var row tracelabRow
-	if err := json.Unmarshal(line, &row); err != nil {
-		if _, ok := err.(*json.UnmarshalTypeError); ok {
-			return bad("a field has the wrong type (want a string session_id, numbers and a list of timing events)")
-		}
-		return bad("not a JSON object")
-	}
 	if row.SessionID == nil || *row.SessionID == "" {
 		return bad("no \"session_id\"")
 	}

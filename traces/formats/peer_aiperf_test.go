@@ -2,7 +2,6 @@ package formats_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentrace/tokentrace/traces"
 	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
@@ -76,21 +74,9 @@ func aiperfRead(t *testing.T, jsonl []byte, blockSize int64) []aiperfTurn {
 // within 1 % of its recorded prompt, and each of trace_0291's two subagents
 // is a session of its own (so AIPerf runs them side by side, as recorded).
 func TestPeerAIPerfReadsExports(t *testing.T) {
-	w291, wm, _ := importAllT(t, "weka", publicTraces+"weka_trace_0291.json", true)
-	agentic, am := roundTripAgentic()
-	plain, pm := roundTripPlain()
-	for _, tc := range []struct {
-		name string
-		recs []traces.Record
-		m    traces.Meta
-	}{{"trace_0291", w291, wm}, {"agentic", agentic, am}, {"plain", plain, pm}} {
+	for _, tc := range peerTraces(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			var lost []string
-			if _, err := formats.Export(context.Background(), "aiperf", &buf, traces.NewSliceReader(slices.Clone(tc.recs), tc.m),
-				with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
-				t.Fatal(err)
-			}
+			buf, lost := exportT(t, "aiperf", tc.recs, tc.m)
 			bs := int64(formats.DefaultExportBlockSize)
 			if tc.m.BlockSize > 0 {
 				bs = int64(tc.m.BlockSize)
@@ -173,12 +159,7 @@ func TestPeerAIPerfImportsSessions(t *testing.T) {
 // leading 512-token blocks.
 func TestPeerMooncakeReadsExportAt512(t *testing.T) {
 	w291, wm, _ := importAllT(t, "weka", publicTraces+"weka_trace_0291.json", true)
-	var buf bytes.Buffer
-	var lost []string
-	if _, err := formats.Export(context.Background(), "mooncake", &buf, traces.NewSliceReader(slices.Clone(w291), wm),
-		with(formats.DefaultExportOptions(), func(o *formats.ExportOptions) { o.Lost = func(s traces.Text) { lost = append(lost, s.String()) } })); err != nil {
-		t.Fatal(err)
-	}
+	buf, lost := exportT(t, "mooncake", w291, wm)
 	if !strings.Contains(strings.Join(lost, "\n"), "re-cut from the trace's 64-token blocks to 512-token blocks") {
 		t.Errorf("the re-cut is not said: %q", lost)
 	}

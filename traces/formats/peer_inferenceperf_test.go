@@ -2,7 +2,6 @@ package formats_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/tokentrace/tokentrace/internal/testtraces"
 	"github.com/tokentrace/tokentrace/traces"
-	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // A model of how inference-perf reads an OTel trace file into the graph it
@@ -220,19 +218,9 @@ func ipGraph(t *testing.T, doc []byte) []ipEvent {
 // wait after them the trace's think time (else its gap) to the
 // millisecond, and the counts its usage.
 func TestPeerInferencePerfReadsExports(t *testing.T) {
-	w291, wm, _ := importAllT(t, "weka", publicTraces+"weka_trace_0291.json", true)
-	agentic, am := roundTripAgentic()
-	plain, pm := roundTripPlain()
-	for _, tc := range []struct {
-		name string
-		recs []traces.Record
-		m    traces.Meta
-	}{{"trace_0291", w291, wm}, {"agentic", agentic, am}, {"plain", plain, pm}} {
+	for _, tc := range peerTraces(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if _, err := formats.Export(context.Background(), "inference-perf", &buf, traces.NewSliceReader(slices.Clone(tc.recs), tc.m), formats.DefaultExportOptions()); err != nil {
-				t.Fatal(err)
-			}
+			buf, _ := exportT(t, "inference-perf", tc.recs, tc.m)
 			bySeq := map[int64]*traces.Record{}
 			for i := range tc.recs {
 				bySeq[tc.recs[i].Seq] = &tc.recs[i]

@@ -2,15 +2,11 @@ package formats_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"reflect"
 	"slices"
 	"testing"
-
-	"github.com/tokentrace/tokentrace/traces"
-	"github.com/tokentrace/tokentrace/traces/formats"
 )
 
 // A model of what kv-cache-tester reads of a conversation for its warm
@@ -83,10 +79,7 @@ func TestPeerKVCacheTesterWarmPrefixRoundTrip(t *testing.T) {
 	if recs[0].ToolTokens != 12166 || recs[0].SystemTokens != 3318 || recs[1].InputKinds != "tool_result" {
 		t.Errorf("imported row 0 %d/%d, row 1 input kinds %q", recs[0].ToolTokens, recs[0].SystemTokens, recs[1].InputKinds)
 	}
-	var buf bytes.Buffer
-	if _, err := formats.Export(context.Background(), "weka", &buf, traces.NewSliceReader(slices.Clone(recs), m), formats.DefaultExportOptions()); err != nil {
-		t.Fatal(err)
-	}
+	buf, _ := exportT(t, "weka", recs, m)
 	if got := kvctRead(t, bytes.TrimSpace(buf.Bytes())); !reflect.DeepEqual(got, want) {
 		t.Errorf("kv-cache-tester reads the export as\n%+v\nthe original as\n%+v", got, want)
 	}

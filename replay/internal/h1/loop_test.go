@@ -61,6 +61,39 @@ func run(t *testing.T, l *Loop, req []byte, hs ...*rec) {
 	}
 }
 
+// xServer answers every request with one event, "data: x\n\n"; set (nil =
+// nothing) adjusts its http.Server before it starts, e.g. the timeouts
+// after which it closes connections. It closes when the test ends.
+func xServer(t *testing.T, set func(*http.Server)) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: x\n\n")
+	}))
+	if set != nil {
+		set(srv.Config)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// runX sends req on l and fails the test unless it reads xServer's event.
+func runX(t *testing.T, l *Loop, req []byte, i int) {
+	t.Helper()
+	h := &rec{}
+	run(t, l, req, h)
+	if h.err != nil || h.body.String() != "data: x\n\n" {
+		t.Fatalf("request %d: err %v body %q", i, h.err, h.body.String())
+	}
+}
+
+// wantIdle fails the test if l still holds a request.
+func wantIdle(t *testing.T, l *Loop) {
+	t.Helper()
+	if l.Inflight() != 0 {
+		t.Errorf("%d requests still in flight", l.Inflight())
+	}
+}
+
 func newLoop(t *testing.T, url string, timeout time.Duration) (*Loop, []byte) {
 	t.Helper()
 	c, err := New(url)
@@ -151,19 +184,14 @@ func TestLoopResponses(t *testing.T) {
 			t.Errorf("stream: chunks sent 2 ms apart were timed %v apart in all", time.Duration(h.ats[len(h.ats)-1]-h.ats[0]))
 		}
 	}
-	if l.Inflight() != 0 {
-		t.Errorf("%d requests still in flight", l.Inflight())
-	}
+	wantIdle(t, l)
 }
 
 // TestLoopTimestampsAreArrivalTimes reads a response long after it
 // arrived: the times handed to Body are when it reached the socket (the
 // kernel's receive timestamp), not when it was read.
 func TestLoopTimestampsAreArrivalTimes(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "data: x\n\n")
-	}))
-	defer srv.Close()
+	srv := xServer(t, nil)
 	l, req := newLoop(t, srv.URL, time.Minute)
 	for l.idleN.Load() == 0 { // an idle connection: Send writes at once
 		time.Sleep(time.Millisecond)
@@ -242,28 +270,17 @@ func TestLoopErrors(t *testing.T) {
 			t.Errorf("%s: Done got %v", tc.m, h.err)
 		}
 	}
-	if l.Inflight() != 0 {
-		t.Errorf("%d requests still in flight", l.Inflight())
-	}
+	wantIdle(t, l)
 }
 
 // TestLoopStaleConnection: a keep-alive connection the server closed
 // while it sat idle is dropped from the pool, and a request is never
 // lost to one.
 func TestLoopStaleConnection(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "data: x\n\n")
-	}))
-	srv.Config.IdleTimeout = 20 * time.Millisecond
-	srv.Start()
-	defer srv.Close()
+	srv := xServer(t, func(s *http.Server) { s.IdleTimeout = 20 * time.Millisecond })
 	l, req := newLoop(t, srv.URL, 5*time.Second)
 	for i := range 6 {
-		h := &rec{}
-		run(t, l, req, h)
-		if h.err != nil || h.body.String() != "data: x\n\n" {
-			t.Fatalf("request %d: err %v body %q", i, h.err, h.body.String())
-		}
+		runX(t, l, req, i)
 		time.Sleep(30 * time.Millisecond) // the server closes the idle ones
 		l.Wait(0, false)
 	}
@@ -273,17 +290,10 @@ func TestLoopStaleConnection(t *testing.T) {
 // may resolve to ::1 first while the server listens on 127.0.0.1 only:
 // the dialer tries each address in turn.
 func TestLoopDialsByName(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "data: x\n\n")
-	}))
-	defer srv.Close()
+	srv := xServer(t, nil)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	l, req := newLoop(t, "http://localhost:"+port, 5*time.Second)
-	h := &rec{}
-	run(t, l, req, h)
-	if h.err != nil || h.body.String() != "data: x\n\n" {
-		t.Fatalf("err %v body %q", h.err, h.body.String())
-	}
+	runX(t, l, req, 0)
 }
 
 // TestLoopSparesGrowAfterABurst: requests that outnumber the spare
@@ -354,9 +364,7 @@ func TestLoopConnectRefused(t *testing.T) {
 	if !h.done || !errors.Is(h.err, syscall.ECONNREFUSED) {
 		t.Fatalf("done %v err %v, want connection refused", h.done, h.err)
 	}
-	if l.Inflight() != 0 {
-		t.Errorf("%d requests still in flight", l.Inflight())
-	}
+	wantIdle(t, l)
 }
 
 // TestLoopSpareTimedOutByServer: a spare connection the server closed
@@ -365,20 +373,11 @@ func TestLoopConnectRefused(t *testing.T) {
 // whose close the loop has not read yet must not lose the request sent
 // on it.
 func TestLoopSpareTimedOutByServer(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "data: x\n\n")
-	}))
-	srv.Config.ReadHeaderTimeout = 30 * time.Millisecond
-	srv.Start()
-	defer srv.Close()
+	srv := xServer(t, func(s *http.Server) { s.ReadHeaderTimeout = 30 * time.Millisecond })
 	l, req := newLoop(t, srv.URL, 5*time.Second)
 	for i := range 5 {
 		time.Sleep(100 * time.Millisecond) // the server closes the spares; the loop reads nothing meanwhile
-		h := &rec{}
-		run(t, l, req, h)
-		if h.err != nil || h.body.String() != "data: x\n\n" {
-			t.Fatalf("request %d: err %v body %q", i, h.err, h.body.String())
-		}
+		runX(t, l, req, i)
 	}
 }
 
@@ -386,12 +385,7 @@ func TestLoopSpareTimedOutByServer(t *testing.T) {
 // out by the server, the retries outnumber the pool and wait for the
 // dialer's new connections instead of failing.
 func TestLoopRetryWaitsForAConnection(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "data: x\n\n")
-	}))
-	srv.Config.ReadHeaderTimeout = 30 * time.Millisecond
-	srv.Start()
-	defer srv.Close()
+	srv := xServer(t, func(s *http.Server) { s.ReadHeaderTimeout = 30 * time.Millisecond })
 	l, req := newLoop(t, srv.URL, 5*time.Second)
 	time.Sleep(100 * time.Millisecond) // the dialer's spares are dialed, and closed by the server
 	hs := make([]*rec, 4)
