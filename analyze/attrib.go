@@ -45,6 +45,19 @@ const (
 	SourceMixed     = "mixed"
 )
 
+// sourceOf is the Source of an attribution over n requests of which
+// nServer had the server's own timings: all of them is SourceServer (so is
+// an empty one), none SourceEstimated, some SourceMixed.
+func sourceOf(nServer, n int) string {
+	switch {
+	case nServer == n:
+		return SourceServer
+	case nServer == 0:
+		return SourceEstimated
+	}
+	return SourceMixed
+}
+
 // Shares splits latency between the components (fractions summing to 1, or
 // milliseconds, depending on the field that holds it).
 type Shares struct {
@@ -412,14 +425,7 @@ func (rep *Report) attribute(byInstance map[string][]traces.MetricsSample) {
 		own = append(own, argmax(cp))
 	}
 	at.TailRequests = len(rep.tail) * int(rep.oneIn()) // estimated on a sample
-	switch {
-	case nServer == len(rep.tail):
-		at.Source = SourceServer
-	case nServer == 0:
-		at.Source = SourceEstimated
-	default:
-		at.Source = SourceMixed
-	}
+	at.Source = sourceOf(nServer, len(rep.tail))
 	at.Share, at.MeanMs = normalize(sumT, len(rep.tail))
 	at.ShareAll, at.MeanAllMs = normalize(sumA, nA)
 	d := argmax(sumT)
