@@ -89,10 +89,7 @@ func chats(sessions int, seed uint64, k int) ([]traces.Record, traces.Meta) {
 			}
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
+	inArrivalOrder(recs)
 	meta := traces.NewMeta("test")
 	meta.BlockSize, meta.KThreshold = bs, k
 	return recs, meta
