@@ -2,7 +2,6 @@ package synth
 
 import (
 	"cmp"
-	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -134,10 +133,7 @@ func agents(sessions int, seed uint64) ([]traces.Record, traces.Meta) {
 // themselves, every check within its noise floor: bench/synth-fidelity.sh.)
 func TestAgenticSessionsMatch(t *testing.T) {
 	real, meta := agents(60, 1)
-	m, err := Fit(context.Background(), real, fitMeta(meta))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fitModelMeta(t, real, meta)
 	within, passed := 0, 0
 	for seed := range uint64(5) {
 		rep := Check(real, gen(t, m, genSeed(seed+1)), DefaultThresholds())

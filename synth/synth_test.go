@@ -75,7 +75,13 @@ func inArrivalOrder(recs []traces.Record) {
 
 func fitModel(t testing.TB, recs []traces.Record) *Model {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
+	return fitModelMeta(t, recs, traces.NewMeta("test"))
+}
+
+// fitModelMeta fits recs with the default options and their trace's meta.
+func fitModelMeta(t testing.TB, recs []traces.Record, meta traces.Meta) *Model {
+	t.Helper()
+	m, err := Fit(context.Background(), recs, fitMeta(meta))
 	if err != nil {
 		t.Fatalf("Fit: %v", err)
 	}
