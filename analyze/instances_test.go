@@ -33,19 +33,7 @@ func burstRecs(slowDecode bool) []traces.Record {
 // t) requests waiting.
 func queueBurstRun(t *testing.T, instances []string, waiting func(instance string, t time.Duration) int64, slowDecode bool) *Report {
 	t.Helper()
-	var s []traces.MetricsSample
-	for k := range 24 {
-		at := time.Duration(k) * 500 * ms
-		pooled := traces.NewMetricsSample(int64(at))
-		pooled.Waiting, pooled.Running = 0, 4
-		for _, in := range instances {
-			x := traces.NewMetricsSample(int64(at))
-			x.Instance, x.Waiting, x.Running = in, waiting(in, at), 2
-			pooled.Waiting += x.Waiting
-			s = append(s, x)
-		}
-		s = append(s, pooled)
-	}
+	s := perInstanceSeries(instances, func(x *traces.MetricsSample, in string, at time.Duration) { x.Waiting = waiting(in, at) })
 	return findingsRun(t, MetricE2E, burstRecs(slowDecode), s)
 }
 
