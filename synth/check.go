@@ -455,14 +455,20 @@ func sparseCounts(sorted []int64, w, end int64) (n int64, counts []float64) {
 	return n, counts
 }
 
+// traceCounts is sparseCounts over the trace's own span: the windows of
+// w up to its last arrival (none without arrivals).
+func traceCounts(sorted []int64, w int64) (n int64, counts []float64) {
+	if len(sorted) == 0 {
+		return 0, nil
+	}
+	return sparseCounts(sorted, w, sorted[len(sorted)-1]+1)
+}
+
 // dispersion is the index of dispersion (variance/mean) of counts in full
 // windows of w over the trace. It sums the non-empty windows, so a long
 // span costs nothing more.
 func dispersion(sorted []int64, w int64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	n, c := sparseCounts(sorted, w, sorted[len(sorted)-1]+1)
+	n, c := traceCounts(sorted, w)
 	if n < 2 {
 		return 0
 	}
