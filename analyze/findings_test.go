@@ -89,7 +89,6 @@ func count(sentences []string, subs ...string) int {
 // and one replica of a round-robin fleet that queues while the others
 // have room (routing imbalance, and the series' uneven load).
 func TestFleetFindingsSaidOnce(t *testing.T) {
-	burst := func(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
 	pdRoles := map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode", "decode-2": "decode"}
 	// fleetRecs is n requests, one every gap, made by row(i, sent), on
 	// the replicas replica(i) names when replicas is set.
@@ -122,12 +121,7 @@ func TestFleetFindingsSaidOnce(t *testing.T) {
 		}
 		return queued(i, sent, queue)
 	}, pdReplica)
-	prefillQueue := func(in string, t time.Duration) int64 {
-		if in == "prefill-0" && burst(t) {
-			return 30
-		}
-		return 0
-	}
+	prefillQueue := queueOn(30, 0, "prefill-0")
 	// KV pulls: the burst's requests spend 600 ms in the transfer.
 	kvRecs := fleetRecs(100, 100*ms, func(i int, sent time.Duration) traces.Record {
 		kv := 5 * ms
@@ -142,7 +136,7 @@ func TestFleetFindingsSaidOnce(t *testing.T) {
 		if in == "prefill-0" {
 			return traces.NotReported, traces.NotReported
 		}
-		if burst(t) {
+		if inBurst(t) {
 			return int64(600 * ms), 2
 		}
 		return int64(5 * ms), 2
