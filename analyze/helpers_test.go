@@ -47,6 +47,17 @@ func mustAnalyze(t *testing.T, recs []traces.Record, o Options) *Report {
 	return rep
 }
 
+// mustAnalyzeFiles is AnalyzeFiles of paths with o; an error fails the
+// test.
+func mustAnalyzeFiles(t *testing.T, paths []string, o Options) *Report {
+	t.Helper()
+	rep, err := AnalyzeFiles(context.Background(), paths, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // analyzeWithSamples is an Analyzer's report of recs and the metrics
 // series samples, with o; an error fails the test.
 func analyzeWithSamples(t *testing.T, recs []traces.Record, samples []traces.MetricsSample, o Options) *Report {

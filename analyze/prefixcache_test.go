@@ -151,10 +151,7 @@ func TestPrefixCacheBlockSize(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.KVBlocks = 3
-	rep, err := AnalyzeFiles(context.Background(), []string{path}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = mustAnalyzeFiles(t, []string{path}, o)
 	if pc := rep.PrefixCache; pc == nil || pc.BlockSize != 10 || pc.ImpliedTokens != 30 {
 		t.Errorf("block size from the metadata: %+v", pc)
 	}

@@ -338,10 +338,7 @@ func TestAttributeGroupsFiles(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.By = ByClass
-	rep, err := AnalyzeFiles(context.Background(), []string{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyzeFiles(t, []string{p}, o)
 	rep2, _ := AnalyzeFiles(context.Background(), []string{p}, o)
 	if err := AttributeGroupsFiles(context.Background(), rep, []string{p}); err != nil {
 		t.Fatal(err)
