@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,19 +16,7 @@ func findingsRun(t *testing.T, metric string, recs []traces.Record, s []traces.M
 	t.Helper()
 	o := DefaultOptions()
 	o.TailMetric, o.TailPercentile = metric, 90
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.AddSamples(s)
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return analyzeWithSamples(t, recs, s, o)
 }
 
 // instanceSeries is a series of one row per 500 ms over 12 s for each

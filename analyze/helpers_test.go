@@ -62,14 +62,27 @@ func mustAnalyzeFiles(t *testing.T, paths []string, o Options) *Report {
 // series samples, with o; an error fails the test.
 func analyzeWithSamples(t *testing.T, recs []traces.Record, samples []traces.MetricsSample, o Options) *Report {
 	t.Helper()
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustNew(t, o)
 	for i := range recs {
 		a.Add(&recs[i])
 	}
 	a.AddSamples(samples)
+	return mustClose(t, a)
+}
+
+// mustNew is New(o); an error fails the test.
+func mustNew(t *testing.T, o Options) *Analyzer {
+	t.Helper()
+	a, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// mustClose is a's report; an error fails the test.
+func mustClose(t *testing.T, a *Analyzer) *Report {
+	t.Helper()
 	rep, err := a.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)
