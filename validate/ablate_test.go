@@ -45,12 +45,20 @@ func bursty(name string, n int, rate float64, size int, seed uint64) Workload {
 	return w
 }
 
-func validateLogged(t *testing.T, real, syn Workload, o Options) *Result {
+// mustRun is Run of the workloads with o; an error fails the test.
+func mustRun(t *testing.T, real, syn Workload, o Options) *Result {
 	t.Helper()
 	res, err := Run(context.Background(), real, syn, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// validateLogged is mustRun, logging the text report.
+func validateLogged(t *testing.T, real, syn Workload, o Options) *Result {
+	t.Helper()
+	res := mustRun(t, real, syn, o)
 	var buf bytes.Buffer
 	if err := res.WriteText(&buf); err != nil {
 		t.Fatal(err)

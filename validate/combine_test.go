@@ -148,10 +148,7 @@ func TestCombinationKeepsItsBudget(t *testing.T) {
 	planned, last := -1, -1
 	for _, budget := range []int{1, 2, 4, 5, 6, 100} {
 		o.CombinationBudget = budget
-		res, err := Run(t.Context(), real, syn, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, real, syn, o)
 		c := res.Ablation.Combination
 		if c.Runs > budget || res.Ablation.Runs != 4+c.Runs {
 			t.Errorf("budget %d: the search ran %d, the ablation %d (4 single runs)", budget, c.Runs, res.Ablation.Runs)

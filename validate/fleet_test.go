@@ -82,11 +82,8 @@ func conversations(name string, n, uses int, rate float64, shared bool, seed uin
 func TestRoutingConclusionNeedsPrefixReuse(t *testing.T) {
 	real := conversations("real", 800, 4, 16, true, 1)
 	syn := conversations("synthetic", 800, 4, 16, false, 2)
-	res, err := Run(context.Background(), real, syn, targeted(t,
+	res := mustRun(t, real, syn, targeted(t,
 		"rr=sim:replicas=4,router=round-robin", "pa=sim:replicas=4,router=prefix-aware"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
 	res.WriteText(&buf)
 	t.Log("\n" + buf.String())
