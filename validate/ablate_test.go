@@ -17,15 +17,7 @@ import (
 // shared prefix.
 func fixedLengths(name string, n int, rate float64, in, out int32, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	w := Workload{Name: name}
-	t := 0.0
-	for i := range n {
-		t += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens = int64(i), int64(t*1e9), in, out
-		w.Records = append(w.Records, r)
-	}
-	return w
+	return poisson(name, n, rate, rng, func(_ int, r *traces.Record) { r.InputTokens, r.OutputTokens = in, out })
 }
 
 // bursty is n requests at rate req/s on average, arriving in bursts of

@@ -18,17 +18,10 @@ import (
 func kvBound(name string, n int, rate float64, in int32, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	outs := rand.New(rand.NewPCG(99, 17))
-	w := Workload{Name: name}
-	at := 0.0
-	for i := range n {
-		at += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(at*1e9)
+	return poisson(name, n, rate, rng, func(_ int, r *traces.Record) {
 		r.InputTokens = in - in/10 + int32(rng.IntN(int(in/5)))
 		r.OutputTokens = int32(64 + outs.IntN(64))
-		w.Records = append(w.Records, r)
-	}
-	return w
+	})
 }
 
 // twoProperties is a conclusion that needs two properties together: a

@@ -22,19 +22,27 @@ import (
 // have the same lengths and share nothing, like a benchmark matrix row.
 func workload(name string, n int, rate float64, shared bool, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	w := Workload{Name: name, Meta: traces.Meta{}}
-	t := 0.0
-	for i := range n {
-		t += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq = int64(i)
-		r.ArrivalNs = int64(t * 1e9)
+	return poisson(name, n, rate, rng, func(_ int, r *traces.Record) {
 		r.InputTokens = int32(1536 + 100 + rng.IntN(300))
 		r.OutputTokens = int32(64 + rng.IntN(128))
 		if shared {
 			r.Category = []string{"support", "search", "code", "mail"}[rng.IntN(4)]
 			r.PrefixTokens = 1536
 		}
+	})
+}
+
+// poisson is a workload of n requests at rate req/s, their gaps drawn
+// from rng (exponential), each request's seq and arrival set before fill
+// sets the rest, so that fill's draws from rng follow its gap's.
+func poisson(name string, n int, rate float64, rng *rand.Rand, fill func(i int, r *traces.Record)) Workload {
+	w := Workload{Name: name}
+	at := 0.0
+	for i := range n {
+		at += rng.ExpFloat64() / rate
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), int64(at*1e9)
+		fill(i, &r)
 		w.Records = append(w.Records, r)
 	}
 	return w
