@@ -216,10 +216,7 @@ func TestMillionRowFile(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := AnalyzeFiles(context.Background(), []string{p}, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyzeFiles(t, []string{p}, DefaultOptions())
 	if rep.Completed != 1_000_000 || rep.Attribution.TailRequests < 10_000 {
 		t.Errorf("completed %d tail %d", rep.Completed, rep.Attribution.TailRequests)
 	}

@@ -45,6 +45,19 @@ const (
 	SourceMixed     = "mixed"
 )
 
+// sourceOf is the Source of an attribution over n requests of which
+// nServer had the server's own timings: all of them is SourceServer (so is
+// an empty one), none SourceEstimated, some SourceMixed.
+func sourceOf(nServer, n int) string {
+	switch {
+	case nServer == n:
+		return SourceServer
+	case nServer == 0:
+		return SourceEstimated
+	}
+	return SourceMixed
+}
+
 // Shares splits latency between the components (fractions summing to 1, or
 // milliseconds, depending on the field that holds it).
 type Shares struct {
@@ -412,14 +425,7 @@ func (rep *Report) attribute(byInstance map[string][]traces.MetricsSample) {
 		own = append(own, argmax(cp))
 	}
 	at.TailRequests = len(rep.tail) * int(rep.oneIn()) // estimated on a sample
-	switch {
-	case nServer == len(rep.tail):
-		at.Source = SourceServer
-	case nServer == 0:
-		at.Source = SourceEstimated
-	default:
-		at.Source = SourceMixed
-	}
+	at.Source = sourceOf(nServer, len(rep.tail))
 	at.Share, at.MeanMs = normalize(sumT, len(rep.tail))
 	at.ShareAll, at.MeanAllMs = normalize(sumA, nA)
 	d := argmax(sumT)
@@ -453,12 +459,45 @@ func normalize(sum [nComponents]float64, n int) (share, mean Shares) {
 	return sharesOf(s), sharesOf(m)
 }
 
+// callSums sums what the tail's load and the replica table both report
+// of calls: TPOT over the calls that have one, and the cached share of the
+// prompt over those whose server reported its cache hits.
+type callSums struct {
+	nTP, nCk               int
+	tpot, cached, promptCk float64
+}
+
+func (s *callSums) add(r *row) {
+	if p, ok := r.tpot(); ok {
+		s.nTP++
+		s.tpot += p
+	}
+	if r.cached >= 0 && r.in > 0 {
+		s.nCk++
+		s.cached += float64(r.cached)
+		s.promptCk += float64(r.in)
+	}
+}
+
+// tpotMs is the mean TPOT in milliseconds (0 without TPOTs).
+func (s *callSums) tpotMs() float64 { return ratio(s.tpot, float64(s.nTP)) * msPerNs }
+
+// cachedFraction is the cached share of the prompt tokens (nil when no
+// server reported its cache hits).
+func (s *callSums) cachedFraction() *float64 {
+	if s.nCk == 0 {
+		return nil
+	}
+	f := s.cached / s.promptCk
+	return &f
+}
+
 // loadCompare fills Attribution.Load.
 func (rep *Report) loadCompare() {
 	type acc struct {
-		n, nIn, nTP                                      int
-		in, prompt, unc, out, tp, late, cached, promptCk float64
-		nCk                                              int
+		n, nIn                     int
+		in, prompt, unc, out, late float64
+		calls                      callSums
 	}
 	add := func(a *acc, i int32) {
 		r := rep.rows.at(int(i))
@@ -471,15 +510,7 @@ func (rep *Report) loadCompare() {
 		a.unc += r.uncached()
 		a.out += float64(r.out)
 		a.late += r.latenessOr0()
-		if p, ok := r.tpot(); ok {
-			a.nTP++
-			a.tp += p
-		}
-		if r.cached >= 0 && r.in > 0 {
-			a.nCk++
-			a.cached += float64(r.cached)
-			a.promptCk += float64(r.in)
-		}
+		a.calls.add(r)
 	}
 	var t, all acc
 	for _, i := range rep.tail {
@@ -490,27 +521,14 @@ func (rep *Report) loadCompare() {
 			add(&all, int32(i))
 		}
 	}
-	div := func(a, b float64) float64 {
-		if b == 0 {
-			return 0
-		}
-		return a / b
-	}
-	frac := func(a *acc) *float64 {
-		if a.nCk == 0 {
-			return nil
-		}
-		f := div(a.cached, a.promptCk)
-		return &f
-	}
 	rep.Attribution.Load = TailLoad{
-		TailInFlight: div(t.in, float64(t.nIn)), AllInFlight: div(all.in, float64(all.nIn)),
-		TailPromptTokensInFlight: div(t.prompt, float64(t.nIn)), AllPromptTokensInFlight: div(all.prompt, float64(all.nIn)),
-		TailUncachedTokens: div(t.unc, float64(t.n)), AllUncachedTokens: div(all.unc, float64(all.n)),
-		TailCachedFraction: frac(&t), AllCachedFraction: frac(&all),
-		TailOutputTokens: div(t.out, float64(t.n)), AllOutputTokens: div(all.out, float64(all.n)),
-		TailTPOTMs: div(t.tp, float64(t.nTP)) * msPerNs, AllTPOTMs: div(all.tp, float64(all.nTP)) * msPerNs,
-		TailLatenessMs: div(t.late, float64(t.n)) * msPerNs, AllLatenessMs: div(all.late, float64(all.n)) * msPerNs,
+		TailInFlight: ratio(t.in, float64(t.nIn)), AllInFlight: ratio(all.in, float64(all.nIn)),
+		TailPromptTokensInFlight: ratio(t.prompt, float64(t.nIn)), AllPromptTokensInFlight: ratio(all.prompt, float64(all.nIn)),
+		TailUncachedTokens: ratio(t.unc, float64(t.n)), AllUncachedTokens: ratio(all.unc, float64(all.n)),
+		TailCachedFraction: t.calls.cachedFraction(), AllCachedFraction: all.calls.cachedFraction(),
+		TailOutputTokens: ratio(t.out, float64(t.n)), AllOutputTokens: ratio(all.out, float64(all.n)),
+		TailTPOTMs: t.calls.tpotMs(), AllTPOTMs: all.calls.tpotMs(),
+		TailLatenessMs: ratio(t.late, float64(t.n)) * msPerNs, AllLatenessMs: ratio(all.late, float64(all.n)) * msPerNs,
 	}
 }
 

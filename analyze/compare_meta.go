@@ -15,18 +15,31 @@ import (
 	"github.com/tokentrace/tokentrace/traces"
 )
 
+// labelledRun is one side of a comparison with its label.
+type labelledRun struct {
+	label string
+	rep   *Report
+}
+
+// runs is the compared runs in order, each with its label.
+func (o CompareOptions) runs(a, b *Report) []labelledRun {
+	return []labelledRun{{o.LabelA, a}, {o.LabelB, b}}
+}
+
+// late says whether a run's client lateness p99 is over o.MaxLateness.
+func (o CompareOptions) late(l Dist) bool {
+	return l.Count > 0 && l.P99 > float64(o.MaxLateness)/float64(time.Millisecond)
+}
+
 // latenessWarnings warns for each run whose client lateness p99 is over
 // o.MaxLateness: it did not keep its recorded timing, so its latencies
 // hold the client's delay and a difference may be the machine's, not the
 // server's.
 func latenessWarnings(a, b *Report, o CompareOptions) []string {
 	var out []string
-	for _, s := range []struct {
-		label string
-		rep   *Report
-	}{{o.LabelA, a}, {o.LabelB, b}} {
+	for _, s := range o.runs(a, b) {
 		l := s.rep.Lateness
-		if l.Count == 0 || l.P99 <= float64(o.MaxLateness)/float64(time.Millisecond) {
+		if !o.late(l) {
 			continue
 		}
 		out = append(out, traces.Textf("%s did not keep its recorded timing: its client lateness p99 is %.2f ms, over %v (%s), so its latencies include the client's own delay and differences from the other run may be the machine's, not the server's. Re-run it on a less loaded machine, at a lower %s or with more %s replayers before trusting this comparison.",
@@ -40,10 +53,7 @@ func latenessWarnings(a, b *Report, o CompareOptions) []string {
 // model's.
 func simWarnings(a, b *Report, o CompareOptions) []string {
 	var out []string
-	for _, s := range []struct {
-		label string
-		rep   *Report
-	}{{o.LabelA, a}, {o.LabelB, b}} {
+	for _, s := range o.runs(a, b) {
 		if l := s.rep.SimLateness; l != nil && l.FellBehind() {
 			out = append(out, fmt.Sprintf("%s's simulator fell behind: it %s, so its latencies are the machine's as much as the model's. Re-run it on a less loaded machine or at a lower replay speed before trusting this comparison.",
 				s.label, l))
@@ -58,12 +68,9 @@ func simWarnings(a, b *Report, o CompareOptions) []string {
 // ran slower than its model.
 func unreliable(a, b *Report, o CompareOptions) string {
 	var why []string
-	for _, s := range []struct {
-		label string
-		rep   *Report
-	}{{o.LabelA, a}, {o.LabelB, b}} {
+	for _, s := range o.runs(a, b) {
 		var r []string
-		if l := s.rep.Lateness; l.Count > 0 && l.P99 > float64(o.MaxLateness)/float64(time.Millisecond) {
+		if l := s.rep.Lateness; o.late(l) {
 			r = append(r, fmt.Sprintf("its client sent late (lateness p99 %.2f ms > %v)", l.P99, o.MaxLateness))
 		}
 		if l := s.rep.SimLateness; l != nil && l.FellBehind() {

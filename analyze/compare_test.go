@@ -210,10 +210,7 @@ func TestCompareLatenessAndMetadata(t *testing.T) {
 		for i := range 40 {
 			recs = append(recs, rec(int64(i), time.Duration(i)*50*ms, lateness, 40*ms, 300*ms, 100, 10, 1))
 		}
-		a, err := New(DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := mustNew(t, DefaultOptions())
 		for i := range recs {
 			a.Add(&recs[i])
 		}
@@ -222,10 +219,7 @@ func TestCompareLatenessAndMetadata(t *testing.T) {
 		m.Extra = map[string]string{"replay.options": opts, "replay.started_at": "2026-11-28T13:38:" + target,
 			"replay.target": "http://127.0.0.1:" + target, "run.meta.note": "a long note about this run that nobody needs whole here: " + target}
 		a.AddSource(Source{File: target + ".parquet", Rows: 40, Meta: m})
-		rep, err := a.Close(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := mustClose(t, a)
 		return rep
 	}
 	a := run(100*time.Microsecond, `{"api":"completions","speed":1,"sessions":"open","block_size":512}`, "34331")

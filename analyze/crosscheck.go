@@ -139,14 +139,7 @@ func (rep *Report) crossCheck(pooled []traces.MetricsSample, byInstance map[stri
 	}
 	cc.StartS, cc.EndS = float64(win.lo)/1e9, float64(win.hi)/1e9
 	att, old, nServer := rep.attributionSide(win)
-	switch {
-	case nServer == int(att.n):
-		cc.Source = SourceServer
-	case nServer == 0:
-		cc.Source = SourceEstimated
-	default:
-		cc.Source = SourceMixed
-	}
+	cc.Source = sourceOf(nServer, int(att.n))
 	if att.n == 0 {
 		return
 	}

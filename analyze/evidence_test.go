@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +13,7 @@ import (
 // metrics series when withMetrics.
 func evidenceRun(t *testing.T, opts string, withMetrics bool) *Report {
 	t.Helper()
-	a, err := New(DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustNew(t, DefaultOptions())
 	for i := range 20 {
 		e2e := 300 * ms
 		if i >= 18 {
@@ -40,10 +36,7 @@ func evidenceRun(t *testing.T, opts string, withMetrics bool) *Report {
 		}
 		a.AddSamples(s)
 	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustClose(t, a)
 	return rep
 }
 

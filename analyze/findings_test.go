@@ -1,8 +1,9 @@
 package analyze
 
 import (
-	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +16,7 @@ func findingsRun(t *testing.T, metric string, recs []traces.Record, s []traces.M
 	t.Helper()
 	o := DefaultOptions()
 	o.TailMetric, o.TailPercentile = metric, 90
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.AddSamples(s)
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep
+	return analyzeWithSamples(t, recs, s, o)
 }
 
 // instanceSeries is a series of one row per 500 ms over 12 s for each
@@ -35,17 +24,27 @@ func findingsRun(t *testing.T, metric string, recs []traces.Record, s []traces.M
 // KV pulls kv(instance, t) (mean ns, count; nil for none), and the
 // pooled rows.
 func instanceSeries(roles map[string]string, waiting func(in string, t time.Duration) int64, kv func(in string, t time.Duration) (int64, int64)) []traces.MetricsSample {
+	return perInstanceSeries(slices.Sorted(maps.Keys(roles)), func(x *traces.MetricsSample, in string, at time.Duration) {
+		x.Role, x.Waiting, x.KVCacheUsage = roles[in], waiting(in, at), 0.5
+		if kv != nil {
+			x.KVTransferTimeMeanNs, x.KVTransfers = kv(in, at)
+		}
+	})
+}
+
+// perInstanceSeries is a series of one row per 500 ms over 12 s for each
+// instance, 2 running and the rest as fill(row, instance, t) sets it,
+// and the pooled rows: 4 running, the instances' waiting requests.
+func perInstanceSeries(instances []string, fill func(x *traces.MetricsSample, in string, at time.Duration)) []traces.MetricsSample {
 	var s []traces.MetricsSample
 	for k := range 24 {
 		at := time.Duration(k) * 500 * ms
 		pooled := traces.NewMetricsSample(int64(at))
 		pooled.Waiting, pooled.Running = 0, 4
-		for in, role := range roles {
+		for _, in := range instances {
 			x := traces.NewMetricsSample(int64(at))
-			x.Instance, x.Role, x.Waiting, x.Running, x.KVCacheUsage = in, role, waiting(in, at), 2, 0.5
-			if kv != nil {
-				x.KVTransferTimeMeanNs, x.KVTransfers = kv(in, at)
-			}
+			x.Instance, x.Running = in, 2
+			fill(&x, in, at)
 			pooled.Waiting += x.Waiting
 			s = append(s, x)
 		}
@@ -77,55 +76,54 @@ func count(sentences []string, subs ...string) int {
 // and one replica of a round-robin fleet that queues while the others
 // have room (routing imbalance, and the series' uneven load).
 func TestFleetFindingsSaidOnce(t *testing.T) {
-	burst := func(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
 	pdRoles := map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode", "decode-2": "decode"}
+	// fleetRecs is n requests, one every gap, made by row(i, sent), on
+	// the replicas replica(i) names when replicas is set.
+	fleetRecs := func(n int, gap time.Duration, row func(i int, sent time.Duration) traces.Record, replica func(i int) (string, string)) func(replicas bool) []traces.Record {
+		return func(replicas bool) []traces.Record {
+			var recs []traces.Record
+			for i := range n {
+				sent := time.Duration(i) * gap
+				r := row(i, sent)
+				if replicas {
+					rep, pre := replica(i)
+					r = onReplica(r, rep, pre)
+				}
+				recs = append(recs, r)
+			}
+			return recs
+		}
+	}
+	// queued is a request that waits queue in its server's queue.
+	queued := func(i int, sent, queue time.Duration) traces.Record {
+		return withServer(rec(int64(i), sent, 0, queue+50*ms, queue+250*ms, 200, 20, 1), queue, 50*ms, 200*ms, 0)
+	}
+	pdReplica := func(i int) (string, string) { return fmt.Sprintf("decode-%d", i%3), "prefill-0" }
 	// A P/D fleet: 100 requests every 100 ms through prefill-0, of which
 	// the ten sent at 5.0–5.9 s wait a second there.
-	pdRecs := func(replicas bool) []traces.Record {
-		var recs []traces.Record
-		for i := range 100 {
-			sent := time.Duration(i) * 100 * ms
-			queue := 10 * ms
-			if sent >= 5000*ms && sent < 6000*ms {
-				queue = 1000 * ms
-			}
-			r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+250*ms, 200, 20, 1), queue, 50*ms, 200*ms, 0)
-			if replicas {
-				r = onReplica(r, fmt.Sprintf("decode-%d", i%3), "prefill-0")
-			}
-			recs = append(recs, r)
+	pdRecs := fleetRecs(100, 100*ms, func(i int, sent time.Duration) traces.Record {
+		queue := 10 * ms
+		if sent >= 5000*ms && sent < 6000*ms {
+			queue = 1000 * ms
 		}
-		return recs
-	}
-	prefillQueue := func(in string, t time.Duration) int64 {
-		if in == "prefill-0" && burst(t) {
-			return 30
-		}
-		return 0
-	}
+		return queued(i, sent, queue)
+	}, pdReplica)
+	prefillQueue := queueOn(30, 0, "prefill-0")
 	// KV pulls: the burst's requests spend 600 ms in the transfer.
-	kvRecs := func(replicas bool) []traces.Record {
-		var recs []traces.Record
-		for i := range 100 {
-			sent := time.Duration(i) * 100 * ms
-			kv := 5 * ms
-			if sent >= 5000*ms && sent < 6000*ms {
-				kv = 600 * ms
-			}
-			r := withServer(rec(int64(i), sent, 0, kv+60*ms, kv+260*ms, 200, 20, 1), 10*ms, 50*ms, 200*ms, 0)
-			r.ServerKVTransferNs, r.ServerDecodeQueueNs = int64(kv), 0
-			if replicas {
-				r = onReplica(r, fmt.Sprintf("decode-%d", i%3), "prefill-0")
-			}
-			recs = append(recs, r)
+	kvRecs := fleetRecs(100, 100*ms, func(i int, sent time.Duration) traces.Record {
+		kv := 5 * ms
+		if sent >= 5000*ms && sent < 6000*ms {
+			kv = 600 * ms
 		}
-		return recs
-	}
+		r := withServer(rec(int64(i), sent, 0, kv+60*ms, kv+260*ms, 200, 20, 1), 10*ms, 50*ms, 200*ms, 0)
+		r.ServerKVTransferNs, r.ServerDecodeQueueNs = int64(kv), 0
+		return r
+	}, pdReplica)
 	slowPulls := func(in string, t time.Duration) (int64, int64) {
 		if in == "prefill-0" {
 			return traces.NotReported, traces.NotReported
 		}
-		if burst(t) {
+		if inBurst(t) {
 			return int64(600 * ms), 2
 		}
 		return int64(5 * ms), 2
@@ -133,22 +131,13 @@ func TestFleetFindingsSaidOnce(t *testing.T) {
 	// Round robin over four replicas, every 50 ms; replica-2's requests
 	// from 4 s on wait 1.5 s in its queue.
 	rrRoles := map[string]string{"replica-0": "", "replica-1": "", "replica-2": "", "replica-3": ""}
-	rrRecs := func(replicas bool) []traces.Record {
-		var recs []traces.Record
-		for i := range 200 {
-			sent := time.Duration(i) * 50 * ms
-			queue := 10 * ms
-			if i%4 == 2 && sent >= 4000*ms && sent < 8000*ms {
-				queue = 1500 * ms
-			}
-			r := withServer(rec(int64(i), sent, 0, queue+50*ms, queue+250*ms, 200, 20, 1), queue, 50*ms, 200*ms, 0)
-			if replicas {
-				r = onReplica(r, fmt.Sprintf("replica-%d", i%4), "")
-			}
-			recs = append(recs, r)
+	rrRecs := fleetRecs(200, 50*ms, func(i int, sent time.Duration) traces.Record {
+		queue := 10 * ms
+		if i%4 == 2 && sent >= 4000*ms && sent < 8000*ms {
+			queue = 1500 * ms
 		}
-		return recs
-	}
+		return queued(i, sent, queue)
+	}, func(i int) (string, string) { return fmt.Sprintf("replica-%d", i%4), "" })
 	hotReplica := func(in string, t time.Duration) int64 {
 		if in == "replica-2" && t >= 4000*ms && t < 9500*ms {
 			return 8

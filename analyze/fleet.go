@@ -488,11 +488,10 @@ func barComponents(ks []int, metric string) []int {
 
 // replicaAcc sums one replica's rows for ReplicaStats.
 type replicaAcc struct {
-	n, nTail, nIn, nTailIn, nTP int
-	in, tailIn, ttft, tpot      float64
-	comp                        [nComponents]float64
-	cached, prompt              float64
-	nCk                         int
+	n, nTail, nIn, nTailIn int
+	in, tailIn, ttft       float64
+	comp                   [nComponents]float64
+	calls                  callSums
 }
 
 // poolAcc sums a pool's load over rows.
@@ -539,15 +538,7 @@ func (a *replicaAcc) add(r *row, c [nComponents]float64, in float32, tail bool) 
 	if t, ok := r.ttft(); ok {
 		a.ttft += t
 	}
-	if p, ok := r.tpot(); ok {
-		a.nTP++
-		a.tpot += p
-	}
-	if r.cached >= 0 && r.in > 0 {
-		a.nCk++
-		a.cached += float64(r.cached)
-		a.prompt += float64(r.in)
-	}
+	a.calls.add(r)
 	if in >= 0 {
 		a.nIn++
 		a.in += float64(in)
@@ -682,11 +673,8 @@ func (rep *Report) replicaStats(id int, a *replicaAcc, role string, requests, po
 		m[k] = ratio(a.comp[k], float64(a.n)) * msPerNs
 	}
 	s.MeanMs = sharesOf(m)
-	s.TTFTMs, s.TPOTMs = ratio(a.ttft, float64(a.n))*msPerNs, ratio(a.tpot, float64(a.nTP))*msPerNs
-	if a.nCk > 0 {
-		v := a.cached / a.prompt
-		s.CachedFraction = &v
-	}
+	s.TTFTMs, s.TPOTMs = ratio(a.ttft, float64(a.n))*msPerNs, a.calls.tpotMs()
+	s.CachedFraction = a.calls.cachedFraction()
 	return s
 }
 

@@ -47,18 +47,42 @@ func mustAnalyze(t *testing.T, recs []traces.Record, o Options) *Report {
 	return rep
 }
 
+// mustAnalyzeFiles is AnalyzeFiles of paths with o; an error fails the
+// test.
+func mustAnalyzeFiles(t *testing.T, paths []string, o Options) *Report {
+	t.Helper()
+	rep, err := AnalyzeFiles(context.Background(), paths, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
 // analyzeWithSamples is an Analyzer's report of recs and the metrics
 // series samples, with o; an error fails the test.
 func analyzeWithSamples(t *testing.T, recs []traces.Record, samples []traces.MetricsSample, o Options) *Report {
+	t.Helper()
+	a := mustNew(t, o)
+	for i := range recs {
+		a.Add(&recs[i])
+	}
+	a.AddSamples(samples)
+	return mustClose(t, a)
+}
+
+// mustNew is New(o); an error fails the test.
+func mustNew(t *testing.T, o Options) *Analyzer {
 	t.Helper()
 	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range recs {
-		a.Add(&recs[i])
-	}
-	a.AddSamples(samples)
+	return a
+}
+
+// mustClose is a's report; an error fails the test.
+func mustClose(t *testing.T, a *Analyzer) *Report {
+	t.Helper()
 	rep, err := a.Close(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,24 +29,28 @@ func burstRecs(slowDecode bool) []traces.Record {
 	return recs
 }
 
+// inBurst is when the burst runs' tail queued: the series' rows from 4.5 s
+// to 7.5 s.
+func inBurst(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
+
+// queueOn is a waiting function: n requests waiting on each of instances
+// (on every instance when none is named) during the burst, otherwise
+// outside it and on the other instances.
+func queueOn(n, otherwise int64, instances ...string) func(in string, t time.Duration) int64 {
+	return func(in string, t time.Duration) int64 {
+		if inBurst(t) && (len(instances) == 0 || slices.Contains(instances, in)) {
+			return n
+		}
+		return otherwise
+	}
+}
+
 // queueBurstRun is burstRecs with a metrics series of one row per 500 ms:
 // the pooled rows, and for each instance its rows with waiting(instance,
 // t) requests waiting.
 func queueBurstRun(t *testing.T, instances []string, waiting func(instance string, t time.Duration) int64, slowDecode bool) *Report {
 	t.Helper()
-	var s []traces.MetricsSample
-	for k := range 24 {
-		at := time.Duration(k) * 500 * ms
-		pooled := traces.NewMetricsSample(int64(at))
-		pooled.Waiting, pooled.Running = 0, 4
-		for _, in := range instances {
-			x := traces.NewMetricsSample(int64(at))
-			x.Instance, x.Waiting, x.Running = in, waiting(in, at), 2
-			pooled.Waiting += x.Waiting
-			s = append(s, x)
-		}
-		s = append(s, pooled)
-	}
+	s := perInstanceSeries(instances, func(x *traces.MetricsSample, in string, at time.Duration) { x.Waiting = waiting(in, at) })
 	return findingsRun(t, MetricE2E, burstRecs(slowDecode), s)
 }
 
@@ -54,7 +59,6 @@ func queueBurstRun(t *testing.T, instances []string, waiting func(instance strin
 // instances, and says nothing of the kind when it was even or when the
 // series has no per-instance rows.
 func TestInstancesNamedWhenUneven(t *testing.T) {
-	burst := func(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
 	for _, c := range []struct {
 		why        string
 		instances  []string
@@ -63,36 +67,16 @@ func TestInstancesNamedWhenUneven(t *testing.T) {
 		named      []string // instances the diagnosis must name ("" none)
 	}{
 		{"a burst queued on one of two instances names that one", []string{"a:8000", "b:8000"},
-			func(in string, t time.Duration) int64 {
-				if in == "a:8000" && burst(t) {
-					return 30
-				}
-				return 1
-			}, false, []string{"a:8000"}},
+			queueOn(30, 1, "a:8000"), false, []string{"a:8000"}},
 		{"an uneven queue beside a tail made slow by decoding, not queueing, names none", []string{"a:8000", "b:8000"},
-			func(in string, t time.Duration) int64 {
-				if in == "a:8000" && burst(t) {
-					return 30
-				}
-				return 1
-			}, true, nil},
+			queueOn(30, 1, "a:8000"), true, nil},
 		{"the same queue spread evenly over both instances names none", []string{"a:8000", "b:8000"},
-			func(in string, t time.Duration) int64 {
-				if burst(t) {
-					return 15
-				}
-				return 1
-			}, false, nil},
+			queueOn(15, 1), false, nil},
 		{"two of four instances holding the queue are both named", []string{"a:8000", "b:8000", "c:8000", "d:8000"},
-			func(in string, t time.Duration) int64 {
-				if (in == "b:8000" || in == "d:8000") && burst(t) {
-					return 20
-				}
-				return 0
-			}, false, []string{"b:8000", "d:8000"}},
+			queueOn(20, 0, "b:8000", "d:8000"), false, []string{"b:8000", "d:8000"}},
 		{"no queue anywhere names none, however uneven the crumbs", []string{"a:8000", "b:8000"},
 			func(in string, t time.Duration) int64 {
-				if in == "a:8000" && burst(t) && t < 5000*ms {
+				if in == "a:8000" && inBurst(t) && t < 5000*ms {
 					return 1
 				}
 				return 0
@@ -160,7 +144,6 @@ func fleetRun(t *testing.T, roles map[string]string, waiting func(in string, t t
 // queue follows the pools' sizes or the tail decoded slowly; KV transfers
 // slower around the tail are named with their times.
 func TestPoolsNamedWhenSaturated(t *testing.T) {
-	burst := func(t time.Duration) bool { return t >= 4500*ms && t < 7500*ms }
 	pd := func(prefill, decode int) map[string]string {
 		m := map[string]string{}
 		for i := range prefill {
@@ -183,20 +166,15 @@ func TestPoolsNamedWhenSaturated(t *testing.T) {
 		notSay     []string // not in it
 	}{
 		{"a burst queued on the one-replica prefill pool names the pool (and not its one instance again)", pd(1, 3),
-			func(in string, t time.Duration) int64 {
-				if in == "prefill-0" && burst(t) {
-					return 30
-				}
-				return 0
-			}, nil, nil, false, "prefill",
+			queueOn(30, 0, "prefill-0"), nil, nil, false, "prefill",
 			[]string{"Pool saturated: the prefill pool (1 replica(s): prefill-0) held 100% of the requests waiting around the tail", "its KV cache was 50% used"},
 			[]string{"Uneven load"}},
 		{"a queue spread over a three-replica prefill pool beside one decode replica names the prefill pool", pd(3, 1),
 			func(in string, t time.Duration) int64 {
-				if strings.HasPrefix(in, "prefill") && burst(t) {
+				if strings.HasPrefix(in, "prefill") && inBurst(t) {
 					return 10
 				}
-				if burst(t) {
+				if inBurst(t) {
 					return 1
 				}
 				return 0
@@ -204,26 +182,11 @@ func TestPoolsNamedWhenSaturated(t *testing.T) {
 			[]string{"Pool saturated: the prefill pool (3 replica(s): prefill-0, prefill-1, prefill-2)", "10.0 per replica against 1.0 in the other pool(s) (decode (1))"},
 			nil},
 		{"a queue in proportion to the pools' sizes names none", pd(1, 3),
-			func(in string, t time.Duration) int64 {
-				if burst(t) {
-					return 10
-				}
-				return 0
-			}, nil, nil, false, "", nil, []string{"Pool saturated"}},
+			queueOn(10, 0), nil, nil, false, "", nil, []string{"Pool saturated"}},
 		{"a queue in the prefill pool while the tail was slow decoding names none", pd(1, 3),
-			func(in string, t time.Duration) int64 {
-				if in == "prefill-0" && burst(t) {
-					return 30
-				}
-				return 0
-			}, nil, nil, true, "", nil, []string{"Pool saturated"}},
+			queueOn(30, 0, "prefill-0"), nil, nil, true, "", nil, []string{"Pool saturated"}},
 		{"one hot replica of three in the decode pool is uneven load within the pool: the replica is named with its routed share, no pool", pd(1, 3),
-			func(in string, t time.Duration) int64 {
-				if in == "decode-1" && burst(t) {
-					return 30
-				}
-				return 0
-			}, nil,
+			queueOn(30, 0, "decode-1"), nil,
 			func(in string) int64 {
 				if in == "decode-1" {
 					return 2
@@ -238,7 +201,7 @@ func TestPoolsNamedWhenSaturated(t *testing.T) {
 				if !strings.HasPrefix(in, "decode") {
 					return traces.NotReported, traces.NotReported
 				}
-				if burst(t) {
+				if inBurst(t) {
 					return int64(80 * ms), 2
 				}
 				return int64(5 * ms), 2

@@ -464,54 +464,59 @@ func (rep *Report) pdTailBasis() pdTail {
 	return b
 }
 
+// pdBasis is what some of the tail's estimates rest on: how many, and the
+// note that says it.
+type pdBasis struct {
+	n    int
+	note string
+}
+
+// note is the note of the first basis that at least half the tail's
+// estimates rest on ("" when none was estimated, fallback's when no basis
+// holds half).
+func (b pdTail) note(fallback func() string, bases ...pdBasis) string {
+	if b.n == 0 {
+		return ""
+	}
+	for _, x := range bases {
+		if 2*x.n >= b.n {
+			return x.note
+		}
+	}
+	return fallback()
+}
+
 // pdPrefillNote says how the tail's prefill side was estimated ("" when
 // the servers timed it).
 func (rep *Report) pdPrefillNote() string {
 	b := rep.pdTailBasis()
-	switch {
-	case b.n == 0:
-		return ""
-	case 2*b.series >= b.n:
-		return " (estimated: a request's prefill side is its TTFT less its decode side from the decode pool's histograms and one decode step, " +
-			"split as the prefill pool's own queue and prefill time histograms split its requests' time)"
-	case 2*b.reported >= b.n:
-		return " (estimated: a request's prefill side is its TTFT less the wait its decode replica reported and one decode step, " +
-			"split where vLLM's scheduler first took it on its prefill replica, in the step in which the request before it finished)"
-	}
-	fixed, perTok, _ := rep.prefillStepModel()
-	return fmt.Sprintf(" (estimated from a model of each prefill replica: vLLM's first-come first-served scheduler batching prompts in steps of up to %d tokens, each %s + %.1f µs per uncached token, fitted on the least-loaded requests; the decode side reported nothing)",
-		pdStepBudget, fmtMs(fixed*msPerNs), perTok*1e-3)
+	return b.note(func() string {
+		fixed, perTok, _ := rep.prefillStepModel()
+		return fmt.Sprintf(" (estimated from a model of each prefill replica: vLLM's first-come first-served scheduler batching prompts in steps of up to %d tokens, each %s + %.1f µs per uncached token, fitted on the least-loaded requests; the decode side reported nothing)",
+			pdStepBudget, fmtMs(fixed*msPerNs), perTok*1e-3)
+	},
+		pdBasis{b.series, " (estimated: a request's prefill side is its TTFT less its decode side from the decode pool's histograms and one decode step, " +
+			"split as the prefill pool's own queue and prefill time histograms split its requests' time)"},
+		pdBasis{b.reported, " (estimated: a request's prefill side is its TTFT less the wait its decode replica reported and one decode step, " +
+			"split where vLLM's scheduler first took it on its prefill replica, in the step in which the request before it finished)"})
 }
 
 // pdKVNote says what the tail's transfer estimate rests on ("" when the
 // servers timed it).
 func (rep *Report) pdKVNote() string {
 	b := rep.pdTailBasis()
-	switch {
-	case b.n == 0:
-		return ""
-	case 2*b.nixl >= b.n:
-		return " (estimated: within the decode replicas' own NIXL transfer histogram for the intervals the pulls ended in, shared out by prompt length)"
-	case 2*b.reported >= b.n:
-		return " (estimated: the wait the decode replica reported, which held the pull; the replica had room for more requests, so the pull is what the request waited for)"
-	}
-	return " (estimated: the least-loaded requests' transfer time by prompt length)"
+	return b.note(func() string { return " (estimated: the least-loaded requests' transfer time by prompt length)" },
+		pdBasis{b.nixl, " (estimated: within the decode replicas' own NIXL transfer histogram for the intervals the pulls ended in, shared out by prompt length)"},
+		pdBasis{b.reported, " (estimated: the wait the decode replica reported, which held the pull; the replica had room for more requests, so the pull is what the request waited for)"})
 }
 
 // pdQueueNote says what the tail's decode-side wait estimate rests on.
 func (rep *Report) pdQueueNote() string {
 	b := rep.pdTailBasis()
-	switch {
-	case b.n == 0:
-		return ""
-	case 2*b.series >= b.n:
-		return " (estimated: the decode replicas' queue time histogram past their NIXL transfers, for the requests that finished with the tail, shared out by the time each one's TTFT leaves past its modelled prefill side)"
-	case 2*b.nixl >= b.n:
-		return " (estimated: the wait the decode replica reported less the transfer its NIXL histogram allows)"
-	case 2*b.full >= b.n:
-		return " (estimated: the decode replicas held nearly the most requests they ever held when the tail reached them, so beyond the least-loaded requests' transfer time the wait was theirs)"
-	}
-	return " (estimated)"
+	return b.note(func() string { return " (estimated)" },
+		pdBasis{b.series, " (estimated: the decode replicas' queue time histogram past their NIXL transfers, for the requests that finished with the tail, shared out by the time each one's TTFT leaves past its modelled prefill side)"},
+		pdBasis{b.nixl, " (estimated: the wait the decode replica reported less the transfer its NIXL histogram allows)"},
+		pdBasis{b.full, " (estimated: the decode replicas held nearly the most requests they ever held when the tail reached them, so beyond the least-loaded requests' transfer time the wait was theirs)"})
 }
 
 // estimateSendOrder is Options.PrefillSendOrder's estimate: each prefill

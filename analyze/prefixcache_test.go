@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -151,10 +150,7 @@ func TestPrefixCacheBlockSize(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.KVBlocks = 3
-	rep, err := AnalyzeFiles(context.Background(), []string{path}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep = mustAnalyzeFiles(t, []string{path}, o)
 	if pc := rep.PrefixCache; pc == nil || pc.BlockSize != 10 || pc.ImpliedTokens != 30 {
 		t.Errorf("block size from the metadata: %+v", pc)
 	}
@@ -179,18 +175,12 @@ func TestPrefixCacheSendOrder(t *testing.T) {
 			slices.Reverse(recs)
 			o := DefaultOptions()
 			o.KVBlocks, o.BlockSize = 3, 10
-			a, err := New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := mustNew(t, o)
 			a.pfx.window = c.window
 			for i := range recs {
 				a.Add(&recs[i])
 			}
-			rep, err := a.Close(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := mustClose(t, a)
 			warned := strings.Contains(strings.Join(rep.Warnings, "\n"), "took them late")
 			if c.implied >= 0 && rep.PrefixCache.ImpliedTokens != c.implied || warned != c.warn {
 				t.Errorf("implied %d tokens, warned %v (%q); want %d, %v", rep.PrefixCache.ImpliedTokens, warned, rep.Warnings, c.implied, c.warn)

@@ -246,10 +246,7 @@ func TestServerMetricsSeries(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.IgnoreServerTimings = true
-	rep, err := AnalyzeFiles(context.Background(), []string{res}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyzeFiles(t, []string{res}, o)
 	sl := rep.Attribution.ServerLoad
 	if sl == nil || sl.TailWaiting == nil || *sl.TailWaiting < 40 || *sl.AllWaiting > 20 {
 		t.Fatalf("server load = %+v, want the tail's waiting queue far above the run's", sl)

@@ -2,7 +2,6 @@ package analyze
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"math"
 	"strings"
@@ -122,10 +121,7 @@ func TestSessions(t *testing.T) {
 			if c.opt != nil {
 				c.opt(&o)
 			}
-			a, err := New(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := mustNew(t, o)
 			if c.max > 0 {
 				a.sess.maxOpen = c.max
 			}
@@ -135,10 +131,7 @@ func TestSessions(t *testing.T) {
 					t.Fatalf("after row %d: %d sessions open, bound %d", i, len(a.sess.open), c.max)
 				}
 			}
-			rep, err := a.Close(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := mustClose(t, a)
 			s := rep.Sessions
 			if s == nil {
 				t.Fatal("no Sessions section")

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -61,10 +60,7 @@ func TestShardClocks(t *testing.T) {
 				}
 				names = append(names, name)
 			}
-			rep, err := AnalyzeFiles(context.Background(), names, DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := mustAnalyzeFiles(t, names, DefaultOptions())
 			warned := func(s string) bool {
 				for _, w := range rep.Warnings {
 					if strings.Contains(w, s) {

@@ -245,10 +245,7 @@ func TestExactRowsSampleBounded(t *testing.T) {
 	const budget = 300
 	o := DefaultOptions()
 	o.ExactRows, o.KeepRequests = budget, true
-	a, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustNew(t, o)
 	for i := range recs {
 		a.Add(&recs[i])
 		if a.rows.n > budget || len(a.reqIDs) != a.rows.n {
@@ -260,10 +257,7 @@ func TestExactRowsSampleBounded(t *testing.T) {
 			t.Fatalf("kept row %d: id %q, seq %d, in sample %v", i, a.reqIDs[i], r.seq, inSample(r, a.level))
 		}
 	}
-	rep, err := a.Close(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustClose(t, a)
 	if strings.Contains(strings.Join(rep.Sampling.Sampled, ","), "peak") {
 		t.Errorf("in send order the peak is exact, sampling says %v", rep.Sampling.Sampled)
 	}
@@ -338,10 +332,7 @@ func TestAttributeGroupsFiles(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.By = ByClass
-	rep, err := AnalyzeFiles(context.Background(), []string{p}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustAnalyzeFiles(t, []string{p}, o)
 	rep2, _ := AnalyzeFiles(context.Background(), []string{p}, o)
 	if err := AttributeGroupsFiles(context.Background(), rep, []string{p}); err != nil {
 		t.Fatal(err)

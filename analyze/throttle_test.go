@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +42,7 @@ func TestClientThrottling(t *testing.T) {
 			late: 15, in: 0, wantNote: "0 of the 15"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, err := New(DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := mustNew(t, DefaultOptions())
 			m := traces.NewMeta("replay")
 			for k, v := range tc.meta {
 				m.Set(k, v)
@@ -55,10 +51,7 @@ func TestClientThrottling(t *testing.T) {
 			for i := range recs {
 				a.Add(&recs[i])
 			}
-			rep, err := a.Close(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
+			rep := mustClose(t, a)
 			ct := rep.ClientThrottling
 			if tc.wantNil {
 				if ct != nil {

@@ -33,10 +33,7 @@ func TestBadInput(t *testing.T) {
 	in := strings.Join(lines, "\n") + "\n"
 	o := DefaultOptions()
 	o.BlockSize = 0
-	res, err := Capture(context.Background(), o, []Input{{Name: "bad.jsonl", R: strings.NewReader(in)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, o, []Input{{Name: "bad.jsonl", R: strings.NewReader(in)}})
 	if len(res.Records) != 2 {
 		t.Errorf("kept %d records, want the 2 good lines", len(res.Records))
 	}
@@ -65,7 +62,7 @@ func TestBadInput(t *testing.T) {
 
 	// --strict fails on the first.
 	o.Strict = true
-	_, err = Capture(context.Background(), o, []Input{{Name: "bad.jsonl", R: strings.NewReader(in)}})
+	_, err := Capture(context.Background(), o, []Input{{Name: "bad.jsonl", R: strings.NewReader(in)}})
 	var le *LineError
 	if !errors.As(err, &le) || le.Line != 2 || le.Kind != KindBadJSON {
 		t.Errorf("strict: %v", err)

@@ -50,10 +50,7 @@ func captureParts(t *testing.T, o Options, dir string, shards []string) {
 	for i, s := range shards {
 		po := o
 		po.Part, po.PartIndex = true, i
-		res, err := Capture(context.Background(), po, []Input{{Name: fmt.Sprintf("shard-%d", i), R: strings.NewReader(s)}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustCapture(t, po, []Input{{Name: fmt.Sprintf("shard-%d", i), R: strings.NewReader(s)}})
 		w, err := traces.Create(filepath.Join(dir, fmt.Sprintf("part-%05d.parquet", i)), res.Meta)
 		if err != nil {
 			t.Fatal(err)
@@ -145,10 +142,7 @@ func TestComposedPartsEqualOneCapture(t *testing.T) {
 		t.Errorf("composed meta: deferred %v, k %d; want finished, k %d", meta.KAnonDeferred(), meta.KThreshold, k)
 	}
 
-	single, err := Capture(context.Background(), o, []Input{{Name: "all", R: strings.NewReader(all)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	single := mustCapture(t, o, []Input{{Name: "all", R: strings.NewReader(all)}})
 	want := single.Records
 	if len(got) != len(want) || st.Requests != int64(len(want)) {
 		t.Fatalf("composed %d rows (stats %d), single capture %d", len(got), st.Requests, len(want))
@@ -204,10 +198,7 @@ func TestComposeRefuses(t *testing.T) {
 	dir := t.TempDir()
 	captureParts(t, o, dir, shards)
 	whole := filepath.Join(dir, "whole.parquet")
-	res, err := Capture(context.Background(), o, []Input{{Name: "s", R: strings.NewReader(shards[0])}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, o, []Input{{Name: "s", R: strings.NewReader(shards[0])}})
 	w, _ := traces.Create(whole, res.Meta)
 	w.Write(res.Records)
 	if err := w.Close(); err != nil {
@@ -216,10 +207,7 @@ func TestComposeRefuses(t *testing.T) {
 	o2 := o
 	o2.Key, o2.Part, o2.PartIndex = []byte("another key of sixteen bytes or more"), true, 1
 	other := mkdir(t, filepath.Join(dir, "other"))
-	res2, err := Capture(context.Background(), o2, []Input{{Name: "s", R: strings.NewReader(shards[1])}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res2 := mustCapture(t, o2, []Input{{Name: "s", R: strings.NewReader(shards[1])}})
 	w, _ = traces.Create(filepath.Join(other, "part-1.parquet"), res2.Meta)
 	w.Write(res2.Records)
 	if err := w.Close(); err != nil {

@@ -22,9 +22,15 @@ func captureFiles(t *testing.T, o Options, names ...string) *Result {
 		t.Cleanup(func() { f.Close() })
 		inputs = append(inputs, Input{Name: n, R: f})
 	}
+	return mustCapture(t, o, inputs)
+}
+
+// mustCapture is Capture of inputs with o; an error fails the test.
+func mustCapture(t *testing.T, o Options, inputs []Input) *Result {
+	t.Helper()
 	res, err := Capture(context.Background(), o, inputs)
 	if err != nil {
-		t.Fatalf("capture %v: %v", names, err)
+		t.Fatal(err)
 	}
 	return res
 }
@@ -226,10 +232,7 @@ func TestFieldRemap(t *testing.T) {
 	o := DefaultOptions()
 	o.Format = FormatOpenAI
 	o.Fields = map[string]string{"time": "ts", "request": "body.req", "response": "body.resp", "session": "sid", "status": "http.code", "ttft_ms": "timing.first", "latency_ms": "timing.total"}
-	res, err := Capture(context.Background(), o, []Input{{Name: "x", R: stringsReader(in)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, o, []Input{{Name: "x", R: stringsReader(in)}})
 	if len(res.Records) != 2 {
 		t.Fatalf("%d records", len(res.Records))
 	}

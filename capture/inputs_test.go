@@ -65,10 +65,7 @@ func TestOverlappingInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := DefaultOptions()
-	res, err := Capture(context.Background(), o, []Input{{Name: "a.log", R: bytes.NewReader(a.Bytes())}, {Name: "b.log", R: bytes.NewReader(b.Bytes())}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, o, []Input{{Name: "a.log", R: bytes.NewReader(a.Bytes())}, {Name: "b.log", R: bytes.NewReader(b.Bytes())}})
 	if len(res.Stats.Overlaps) != 1 || res.Stats.Overlaps[0].A != "a.log" || res.Stats.Overlaps[0].B != "b.log" {
 		t.Fatalf("overlaps %+v, want a.log with b.log", res.Stats.Overlaps)
 	}
@@ -85,10 +82,7 @@ func TestOverlappingInputs(t *testing.T) {
 	if err := WriteSampleLogs(context.Background(), &b, 2, so); err != nil {
 		t.Fatal(err)
 	}
-	res, err = Capture(context.Background(), o, []Input{{Name: "a.log", R: bytes.NewReader(a.Bytes())}, {Name: "b.log", R: bytes.NewReader(b.Bytes())}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = mustCapture(t, o, []Input{{Name: "a.log", R: bytes.NewReader(a.Bytes())}, {Name: "b.log", R: bytes.NewReader(b.Bytes())}})
 	if len(res.Stats.Overlaps) != 0 {
 		t.Errorf("consecutive files reported as overlapping: %+v", res.Stats.Overlaps)
 	}
@@ -170,10 +164,7 @@ func TestProgress(t *testing.T) {
 		o := DefaultOptions()
 		o.Workers = workers
 		o.Progress = func(p Progress) { got = append(got, p) }
-		res, err := Capture(context.Background(), o, []Input{{Name: "logs", R: bytes.NewReader(logs.Bytes())}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustCapture(t, o, []Input{{Name: "logs", R: bytes.NewReader(logs.Bytes())}})
 		var reading, writing int
 		var prev Progress
 		for _, p := range got {

@@ -260,10 +260,7 @@ func TestLiteLLMTraceSessions(t *testing.T) {
 	log := line("tr1", "", 0, 1) + line("tr2", "", 0.5, 0.75) + line("tr1", "", 2, 2.5) + line("tr2", "u", 3, 4) + line("tr2", "u", 5, 6)
 	o := DefaultOptions()
 	o.Format = FormatLiteLLM
-	res, err := Capture(context.Background(), o, []Input{{Name: "l", R: strings.NewReader(log)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, o, []Input{{Name: "l", R: strings.NewReader(log)}})
 	var sess, finish []int64
 	for _, r := range res.Records {
 		sess = append(sess, r.Session)

@@ -1,8 +1,6 @@
 package capture
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -18,12 +16,9 @@ func TestTraceReadersKnowCaptureInputs(t *testing.T) {
 	names, _ := filepath.Glob("testdata/*.jsonl")
 	logs, _ := filepath.Glob("testdata/*.log")
 	names = append(names, logs...)
-	var sample bytes.Buffer
-	if err := WriteSampleLogs(context.Background(), &sample, 1, DefaultSampleOptions()); err != nil {
-		t.Fatal(err)
-	}
+	sample := sampleLogs(t, 1, DefaultSampleOptions().Duration)
 	gen := filepath.Join(t.TempDir(), "gateway.jsonl")
-	if err := os.WriteFile(gen, sample.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(gen, sample, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	names = append(names, gen)

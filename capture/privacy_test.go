@@ -292,10 +292,7 @@ func TestPrivacyCheckCatchesLeaks(t *testing.T) {
 	c := &canaries{rng: rand.New(rand.NewPCG(9, 9))}
 	model := c.next()
 	line := `{"time":"2025-03-01T10:00:00Z","request":{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}}` + "\n"
-	res, err := Capture(context.Background(), DefaultOptions(), []Input{{R: strings.NewReader(line)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, DefaultOptions(), []Input{{R: strings.NewReader(line)}})
 	var out bytes.Buffer
 	w, _ := traces.NewJSONLWriter(&out, res.Meta)
 	w.Write(res.Records)

@@ -33,10 +33,7 @@ func TestSampleLogs(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.BlockSize = 0
-	res, err := Capture(context.Background(), o, []Input{{Name: "sample", R: bytes.NewReader(data)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustCapture(t, o, []Input{{Name: "sample", R: bytes.NewReader(data)}})
 	n := len(res.Records)
 	lo, hi := 1500*int(d/time.Second)/60, 3000*int(d/time.Second)/60
 	if n < lo || n > hi {
@@ -92,14 +89,8 @@ func TestSampleUsageMatchesTokenizer(t *testing.T) {
 	}
 	o := DefaultOptions()
 	o.BlockSize = 64
-	withUsage, err := Capture(context.Background(), o, []Input{{R: bytes.NewReader(data)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokenized, err := Capture(context.Background(), o, []Input{{R: &stripped}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	withUsage := mustCapture(t, o, []Input{{R: bytes.NewReader(data)}})
+	tokenized := mustCapture(t, o, []Input{{R: &stripped}})
 	if len(withUsage.Records) != len(tokenized.Records) || len(withUsage.Records) == 0 {
 		t.Fatalf("%d vs %d records", len(withUsage.Records), len(tokenized.Records))
 	}

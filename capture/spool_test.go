@@ -55,13 +55,7 @@ func TestSpillSameRecords(t *testing.T) {
 		}
 		logs[f] = b
 	}
-	var sample bytes.Buffer
-	so := DefaultSampleOptions()
-	so.Duration = 40 * time.Second
-	if err := WriteSampleLogs(context.Background(), &sample, 3, so); err != nil {
-		t.Fatal(err)
-	}
-	logs["sample.jsonl"] = sample.Bytes()
+	logs["sample.jsonl"] = sampleLogs(t, 3, 40*time.Second)
 	tests := []struct {
 		name    string
 		inputs  []string
@@ -131,13 +125,7 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 // strict capture meets a malformed line, and when the output cannot be
 // created.
 func TestSpillCleanup(t *testing.T) {
-	var sample bytes.Buffer
-	so := DefaultSampleOptions()
-	so.Duration = 30 * time.Second
-	if err := WriteSampleLogs(context.Background(), &sample, 5, so); err != nil {
-		t.Fatal(err)
-	}
-	logs := sample.Bytes()
+	logs := sampleLogs(t, 5, 30*time.Second)
 	o := DefaultOptions()
 	o.SortMemoryBytes = 64 << 10
 	o.Workers = 1
@@ -279,16 +267,11 @@ func TestSpoolTiesKeepInputOrder(t *testing.T) {
 // error, the stream's last item, so no caller takes a short trace for a
 // whole one.
 func TestSpillReadErrorEndsStream(t *testing.T) {
-	var sample bytes.Buffer
-	so := DefaultSampleOptions()
-	so.Duration = 20 * time.Second
-	if err := WriteSampleLogs(context.Background(), &sample, 7, so); err != nil {
-		t.Fatal(err)
-	}
+	sample := sampleLogs(t, 7, 20*time.Second)
 	o := DefaultOptions()
 	o.Key = []byte("spill-test-key-0123456789")
 	o.TempDir, o.SortMemoryBytes = t.TempDir(), 64<<10
-	pl, err := start(context.Background(), o, []Input{{Name: "sample.jsonl", R: bytes.NewReader(sample.Bytes())}})
+	pl, err := start(context.Background(), o, []Input{{Name: "sample.jsonl", R: bytes.NewReader(sample)}})
 	if err != nil {
 		t.Fatal(err)
 	}

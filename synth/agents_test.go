@@ -2,7 +2,6 @@ package synth
 
 import (
 	"cmp"
-	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -134,10 +133,7 @@ func agents(sessions int, seed uint64) ([]traces.Record, traces.Meta) {
 // themselves, every check within its noise floor: bench/synth-fidelity.sh.)
 func TestAgenticSessionsMatch(t *testing.T) {
 	real, meta := agents(60, 1)
-	m, err := Fit(context.Background(), real, fitMeta(meta))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fitModelMeta(t, real, meta)
 	within, passed := 0, 0
 	for seed := range uint64(5) {
 		rep := Check(real, gen(t, m, genSeed(seed+1)), DefaultThresholds())
@@ -195,14 +191,8 @@ func TestSessionStartsPerBin(t *testing.T) {
 		r.Turn = 2
 		recs = append(recs, r)
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
-	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	inArrivalOrder(recs)
+	m := fitModel(t, recs)
 	s := m.Classes[0].Sessions
 	if m.Version != ModelVersion || len(s.StartsPerBin) != len(m.Classes[0].Arrival.CountsPerBin) {
 		t.Fatalf("version %d, %d starts per bin for %d bins", m.Version, len(s.StartsPerBin), len(m.Classes[0].Arrival.CountsPerBin))
@@ -238,14 +228,8 @@ func TestTurnsCensoredByTheEnd(t *testing.T) {
 			recs = append(recs, r)
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
-	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	inArrivalOrder(recs)
+	m := fitModel(t, recs)
 	var counted, four, all float64
 	for _, b := range m.Classes[0].Sessions.Turns.Bins {
 		all += b.Count

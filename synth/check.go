@@ -455,14 +455,20 @@ func sparseCounts(sorted []int64, w, end int64) (n int64, counts []float64) {
 	return n, counts
 }
 
+// traceCounts is sparseCounts over the trace's own span: the windows of
+// w up to its last arrival (none without arrivals).
+func traceCounts(sorted []int64, w int64) (n int64, counts []float64) {
+	if len(sorted) == 0 {
+		return 0, nil
+	}
+	return sparseCounts(sorted, w, sorted[len(sorted)-1]+1)
+}
+
 // dispersion is the index of dispersion (variance/mean) of counts in full
 // windows of w over the trace. It sums the non-empty windows, so a long
 // span costs nothing more.
 func dispersion(sorted []int64, w int64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	n, c := sparseCounts(sorted, w, sorted[len(sorted)-1]+1)
+	n, c := traceCounts(sorted, w)
 	if n < 2 {
 		return 0
 	}
@@ -487,31 +493,7 @@ func ks(a, b []float64) float64 {
 
 // wasserstein1 is the W1 distance of two sorted samples: ∫|F−G|.
 func wasserstein1(a, b []float64) float64 {
-	if len(a) == 0 || len(b) == 0 {
-		return 0
-	}
-	na, nb := float64(len(a)), float64(len(b))
-	i, j := 0, 0
-	var fa, fb, prev, w float64
-	prev = math.Min(a[0], b[0])
-	for i < len(a) || j < len(b) {
-		var x float64
-		if j >= len(b) || (i < len(a) && a[i] <= b[j]) {
-			x = a[i]
-		} else {
-			x = b[j]
-		}
-		w += math.Abs(fa-fb) * (x - prev)
-		for i < len(a) && a[i] == x {
-			i++
-		}
-		for j < len(b) && b[j] == x {
-			j++
-		}
-		fa, fb = float64(i)/na, float64(j)/nb
-		prev = x
-	}
-	return w
+	return wasserstein1w(a, nil, b, nil)
 }
 
 func relErr(synth, real float64) float64 {

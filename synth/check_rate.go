@@ -86,9 +86,10 @@ func (rep *Report) rateSparse(real, synth []int64, end int64) {
 	rep.Wasserstein.RatePerMinute = wasserstein1w(rv, rw, sv, sw)
 }
 
-// wasserstein1w is wasserstein1 of weighted sorted samples.
+// wasserstein1w is wasserstein1 of weighted sorted samples; nil weights
+// count each value once.
 func wasserstein1w(a, aw, b, bw []float64) float64 {
-	ta, tb := floats.Sum(aw), floats.Sum(bw)
+	ta, tb := totalWeight(a, aw), totalWeight(b, bw)
 	if ta == 0 || tb == 0 {
 		return 0
 	}
@@ -103,13 +104,36 @@ func wasserstein1w(a, aw, b, bw []float64) float64 {
 			x = b[j]
 		}
 		w += math.Abs(fa-fb) * (x - prev)
-		for ; i < len(a) && a[i] == x; i++ {
-			fa += aw[i] / ta
+		i0, j0 := i, j
+		for i < len(a) && a[i] == x {
+			i++
 		}
-		for ; j < len(b) && b[j] == x; j++ {
-			fb += bw[j] / tb
+		for j < len(b) && b[j] == x {
+			j++
 		}
+		fa, fb = cdfPast(fa, aw, i0, i, ta), cdfPast(fb, bw, j0, j, tb)
 		prev = x
 	}
 	return w
+}
+
+// totalWeight is the weight of a sample: its length without weights.
+func totalWeight(v, w []float64) float64 {
+	if w == nil {
+		return float64(len(v))
+	}
+	return floats.Sum(w)
+}
+
+// cdfPast is the CDF f of a sample of total weight t moved past its values
+// from to to−1: the count over t without weights (exact however many
+// values), the weights over t added one by one with them.
+func cdfPast(f float64, w []float64, from, to int, t float64) float64 {
+	if w == nil {
+		return float64(to) / t
+	}
+	for k := from; k < to; k++ {
+		f += w[k] / t
+	}
+	return f
 }

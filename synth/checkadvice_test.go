@@ -148,10 +148,7 @@ func TestCheckSeqIsCheck(t *testing.T) {
 // other making has none.
 func TestGenOptionsOfRoundTrip(t *testing.T) {
 	real, meta := chats(120, 5, 0)
-	m, err := Fit(context.Background(), real, fitMeta(meta))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fitModelMeta(t, real, meta)
 	o := with(DefaultGenOptions(), func(o *GenOptions) {
 		o.Seed, o.Duration, o.RateScale, o.InputLengthScale, o.OutputLengthScale = 9, 90*time.Second, 1.5, 0.8, 1.25
 		o.Mix, o.Gaps, o.MaxContextTokens = map[string]float64{"support": 0.5}, GapsFitted, 4000

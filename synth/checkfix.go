@@ -111,35 +111,17 @@ func broke(before, after *Report) bool {
 
 // candidate is the change of opts that targets the failed check name.
 func (r *Report) candidate(name string, opts GenOptions) (GenOptions, Fix, bool) {
-	scale := func(real, syn float64) (float64, bool) {
-		if real <= 0 || syn <= 0 || math.Abs(real/syn-1) < 0.02 {
-			return 0, false
-		}
-		return real / syn, true
-	}
 	f := Fix{Check: name}
+	var real, syn float64
+	var field *float64
+	var option string
 	switch name {
 	case "ks.input_tokens":
-		s, ok := scale(r.Real.MeanInput, r.Synth.MeanInput)
-		if !ok {
-			return opts, f, false
-		}
-		opts.InputLengthScale *= s
-		f.Option, f.Value = "GenOptions.InputLengthScale", strconv.FormatFloat(opts.InputLengthScale, 'g', 3, 64)
+		real, syn, field, option = r.Real.MeanInput, r.Synth.MeanInput, &opts.InputLengthScale, "GenOptions.InputLengthScale"
 	case "ks.output_tokens":
-		s, ok := scale(r.Real.MeanOutput, r.Synth.MeanOutput)
-		if !ok {
-			return opts, f, false
-		}
-		opts.OutputLengthScale *= s
-		f.Option, f.Value = "GenOptions.OutputLengthScale", strconv.FormatFloat(opts.OutputLengthScale, 'g', 3, 64)
+		real, syn, field, option = r.Real.MeanOutput, r.Synth.MeanOutput, &opts.OutputLengthScale, "GenOptions.OutputLengthScale"
 	case "rate_error":
-		s, ok := scale(r.Real.RatePerS, r.Synth.RatePerS)
-		if !ok {
-			return opts, f, false
-		}
-		opts.RateScale *= s
-		f.Option, f.Value = "GenOptions.RateScale", strconv.FormatFloat(opts.RateScale, 'g', 3, 64)
+		real, syn, field, option = r.Real.RatePerS, r.Synth.RatePerS, &opts.RateScale, "GenOptions.RateScale"
 	case "category_share_max_diff":
 		mix, ok := r.RealMix()
 		if !ok {
@@ -151,19 +133,16 @@ func (r *Report) candidate(name string, opts GenOptions) (GenOptions, Fix, bool)
 		}
 		opts.Mix = parsed
 		f.Option, f.Value = "GenOptions.Mix", mix
+		return opts, f, true
 	default:
 		return opts, f, false
 	}
-	// The value said is the one tried: round the option as printed.
-	v, _ := strconv.ParseFloat(f.Value, 64)
-	switch f.Option {
-	case "GenOptions.InputLengthScale":
-		opts.InputLengthScale = v
-	case "GenOptions.OutputLengthScale":
-		opts.OutputLengthScale = v
-	case "GenOptions.RateScale":
-		opts.RateScale = v
+	if real <= 0 || syn <= 0 || math.Abs(real/syn-1) < 0.02 {
+		return opts, f, false
 	}
+	// The value said is the one tried: round the option as printed.
+	f.Option, f.Value = option, strconv.FormatFloat(*field*(real/syn), 'g', 3, 64)
+	*field, _ = strconv.ParseFloat(f.Value, 64)
 	return opts, f, true
 }
 

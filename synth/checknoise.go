@@ -93,10 +93,7 @@ func rateFloor(alpha float64, real []float64, dReal, dSynth float64) float64 {
 // sorted arrivals in full windows of w: the variance of a sample variance
 // from the counts' fourth central moment, over the mean².
 func dispersionVar(sorted []int64, w int64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	n, c := sparseCounts(sorted, w, sorted[len(sorted)-1]+1)
+	n, c := traceCounts(sorted, w)
 	if n < 4 {
 		return 0
 	}

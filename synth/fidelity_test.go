@@ -42,17 +42,10 @@ func (w *memWriter) Write(r []traces.Record) (int, error) {
 }
 func (w *memWriter) Close() error { return nil }
 
-func fitGen(t testing.TB, recs []traces.Record, meta traces.Meta, gen GenOptions) (*Model, []traces.Record) {
+func fitGen(t testing.TB, recs []traces.Record, meta traces.Meta, o GenOptions) (*Model, []traces.Record) {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, fitMeta(meta))
-	if err != nil {
-		t.Fatalf("Fit: %v", err)
-	}
-	var w memWriter
-	if _, err := m.Generate(context.Background(), gen, &w); err != nil {
-		t.Fatalf("Generate: %v", err)
-	}
-	return m, w.recs
+	m := fitModelMeta(t, recs, meta)
+	return m, gen(t, m, o)
 }
 
 // TestFidelityPublicTraces fits each shared trace, generates the same

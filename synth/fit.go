@@ -165,11 +165,17 @@ func FitReader(ctx context.Context, r traces.Reader, opts FitOptions) (*Model, e
 // records: exact, unless one of the fitter's memory limits is passed,
 // which FittedOn.Approximations then reports.
 func FitSeq(ctx context.Context, seq iter.Seq2[traces.Record, error], opts FitOptions) (*Model, error) {
+	return withFitter(opts, func(f *fitter) (*Model, error) { return fitSeq(ctx, f, seq) })
+}
+
+// withFitter runs fit on a new fitter of the validated opts and closes the
+// fitter whatever fit returns; a close error fails a fit that succeeded.
+func withFitter(opts FitOptions, fit func(*fitter) (*Model, error)) (*Model, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	f := newFitter(opts, defaultFitLimits)
-	m, err := fitSeq(ctx, f, seq)
+	m, err := fit(f)
 	if cerr := f.close(); err == nil && cerr != nil {
 		return nil, fmt.Errorf("fit: %w", cerr)
 	}
@@ -205,15 +211,7 @@ func fitSeq(ctx context.Context, f *fitter, seq iter.Seq2[traces.Record, error])
 // is deterministic: the same records and options give the same model. It
 // is FitSeq's streaming fitter fed the records in sorted order.
 func Fit(ctx context.Context, recs []traces.Record, opts FitOptions) (*Model, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	f := newFitter(opts, defaultFitLimits)
-	m, err := fitSorted(ctx, f, recs)
-	if cerr := f.close(); err == nil && cerr != nil {
-		return nil, fmt.Errorf("fit: %w", cerr)
-	}
-	return m, err
+	return withFitter(opts, func(f *fitter) (*Model, error) { return fitSorted(ctx, f, recs) })
 }
 
 func fitSorted(ctx context.Context, f *fitter, recs []traces.Record) (*Model, error) {

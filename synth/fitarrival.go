@@ -280,13 +280,9 @@ func (a *arrivalFit) fitLevels(groups []levelGroup, ap *approx) []GapLevel {
 				cv = sd / m
 			}
 		}
-		layout := LayoutEven
-		if cv > EvenLayoutMaxCV {
-			layout = LayoutClusters
-		}
 		levels = append(levels, GapLevel{
 			CV:           cv,
-			Layout:       layout,
+			Layout:       layoutFor(cv),
 			MaxCount:     g.max,
 			ClusterSizes: newHistRuns(sizes, opts.GapBins, opts.MinBinCount, true),
 			IntraGapS:    newHistRuns(intra, opts.GapBins, opts.MinBinCount, false),

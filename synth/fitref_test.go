@@ -562,13 +562,9 @@ func refFitArrival(m *Model, starts []int64, opts FitOptions, rng *rand.Rand) Ar
 				cv = sd / m
 			}
 		}
-		layout := LayoutEven
-		if cv > EvenLayoutMaxCV {
-			layout = LayoutClusters
-		}
 		levels = append(levels, GapLevel{
 			CV:           cv,
-			Layout:       layout,
+			Layout:       layoutFor(cv),
 			MaxCount:     g.max,
 			Gap:          fitGaps(g.inter, opts),
 			ClusterSizes: newHist(g.sizes, opts.GapBins, opts.MinBinCount, true),

@@ -134,18 +134,11 @@ func quantized() []traces.Record {
 // on recs.
 func generated(t testing.TB, recs []traces.Record, meta traces.Meta, o GenOptions) []traces.Record {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, fitMeta(meta))
-	if err != nil {
-		t.Fatal(err)
+	_, out := fitGen(t, recs, meta, o)
+	for i := range out {
+		out[i] = out[i].Clone()
 	}
-	var w memWriter
-	if _, err := m.Generate(context.Background(), o, &w); err != nil {
-		t.Fatal(err)
-	}
-	for i := range w.recs {
-		w.recs[i] = w.recs[i].Clone()
-	}
-	return w.recs
+	return out
 }
 
 // TestFitStreamMatchesInMemory fits each trace four ways — the in-memory

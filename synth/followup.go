@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"container/heap"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -474,7 +474,7 @@ func (gc *genClass) followOf(gi int) *genFollow {
 // waits after the previous turn finishes). The two are drawn
 // independently: a recorded gap is a service time plus a think time, and
 // the server replayed against decides the first.
-func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *pendingHeap, order *int64) {
+func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, first pending, turns int, dur int64, pend *[]pending, order *int64) {
 	if turns < 2 {
 		return
 	}
@@ -500,7 +500,7 @@ func (gc *genClass) scheduleFollowUps(m *Model, rng *rand.Rand, info *sessInfo, 
 		if ft >= dur {
 			break
 		}
-		heap.Push(pend, pending{t: ft, order: *order, class: first.class, sess: first.sess, turn: int32(k), think: thinkNs})
+		minheap.Push(pend, pending{t: ft, order: *order, class: first.class, sess: first.sess, turn: int32(k), think: thinkNs}, pendingFirst)
 		*order++
 		info.last = int32(k)
 	}

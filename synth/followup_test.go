@@ -1,7 +1,6 @@
 package synth
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -124,10 +123,7 @@ func agentic(sessions int, seed uint64) []traces.Record {
 			}
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
+	inArrivalOrder(recs)
 	return recs
 }
 
@@ -311,10 +307,7 @@ func TestSessionCategoryDraw(t *testing.T) {
 		r.InputTokens, r.OutputTokens, r.Model, r.API = 300, 30, "m", traces.APIChat
 		recs = append(recs, r)
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
+	inArrivalOrder(recs)
 	syn := gen(t, fitModel(t, recs), genSeed(2))
 	rows := map[int64]int{}
 	for _, r := range syn {
@@ -354,10 +347,7 @@ func TestTurnsPerCategory(t *testing.T) {
 			at += int64(time.Second)
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
+	inArrivalOrder(recs)
 	syn := gen(t, fitModel(t, recs), genSeed(3))
 	rep := Check(recs, syn, DefaultThresholds())
 	if rep.CategoryShareMaxDiff > 0.03 {

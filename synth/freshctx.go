@@ -81,13 +81,19 @@ func (a *followFit) mergeCtx(lim fitLimits, b *followFit) {
 		if o.fresh > 0 && t.fresh == 0 {
 			t.share, t.kept = newValues(lim.values), newValues(lim.values)
 		}
-		t.turns += o.turns
-		t.fresh += o.fresh
-		t.resumed += o.resumed
-		if o.fresh > 0 {
-			t.share.merge(&o.share)
-			t.kept.merge(&o.kept)
-		}
+		t.add(o)
+	}
+}
+
+// add sums bucket o into t, whose multisets exist when o has fresh
+// prompts.
+func (t *ctxBucket) add(o *ctxBucket) {
+	t.turns += o.turns
+	t.fresh += o.fresh
+	t.resumed += o.resumed
+	if o.fresh > 0 {
+		t.share.merge(&o.share)
+		t.kept.merge(&o.kept)
 	}
 }
 
@@ -113,25 +119,18 @@ func (f *fitter) freshByContext(a *followFit) []FreshCond {
 	slices.Sort(keys)
 	per := max(float64(total)/float64(max(opts.JointBins, 1)), float64(opts.MinBinCount))
 	type cut struct {
-		top                   float64
-		turns, fresh, resumed int64
-		share, kept           multiset
+		top float64
+		ctxBucket
 	}
 	var cuts []*cut
 	var cur *cut
 	for _, k := range keys {
 		b := a.byCtx[k]
 		if cur == nil {
-			cur = &cut{share: newValues(f.lim.values), kept: newValues(f.lim.values)}
+			cur = &cut{ctxBucket: ctxBucket{share: newValues(f.lim.values), kept: newValues(f.lim.values)}}
 		}
 		cur.top = ctxBucketTop(k)
-		cur.turns += b.turns
-		cur.fresh += b.fresh
-		cur.resumed += b.resumed
-		if b.fresh > 0 {
-			cur.share.merge(&b.share)
-			cur.kept.merge(&b.kept)
-		}
+		cur.add(b)
 		if float64(cur.turns) >= per {
 			cuts = append(cuts, cur)
 			cur = nil
@@ -140,9 +139,8 @@ func (f *fitter) freshByContext(a *followFit) []FreshCond {
 	if cur != nil {
 		if n := len(cuts); n > 0 && cur.turns < int64(opts.MinBinCount) {
 			p := cuts[n-1]
-			p.top, p.turns, p.fresh, p.resumed = cur.top, p.turns+cur.turns, p.fresh+cur.fresh, p.resumed+cur.resumed
-			p.share.merge(&cur.share)
-			p.kept.merge(&cur.kept)
+			p.top = cur.top
+			p.add(&cur.ctxBucket)
 		} else {
 			cuts = append(cuts, cur)
 		}

@@ -2,7 +2,6 @@ package synth
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"fmt"
 	"math"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokentrace/tokentrace/internal/minheap"
 	"github.com/tokentrace/tokentrace/traces"
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -307,22 +307,13 @@ type pending struct {
 	think int64 // drawn think time of a version-2 follow-up (ns)
 }
 
-type pendingHeap []pending
-
-func (h pendingHeap) Len() int { return len(h) }
-func (h pendingHeap) Less(i, j int) bool {
-	if h[i].t != h[j].t {
-		return h[i].t < h[j].t
+// pendingFirst orders the pending requests' heap: by due time, then in
+// the order they were scheduled.
+func pendingFirst(a, b *pending) bool {
+	if a.t != b.t {
+		return a.t < b.t
 	}
-	return h[i].order < h[j].order
-}
-func (h pendingHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *pendingHeap) Push(x any)   { *h = append(*h, x.(pending)) }
-func (h *pendingHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	return a.order < b.order
 }
 
 // Generate writes a synthetic trace drawn from the model to w (it does not
@@ -373,7 +364,7 @@ func (m *Model) Generate(ctx context.Context, opts GenOptions, w traces.Writer) 
 			return st.seq, err
 		}
 		for len(st.pend) > 0 && st.pend[0].t < we {
-			st.window = append(st.window, heap.Pop(&st.pend).(pending))
+			st.window = append(st.window, minheap.Pop(&st.pend, pendingFirst))
 		}
 		if len(st.window) == 0 {
 			continue
@@ -391,7 +382,7 @@ type genState struct {
 	opts     GenOptions
 	classes  []*genClass
 	rng      *rand.Rand
-	pend     pendingHeap // follow-up turns due later
+	pend     []pending // follow-up turns due later, a heap (pendingFirst)
 	order    int64
 	nextSess int64
 	sessions map[int64]*sessInfo // open sessions
@@ -471,7 +462,7 @@ func (st *genState) startSession(gc *genClass, p *pending, dur int64) {
 		if ft >= dur {
 			break
 		}
-		heap.Push(&st.pend, pending{t: ft, order: st.order, class: p.class, sess: p.sess, turn: int32(k)})
+		minheap.Push(&st.pend, pending{t: ft, order: st.order, class: p.class, sess: p.sess, turn: int32(k)}, pendingFirst)
 		st.order++
 		info.last = int32(k)
 	}

@@ -184,6 +184,15 @@ const (
 // EvenLayoutMaxCV is the largest gap CV of a level laid out evenly.
 const EvenLayoutMaxCV = 1.25
 
+// layoutFor is the Layout of a level whose gaps have coefficient of
+// variation cv.
+func layoutFor(cv float64) string {
+	if cv > EvenLayoutMaxCV {
+		return LayoutClusters
+	}
+	return LayoutEven
+}
+
 // GapModel is a gap distribution in seconds: the empirical histogram and
 // maximum-likelihood fits of three families.
 type GapModel struct {

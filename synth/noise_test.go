@@ -89,10 +89,7 @@ func chats(sessions int, seed uint64, k int) ([]traces.Record, traces.Meta) {
 			}
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
-	for i := range recs {
-		recs[i].Seq = int64(i)
-	}
+	inArrivalOrder(recs)
 	meta := traces.NewMeta("test")
 	meta.BlockSize, meta.KThreshold = bs, k
 	return recs, meta
@@ -198,10 +195,7 @@ func TestResamplePassesAtConfidence(t *testing.T) {
 // every check in at least 4 of 5.
 func TestConversationReuseMatches(t *testing.T) {
 	real, meta := chats(300, 2, 5)
-	m, err := Fit(context.Background(), real, fitMeta(meta))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fitModelMeta(t, real, meta)
 	if m.BlockK != 5 || m.Version != ModelVersion {
 		t.Errorf("model block_k %d version %d, want 5 and %d", m.BlockK, m.Version, ModelVersion)
 	}
@@ -234,10 +228,7 @@ func TestConversationReuseMatches(t *testing.T) {
 // changes its own dimension, and none makes another check fail.
 func TestFixesComposeOnMisScaledWorkload(t *testing.T) {
 	real, meta := chats(300, 3, 5)
-	m, err := Fit(context.Background(), real, fitMeta(meta))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := fitModelMeta(t, real, meta)
 	bad := with(genSeed(4), func(o *GenOptions) { o.InputLengthScale = 1.6; o.OutputLengthScale = 0.5 })
 	if rep := Check(real, gen(t, m, bad), DefaultThresholds()); rep.Pass {
 		t.Fatal("the mis-scaled workload passes the check: the test shows nothing")

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,9 +63,25 @@ func synthetic(n int, seed uint64) []traces.Record {
 	return recs
 }
 
+// inArrivalOrder sorts recs by arrival (stably: same-instant rows keep
+// their order) and numbers their seq in that order, as a trace file holds
+// them.
+func inArrivalOrder(recs []traces.Record) {
+	slices.SortStableFunc(recs, func(a, b traces.Record) int { return cmp.Compare(a.ArrivalNs, b.ArrivalNs) })
+	for i := range recs {
+		recs[i].Seq = int64(i)
+	}
+}
+
 func fitModel(t testing.TB, recs []traces.Record) *Model {
 	t.Helper()
-	m, err := Fit(context.Background(), recs, fitMeta(traces.NewMeta("test")))
+	return fitModelMeta(t, recs, traces.NewMeta("test"))
+}
+
+// fitModelMeta fits recs with the default options and their trace's meta.
+func fitModelMeta(t testing.TB, recs []traces.Record, meta traces.Meta) *Model {
+	t.Helper()
+	m, err := Fit(context.Background(), recs, fitMeta(meta))
 	if err != nil {
 		t.Fatalf("Fit: %v", err)
 	}

@@ -17,15 +17,7 @@ import (
 // shared prefix.
 func fixedLengths(name string, n int, rate float64, in, out int32, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	w := Workload{Name: name}
-	t := 0.0
-	for i := range n {
-		t += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs, r.InputTokens, r.OutputTokens = int64(i), int64(t*1e9), in, out
-		w.Records = append(w.Records, r)
-	}
-	return w
+	return poisson(name, n, rate, rng, func(_ int, r *traces.Record) { r.InputTokens, r.OutputTokens = in, out })
 }
 
 // bursty is n requests at rate req/s on average, arriving in bursts of
@@ -45,12 +37,20 @@ func bursty(name string, n int, rate float64, size int, seed uint64) Workload {
 	return w
 }
 
-func validateLogged(t *testing.T, real, syn Workload, o Options) *Result {
+// mustRun is Run of the workloads with o; an error fails the test.
+func mustRun(t *testing.T, real, syn Workload, o Options) *Result {
 	t.Helper()
 	res, err := Run(context.Background(), real, syn, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// validateLogged is mustRun, logging the text report.
+func validateLogged(t *testing.T, real, syn Workload, o Options) *Result {
+	t.Helper()
+	res := mustRun(t, real, syn, o)
 	var buf bytes.Buffer
 	if err := res.WriteText(&buf); err != nil {
 		t.Fatal(err)

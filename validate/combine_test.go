@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -17,17 +18,10 @@ import (
 func kvBound(name string, n int, rate float64, in int32, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	outs := rand.New(rand.NewPCG(99, 17))
-	w := Workload{Name: name}
-	at := 0.0
-	for i := range n {
-		at += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(at*1e9)
+	return poisson(name, n, rate, rng, func(_ int, r *traces.Record) {
 		r.InputTokens = in - in/10 + int32(rng.IntN(int(in/5)))
 		r.OutputTokens = int32(64 + outs.IntN(64))
-		w.Records = append(w.Records, r)
-	}
-	return w
+	})
 }
 
 // twoProperties is a conclusion that needs two properties together: a
@@ -86,14 +80,10 @@ func TestCombinationNamesThePairAndWhatIsNecessary(t *testing.T) {
 	if c.Runs != 6 {
 		t.Errorf("the search took %d runs, want 6", c.Runs)
 	}
-	for _, want := range []string{
+	says(t, fmt.Sprintf("headline %q", res.Conclusion), res.Conclusion,
 		"By ablation, no single property of the real workload restores any of them: the real prompt lengths and arrivals together restore ttft_p50 of b, ttft_p99 of b",
 		"the real prompt lengths and arrivals are each necessary to ttft_p50 of b, ttft_p99 of b",
-	} {
-		if !strings.Contains(res.Conclusion, want) {
-			t.Errorf("headline %q lacks %q", res.Conclusion, want)
-		}
-	}
+	)
 	if len(res.Reasons) == 0 || res.Reasons[0].Property != "prompt lengths and arrivals" || !res.Reasons[0].Proven {
 		t.Errorf("first reason %+v, want the pair, proven", res.Reasons)
 	}
@@ -151,10 +141,7 @@ func TestCombinationKeepsItsBudget(t *testing.T) {
 	planned, last := -1, -1
 	for _, budget := range []int{1, 2, 4, 5, 6, 100} {
 		o.CombinationBudget = budget
-		res, err := Run(t.Context(), real, syn, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, real, syn, o)
 		c := res.Ablation.Combination
 		if c.Runs > budget || res.Ablation.Runs != 4+c.Runs {
 			t.Errorf("budget %d: the search ran %d, the ablation %d (4 single runs)", budget, c.Runs, res.Ablation.Runs)

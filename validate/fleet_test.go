@@ -58,20 +58,13 @@ func conversations(name string, n, uses int, rate float64, shared bool, seed uin
 		groups[i] = i / uses
 	}
 	rng.Shuffle(n, func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
-	w := Workload{Name: name, Meta: traces.Meta{}}
-	at := 0.0
-	for i := range n {
-		at += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq, r.ArrivalNs = int64(i), int64(at*1e9)
+	return poisson(name, n, rate, rng, func(i int, r *traces.Record) {
 		r.InputTokens = int32(1024 + 64 + rng.IntN(192))
 		r.OutputTokens = int32(32 + rng.IntN(64))
 		if shared {
 			r.Category, r.PrefixTokens = fmt.Sprintf("conv-%d", groups[i]), 1024
 		}
-		w.Records = append(w.Records, r)
-	}
-	return w
+	})
 }
 
 // A routing conclusion measured on a matrix without prefix reuse does not
@@ -82,11 +75,8 @@ func conversations(name string, n, uses int, rate float64, shared bool, seed uin
 func TestRoutingConclusionNeedsPrefixReuse(t *testing.T) {
 	real := conversations("real", 800, 4, 16, true, 1)
 	syn := conversations("synthetic", 800, 4, 16, false, 2)
-	res, err := Run(context.Background(), real, syn, targeted(t,
+	res := mustRun(t, real, syn, targeted(t,
 		"rr=sim:replicas=4,router=round-robin", "pa=sim:replicas=4,router=prefix-aware"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
 	res.WriteText(&buf)
 	t.Log("\n" + buf.String())

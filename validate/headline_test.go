@@ -2,6 +2,7 @@ package validate
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -104,6 +105,17 @@ func single(r *Result, prop string, effects []AblatedEffect) Transplant {
 	return tr
 }
 
+// says checks that text holds each of wants; what names the text in a
+// failure.
+func says(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q", what, want)
+		}
+	}
+}
+
 func text(t *testing.T, r *Result) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -127,7 +139,7 @@ func TestOneCountEverywhere(t *testing.T) {
 	r.Conclusion = r.conclude()
 	out := text(t, r)
 	t.Log("\n" + out)
-	for _, want := range []string{
+	says(t, "the report", out,
 		"The decision does not carry over to real traffic for 3 of 6 conclusions",
 		"The other 3 carry over (",
 		"1 of them with the size off",
@@ -137,11 +149,7 @@ func TestOneCountEverywhere(t *testing.T) {
 		"prefix reuse    decisions 1 of 3 (e2e_p99 of pa), sizes 0 of 1;",
 		"sessions        decisions 0 of 3, sizes 1 of 1;",
 		"closes none of the gap (not a reason): arrivals",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the report lacks %q", want)
-		}
-	}
+	)
 	// The decisive reason comes first, then the one that restores only a
 	// size, each with its evidence.
 	if len(r.Reasons) != 2 || r.Reasons[0].Property != PropPrefixReuse || r.Reasons[1].Property != PropSessions ||
@@ -177,12 +185,8 @@ func TestHeadlineSizesOnly(t *testing.T) {
 	sizes.Ablation.Properties = []Transplant{single(sizes, PropArrivals, restoring(sizes, "ttft_p99 of b"))}
 	sizes.explain()
 	got := sizes.conclude()
-	for _, want := range []string{"The decision carries over: all 3 conclusions", "Only the size differs for 2",
-		"Proven reason (ablation): arrivals: the synthetic workload with the real arrivals reaches the real size for 1 of the 2 with the size off (ttft_p99 of b)."} {
-		if !strings.Contains(got, want) {
-			t.Errorf("headline %q lacks %q", got, want)
-		}
-	}
+	says(t, fmt.Sprintf("headline %q", got), got, "The decision carries over: all 3 conclusions", "Only the size differs for 2",
+		"Proven reason (ablation): arrivals: the synthetic workload with the real arrivals reaches the real size for 1 of the 2 with the size off (ttft_p99 of b).")
 }
 
 // The combination search in the headline: what it found, that the budget
@@ -241,11 +245,7 @@ func TestHeadlineCombination(t *testing.T) {
 			r.Ablation.Combination = tc.setup(r)
 			r.explain()
 			got := r.conclude()
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("headline %q lacks %q", got, w)
-				}
-			}
+			says(t, fmt.Sprintf("headline %q", got), got, tc.want...)
 			for _, w := range tc.not {
 				if strings.Contains(got, w) {
 					t.Errorf("headline %q says %q", got, w)
@@ -272,7 +272,8 @@ func TestLegend(t *testing.T) {
 	r.Conclusions[1].Verdict = verdict(r.Conclusions[1].Real, r.Conclusions[1].Synthetic, &r.opts)
 	r.Counts = countConclusions(r.Conclusions)
 	out := text(t, r)
-	for _, want := range []string{
+	t.Log("\n" + out)
+	says(t, "the report", out,
 		"Of 2 conclusions: 1 does not carry over (1 reversed); 1 holds.",
 		"  holds: both workloads show no effect, or the same direction with sizes that agree (intervals overlap, or within 50% of the real change)",
 		"  reversed: both significant, in opposite directions",
@@ -280,11 +281,7 @@ func TestLegend(t *testing.T) {
 		"  ns (<2%): the interval excludes 0 but the change is under the minimum effect (Options.MinEffect, 2%); counted as no effect",
 		"+1.0% [+0.5, +1.5] ns (<2%)",
 		"+0.0% [-1.0, +1.0] ns ",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the report lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	for _, absent := range []string{"magnitude off:", "not significant on real:", "not significant on synthetic:"} {
 		if strings.Contains(out, absent) {
 			t.Errorf("the legend explains %q, which the table does not use", absent)
@@ -313,15 +310,11 @@ func TestHTMLCarriesTheCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := b.String()
-	for _, want := range []string{
+	says(t, "the page", page,
 		"Of 6 conclusions: 3 do not carry over",
 		"the 4 conclusions that do not hold (3 decisions that do not carry over, 1 with the size off)",
 		"decisions 1 of 3 (e2e_p99 of pa), sizes 0 of 1",
 		"ns: not significant",
 		"for 3 of 6 conclusions",
-	} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %q", want)
-		}
-	}
+	)
 }

@@ -199,15 +199,7 @@ func TestTransplantEvidenceShowsTheDifference(t *testing.T) {
 // blocks), one second apart.
 func conversationsWithReuse(name string, n int, share float64, seed uint64) Workload {
 	w := Workload{Name: name, Meta: traces.Meta{BlockSize: 64}}
-	next := int64(seed) << 40
-	fresh := func(k int) []int64 {
-		out := make([]int64, k)
-		for i := range out {
-			out[i] = next
-			next++
-		}
-		return out
-	}
+	fresh := freshBlocks(int64(seed) << 40)
 	for i := range n {
 		r := traces.NewRecord()
 		r.Seq, r.ArrivalNs, r.OutputTokens = int64(i), int64(i)*1e9, 32

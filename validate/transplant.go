@@ -329,15 +329,7 @@ func transplantSessions(donor, recipient Workload, blockSize int, what string) W
 		bs = blockSize
 	}
 	w.Meta.BlockSize = bs
-	var next int64 = 1 << 62 // fresh block ids, far from any trace's
-	fresh := func(n int) []int64 {
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = next
-			next++
-		}
-		return out
-	}
+	fresh := freshBlocks(1 << 62) // far from any trace's block ids
 	nb := func(tokens int32) int { return (int(tokens) + bs - 1) / bs }
 	var sessions int64
 	lastC := make([]int32, len(donor.reqs)) // donor index → synthetic index standing for it, +1
@@ -375,6 +367,18 @@ func transplantSessions(donor, recipient Workload, blockSize int, what string) W
 		r.blocks = append(blocks, fresh(nb(r.in)-len(shared))...)
 	}
 	return w
+}
+
+// freshBlocks hands out n new block ids at a time, counting up from next.
+func freshBlocks(next int64) func(n int) []int64 {
+	return func(n int) []int64 {
+		out := make([]int64, n)
+		for i := range out {
+			out[i] = next
+			next++
+		}
+		return out
+	}
 }
 
 // wholeConversations thins the real requests (in arrival order) to about

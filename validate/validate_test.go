@@ -22,19 +22,27 @@ import (
 // have the same lengths and share nothing, like a benchmark matrix row.
 func workload(name string, n int, rate float64, shared bool, seed uint64) Workload {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	w := Workload{Name: name, Meta: traces.Meta{}}
-	t := 0.0
-	for i := range n {
-		t += rng.ExpFloat64() / rate
-		r := traces.NewRecord()
-		r.Seq = int64(i)
-		r.ArrivalNs = int64(t * 1e9)
+	return poisson(name, n, rate, rng, func(_ int, r *traces.Record) {
 		r.InputTokens = int32(1536 + 100 + rng.IntN(300))
 		r.OutputTokens = int32(64 + rng.IntN(128))
 		if shared {
 			r.Category = []string{"support", "search", "code", "mail"}[rng.IntN(4)]
 			r.PrefixTokens = 1536
 		}
+	})
+}
+
+// poisson is a workload of n requests at rate req/s, their gaps drawn
+// from rng (exponential), each request's seq and arrival set before fill
+// sets the rest, so that fill's draws from rng follow its gap's.
+func poisson(name string, n int, rate float64, rng *rand.Rand, fill func(i int, r *traces.Record)) Workload {
+	w := Workload{Name: name}
+	at := 0.0
+	for i := range n {
+		at += rng.ExpFloat64() / rate
+		r := traces.NewRecord()
+		r.Seq, r.ArrivalNs = int64(i), int64(at*1e9)
+		fill(i, &r)
 		w.Records = append(w.Records, r)
 	}
 	return w
@@ -51,14 +59,7 @@ func workloads(n int, rate float64) (real, syn Workload) {
 func runLogged(t *testing.T, n int, rate float64, specs ...string) *Result {
 	t.Helper()
 	real, syn := workloads(n, rate)
-	res, err := Run(context.Background(), real, syn, targeted(t, specs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	res.WriteText(&buf)
-	t.Log("\n" + buf.String())
-	return res
+	return validateLogged(t, real, syn, targeted(t, specs...))
 }
 
 func targets(t *testing.T, specs ...string) []Target {
@@ -152,10 +153,7 @@ func TestDeterministic(t *testing.T) {
 	var out [2]string
 	for i := range out {
 		o := targeted(t, "a=sim", "b=sim:max-num-seqs=8")
-		res, err := Run(context.Background(), real, syn, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, real, syn, o)
 		if res.Ablation == nil || res.Ablation.Runs == 0 {
 			t.Fatalf("ablation %+v: the test wants one run", res.Ablation)
 		}
@@ -321,10 +319,7 @@ func TestReplayedTargets(t *testing.T) {
 	o := with(targeted(t, "a="+srv.URL, "b=sim:max-num-seqs=4"), func(o *Options) { o.Realtime = true; o.OutDir = dir; o.Log = &log })
 	o.Replay.Model = so.Model
 	o.Replay.NoPreflight = true
-	res, err := Run(context.Background(), real, syn, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, real, syn, o)
 	if len(res.Cells) != 4 || len(res.Conclusions) != 6 {
 		t.Fatalf("%d cells, %d conclusions; want 4 and 6", len(res.Cells), len(res.Conclusions))
 	}
@@ -387,10 +382,7 @@ func TestWorkloadFromSourceIsWorkloadInMemory(t *testing.T) {
 	}
 	var out [2]string
 	for k, w := range []Workload{real, {Name: "real", Source: func() (traces.Reader, error) { return traces.Open(file) }}} {
-		res, err := Run(context.Background(), w, syn, with(targeted(t, "a=sim", "b=sim:prefix-caching=false"), func(o *Options) { o.Explain = ExplainNone }))
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustRun(t, w, syn, with(targeted(t, "a=sim", "b=sim:prefix-caching=false"), func(o *Options) { o.Explain = ExplainNone }))
 		var buf bytes.Buffer
 		res.WriteJSON(&buf)
 		out[k] = buf.String()
@@ -404,10 +396,7 @@ func TestWorkloadFromSourceIsWorkloadInMemory(t *testing.T) {
 // the target's queue, and the simulation holds the queue in memory.
 func TestOverloadedTargetWarns(t *testing.T) {
 	real, syn := workload("real", 1500, 3000, false, 1), workload("synthetic", 1500, 3, false, 2)
-	res, err := Run(context.Background(), real, syn, with(targeted(t, "a=sim", "b=sim:max-num-seqs=8"), func(o *Options) { o.Explain = ExplainNone }))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, real, syn, with(targeted(t, "a=sim", "b=sim:max-num-seqs=8"), func(o *Options) { o.Explain = ExplainNone }))
 	var warned []string
 	for _, w := range res.Warnings {
 		if strings.Contains(w, "it was overloaded") {

@@ -70,13 +70,8 @@ func (l *Lexer) Null() bool { return l.Peek() == 'n' && l.Lit("null") }
 // until the next string is read) and the lexer at the value. field must
 // consume the value and return false on a syntax error.
 func (l *Lexer) Object(field func(key []byte) bool) bool {
-	if l.Peek() != '{' {
-		return false
-	}
-	l.I++
-	if l.Peek() == '}' {
-		l.I++
-		return true
+	if more, ok := l.open('{', '}'); !more {
+		return ok
 	}
 	for {
 		k, ok := l.String()
@@ -88,14 +83,8 @@ func (l *Lexer) Object(field func(key []byte) bool) bool {
 		if !field(k) {
 			return false
 		}
-		switch l.Peek() {
-		case ',':
-			l.I++
-		case '}':
-			l.I++
-			return true
-		default:
-			return false
+		if more, ok := l.next('}'); !more {
+			return ok
 		}
 	}
 }
@@ -103,29 +92,46 @@ func (l *Lexer) Object(field func(key []byte) bool) bool {
 // Array walks an array, calling elem with the lexer at each element; elem
 // must consume it.
 func (l *Lexer) Array(elem func() bool) bool {
-	if l.Peek() != '[' {
-		return false
-	}
-	l.I++
-	if l.Peek() == ']' {
-		l.I++
-		return true
+	if more, ok := l.open('[', ']'); !more {
+		return ok
 	}
 	for {
 		l.WS()
 		if !elem() {
 			return false
 		}
-		switch l.Peek() {
-		case ',':
-			l.I++
-		case ']':
-			l.I++
-			return true
-		default:
-			return false
+		if more, ok := l.next(']'); !more {
+			return ok
 		}
 	}
+}
+
+// open consumes the opening byte of an object or array: more says items
+// follow, ok false on a syntax error; an empty one is consumed whole.
+func (l *Lexer) open(opening, closing byte) (more, ok bool) {
+	if l.Peek() != opening {
+		return false, false
+	}
+	l.I++
+	if l.Peek() == closing {
+		l.I++
+		return false, true
+	}
+	return true, true
+}
+
+// next consumes what follows an item of an object or array: a comma
+// (more items follow) or the closing byte; ok false on a syntax error.
+func (l *Lexer) next(closing byte) (more, ok bool) {
+	switch l.Peek() {
+	case ',':
+		l.I++
+		return true, true
+	case closing:
+		l.I++
+		return false, true
+	}
+	return false, false
 }
 
 // RawString reads a string and returns its bytes with escapes left as they
