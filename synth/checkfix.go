@@ -160,6 +160,9 @@ type FixReport struct {
 	Commands []string `json:"commands,omitempty"`
 	// Note says why no fixes were tried or none helped.
 	Note string `json:"note,omitempty"`
+	// Terms say the fixes' options in the text report as the caller's
+	// users set them (nil: the libraries' names, as Fix.Option has them).
+	Terms traces.Terms `json:"-"`
 }
 
 // NewFixReport is the FixReport of FindFixes' fixes and final report.
@@ -249,8 +252,12 @@ func (r *Report) writeFixes(b *strings.Builder) {
 		return
 	}
 	fmt.Fprintf(b, "\nFixes tried by generating and checking, each kept because it brought its check within its limit and made no passing check fail:\n")
+	terms := fr.Terms
+	if terms == nil {
+		terms = traces.LibraryTerms
+	}
 	for _, f := range fr.Fixes {
-		fmt.Fprintf(b, "  %s: %s = %s\n", f.Check, f.Option, f.Value)
+		fmt.Fprintf(b, "  %s: set %s to %s\n", f.Check, terms.Option(traces.OptionRef(f.Option)), f.Value)
 	}
 	switch {
 	case fr.Pass:

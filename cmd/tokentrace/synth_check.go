@@ -144,6 +144,7 @@ func tryFixes(c *cli.Context, model string, files []string, real, syn []traces.R
 		return nil, fmt.Errorf("synth check: %w", err)
 	}
 	fr := synth.NewFixReport(fixes, final)
+	fr.Terms = cliTerms{}
 	if len(fixes) > 0 {
 		out := fixedName(files[1], model, files[0])
 		fr.Commands = []string{genCommand(fixed, model, out), checkCommand(c, model, files[0], out)}

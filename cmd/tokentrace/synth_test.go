@@ -182,10 +182,14 @@ func TestSynthCheckPrintsVerifiedFixes(t *testing.T) {
 	if len(cmds) != 2 || cmds[0][1] != "gen" || cmds[1][1] != "check" {
 		t.Fatalf("want a synth gen and a synth check command, got %q", cmds)
 	}
-	for _, opt := range []string{"GenOptions.InputLengthScale", "GenOptions.OutputLengthScale"} {
-		if !strings.Contains(out, opt+" = ") {
-			t.Errorf("the fixes do not set %s:\n%s", opt, out)
+	// Each fix is said as the flag a user sets, not the library's option.
+	for _, flag := range []string{"--input-length-scale", "--output-length-scale"} {
+		if !strings.Contains(out, ": set "+flag+" to ") {
+			t.Errorf("the fixes do not set %s:\n%s", flag, out)
 		}
+	}
+	if strings.Contains(out, "GenOptions.") {
+		t.Errorf("the report names a library option where a flag is meant:\n%s", out)
 	}
 	gen := strings.Join(cmds[0], " ")
 	if strings.Contains(gen, "--length-scale") || strings.Contains(gen, "--rate-scale") || strings.Contains(gen, "--mix") {
