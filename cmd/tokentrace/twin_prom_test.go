@@ -68,7 +68,7 @@ func TestTwinFromProduction(t *testing.T) {
 	m.Set("capture.start", start.UTC().Format(time.RFC3339Nano))
 	m.Set("capture.start_precision", "exact")
 	trace := writeTrace(t, filepath.Join(dir, "incident.parquet"), m, logged)
-	pm, _ := runMain(t, "postmortem", "--prometheus", promURL, "--step", "1s", "--what-if", "max-num-seqs=24", trace)
+	pm, _ := runMainChild(t, "", "postmortem", "--prometheus", promURL, "--step", "1s", "--what-if", "max-num-seqs=24", trace)
 	if !strings.Contains(pm, "What if: the incident's requests on a twin") || !strings.Contains(pm, "what if max-num-seqs=24") {
 		t.Errorf("postmortem --what-if does not answer:\n%s", pm)
 	}
@@ -77,7 +77,7 @@ func TestTwinFromProduction(t *testing.T) {
 	}
 	t.Logf("postmortem --what-if:\n%s", pm[strings.Index(pm, "What if"):])
 	conf := filepath.Join(dir, "twin.conf")
-	fit, _ := runMain(t, "sim", "fit", "--out", conf, trace)
+	fit, _ := runMainChild(t, "", "sim", "fit", "--out", conf, trace)
 	t.Logf("sim fit:\n%s", fit)
 	if !strings.Contains(fit, "metrics samples") || strings.Contains(fit, " 0 metrics samples") {
 		t.Errorf("sim fit did not read the Prometheus history beside the trace:\n%s", fit)
@@ -101,7 +101,7 @@ func TestTwinFromProduction(t *testing.T) {
 		t.Fatal(err)
 	}
 	results2 := writeTrace(t, filepath.Join(dir, "replay2.parquet"), again.Meta, again.Records)
-	_, out, stderr := runCLI(nil, "sim", "check", "--twin", conf, results, results2)
+	_, out, stderr := runCLIChild(t, "", nil, "sim", "check", "--twin", conf, results, results2)
 	t.Logf("sim check:\n%s%s", out, stderr)
 	if !strings.Contains(out, "replay.parquet + ") {
 		t.Errorf("the two replays of one trace are not one trace in the check:\n%s", out)
