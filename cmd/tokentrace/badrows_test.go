@@ -77,8 +77,9 @@ func withBadRow(t *testing.T, lines []string, edit func(row, prev map[string]any
 // same row is the command's error; a damaged file is an error naming the
 // rows before the damage unless --salvage; nothing panics.
 //
-// The kinds run one at a time beside the other tests (t.Parallel, under
-// heavyCPU), each command in a child process (see runCLIChild).
+// The kinds run side by side (nothing else runs while a test that is not
+// parallel waits for its subtests), each command in a child process (see
+// runCLIChild).
 func TestBadRowsEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	lines, partLines := badRowsTrace(t, false), badRowsTrace(t, true)
@@ -95,7 +96,6 @@ func TestBadRowsEverywhere(t *testing.T) {
 	for _, k := range badRowKinds() {
 		t.Run(strings.NewReplacer("/", "-", " ", "-").Replace(k.kind), func(t *testing.T) {
 			t.Parallel()
-			heavyCPU(t)
 			badRowsOfKind(t, k, lines, partLines, good, write)
 		})
 	}
