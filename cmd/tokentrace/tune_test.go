@@ -55,9 +55,10 @@ func TestMain(m *testing.M) {
 const parallelTests = 6
 
 // cpuHeavy is held by a test that runs beside others (t.Parallel) and
-// keeps a CPU busy (simulated validations, many short commands): one such
-// test at a time, so that the tests beside it that replay in real time
-// keep their timing.
+// keeps a CPU busy (simulated validations, many short commands), or that
+// must not run beside such a test (a real-time run whose figures a starved
+// CPU would move): one such test at a time, so that the tests beside it
+// that replay in real time keep their timing.
 var cpuHeavy = make(chan struct{}, 1)
 
 // heavyCPU waits for cpuHeavy and holds it until t ends.

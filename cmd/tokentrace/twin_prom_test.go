@@ -28,8 +28,12 @@ func TestTwinFromProduction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and replays in real time (~40 s)")
 	}
-	// Mostly waits on real time (replays, scrapes): it runs beside others.
+	// Mostly waits on real time (replays, scrapes): it runs beside others,
+	// but not beside a CPU-bound one: the fit reads the KV cache's size
+	// off the run where the cache filled, and a starved run is not that
+	// run.
 	t.Parallel()
+	heavyCPU(t)
 	ctx := context.Background()
 	so := sim.DefaultOptions()
 	if err := sim.ApplyConfig(&so, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700"); err != nil {
