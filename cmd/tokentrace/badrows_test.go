@@ -76,10 +76,14 @@ func withBadRow(t *testing.T, lines []string, edit func(row, prev map[string]any
 // compose, which merges parts by arrival, refuses it); with --strict the
 // same row is the command's error; a damaged file is an error naming the
 // rows before the damage unless --salvage; nothing panics.
+//
+// The kinds run side by side (nothing else runs while a test that is not
+// parallel waits for its subtests), each command in a child process (see
+// runCLIChild).
 func TestBadRowsEverywhere(t *testing.T) {
 	dir := t.TempDir()
 	lines, partLines := badRowsTrace(t, false), badRowsTrace(t, true)
-	write := func(name string, ls []string, cut bool) string {
+	write := func(t *testing.T, name string, ls []string, cut bool) string {
 		p := filepath.Join(dir, name)
 		s := strings.Join(ls, "\n") + "\n"
 		if cut {
@@ -88,9 +92,19 @@ func TestBadRowsEverywhere(t *testing.T) {
 		writeTestFile(t, p, []byte(s))
 		return p
 	}
-	good := write("good.jsonl", lines, false)
-	kinds := badRowKinds()
-	out := filepath.Join(dir, "out")
+	good := write(t, "good.jsonl", lines, false)
+	for _, k := range badRowKinds() {
+		t.Run(strings.NewReplacer("/", "-", " ", "-").Replace(k.kind), func(t *testing.T) {
+			t.Parallel()
+			badRowsOfKind(t, k, lines, partLines, good, write)
+		})
+	}
+}
+
+// badRowsOfKind is TestBadRowsEverywhere on one kind of bad row.
+func badRowsOfKind(t *testing.T, k badRowKind, lines, partLines []string, good string,
+	write func(t *testing.T, name string, ls []string, cut bool) string) {
+	out := filepath.Join(t.TempDir(), "out")
 	// Each command's arguments: its flags, then the file with the bad row.
 	commands := []struct {
 		name string
@@ -114,66 +128,64 @@ func TestBadRowsEverywhere(t *testing.T) {
 		}, false},
 		{"compose", func(f string) []string { return []string{"compose", "--out", out + ".parquet", f} }, true},
 	}
-	for _, k := range kinds {
-		bad := map[bool]string{}
-		for _, part := range []bool{false, true} {
-			ls := lines
-			if part {
-				ls = partLines
-			}
-			if k.edit != nil {
-				ls = withBadRow(t, ls, k.edit)
-			}
-			bad[part] = write(fmt.Sprintf("%s-%v.jsonl", strings.NewReplacer("/", "-", " ", "-").Replace(k.kind), part), ls, k.cut)
+	bad := map[bool]string{}
+	for _, part := range []bool{false, true} {
+		ls := lines
+		if part {
+			ls = partLines
 		}
-		for _, c := range commands {
-			file := bad[c.part]
-			want := fmt.Sprintf(k.want, file)
-			run := func(mode string, flag ...string) (int, string) {
-				args := c.args(file)
-				// The command's words (one or two), the flag, the rest.
-				n := 1
-				if strings.HasPrefix(c.name, "synth ") || c.name == "analyze compare" {
-					n = 2
-				}
-				args = append(append(append([]string(nil), args[:n]...), flag...), args[n:]...)
-				code, so, se := runCLI(nil, args...)
-				all := so + se
-				if strings.Contains(all, "panic") || strings.Contains(all, "goroutine ") {
-					t.Errorf("%s on a %s row (%s): panicked:\n%s", c.name, k.kind, mode, all)
-				}
-				os.RemoveAll(out + "-sweep")
-				return code, all
+		if k.edit != nil {
+			ls = withBadRow(t, ls, k.edit)
+		}
+		bad[part] = write(t, fmt.Sprintf("%s-%v.jsonl", strings.NewReplacer("/", "-", " ", "-").Replace(k.kind), part), ls, k.cut)
+	}
+	for _, c := range commands {
+		file := bad[c.part]
+		want := fmt.Sprintf(k.want, file)
+		run := func(mode string, flag ...string) (int, string) {
+			args := c.args(file)
+			// The command's words (one or two), the flag, the rest.
+			n := 1
+			if strings.HasPrefix(c.name, "synth ") || c.name == "analyze compare" {
+				n = 2
 			}
-			switch {
-			case k.cut:
-				// A damaged file: an error naming the file and the rows
-				// before the damage, unless --salvage asks for them.
-				if code, all := run("default"); code != exitFailure || !strings.Contains(all, want) {
-					t.Errorf("%s on a damaged file: exit %d, want 1 saying %q:\n%s", c.name, code, want, all)
-				}
-				salvaged := "is damaged (truncated): using the 29 rows before the damage"
-				if code, all := run("--salvage", "--salvage"); code != exitOK || !strings.Contains(all, salvaged) {
-					t.Errorf("%s --salvage on a damaged file: exit %d, want 0 saying %q:\n%s", c.name, code, salvaged, all)
-				}
-			case c.name == "compose" && k.kind == "backwards":
-				// Compose merges parts by arrival: a part out of order is an error.
-				if code, all := run("default"); code != exitFailure || !strings.Contains(all, want) || !strings.Contains(all, "each in arrival order") {
-					t.Errorf("compose on a part out of order: exit %d, want 1 saying %q:\n%s", code, want, all)
-				}
-			default:
-				if code, all := run("default"); code != exitOK || !strings.Contains(all, want) {
-					t.Errorf("%s on a %s row: exit %d, want 0 saying %q:\n%s", c.name, k.kind, code, want, all)
-				}
+			args = append(append(append([]string(nil), args[:n]...), flag...), args[n:]...)
+			code, so, se := runCLIChild(t, "", nil, args...)
+			all := so + se
+			if strings.Contains(all, "panic") || strings.Contains(all, "goroutine ") {
+				t.Errorf("%s on a %s row (%s): panicked:\n%s", c.name, k.kind, mode, all)
 			}
-			if k.cut {
-				continue
+			os.RemoveAll(out + "-sweep")
+			return code, all
+		}
+		switch {
+		case k.cut:
+			// A damaged file: an error naming the file and the rows
+			// before the damage, unless --salvage asks for them.
+			if code, all := run("default"); code != exitFailure || !strings.Contains(all, want) {
+				t.Errorf("%s on a damaged file: exit %d, want 1 saying %q:\n%s", c.name, code, want, all)
 			}
-			// --strict: the same row, named the same way, is the error.
-			strictWant := fmt.Sprintf("%s:%d: ", file, badRowLine)
-			if code, all := run("--strict", "--strict"); code != exitFailure || !strings.Contains(all, strictWant) || !strings.Contains(all, kindWord(k.kind)) {
-				t.Errorf("%s --strict on a %s row: exit %d, want 1 naming %q and %q:\n%s", c.name, k.kind, code, strictWant, kindWord(k.kind), all)
+			salvaged := "is damaged (truncated): using the 29 rows before the damage"
+			if code, all := run("--salvage", "--salvage"); code != exitOK || !strings.Contains(all, salvaged) {
+				t.Errorf("%s --salvage on a damaged file: exit %d, want 0 saying %q:\n%s", c.name, code, salvaged, all)
 			}
+		case c.name == "compose" && k.kind == "backwards":
+			// Compose merges parts by arrival: a part out of order is an error.
+			if code, all := run("default"); code != exitFailure || !strings.Contains(all, want) || !strings.Contains(all, "each in arrival order") {
+				t.Errorf("compose on a part out of order: exit %d, want 1 saying %q:\n%s", code, want, all)
+			}
+		default:
+			if code, all := run("default"); code != exitOK || !strings.Contains(all, want) {
+				t.Errorf("%s on a %s row: exit %d, want 0 saying %q:\n%s", c.name, k.kind, code, want, all)
+			}
+		}
+		if k.cut {
+			continue
+		}
+		// --strict: the same row, named the same way, is the error.
+		strictWant := fmt.Sprintf("%s:%d: ", file, badRowLine)
+		if code, all := run("--strict", "--strict"); code != exitFailure || !strings.Contains(all, strictWant) || !strings.Contains(all, kindWord(k.kind)) {
+			t.Errorf("%s --strict on a %s row: exit %d, want 1 naming %q and %q:\n%s", c.name, k.kind, code, strictWant, kindWord(k.kind), all)
 		}
 	}
 }

@@ -67,6 +67,8 @@ func growingAgentTrace(sessions, turns, bs int, seed uint64) []traces.Record {
 // LRU sees prompt blocks only, so it misses the previous outputs' blocks:
 // here about 1.3 points (outputs are small beside an agent's context).
 func TestContextGrowthCachedTokensMatchImpliedReuse(t *testing.T) {
+	t.Parallel() // mostly waits on the real-time replay; the CLI runs in child processes
+
 	const bs = 16 // the simulator's block size
 	dir := t.TempDir()
 	trace, res := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "res.jsonl")
@@ -76,7 +78,7 @@ func TestContextGrowthCachedTokensMatchImpliedReuse(t *testing.T) {
 	if err := traces.WriteAll(trace, m, recs); err != nil {
 		t.Fatal(err)
 	}
-	runMain(t, "replay", "--quiet", "--sessions", "closed", "--max-lateness", "1m", "--out", res, trace)
+	runMainChild(t, "", "replay", "--quiet", "--sessions", "closed", "--max-lateness", "1m", "--out", res, trace)
 	rows, _, err := traces.ReadAll(res)
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +111,11 @@ func TestContextGrowthCachedTokensMatchImpliedReuse(t *testing.T) {
 	if n != 20*7 || match*100 < 99*n {
 		t.Errorf("%d of %d follow-ups cached the previous prompt + output within a block, want ≥ 99 %% of 140", match, n)
 	}
-	out, _ := runMain(t, "analyze", res)
+	out, _ := runMainChild(t, "", "analyze", res)
 	if !strings.Contains(out, "\nPrefix cache  implied ") {
 		t.Errorf("analyze prints no prefix-cache line:\n%s", out)
 	}
-	js, _ := runMain(t, "analyze", "--json", res)
+	js, _ := runMainChild(t, "", "analyze", "--json", res)
 	var rep struct {
 		PrefixCache *analyze.PrefixCache `json:"prefix_cache"`
 	}
@@ -159,19 +161,20 @@ func agenticCacheTrace(sessions, turns int) []traces.Record {
 // prefix-cache hit rate the trace implies and the one the simulator
 // reports agree within 3 points.
 func TestAnalyzeSessionsAgainstSim(t *testing.T) {
+	t.Parallel() // mostly waits on the real-time replay; the CLI runs in child processes
 	dir := t.TempDir()
 	trace, res := filepath.Join(dir, "trace.jsonl"), filepath.Join(dir, "res.jsonl")
 	m := traces.NewMeta("test")
 	m.BlockSize = 64
 	writeTrace(t, trace, m, agenticCacheTrace(4, 4))
-	runMain(t, "replay", "--quiet", "--max-lateness", "1m", "--out", res, trace)
-	out, _ := runMain(t, "analyze", res)
+	runMainChild(t, "", "replay", "--quiet", "--max-lateness", "1m", "--out", res, trace)
+	out, _ := runMainChild(t, "", "analyze", res)
 	for _, want := range []string{"\nSessions      4 (16 calls; calls per session p50 4, p90 4, max 4;", "\n  4               4 ", "\n  makespan  p50 ", "\nPrefix cache  implied "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("analyze text lacks %q:\n%s", want, out)
 		}
 	}
-	js, _ := runMain(t, "analyze", "--json", res)
+	js, _ := runMainChild(t, "", "analyze", "--json", res)
 	var rep struct {
 		Sessions    *analyze.Sessions    `json:"sessions"`
 		PrefixCache *analyze.PrefixCache `json:"prefix_cache"`
@@ -197,7 +200,7 @@ func TestAnalyzeSessionsAgainstSim(t *testing.T) {
 	// A cache of one block holds only the system block (a prompt's first
 	// block is its most recently used): 15 calls reuse 64 tokens, 960 of
 	// 3584 (26.8 %), and the line says the server cached more.
-	js, _ = runMain(t, "analyze", "--json", "--kv-blocks", "1", res)
+	js, _ = runMainChild(t, "", "analyze", "--json", "--kv-blocks", "1", res)
 	if err := json.Unmarshal([]byte(js), &rep); err != nil {
 		t.Fatal(err)
 	}

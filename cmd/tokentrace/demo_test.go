@@ -17,8 +17,9 @@ import (
 // The demo runs the whole pipeline; a short, fast version of it must leave
 // every artifact readable and every request answered.
 func TestDemoEndToEnd(t *testing.T) {
+	t.Parallel() // mostly waits on the real-time replays; the demo runs in a child process
 	dir := t.TempDir()
-	out, _ := runMain(t, "demo", "--out", dir, "--duration", "6s", "--speed", "3")
+	out, _ := runMainChild(t, "", "demo", "--out", dir, "--duration", "6s", "--speed", "3")
 	for _, f := range []string{"gateway-logs.jsonl.gz", "trace.parquet", "model.json", "synth.parquet",
 		"real.results.parquet", "synth.results.parquet", "report.html", "compare.html", "report.txt", "compare.txt"} {
 		st, err := os.Stat(filepath.Join(dir, f))
@@ -81,13 +82,14 @@ func TestDemoEndToEnd(t *testing.T) {
 // blocks print what the demo showed: the real run's report byte for byte
 // (on the demo's own results), and the comparison the demo saved.
 func TestDemoPrintedCommandsReproduce(t *testing.T) {
+	t.Parallel() // mostly waits on the real-time replays; the commands run in child processes in dir
 	gen := buildSampleLogsGen(t)
-	t.Chdir(t.TempDir())
-	text, _ := runMain(t, "demo", "--duration", "6s", "--speed", "3")
+	dir := t.TempDir()
+	text, _ := runMainChild(t, dir, "demo", "--duration", "6s", "--speed", "3")
 	if i4, i5 := strings.Index(text, "[4/6"), strings.Index(text, "[5/6"); i4 < 0 || i5 < 0 || i5 < i4 {
 		t.Errorf("steps out of order:\n%s", text)
 	}
-	checkDemoReports(t, text)
+	checkDemoReports(t, dir, text)
 
 	var cmds []string
 	for _, line := range strings.Split(text, "\n") {
@@ -98,7 +100,7 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 	if len(cmds) != 8 {
 		t.Fatalf("the demo printed %d commands, want 8 (logs, capture, synth fit and gen, 2 replays, analyze and compare):\n%s", len(cmds), text)
 	}
-	if err := os.Rename(DefaultDemoOut, "ref"); err != nil {
+	if err := os.Rename(filepath.Join(dir, DefaultDemoOut), filepath.Join(dir, "ref")); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cmds {
@@ -106,11 +108,12 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 		switch {
 		case strings.HasPrefix(c, "go run ./testdata/samplelogs/gen "):
 			cmd := exec.Command(gen, words[3:]...)
+			cmd.Dir = dir
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%s: %v\n%s", c, err, out)
 			}
 		case words[0] == "tokentrace":
-			code, so, se := runCLI(nil, words[1:]...)
+			code, so, se := runCLIChild(t, dir, nil, words[1:]...)
 			// A replay that could not keep its timing on a loaded host
 			// exits 3 and says so; anything else must succeed.
 			if code != 0 && !(code == exitNotReproduced && strings.Contains(se, "lateness p99")) {
@@ -120,8 +123,8 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 			t.Fatalf("the demo printed %q, which is neither tokentrace nor the sample-log generator", c)
 		}
 	}
-	ref := func(name string) string { return filepath.Join("ref", name) }
-	now := func(name string) string { return filepath.Join(DefaultDemoOut, name) }
+	ref := func(name string) string { return filepath.Join(dir, "ref", name) }
+	now := func(name string) string { return filepath.Join(dir, DefaultDemoOut, name) }
 	if a, b := readFile(t, ref("gateway-logs.jsonl.gz")), readFile(t, now("gateway-logs.jsonl.gz")); !bytes.Equal(a, b) {
 		t.Errorf("the logs command writes other logs (%d bytes, the demo's %d)", len(b), len(a))
 	}
@@ -162,8 +165,9 @@ func TestDemoPrintedCommandsReproduce(t *testing.T) {
 }
 
 // checkDemoReports runs the commands the demo prints beside its two report
-// blocks and checks that they print what the demo showed.
-func checkDemoReports(t *testing.T, text string) {
+// blocks, in the demo's folder dir, and checks that they print what the
+// demo showed.
+func checkDemoReports(t *testing.T, dir, text string) {
 	t.Helper()
 	block := func(marker string) (cmd, body string) {
 		i := strings.Index(text, marker)
@@ -177,13 +181,13 @@ func checkDemoReports(t *testing.T, text string) {
 		return cmd, body
 	}
 	cmd, body := block("== the real trace's replay (")
-	so, _ := runMain(t, strings.Fields(cmd)[1:]...)
+	so, _ := runMainChild(t, dir, strings.Fields(cmd)[1:]...)
 	if strings.TrimSpace(so) != strings.TrimSpace(body) {
 		t.Errorf("%s prints a different report than the demo showed:\n--- demo\n%s\n--- command\n%s", cmd, body, so)
 	}
 	cmd, _ = block("== synthetic vs real (")
-	so, _ = runMain(t, strings.Fields(cmd)[1:]...)
-	saved := readFile(t, filepath.Join(DefaultDemoOut, "compare.txt"))
+	so, _ = runMainChild(t, dir, strings.Fields(cmd)[1:]...)
+	saved := readFile(t, filepath.Join(dir, DefaultDemoOut, "compare.txt"))
 	if so != string(saved) {
 		t.Errorf("%s prints a different comparison than the demo saved:\n--- demo\n%s\n--- command\n%s", cmd, saved, so)
 	}

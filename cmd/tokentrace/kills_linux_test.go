@@ -27,7 +27,7 @@ import (
 func startChild(t *testing.T, in []byte, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(append([]string{"tokentrace"}, args...), "\x1f"))
+	cmd.Env = childEnviron(args)
 	var stdin interface {
 		Write([]byte) (int, error)
 		Close() error
@@ -125,7 +125,7 @@ func TestCaptureKilledAndRerun(t *testing.T) {
 	// The next run, with room enough not to spill, still removes them
 	// (on the first eighth of the logs: the run's size does not matter).
 	head := logs[:bytes.LastIndexByte(logs[:len(logs)/8], '\n')+1]
-	if code, _, se := runCLI(bytes.NewReader(head), "capture", "--temp-dir", tmp, "--out", out, "-"); code != 0 {
+	if code, _, se := runCLIChild(t, "", bytes.NewReader(head), "capture", "--temp-dir", tmp, "--out", out, "-"); code != 0 {
 		t.Fatalf("capture again: exit %d: %s", code, se)
 	}
 	if m, _ := filepath.Glob(runs); len(m) > 0 {
@@ -155,7 +155,7 @@ func TestValidateKilledAndRerun(t *testing.T) {
 	kill(cmd)
 	checkLeftovers(t, "validate killed", outDir, true)
 	age(t, filepath.Join(outDir, ".*"), filepath.Join(outDir, "*"))
-	if code, _, se := runCLI(nil, append(args, trace, trace)...); code != 0 {
+	if code, _, se := runCLIChild(t, "", nil, append(args, trace, trace)...); code != 0 {
 		t.Fatalf("validate again: exit %d: %s", code, se)
 	}
 	if p := partials(outDir); len(p) > 0 {
@@ -204,7 +204,7 @@ func TestClosedReplayKilledAndRerun(t *testing.T) {
 	}
 	checkLeftovers(t, "closed replay killed", dir, true)
 	age(t, filepath.Join(dir, ".*.partial-*"))
-	code, _, se := runCLI(nil, args...)
+	code, _, se := runCLIChild(t, "", nil, args...)
 	if code != 0 {
 		t.Fatalf("replay again: exit %d: %s", code, se)
 	}

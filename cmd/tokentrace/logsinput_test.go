@@ -16,6 +16,8 @@ import (
 // "rows 0 (471 malformed rows skipped)". Now each exits 1 and says what
 // to run; a file in which every row is bad, logs or not, is an error too.
 func TestLogsWhereATraceIsExpected(t *testing.T) {
+	t.Parallel() // the commands run in child processes
+	heavyCPU(t)
 	dir := t.TempDir()
 	gateway := filepath.Join(dir, "gateway.jsonl")
 	logs := sampleLogs(t, 5*time.Second, 0)
@@ -63,7 +65,7 @@ func TestLogsWhereATraceIsExpected(t *testing.T) {
 	}
 	for _, in := range inputs {
 		for _, c := range commands {
-			code, so, se := runCLI(nil, c.args(in.name)...)
+			code, so, se := runCLIChild(t, "", nil, c.args(in.name)...)
 			var want []string
 			switch {
 			case in.shape == "" && c.name == "synth gen":

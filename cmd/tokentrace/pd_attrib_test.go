@@ -274,7 +274,7 @@ func pdGatewayTrace(t *testing.T, d time.Duration, rate, speed float64) []traces
 	dir := t.TempDir()
 	logs := dir + "/gateway.jsonl"
 	writeTestFile(t, logs, sampleLogs(t, d, rate))
-	runMain(t, "capture", "--new-key-file", dir+"/k", "--out", dir+"/trace.parquet", logs)
+	runMainChild(t, "", "capture", "--new-key-file", dir+"/k", "--out", dir+"/trace.parquet", logs)
 	recs, _, err := traces.ReadAll(dir + "/trace.parquet")
 	if err != nil {
 		t.Fatal(err)

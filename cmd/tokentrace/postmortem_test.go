@@ -33,7 +33,9 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and replays in real time (~20 s)")
 	}
-	ctx := context.Background()
+	// Mostly waits on real time (replays, scrapes); the CLI runs in child
+	// processes.
+	t.Parallel()
 	srv := startSimServer(t, "max-num-seqs=4", nil) // a burst of 40 queues
 	promURL := promtest.Start(t, strings.TrimPrefix(srv.URL, "http://"))
 	// A second Prometheus without the KV-cache gauge and the queue-time
@@ -49,7 +51,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 	m := keptStart(res.Meta, start)
 	writeTrace(t, trace, m, res.Records)
 	var so2, se bytes.Buffer
-	code := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s", "--html", filepath.Join(dir, "pm.html"), trace}, nil, &so2, &se)
+	code := mainChild(t, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s", "--html", filepath.Join(dir, "pm.html"), trace}, &so2, &se)
 	if code != 0 {
 		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
 	}
@@ -79,7 +81,7 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	var po, pe bytes.Buffer
-	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", partialURL, "--step", "1s", partial}, nil, &po, &pe); got != 0 {
+	if got := mainChild(t, []string{"tokentrace", "postmortem", "--prometheus", partialURL, "--step", "1s", partial}, &po, &pe); got != 0 {
 		t.Fatalf("postmortem on partial series: exit %d\n%s", got, pe.String())
 	}
 	for _, want := range []string{"no values for kv_cache_usage, queue_time_mean_ns", "No cross-check against the server's own histograms: the metrics series has no queue_time_mean_ns", "waiting queue held"} {
@@ -103,14 +105,14 @@ func TestPostmortemFromPrometheus(t *testing.T) {
 		{"a URL with credentials is refused", []string{"postmortem", "--prometheus", "http://u:secretpw@127.0.0.1:1", trace}, exitUsage, "--prometheus: carries credentials"},
 	} {
 		var o, e bytes.Buffer
-		got := Main(ctx, append([]string{"tokentrace"}, c.args...), nil, &o, &e)
+		got := mainChild(t, append([]string{"tokentrace"}, c.args...), &o, &e)
 		if got != c.code || !strings.Contains(e.String(), c.want) || strings.Contains(e.String(), "secretpw") {
 			t.Errorf("%s: exit %d, stderr %q", c.why, got, e.String())
 		}
 	}
 	noStart := writeTrace(t, filepath.Join(dir, "nostart.jsonl"), traces.NewMeta("test"), res.Records)
 	var o, e bytes.Buffer
-	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, noStart}, nil, &o, &e); got != exitUsage || !strings.Contains(e.String(), "--keep-start") {
+	if got := mainChild(t, []string{"tokentrace", "postmortem", "--prometheus", promURL, noStart}, &o, &e); got != exitUsage || !strings.Contains(e.String(), "--keep-start") {
 		t.Errorf("trace without an exact start: exit %d, %q", got, e.String())
 	}
 }
@@ -203,7 +205,7 @@ func postmortemJSON(t *testing.T, promURL string, meta traces.Meta, recs []trace
 	jsonPath := filepath.Join(dir, "incident.json")
 	var so, se bytes.Buffer
 	argv := append([]string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s"}, args...)
-	code := Main(context.Background(), append(argv, "--json", jsonPath, trace), nil, &so, &se)
+	code := mainChild(t, append(argv, "--json", jsonPath, trace), &so, &se)
 	if code != 0 {
 		t.Fatalf("postmortem: exit %d\n%s", code, se.String())
 	}
@@ -284,6 +286,7 @@ func TestPostmortemIncidentTwoInstances(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and two simulators, replays in real time (~20 s)")
 	}
+	t.Parallel() // mostly waits on real time (replays, scrapes); the CLI runs in child processes
 	ctx := context.Background()
 	run := runIncident(t)
 	var rep reportJSON
@@ -423,6 +426,7 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and a fleet, replays in real time (~20 s)")
 	}
+	t.Parallel() // mostly waits on real time (replays, scrapes); the CLI runs in child processes
 	ctx := context.Background()
 	srv := startSimServer(t, pdincident.Fleet, func(so *sim.Options) { so.PerRequestMetrics = true })
 	promURL := startScraping(t, srv)
@@ -485,8 +489,8 @@ func TestPostmortemDisaggregatedFleet(t *testing.T) {
 
 	// A role label that no series has: a usage error listing the labels.
 	var o, e bytes.Buffer
-	if got := Main(ctx, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s",
-		"--instance-label", "pod", "--role-label", "llm_d_ai_role", trace}, nil, &o, &e); got != exitUsage ||
+	if got := mainChild(t, []string{"tokentrace", "postmortem", "--prometheus", promURL, "--step", "1s",
+		"--instance-label", "pod", "--role-label", "llm_d_ai_role", trace}, &o, &e); got != exitUsage ||
 		!strings.Contains(e.String(), `role label "llm_d_ai_role" (--role-label) is on none`) || !strings.Contains(e.String(), "role=decode, prefill") {
 		t.Errorf("a role label on no series: exit %d, stderr %q", got, e.String())
 	}

@@ -52,12 +52,14 @@ func twinTrace(n int, rate float64, seed uint64) []traces.Record {
 // fails (exit 1) for a twin that is off; validate on the twin prints the
 // last check; a twin file with an unknown key is refused naming it.
 func TestSimFitAndCheckCommands(t *testing.T) {
+	t.Parallel() // the commands run in child processes
+	heavyCPU(t)
 	dir := t.TempDir()
 	hidden := "step-fixed=5ms,prefill-per-token=25us,decode-per-seq=120us,attn-per-context-token=200ns,max-num-seqs=8"
 	low := measuredRun(t, filepath.Join(dir, "low.jsonl"), hidden, twinTrace(1500, 6, 1))
 	high := measuredRun(t, filepath.Join(dir, "high.jsonl"), hidden, twinTrace(1500, 12, 2))
 	conf := filepath.Join(dir, "twin.conf")
-	stdout, _ := runMain(t, "sim", "fit", "--out", conf, low)
+	stdout, _ := runMainChild(t, "", "sim", "fit", "--out", conf, low)
 	for _, want := range []string{"twin: sim:config=" + conf, "step-fixed=5ms", "max-num-seqs=8", "fit report", "fitted:"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("sim fit output lacks %q:\n%s", want, stdout)
@@ -77,7 +79,7 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 		t.Errorf("trust lines of an unchecked twin: %q, want %q", got, untested)
 	}
 
-	stdout, _ = runMain(t, "sim", "check", "--twin", conf, "--out", filepath.Join(dir, "pred.jsonl"), high)
+	stdout, _ = runMainChild(t, "", "sim", "check", "--twin", conf, "--out", filepath.Join(dir, "pred.jsonl"), high)
 	if !strings.Contains(stdout, "verdict: the twin holds") {
 		t.Errorf("sim check at twice the load:\n%s", stdout)
 	}
@@ -89,7 +91,7 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 	}
 
 	real, syn := validateTraces(t, dir)
-	stdout, _ = runMain(t, "validate", "-q", "--explain", "none", "--target", "a=sim:config="+conf, "--target", "b=sim:config="+conf+",max-num-seqs=40", real, syn)
+	stdout, _ = runMainChild(t, "", "validate", "-q", "--explain", "none", "--target", "a=sim:config="+conf, "--target", "b=sim:config="+conf+",max-num-seqs=40", real, syn)
 	if !strings.Contains(stdout, "twin "+conf+":") || !strings.Contains(stdout, "verdict: the twin holds") {
 		t.Errorf("validate on the twin does not print its last check:\n%s", stdout)
 	}
@@ -102,7 +104,7 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 	if err := os.WriteFile(slow, []byte(strings.Replace(string(body), "step-fixed=5ms", "step-fixed=9ms", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI(nil, "sim", "check", "--twin", slow, high)
+	code, stdout, stderr := runCLIChild(t, "", nil, "sim", "check", "--twin", slow, high)
 	if code != exitFailure || !strings.Contains(stdout, "does NOT hold") || !strings.Contains(stderr, "beyond --tolerance") {
 		t.Errorf("an off twin: exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -112,7 +114,7 @@ func TestSimFitAndCheckCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"sim", "--config", bad}, {"sim", "check", "--twin", bad, high}, {"replay", "--target", "sim:config=" + bad, high}} {
-		code, _, stderr := runCLI(nil, args...)
+		code, _, stderr := runCLIChild(t, "", nil, args...)
 		if code != exitUsage || !strings.Contains(stderr, `bad.conf:2: unknown key "max-num-seq"`) {
 			t.Errorf("%v: exit %d, %s", args, code, stderr)
 		}

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +32,13 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
+	// The tests that run side by side (t.Parallel) mostly wait on real
+	// time (replays, scrapes, child processes): more of them run at once
+	// than there are CPUs, unless -test.parallel says how many.
+	flag.Parse()
+	if !flagGiven("test.parallel") {
+		flag.Set("test.parallel", strconv.Itoa(max(runtime.GOMAXPROCS(0), parallelTests)))
+	}
 	restore := replay.TuneProcess(1)
 	before := packageEntries()
 	code := m.Run()
@@ -39,6 +49,29 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// parallelTests is how many tests that call t.Parallel run at once.
+const parallelTests = 6
+
+// cpuHeavy is held by a test that runs beside others (t.Parallel) and
+// keeps a CPU busy (simulated validations, many short commands), or that
+// must not run beside such a test (a real-time run whose figures a starved
+// CPU would move): one such test at a time, so that the tests beside it
+// that replay in real time keep their timing.
+var cpuHeavy = make(chan struct{}, 1)
+
+// heavyCPU waits for cpuHeavy and holds it until t ends.
+func heavyCPU(t *testing.T) {
+	cpuHeavy <- struct{}{}
+	t.Cleanup(func() { <-cpuHeavy })
+}
+
+// flagGiven says whether the command line set the flag name.
+func flagGiven(name string) bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // packageEntries lists the package directory, the tests' working directory.

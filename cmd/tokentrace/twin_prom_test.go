@@ -24,8 +24,12 @@ func TestTwinFromProduction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus and replays in real time (~40 s)")
 	}
-	// Mostly waits on real time (replays, scrapes): it runs beside others.
+	// Mostly waits on real time (replays, scrapes): it runs beside others,
+	// but not beside a CPU-bound one: the fit reads the KV cache's size
+	// off the run where the cache filled, and a starved run is not that
+	// run.
 	t.Parallel()
+	heavyCPU(t)
 	srv := startSimServer(t, "step-fixed=6ms,prefill-per-token=30us,decode-per-seq=250us,attn-per-context-token=200ns,max-num-seqs=12,num-gpu-blocks=700", func(so *sim.Options) { so.AnyModel = true })
 	promURL := startScraping(t, srv)
 
@@ -43,7 +47,7 @@ func TestTwinFromProduction(t *testing.T) {
 		logged[i] = l
 	}
 	trace := writeTrace(t, filepath.Join(dir, "incident.parquet"), keptStart(res.Meta, start), logged)
-	pm, _ := runMain(t, "postmortem", "--prometheus", promURL, "--step", "1s", "--what-if", "max-num-seqs=24", trace)
+	pm, _ := runMainChild(t, "", "postmortem", "--prometheus", promURL, "--step", "1s", "--what-if", "max-num-seqs=24", trace)
 	if !strings.Contains(pm, "What if: the incident's requests on a twin") || !strings.Contains(pm, "what if max-num-seqs=24") {
 		t.Errorf("postmortem --what-if does not answer:\n%s", pm)
 	}
@@ -52,7 +56,7 @@ func TestTwinFromProduction(t *testing.T) {
 	}
 	t.Logf("postmortem --what-if:\n%s", pm[strings.Index(pm, "What if"):])
 	conf := filepath.Join(dir, "twin.conf")
-	fit, _ := runMain(t, "sim", "fit", "--out", conf, trace)
+	fit, _ := runMainChild(t, "", "sim", "fit", "--out", conf, trace)
 	t.Logf("sim fit:\n%s", fit)
 	if !strings.Contains(fit, "metrics samples") || strings.Contains(fit, " 0 metrics samples") {
 		t.Errorf("sim fit did not read the Prometheus history beside the trace:\n%s", fit)
@@ -73,7 +77,7 @@ func TestTwinFromProduction(t *testing.T) {
 	// twin cannot predict; the check's bound widens to 1.5× the spread.
 	again := replaySim(t, srv.URL, recs)
 	results2 := writeTrace(t, filepath.Join(dir, "replay2.parquet"), again.Meta, again.Records)
-	_, out, stderr := runCLI(nil, "sim", "check", "--twin", conf, results, results2)
+	_, out, stderr := runCLIChild(t, "", nil, "sim", "check", "--twin", conf, results, results2)
 	t.Logf("sim check:\n%s%s", out, stderr)
 	if !strings.Contains(out, "replay.parquet + ") {
 		t.Errorf("the two replays of one trace are not one trace in the check:\n%s", out)

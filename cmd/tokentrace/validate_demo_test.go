@@ -13,12 +13,12 @@ import (
 	"github.com/tokentrace/tokentrace/capture"
 )
 
-// demoWorkloads makes the demo's data in the current directory as
+// demoWorkloads makes the demo's data in the directory dir as
 // `tokentrace demo` does (tokentrace-demo/trace.parquet, model.json and
 // synth.parquet), by the commands the demo prints for its first three
 // steps: the same sample logs, captured, fitted and generated. It does not
 // replay them (the demo's real-time steps).
-func demoWorkloads(t *testing.T) {
+func demoWorkloads(t *testing.T, dir string) {
 	t.Helper()
 	o := DefaultDemoOptions()
 	cmds := demoCommands{o: o, path: func(name string) string { return filepath.Join(o.Out, name) }}
@@ -28,14 +28,14 @@ func demoWorkloads(t *testing.T) {
 	if err := capture.WriteSampleLogs(context.Background(), &logs, o.Seed, so); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, o.Out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeGzip(cmds.path("gateway-logs.jsonl.gz"), logs.Bytes()); err != nil {
+	if err := writeGzip(filepath.Join(dir, cmds.path("gateway-logs.jsonl.gz")), logs.Bytes()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{cmds.capture(), cmds.fit(), cmds.gen()} {
-		runMain(t, shellSplit(t, c)[1:]...)
+		runMainChild(t, dir, shellSplit(t, c)[1:]...)
 	}
 }
 
@@ -89,12 +89,15 @@ func atoi(t *testing.T, s string) int {
 // tally under the table, the ablation and the table count the same
 // conclusions; the proven reason's evidence shows the real and the
 // synthetic workloads differ; and every next-step command runs as printed
-// and writes only new files.
+// and writes only new files. The commands run in child processes in a
+// fresh folder, as a reader's shell would.
 func TestValidateFleetDemo(t *testing.T) {
-	docsCmd := fleetValidate(t) // read before leaving the package's folder
-	t.Chdir(t.TempDir())
-	demoWorkloads(t)
-	out, _ := runMain(t, append([]string{docsCmd[0], "-q"}, docsCmd[1:]...)...)
+	t.Parallel()
+	heavyCPU(t)
+	docsCmd := fleetValidate(t)
+	dir := t.TempDir()
+	demoWorkloads(t, dir)
+	out, _ := runMainChild(t, dir, append([]string{docsCmd[0], "-q"}, docsCmd[1:]...)...)
 	t.Log("\n" + out)
 
 	// The table: a verdict per row.
@@ -173,13 +176,13 @@ func TestValidateFleetDemo(t *testing.T) {
 		t.Errorf("the proven reason %q shows no figure on which the workloads differ", proven)
 	}
 
-	runNextSteps(t, out, "tokentrace-demo/trace.parquet", "tokentrace-demo/synth.parquet")
+	runNextSteps(t, dir, out, "tokentrace-demo/trace.parquet", "tokentrace-demo/synth.parquet")
 }
 
 // runNextSteps runs every command of out's next steps as printed, in
-// order: each exits 0, and each --out names a file that is neither an
-// input nor there before it ran.
-func runNextSteps(t *testing.T, out string, inputs ...string) {
+// order, in the folder dir: each exits 0, and each --out names a file that
+// is neither an input nor there before it ran.
+func runNextSteps(t *testing.T, dir, out string, inputs ...string) {
 	t.Helper()
 	var cmds []string
 	for _, l := range section(out, "Next steps") {
@@ -205,11 +208,14 @@ func runNextSteps(t *testing.T, out string, inputs ...string) {
 					t.Errorf("%s writes its input %s", c, in)
 				}
 			}
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(dir, f)
+			}
 			if _, err := os.Stat(f); err == nil {
 				t.Errorf("%s writes over %s, which was there before", c, f)
 			}
 		}
-		if code, so, se := runCLI(nil, words[1:]...); code != 0 {
+		if code, so, se := runCLIChild(t, dir, nil, words[1:]...); code != 0 {
 			t.Errorf("%s: exit %d\nstdout %s\nstderr %s", c, code, so, se)
 		}
 	}
@@ -219,10 +225,12 @@ func runNextSteps(t *testing.T, out string, inputs ...string) {
 // model (no fit of their own where the model serves), and every command
 // runs as printed.
 func TestValidateModelNextSteps(t *testing.T) {
-	t.Chdir(t.TempDir())
-	demoWorkloads(t)
+	t.Parallel() // the commands run in child processes, in a fresh folder
+	heavyCPU(t)
+	dir := t.TempDir()
+	demoWorkloads(t, dir)
 	model := filepath.Join(DefaultDemoOut, "model.json")
-	out, _ := runMain(t, "validate", "-q", "--target", "rr=sim:replicas=4,router=round-robin,max-num-seqs=4",
+	out, _ := runMainChild(t, dir, "validate", "-q", "--target", "rr=sim:replicas=4,router=round-robin,max-num-seqs=4",
 		"--target", "pa=sim:replicas=4,router=prefix-aware,max-num-seqs=4", "--metrics", "ttft_p50,ttft_p99,e2e_p99",
 		filepath.Join(DefaultDemoOut, "trace.parquet"), model)
 	t.Log("\n" + out)
@@ -244,6 +252,6 @@ func TestValidateModelNextSteps(t *testing.T) {
 		t.Error("the advice sends the reader to a longer window of a one-minute trace")
 	}
 	if gens > 0 {
-		runNextSteps(t, out, filepath.Join(DefaultDemoOut, "trace.parquet"), model)
+		runNextSteps(t, dir, out, filepath.Join(DefaultDemoOut, "trace.parquet"), model)
 	}
 }

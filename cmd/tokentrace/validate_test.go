@@ -41,12 +41,14 @@ func validateTraces(t *testing.T, dir string) (real, syn string) {
 }
 
 func TestValidateCommand(t *testing.T) {
+	t.Parallel() // the commands run in child processes
+	heavyCPU(t)
 	dir := t.TempDir()
 	real, syn := validateTraces(t, dir)
 	change := []string{"validate", "--target", "a=sim", "--target", "b=sim:prefix-caching=false,prefill-per-token=30us"}
 
 	html, out := filepath.Join(dir, "v.html"), filepath.Join(dir, "runs")
-	code, stdout, stderr := runCLI(nil, append(change, "--html", html, "--out-dir", out, real, syn)...)
+	code, stdout, stderr := runCLIChild(t, "", nil, append(change, "--html", html, "--out-dir", out, real, syn)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -64,12 +66,12 @@ func TestValidateCommand(t *testing.T) {
 		t.Errorf("out-dir holds %v, want 4 results files", runs)
 	}
 
-	if code, _, stderr := runCLI(nil, append(change, "-q", "--fail-if-broken", real, syn)...); code != 1 || !strings.Contains(stderr, "does not hold") {
+	if code, _, stderr := runCLIChild(t, "", nil, append(change, "-q", "--fail-if-broken", real, syn)...); code != 1 || !strings.Contains(stderr, "does not hold") {
 		t.Errorf("--fail-if-broken: exit %d, %s; want 1", code, stderr)
 	}
 
 	// --explain none runs no ablation: the reason is the prior, said so.
-	code, stdout, stderr = runCLI(nil, append(change, "-q", "--explain", "none", real, syn)...)
+	code, stdout, stderr = runCLIChild(t, "", nil, append(change, "-q", "--explain", "none", real, syn)...)
 	if code != 0 || strings.Contains(stdout, "Why, by ablation") || !strings.Contains(stdout, "Likely reason (a prior, not proven: the change of prefix-caching acts through it): prefix reuse") {
 		t.Errorf("--explain none: exit %d, %s\n%s", code, stderr, stdout)
 	}
@@ -88,7 +90,7 @@ func TestValidateCommand(t *testing.T) {
 	if err := synth.WriteModelFile(model, m); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr = runCLI(nil, "validate", "-q", "--json", "--target", "a=sim", "--target", "b=sim:step-fixed=3ms", real, model)
+	code, stdout, stderr = runCLIChild(t, "", nil, "validate", "-q", "--json", "--target", "a=sim", "--target", "b=sim:step-fixed=3ms", real, model)
 	if code != 0 || !strings.Contains(stdout, `"verdict"`) {
 		t.Errorf("model as SYNTHETIC: exit %d, %s", code, stderr)
 	}
@@ -125,14 +127,16 @@ func TestValidateUsageErrors(t *testing.T) {
 // command that runs as printed, and the matrix it builds reaches the real
 // decision.
 func TestValidateNextStepRuns(t *testing.T) {
+	t.Parallel() // the commands run in child processes
+	heavyCPU(t)
 	dir := t.TempDir()
 	real, _ := validateTraces(t, dir)
 	matrix := filepath.Join(dir, "matrix.parquet")
-	if code, _, stderr := runCLI(nil, "synth", "matrix", "--rows", "1786/128@4rps,1786/128@12rps", "--row-duration", "25s", "--row-gap", "1s", "--out", matrix); code != 0 {
+	if code, _, stderr := runCLIChild(t, "", nil, "synth", "matrix", "--rows", "1786/128@4rps,1786/128@12rps", "--row-duration", "25s", "--row-gap", "1s", "--out", matrix); code != 0 {
 		t.Fatal(stderr)
 	}
 	change := []string{"validate", "-q", "--target", "a=sim", "--target", "b=sim:prefix-caching=false"}
-	code, stdout, stderr := runCLI(nil, append(change, real, matrix)...)
+	code, stdout, stderr := runCLIChild(t, "", nil, append(change, real, matrix)...)
 	if code != 0 || !strings.Contains(stdout, "does not carry over") {
 		t.Fatalf("exit %d, %s\n%s", code, stderr, stdout)
 	}
@@ -148,10 +152,10 @@ func TestValidateNextStepRuns(t *testing.T) {
 	if out := step[len(step)-1]; out == matrix || filepath.Dir(out) != dir {
 		t.Fatalf("the rebuilt matrix writes %s, want a new file beside %s", out, matrix)
 	}
-	if code, _, stderr := runCLI(nil, step[1:]...); code != 0 {
+	if code, _, stderr := runCLIChild(t, "", nil, step[1:]...); code != 0 {
 		t.Fatalf("%s: exit %d, %s", strings.Join(step, " "), code, stderr)
 	}
-	code, stdout, stderr = runCLI(nil, append(change, real, step[len(step)-1])...)
+	code, stdout, stderr = runCLIChild(t, "", nil, append(change, real, step[len(step)-1])...)
 	if code != 0 || !strings.HasPrefix(strings.Split(stdout, "\n")[1], "Conclusion: The decision carries over") {
 		t.Errorf("after the next step: exit %d, %s\n%s", code, stderr, stdout)
 	}
