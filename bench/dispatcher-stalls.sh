@@ -3,8 +3,9 @@
 # client core: replays RATE req/s for DURATION s against bench/fastsse
 # (server on core 0, client on core 1), three ways:
 #   1. plain: lateness p50/p99/max, the requests sent more than 0.5 ms late
-#      and the episodes they formed (bench/episodes), and the collections
-#      (GODEBUG=gctrace=1);
+#      and the episodes they formed (bench/episodes), the time the
+#      hypervisor took the client's core meanwhile (steal), and the
+#      collections (GODEBUG=gctrace=1);
 #   2. with --exectrace: the dispatcher's scheduling delay (runnable,
 #      waiting for a P) per 4 s of sending, and its stalls by cause
 #      (bench/stalls);
@@ -13,7 +14,8 @@
 # Tracing perturbs timing: quote lateness from the plain run only. Before
 # the plain run, bench/clockfloor prints the floor on the client's core at
 # the same rate (a thread spinning on the clock, and one sleeping until each
-# deadline): the lateness the machine alone causes.
+# deadline, with the share of its deadlines met over 0.5 ms late): the
+# lateness the machine alone causes.
 #
 #   bench/dispatcher-stalls.sh                 # RATE=10000 DURATION=10
 #   RATE=5000 DURATION=5 bench/dispatcher-stalls.sh
@@ -55,8 +57,11 @@ HOG=$(bench_slow_core "$WORK/corehog" "${PIN_C#taskset -c }" $((6 * DURATION + 1
 echo "== plain run, $RATE req/s for $DURATION s, after the floor on the client's core"
 $PIN_C "$WORK/clockfloor" -rate "$RATE" -duration 3s 2>/dev/null
 $PIN_C "$WORK/clockfloor" -sleep -rate "$RATE" -duration 3s 2>/dev/null
+ST0=$(bench_steal_ms "${PIN_C#taskset -c }")
 GODEBUG=gctrace=1 replay "$WORK/tokentrace" 2>"$WORK/gc.txt" | grep -E '^(lateness|realtime|client)' || true
+ST1=$(bench_steal_ms "${PIN_C#taskset -c }")
 "$WORK/episodes" "$WORK/res.jsonl"
+echo "steal      $(echo "$ST1 - $ST0" | bc) ms of the client's core taken by the hypervisor during the run"
 echo "collections during the run: $(grep -c '^gc ' "$WORK/gc.txt")"
 grep '^gc ' "$WORK/gc.txt" | sed 's/^/  /' | cut -c1-110 | head -5
 

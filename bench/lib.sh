@@ -88,3 +88,12 @@ bench_slow_core_desc() {
 		echo "slower core: no (SLOWCORE=1 to reproduce a slower or shared core)"
 	fi
 }
+
+# bench_steal_ms CPU: the time the hypervisor has taken CPU (a number; empty:
+# the whole machine) from this guest since boot, in ms (/proc/stat's steal,
+# counted in clock ticks: 10 ms steps at the usual 100 per second). Its
+# growth over a run is time in which no thread of the guest ran on that CPU,
+# however urgent: a virtual machine's floor that no client goes below.
+bench_steal_ms() {
+	awk -v cpu="cpu$1" -v hz="$(getconf CLK_TCK)" '$1 == cpu { print $9 * 1000 / hz }' /proc/stat
+}

@@ -15,6 +15,12 @@
 #   REPEAT=3 bench/vegeta-compare.sh        # each pair of runs 3 times
 #   SLOWCORE=1 RATES=5000 bench/vegeta-compare.sh   # on a slowed client core
 #
+# The sleeping floor's own share of deadlines met over 0.5 ms late is
+# wake_late, and steal_ms is the time the hypervisor took the client's
+# virtual CPU during the client's run (bench_steal_ms, in 10 ms steps): on
+# a virtual machine with busy neighbours these set a late share that no
+# client goes below.
+#
 # Beside the percentiles each run prints the client's share of its core
 # (core_pct: CPU time over the client's wall time), how many requests were
 # sent more than 0.5 ms late (late_0.5ms) and how many separate episodes
@@ -62,8 +68,8 @@ go build -o "$WORK/bin/clockfloor" ./bench/clockfloor
 go build -o "$WORK/bin/episodes" ./bench/episodes
 go build -o "$WORK/bin/corehog" ./bench/corehog
 FLOOR_SECONDS=${FLOOR_SECONDS:-3}
-PIN_S="" PIN_C=""
-if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; fi
+PIN_S="" PIN_C="" CORE_C=""
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN_S="taskset -c 0"; PIN_C="taskset -c 1"; CORE_C=1; fi
 
 $PIN_S "$WORK/bin/fastsse" -addr "127.0.0.1:$PORT" -tokens 4 2>"$WORK/server.log" &
 echo $! >"$WORK/server.pid"
@@ -74,13 +80,13 @@ BODY='{"model":"m","prompt":[1234,5678,9012,3456,7890,1357,2468,3579],"max_token
 B64=$(printf '%s' "$BODY" | base64 -w0)
 printf '{"method":"POST","url":"%s/v1/completions","body":"%s","header":{"Content-Type":["application/json"],"Accept":["text/event-stream"]}}\n' "$URL" "$B64" >"$WORK/targets.json"
 
-# floor RATE: prints "floor_p99 floor_max wake_p99 wake_max" measured on the
-# client's core.
+# floor RATE: prints "floor_p99 floor_max wake_p99 wake_max wake_late"
+# measured on the client's core.
 floor() {
   local f w
   f=$($PIN_C "$WORK/bin/clockfloor" -rate "$1" -duration "${FLOOR_SECONDS}s" 2>/dev/null)
   w=$($PIN_C "$WORK/bin/clockfloor" -sleep -rate "$1" -duration "${FLOOR_SECONDS}s" 2>/dev/null)
-  echo "$(echo "$f" | awk '{print $5, $7}') $(echo "$w" | awk '{print $5, $7}')"
+  echo "$(echo "$f" | awk '{print $5, $7}') $(echo "$w" | awk '{print $5, $7, $9}')"
 }
 
 # hog_start / hog_stop: the slowed core (SLOWCORE) for one client's floor
@@ -92,17 +98,18 @@ hog_stop() {
 }
 
 # row CLIENT RATE LATENESS_LINE EPISODES_LINE USER SYS WALL: one line of the
-# table (FP FM WP WM: the floor).
+# table (FP FM WP WM WL: the floor; ST0 and ST1: the client core's steal
+# before and after the run).
 row() {
-  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14.1f %8.1f %12s %9s %6s\n' "$1" "$2" \
+  printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %9s %14.1f %8.1f %12s %9s %8s %6s\n' "$1" "$2" \
     "$(echo "$3" | awk '{print $3}')" "$(echo "$3" | awk '{print $5}')" "$(echo "$3" | awk '{print $7}')" \
-    "$FP" "$FM" "$WP" "$WM" "$(echo "($5 + $6) * 1000000 / $N" | bc -l)" "$(echo "($5 + $6) * 100 / $7" | bc -l)" \
-    "$(echo "$4" | awk '{print $3}')" "$(echo "$4" | awk '{print $8}')" "$(cut -d' ' -f1 /proc/loadavg)"
+    "$FP" "$FM" "$WP" "$WM" "$WL" "$(echo "($5 + $6) * 1000000 / $N" | bc -l)" "$(echo "($5 + $6) * 100 / $7" | bc -l)" \
+    "$(echo "$4" | awk '{print $3}')" "$(echo "$4" | awk '{print $8}')" "$(echo "$ST1 - $ST0" | bc)" "$(cut -d' ' -f1 /proc/loadavg)"
 }
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 bench_slow_core_desc
-printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %14s %8s %12s %9s %6s\n' client rate late_p50 late_p99 late_max floor_p99 floor_max wake_p99 wake_max cpu_us_per_req core_pct late_0.5ms episodes load
+printf '%-10s %8s %12s %12s %12s %10s %10s %10s %10s %9s %14s %8s %12s %9s %8s %6s\n' client rate late_p50 late_p99 late_max floor_p99 floor_max wake_p99 wake_max wake_late cpu_us_per_req core_pct late_0.5ms episodes steal_ms load
 for RATE in $RATES; do
 for _ in $(seq "$REPEAT"); do
   N=$((RATE * DURATION))
@@ -110,18 +117,22 @@ for _ in $(seq "$REPEAT"); do
 
   # tokentrace replay
   hog_start
-  read -r FP FM WP WM <<<"$(floor "$RATE")"
+  read -r FP FM WP WM WL <<<"$(floor "$RATE")"
+  ST0=$(bench_steal_ms "$CORE_C")
   /usr/bin/time -f "%U %S %e" -o "$WORK/tt.time" $PIN_C "$WORK/bin/tokentrace" replay --url "$URL" --model m --quiet \
     --max-lateness 1h --warmup 100 --out "$WORK/res.jsonl" "$WORK/trace.jsonl" >"$WORK/tt.out"
+  ST1=$(bench_steal_ms "$CORE_C")
   hog_stop
   read -r U S E <"$WORK/tt.time"
   row tokentrace "$RATE" "$(grep '^lateness' "$WORK/tt.out")" "$("$WORK/bin/episodes" "$WORK/res.jsonl")" "$U" "$S" "$E"
 
   # vegeta at the same rate, same duration
   hog_start
-  read -r FP FM WP WM <<<"$(floor "$RATE")"
+  read -r FP FM WP WM WL <<<"$(floor "$RATE")"
+  ST0=$(bench_steal_ms "$CORE_C")
   /usr/bin/time -f "%U %S %e" -o "$WORK/vg.time" $PIN_C "$WORK/bin/vegeta" attack -format=json -targets="$WORK/targets.json" \
     -rate="$RATE/s" -duration="${DURATION}s" -max-body=-1 -output="$WORK/vg.bin"
+  ST1=$(bench_steal_ms "$CORE_C")
   hog_stop
   read -r U S E <"$WORK/vg.time"
   "$WORK/bin/vegeta" encode -to json "$WORK/vg.bin" | "$WORK/bin/vegetalate" -rate "$RATE" >"$WORK/vg.out"
