@@ -610,6 +610,9 @@ func (a *Analyzer) Close(ctx context.Context) (*Report, error) {
 	if rep.ClientThrottling = rep.throttling(); rep.ClientThrottling != nil {
 		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientThrottling.note())
 	}
+	if rep.ClientSteal = rep.steal(); rep.ClientSteal != nil && rep.ClientSteal.LateRequests > 0 {
+		rep.Attribution.Diagnosis = append(rep.Attribution.Diagnosis, rep.ClientSteal.note())
+	}
 	return rep, nil
 }
 

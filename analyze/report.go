@@ -102,6 +102,9 @@ type Report struct {
 	// ClientThrottling is set when the replayer's cgroup was throttled by
 	// its CPU quota during the run (throttle.go).
 	ClientThrottling *ClientThrottling `json:"client_throttling,omitempty"`
+	// ClientSteal is set when the hypervisor took time from the
+	// replayer's CPUs during the run (steal; throttle.go).
+	ClientSteal *ClientSteal `json:"client_steal,omitempty"`
 	// Sessions is latency by turn and per session (sessions.go; null when
 	// no row has a session).
 	Sessions *Sessions `json:"sessions,omitempty"`

@@ -9,8 +9,9 @@ import (
 )
 
 // TestClientThrottling counts the late sends that fall in (or just after)
-// the seconds the replayer's cgroup was throttled, from the metadata the
-// replay wrote; one case per situation.
+// the seconds the replayer's cgroup was throttled, or the hypervisor took
+// its CPUs (steal), from the metadata the replay wrote; one case per
+// situation.
 func TestClientThrottling(t *testing.T) {
 	// 80 requests, one every 100 ms; those sent at 1.0–1.9 s and 7.0–7.4 s
 	// are 20 ms late, the rest on time.
@@ -27,6 +28,7 @@ func TestClientThrottling(t *testing.T) {
 		name     string
 		meta     map[string]string
 		wantNil  bool
+		steal    bool // the case is about steal, not throttling
 		late, in int64
 		wantNote string
 	}{
@@ -40,6 +42,12 @@ func TestClientThrottling(t *testing.T) {
 		{name: "throttled at a quiet time: no late send is blamed on it",
 			meta: map[string]string{metaThrottledNs: "5000000", metaThrottledWindows: "[[3000,5000]]"},
 			late: 15, in: 0, wantNote: "0 of the 15"},
+		{name: "the hypervisor's steal in the second of the first late burst is the host's",
+			meta:  map[string]string{metaStealNs: "30000000", metaStealWindows: "[[1000,30000]]"},
+			steal: true, late: 15, in: 10, wantNote: "Host steal: the hypervisor took 30.0 ms of the replayer's CPUs; 10 of the 15"},
+		{name: "steal recorded as none: nothing to say",
+			meta:  map[string]string{metaStealNs: "0"},
+			steal: true, wantNil: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := mustNew(t, DefaultOptions())
@@ -52,15 +60,24 @@ func TestClientThrottling(t *testing.T) {
 				a.Add(&recs[i])
 			}
 			rep := mustClose(t, a)
-			ct := rep.ClientThrottling
+			found, late, in := rep.ClientThrottling != nil, int64(0), int64(0)
+			if found {
+				late, in = rep.ClientThrottling.LateRequests, rep.ClientThrottling.LateInThrottled
+			}
+			if tc.steal {
+				found = rep.ClientSteal != nil
+				if found {
+					late, in = rep.ClientSteal.LateRequests, rep.ClientSteal.LateInSteal
+				}
+			}
 			if tc.wantNil {
-				if ct != nil {
-					t.Fatalf("throttling %+v, want none", ct)
+				if found {
+					t.Fatalf("found %d late, %d in the seconds taken; want nothing", late, in)
 				}
 				return
 			}
-			if ct == nil || ct.LateRequests != tc.late || ct.LateInThrottled != tc.in {
-				t.Fatalf("throttling %+v, want %d late, %d in throttled seconds", ct, tc.late, tc.in)
+			if !found || late != tc.late || in != tc.in {
+				t.Fatalf("found %v: %d late, %d in the seconds taken; want %d, %d", found, late, in, tc.late, tc.in)
 			}
 			var b strings.Builder
 			if err := rep.WriteText(&b); err != nil {

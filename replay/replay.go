@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tokentrace/tokentrace/internal/cgroup"
+	"github.com/tokentrace/tokentrace/internal/steal"
 	"github.com/tokentrace/tokentrace/replay/internal/h1"
 	"github.com/tokentrace/tokentrace/traces"
 )
@@ -157,9 +158,10 @@ type runner struct {
 	ready       chan []*item // prepared batches (prepare)
 	prepDone    chan struct{}
 	bg          *bgRun
-	tw          *throttleWatch
-	cg          *cgroup.CPU // nil where unknown
-	notRealtime string      // why the dispatcher is not real-time ("" when it is)
+	tw, sw      *cpuWatch     // throttling and steal (cpu.go)
+	cg          *cgroup.CPU   // nil where unknown
+	steal       *steal.Source // nil where unknown
+	notRealtime string        // why the dispatcher is not real-time ("" when it is)
 }
 
 // Run replays recs (a trace in memory with metadata meta) against o.URL and
@@ -290,7 +292,8 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 	r.startPrepare(ctx, next)
 
 	// The replayer's own CPU: the real-time class for the dispatcher where
-	// the OS permits it, and the cgroup quota that can stall the process.
+	// the OS permits it, and the cgroup quota and the hypervisor's steal
+	// that can stall the process.
 	r.notRealtime = RealtimeNotAsked
 	if !o.NoRealtime {
 		if r.notRealtime = probeRealtime(); r.notRealtime != "" && o.Log != nil {
@@ -298,6 +301,7 @@ func (r *runner) setUp(ctx context.Context, p *Plan, meta traces.Meta) error {
 		}
 	}
 	r.cg, _ = cgroup.Self()
+	r.steal = steal.ForProcess()
 	return nil
 }
 
@@ -380,6 +384,7 @@ func (r *runner) startClock(ctx context.Context, p *Plan) {
 	r.atEnd(r.abandon)
 	r.bg = r.startBackground(p.maxSeq+1, p.head) // background.go
 	r.tw = watchThrottling(r.cg, r.t0)
+	r.sw = watchSteal(r.steal, r.t0)
 	if o.Duration > 0 {
 		t := time.AfterFunc(time.Until(r.t0.Add(o.Duration)), r.stopSend)
 		r.atEnd(func() { t.Stop() })
@@ -477,7 +482,8 @@ func (r *runner) finish(ctx context.Context, p *Plan, meta traces.Meta, end time
 	if r.cg != nil {
 		res.Summary.CPUQuota = r.cg.String()
 	}
-	r.tw.finish(&res.Meta, &res.Summary)
+	finishThrottling(r.tw, &res.Meta, &res.Summary)
+	finishSteal(r.sw, &res.Meta, &res.Summary)
 	if r.graph != nil {
 		res.Summary.Sessions = r.graph.summary()
 	}

@@ -223,6 +223,10 @@ type Summary struct {
 	CPUQuota         string
 	ThrottledTime    time.Duration
 	ThrottledPeriods int64
+	// StealTime is how long the hypervisor took the CPUs the replayer may
+	// run on during the run (their steal, in 10 ms steps; 0 on bare metal
+	// and where it cannot be read).
+	StealTime time.Duration
 	// ReplicaHeader is Options.ReplicaHeader; ReplicaNamed and
 	// ReplicaMissing count the responses that carried it and those that
 	// did not (every response when no header was asked for).
@@ -323,6 +327,10 @@ func (s *Summary) WriteText(w io.Writer) {
 	if s.ThrottledTime > 0 {
 		fmt.Fprintf(w, "client     throttled %s in %d periods by its cgroup's CPU quota (%s): every thread stalls then; late sends in those seconds are the quota's\n",
 			FormatDuration(s.ThrottledTime), s.ThrottledPeriods, s.CPUQuota)
+	}
+	if s.StealTime > 0 {
+		fmt.Fprintf(w, "client     the hypervisor took %s of the replayer's CPUs (steal): no thread of this machine runs then; late sends in those seconds are the host's\n",
+			FormatDuration(s.StealTime))
 	}
 	if l := s.SimLateness; l != nil {
 		if l.FellBehind() {

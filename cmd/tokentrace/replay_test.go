@@ -378,8 +378,8 @@ func TestReplayCommandContextGrowth(t *testing.T) {
 }
 
 // TestReplayValidSaysWhyLate: a run over --max-lateness names what its own
-// CPU went through (no real-time class, a throttling CPU quota), the first
-// suspects; a run that was not told to skip the class and got it says
+// CPU went through (no real-time class, a throttling CPU quota, the
+// hypervisor's steal), the first suspects; a run that was not told to skip the class and got it says
 // nothing more.
 func TestReplayValidSaysWhyLate(t *testing.T) {
 	for _, tc := range []struct {
@@ -390,7 +390,9 @@ func TestReplayValidSaysWhyLate(t *testing.T) {
 	}{
 		{"real-time class refused and a throttled quota", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond, Realtime: "not permitted (needs CAP_SYS_NICE or ulimit -r 1)", ThrottledTime: 1500 * time.Millisecond, CPUQuota: "0.50 CPU (cgroup v2)"},
 			[]string{"without the real-time class (not permitted", "throttled for 1.5s by its CPU quota (0.50 CPU (cgroup v2))"}, ""},
-		{"real-time class held, no quota", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond}, []string{"exceeds --max-lateness"}, "real-time"},
+		{"the hypervisor took the replayer's CPUs", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond, StealTime: 40 * time.Millisecond},
+			[]string{"the hypervisor took 40ms of the replayer's CPUs (steal)"}, "real-time"},
+		{"real-time class held, no quota", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond}, []string{"exceeds --max-lateness"}, "steal"},
 		{"told not to ask", replay.Summary{Sent: 10, OK: 10, LatenessP99: 20 * time.Millisecond, Realtime: replay.RealtimeNotAsked}, []string{"exceeds --max-lateness"}, "real-time"},
 	} {
 		err := replayValid(&tc.s, 0.5, 5*time.Millisecond)

@@ -84,6 +84,9 @@ func replayValid(s *replay.Summary, maxFailed float64, maxLateness time.Duration
 		if s.ThrottledTime > 0 {
 			why += fmt.Sprintf("; the replayer's cgroup was throttled for %v by its CPU quota (%s)", s.ThrottledTime.Round(time.Millisecond), s.CPUQuota)
 		}
+		if s.StealTime > 0 {
+			why += fmt.Sprintf("; the hypervisor took %v of the replayer's CPUs (steal)", s.StealTime.Round(time.Millisecond))
+		}
 		return withCode(exitNotReproduced, fmt.Errorf("lateness p99 %v exceeds --max-lateness %v: the run did not reproduce the trace's timing (use a lower --speed, more replayers with --shard, or a bigger machine)%s", s.LatenessP99.Round(time.Microsecond), maxLateness, why))
 	}
 	return nil
