@@ -68,17 +68,14 @@ func TestTwinFromProduction(t *testing.T) {
 	}
 	// The size is confirmed by simulating the rows with the fitted step
 	// costs; where the machine slowed the real-time server's steps, those
-	// costs absorb the slowdown, and the confirmation can rightly keep the
-	// prior: the size is then not what this run shows. Alone on a quiet
-	// two-core machine the steps ran 6 % past their model; a run that
-	// kept the prior (step-fixed fitted 21 % high) ran beside other
-	// packages' tests.
+	// costs absorb the slowdown and the prior's cache, never filling,
+	// can match the latencies better, but the server's metrics say its
+	// cache filled and a size that never fills it is not kept (a run
+	// beside other packages' tests fitted step-fixed 21 % high).
 	lateness := srv.Lateness()
 	t.Logf("the server's steps against their model: slowdown %.3f (%+v)", lateness.Slowdown(), lateness)
-	if slow := lateness.Slowdown(); slow > 1.10 {
-		t.Logf("num-gpu-blocks not checked: the server's steps ran %.0f %% past their model on this machine", 100*(slow-1))
-	} else if i := strings.Index(fit, "num-gpu-blocks="); i < 0 || !strings.Contains(fit, "  fitted: ") {
-		t.Errorf("sim fit reports no num-gpu-blocks")
+	if i := strings.Index(fit, "num-gpu-blocks="); i < 0 || !strings.Contains(fit[i:], "  fitted: ") {
+		t.Errorf("sim fit reports no fitted num-gpu-blocks")
 	} else if v, err := strconv.Atoi(strings.Fields(fit[i+len("num-gpu-blocks="):])[0]); err != nil || v < 600 || v > 800 {
 		t.Errorf("num-gpu-blocks = %d (%v), want 700 within 15 %%", v, err)
 	}

@@ -216,6 +216,7 @@ func (e *engine) reapAborts(now int64) {
 	e.compactRunning()
 	e.st.mu.Lock()
 	e.st.running, e.st.waiting, e.st.kvUsage = len(e.running), e.numWaiting(), e.kv.usage()
+	e.st.kvUsagePeak = max(e.st.kvUsagePeak, e.st.kvUsage)
 	e.st.mu.Unlock()
 }
 
@@ -557,6 +558,7 @@ func (e *engine) commit(end int64) {
 		e.compactRunning()
 	}
 	e.st.running, e.st.waiting, e.st.kvUsage = len(e.running), e.numWaiting(), e.kv.usage()
+	e.st.kvUsagePeak = max(e.st.kvUsagePeak, e.st.kvUsage)
 	e.st.mu.Unlock()
 }
 

@@ -84,6 +84,8 @@ type stats struct {
 
 	running, waiting int
 	kvUsage          float64
+	// kvUsagePeak is the highest kvUsage so far.
+	kvUsagePeak float64
 
 	promptTokens, generation  int64
 	preemptions               int64
@@ -311,6 +313,10 @@ type Counters struct {
 	// their summed time.
 	KVPulls       int64
 	KVPullSeconds float64
+	// KVUsagePeak is the highest KVUsage after any step so far: not in
+	// /metrics (a scrape sees the gauge when it comes), but how full an
+	// offline run's cache got (the twin's fit asks whether it filled).
+	KVUsagePeak float64
 }
 
 // Counters returns m's counters now.
@@ -319,7 +325,7 @@ func (m Meter) Counters() Counters {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return Counters{
-		Running: st.running, Waiting: st.waiting, KVUsage: st.kvUsage,
+		Running: st.running, Waiting: st.waiting, KVUsage: st.kvUsage, KVUsagePeak: st.kvUsagePeak,
 		PrefixQueries: st.prefixQueries, PrefixHits: st.prefixHits, Preemptions: st.preemptions,
 		PromptTokens: st.promptTokens, GenerationTokens: st.generation,
 		Finished: st.success["stop"] + st.success["length"], Aborted: st.success["abort"],

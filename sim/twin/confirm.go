@@ -38,10 +38,11 @@ func (f *fitter) confirm(ctx context.Context, res *Result) error {
 	if err := f.refine(ctx, res); err != nil {
 		return err
 	}
-	meas, pred, _, err := f.simulateWindows(ctx, res.Options)
+	run, err := f.simulateWindows(ctx, res.Options)
 	if err != nil {
 		return err
 	}
+	meas, pred := run.meas, run.pred
 	for m, name := range metricNames {
 		r := Residual{Metric: name}
 		for q, p := range quantiles {
@@ -62,39 +63,57 @@ func (f *fitter) windowRows() int {
 	return n
 }
 
-// simulateWindows runs the kept rows on o: the measured and predicted
-// metrics, and the loss a limit is chosen by: the mean squared log ratio
-// of the predicted to the measured TTFT and E2E at p50, p90 and p99 (what
-// a check compares).
-func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (meas, pred latencies, loss float64, err error) {
-	meas = f.measured()
+// simRun is one simulation of the kept rows.
+type simRun struct {
+	meas, pred latencies
+	// loss is what a limit is chosen by: the mean squared log ratio of
+	// the predicted to the measured TTFT and E2E at p50, p90 and p99
+	// (what a check compares).
+	loss float64
+	// kvPeak is the highest KV cache usage any replica reached;
+	// preemptions counts the requests the replicas preempted.
+	kvPeak      float64
+	preemptions int64
+}
+
+// filled reports whether the simulated cache filled as kvCapacity counts
+// a measured server's: its usage reached kvFull, or it preempted.
+func (s simRun) filled() bool { return s.kvPeak >= kvFull || s.preemptions > 0 }
+
+// simulateWindows runs the kept rows on o.
+func (f *fitter) simulateWindows(ctx context.Context, o sim.Options) (simRun, error) {
+	run := simRun{meas: f.measured()}
 	for _, w := range f.windows {
 		if len(w) == 0 {
 			continue
 		}
-		_, err = Predict(ctx, o, traces.Values(w), f.o.predictOptions(), func(t traces.Record) error {
-			pred.add(&t)
+		pr, err := Predict(ctx, o, traces.Values(w), f.o.predictOptions(), func(t traces.Record) error {
+			run.pred.add(&t)
 			return nil
 		})
 		if err != nil {
-			return meas, pred, 0, err
+			return run, err
+		}
+		for _, r := range pr.Sim.Replicas {
+			run.kvPeak = max(run.kvPeak, r.Counters.KVUsagePeak)
+			run.preemptions += r.Counters.Preemptions
 		}
 	}
 	n := 0
 	for _, m := range []int{0, 3} {
 		for _, p := range quantiles {
-			a, b := meas[m].quantile(p), pred[m].quantile(p)
+			a, b := run.meas[m].quantile(p), run.pred[m].quantile(p)
 			if a > 0 && b > 0 {
 				d := math.Log(b / a)
-				loss += d * d
+				run.loss += d * d
 				n++
 			}
 		}
 	}
 	if n > 0 {
-		loss /= float64(n)
+		run.loss /= float64(n)
 	}
-	return meas, pred, loss, nil
+	return run, nil
 }
 
 // minGain is the least improvement of the loss that moves a limit off the
@@ -137,11 +156,11 @@ func (f *fitter) search(ctx context.Context, res *Result, key string, prior int,
 		if c.Validate() != nil {
 			continue
 		}
-		_, _, loss, err := f.simulateWindows(ctx, c)
+		run, err := f.simulateWindows(ctx, c)
 		if err != nil {
 			return Param{}, err
 		}
-		tries = append(tries, try{v, loss})
+		tries = append(tries, try{v, run.loss})
 	}
 	best := tries[0]
 	for _, t := range tries[1:] {
@@ -233,10 +252,11 @@ func (f *fitter) refine(ctx context.Context, res *Result) error {
 		return nil
 	}
 	o := &res.Options
-	_, _, best, err := f.simulateWindows(ctx, *o)
+	run, err := f.simulateWindows(ctx, *o)
 	if err != nil {
 		return err
 	}
+	best := run.loss
 	scale := [nFeat]float64{1, 1, 1, 1}
 	base := thetaOf(o.Options)
 	for _, step := range []float64{0.1, 0.03} {
@@ -253,12 +273,12 @@ func (f *fitter) refine(ctx context.Context, res *Result) error {
 					t[k] *= s[k]
 				}
 				setTheta(&c.Options, t)
-				_, _, loss, err := f.simulateWindows(ctx, c)
+				run, err := f.simulateWindows(ctx, c)
 				if err != nil {
 					return err
 				}
-				if loss < best-minGain/4 {
-					best, scale, *o = loss, s, c
+				if run.loss < best-minGain/4 {
+					best, scale, *o = run.loss, s, c
 					break
 				}
 			}

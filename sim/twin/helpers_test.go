@@ -4,9 +4,11 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/sim"
+	"github.com/tokentrace/tokentrace/sim/engine"
 	"github.com/tokentrace/tokentrace/traces"
 )
 
@@ -103,4 +105,41 @@ func checkWhatIfs(changes []string) CheckOptions {
 	co := DefaultCheckOptions()
 	co.WhatIfs = changes
 	return co
+}
+
+// scraped is the metrics series a scrape of the hidden simulator every
+// interval would have kept while it served recs (as measure runs them):
+// running, waiting, KV usage and preemptions, from the reference engine's
+// steps (the one-engine simulation measure's rows come from).
+func scraped(t testing.TB, hidden sim.Options, recs []traces.Record, intervalNs int64) []traces.MetricsSample {
+	t.Helper()
+	o := hidden
+	o.ChunkTimes = true
+	o = o.AdmitLongest(o.NumGPUBlocks * o.BlockSize)
+	arr := make([]engine.Arrival, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		out := max(outputTokens(r), 1)
+		arr[i] = engine.Arrival{ID: "twin-" + strconv.FormatInt(r.Seq, 10), ArrivalNs: sentAt(r), Prompt: DefaultPrompt(r),
+			MaxTokens: out, MinTokens: out, IgnoreEOS: true, Session: r.Session}
+	}
+	res, err := engine.Simulate(context.Background(), o.Options, arr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []traces.MetricsSample
+	st := engine.StepStat{}
+	preempted := int64(0)
+	k := 0
+	for at := intervalNs; len(res.Steps) > 0 && at <= res.Steps[len(res.Steps)-1].EndNs+intervalNs; at += intervalNs {
+		for ; k < len(res.Steps) && res.Steps[k].EndNs <= at; k++ {
+			st = res.Steps[k]
+		}
+		s := traces.NewMetricsSample(at)
+		s.IntervalNs = intervalNs
+		s.Running, s.Waiting, s.KVCacheUsage = int64(st.Running), int64(st.Waiting), st.KVUsage
+		s.Preemptions, preempted = st.PreemptionsSoFar-preempted, st.PreemptionsSoFar
+		out = append(out, s)
+	}
+	return out
 }

@@ -19,12 +19,13 @@ const kvFull = 0.9
 // least a third used, the blocks the requests in flight held (prompt and
 // the tokens generated so far, each request at its steady pace, a shared
 // prefix's blocks once), divided by the usage, is the cache's size; the
-// median of those is confirmed by simulating the rows against the prior.
-// Elsewhere the prior stays and the report says how full the cache got.
+// median of those is confirmed by simulating the rows against the prior
+// (kvConfirm). Elsewhere the prior stays and the report says how full the
+// cache got.
 func (f *fitter) kvCapacity(ctx context.Context, res *Result) error {
 	o := &res.Options
 	pr := Param{Key: "num-gpu-blocks", Value: strconv.Itoa(o.NumGPUBlocks)}
-	peak, preempted := -1.0, f.counts.preempted
+	peak, preempted := -1.0, max(f.counts.preempted, metricsPreemptions(f.samples))
 	for i := range f.samples {
 		if s := &f.samples[i]; s.ScrapeError == "" && s.KVCacheUsage >= 0 {
 			peak = max(peak, s.KVCacheUsage)
@@ -53,24 +54,57 @@ func (f *fitter) kvCapacity(ctx context.Context, res *Result) error {
 			pr.From = fmt.Sprintf("prior: the estimate of %d blocks is not a valid cache", est)
 			break
 		}
-		_, _, lossEst, err := f.simulateWindows(ctx, c)
+		runEst, err := f.simulateWindows(ctx, c)
 		if err != nil {
 			return err
 		}
-		_, _, lossPrior, err := f.simulateWindows(ctx, *o)
+		runPrior, err := f.simulateWindows(ctx, *o)
 		if err != nil {
 			return err
 		}
-		if lossEst > lossPrior+minGain {
-			pr.From = fmt.Sprintf("prior: %d blocks, read off %d samples of the KV usage, simulate the rows worse than the prior's", est, n)
-			break
+		read := fmt.Sprintf("%d blocks, read off %d metrics samples (the blocks the requests in flight held over the KV usage, which peaked at %.0f %%; at least %d preemptions)", est, n, 100*max(peak, 0), preempted)
+		var keep bool
+		keep, pr.From = kvConfirm(read, o.NumGPUBlocks, runEst, runPrior)
+		if keep {
+			*o = c
+			pr.Value, pr.Fitted = strconv.Itoa(est), true
 		}
-		*o = c
-		pr.Value, pr.Fitted = strconv.Itoa(est), true
-		pr.From = fmt.Sprintf("%d metrics samples: the blocks the requests in flight held over the KV usage (which peaked at %.0f %%)", n, 100*peak)
 	}
 	res.Report.Params = append(res.Report.Params, pr)
 	return nil
+}
+
+// kvConfirm decides between the cache size read off the metrics (read
+// says how) and the prior's, from their simulations of the kept rows, and
+// says which rule decided. The measured server's cache filled; a size
+// whose simulation never fills it (usage below kvFull, no preemption) is
+// contradicted by what the server reported about its own cache, so it
+// loses to a size whose simulation does, whatever the latencies say: the
+// step costs were fitted before the cache, and where they came out high
+// (a server that ran slower than its model, a preempted request's
+// recomputation read as decode time) a cache that never fills makes up
+// for them in the latencies. Only where both sizes agree with the server
+// (or neither does) the latencies decide, the prior kept unless the
+// estimate fits them about as well.
+func kvConfirm(read string, prior int, est, pri simRun) (keep bool, from string) {
+	rms := func(l float64) float64 { return 100 * (math.Exp(math.Sqrt(l)) - 1) }
+	sim := func(r simRun) string {
+		return fmt.Sprintf("usage peaked at %.0f %%, %d preemptions, TTFT and E2E off by %.1f %% rms", 100*r.kvPeak, r.preemptions, rms(r.loss))
+	}
+	switch {
+	case est.filled() && !pri.filled():
+		return true, fmt.Sprintf("%s; simulating the rows fills the cache as the server's filled (%s), the prior's %d blocks never do (%s)", read, sim(est), prior, sim(pri))
+	case !est.filled() && pri.filled():
+		return false, fmt.Sprintf("prior: simulating the rows with %s never fills the cache (%s), the prior's does, as the server's did (%s)", read, sim(est), sim(pri))
+	}
+	both := "both fill the cache in simulation"
+	if !est.filled() {
+		both = "neither fills the cache in simulation"
+	}
+	if est.loss > pri.loss+minGain {
+		return false, fmt.Sprintf("prior: %s simulate the rows worse than the prior's (%.1f %% against %.1f %% rms; %s)", read, rms(est.loss), rms(pri.loss), both)
+	}
+	return true, fmt.Sprintf("%s, confirmed by simulating the rows (%.1f %% rms against the prior's %.1f %%; %s)", read, rms(est.loss), rms(pri.loss), both)
 }
 
 // kvEstimate is the median over the usable metrics samples of held blocks
