@@ -114,6 +114,7 @@ Flags go before arguments.`,
 	}
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the version and its commit (as tokentrace version does)"}
 	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, versionLine()) }
+	cli.HelpPrinter = printHelp
 	for _, c := range app.Commands {
 		quietUsageErrors(c, "")
 		layoutHelp(c, "")

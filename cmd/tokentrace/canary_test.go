@@ -132,13 +132,20 @@ func TestURLCanariesNeverLeave(t *testing.T) {
 		{"postmortem --prometheus with a query that refuses", []string{"postmortem", "--prometheus", queryURL(dead), "--step", "1s", "--timeout", "2s", pmTrace}},
 		{"sim --otlp-traces-endpoint of the wrong scheme", []string{"sim", "--otlp-traces-endpoint", strings.Replace(canaryURL(dead), "http", "ftp", 1)}},
 	}
-	for _, r := range runs {
-		code, so, se := runCLI(nil, r.args...)
-		t.Logf("%s: exit %d: %s", r.why, code, lastLine(se))
-		if c := canaryIn(so + se); len(c) > 0 {
-			t.Errorf("%s: exit %d; canaries %v in its output:\n%s%s", r.why, code, c, so, se)
+	// The runs side by side, each in a child process: they mostly wait on
+	// the servers (and on the ones that refuse).
+	t.Run("runs", func(t *testing.T) {
+		for _, r := range runs {
+			t.Run(r.why, func(t *testing.T) {
+				t.Parallel()
+				code, so, se := runCLIChild(t, "", nil, r.args...)
+				t.Logf("exit %d: %s", code, lastLine(se))
+				if c := canaryIn(so + se); len(c) > 0 {
+					t.Errorf("exit %d; canaries %v in its output:\n%s%s", code, c, so, se)
+				}
+			})
 		}
-	}
+	})
 	// sim with spans exported to an endpoint that refuses: served until
 	// cancelled, with a request in between.
 	simOut := simWithCanaryEndpoint(t, canaryURL(dead+"/v1/traces"), out("truth.jsonl"))

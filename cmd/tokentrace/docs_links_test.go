@@ -84,6 +84,9 @@ func mdAnchors(md string) map[string]bool {
 	return anchors
 }
 
+// urlScheme starts an absolute URL (https:, mailto:).
+var urlScheme = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+
 // brokenLinks returns, for the Markdown file path, every relative link or
 // image whose file does not exist and every #anchor its target does not
 // define, as "LINE: TARGET: what is wrong". Absolute URLs are not fetched.
@@ -94,11 +97,14 @@ func brokenLinks(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	var broken []string
+	// Each target's anchors, parsed once: the pages link one another (and
+	// figures.md) hundreds of times.
+	anchorsOf := map[string]map[string]bool{}
 	lines, nums := proseLines(string(b))
 	for i, line := range lines {
 		for _, m := range mdLink.FindAllStringSubmatch(inlineCode.ReplaceAllString(line, ""), -1) {
 			target := m[1]
-			if regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`).MatchString(target) {
+			if urlScheme.MatchString(target) {
 				continue // https:, mailto:
 			}
 			file, anchor, _ := strings.Cut(target, "#")
@@ -117,11 +123,16 @@ func brokenLinks(t *testing.T, path string) []string {
 				broken = append(broken, strconv.Itoa(nums[i])+": "+target+": an anchor into a file that is not Markdown")
 				continue
 			}
-			md, err := os.ReadFile(resolved)
-			if err != nil {
-				t.Fatal(err)
+			anchors, ok := anchorsOf[resolved]
+			if !ok {
+				md, err := os.ReadFile(resolved)
+				if err != nil {
+					t.Fatal(err)
+				}
+				anchors = mdAnchors(string(md))
+				anchorsOf[resolved] = anchors
 			}
-			if !mdAnchors(string(md))[anchor] {
+			if !anchors[anchor] {
 				broken = append(broken, strconv.Itoa(nums[i])+": "+target+": no heading with anchor #"+anchor+" in "+filepath.Base(resolved))
 			}
 		}

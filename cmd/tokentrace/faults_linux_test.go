@@ -387,6 +387,7 @@ func TestCaptureSIGINTRemovesRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("signals a child process")
 	}
+	t.Parallel() // the capture runs in a child process; the test waits on it
 	logs := spillingLogs(t)
 	tmp, dir := t.TempDir(), t.TempDir()
 	out := filepath.Join(dir, "trace.parquet")

@@ -18,6 +18,8 @@ import (
 // inject and against servers that do not do what was asked. Each case
 // checks the exit code, the message, the statuses in the results file
 // (complete, one row per request) and that no journal is left behind.
+// The cases run side by side (nothing else runs while a test that is not
+// parallel waits for its subtests).
 func TestFaultReplayServers(t *testing.T) {
 	simWith := func(set func(*sim.Options)) func(t *testing.T) string {
 		return func(t *testing.T) string { return startSimServer(t, "", set).URL }
@@ -125,11 +127,12 @@ func TestFaultReplayServers(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // the cases mostly wait on their servers; replay runs in a child process
 			url := c.server(t)
 			trace := writeReplayTrace(t, c.n)
 			out := filepath.Join(t.TempDir(), "res.jsonl")
 			args := append([]string{"replay", "--url", url, "--quiet", "--max-lateness", "10s", "--out", out}, c.flags...)
-			code, _, se := runCLI(nil, append(args, trace)...)
+			code, _, se := runCLIChild(t, "", nil, append(args, trace)...)
 			if code != c.code || (c.stderr != "" && !strings.Contains(se, c.stderr)) {
 				t.Errorf("%s: exit %d, stderr %q; want exit %d saying %q", c.why, code, se, c.code, c.stderr)
 			}

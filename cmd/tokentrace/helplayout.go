@@ -10,6 +10,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"strings"
@@ -24,22 +25,36 @@ import (
 func layoutHelp(c *cli.Command, parent string) {
 	path := strings.TrimSpace(parent + " " + c.Name)
 	if l, ok := helpLayouts[path]; ok {
+		byName := flagsByName(c.Flags)
 		for _, g := range l.groups {
 			for _, name := range g.flags {
-				if f := findFlag(c.Flags, name); f != nil {
+				if f := byName[name]; f != nil {
 					setCategory(f, g.name)
 				}
 			}
 		}
 	}
-	page, ok := helpPages.Load(path)
-	if !ok {
-		page, _ = helpPages.LoadOrStore(path, strings.ReplaceAll(helpPage(c, path), "{{", `{{"{{"}}`))
-	}
-	c.CustomHelpTemplate = page.(string)
+	c.CustomHelpTemplate = lazyHelpPage + path
 	for _, sub := range c.Subcommands {
 		layoutHelp(sub, path)
 	}
+}
+
+// flagsByName maps each name and alias of flags to its flag (the first
+// that has it, as findFlag finds it): a flag's Names() runs a regexp per
+// name, and looking each layout name up with findFlag did so for every
+// flag before it, on every run of Main (a child process's start under the
+// race detector).
+func flagsByName(flags []cli.Flag) map[string]cli.Flag {
+	m := make(map[string]cli.Flag, len(flags))
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if _, ok := m[n]; !ok {
+				m[n] = f
+			}
+		}
+	}
+	return m
 }
 
 // helpPages holds each command's help page by its path, made once per
@@ -47,6 +62,34 @@ func layoutHelp(c *cli.Command, parent string) {
 // them all took 16 ms of every run of Main (120-250 ms under the race
 // detector), most of what a test's in-process command costs.
 var helpPages sync.Map
+
+// lazyHelpPage starts the help template layoutHelp gives a command, the
+// command's path after it: printHelp writes the page when the help is
+// shown, so a run that shows no help (a child process of the tests, which
+// starts hundreds) writes none.
+const lazyHelpPage = "\x00tokentrace help page of "
+
+// defaultHelpPrinter is urfave/cli's own, which printHelp hands the page.
+var defaultHelpPrinter = cli.HelpPrinter
+
+// printHelp is cli.HelpPrinter (set by newApp): a template that names a
+// command's page by lazyHelpPage becomes the page, written once per
+// process.
+func printHelp(w io.Writer, templ string, data any) {
+	if path, ok := strings.CutPrefix(templ, lazyHelpPage); ok {
+		c, isCommand := data.(*cli.Command)
+		if !isCommand {
+			templ = cli.CommandHelpTemplate
+		} else {
+			page, ok := helpPages.Load(path)
+			if !ok {
+				page, _ = helpPages.LoadOrStore(path, strings.ReplaceAll(helpPage(c, path), "{{", `{{"{{"}}`))
+			}
+			templ = page.(string)
+		}
+	}
+	defaultHelpPrinter(w, templ, data)
+}
 
 // setCategory sets a flag's Category field (every flag type of urfave/cli
 // has one; no interface sets it).
@@ -173,8 +216,9 @@ type helpLine struct {
 func layoutFlags(c *cli.Command, path string) []helpLine {
 	var out []helpLine
 	placed := map[string]bool{}
+	byName := flagsByName(c.Flags)
 	add := func(name string) {
-		if f := findFlag(c.Flags, name); f != nil && !placed[name] {
+		if f := byName[name]; f != nil && !placed[name] {
 			placed[name] = true
 			out = append(out, helpLine{flag: f})
 		}

@@ -44,11 +44,14 @@ func quotaCgroup(t *testing.T, quotaUs int) string {
 // TestReplayUnderCPUQuota replays in a child process held to 0.2 CPU by its
 // cgroup, against the built-in simulator in the same process: the results'
 // metadata carries the quota and the throttled time, and analyze blames
-// the late sends on the quota.
+// the late sends on the quota. It runs beside other tests (t.Parallel):
+// held to 0.2 CPU it mostly waits out its throttling, and the load of the
+// tests beside it can only add to the lateness it blames on the quota.
 func TestReplayUnderCPUQuota(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a child process in a cgroup")
 	}
+	t.Parallel() // analyze runs in a child process too
 	cg := quotaCgroup(t, 20000)
 	trace := writeReplayTrace(t, 1000) // 2 s at 500 req/s
 	out := filepath.Join(t.TempDir(), "res.parquet")
@@ -68,7 +71,7 @@ func TestReplayUnderCPUQuota(t *testing.T) {
 	if q := m.Get(replay.MetaCPUQuota); q != "0.20 CPU (cgroup v1)" || ns <= 0 || m.Get(replay.MetaThrottledWindows) == "" {
 		t.Fatalf("metadata: quota %q, throttled %d ns, windows %q; want the quota and some throttling", q, ns, m.Get(replay.MetaThrottledWindows))
 	}
-	so, _ := runMain(t, "analyze", "--json", out)
+	so, _ := runMainChild(t, "", "analyze", "--json", out)
 	var rep struct {
 		ClientThrottling *struct {
 			ThrottledMs     float64 `json:"throttled_ms"`

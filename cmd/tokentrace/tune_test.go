@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	restore()
 	removeSharedFaultInputs()
+	removeSharedDemoData()
 	if stray := strayOutputs(before, packageEntries()); len(stray) > 0 {
 		fmt.Fprintf(os.Stderr, "FAIL: the tests left %s in cmd/tokentrace: a command ran with its default output in the working directory; give it one under t.TempDir()\n", strings.Join(stray, ", "))
 		code = 1

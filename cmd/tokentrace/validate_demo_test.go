@@ -8,17 +8,60 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tokentrace/tokentrace/capture"
 )
 
-// demoWorkloads makes the demo's data in the directory dir as
-// `tokentrace demo` does (tokentrace-demo/trace.parquet, model.json and
-// synth.parquet), by the commands the demo prints for its first three
-// steps: the same sample logs, captured, fitted and generated. It does not
-// replay them (the demo's real-time steps).
+// demoWorkloads puts the demo's data in the directory dir as `tokentrace
+// demo` makes it (tokentrace-demo/trace.parquet, model.json and
+// synth.parquet): made once by makeDemoWorkloads for the tests that start
+// from it, copied for each (they write new files beside it).
 func demoWorkloads(t *testing.T, dir string) {
+	t.Helper()
+	sharedDemoData.Lock()
+	defer sharedDemoData.Unlock()
+	if sharedDemoData.dir == "" {
+		src, err := os.MkdirTemp("", "tokentrace-demo-data-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := false
+		defer func() {
+			if !ok {
+				os.RemoveAll(src)
+			}
+		}()
+		makeDemoWorkloads(t, src)
+		ok = true
+		sharedDemoData.dir = src
+	}
+	if err := os.CopyFS(dir, os.DirFS(sharedDemoData.dir)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sharedDemoData holds the directory makeDemoWorkloads made its data in
+// (removed by TestMain): capturing, fitting and generating it is seconds
+// of each test's time under the race detector.
+var sharedDemoData struct {
+	sync.Mutex
+	dir string
+}
+
+// removeSharedDemoData runs after every test (TestMain).
+func removeSharedDemoData() {
+	if d := sharedDemoData.dir; d != "" {
+		os.RemoveAll(d)
+	}
+}
+
+// makeDemoWorkloads makes the demo's data in the directory dir by the
+// commands the demo prints for its first three steps: the same sample
+// logs, captured, fitted and generated. It does not replay them (the
+// demo's real-time steps).
+func makeDemoWorkloads(t *testing.T, dir string) {
 	t.Helper()
 	o := DefaultDemoOptions()
 	cmds := demoCommands{o: o, path: func(name string) string { return filepath.Join(o.Out, name) }}
