@@ -76,12 +76,28 @@ PY
 
 # A fresh simulator per phase: a second run against a warm prefix cache
 # would be faster for that reason alone.
+# start_sim NAME: a simulator on a free loopback port (another port if the
+# one drawn is taken), its log in sim-NAME.log; url is where it answers.
 start_sim() {
-  port=$((20000 + RANDOM % 20000))
-  "$bin" sim --listen "127.0.0.1:$port" --per-request-metrics > "sim-$1.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break; sleep 0.1; done
-  url="http://127.0.0.1:$port"
+  local try pid
+  for try in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 20000))
+    "$bin" sim --listen "127.0.0.1:$port" --per-request-metrics > "sim-$1.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+      if curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+        pids+=("$pid")
+        url="http://127.0.0.1:$port"
+        return 0
+      fi
+      kill -0 "$pid" 2>/dev/null || break # it exited: the port was taken
+      sleep 0.1
+    done
+    kill "$pid" 2>/dev/null || true
+  done
+  echo "the simulator did not start (sim-$1.log):" >&2
+  cat "sim-$1.log" >&2
+  exit 1
 }
 
 start_sim single
@@ -98,7 +114,13 @@ for i in $(seq 0 $((shards - 1))); do
     --out "results-$i.parquet" trace.parquet > "shard-$i.log" 2>&1 &
   spids+=($!)
 done
-for p in "${spids[@]}"; do wait "$p"; done
+for i in "${!spids[@]}"; do
+  if ! wait "${spids[$i]}"; then
+    echo "replay shard $i failed (shard-$i.log):" >&2
+    cat "shard-$i.log" >&2
+    exit 1
+  fi
+done
 kill "${pids[@]}" 2>/dev/null || true
 
 parts=()
